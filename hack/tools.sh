@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# Builds every tool the test suite needs into a cache outside the module,
+# idempotently: a tool whose cached binary already reports the pinned version is
+# skipped. Usage: hack/tools.sh [tool ...]  (default: all)
+#
+#   LOCKSTEP_TOOLS  cache folder (default $HOME/.cache/lockstep/tools); binaries in $LOCKSTEP_TOOLS/bin
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/.." && pwd)
+# shellcheck source=versions.env
+. "$here/versions.env"
+
+TOOLS=${LOCKSTEP_TOOLS:-$HOME/.cache/lockstep/tools}
+BIN=$TOOLS/bin
+SRC=$TOOLS/src
+mkdir -p "$BIN" "$SRC"
+export GOWORK=off GOFLAGS=-buildvcs=false
+
+log() { printf '[tools] %s\n' "$*"; }
+
+# timed NAME CMD...: runs CMD, printing how long it took.
+timed() {
+  local name=$1; shift
+  local start=$SECONDS
+  log "$name: building"
+  "$@"
+  log "$name: built in $((SECONDS - start))s"
+}
+
+# has_version BIN PATTERN: BIN exists and its --version output matches PATTERN.
+has_version() {
+  [ -x "$1" ] && "$1" --version 2>&1 | grep -qE "$2"
+}
+
+# has_module BIN MODULE VERSION: BIN was built from MODULE at VERSION (go version -m),
+# for binaries whose --version does not print the module version.
+has_module() {
+  [ -x "$1" ] && go version -m "$1" 2>/dev/null | grep -qE "^\s+(mod|dep)\s+$2\s+$3(\s|$)"
+}
+
+
+build_etcd() {
+  has_version "$BIN/etcd" "etcd Version: $ETCD_VERSION\$" && { log "etcd $ETCD_VERSION: cached"; return; }
+  local dir=$SRC/etcd
+  rm -rf "$dir"; mkdir -p "$dir"
+  printf 'module lockstep.tools/etcd\n\ngo 1.26\n\nrequire go.etcd.io/etcd/server/v3 v%s\n' "$ETCD_VERSION" >"$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >"$dir/tools.go"
+  timed "etcd $ETCD_VERSION" bash -c "cd '$dir' && go mod tidy >/dev/null 2>&1 && go build -trimpath -o '$BIN/etcd' go.etcd.io/etcd/server/v3"
+}
+
+build_kube_apiserver() {
+  has_version "$BIN/kube-apiserver" "Kubernetes v$KUBE_VERSION\$" && { log "kube-apiserver v$KUBE_VERSION: cached"; return; }
+  local dir=$SRC/kube-apiserver
+  rm -rf "$dir"; mkdir -p "$dir"
+  # kubernetes requires its staging modules at v0.0.0 and replaces them with local
+  # folders; repeat those replaces against the published versions.
+  local info
+  info=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION")
+  local gomod
+  gomod=$(printf '%s' "$info" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  {
+    printf 'module lockstep.tools/kube-apiserver\n\ngo 1.26\n\nrequire k8s.io/kubernetes v%s\n\n' "$KUBE_VERSION"
+    grep -E '^\s+k8s\.io/[a-z0-9-]+ v0\.0\.0$' "$gomod" | awk '{print $1}' |
+      grep -vE '^k8s.io/(sample-cli-plugin|sample-controller)$' |
+      while read -r m; do printf 'replace %s => %s v%s\n' "$m" "$m" "$KUBE_STAGING_VERSION"; done
+  } >"$dir/go.mod"
+  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >"$dir/tools.go"
+  local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBE_VERSION#*.}"
+  ldflags=${ldflags%.*}
+  timed "kube-apiserver v$KUBE_VERSION (6-9 min on 2 cores)" bash -c "cd '$dir' && go mod tidy >/dev/null 2>&1 && go build -trimpath -ldflags '$ldflags' -o '$BIN/kube-apiserver' k8s.io/kubernetes/cmd/kube-apiserver"
+}
+
+go_install() { # NAME PKG@VERSION
+  timed "$1" env GOBIN="$BIN" go install "$2"
+}
+
+build_versitygw() {
+  has_version "$BIN/versitygw" "v?$VERSITYGW_VERSION" || has_module "$BIN/versitygw" github.com/versity/versitygw "v$VERSITYGW_VERSION" &&
+    { log "versitygw v$VERSITYGW_VERSION: cached"; return; }
+  go_install "versitygw v$VERSITYGW_VERSION" "github.com/versity/versitygw/cmd/versitygw@v$VERSITYGW_VERSION"
+}
+
+build_minio() {
+  has_module "$BIN/minio" github.com/minio/minio "$MINIO_VERSION" && { log "minio $MINIO_VERSION: cached"; return; }
+  go_install "minio $MINIO_VERSION (separate process only, AGPL; ~5 min)" "github.com/minio/minio@$MINIO_VERSION"
+}
+
+build_controller_gen() {
+  has_version "$BIN/controller-gen" "v$CONTROLLER_GEN_VERSION" && { log "controller-gen v$CONTROLLER_GEN_VERSION: cached"; return; }
+  go_install "controller-gen v$CONTROLLER_GEN_VERSION" "sigs.k8s.io/controller-tools/cmd/controller-gen@v$CONTROLLER_GEN_VERSION"
+}
+
+build_staticcheck() {
+  has_module "$BIN/staticcheck" honnef.co/go/tools "$STATICCHECK_VERSION" && { log "staticcheck $STATICCHECK_VERSION: cached"; return; }
+  go_install "staticcheck $STATICCHECK_VERSION" "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
+}
+
+build_terraform() {
+  # A terraform already on PATH (any 1.x) is used as is; else build the pinned MPL-2.0 release.
+  local onpath
+  onpath=$(PATH=${PATH//$BIN:/} command -v terraform || true)
+  if [ -n "$onpath" ] && "$onpath" version >/dev/null 2>&1; then
+    ln -sf "$onpath" "$BIN/terraform"
+    log "terraform: using $onpath ($("$onpath" version | head -1))"
+    return
+  fi
+  has_version "$BIN/terraform" "Terraform v$TERRAFORM_VERSION" && { log "terraform v$TERRAFORM_VERSION: cached"; return; }
+  rm -f "$BIN/terraform"
+  go_install "terraform v$TERRAFORM_VERSION (~3 min)" "github.com/hashicorp/terraform@v$TERRAFORM_VERSION"
+}
+
+build_kafka_broker() {
+  # Our own main around franz-go's kfake, in this module; go build's cache makes a rebuild instant.
+  timed "kafka-broker (kfake)" bash -c "cd '$root' && go build -o '$BIN/kafka-broker' ./internal/testenv/kafkabroker"
+}
+
+# link_postgres: links Debian's PostgreSQL server binaries into the cache, so tests
+# find them in one place; fails when none are installed.
+link_postgres() {
+  local dir
+  for dir in "$(dirname "$(command -v initdb 2>/dev/null || echo /none/x)")" /usr/lib/postgresql/*/bin; do
+    if [ -x "$dir/initdb" ] && [ -x "$dir/pg_ctl" ] && [ -x "$dir/postgres" ]; then
+      for b in initdb pg_ctl postgres; do ln -sf "$dir/$b" "$BIN/$b"; done
+      log "postgres: using $dir ($("$dir/postgres" --version))"
+      return 0
+    fi
+  done
+  return 1
+}
+
+build_postgres() {
+  link_postgres && return
+  local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+  timed "postgresql (apt-get install postgresql)" bash -c "$sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null"
+  link_postgres || { log "postgres: apt-get install postgresql did not provide initdb"; return 1; }
+}
+
+all=(etcd kube_apiserver versitygw minio controller_gen staticcheck terraform kafka_broker postgres)
+want=("$@")
+[ ${#want[@]} -eq 0 ] && want=("${all[@]}")
+
+start=$SECONDS
+log "cache: $TOOLS"
+for t in "${want[@]}"; do
+  "build_${t//-/_}"
+done
+log "all tools ready in $((SECONDS - start))s"
