@@ -1,0 +1,22 @@
+// Package v1 holds the Lockstep API, group streaming.lockstep.dev, version v1: the
+// StreamingQuery that users write and the cluster-scoped CheckpointStore that a platform
+// team offers to its tenants.
+//
+// There is one model of a query: the engine, the controller, the admission webhook, the
+// Terraform provider and the CLI all read [StreamingQuerySpec]. This package also holds
+// everything about a spec that needs no I/O:
+//
+//   - [ReadQuery] and [ParseQuery] read a manifest strictly (an unknown field is an error)
+//     and apply the defaults of [StreamingQuery.Default].
+//   - [StreamingQuerySpec.Validate] returns every problem of a spec with its field path. Parts
+//     of the spec that are typed but not implemented yet are refused unless the caller's
+//     [Features] include them; [Supported] is the one list of what works today.
+//   - [StreamingQuerySpec.Columns] follows the columns from the sources through every
+//     transform step to the sink, and [CELEnv] builds the CEL environment in which the
+//     filter and select expressions of a step are compiled and evaluated.
+//
+// The user-facing description of every field is docs/spec.md.
+//
+// +kubebuilder:object:generate=true
+// +groupName=streaming.lockstep.dev
+package v1

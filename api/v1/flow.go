@@ -1,0 +1,504 @@
+package v1
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Columns returns the columns the source yields: its schema's columns, rate's timestamp and
+// value, or Kafka raw's value, followed for Kafka by the metadata columns. It reports false
+// when they cannot be known because the source is invalid (no kind, or no schema).
+func (s *Source) Columns() (Columns, bool) {
+	switch s.Kind() {
+	case SourceRate:
+		return RateColumns(), true
+	case SourceKafka:
+		if s.Kafka.Format == KafkaRaw {
+			return append(Columns{{Name: ColumnKafkaValue, Type: TypeString}}, KafkaMetadataColumns()...), true
+		}
+		if s.Schema == nil {
+			return nil, false
+		}
+		return append(slices.Clone(s.Schema.Columns), KafkaMetadataColumns()...), true
+	case SourceFiles, SourceDelta:
+		if s.Schema == nil {
+			return nil, false
+		}
+		return slices.Clone(s.Schema.Columns), true
+	}
+	return nil, false
+}
+
+// StepColumns follows the columns through the query: element i holds the columns flowing into
+// s.Transform[i], and the last element (index len(s.Transform)) the columns the sink receives.
+// It errors, with every problem, when the sources or steps are invalid; features are not
+// checked.
+func (s *StreamingQuerySpec) StepColumns() ([]Columns, error) {
+	fl := s.flow(field.NewPath("spec"), AllFeatures())
+	if len(fl.errs) > 0 {
+		return nil, fl.errs.ToAggregate()
+	}
+	out := make([]Columns, len(fl.states))
+	for i, st := range fl.states {
+		out[i] = st.cols
+	}
+	return out, nil
+}
+
+// OutputColumns returns the columns the sink receives. It errors as StepColumns.
+func (s *StreamingQuerySpec) OutputColumns() (Columns, error) {
+	cols, err := s.StepColumns()
+	if err != nil {
+		return nil, err
+	}
+	return cols[len(cols)-1], nil
+}
+
+// flowState is what is known of the rows at one point of the query.
+type flowState struct {
+	// cols are the columns; a column whose type an earlier error hides has type unknownType.
+	cols Columns
+	// known is false when the columns cannot be determined; checks that need them are skipped.
+	known bool
+	// watermark is the event-time column in force, "" if none.
+	watermark string
+}
+
+// column checks that the column name exists here.
+func (st flowState) column(p *field.Path, name string) field.ErrorList {
+	if name == "" {
+		return field.ErrorList{field.Required(p, "a column name")}
+	}
+	if !st.known {
+		return nil
+	}
+	if _, ok := st.cols.Lookup(name); !ok {
+		return field.ErrorList{field.Invalid(p, name, "no such column; the columns here are "+strings.Join(st.cols.Names(), ", "))}
+	}
+	return nil
+}
+
+// typeOf returns the type of the column name, unknownType when it is not known.
+func (st flowState) typeOf(name string) ColumnType {
+	c, _ := st.cols.Lookup(name)
+	return c.Type
+}
+
+// env returns the CEL environment of the columns here, and whether some column's type is
+// unknown (so that expressions using it yield dyn without being wrong).
+func (st flowState) env() (*cel.Env, bool, error) {
+	var cols Columns
+	unknown := false
+	for _, c := range st.cols {
+		if columnName(nil, c.Name) != nil {
+			continue
+		}
+		if _, dup := cols.Lookup(c.Name); dup {
+			continue
+		}
+		if !c.Type.Valid() {
+			c.Type = unknownType
+			unknown = true
+		}
+		cols = append(cols, c)
+	}
+	env, err := CELEnv(cols)
+	return env, unknown, err
+}
+
+// flowResult is the outcome of following the rows through the sources and steps.
+type flowResult struct {
+	errs field.ErrorList
+	// states[i] flows into step i; the last flows to the sink.
+	states []flowState
+	// aggregate is the index of the aggregate step, -1 if none.
+	aggregate int
+	// aggregateOnWatermark: the aggregate groups by the watermark column or a window on it.
+	aggregateOnWatermark bool
+}
+
+func (r *flowResult) output() flowState { return r.states[len(r.states)-1] }
+
+// flow validates the sources and transform steps and follows the columns through them.
+func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
+	r := &flowResult{aggregate: -1}
+	cur := s.sourceFlow(spec.Child("sources"), f, r)
+
+	steps := spec.Child("transform")
+	if len(s.Transform) > MaxSteps {
+		r.errs = append(r.errs, field.TooMany(steps, len(s.Transform), MaxSteps))
+	}
+	statefulNames := s.statefulNames()
+	ordinal := 0
+	watermarkSeen, statefulSeen := false, false
+	for i := range s.Transform {
+		st := &s.Transform[i]
+		p := steps.Index(i)
+		r.states = append(r.states, cur)
+		kinds := st.Kinds()
+		switch len(kinds) {
+		case 0:
+			r.errs = append(r.errs, field.Required(p, "exactly one of filter, select, watermark, aggregate, dropDuplicates must be set"))
+		case 1:
+		default:
+			r.errs = append(r.errs, field.Invalid(p, kindList(kinds), "exactly one of filter, select, watermark, aggregate, dropDuplicates must be set"))
+		}
+		for _, k := range kinds {
+			if !f.Has(stepFeature(k)) {
+				r.errs = append(r.errs, notSupportedYet(p.Child(string(k)), k, supportedKinds(f, StepFilter, StepSelect, StepWatermark, StepAggregate, StepDropDuplicates)))
+			}
+		}
+		next := cur
+		if st.Filter != "" {
+			r.errs = append(r.errs, cur.filter(p.Child("filter"), st.Filter)...)
+		}
+		if st.Select != nil {
+			next = cur.project(p.Child("select"), st.Select, &r.errs)
+		}
+		if w := st.Watermark; w != nil {
+			wp := p.Child("watermark")
+			switch {
+			case statefulSeen:
+				r.errs = append(r.errs, field.Forbidden(wp, "a watermark must come before the stateful steps (aggregate, dropDuplicates)"))
+			case watermarkSeen:
+				r.errs = append(r.errs, field.Forbidden(wp, "a query may have only one watermark"))
+			}
+			watermarkSeen = true
+			r.errs = append(r.errs, cur.timestampColumn(wp.Child("column"), w.Column)...)
+			if w.Delay == "" {
+				r.errs = append(r.errs, field.Required(wp.Child("delay"), "how late rows may arrive, such as 10m (0s: not at all)"))
+			}
+			r.errs = append(r.errs, duration(wp.Child("delay"), w.Delay, false)...)
+			next.watermark = w.Column
+		}
+		if a := st.Aggregate; a != nil {
+			ap := p.Child("aggregate")
+			if r.aggregate >= 0 {
+				r.errs = append(r.errs, field.Forbidden(ap, fmt.Sprintf("a query may have only one aggregate (transform[%d] is one): two aggregations in a row are not supported", r.aggregate)))
+			} else {
+				r.aggregate = i
+			}
+			r.errs = append(r.errs, statefulName(ap.Child("name"), a.Name, statefulNames, ordinal)...)
+			var onWatermark bool
+			next, onWatermark = cur.aggregate(ap, a, &r.errs)
+			r.aggregateOnWatermark = r.aggregateOnWatermark || onWatermark
+		}
+		if d := st.DropDuplicates; d != nil {
+			dp := p.Child("dropDuplicates")
+			if r.aggregate >= 0 && r.aggregate < i {
+				r.errs = append(r.errs, field.Forbidden(dp, "a stateful step after an aggregate is not supported; a dropDuplicates may precede the aggregate"))
+			}
+			r.errs = append(r.errs, statefulName(dp.Child("name"), d.Name, statefulNames, ordinal)...)
+			if len(d.Columns) == 0 {
+				r.errs = append(r.errs, field.Required(dp.Child("columns"), "the columns that identify a duplicate"))
+			}
+			seen := map[string]bool{}
+			for j, c := range d.Columns {
+				r.errs = append(r.errs, cur.column(dp.Child("columns").Index(j), c)...)
+				if seen[c] {
+					r.errs = append(r.errs, field.Duplicate(dp.Child("columns").Index(j), c))
+				}
+				seen[c] = true
+			}
+		}
+		if st.Aggregate != nil || st.DropDuplicates != nil {
+			statefulSeen = true
+			ordinal++
+		}
+		if len(kinds) > 1 {
+			next.known = false
+		}
+		cur = next
+	}
+	r.states = append(r.states, cur)
+	return r
+}
+
+// sourceFlow validates the sources and returns the columns of their union.
+func (s *StreamingQuerySpec) sourceFlow(p *field.Path, f Features, r *flowResult) flowState {
+	if len(s.Sources) == 0 {
+		r.errs = append(r.errs, field.Required(p, "a query reads at least one source"))
+	}
+	if len(s.Sources) > MaxSources {
+		r.errs = append(r.errs, field.TooMany(p, len(s.Sources), MaxSources))
+	}
+	var cur flowState
+	first := ""
+	names := map[string]bool{}
+	for i := range s.Sources {
+		src := &s.Sources[i]
+		sp := p.Index(i)
+		r.errs = append(r.errs, src.validate(sp, f)...)
+		if src.Name != "" && names[src.Name] {
+			r.errs = append(r.errs, field.Duplicate(sp.Child("name"), src.Name))
+		}
+		names[src.Name] = true
+		cols, ok := src.Columns()
+		if !ok {
+			continue
+		}
+		if !cur.known {
+			cur = flowState{cols: cols, known: true}
+			first = src.Name
+			continue
+		}
+		if !slices.Equal(cols, cur.cols) {
+			at := sp
+			if src.Schema != nil {
+				at = sp.Child("schema")
+			}
+			r.errs = append(r.errs, field.Invalid(at, describeColumns(cols),
+				fmt.Sprintf("sources are unioned and must yield the same columns in the same order; source %q yields %s", first, describeColumns(cur.cols))))
+		}
+	}
+	return cur
+}
+
+// statefulNames returns the name of each stateful step (its Name, else its ordinal).
+func (s *StreamingQuerySpec) statefulNames() []string {
+	var names []string
+	for i := range s.Transform {
+		st := &s.Transform[i]
+		if st.Aggregate != nil || st.DropDuplicates != nil {
+			names = append(names, st.StatefulName(len(names)))
+		}
+	}
+	return names
+}
+
+// statefulName checks the explicit name of the stateful step with the given ordinal.
+func statefulName(p *field.Path, name string, names []string, ordinal int) field.ErrorList {
+	if name == "" {
+		return nil
+	}
+	if errs := dnsLabel(p, name); len(errs) > 0 {
+		return errs
+	}
+	for j, other := range names {
+		if j != ordinal && other == name {
+			return field.ErrorList{field.Duplicate(p, name)}
+		}
+	}
+	return nil
+}
+
+func (st flowState) timestampColumn(p *field.Path, name string) field.ErrorList {
+	if errs := st.column(p, name); len(errs) > 0 || !st.known {
+		return errs
+	}
+	if t := st.typeOf(name); t != TypeTimestamp && t != unknownType {
+		return field.ErrorList{field.Invalid(p, name, fmt.Sprintf("must be a timestamp column, not %s", t))}
+	}
+	return nil
+}
+
+func (st flowState) filter(p *field.Path, expr string) field.ErrorList {
+	env, dyn, err := st.envOrParser()
+	if err != nil {
+		return field.ErrorList{field.InternalError(p, err)}
+	}
+	if !st.known {
+		if _, iss := env.Parse(expr); iss.Err() != nil {
+			return field.ErrorList{field.Invalid(p, expr, iss.Err().Error())}
+		}
+		return nil
+	}
+	if _, err := compileFilter(env, expr, dyn); err != nil {
+		return field.ErrorList{field.Invalid(p, expr, err.Error())}
+	}
+	return nil
+}
+
+func (st flowState) project(p *field.Path, projs []Projection, errs *field.ErrorList) flowState {
+	next := flowState{known: true}
+	if len(projs) == 0 {
+		*errs = append(*errs, field.Required(p, "a select lists at least one column"))
+	}
+	env, dyn, err := st.envOrParser()
+	if err != nil {
+		*errs = append(*errs, field.InternalError(p, err))
+		return flowState{}
+	}
+	for j, pr := range projs {
+		pp := p.Index(j)
+		*errs = append(*errs, columnName(pp.Child("name"), pr.Name)...)
+		if _, dup := next.cols.Lookup(pr.Name); dup && pr.Name != "" {
+			*errs = append(*errs, field.Duplicate(pp.Child("name"), pr.Name))
+		}
+		t := unknownType
+		switch {
+		case pr.Expr == "":
+			*errs = append(*errs, field.Required(pp.Child("expr"), "a CEL expression over the columns, such as a column's name"))
+		case !st.known:
+			if _, iss := env.Parse(pr.Expr); iss.Err() != nil {
+				*errs = append(*errs, field.Invalid(pp.Child("expr"), pr.Expr, iss.Err().Error()))
+			}
+		default:
+			_, typ, err := compileProjection(env, pr.Expr, dyn)
+			if err != nil {
+				*errs = append(*errs, field.Invalid(pp.Child("expr"), pr.Expr, err.Error()))
+			}
+			t = typ
+		}
+		next.cols = append(next.cols, Column{Name: pr.Name, Type: t})
+		// A column copied as is keeps being the event-time column, under its new name.
+		if st.watermark != "" && next.watermark == "" && strings.TrimSpace(pr.Expr) == st.watermark {
+			next.watermark = pr.Name
+		}
+	}
+	return next
+}
+
+func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList) (next flowState, onWatermark bool) {
+	next = flowState{known: true}
+	add := func(p *field.Path, c Column) {
+		if _, dup := next.cols.Lookup(c.Name); dup {
+			*errs = append(*errs, field.Duplicate(p, c.Name))
+			return
+		}
+		next.cols = append(next.cols, c)
+	}
+	windowAt := -1
+	for k, g := range a.GroupBy {
+		gp := p.Child("groupBy").Index(k)
+		switch {
+		case g.Column == "" && g.Window == nil:
+			*errs = append(*errs, field.Required(gp, "exactly one of column, window must be set"))
+		case g.Column != "" && g.Window != nil:
+			*errs = append(*errs, field.Invalid(gp, "column, window", "exactly one of column, window must be set"))
+		}
+		if g.Column != "" {
+			*errs = append(*errs, st.column(gp.Child("column"), g.Column)...)
+			onWatermark = onWatermark || (st.watermark != "" && g.Column == st.watermark)
+			add(gp.Child("column"), Column{Name: g.Column, Type: st.typeOf(g.Column)})
+		}
+		if w := g.Window; w != nil {
+			wp := gp.Child("window")
+			if windowAt >= 0 {
+				*errs = append(*errs, field.Forbidden(wp, fmt.Sprintf("an aggregate may have only one window (groupBy[%d] is one)", windowAt)))
+			} else {
+				windowAt = k
+			}
+			*errs = append(*errs, st.timestampColumn(wp.Child("column"), w.Column)...)
+			onWatermark = onWatermark || (st.watermark != "" && w.Column == st.watermark)
+			if w.Duration == "" {
+				*errs = append(*errs, field.Required(wp.Child("duration"), "the window length, such as 5m"))
+			} else if e := duration(wp.Child("duration"), w.Duration, true); len(e) > 0 {
+				*errs = append(*errs, e...)
+			} else if w.Slide != "" {
+				if e := duration(wp.Child("slide"), w.Slide, true); len(e) > 0 {
+					*errs = append(*errs, e...)
+				} else if size, slide := parsed(w.Duration), parsed(w.Slide); slide > size {
+					*errs = append(*errs, field.Invalid(wp.Child("slide"), string(w.Slide), fmt.Sprintf("must not exceed the window duration %s", w.Duration)))
+				}
+			}
+			add(wp, Column{Name: ColumnWindowStart, Type: TypeTimestamp})
+			add(wp, Column{Name: ColumnWindowEnd, Type: TypeTimestamp})
+		}
+	}
+	ap := p.Child("aggregates")
+	if len(a.Aggregates) == 0 {
+		*errs = append(*errs, field.Required(ap, "at least one aggregate, such as {name: n, function: count}"))
+	}
+	for j, ag := range a.Aggregates {
+		jp := ap.Index(j)
+		*errs = append(*errs, columnName(jp.Child("name"), ag.Name)...)
+		in := unknownType
+		if ag.Column != "" {
+			*errs = append(*errs, st.column(jp.Child("column"), ag.Column)...)
+			in = st.typeOf(ag.Column)
+		}
+		out := unknownType
+		switch ag.Function {
+		case AggCount, AggCountDistinct:
+			out = TypeLong
+			if ag.Function == AggCountDistinct && ag.Column == "" {
+				*errs = append(*errs, field.Required(jp.Child("column"), "count_distinct needs an input column"))
+			}
+		case AggSum, AggAvg, AggMin, AggMax:
+			if ag.Column == "" {
+				*errs = append(*errs, field.Required(jp.Child("column"), fmt.Sprintf("%s needs an input column", ag.Function)))
+				break
+			}
+			numeric := ag.Function == AggSum || ag.Function == AggAvg
+			if numeric && in != unknownType && !in.Numeric() {
+				*errs = append(*errs, field.Invalid(jp.Child("column"), ag.Column, fmt.Sprintf("%s needs a long or double column, not %s", ag.Function, in)))
+				break
+			}
+			out = in
+			if ag.Function == AggAvg {
+				out = TypeDouble
+			}
+		case "":
+			*errs = append(*errs, field.Required(jp.Child("function"), "one of count, sum, min, max, avg, count_distinct"))
+		default:
+			*errs = append(*errs, field.NotSupported(jp.Child("function"), ag.Function, AggregateFunctions()))
+		}
+		if ag.Name != "" {
+			add(jp.Child("name"), Column{Name: ag.Name, Type: out})
+		}
+	}
+	return next, onWatermark
+}
+
+// envOrParser returns the CEL environment of the columns here, or, when they are not known,
+// an environment without variables that can still parse.
+func (st flowState) envOrParser() (*cel.Env, bool, error) {
+	if !st.known {
+		env, err := CELEnv(nil)
+		return env, false, err
+	}
+	return st.env()
+}
+
+func compileFilter(env *cel.Env, expr string, allowDyn bool) (*cel.Ast, error) {
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	t := ast.OutputType()
+	if !t.IsExactType(cel.BoolType) && !(allowDyn && t.IsExactType(cel.DynType)) {
+		return nil, fmt.Errorf("a filter must yield a bool, not %s", t)
+	}
+	return ast, nil
+}
+
+func compileProjection(env *cel.Env, expr string, allowDyn bool) (*cel.Ast, ColumnType, error) {
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, unknownType, iss.Err()
+	}
+	t, ok := columnTypeOf(ast.OutputType())
+	switch {
+	case ok:
+		return ast, t, nil
+	case allowDyn && ast.OutputType().IsExactType(cel.DynType):
+		return ast, unknownType, nil
+	}
+	return nil, unknownType, errors.New("the expression yields " + ast.OutputType().String() +
+		"; a column is string, long (CEL int), double, boolean (CEL bool) or timestamp")
+}
+
+func describeColumns(cols Columns) string {
+	s := make([]string, len(cols))
+	for i, c := range cols {
+		t := string(c.Type)
+		if t == "" {
+			t = "?"
+		}
+		s[i] = c.Name + " " + t
+	}
+	return "(" + strings.Join(s, ", ") + ")"
+}
+
+// parsed returns the value of a duration already checked to parse.
+func parsed(d Duration) time.Duration {
+	v, _ := d.Parse()
+	return v
+}

@@ -1,0 +1,158 @@
+package v1
+
+// Sink is where a query's output rows go. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.delta), has(self.files), has(self.kafka), has(self.webhook), has(self.console)].filter(x, x).size() == 1",message="exactly one of delta, files, kafka, webhook, console must be set"
+type Sink struct {
+	// Delta appends each batch to a Delta table in one commit (exactly-once). Output modes
+	// append and complete.
+	// +optional
+	Delta *DeltaSink `json:"delta,omitempty"`
+	// Files writes each batch as files and lists them in a manifest log in the output folder
+	// (exactly-once). Output modes append and update (a changelog).
+	// +optional
+	Files *FilesSink `json:"files,omitempty"`
+	// Kafka produces each row as a record (at-least-once; exactly-once with ExactlyOnce).
+	// +optional
+	Kafka *KafkaSink `json:"kafka,omitempty"`
+	// Webhook POSTs each batch to a URL (at-least-once, with an idempotency key).
+	// +optional
+	Webhook *WebhookSink `json:"webhook,omitempty"`
+	// Console prints rows (no guarantee: not fault tolerant).
+	// +optional
+	Console *ConsoleSink `json:"console,omitempty"`
+}
+
+// SinkKind names the kind of a sink, as its field is named in the spec.
+type SinkKind string
+
+// Sink kinds.
+const (
+	SinkDelta   SinkKind = "delta"
+	SinkFiles   SinkKind = "files"
+	SinkKafka   SinkKind = "kafka"
+	SinkWebhook SinkKind = "webhook"
+	SinkConsole SinkKind = "console"
+)
+
+// Kinds returns the kinds that are set on s, in spec order; a valid sink has exactly one.
+func (s *Sink) Kinds() []SinkKind {
+	var kinds []SinkKind
+	if s.Delta != nil {
+		kinds = append(kinds, SinkDelta)
+	}
+	if s.Files != nil {
+		kinds = append(kinds, SinkFiles)
+	}
+	if s.Kafka != nil {
+		kinds = append(kinds, SinkKafka)
+	}
+	if s.Webhook != nil {
+		kinds = append(kinds, SinkWebhook)
+	}
+	if s.Console != nil {
+		kinds = append(kinds, SinkConsole)
+	}
+	return kinds
+}
+
+// Kind returns the sink's kind, or "" unless exactly one kind is set.
+func (s *Sink) Kind() SinkKind {
+	if k := s.Kinds(); len(k) == 1 {
+		return k[0]
+	}
+	return ""
+}
+
+// OutputModes returns the output modes the sink kind accepts (DESIGN §2): files append and
+// update; delta append and complete; kafka, webhook and console all three.
+func (k SinkKind) OutputModes() []OutputMode {
+	switch k {
+	case SinkFiles:
+		return []OutputMode{OutputAppend, OutputUpdate}
+	case SinkDelta:
+		return []OutputMode{OutputAppend, OutputComplete}
+	default:
+		return OutputModes()
+	}
+}
+
+// DeltaSink writes a Delta table. Each batch is one commit carrying txn(appId = query id,
+// version = batch id), so a replayed batch is found and skipped.
+type DeltaSink struct {
+	// Path is the table's folder: a local path, a file:// URL or an s3://bucket/prefix.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+	// PartitionColumns are output columns the table is partitioned by, in order.
+	// +optional
+	// +listType=atomic
+	PartitionColumns []string `json:"partitionColumns,omitempty"`
+}
+
+// FilesSink writes files into a folder with a manifest log (_lockstep_manifest) that lists
+// the files of each committed batch; readers trust only the manifest.
+type FilesSink struct {
+	// Path is the output folder: a local path, a file:// URL or an s3://bucket/prefix.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+	// Format is parquet (default) or json (one object per line).
+	// +optional
+	// +kubebuilder:default=parquet
+	// +kubebuilder:validation:Enum=parquet;json
+	Format FileFormat `json:"format,omitempty"`
+}
+
+// KafkaSink produces each output row as one Kafka record whose value is the row.
+type KafkaSink struct {
+	// BootstrapServers are host:port addresses of brokers of one cluster.
+	// +kubebuilder:validation:MinItems=1
+	BootstrapServers []string `json:"bootstrapServers"`
+	// Topic receives the records.
+	// +kubebuilder:validation:MinLength=1
+	Topic string `json:"topic"`
+	// KeyColumn is an output column whose value, as a string, becomes the record key.
+	// Omitted: records have no key.
+	// +optional
+	KeyColumn string `json:"keyColumn,omitempty"`
+	// Format of the record values: json (default).
+	// +optional
+	// +kubebuilder:default=json
+	// +kubebuilder:validation:Enum=json
+	Format KafkaFormat `json:"format,omitempty"`
+	// ExactlyOnce produces each batch in one Kafka transaction whose transactional id derives
+	// from the query id, and records the batch id with it, so a replayed batch is not produced
+	// again (readers must use read_committed). Default false: at-least-once.
+	// +optional
+	ExactlyOnce bool `json:"exactlyOnce,omitempty"`
+	// +optional
+	SASL *KafkaSASL `json:"sasl,omitempty"`
+	// +optional
+	TLS *KafkaTLS `json:"tls,omitempty"`
+}
+
+// WebhookSink POSTs each batch as JSON ({queryId, batchId, rows}) to a URL, in chunks of at
+// most MaxRowsPerRequest rows, with the header Idempotency-Key: <query id>:<batch id>[:<chunk>].
+// Delivery is at-least-once: the receiver de-duplicates by that key.
+type WebhookSink struct {
+	// URL is an http or https URL.
+	// +kubebuilder:validation:MinLength=1
+	URL string `json:"url"`
+	// Headers are added to every request.
+	// +optional
+	Headers map[string]string `json:"headers,omitempty"`
+	// HeadersSecretName names a Secret in the query's namespace whose keys are header names and
+	// whose values are header values (for credentials such as Authorization).
+	// +optional
+	HeadersSecretName string `json:"headersSecretName,omitempty"`
+	// MaxRowsPerRequest caps the rows of one request. Default 1000.
+	// +optional
+	// +kubebuilder:default=1000
+	// +kubebuilder:validation:Minimum=1
+	MaxRowsPerRequest int32 `json:"maxRowsPerRequest,omitempty"`
+	// Timeout bounds one request (a Go duration). Default 30s.
+	// +optional
+	// +kubebuilder:default="30s"
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// ConsoleSink prints each batch's rows to the engine's standard output.
+type ConsoleSink struct{}

@@ -1,0 +1,283 @@
+package v1
+
+// Source is one named input of a query. Exactly one of Kafka, Files, Delta and Rate is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.kafka), has(self.files), has(self.delta), has(self.rate)].filter(x, x).size() == 1",message="exactly one of kafka, files, delta, rate must be set"
+// +kubebuilder:validation:XValidation:rule="!has(self.rate) || !has(self.schema)",message="a rate source takes no schema: it yields timestamp and value"
+// +kubebuilder:validation:XValidation:rule="(has(self.onMalformed) && self.onMalformed == 'deadLetter') == has(self.deadLetterPath)",message="deadLetterPath is set exactly when onMalformed is deadLetter"
+type Source struct {
+	// Name identifies the source in the checkpoint, which keys its offsets by it: a DNS label,
+	// unique in the query. A new name is a new source, read from its starting position.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// +optional
+	Kafka *KafkaSource `json:"kafka,omitempty"`
+	// +optional
+	Files *FilesSource `json:"files,omitempty"`
+	// +optional
+	Delta *DeltaSource `json:"delta,omitempty"`
+	// +optional
+	Rate *RateSource `json:"rate,omitempty"`
+
+	// Schema lists the columns read from each record. Required except for rate (which yields
+	// timestamp and value) and Kafka's raw format (which yields value).
+	// +optional
+	Schema *Schema `json:"schema,omitempty"`
+
+	// OnMalformed says what happens to a record that does not parse against the schema: fail
+	// (default: the query stops, naming the file or partition and the position), skip (counted
+	// in progress), or deadLetter (written as is to DeadLetterPath, and counted).
+	// +optional
+	// +kubebuilder:default=fail
+	OnMalformed MalformedPolicy `json:"onMalformed,omitempty"`
+
+	// DeadLetterPath is the folder (local path, file:// or s3://) that receives malformed
+	// records when OnMalformed is deadLetter.
+	// +optional
+	DeadLetterPath string `json:"deadLetterPath,omitempty"`
+}
+
+// SourceKind names the kind of a source, as its field is named in the spec.
+type SourceKind string
+
+// Source kinds.
+const (
+	SourceKafka SourceKind = "kafka"
+	SourceFiles SourceKind = "files"
+	SourceDelta SourceKind = "delta"
+	SourceRate  SourceKind = "rate"
+)
+
+// Kinds returns the kinds that are set on s, in spec order; a valid source has exactly one.
+func (s *Source) Kinds() []SourceKind {
+	var kinds []SourceKind
+	if s.Kafka != nil {
+		kinds = append(kinds, SourceKafka)
+	}
+	if s.Files != nil {
+		kinds = append(kinds, SourceFiles)
+	}
+	if s.Delta != nil {
+		kinds = append(kinds, SourceDelta)
+	}
+	if s.Rate != nil {
+		kinds = append(kinds, SourceRate)
+	}
+	return kinds
+}
+
+// Kind returns the source's kind, or "" unless exactly one kind is set.
+func (s *Source) Kind() SourceKind {
+	if k := s.Kinds(); len(k) == 1 {
+		return k[0]
+	}
+	return ""
+}
+
+// MalformedPolicy says what a source does with a record that does not parse.
+// +kubebuilder:validation:Enum=fail;skip;deadLetter
+type MalformedPolicy string
+
+// Malformed-record policies.
+const (
+	MalformedFail       MalformedPolicy = "fail"
+	MalformedSkip       MalformedPolicy = "skip"
+	MalformedDeadLetter MalformedPolicy = "deadLetter"
+)
+
+// KafkaSource reads records from Kafka topics. Offsets in the checkpoint are the next offset to
+// read per topic-partition. Besides the schema's columns (or value, for format raw) it yields the
+// metadata columns _key (string), _topic (string), _partition (long), _offset (long) and
+// _timestamp (timestamp).
+// +kubebuilder:validation:XValidation:rule="has(self.topics) != has(self.topicPattern)",message="exactly one of topics, topicPattern must be set"
+type KafkaSource struct {
+	// BootstrapServers are host:port addresses of brokers of one cluster.
+	// +kubebuilder:validation:MinItems=1
+	BootstrapServers []string `json:"bootstrapServers"`
+	// Topics to read. Exactly one of Topics and TopicPattern is set.
+	// +optional
+	Topics []string `json:"topics,omitempty"`
+	// TopicPattern is a regular expression (RE2 syntax) matched against whole topic names.
+	// +optional
+	TopicPattern string `json:"topicPattern,omitempty"`
+	// StartingOffsets is where a source new to the checkpoint starts: earliest, latest (default),
+	// or Spark's JSON form per partition, {"topic":{"0":12,"1":-2}} (-2 earliest, -1 latest).
+	// A source already in the checkpoint continues from its offsets; partitions that appear
+	// later start at earliest.
+	// +optional
+	// +kubebuilder:default=latest
+	StartingOffsets string `json:"startingOffsets,omitempty"`
+	// MaxOffsetsPerTrigger caps the records of one batch, split across partitions in proportion
+	// to their backlog. Omitted: no cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxOffsetsPerTrigger *int64 `json:"maxOffsetsPerTrigger,omitempty"`
+	// FailOnDataLoss stops the query when records it should have read are gone (retention,
+	// deleted records or partitions). Default true. False: warn, count, continue from the earliest.
+	// +optional
+	// +kubebuilder:default=true
+	FailOnDataLoss *bool `json:"failOnDataLoss,omitempty"`
+	// Format of the record values: json (default), csv (columns in schema order, no header) or
+	// raw (the value as a string column named value; no schema).
+	// +optional
+	// +kubebuilder:default=json
+	// +kubebuilder:validation:Enum=json;csv;raw
+	Format KafkaFormat `json:"format,omitempty"`
+	// SASL authenticates to the brokers. Omitted: no authentication.
+	// +optional
+	SASL *KafkaSASL `json:"sasl,omitempty"`
+	// TLS encrypts the connection to the brokers. Omitted: plain text.
+	// +optional
+	TLS *KafkaTLS `json:"tls,omitempty"`
+}
+
+// StartingOffsets values besides the per-partition JSON form.
+const (
+	OffsetsEarliest = "earliest"
+	OffsetsLatest   = "latest"
+)
+
+// KafkaFormat is the encoding of Kafka record values.
+type KafkaFormat string
+
+// Kafka value formats.
+const (
+	KafkaJSON KafkaFormat = "json"
+	KafkaCSV  KafkaFormat = "csv"
+	KafkaRaw  KafkaFormat = "raw"
+)
+
+// KafkaSASL authenticates to Kafka with SASL. Credentials never sit in the spec: the engine
+// reads them from the environment variables named by UsernameEnv and PasswordEnv. On
+// Kubernetes the controller fills those variables from the Secret named by SecretName.
+type KafkaSASL struct {
+	// Mechanism is PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512.
+	Mechanism SASLMechanism `json:"mechanism"`
+	// SecretName names a Secret in the query's namespace with the keys username and password.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// UsernameEnv names the variable holding the user name. Default LOCKSTEP_KAFKA_USERNAME.
+	// +optional
+	// +kubebuilder:default=LOCKSTEP_KAFKA_USERNAME
+	UsernameEnv string `json:"usernameEnv,omitempty"`
+	// PasswordEnv names the variable holding the password. Default LOCKSTEP_KAFKA_PASSWORD.
+	// +optional
+	// +kubebuilder:default=LOCKSTEP_KAFKA_PASSWORD
+	PasswordEnv string `json:"passwordEnv,omitempty"`
+}
+
+// Default environment variables of Kafka SASL credentials.
+const (
+	DefaultKafkaUsernameEnv = "LOCKSTEP_KAFKA_USERNAME"
+	DefaultKafkaPasswordEnv = "LOCKSTEP_KAFKA_PASSWORD"
+)
+
+// SASLMechanism is a Kafka SASL mechanism.
+// +kubebuilder:validation:Enum=PLAIN;SCRAM-SHA-256;SCRAM-SHA-512
+type SASLMechanism string
+
+// SASL mechanisms.
+const (
+	SASLPlain       SASLMechanism = "PLAIN"
+	SASLScramSHA256 SASLMechanism = "SCRAM-SHA-256"
+	SASLScramSHA512 SASLMechanism = "SCRAM-SHA-512"
+)
+
+// KafkaTLS encrypts connections to Kafka. Certificates come from files in the engine's file
+// system; on Kubernetes the controller mounts the named Secrets there.
+type KafkaTLS struct {
+	// CAFile is a PEM bundle of the CAs to trust. Omitted: the system's roots.
+	// +optional
+	CAFile string `json:"caFile,omitempty"`
+	// CASecretName names a Secret in the query's namespace with the key ca.crt, mounted as CAFile.
+	// +optional
+	CASecretName string `json:"caSecretName,omitempty"`
+	// CertFile and KeyFile are the client certificate and key (PEM) for mutual TLS.
+	// +optional
+	CertFile string `json:"certFile,omitempty"`
+	// +optional
+	KeyFile string `json:"keyFile,omitempty"`
+	// ClientSecretName names a kubernetes.io/tls Secret in the query's namespace, mounted as
+	// CertFile and KeyFile.
+	// +optional
+	ClientSecretName string `json:"clientSecretName,omitempty"`
+	// ServerName overrides the name checked in the brokers' certificates.
+	// +optional
+	ServerName string `json:"serverName,omitempty"`
+	// InsecureSkipVerify turns off certificate verification. For tests only.
+	// +optional
+	InsecureSkipVerify bool `json:"insecureSkipVerify,omitempty"`
+}
+
+// FilesSource reads new files under a folder, oldest first by modification time, then by
+// name. A seen-files log in the checkpoint remembers which files were read.
+type FilesSource struct {
+	// Path is the folder to read: a local path, a file:// URL or an s3://bucket/prefix.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+	// Format of the files: json (one object per line), csv (columns in schema order, no
+	// header) or parquet.
+	// +kubebuilder:validation:Enum=json;csv;parquet
+	Format FileFormat `json:"format"`
+	// MaxFilesPerTrigger caps the files of one batch. Omitted: no cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxFilesPerTrigger *int32 `json:"maxFilesPerTrigger,omitempty"`
+}
+
+// FileFormat is the encoding of files read or written.
+type FileFormat string
+
+// File formats.
+const (
+	FormatJSON    FileFormat = "json"
+	FormatCSV     FileFormat = "csv"
+	FormatParquet FileFormat = "parquet"
+)
+
+// DeltaSource streams the data-changing commits of a Delta table, in order. Offsets are
+// (table version, index in the commit).
+type DeltaSource struct {
+	// Path is the table's folder: a local path, a file:// URL or an s3://bucket/prefix.
+	// +kubebuilder:validation:MinLength=1
+	Path string `json:"path"`
+	// MaxFilesPerTrigger caps the data files of one batch. Omitted: no cap.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	MaxFilesPerTrigger *int32 `json:"maxFilesPerTrigger,omitempty"`
+	// StartingVersion is the first table version a source new to the checkpoint reads.
+	// Omitted: the table's current content, then every later commit.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	StartingVersion *int64 `json:"startingVersion,omitempty"`
+	// IgnoreChanges lets commits that remove or rewrite data pass (their added files are read
+	// again); otherwise such a commit stops the query. Default false.
+	// +optional
+	IgnoreChanges bool `json:"ignoreChanges,omitempty"`
+	// FailOnDataLoss stops the query when log files it needs were removed by retention.
+	// Default true. False: warn and continue at the oldest version still there.
+	// +optional
+	// +kubebuilder:default=true
+	FailOnDataLoss *bool `json:"failOnDataLoss,omitempty"`
+}
+
+// RateSource generates rows at a fixed rate, for demos and benchmarks, like Spark's rate
+// source: timestamp (timestamp) and value (long, counting from 0). Values are deterministic.
+type RateSource struct {
+	// RowsPerSecond is the number of rows generated per second. Default 1.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	RowsPerSecond int64 `json:"rowsPerSecond,omitempty"`
+}
+
+// Schema lists the columns of a source's records, in order.
+type Schema struct {
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=map
+	// +listMapKey=name
+	Columns Columns `json:"columns"`
+}

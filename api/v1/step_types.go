@@ -1,0 +1,200 @@
+package v1
+
+import "strconv"
+
+// Step is one transform step. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.filter), has(self.select), has(self.watermark), has(self.aggregate), has(self.dropDuplicates)].filter(x, x).size() == 1",message="exactly one of filter, select, watermark, aggregate, dropDuplicates must be set"
+type Step struct {
+	// Filter keeps the rows for which this CEL expression is true. It sees the columns
+	// flowing into the step as variables.
+	// +optional
+	Filter string `json:"filter,omitempty"`
+	// Select replaces the columns with the listed ones, each computed by a CEL expression.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	Select []Projection `json:"select,omitempty"`
+	// Watermark tracks event time on a timestamp column: watermark = newest event time seen
+	// minus Delay. Stateful steps after it drop rows older than the watermark and evict state
+	// that the watermark has passed.
+	// +optional
+	Watermark *Watermark `json:"watermark,omitempty"`
+	// Aggregate groups rows and computes aggregates per group. Stateful.
+	// +optional
+	Aggregate *Aggregate `json:"aggregate,omitempty"`
+	// DropDuplicates keeps the first row of each distinct combination of columns. Stateful.
+	// +optional
+	DropDuplicates *DropDuplicates `json:"dropDuplicates,omitempty"`
+}
+
+// StepKind names the kind of a transform step, as its field is named in the spec.
+type StepKind string
+
+// Step kinds.
+const (
+	StepFilter         StepKind = "filter"
+	StepSelect         StepKind = "select"
+	StepWatermark      StepKind = "watermark"
+	StepAggregate      StepKind = "aggregate"
+	StepDropDuplicates StepKind = "dropDuplicates"
+)
+
+// Kinds returns the kinds that are set on s, in spec order; a valid step has exactly one.
+// A select is set when the list is present, even if empty.
+func (s *Step) Kinds() []StepKind {
+	var kinds []StepKind
+	if s.Filter != "" {
+		kinds = append(kinds, StepFilter)
+	}
+	if s.Select != nil {
+		kinds = append(kinds, StepSelect)
+	}
+	if s.Watermark != nil {
+		kinds = append(kinds, StepWatermark)
+	}
+	if s.Aggregate != nil {
+		kinds = append(kinds, StepAggregate)
+	}
+	if s.DropDuplicates != nil {
+		kinds = append(kinds, StepDropDuplicates)
+	}
+	return kinds
+}
+
+// Kind returns the step's kind, or "" unless exactly one kind is set.
+func (s *Step) Kind() StepKind {
+	if k := s.Kinds(); len(k) == 1 {
+		return k[0]
+	}
+	return ""
+}
+
+// Stateful reports whether the step keeps state across batches (aggregate, dropDuplicates).
+func (s *Step) Stateful() bool {
+	k := s.Kind()
+	return k == StepAggregate || k == StepDropDuplicates
+}
+
+// StatefulName returns the name of a stateful step: its own Name, if set, else its ordinal
+// among the stateful steps of the query (ordinal counts from 0). The checkpoint keys the
+// step's state by this name.
+func (s *Step) StatefulName(ordinal int) string {
+	var name string
+	switch {
+	case s.Aggregate != nil:
+		name = s.Aggregate.Name
+	case s.DropDuplicates != nil:
+		name = s.DropDuplicates.Name
+	}
+	if name != "" {
+		return name
+	}
+	return strconv.Itoa(ordinal)
+}
+
+// Projection is one output column of a select: its name and the CEL expression computing it.
+type Projection struct {
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// +kubebuilder:validation:MinLength=1
+	Expr string `json:"expr"`
+}
+
+// Watermark declares event time on a column.
+type Watermark struct {
+	// Column is a timestamp column.
+	Column string `json:"column"`
+	// Delay is how late rows may arrive (a Go duration such as 10m); 0s means not at all.
+	Delay Duration `json:"delay"`
+}
+
+// Aggregate groups rows by keys and computes aggregates per group. Its output columns are
+// the group keys, in order (a window yields window_start and window_end), then the aggregates.
+type Aggregate struct {
+	// Name identifies the step's state in the checkpoint: a DNS label, unique among the
+	// stateful steps. Omitted: the step's ordinal among the stateful steps.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+	// GroupBy lists the grouping keys. Their order is part of the state key. Omitted: one
+	// global group.
+	// +optional
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	GroupBy []GroupKey `json:"groupBy,omitempty"`
+	// Aggregates are the values computed per group.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	Aggregates []Aggregation `json:"aggregates"`
+}
+
+// GroupKey is one grouping key: a column, or an event-time window on a timestamp column.
+// +kubebuilder:validation:XValidation:rule="has(self.column) != has(self.window)",message="exactly one of column, window must be set"
+type GroupKey struct {
+	// +optional
+	Column string `json:"column,omitempty"`
+	// +optional
+	Window *Window `json:"window,omitempty"`
+}
+
+// Window assigns each row to event-time windows [start, start+duration) aligned to the Unix
+// epoch: tumbling windows without Slide, sliding windows (a row in several) with it.
+type Window struct {
+	// Column is a timestamp column.
+	Column string `json:"column"`
+	// Duration is the window length (a Go duration such as 5m).
+	Duration Duration `json:"duration"`
+	// Slide is the distance between window starts; at most Duration. Omitted: Duration (tumbling).
+	// +optional
+	Slide Duration `json:"slide,omitempty"`
+}
+
+// Aggregation computes one output column per group.
+type Aggregation struct {
+	// Name of the output column.
+	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
+	Name string `json:"name"`
+	// Function is count, sum, min, max, avg or count_distinct.
+	Function AggregateFunction `json:"function"`
+	// Column is the input. Required, except for count, which without it counts rows.
+	// +optional
+	Column string `json:"column,omitempty"`
+}
+
+// AggregateFunction is the function of an Aggregation.
+// +kubebuilder:validation:Enum=count;sum;min;max;avg;count_distinct
+type AggregateFunction string
+
+// Aggregate functions. count and count_distinct yield long; sum yields its input's type; avg
+// yields double; min and max yield their input's type.
+const (
+	AggCount         AggregateFunction = "count"
+	AggSum           AggregateFunction = "sum"
+	AggMin           AggregateFunction = "min"
+	AggMax           AggregateFunction = "max"
+	AggAvg           AggregateFunction = "avg"
+	AggCountDistinct AggregateFunction = "count_distinct"
+)
+
+// AggregateFunctions lists every aggregate function.
+func AggregateFunctions() []AggregateFunction {
+	return []AggregateFunction{AggCount, AggSum, AggMin, AggMax, AggAvg, AggCountDistinct}
+}
+
+// DropDuplicates keeps the first row of each distinct combination of Columns. With a
+// watermark on an event-time column among Columns, state older than the watermark is evicted;
+// otherwise it grows without bound.
+type DropDuplicates struct {
+	// Name identifies the step's state in the checkpoint, as Aggregate.Name.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name,omitempty"`
+	// Columns form the deduplication key, in order (the order is part of the state key).
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	Columns []string `json:"columns"`
+}

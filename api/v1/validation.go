@@ -1,0 +1,605 @@
+package v1
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"net/url"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// Limits on list lengths, mirrored by the CRD's maxItems.
+const (
+	MaxSources = 32
+	MaxSteps   = 64
+)
+
+// Validate returns every problem of the query: its name, then its spec (see
+// [StreamingQuerySpec.Validate]). The name must be a DNS label because the controller
+// derives the names of the query's objects and its checkpoint location from it.
+func (q *StreamingQuery) Validate(f Features) field.ErrorList {
+	var errs field.ErrorList
+	name := field.NewPath("metadata", "name")
+	if q.Name == "" {
+		errs = append(errs, field.Required(name, "a query needs a name"))
+	} else {
+		errs = append(errs, dnsLabel(name, q.Name)...)
+	}
+	return append(errs, q.Spec.Validate(f)...)
+}
+
+// Validate returns every problem of the spec, each with its field path under "spec", without
+// any I/O. It accepts specs with and without defaults applied. Parts of the spec that use a
+// feature outside f are refused as not supported yet; callers pass [Supported]().
+//
+// It checks names (DNS labels, unique), one-of fields, required fields and value ranges,
+// paths and URLs, that the sources agree on their columns, that every CEL expression
+// compiles and type-checks against the columns flowing into its step, durations, and the
+// combination of output mode, sink and stateful steps (see docs/spec.md).
+func (s *StreamingQuerySpec) Validate(f Features) field.ErrorList {
+	spec := field.NewPath("spec")
+	fl := s.flow(spec, f)
+	errs := fl.errs
+	errs = append(errs, s.validateSink(spec.Child("sink"), f, fl.output())...)
+	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"), f, fl)...)
+	errs = append(errs, s.Trigger.validate(spec.Child("trigger"))...)
+	errs = append(errs, s.Checkpoint.validate(spec.Child("checkpoint"))...)
+	errs = append(errs, s.StateStore.validate(spec.Child("stateStore"))...)
+	errs = append(errs, s.Resources.validate(spec.Child("resources"))...)
+	return errs
+}
+
+func (s *Source) validate(p *field.Path, f Features) field.ErrorList {
+	var errs field.ErrorList
+	if s.Name == "" {
+		errs = append(errs, field.Required(p.Child("name"), "a source needs a stable name"))
+	} else {
+		errs = append(errs, dnsLabel(p.Child("name"), s.Name)...)
+	}
+	kinds := s.Kinds()
+	switch len(kinds) {
+	case 0:
+		errs = append(errs, field.Required(p, "exactly one of kafka, files, delta, rate must be set"))
+	case 1:
+	default:
+		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of kafka, files, delta, rate must be set"))
+	}
+	for _, k := range kinds {
+		if !f.Has(sourceFeature(k)) {
+			errs = append(errs, notSupportedYet(p.Child(string(k)), k, supportedKinds(f, SourceKafka, SourceFiles, SourceDelta, SourceRate)))
+		}
+	}
+	if s.Kafka != nil {
+		errs = append(errs, s.Kafka.validate(p.Child("kafka"))...)
+	}
+	if s.Files != nil {
+		errs = append(errs, s.Files.validate(p.Child("files"))...)
+	}
+	if s.Delta != nil {
+		errs = append(errs, s.Delta.validate(p.Child("delta"))...)
+	}
+	if s.Rate != nil && s.Rate.RowsPerSecond < 0 {
+		errs = append(errs, field.Invalid(p.Child("rate", "rowsPerSecond"), s.Rate.RowsPerSecond, "must be at least 1"))
+	}
+	errs = append(errs, s.validateSchema(p.Child("schema"))...)
+	switch s.OnMalformed {
+	case "", MalformedFail, MalformedSkip:
+		if s.DeadLetterPath != "" {
+			errs = append(errs, field.Forbidden(p.Child("deadLetterPath"), "may only be set when onMalformed is deadLetter"))
+		}
+	case MalformedDeadLetter:
+		errs = append(errs, location(p.Child("deadLetterPath"), s.DeadLetterPath, true)...)
+	default:
+		errs = append(errs, field.NotSupported(p.Child("onMalformed"), s.OnMalformed, []MalformedPolicy{MalformedFail, MalformedSkip, MalformedDeadLetter}))
+	}
+	return errs
+}
+
+func (s *Source) validateSchema(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case s.Rate != nil:
+		if s.Schema != nil {
+			errs = append(errs, field.Forbidden(p, "a rate source takes no schema: it yields timestamp (timestamp) and value (long)"))
+		}
+		return errs
+	case s.Kafka != nil && s.Kafka.Format == KafkaRaw:
+		if s.Schema != nil {
+			errs = append(errs, field.Forbidden(p, "a Kafka source with format raw takes no schema: it yields value (string)"))
+		}
+		return errs
+	case s.Schema == nil:
+		if s.Kind() != "" {
+			errs = append(errs, field.Required(p, "the columns of the source's records must be declared"))
+		}
+		return errs
+	}
+	cols := p.Child("columns")
+	if len(s.Schema.Columns) == 0 {
+		errs = append(errs, field.Required(cols, "a schema needs at least one column"))
+	}
+	seen := map[string]bool{}
+	for i, c := range s.Schema.Columns {
+		cp := cols.Index(i)
+		errs = append(errs, columnName(cp.Child("name"), c.Name)...)
+		if s.Kafka != nil && strings.HasPrefix(c.Name, "_") && slices.Contains(KafkaMetadataColumns().Names(), c.Name) {
+			errs = append(errs, field.Invalid(cp.Child("name"), c.Name, "is a Kafka metadata column that the source adds itself"))
+		}
+		if c.Name != "" && seen[c.Name] {
+			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
+		}
+		seen[c.Name] = true
+		if !c.Type.Valid() {
+			errs = append(errs, field.NotSupported(cp.Child("type"), c.Type, ColumnTypes()))
+		}
+	}
+	return errs
+}
+
+func (k *KafkaSource) validate(p *field.Path) field.ErrorList {
+	errs := bootstrapServers(p.Child("bootstrapServers"), k.BootstrapServers)
+	switch {
+	case len(k.Topics) == 0 && k.TopicPattern == "":
+		errs = append(errs, field.Required(p.Child("topics"), "one of topics, topicPattern is required"))
+	case len(k.Topics) > 0 && k.TopicPattern != "":
+		errs = append(errs, field.Forbidden(p.Child("topicPattern"), "topics and topicPattern are exclusive"))
+	}
+	seen := map[string]bool{}
+	for i, t := range k.Topics {
+		errs = append(errs, topicName(p.Child("topics").Index(i), t)...)
+		if seen[t] {
+			errs = append(errs, field.Duplicate(p.Child("topics").Index(i), t))
+		}
+		seen[t] = true
+	}
+	if k.TopicPattern != "" {
+		if _, err := regexp.Compile(k.TopicPattern); err != nil {
+			errs = append(errs, field.Invalid(p.Child("topicPattern"), k.TopicPattern, err.Error()))
+		}
+	}
+	errs = append(errs, k.validateStartingOffsets(p.Child("startingOffsets"))...)
+	if k.MaxOffsetsPerTrigger != nil && *k.MaxOffsetsPerTrigger < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxOffsetsPerTrigger"), *k.MaxOffsetsPerTrigger, "must be at least 1"))
+	}
+	switch k.Format {
+	case "", KafkaJSON, KafkaCSV, KafkaRaw:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw}))
+	}
+	errs = append(errs, k.SASL.validate(p.Child("sasl"))...)
+	errs = append(errs, k.TLS.validate(p.Child("tls"))...)
+	return errs
+}
+
+// StartingPartitionOffsets parses the per-partition JSON form of startingOffsets,
+// {"topic":{"0":12}}, into topic → partition → offset (-2 earliest, -1 latest). It returns
+// nil and no error for earliest, latest and the empty string.
+func (k *KafkaSource) StartingPartitionOffsets() (map[string]map[int32]int64, error) {
+	switch k.StartingOffsets {
+	case "", OffsetsEarliest, OffsetsLatest:
+		return nil, nil
+	}
+	var raw map[string]map[string]int64
+	if err := json.Unmarshal([]byte(k.StartingOffsets), &raw); err != nil {
+		return nil, fmt.Errorf(`want earliest, latest or JSON such as {"topic":{"0":12}}: %w`, err)
+	}
+	out := make(map[string]map[int32]int64, len(raw))
+	for topic, parts := range raw {
+		out[topic] = make(map[int32]int64, len(parts))
+		for ps, off := range parts {
+			part, err := strconv.ParseInt(ps, 10, 32)
+			if err != nil || part < 0 {
+				return nil, fmt.Errorf("topic %s: partition %q is not a partition number", topic, ps)
+			}
+			if off < -2 {
+				return nil, fmt.Errorf("topic %s partition %d: offset %d: want an offset, -2 (earliest) or -1 (latest)", topic, part, off)
+			}
+			out[topic][int32(part)] = off
+		}
+	}
+	return out, nil
+}
+
+func (k *KafkaSource) validateStartingOffsets(p *field.Path) field.ErrorList {
+	offsets, err := k.StartingPartitionOffsets()
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, k.StartingOffsets, err.Error())}
+	}
+	var errs field.ErrorList
+	if len(k.Topics) > 0 {
+		for _, topic := range slices.Sorted(maps.Keys(offsets)) {
+			if !slices.Contains(k.Topics, topic) {
+				errs = append(errs, field.Invalid(p, k.StartingOffsets, fmt.Sprintf("topic %q is not among the source's topics", topic)))
+			}
+		}
+	}
+	return errs
+}
+
+func (s *KafkaSASL) validate(p *field.Path) field.ErrorList {
+	if s == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	switch s.Mechanism {
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+	case "":
+		errs = append(errs, field.Required(p.Child("mechanism"), "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
+	default:
+		errs = append(errs, field.NotSupported(p.Child("mechanism"), s.Mechanism, []SASLMechanism{SASLPlain, SASLScramSHA256, SASLScramSHA512}))
+	}
+	if s.SecretName != "" {
+		errs = append(errs, dnsSubdomain(p.Child("secretName"), s.SecretName)...)
+	}
+	for _, v := range []struct{ name, value string }{{"usernameEnv", s.UsernameEnv}, {"passwordEnv", s.PasswordEnv}} {
+		if v.value != "" && !envName.MatchString(v.value) {
+			errs = append(errs, field.Invalid(p.Child(v.name), v.value, "must be an environment variable name"))
+		}
+	}
+	return errs
+}
+
+func (t *KafkaTLS) validate(p *field.Path) field.ErrorList {
+	if t == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if (t.CertFile == "") != (t.KeyFile == "") {
+		errs = append(errs, field.Invalid(p, t.CertFile+","+t.KeyFile, "certFile and keyFile go together"))
+	}
+	for _, v := range []struct{ name, value string }{{"caSecretName", t.CASecretName}, {"clientSecretName", t.ClientSecretName}} {
+		if v.value != "" {
+			errs = append(errs, dnsSubdomain(p.Child(v.name), v.value)...)
+		}
+	}
+	return errs
+}
+
+func (fs *FilesSource) validate(p *field.Path) field.ErrorList {
+	errs := location(p.Child("path"), fs.Path, true)
+	switch fs.Format {
+	case FormatJSON, FormatCSV, FormatParquet:
+	case "":
+		errs = append(errs, field.Required(p.Child("format"), "json, csv or parquet"))
+	default:
+		errs = append(errs, field.NotSupported(p.Child("format"), fs.Format, []FileFormat{FormatJSON, FormatCSV, FormatParquet}))
+	}
+	if fs.MaxFilesPerTrigger != nil && *fs.MaxFilesPerTrigger < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxFilesPerTrigger"), *fs.MaxFilesPerTrigger, "must be at least 1"))
+	}
+	return errs
+}
+
+func (d *DeltaSource) validate(p *field.Path) field.ErrorList {
+	errs := location(p.Child("path"), d.Path, true)
+	if d.MaxFilesPerTrigger != nil && *d.MaxFilesPerTrigger < 1 {
+		errs = append(errs, field.Invalid(p.Child("maxFilesPerTrigger"), *d.MaxFilesPerTrigger, "must be at least 1"))
+	}
+	if d.StartingVersion != nil && *d.StartingVersion < 0 {
+		errs = append(errs, field.Invalid(p.Child("startingVersion"), *d.StartingVersion, "must be at least 0"))
+	}
+	return errs
+}
+
+func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowState) field.ErrorList {
+	var errs field.ErrorList
+	k := &s.Sink
+	kinds := k.Kinds()
+	switch len(kinds) {
+	case 0:
+		errs = append(errs, field.Required(p, "exactly one of delta, files, kafka, webhook, console must be set"))
+	case 1:
+	default:
+		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of delta, files, kafka, webhook, console must be set"))
+	}
+	for _, kind := range kinds {
+		if !f.Has(sinkFeature(kind)) {
+			errs = append(errs, notSupportedYet(p.Child(string(kind)), kind, supportedKinds(f, SinkDelta, SinkFiles, SinkKafka, SinkWebhook, SinkConsole)))
+		}
+	}
+	if d := k.Delta; d != nil {
+		dp := p.Child("delta")
+		errs = append(errs, location(dp.Child("path"), d.Path, true)...)
+		seen := map[string]bool{}
+		for i, c := range d.PartitionColumns {
+			errs = append(errs, out.column(dp.Child("partitionColumns").Index(i), c)...)
+			if seen[c] {
+				errs = append(errs, field.Duplicate(dp.Child("partitionColumns").Index(i), c))
+			}
+			seen[c] = true
+		}
+	}
+	if fs := k.Files; fs != nil {
+		fp := p.Child("files")
+		errs = append(errs, location(fp.Child("path"), fs.Path, true)...)
+		switch fs.Format {
+		case "", FormatParquet, FormatJSON:
+		default:
+			errs = append(errs, field.NotSupported(fp.Child("format"), fs.Format, []FileFormat{FormatParquet, FormatJSON}))
+		}
+	}
+	if ks := k.Kafka; ks != nil {
+		kp := p.Child("kafka")
+		errs = append(errs, bootstrapServers(kp.Child("bootstrapServers"), ks.BootstrapServers)...)
+		if ks.Topic == "" {
+			errs = append(errs, field.Required(kp.Child("topic"), "the topic that receives the records"))
+		} else {
+			errs = append(errs, topicName(kp.Child("topic"), ks.Topic)...)
+		}
+		if ks.KeyColumn != "" {
+			errs = append(errs, out.column(kp.Child("keyColumn"), ks.KeyColumn)...)
+		}
+		switch ks.Format {
+		case "", KafkaJSON:
+		default:
+			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON}))
+		}
+		errs = append(errs, ks.SASL.validate(kp.Child("sasl"))...)
+		errs = append(errs, ks.TLS.validate(kp.Child("tls"))...)
+	}
+	if w := k.Webhook; w != nil {
+		wp := p.Child("webhook")
+		if w.URL == "" {
+			errs = append(errs, field.Required(wp.Child("url"), "an http or https URL"))
+		} else if u, err := url.Parse(w.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, field.Invalid(wp.Child("url"), w.URL, "must be an http or https URL with a host"))
+		}
+		for _, name := range slices.Sorted(maps.Keys(w.Headers)) {
+			if !headerName.MatchString(name) {
+				errs = append(errs, field.Invalid(wp.Child("headers").Key(name), name, "must be an HTTP header name"))
+			}
+		}
+		if w.HeadersSecretName != "" {
+			errs = append(errs, dnsSubdomain(wp.Child("headersSecretName"), w.HeadersSecretName)...)
+		}
+		if w.MaxRowsPerRequest < 0 {
+			errs = append(errs, field.Invalid(wp.Child("maxRowsPerRequest"), w.MaxRowsPerRequest, "must be at least 1"))
+		}
+		errs = append(errs, duration(wp.Child("timeout"), w.Timeout, false)...)
+	}
+	return errs
+}
+
+func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, f Features, fl *flowResult) field.ErrorList {
+	mode := s.OutputMode
+	if mode == "" {
+		mode = OutputAppend
+	}
+	if !slices.Contains(OutputModes(), mode) {
+		return field.ErrorList{field.NotSupported(p, s.OutputMode, OutputModes())}
+	}
+	var errs field.ErrorList
+	if feat, ok := modeFeature(mode); ok && !f.Has(feat) {
+		supported := []OutputMode{OutputAppend}
+		for _, m := range []OutputMode{OutputUpdate, OutputComplete} {
+			if feat, _ := modeFeature(m); f.Has(feat) {
+				supported = append(supported, m)
+			}
+		}
+		errs = append(errs, notSupportedYet(p, mode, supported))
+	}
+	if k := s.Sink.Kind(); k != "" && !slices.Contains(k.OutputModes(), mode) {
+		e := field.NotSupported(p, mode, k.OutputModes())
+		e.Detail = fmt.Sprintf("the %s sink supports %s", k, e.Detail)
+		errs = append(errs, e)
+	}
+	switch {
+	case mode == OutputComplete && fl.aggregate < 0:
+		errs = append(errs, field.Invalid(p, mode, "complete mode writes the whole result of an aggregation every batch: it needs an aggregate step; use append or update"))
+	case mode == OutputAppend && fl.aggregate >= 0 && !fl.aggregateOnWatermark:
+		errs = append(errs, field.Invalid(p, mode, "append mode with an aggregate needs a watermark before it and a window (or group key) on the watermark column, so that a group is written once, when the watermark closes it; use update or complete"))
+	}
+	return errs
+}
+
+func (t *Trigger) validate(p *field.Path) field.ErrorList {
+	var set []string
+	if t.ProcessingTime != "" {
+		set = append(set, "processingTime")
+	}
+	if t.AvailableNow {
+		set = append(set, "availableNow")
+	}
+	if t.Once {
+		set = append(set, "once")
+	}
+	var errs field.ErrorList
+	if len(set) > 1 {
+		errs = append(errs, field.Invalid(p, strings.Join(set, ", "), "at most one of processingTime, availableNow, once may be set"))
+	}
+	return append(errs, duration(p.Child("processingTime"), t.ProcessingTime, false)...)
+}
+
+func (c *Checkpoint) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if c.Location != "" {
+		errs = append(errs, location(p.Child("location"), c.Location, false)...)
+	}
+	if c.Store != "" {
+		errs = append(errs, dnsSubdomain(p.Child("store"), c.Store)...)
+	}
+	if c.MinBatchesToRetain < 0 {
+		errs = append(errs, field.Invalid(p.Child("minBatchesToRetain"), c.MinBatchesToRetain, "must be at least 1"))
+	}
+	switch c.Retention {
+	case "", RetentionRetain, RetentionDelete:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("retention"), c.Retention, []RetentionPolicy{RetentionRetain, RetentionDelete}))
+	}
+	return errs
+}
+
+// MaxStatePartitions is the largest StateStore.Partitions.
+const MaxStatePartitions = 1024
+
+func (s *StateStore) validate(p *field.Path) field.ErrorList {
+	if s.Partitions < 0 || s.Partitions > MaxStatePartitions {
+		return field.ErrorList{field.Invalid(p.Child("partitions"), s.Partitions, fmt.Sprintf("must be between 1 and %d", MaxStatePartitions))}
+	}
+	return nil
+}
+
+func (r *ResourceRequirements) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(r.Requests)) {
+		req := r.Requests[name]
+		if req.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("requests").Key(name), req.String(), "must not be negative"))
+		}
+		if lim, ok := r.Limits[name]; ok && req.Cmp(lim) > 0 {
+			errs = append(errs, field.Invalid(p.Child("requests").Key(name), req.String(), "must not exceed the limit "+lim.String()))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Limits)) {
+		if lim := r.Limits[name]; lim.Sign() < 0 {
+			errs = append(errs, field.Invalid(p.Child("limits").Key(name), lim.String(), "must not be negative"))
+		}
+	}
+	return errs
+}
+
+// notSupportedYet reports a value that the spec types but the engine does not implement yet.
+func notSupportedYet[T ~string](p *field.Path, value T, supported []T) *field.Error {
+	e := field.NotSupported(p, value, supported)
+	e.Detail = "not supported yet; " + e.Detail
+	return e
+}
+
+func supportedKinds[T ~string](f Features, all ...T) []T {
+	var out []T
+	for _, k := range all {
+		var feat Feature
+		switch k := any(k).(type) {
+		case SourceKind:
+			feat = sourceFeature(k)
+		case StepKind:
+			feat = stepFeature(k)
+		case SinkKind:
+			feat = sinkFeature(k)
+		}
+		if f.Has(feat) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func kindList[T ~string](kinds []T) string {
+	s := make([]string, len(kinds))
+	for i, k := range kinds {
+		s[i] = string(k)
+	}
+	return strings.Join(s, ", ")
+}
+
+var (
+	identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	kafkaTopic = regexp.MustCompile(`^[A-Za-z0-9._-]{1,249}$`)
+	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerName = regexp.MustCompile("^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+	s3Bucket   = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+)
+
+// celReserved are CEL's reserved words, which cannot name a variable.
+var celReserved = []string{
+	"as", "break", "const", "continue", "else", "false", "for", "function", "if", "import", "in",
+	"let", "loop", "namespace", "null", "package", "return", "true", "var", "void", "while",
+}
+
+func columnName(p *field.Path, name string) field.ErrorList {
+	switch {
+	case name == "":
+		return field.ErrorList{field.Required(p, "a column needs a name")}
+	case !identifier.MatchString(name):
+		return field.ErrorList{field.Invalid(p, name, "a column name is letters, digits and underscores, not starting with a digit")}
+	case slices.Contains(celReserved, name):
+		return field.ErrorList{field.Invalid(p, name, "is a reserved word of CEL and cannot name a column")}
+	}
+	return nil
+}
+
+func dnsLabel(p *field.Path, name string) field.ErrorList {
+	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(p, name, strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+func dnsSubdomain(p *field.Path, name string) field.ErrorList {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return field.ErrorList{field.Invalid(p, name, strings.Join(msgs, "; "))}
+	}
+	return nil
+}
+
+func topicName(p *field.Path, t string) field.ErrorList {
+	if !kafkaTopic.MatchString(t) || t == "." || t == ".." {
+		return field.ErrorList{field.Invalid(p, t, "a Kafka topic name is 1 to 249 of letters, digits, '.', '_' and '-'")}
+	}
+	return nil
+}
+
+func bootstrapServers(p *field.Path, servers []string) field.ErrorList {
+	if len(servers) == 0 {
+		return field.ErrorList{field.Required(p, "at least one host:port of a broker")}
+	}
+	var errs field.ErrorList
+	for i, s := range servers {
+		host, port, err := net.SplitHostPort(s)
+		if err == nil {
+			_, err = strconv.ParseUint(port, 10, 16)
+		}
+		if err != nil || host == "" {
+			errs = append(errs, field.Invalid(p.Index(i), s, "must be host:port"))
+		}
+	}
+	return errs
+}
+
+// location checks a checkpoint, source or sink location: a local path, a file:// URL or an
+// s3://bucket/prefix.
+func location(p *field.Path, loc string, required bool) field.ErrorList {
+	if loc == "" {
+		if required {
+			return field.ErrorList{field.Required(p, "a local path, file:// URL or s3://bucket/prefix")}
+		}
+		return nil
+	}
+	scheme, rest, ok := strings.Cut(loc, "://")
+	if !ok {
+		return nil
+	}
+	switch scheme {
+	case "file":
+		if rest == "" || rest[0] != '/' {
+			return field.ErrorList{field.Invalid(p, loc, "a file:// URL needs an absolute path, as in file:///data/out")}
+		}
+	case "s3":
+		bucket, _, _ := strings.Cut(rest, "/")
+		if !s3Bucket.MatchString(bucket) {
+			return field.ErrorList{field.Invalid(p, loc, "an S3 location is s3://bucket/prefix with a valid bucket name")}
+		}
+	default:
+		return field.ErrorList{field.Invalid(p, loc, fmt.Sprintf("scheme %q is not supported: use a local path, file:// or s3://", scheme))}
+	}
+	return nil
+}
+
+// duration checks a duration field; positive requires it to be greater than zero.
+func duration(p *field.Path, d Duration, positive bool) field.ErrorList {
+	v, err := d.Parse()
+	if err != nil {
+		return field.ErrorList{field.Invalid(p, string(d), err.Error())}
+	}
+	if positive && v <= 0 {
+		return field.ErrorList{field.Invalid(p, string(d), "must be greater than zero")}
+	}
+	return nil
+}
