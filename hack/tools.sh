@@ -102,7 +102,7 @@ build_terraform() {
   onpath=$(PATH=${PATH//$BIN:/} command -v terraform || true)
   if [ -n "$onpath" ] && "$onpath" version >/dev/null 2>&1; then
     ln -sf "$onpath" "$BIN/terraform"
-    log "terraform: using $onpath ($("$onpath" version | head -1))"
+    log "terraform: using $onpath ($("$onpath" version 2>/dev/null | head -1))"
     return
   fi
   has_version "$BIN/terraform" "Terraform v$TERRAFORM_VERSION" && { log "terraform v$TERRAFORM_VERSION: cached"; return; }

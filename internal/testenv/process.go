@@ -1,0 +1,209 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// startTimeout bounds how long a service may take to answer after its start.
+const startTimeout = 60 * time.Second
+
+// process is a service running as a child process. It dies with the test
+// binary (Pdeathsig), so a crashed test leaves nothing running.
+type process struct {
+	name    string
+	cmd     *exec.Cmd
+	logPath string
+	done    chan struct{}
+	waitErr error
+}
+
+// startProcess starts bin with args and env, its output appended to logPath.
+func startProcess(name, bin string, args, env []string, logPath string) (*process, error) {
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	return startCmd(name, cmd, logPath)
+}
+
+// startCmd starts cmd in its own process group, its output appended to logPath.
+func startCmd(name string, cmd *exec.Cmd, logPath string) (*process, error) {
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("open %s log: %w", name, err)
+	}
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	cmd.SysProcAttr.Setpgid = true
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
+	p := &process{name: name, cmd: cmd, logPath: logPath, done: make(chan struct{})}
+	go func() {
+		p.waitErr = cmd.Wait()
+		logFile.Close()
+		close(p.done)
+	}()
+	return p, nil
+}
+
+// exited reports whether the process has ended.
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// stop sends SIGTERM, waits up to 10 s, then kills.
+func (p *process) stop() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		p.kill()
+	}
+}
+
+// kill ends the process at once with SIGKILL.
+func (p *process) kill() {
+	if p.exited() {
+		return
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// logTail returns the last lines of the process's log, for error messages.
+func (p *process) logTail() string {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > 20 {
+		lines = lines[len(lines)-20:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waitReady polls ready until it succeeds, the process exits or startTimeout passes.
+func (p *process) waitReady(ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	var last error
+	for {
+		if p.exited() {
+			return fmt.Errorf("%s exited during start (%v); log %s:\n%s", p.name, p.waitErr, p.logPath, p.logTail())
+		}
+		if last = ready(ctx); last == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			p.kill()
+			return fmt.Errorf("%s did not answer within %s: %w; log %s:\n%s", p.name, startTimeout, last, p.logPath, p.logTail())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// tcpReady answers when addr accepts a TCP connection.
+func tcpReady(addr string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+}
+
+// httpReady answers when url returns any status below 500.
+func httpReady(url string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode >= 500 {
+			return fmt.Errorf("GET %s: %s", url, resp.Status)
+		}
+		return nil
+	}
+}
+
+// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// shared holds the services started once per test binary; Main stops them.
+// It is the one piece of package state, as a TestMain-scoped registry.
+var shared struct {
+	mu      sync.Mutex
+	dir     string
+	stops   []func()
+	s3      map[string]*s3Service
+	pg      *pgService
+	pgErr   error
+	cp      *controlPlane
+	cpErr   error
+	buckets int
+}
+
+// sharedDir returns a folder for the shared services' data and logs.
+func sharedDir() (string, error) {
+	if shared.dir != "" {
+		return shared.dir, nil
+	}
+	dir, err := os.MkdirTemp("", "lockstep-testenv-")
+	if err != nil {
+		return "", fmt.Errorf("create testenv folder: %w", err)
+	}
+	shared.dir = dir
+	return dir, nil
+}
+
+// Main runs the tests and then stops every shared service:
+//
+//	func TestMain(m *testing.M) { testenv.Main(m) }
+func Main(m interface{ Run() int }) {
+	code := m.Run()
+	shared.mu.Lock()
+	for i := len(shared.stops) - 1; i >= 0; i-- {
+		shared.stops[i]()
+	}
+	if shared.dir != "" && code == 0 {
+		os.RemoveAll(shared.dir)
+	}
+	shared.mu.Unlock()
+	os.Exit(code)
+}

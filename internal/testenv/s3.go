@@ -1,0 +1,180 @@
+package testenv
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+)
+
+// S3Server is a real S3 server on loopback and a fresh, empty bucket on it.
+type S3Server struct {
+	Kind      string // "versitygw", "minio" or "external"
+	Endpoint  string // host:port
+	URL       string // http://host:port, the form LOCKSTEP_S3_ENDPOINT takes
+	AccessKey string
+	SecretKey string
+	Region    string
+	Bucket    string
+}
+
+// Env returns the environment variables that point Lockstep at this server.
+func (s *S3Server) Env() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + s.SecretKey,
+		"AWS_REGION=" + s.Region,
+		"LOCKSTEP_S3_ENDPOINT=" + s.URL,
+	}
+}
+
+// Client returns a minio-go client for the server, for test set-up and checks.
+func (s *S3Server) Client(t testing.TB) *minio.Client {
+	t.Helper()
+	c, err := minio.New(s.Endpoint, &minio.Options{
+		Creds:  credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
+		Region: s.Region,
+		Secure: strings.HasPrefix(s.URL, "https://"),
+	})
+	if err != nil {
+		t.Fatalf("s3 client for %s: %v", s.URL, err)
+	}
+	return c
+}
+
+type s3Service struct {
+	S3Server
+	proc *process
+}
+
+// S3 returns the default S3 server of this test binary with a new bucket for
+// this test: versitygw, or the first kind named by LOCKSTEP_TEST_S3.
+// LOCKSTEP_TEST_S3_ENDPOINT points at a running server instead.
+func S3(t testing.TB) *S3Server {
+	t.Helper()
+	return S3Of(t, S3Kinds()[0])
+}
+
+// S3Kinds lists the S3 servers a conformance suite should run on: the
+// comma-separated LOCKSTEP_TEST_S3 (versitygw, minio), by default both.
+func S3Kinds() []string {
+	if os.Getenv("LOCKSTEP_TEST_S3_ENDPOINT") != "" {
+		return []string{"external"}
+	}
+	if v := os.Getenv("LOCKSTEP_TEST_S3"); v != "" {
+		return strings.Split(v, ",")
+	}
+	return []string{"versitygw", "minio"}
+}
+
+// S3Of returns the shared server of the given kind ("versitygw", "minio"),
+// started on first use, with a new bucket for this test.
+func S3Of(t testing.TB, kind string) *S3Server {
+	t.Helper()
+	shared.mu.Lock()
+	svc, ok := shared.s3[kind]
+	var err error
+	if !ok {
+		svc, err = startS3(kind)
+		if shared.s3 == nil {
+			shared.s3 = map[string]*s3Service{}
+		}
+		shared.s3[kind] = svc // nil after a failed start: later tests fail fast too
+	} else if svc == nil {
+		err = fmt.Errorf("s3 server %s failed to start earlier in this test binary", kind)
+	}
+	shared.buckets++
+	n := shared.buckets
+	shared.mu.Unlock()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := svc.S3Server
+	s.Bucket = bucketName(t.Name(), n)
+	ctx := context.Background()
+	if err := s.Client(t).MakeBucket(ctx, s.Bucket, minio.MakeBucketOptions{Region: s.Region}); err != nil {
+		t.Fatalf("create bucket %s on %s: %v", s.Bucket, s.Kind, err)
+	}
+	return &s
+}
+
+var nonBucketChars = regexp.MustCompile(`[^a-z0-9-]+`)
+
+// bucketName makes a valid, unique bucket name from a test name.
+func bucketName(test string, n int) string {
+	name := strings.Trim(nonBucketChars.ReplaceAllString(strings.ToLower(test), "-"), "-")
+	prefix := fmt.Sprintf("t%d-", n)
+	if len(name) > 63-len(prefix) {
+		name = strings.TrimRight(name[:63-len(prefix)], "-")
+	}
+	return prefix + name
+}
+
+func startS3(kind string) (*s3Service, error) {
+	const access, secret, region = "lockstep-test", "lockstep-test-secret", "us-east-1"
+	if ep := os.Getenv("LOCKSTEP_TEST_S3_ENDPOINT"); ep != "" && kind == "external" {
+		s := &s3Service{S3Server: S3Server{
+			Kind: "external", URL: ep, Endpoint: strings.TrimPrefix(strings.TrimPrefix(ep, "http://"), "https://"),
+			AccessKey: os.Getenv("AWS_ACCESS_KEY_ID"), SecretKey: os.Getenv("AWS_SECRET_ACCESS_KEY"),
+			Region: region,
+		}}
+		if r := os.Getenv("AWS_REGION"); r != "" {
+			s.Region = r
+		}
+		return s, nil
+	}
+	dir, err := sharedDir()
+	if err != nil {
+		return nil, err
+	}
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	data := filepath.Join(dir, kind+"-data")
+	if err := os.MkdirAll(data, 0o755); err != nil {
+		return nil, err
+	}
+	var (
+		args, env []string
+		ready     string
+	)
+	switch kind {
+	case "versitygw":
+		args = []string{"--port", addr, "--access", access, "--secret", secret, "--region", region, "posix", data}
+		ready = "http://" + addr + "/"
+	case "minio":
+		cport, err := FreePort()
+		if err != nil {
+			return nil, err
+		}
+		args = []string{"server", "--quiet", "--address", addr, "--console-address", fmt.Sprintf("127.0.0.1:%d", cport), data}
+		env = []string{"MINIO_ROOT_USER=" + access, "MINIO_ROOT_PASSWORD=" + secret, "MINIO_BROWSER=off", "MINIO_REGION=" + region}
+		ready = "http://" + addr + "/minio/health/ready"
+	default:
+		return nil, fmt.Errorf("s3 server kind %q (LOCKSTEP_TEST_S3): want versitygw or minio", kind)
+	}
+	bin, err := LookupTool(kind)
+	if err != nil {
+		return nil, err
+	}
+	p, err := startProcess(kind, bin, args, env, filepath.Join(dir, kind+".log"))
+	if err != nil {
+		return nil, err
+	}
+	if err := p.waitReady(httpReady(ready)); err != nil {
+		return nil, err
+	}
+	shared.stops = append(shared.stops, p.stop)
+	return &s3Service{proc: p, S3Server: S3Server{
+		Kind: kind, Endpoint: addr, URL: "http://" + addr,
+		AccessKey: access, SecretKey: secret, Region: region,
+	}}, nil
+}
