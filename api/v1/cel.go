@@ -10,12 +10,14 @@ import (
 // CELEnv returns the CEL environment in which the expressions of a step are compiled: one
 // variable per column, typed by the column's type (string → string, long → int,
 // double → double, boolean → bool, timestamp → google.protobuf.Timestamp), with the
-// standard library and the strings extension (so country.upperAscii() works).
+// standard library and the strings extension (so country.upperAscii() works). Numbers of
+// different types compare (amount > 0 for a double amount), but arithmetic does not mix
+// them (write amount * double(qty)). Time functions default to UTC.
 //
 // The engine evaluates programs of this environment with one activation per row whose
 // values are string, int64, float64, bool and time.Time. An Env is safe for concurrent use.
 func CELEnv(columns Columns) (*cel.Env, error) {
-	opts := make([]cel.EnvOption, 0, len(columns)+1)
+	opts := make([]cel.EnvOption, 0, len(columns)+3)
 	for _, c := range columns {
 		t, err := celType(c.Type)
 		if err != nil {
@@ -23,7 +25,13 @@ func CELEnv(columns Columns) (*cel.Env, error) {
 		}
 		opts = append(opts, cel.Variable(c.Name, t))
 	}
-	opts = append(opts, ext.Strings())
+	opts = append(opts,
+		ext.Strings(),
+		// amount > 0 should mean what it says for a double column.
+		cel.CrossTypeNumericComparisons(true),
+		// Timestamps are UTC instants; ts.getHours() is the UTC hour.
+		cel.DefaultUTCTimeZone(true),
+	)
 	env, err := cel.NewEnv(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("build CEL environment: %w", err)

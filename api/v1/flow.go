@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -260,28 +261,37 @@ func (s *StreamingQuerySpec) sourceFlow(p *field.Path, f Features, r *flowResult
 	return cur
 }
 
-// statefulNames returns the name of each stateful step (its Name, else its ordinal).
-func (s *StreamingQuerySpec) statefulNames() []string {
-	var names []string
+// statefulID is the name of a stateful step, and whether the spec gives it (else it is the
+// step's ordinal).
+type statefulID struct {
+	name     string
+	explicit bool
+}
+
+// statefulNames returns the name of each stateful step, in order.
+func (s *StreamingQuerySpec) statefulNames() []statefulID {
+	var ids []statefulID
 	for i := range s.Transform {
 		st := &s.Transform[i]
 		if st.Aggregate != nil || st.DropDuplicates != nil {
-			names = append(names, st.StatefulName(len(names)))
+			name := st.StatefulName(len(ids))
+			ids = append(ids, statefulID{name: name, explicit: name != strconv.Itoa(len(ids))})
 		}
 	}
-	return names
+	return ids
 }
 
-// statefulName checks the explicit name of the stateful step with the given ordinal.
-func statefulName(p *field.Path, name string, names []string, ordinal int) field.ErrorList {
+// statefulName checks the explicit name of the stateful step with the given ordinal: it must
+// not be the name of an earlier step, nor the ordinal of a later unnamed one.
+func statefulName(p *field.Path, name string, ids []statefulID, ordinal int) field.ErrorList {
 	if name == "" {
 		return nil
 	}
 	if errs := dnsLabel(p, name); len(errs) > 0 {
 		return errs
 	}
-	for j, other := range names {
-		if j != ordinal && other == name {
+	for j, other := range ids {
+		if other.name == name && (j < ordinal || j > ordinal && !other.explicit) {
 			return field.ErrorList{field.Duplicate(p, name)}
 		}
 	}

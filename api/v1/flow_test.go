@@ -1,0 +1,149 @@
+package v1_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+)
+
+func TestStepColumns(t *testing.T) {
+	spec := orders().
+		Filter("amount > 0").
+		Select(qt.As("id", "order_id"), qt.As("country", "country.upperAscii()"), qt.As("total", "amount * double(qty)"), qt.As("big", "qty > 10"), qt.As("ts", "ts")).
+		Watermark("ts", "10m").
+		DropDuplicates("", "id").
+		Aggregate("", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "5m")},
+			qt.Agg("n", v1.AggCount, ""), qt.Agg("revenue", v1.AggSum, "total"), qt.Agg("mean", v1.AggAvg, "total"),
+			qt.Agg("first", v1.AggMin, "ts"), qt.Agg("ids", v1.AggCountDistinct, "id")).
+		Spec()
+	source := v1.Columns{
+		qt.Col("order_id", v1.TypeString), qt.Col("country", v1.TypeString), qt.Col("amount", v1.TypeDouble),
+		qt.Col("qty", v1.TypeLong), qt.Col("ts", v1.TypeTimestamp),
+	}
+	selected := v1.Columns{
+		qt.Col("id", v1.TypeString), qt.Col("country", v1.TypeString), qt.Col("total", v1.TypeDouble),
+		qt.Col("big", v1.TypeBoolean), qt.Col("ts", v1.TypeTimestamp),
+	}
+	aggregated := v1.Columns{
+		qt.Col("country", v1.TypeString), qt.Col("window_start", v1.TypeTimestamp), qt.Col("window_end", v1.TypeTimestamp),
+		qt.Col("n", v1.TypeLong), qt.Col("revenue", v1.TypeDouble), qt.Col("mean", v1.TypeDouble),
+		qt.Col("first", v1.TypeTimestamp), qt.Col("ids", v1.TypeLong),
+	}
+	want := []v1.Columns{source, source, selected, selected, selected, aggregated}
+	got, err := spec.StepColumns()
+	if err != nil {
+		t.Fatalf("StepColumns() error = %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("StepColumns() mismatch (-want +got):\n%s", diff)
+	}
+	out, err := spec.OutputColumns()
+	if err != nil || !cmp.Equal(out, aggregated) {
+		t.Errorf("OutputColumns() = %v, %v; want %v", out, err, aggregated)
+	}
+}
+
+func TestSourceColumns(t *testing.T) {
+	cases := []struct {
+		name   string
+		source v1.Source
+		want   v1.Columns
+		ok     bool
+	}{
+		{"rate", v1.Source{Rate: &v1.RateSource{}}, v1.RateColumns(), true},
+		{"kafka json", v1.Source{Kafka: &v1.KafkaSource{}, Schema: &v1.Schema{Columns: v1.Columns{qt.Col("a", v1.TypeLong)}}},
+			append(v1.Columns{qt.Col("a", v1.TypeLong)}, v1.KafkaMetadataColumns()...), true},
+		{"kafka raw", v1.Source{Kafka: &v1.KafkaSource{Format: v1.KafkaRaw}},
+			append(v1.Columns{qt.Col("value", v1.TypeString)}, v1.KafkaMetadataColumns()...), true},
+		{"delta", v1.Source{Delta: &v1.DeltaSource{}, Schema: &v1.Schema{Columns: v1.Columns{qt.Col("a", v1.TypeLong)}}}, v1.Columns{qt.Col("a", v1.TypeLong)}, true},
+		{"files without schema", v1.Source{Files: &v1.FilesSource{}}, nil, false},
+		{"no kind", v1.Source{Schema: &v1.Schema{Columns: v1.Columns{qt.Col("a", v1.TypeLong)}}}, nil, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := tc.source.Columns()
+			if ok != tc.ok || !cmp.Equal(got, tc.want) {
+				t.Errorf("Columns() = %v, %v; want %v, %v", got, ok, tc.want, tc.ok)
+			}
+		})
+	}
+}
+
+func TestStepColumnsOfAnInvalidSpec(t *testing.T) {
+	_, err := orders().Filter("nope").Spec().OutputColumns()
+	if err == nil {
+		t.Fatal("OutputColumns() of a spec with an unknown column: want an error")
+	}
+	// Features do not matter: the engine's tests ask for columns of features not switched on.
+	if _, err := orders().Watermark("ts", "1m").Spec().OutputColumns(); err != nil {
+		t.Errorf("OutputColumns() error = %v, want none", err)
+	}
+}
+
+func TestCELEnvEvaluates(t *testing.T) {
+	cols := v1.Columns{
+		qt.Col("country", v1.TypeString), qt.Col("amount", v1.TypeDouble), qt.Col("qty", v1.TypeLong),
+		qt.Col("paid", v1.TypeBoolean), qt.Col("ts", v1.TypeTimestamp),
+	}
+	env, err := v1.CELEnv(cols)
+	if err != nil {
+		t.Fatalf("CELEnv() error = %v", err)
+	}
+	row := map[string]any{
+		"country": "de", "amount": 12.5, "qty": int64(2), "paid": true,
+		"ts": time.Date(2026, 1, 5, 10, 30, 0, 0, time.UTC),
+	}
+	filters := []struct {
+		expr string
+		want bool
+	}{
+		{"amount > 0 && paid", true},
+		{"country.upperAscii() == 'DE'", true},
+		{"ts > timestamp('2026-01-05T10:00:00Z')", true},
+		{"ts.getHours() == 10", true},
+		{"qty * 2 == 4 && amount * double(qty) == 25.0", true},
+	}
+	for _, f := range filters {
+		ast, err := v1.CompileFilter(env, f.expr)
+		if err != nil {
+			t.Errorf("CompileFilter(%q) error = %v", f.expr, err)
+			continue
+		}
+		prg, err := env.Program(ast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _, err := prg.Eval(row)
+		if err != nil || got.Value() != f.want {
+			t.Errorf("Eval(%q) = %v, %v; want %v", f.expr, got, err, f.want)
+		}
+	}
+	projections := []struct {
+		expr string
+		want v1.ColumnType
+	}{
+		{"country", v1.TypeString},
+		{"qty + 1", v1.TypeLong},
+		{"amount / 2.0", v1.TypeDouble},
+		{"!paid", v1.TypeBoolean},
+		{"ts + duration('1h')", v1.TypeTimestamp},
+	}
+	for _, p := range projections {
+		_, got, err := v1.CompileProjection(env, p.expr)
+		if err != nil || got != p.want {
+			t.Errorf("CompileProjection(%q) = %v, %v; want %v", p.expr, got, err, p.want)
+		}
+	}
+	for _, bad := range []string{"dyn(qty)", "[qty]", "{'a': 1}", "b'x'", "null", "1u"} {
+		if _, _, err := v1.CompileProjection(env, bad); err == nil {
+			t.Errorf("CompileProjection(%q): want an error", bad)
+		}
+	}
+	if _, err := v1.CompileFilter(env, "qty"); err == nil {
+		t.Error("CompileFilter(qty): want an error for a non-bool filter")
+	}
+}

@@ -1,0 +1,196 @@
+package v1_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+)
+
+const minimal = `
+apiVersion: streaming.lockstep.dev/v1
+kind: StreamingQuery
+metadata: {name: q}
+spec:
+  sources:
+  - name: ticks
+    rate: {}
+  - name: k
+    kafka: {bootstrapServers: ["kafka:9092"], topics: [t], format: raw, sasl: {mechanism: PLAIN}}
+  transform:
+  - select: [{name: value, expr: "string(value)"}]
+  sink:
+    webhook: {url: "http://hook"}
+`
+
+func TestParseQueryAppliesDefaults(t *testing.T) {
+	got, err := v1.ParseQuery([]byte(minimal))
+	if err != nil {
+		t.Fatalf("ParseQuery() error = %v", err)
+	}
+	want := qt.Make("q", "default").
+		Source(v1.Source{Name: "ticks", Rate: &v1.RateSource{RowsPerSecond: 1}, OnMalformed: v1.MalformedFail}).
+		Source(v1.Source{Name: "k", OnMalformed: v1.MalformedFail, Kafka: &v1.KafkaSource{
+			BootstrapServers: []string{"kafka:9092"}, Topics: []string{"t"}, Format: v1.KafkaRaw,
+			StartingOffsets: "latest", FailOnDataLoss: ptr(true),
+			SASL: &v1.KafkaSASL{Mechanism: v1.SASLPlain, UsernameEnv: "LOCKSTEP_KAFKA_USERNAME", PasswordEnv: "LOCKSTEP_KAFKA_PASSWORD"},
+		}}).
+		Select(qt.As("value", "string(value)")).
+		Sink(v1.Sink{Webhook: &v1.WebhookSink{URL: "http://hook", MaxRowsPerRequest: 1000, Timeout: "30s"}}).
+		Edit(func(s *v1.StreamingQuerySpec) {
+			s.OutputMode = v1.OutputAppend
+			s.Checkpoint = v1.Checkpoint{MinBatchesToRetain: 100, Retention: v1.RetentionRetain}
+			s.StateStore = v1.StateStore{Partitions: 8}
+		}).Obj()
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ParseQuery() mismatch (-want +got):\n%s", diff)
+	}
+
+	// Defaulting is idempotent and never overrides a set value.
+	again := got.DeepCopy()
+	again.Default()
+	if diff := cmp.Diff(got, again); diff != "" {
+		t.Errorf("Default() twice changed the query (-once +twice):\n%s", diff)
+	}
+	set := qt.Make("q", "ns").RateSource("r", 7).FilesSink("/o", v1.FormatJSON).OutputMode(v1.OutputUpdate).StatePartitions(3).Obj()
+	set.Default()
+	if set.Spec.Sources[0].Rate.RowsPerSecond != 7 || set.Spec.Sink.Files.Format != v1.FormatJSON || set.Spec.OutputMode != v1.OutputUpdate || set.Spec.StateStore.Partitions != 3 {
+		t.Errorf("Default() overrode set values: %+v", set.Spec)
+	}
+}
+
+func TestParseQueryIsStrict(t *testing.T) {
+	cases := []struct {
+		name     string
+		manifest string
+		want     []string
+	}{
+		{
+			name:     "unknown field is named by its path",
+			manifest: strings.Replace(minimal, "rate: {}", "rate: {rowsPerSec: 5}", 1),
+			want:     []string{`unknown field "spec.sources[0].rate.rowsPerSec"`},
+		},
+		{
+			name:     "every unknown field is reported",
+			manifest: strings.Replace(minimal, "  sink:", "  sinks: {}\n  outputmode: append\n  sink:", 1),
+			want:     []string{`unknown field "spec.outputmode"`, `unknown field "spec.sinks"`},
+		},
+		{
+			name:     "duplicate field",
+			manifest: strings.Replace(minimal, "rate: {}", "rate: {}\n    rate: {}", 1),
+			want:     []string{`"rate" already set in map`},
+		},
+		{
+			name:     "wrong type",
+			manifest: strings.Replace(minimal, "rate: {}", "rate: {rowsPerSecond: many}", 1),
+			want:     []string{"rowsPerSecond"},
+		},
+		{
+			name:     "unquoted JSON offsets are an object, not a string",
+			manifest: strings.Replace(minimal, "topics: [t],", `topics: [t], startingOffsets: {"t": {"0": 1}},`, 1),
+			want:     []string{"startingOffsets"},
+		},
+		{
+			name:     "wrong kind",
+			manifest: strings.Replace(minimal, "kind: StreamingQuery", "kind: CheckpointStore", 1),
+			want:     []string{`want apiVersion "streaming.lockstep.dev/v1", kind "StreamingQuery"`},
+		},
+		{
+			name:     "wrong apiVersion",
+			manifest: strings.Replace(minimal, "streaming.lockstep.dev/v1", "streaming.lockstep.dev/v1beta1", 1),
+			want:     []string{`apiVersion "streaming.lockstep.dev/v1beta1"`},
+		},
+		{
+			name:     "two documents",
+			manifest: minimal + "---\n" + minimal,
+			want:     []string{"holds 2 documents"},
+		},
+		{
+			name:     "empty",
+			manifest: "# nothing\n---\n",
+			want:     []string{"empty"},
+		},
+		{
+			name:     "malformed YAML",
+			manifest: "spec: [",
+			want:     []string{"invalid manifest"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := v1.ParseQuery([]byte(tc.manifest))
+			var me *v1.ManifestError
+			if !errors.As(err, &me) {
+				t.Fatalf("ParseQuery() error = %v, want a *ManifestError", err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("ParseQuery() error = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestReadQueryJSON(t *testing.T) {
+	q, err := v1.ReadQuery(strings.NewReader(`{"apiVersion":"streaming.lockstep.dev/v1","kind":"StreamingQuery",
+		"metadata":{"name":"j","namespace":"team"},
+		"spec":{"sources":[{"name":"r","rate":{"rowsPerSecond":5}}],"sink":{"console":{}}}}`))
+	if err != nil {
+		t.Fatalf("ReadQuery() error = %v", err)
+	}
+	if q.Namespace != "team" || q.Spec.Sources[0].Rate.RowsPerSecond != 5 || q.Spec.Sink.Console == nil {
+		t.Errorf("ReadQuery() = %+v", q)
+	}
+	if errs := q.Validate(v1.Supported()); len(errs) > 0 {
+		t.Errorf("Validate() = %v, want no errors", errs)
+	}
+}
+
+// TestExamples reads every example query strictly and validates it. The examples that
+// need features not implemented yet must be valid with every feature and refused only for
+// those features today.
+func TestExamples(t *testing.T) {
+	files, err := filepath.Glob("../../examples/queries/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples found: %v", err)
+	}
+	runnableToday := map[string]bool{"quickstart.yaml": true, "files-to-files.yaml": true}
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			f, err := os.Open(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			q, err := v1.ReadQuery(f)
+			if err != nil {
+				t.Fatalf("ReadQuery(%s) error = %v", file, err)
+			}
+			if errs := q.Validate(v1.AllFeatures()); len(errs) > 0 {
+				t.Errorf("Validate(AllFeatures) = \n%s", describe(errs))
+			}
+			errs := q.Validate(v1.Supported())
+			if runnableToday[filepath.Base(file)] {
+				if len(errs) > 0 {
+					t.Errorf("Validate(Supported) = \n%s", describe(errs))
+				}
+				return
+			}
+			for _, e := range errs {
+				if !strings.Contains(e.Detail, "not supported yet") {
+					t.Errorf("Validate(Supported) refuses %s for another reason than a missing feature", e)
+				}
+			}
+			if len(errs) == 0 {
+				t.Errorf("Validate(Supported) accepts %s; add it to runnableToday", file)
+			}
+		})
+	}
+}
