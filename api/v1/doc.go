@@ -11,9 +11,13 @@
 //   - [StreamingQuerySpec.Validate] returns every problem of a spec with its field path. Parts
 //     of the spec that are typed but not implemented yet are refused unless the caller's
 //     [Features] include them; [Supported] is the one list of what works today.
-//   - [StreamingQuerySpec.Columns] follows the columns from the sources through every
-//     transform step to the sink, and [CELEnv] builds the CEL environment in which the
-//     filter and select expressions of a step are compiled and evaluated.
+//   - [StreamingQuerySpec.StepColumns] and [StreamingQuerySpec.OutputColumns] follow the
+//     columns from the sources through every transform step to the sink, and [CELEnv] builds
+//     the CEL environment in which the filter and select expressions of a step are compiled
+//     ([CompileFilter], [CompileProjection]) and evaluated.
+//
+// Besides apimachinery, the package imports cel-go (the expression checks the engine
+// shares) and sigs.k8s.io/yaml and sigs.k8s.io/json (strict reading, as the API server does).
 //
 // The user-facing description of every field is docs/spec.md.
 //
