@@ -1,0 +1,141 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// Head is what a restart finds at the end of the logs.
+type Head struct {
+	// Planned is the newest offsets entry; nil for a new checkpoint.
+	Planned *Offsets
+	// Committed is the newest commit entry; nil before the first commit.
+	Committed *Commit
+}
+
+// Replay reports whether the newest planned batch was not committed: a
+// restart must re-run it with exactly its logged offsets, watermark and
+// timestamp.
+func (h Head) Replay() bool {
+	return h.Planned != nil && (h.Committed == nil || h.Committed.BatchID < h.Planned.BatchID)
+}
+
+// Next returns the batch a restart runs: the planned batch when it is
+// replayed, else the one after it (0 for a new checkpoint).
+func (h Head) Next() int64 {
+	switch {
+	case h.Planned == nil:
+		return 0
+	case h.Replay():
+		return h.Planned.BatchID
+	default:
+		return h.Planned.BatchID + 1
+	}
+}
+
+// latestHint is the content of the _latest object.
+type latestHint struct {
+	Commit int64 `json:"commit"`
+}
+
+// maxProbes bounds how far Head walks forward from the hint before it lists
+// the log instead.
+const maxProbes = 8
+
+// Head finds the newest offsets and commit entries and checks that they fit
+// together (the newest commit is the newest planned batch or the one
+// before). It fails, naming the object, on a damaged entry or on logs that
+// contradict each other; it never falls back to an older batch.
+//
+// Its cost does not grow with the number of retained batches: it starts from
+// the _latest hint (the newest commit, written after each AddCommit), reads
+// that entry of each log and probes the following batch numbers until one is
+// missing, a handful of reads in all. Only when the hint is missing, points at
+// a missing entry or lags by more than a few batches does it list the log.
+func (c *Checkpoint) Head(ctx context.Context) (Head, error) {
+	hint := c.readHint(ctx)
+	var h Head
+	lb, data, err := c.newest(ctx, OffsetsKey, OffsetsDir, hint)
+	if err != nil {
+		return Head{}, err
+	}
+	if lb >= 0 {
+		o, err := c.decodeOffsets(lb, data)
+		if err != nil {
+			return Head{}, err
+		}
+		h.Planned = &o
+	}
+	cb, data, err := c.newest(ctx, CommitKey, CommitsDir, hint)
+	if err != nil {
+		return Head{}, err
+	}
+	if cb >= 0 {
+		cm, err := c.decodeCommit(cb, data)
+		if err != nil {
+			return Head{}, err
+		}
+		h.Committed = &cm
+	}
+	switch {
+	case lb < 0 && cb >= 0:
+		return Head{}, fmt.Errorf("%w: %s exists but the offsets log is empty", ErrDamaged, c.name(CommitKey(cb)))
+	case cb > lb:
+		return Head{}, fmt.Errorf("%w: %s exists but the newest offsets entry is %s", ErrDamaged, c.name(CommitKey(cb)), c.name(OffsetsKey(lb)))
+	case lb > 0 && cb < lb-1:
+		return Head{}, fmt.Errorf("%w: %s is planned but %s is missing (newest commit: %d)", ErrDamaged, c.name(OffsetsKey(lb)), c.name(CommitKey(lb-1)), cb)
+	}
+	return h, nil
+}
+
+// readHint returns the batch in _latest, or -1 when there is no usable hint.
+func (c *Checkpoint) readHint(ctx context.Context) int64 {
+	data, err := c.store.Get(ctx, latestKey)
+	if err != nil {
+		return -1 // missing or unreadable: Head lists instead
+	}
+	var h latestHint
+	if err := json.Unmarshal(data, &h); err != nil || h.Commit < 0 {
+		return -1
+	}
+	return h.Commit
+}
+
+// newest returns the newest entry of a log and its content, or -1 for an
+// empty log. It starts from batch from (or lists the log when from < 0).
+func (c *Checkpoint) newest(ctx context.Context, key func(int64) string, dir string, from int64) (int64, []byte, error) {
+	if from >= 0 {
+		data, err := c.store.Get(ctx, key(from))
+		switch {
+		case err == nil:
+			n := from
+			for range maxProbes {
+				next, err := c.store.Get(ctx, key(n+1))
+				if errors.Is(err, ErrNotFound) {
+					return n, data, nil
+				}
+				if err != nil {
+					return 0, nil, fmt.Errorf("read %s: %w", c.name(key(n+1)), err)
+				}
+				n, data = n+1, next
+			}
+		case !errors.Is(err, ErrNotFound):
+			return 0, nil, fmt.Errorf("read %s: %w", c.name(key(from)), err)
+		}
+	}
+	batches, err := c.logBatches(ctx, dir)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(batches) == 0 {
+		return -1, nil, nil
+	}
+	n := batches[len(batches)-1]
+	data, err := c.get(ctx, key(n))
+	if err != nil {
+		return 0, nil, err
+	}
+	return n, data, nil
+}

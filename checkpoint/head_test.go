@@ -1,0 +1,189 @@
+package checkpoint_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lockstep-dev/lockstep/checkpoint"
+)
+
+// headOf returns (planned, committed, replay, next) with -1 for a nil entry.
+func headOf(t *testing.T, c *checkpoint.Checkpoint) (planned, committed int64, replay bool, next int64) {
+	t.Helper()
+	h, err := c.Head(t.Context())
+	if err != nil {
+		t.Fatalf("Head error = %v", err)
+	}
+	planned, committed = -1, -1
+	if h.Planned != nil {
+		planned = h.Planned.BatchID
+	}
+	if h.Committed != nil {
+		committed = h.Committed.BatchID
+	}
+	return planned, committed, h.Replay(), h.Next()
+}
+
+func TestHead(t *testing.T) {
+	type want struct {
+		planned, committed int64
+		replay             bool
+		next               int64
+	}
+	for _, tc := range []struct {
+		name   string
+		setup  func(t *testing.T, c *checkpoint.Checkpoint)
+		want   want
+		hints  bool // the case is also checked with a missing and a stale hint
+		purged bool
+	}{
+		{"new checkpoint", func(*testing.T, *checkpoint.Checkpoint) {}, want{-1, -1, false, 0}, false, false},
+		{"first batch planned", func(t *testing.T, c *checkpoint.Checkpoint) {
+			c.AddOffsets(t.Context(), offsets(0))
+		}, want{0, -1, true, 0}, false, false},
+		{"first batch committed", func(t *testing.T, c *checkpoint.Checkpoint) {
+			runBatches(t, c, 0, 1)
+		}, want{0, 0, false, 1}, true, false},
+		{"C == L: plan the next batch", func(t *testing.T, c *checkpoint.Checkpoint) {
+			runBatches(t, c, 0, 30)
+		}, want{29, 29, false, 30}, true, false},
+		{"C == L-1: replay L", func(t *testing.T, c *checkpoint.Checkpoint) {
+			runBatches(t, c, 0, 30)
+			c.AddOffsets(t.Context(), offsets(30))
+		}, want{30, 29, true, 30}, true, false},
+		{"after a purge", func(t *testing.T, c *checkpoint.Checkpoint) {
+			runBatches(t, c, 0, 30)
+			c.AddOffsets(t.Context(), offsets(30))
+			if _, err := c.Purge(t.Context(), 1); err != nil {
+				t.Fatal(err)
+			}
+		}, want{30, 29, true, 30}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDir(t)
+			c := claim(t, d)
+			tc.setup(t, c)
+			check := func(how string) {
+				t.Helper()
+				p, cm, r, n := headOf(t, c)
+				if got := (want{p, cm, r, n}); got != tc.want {
+					t.Errorf("%s: Head = planned %d committed %d replay %v next %d; want %+v", how, p, cm, r, n, tc.want)
+				}
+			}
+			check("with the hint")
+			if !tc.hints {
+				return
+			}
+			write(t, d, "_latest", `{"commit":0}`+"\n") // stale: a hint only ever lags
+			check("with a stale hint")
+			write(t, d, "_latest", `{"commit":3}`+"\n") // beyond the probe limit, maybe purged
+			check("with an old hint")
+			write(t, d, "_latest", "garbage")
+			check("with a damaged hint")
+			if err := d.Delete(t.Context(), "_latest"); err != nil {
+				t.Fatal(err)
+			}
+			check("without a hint")
+		})
+	}
+}
+
+func TestHeadRefusesContradictoryLogs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, d *checkpoint.Dir, c *checkpoint.Checkpoint)
+		names string
+	}{
+		{"commit without offsets", func(t *testing.T, d *checkpoint.Dir, c *checkpoint.Checkpoint) {
+			c.AddCommit(t.Context(), commit(0))
+		}, "commits/00000000000000000000"},
+		{"commit ahead of offsets", func(t *testing.T, d *checkpoint.Dir, c *checkpoint.Checkpoint) {
+			runBatches(t, c, 0, 3)
+			c.AddCommit(t.Context(), commit(3))
+		}, "commits/00000000000000000003"},
+		{"uncommitted batch before the newest", func(t *testing.T, d *checkpoint.Dir, c *checkpoint.Checkpoint) {
+			runBatches(t, c, 0, 3)
+			c.AddOffsets(t.Context(), offsets(3))
+			c.AddOffsets(t.Context(), offsets(4))
+		}, "commits/00000000000000000003"},
+		{"deleted commit", func(t *testing.T, d *checkpoint.Dir, c *checkpoint.Checkpoint) {
+			runBatches(t, c, 0, 3)
+			c.AddOffsets(t.Context(), offsets(3))
+			d.Delete(t.Context(), "commits/00000000000000000002")
+			d.Delete(t.Context(), "commits/00000000000000000001")
+		}, "offsets/00000000000000000003"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDir(t)
+			c := claim(t, d)
+			tc.setup(t, d, c)
+			_, err := c.Head(t.Context())
+			if !errors.Is(err, checkpoint.ErrDamaged) || !strings.Contains(err.Error(), tc.names) {
+				t.Errorf("Head error = %v, want ErrDamaged naming %s", err, tc.names)
+			}
+		})
+	}
+}
+
+// A user who deletes the newest commit by hand (to make the query re-run a
+// batch) gets that batch replayed, whatever the hint says.
+func TestHeadAfterTheNewestCommitWasDeleted(t *testing.T) {
+	d := newDir(t)
+	c := claim(t, d)
+	runBatches(t, c, 0, 5)
+	if err := d.Delete(t.Context(), "commits/00000000000000000004"); err != nil {
+		t.Fatal(err)
+	}
+	if p, cm, r, n := headOf(t, c); p != 4 || cm != 3 || !r || n != 4 {
+		t.Errorf("Head = planned %d committed %d replay %v next %d; want 4 3 true 4", p, cm, r, n)
+	}
+}
+
+// The newest-batch lookup reads a fixed handful of objects and lists nothing,
+// however many batches are retained.
+func TestHeadCostDoesNotGrowWithRetainedBatches(t *testing.T) {
+	var costs []int64
+	for _, retained := range []int64{10, 1000} {
+		d := newDir(t)
+		cs := &countingStore{Store: d}
+		c := claim(t, cs)
+		runBatches(t, c, 0, 1)
+		copyBatches(t, d, 1, retained-1)
+		runBatches(t, c, retained-1, retained) // writes the hint, as the engine would
+		if err := c.AddOffsets(t.Context(), offsets(retained)); err != nil {
+			t.Fatal(err)
+		}
+		cs.gets.Store(0)
+		cs.lists.Store(0)
+		if p, cm, _, _ := headOf(t, c); p != retained || cm != retained-1 {
+			t.Fatalf("retained %d: Head = %d, %d", retained, p, cm)
+		}
+		if n := cs.lists.Load(); n != 0 {
+			t.Errorf("retained %d: Head listed %d times, want 0", retained, n)
+		}
+		costs = append(costs, cs.gets.Load())
+	}
+	if costs[0] != costs[1] || costs[0] > 6 {
+		t.Errorf("Head read %d objects at 10 batches and %d at 1000; want the same small number", costs[0], costs[1])
+	}
+}
+
+// copyBatches fills the logs with copies of batch 0 for batches [from, to),
+// bypassing the store's fsyncs to keep tests fast.
+func copyBatches(t *testing.T, d *checkpoint.Dir, from, to int64) {
+	t.Helper()
+	for _, key := range []func(int64) string{checkpoint.OffsetsKey, checkpoint.CommitKey} {
+		data, err := os.ReadFile(filepath.Join(d.Location(), key(0)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for b := from; b < to; b++ {
+			if err := os.WriteFile(filepath.Join(d.Location(), key(b)), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
