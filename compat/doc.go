@@ -1,0 +1,30 @@
+// Package compat holds the restart-compatibility rules of a streaming query: which changes a
+// checkpoint survives.
+//
+// A checkpoint is only meaningful for the query that wrote it. Its offsets are keyed by
+// source name and mean something only for the same topic set, folder or table; its state is
+// keyed by each stateful step's id and encoded by that step's keys, functions and window.
+// Package compat records what the checkpoint depends on, and judges a changed spec against
+// it before the change is applied.
+//
+//   - [Shape] is that record: per named source its kind and identity, per stateful step its
+//     keys (names, types, order), aggregate functions and inputs, window, and the watermark;
+//     the output mode, the sink's kind and identity, pinned settings and the trigger.
+//     [ShapeOf] computes it from a spec. The engine stores it as JSON in the checkpoint's
+//     shape/<N> log, at the first batch and whenever a run starts with a different but
+//     compatible shape; [ParseShape] reads it back.
+//   - [Check] compares an old Shape with a new spec and returns a [Verdict]: one [Finding] per
+//     change that matters, each allowed, allowed with a warning, or rejected, with the rule,
+//     the spec path, the old and new values, a one-sentence reason and the remedy. The verdict
+//     also states the new query's delivery guarantee and why ([GuaranteeOf]).
+//   - [Rules] is the one table of rules, a chain of small checks run in order. The page
+//     docs/compatibility.md is generated from it (go generate ./compat).
+//   - [Guard] is the engine's start guard: it returns a [*RejectedError] for a change the
+//     checkpoint refuses. [Verdict.WriteText] renders a verdict for people; `lockstep plan`,
+//     `lockstep run` and the engine all print it the same way.
+//
+// The same Check runs in `lockstep plan`, the admission webhook, the Terraform plan and the
+// engine at start. Package compat does no I/O: it imports only the API types.
+package compat
+
+//go:generate go run ./internal/gendocs -o ../docs/compatibility.md

@@ -1,0 +1,61 @@
+package compat
+
+import (
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// GuaranteeOf returns the delivery guarantee of the query spec describes, and why (DESIGN
+// §4). Exactly-once needs a replayable source and a sink that makes a replayed batch
+// harmless: delta and files always, kafka with exactlyOnce; kafka without it and webhook are
+// at-least-once; console is none. Every source kind (rate, files, kafka, delta) is
+// replayable. The reason says what a reader must do where that matters.
+func GuaranteeOf(spec *v1.StreamingQuerySpec) (v1.Guarantee, string) {
+	var kinds []v1.SourceKind
+	for i := range spec.Sources {
+		kinds = append(kinds, spec.Sources[i].Kind())
+	}
+	return guarantee(kinds, sinkShape(&spec.Sink))
+}
+
+func guarantee(sources []v1.SourceKind, sink SinkShape) (v1.Guarantee, string) {
+	for _, k := range sources {
+		if !replayable(k) {
+			return v1.GuaranteeAtLeastOnce, "A source that cannot be read again after a failure cannot be exactly-once."
+		}
+	}
+	switch sink.Kind {
+	case v1.SinkDelta:
+		return v1.GuaranteeExactlyOnce, "The sources are replayable and the Delta sink commits each batch once, with txn(appId = query id, version = batch id), so a batch replayed after a failure is found and skipped."
+	case v1.SinkFiles:
+		return v1.GuaranteeExactlyOnce, "The sources are replayable and the files sink lists each batch's files in a manifest keyed by query id and batch id, so a batch replayed after a failure is found and skipped; readers must trust only the manifest."
+	case v1.SinkKafka:
+		if sink.ExactlyOnce {
+			return v1.GuaranteeExactlyOnce, "The sources are replayable and the Kafka sink produces each batch in one transaction keyed by the query id and batch id, so a replayed batch is not produced again; consumers must read with isolation.level=read_committed."
+		}
+		return v1.GuaranteeAtLeastOnce, "A batch replayed after a failure may be produced to Kafka again, so consumers may see duplicates; set spec.sink.kafka.exactlyOnce: true to produce each batch in a transaction."
+	case v1.SinkWebhook:
+		return v1.GuaranteeAtLeastOnce, "A batch replayed after a failure may be posted again; the receiver must de-duplicate by the Idempotency-Key header, <query id>:<batch id>."
+	case v1.SinkConsole:
+		return v1.GuaranteeNone, "The console sink is not fault tolerant: it keeps nothing, and a batch replayed after a failure is printed again."
+	}
+	return v1.GuaranteeNone, "The spec has no valid sink."
+}
+
+// replayable reports whether a source of kind k can read a logged batch's range again.
+func replayable(k v1.SourceKind) bool {
+	switch k {
+	case v1.SourceKafka, v1.SourceFiles, v1.SourceDelta, v1.SourceRate:
+		return true
+	}
+	return false
+}
+
+func guaranteeRank(g v1.Guarantee) int {
+	switch g {
+	case v1.GuaranteeExactlyOnce:
+		return 2
+	case v1.GuaranteeAtLeastOnce:
+		return 1
+	}
+	return 0
+}

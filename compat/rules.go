@@ -1,0 +1,397 @@
+package compat
+
+// Rule is one restart-compatibility rule: a small check of the old shape against the new
+// spec, and its documentation. docs/compatibility.md is generated from Rules.
+type Rule struct {
+	// ID names the rule in findings; it never changes once released.
+	ID string
+	// Area groups rules in the documentation.
+	Area string
+	// Title says in a few words what change the rule is about.
+	Title string
+	// Severities lists the severities the rule's findings can have, from the most common.
+	Severities []Severity
+	// Description says what the rule judges and why, including where Lockstep departs from
+	// Spark.
+	Description string
+	// Example is a change the rule judges, as spec fragments.
+	Example Example
+
+	check func(*change) []Finding
+}
+
+// Example is a change as two YAML fragments of a spec.
+type Example struct {
+	Old, New string
+}
+
+// Areas of rules, in the order of the documentation.
+const (
+	AreaQuery     = "The query as a whole"
+	AreaSources   = "Sources"
+	AreaState     = "Stateful steps"
+	AreaWatermark = "Watermark"
+	AreaOutput    = "Output and sink"
+	AreaSettings  = "Settings"
+)
+
+// Rules returns every rule, in the order Check runs them. It returns a new slice on each call.
+func Rules() []Rule {
+	return []Rule{
+		// The query as a whole.
+		{
+			ID: "invalid-spec", Area: AreaQuery, Title: "The new spec does not validate",
+			Severities:  []Severity{Rejected},
+			Description: "A spec that does not validate (with every feature allowed) has no shape, so nothing can be compared; Check rejects it and stops. `lockstep plan` refuses such a spec with exit code 2 before judging it.",
+			Example:     Example{Old: "sink: {files: {path: /out, format: parquet}}", New: "sink: {}"},
+			check:       checkInvalidSpec,
+		},
+		{
+			ID: "shape-version", Area: AreaQuery, Title: "The checkpoint was recorded by a newer Lockstep",
+			Severities:  []Severity{Rejected},
+			Description: "A shape whose version is newer than this Lockstep reads may record things this version does not know to compare, so it refuses to judge rather than allow a change it cannot see. ParseShape refuses such a shape too.",
+			Example:     Example{Old: `{"version": 2, …}  (shape/<N> in the checkpoint)`, New: "any spec"},
+			check:       checkShapeVersion,
+		},
+
+		// Sources.
+		{
+			ID: "source-added", Area: AreaSources, Title: "A source is added",
+			Severities:  []Severity{Warning},
+			Description: "Sources are keyed by name, so a new name is a new source: it starts at its starting position (Kafka startingOffsets, Delta startingVersion, every file already in a files source's folder, value 0 for rate) and its rows join the query, and its state, from the next batch. This is what Spark's source evolution allows for named sources. It is a warning because the starting position decides whether history is read.",
+			Example:     Example{Old: "sources: [{name: orders, kafka: {topics: [orders]}}]", New: "sources: [{name: orders, …}, {name: returns, kafka: {topics: [returns], startingOffsets: earliest}}]"},
+			check:       checkSourceAdded,
+		},
+		{
+			ID: "source-removed", Area: AreaSources, Title: "A source is removed",
+			Severities:  []Severity{Warning},
+			Description: "A removed source is no longer read: what it has not read is never read, and what it contributed to state stays. Its offsets stay in older log entries; the name, if added back later, starts afresh at its starting position. A warning, since the query goes on correctly with the remaining sources.",
+			Example:     Example{Old: "sources: [{name: orders, …}, {name: returns, …}]", New: "sources: [{name: orders, …}]"},
+			check:       checkSourceRemoved,
+		},
+		{
+			ID: "source-renamed", Area: AreaSources, Title: "A source is renamed",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "A source that disappears while a source with the same identity (kind and topics, folder and format, or table) appears under a new name is a rename. Offsets are keyed by name, so the renamed source starts afresh at its starting position: it reads again what was read, or skips what was not. Rejected when the query keeps state, which would count re-read rows twice; a warning for a stateless query, whose sink receives duplicates or misses rows. Spark's positional sources make this mistake invisible.",
+			Example:     Example{Old: "sources: [{name: orders, kafka: {topics: [orders]}}]", New: "sources: [{name: order-events, kafka: {topics: [orders]}}]"},
+			check:       checkSourceRenamed,
+		},
+		{
+			ID: "source-kind", Area: AreaSources, Title: "A source's kind changes under the same name",
+			Severities:  []Severity{Rejected},
+			Description: "The checkpoint holds offsets of one kind of source under the name (Kafka partition offsets, a files log, Delta versions, rate seconds); they mean nothing to another kind. Spark forbids changing the type of a source too. The data can be read under a new source name instead.",
+			Example:     Example{Old: "sources: [{name: orders, kafka: {topics: [orders]}}]", New: "sources: [{name: orders, files: {path: s3://landing/orders, format: json}}]"},
+			check:       checkSourceKind,
+		},
+		{
+			ID: "kafka-topics", Area: AreaSources, Title: "A Kafka source's topics or pattern change",
+			Severities:  []Severity{Rejected},
+			Description: "A Kafka source's identity is its topic set (order does not matter) or pattern. Its checkpointed offsets cover the partitions it read: partitions of new topics would start at earliest whatever startingOffsets says, and partitions no longer read would be reported as lost data. Spark calls this \"generally not allowed\" with unpredictable results; Lockstep rejects it. Read new topics as a new source instead.",
+			Example:     Example{Old: "kafka: {topics: [orders]}", New: "kafka: {topics: [orders, returns]}"},
+			check:       checkKafkaTopics,
+		},
+		{
+			ID: "files-path", Area: AreaSources, Title: "A files source's folder changes",
+			Severities:  []Severity{Rejected},
+			Description: "A files source's checkpoint is its log of the files it has read in its folder. Under another folder that log is meaningless: every file there would be read as new, or files would be skipped as already read. Rejected, as Spark's \"changing the subscribed files\".",
+			Example:     Example{Old: "files: {path: s3://landing/orders, format: json}", New: "files: {path: s3://landing/orders-v2, format: json}"},
+			check:       checkFilesPath,
+		},
+		{
+			ID: "files-format", Area: AreaSources, Title: "A files source's format changes",
+			Severities:  []Severity{Rejected},
+			Description: "Folder and format together identify a files source's dataset. A new format on the same folder means either the files not read yet no longer parse, or the folder now holds another dataset that the checkpoint's log knows nothing of. Read the new files as a new source instead.",
+			Example:     Example{Old: "files: {path: s3://landing/orders, format: json}", New: "files: {path: s3://landing/orders, format: csv}"},
+			check:       checkFilesFormat,
+		},
+		{
+			ID: "delta-path", Area: AreaSources, Title: "A Delta source's table changes",
+			Severities:  []Severity{Rejected},
+			Description: "A Delta source's offsets are positions in one table's transaction log (version, index); they mean nothing for another table.",
+			Example:     Example{Old: "delta: {path: s3://lake/orders}", New: "delta: {path: s3://lake/orders_v2}"},
+			check:       checkDeltaPath,
+		},
+		{
+			ID: "kafka-format", Area: AreaSources, Title: "A Kafka source's value format changes",
+			Severities:  []Severity{Warning},
+			Description: "The offsets stay valid, but record values are decoded the new way from the next batch on, including a batch replayed at restart. A warning: correct only if the topic's records changed format at that point. A change of columns that comes with it is judged by the schema and state rules.",
+			Example:     Example{Old: "kafka: {topics: [orders], format: json}", New: "kafka: {topics: [orders], format: csv}"},
+			check:       checkKafkaFormat,
+		},
+		{
+			ID: "rate-limit", Area: AreaSources, Title: "A source's rate limit changes",
+			Severities:  []Severity{Allowed},
+			Description: "maxOffsetsPerTrigger (Kafka), maxFilesPerTrigger (files, Delta) and rowsPerSecond (rate) only size future batches: a new limit applies from the next newly planned batch, while a batch replayed at restart keeps its logged range. Allowed, as in Spark.",
+			Example:     Example{Old: "kafka: {topics: [orders], maxOffsetsPerTrigger: 10000}", New: "kafka: {topics: [orders], maxOffsetsPerTrigger: 50000}"},
+			check:       checkRateLimit,
+		},
+		{
+			ID: "starting-position", Area: AreaSources, Title: "A source's starting position changes",
+			Severities:  []Severity{Warning},
+			Description: "startingOffsets (Kafka) and startingVersion (Delta) are read only when the checkpoint first sees a source name; a source already in the checkpoint continues from its offsets. Spark ignores the change silently, which is a classic surprise (\"how do I rewind?\"); Lockstep says so. To rewind, read the source under a new name or start fresh.",
+			Example:     Example{Old: "kafka: {topics: [orders], startingOffsets: latest}", New: "kafka: {topics: [orders], startingOffsets: earliest}"},
+			check:       checkStartingPosition,
+		},
+		{
+			ID: "source-columns", Area: AreaSources, Title: "A source's schema gains or loses a column",
+			Severities:  []Severity{Allowed},
+			Description: "Records read from the next batch on are parsed with the new schema. The checkpoint does not depend on a source's columns themselves: what state depends on (key and input columns with their types) is recorded per stateful step and judged by those rules, as Spark checks only the state's schema.",
+			Example:     Example{Old: "columns: [{name: order_id, type: string}]", New: "columns: [{name: order_id, type: string}, {name: coupon, type: string}]"},
+			check:       checkSourceColumns,
+		},
+		{
+			ID: "source-column-type", Area: AreaSources, Title: "A source column's type changes",
+			Severities:  []Severity{Warning},
+			Description: "Records are parsed with the new type from the next batch on, including a batch replayed at restart. A warning on its own; if the column feeds a stateful step's keys or aggregates, key-type or aggregate-input-type rejects the change too.",
+			Example:     Example{Old: "{name: qty, type: long}", New: "{name: qty, type: double}"},
+			check:       checkSourceColumnType,
+		},
+
+		// Stateful steps.
+		{
+			ID: "operator-added", Area: AreaState, Title: "A stateful step is added",
+			Severities:  []Severity{Rejected},
+			Description: "A new aggregate or dropDuplicates would start with empty state while the sources continue from their offsets, so its results would silently leave out everything read before. Spark fails such a restart with a missing state directory; Lockstep says why before it runs.",
+			Example:     Example{Old: "transform: [{filter: \"amount > 0.0\"}]", New: "transform: [{filter: \"amount > 0.0\"}, {dropDuplicates: {columns: [order_id]}}]"},
+			check:       checkOperatorAdded,
+		},
+		{
+			ID: "operator-removed", Area: AreaState, Title: "A stateful step is removed",
+			Severities:  []Severity{Rejected},
+			Description: "Removing an aggregate switches the sink mid-stream from groups to raw rows; removing a dropDuplicates lets repeats of rows seen before the restart through. Either way the output changes meaning without a trace, and the state is left unused. Spark's operator check rejects it too.",
+			Example:     Example{Old: "transform: [{dropDuplicates: {columns: [order_id]}}, …]", New: "transform: […]"},
+			check:       checkOperatorRemoved,
+		},
+		{
+			ID: "operator-renamed", Area: AreaState, Title: "A stateful step's id changes",
+			Severities:  []Severity{Rejected},
+			Description: "State lives under the step's id: its name, else its ordinal among the stateful steps. Naming an unnamed step, renaming it, or adding or removing an unnamed stateful step before it changes the id, so the step would start empty. Detected when a step of the same kind, keys and aggregates reappears under another id. Name stateful steps from the start to make inserting one safe.",
+			Example:     Example{Old: "dropDuplicates: {columns: [order_id]}   # stored as #0", New: "dropDuplicates: {name: dedup, columns: [order_id]}"},
+			check:       checkOperatorRenamed,
+		},
+		{
+			ID: "operator-reordered", Area: AreaState, Title: "Stateful steps change order",
+			Severities:  []Severity{Rejected},
+			Description: "Each step's state was built from the rows the steps before it let through (a dropDuplicates before an aggregate decides what the aggregate counted), so reordering changes what every state means.",
+			Example:     Example{Old: "[{dropDuplicates: {name: by-id, …}}, {dropDuplicates: {name: by-key, …}}]", New: "[{dropDuplicates: {name: by-key, …}}, {dropDuplicates: {name: by-id, …}}]"},
+			check:       checkOperatorReordered,
+		},
+		{
+			ID: "operator-kind", Area: AreaState, Title: "A stateful step's kind changes under the same id",
+			Severities:  []Severity{Rejected},
+			Description: "The checkpoint holds an aggregate's or a dropDuplicates' state under the id; one cannot be read as the other. Spark 4 detects this by operator name.",
+			Example:     Example{Old: "{dropDuplicates: {name: s, columns: [page]}}", New: "{aggregate: {name: s, groupBy: [{column: page}], …}}"},
+			check:       checkOperatorKind,
+		},
+		{
+			ID: "key-columns", Area: AreaState, Title: "The state key's columns change",
+			Severities:  []Severity{Rejected},
+			Description: "An aggregate's grouping keys and a dropDuplicates' columns are its state key. A column added, removed or replaced means the keys in the state are never found again: groups restart from zero, and rows seen before pass dropDuplicates again. Lockstep records key names, so it also rejects dedup on another column of the same type, which Spark's type-only check lets pass.",
+			Example:     Example{Old: "dropDuplicates: {columns: [order_id]}", New: "dropDuplicates: {columns: [click_id]}"},
+			check:       checkKeyColumns,
+		},
+		{
+			ID: "key-order", Area: AreaState, Title: "The state key's columns change order",
+			Severities:  []Severity{Rejected},
+			Description: "The order of grouping keys and dedup columns is part of the encoded state key (DESIGN §2), so the same columns in another order find no key again.",
+			Example:     Example{Old: "groupBy: [{column: country}, {column: city}]", New: "groupBy: [{column: city}, {column: country}]"},
+			check:       checkKeyOrder,
+		},
+		{
+			ID: "key-type", Area: AreaState, Title: "A state key column's type changes",
+			Severities:  []Severity{Rejected},
+			Description: "Keys are stored encoded by their type; a key column that becomes another type (through a source's schema or a select) would never match the keys in the state. Spark rejects it too (STATE_STORE_KEY_SCHEMA_NOT_COMPATIBLE).",
+			Example:     Example{Old: "{name: country, type: string}", New: "{name: country, type: long}"},
+			check:       checkKeyType,
+		},
+		{
+			ID: "window-column", Area: AreaState, Title: "A window's time column changes",
+			Severities:  []Severity{Rejected},
+			Description: "The windows in the state were assigned by the old column's event time; rows would be added to windows of another clock.",
+			Example:     Example{Old: "window: {column: ts, duration: 5m}", New: "window: {column: received_at, duration: 5m}"},
+			check:       checkWindowColumn,
+		},
+		{
+			ID: "window-size", Area: AreaState, Title: "A window's duration changes",
+			Severities:  []Severity{Rejected},
+			Description: "The state holds windows of the old length; the output would mix both lengths and the open windows would never be completed. Spark lets this pass because the state's types match; Lockstep records the duration (compared by value: 5m equals 300s).",
+			Example:     Example{Old: "window: {column: ts, duration: 5m}", New: "window: {column: ts, duration: 10m}"},
+			check:       checkWindowSize,
+		},
+		{
+			ID: "window-slide", Area: AreaState, Title: "A window's slide changes",
+			Severities:  []Severity{Rejected},
+			Description: "Each row in the state was added to the windows of the old slide (tumbling: one window; sliding: several), so open windows would miss rows or count them twice. A slide equal to the duration is tumbling.",
+			Example:     Example{Old: "window: {column: ts, duration: 10m}", New: "window: {column: ts, duration: 10m, slide: 5m}"},
+			check:       checkWindowSlide,
+		},
+		{
+			ID: "aggregate-function", Area: AreaState, Title: "An aggregate's function changes",
+			Severities:  []Severity{Rejected},
+			Description: "The state holds each group's partial result of the old function; max→min or sum→avg would silently continue from it. Spark lets same-typed changes pass; Lockstep records the function.",
+			Example:     Example{Old: "{name: top, function: max, column: amount}", New: "{name: top, function: min, column: amount}"},
+			check:       checkAggregateFunction,
+		},
+		{
+			ID: "aggregate-input", Area: AreaState, Title: "An aggregate's input column changes",
+			Severities:  []Severity{Rejected},
+			Description: "The state holds results over the old input; sum(a)→sum(b) would silently mix both in every group. Spark lets this pass when the types match; Lockstep records the input column.",
+			Example:     Example{Old: "{name: revenue, function: sum, column: amount}", New: "{name: revenue, function: sum, column: net_amount}"},
+			check:       checkAggregateInput,
+		},
+		{
+			ID: "aggregate-input-type", Area: AreaState, Title: "An aggregate input's type changes",
+			Severities:  []Severity{Rejected},
+			Description: "The partial results in the state have the old input's type (a long sum cannot continue as a double sum). Spark rejects it as a value schema change.",
+			Example:     Example{Old: "{name: qty, type: long}  → sum(qty)", New: "{name: qty, type: double}  → sum(qty)"},
+			check:       checkAggregateInputType,
+		},
+		{
+			ID: "aggregate-added", Area: AreaState, Title: "An aggregate is added to an aggregate step",
+			Severities:  []Severity{Rejected},
+			Description: "Every group in the state would start the new aggregate from nothing, so its value would silently cover only rows read after the restart. Aggregates are matched by function and input, so an insertion is told apart from a change.",
+			Example:     Example{Old: "aggregates: [{name: orders, function: count}]", New: "aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}]"},
+			check:       checkAggregateAdded,
+		},
+		{
+			ID: "aggregate-removed", Area: AreaState, Title: "An aggregate is removed from an aggregate step",
+			Severities:  []Severity{Rejected},
+			Description: "The state of every group holds the step's values in order, so it no longer matches the step. Spark rejects it as a value schema change.",
+			Example:     Example{Old: "aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}]", New: "aggregates: [{name: orders, function: count}]"},
+			check:       checkAggregateRemoved,
+		},
+		{
+			ID: "aggregate-renamed", Area: AreaState, Title: "Only an aggregate's output name changes",
+			Severities:  []Severity{Warning},
+			Description: "Aggregate values are stored in order, not by name, so the state is unaffected (Spark allows this too: SPARK-27237). A warning, because the sink receives the column under its new name from the next batch.",
+			Example:     Example{Old: "{name: revenue, function: sum, column: amount}", New: "{name: total, function: sum, column: amount}"},
+			check:       checkAggregateRenamed,
+		},
+		{
+			ID: "state-input-expression", Area: AreaState, Title: "The expression computing a key or aggregate input changes",
+			Severities:  []Severity{Warning},
+			Description: "Lockstep records how each key and aggregate input column is computed (the select expression, followed through plain copies and renames). When the name and type stay but the expression changes (country.upperAscii() → country), keys already in the state were computed the old way, so a group can appear twice. A warning, not a rejection: the state is still readable, and the change may be a deliberate fix. Spark does not see this at all. Blank changes inside an expression do not count.",
+			Example:     Example{Old: "select: [{name: country, expr: \"country.upperAscii()\"}, …]", New: "select: [{name: country, expr: country}, …]"},
+			check:       checkStateInputExpression,
+		},
+
+		// Watermark.
+		{
+			ID: "watermark-column", Area: AreaWatermark, Title: "The watermark's column changes",
+			Severities:  []Severity{Rejected, Allowed},
+			Description: "The checkpoint's watermark was computed from the old column, never moves back, and decides which state is evicted; another column would judge lateness and evict state by another clock. Rejected when the query keeps state; allowed when it keeps none, since the watermark then decides nothing.",
+			Example:     Example{Old: "watermark: {column: ts, delay: 10m}", New: "watermark: {column: received_at, delay: 10m}"},
+			check:       checkWatermarkColumn,
+		},
+		{
+			ID: "watermark-removed", Area: AreaWatermark, Title: "The watermark is removed",
+			Severities:  []Severity{Rejected, Allowed},
+			Description: "The stateful steps evicted state by it; without it they would keep every key from now on next to keys already evicted, and late rows would re-create groups already written. Rejected when the query keeps state (DESIGN §5: removing the watermark column is rejected); allowed otherwise.",
+			Example:     Example{Old: "[{watermark: {column: ts, delay: 10m}}, {aggregate: …}]", New: "[{aggregate: …}]"},
+			check:       checkWatermarkRemoved,
+		},
+		{
+			ID: "watermark-added", Area: AreaWatermark, Title: "A watermark is added",
+			Severities:  []Severity{Warning, Allowed},
+			Description: "From the next batch rows later than the delay are dropped and state the watermark passes is evicted, including state built before; well defined, but the user must know. Allowed when the query keeps no state.",
+			Example:     Example{Old: "[{aggregate: …}]", New: "[{watermark: {column: ts, delay: 10m}}, {aggregate: …}]"},
+			check:       checkWatermarkAdded,
+		},
+		{
+			ID: "watermark-delay", Area: AreaWatermark, Title: "The watermark's delay changes",
+			Severities:  []Severity{Warning, Allowed},
+			Description: "The delay only affects how the watermark moves from now on (Spark restores the watermark from the checkpoint and only ever raises it): a larger delay takes effect once event time has advanced by the difference; a smaller one moves the watermark forward at the next batch, dropping rows that are now late and evicting (in append mode, writing) the state it passes. A warning when the query keeps state, else allowed.",
+			Example:     Example{Old: "watermark: {column: ts, delay: 10m}", New: "watermark: {column: ts, delay: 1h}"},
+			check:       checkWatermarkDelay,
+		},
+
+		// Output and sink.
+		{
+			ID: "output-mode", Area: AreaOutput, Title: "The output mode changes",
+			Severities: []Severity{Warning, Rejected, Allowed},
+			Description: "Spark does not check this for aggregations at all. Lockstep decides by what the state holds: without an aggregate, append and update both write every row once (allowed). With an aggregate, a change to complete is rejected when there is a watermark, because groups it already evicted are gone and the \"complete\" result would silently miss them; without a watermark nothing was evicted (a warning). " +
+				"append↔update and complete→append/update keep the state valid but change what the sink receives from the next batch (every change of a group instead of one final row, or the reverse, with groups written once more; or only changes instead of the whole result): a warning.",
+			Example: Example{Old: "outputMode: update   # with a watermark", New: "outputMode: complete"},
+			check:   checkOutputMode,
+		},
+		{
+			ID: "output-columns", Area: AreaOutput, Title: "The sink's columns change",
+			Severities:  []Severity{Warning, Allowed},
+			Description: "A select or aggregate change that gives the sink other columns is allowed by the checkpoint (Spark: \"only if the output sink allows the schema change\"), but the sink must take it: a Delta table's schema must accept the new columns, a folder ends up with files of two schemas, consumers see a new record form. A warning; allowed for console. Renamed aggregate outputs are reported by aggregate-renamed instead.",
+			Example:     Example{Old: "select: [{name: id, expr: id}]", New: "select: [{name: id, expr: id}, {name: total, expr: amount}]"},
+			check:       checkOutputColumns,
+		},
+		{
+			ID: "sink-kind", Area: AreaOutput, Title: "The sink's kind changes",
+			Severities:  []Severity{Warning, Rejected, Allowed},
+			Description: "See SinkSwitch and the matrix below. To console: allowed (it keeps nothing). To kafka or webhook: a warning, they see only new data (Spark allows file→Kafka and Kafka↔foreach). To files or delta: rejected, because a folder or table is read as the query's whole output and the new one would hold only rows from the next batch on with nothing marking the missing history (Spark forbids Kafka→file); except to delta in complete mode, which rewrites the whole result every batch (a warning).",
+			Example:     Example{Old: "sink: {kafka: {topic: revenue, …}}", New: "sink: {files: {path: s3://out/revenue}}"},
+			check:       checkSinkKind,
+		},
+		{
+			ID: "files-sink-path", Area: AreaOutput, Title: "The files sink's folder changes",
+			Severities:  []Severity{Rejected},
+			Description: "The new folder would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output; Spark forbids it too. Starting fresh with the new folder gives it the whole output from the sources' starting positions.",
+			Example:     Example{Old: "files: {path: s3://out/orders}", New: "files: {path: s3://out/orders-v2}"},
+			check:       checkFilesSinkPath,
+		},
+		{
+			ID: "files-sink-format", Area: AreaOutput, Title: "The files sink's format changes",
+			Severities:  []Severity{Rejected},
+			Description: "The folder would hold files of two formats, which its readers cannot read as one dataset.",
+			Example:     Example{Old: "files: {path: s3://out/orders, format: parquet}", New: "files: {path: s3://out/orders, format: json}"},
+			check:       checkFilesSinkFormat,
+		},
+		{
+			ID: "delta-sink-path", Area: AreaOutput, Title: "The Delta sink's table changes",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "As files-sink-path: neither table would hold the whole output. In complete mode the new table receives the whole result at the next batch, so it is only a warning.",
+			Example:     Example{Old: "delta: {path: s3://lake/revenue}", New: "delta: {path: s3://lake/revenue_v2}"},
+			check:       checkDeltaSinkPath,
+		},
+		{
+			ID: "delta-sink-partitioning", Area: AreaOutput, Title: "The Delta sink's partition columns change",
+			Severities:  []Severity{Rejected},
+			Description: "The table was created with the old partitioning; appending cannot change a Delta table's partitioning, so every write of the restarted query would fail.",
+			Example:     Example{Old: "delta: {path: s3://lake/revenue, partitionColumns: [country]}", New: "delta: {path: s3://lake/revenue}"},
+			check:       checkDeltaSinkPartitioning,
+		},
+		{
+			ID: "kafka-sink-topic", Area: AreaOutput, Title: "The Kafka sink's topic changes",
+			Severities:  []Severity{Warning},
+			Description: "Allowed by Spark: the new topic sees only records from the next batch on (a batch replayed at restart included), and the old topic stops receiving them. A warning for the consumers of both.",
+			Example:     Example{Old: "kafka: {topic: revenue, …}", New: "kafka: {topic: revenue-v2, …}"},
+			check:       checkKafkaSinkTopic,
+		},
+		{
+			ID: "webhook-url", Area: AreaOutput, Title: "The webhook sink's URL changes",
+			Severities:  []Severity{Warning},
+			Description: "The new receiver gets batches from the next one on, with Idempotency-Keys (<query id>:<batch id>) continuing the same sequence; the old one stops receiving them. The shape records the URL without user information, query or fragment, which may hold credentials.",
+			Example:     Example{Old: "webhook: {url: https://hooks.example.com/a}", New: "webhook: {url: https://hooks.example.com/b}"},
+			check:       checkWebhookURL,
+		},
+		{
+			ID: "sink-guarantee", Area: AreaOutput, Title: "The delivery guarantee changes",
+			Severities:  []Severity{Warning, Allowed},
+			Description: "The guarantee follows from the sources and the sink (DESIGN §4). A weaker one (exactly-once → at-least-once, e.g. turning off the Kafka sink's exactlyOnce, or a switch to webhook or console) is a warning; a stronger one is allowed.",
+			Example:     Example{Old: "kafka: {topic: revenue, exactlyOnce: true}", New: "kafka: {topic: revenue}"},
+			check:       checkSinkGuarantee,
+		},
+
+		// Settings.
+		{
+			ID: "state-partitions", Area: AreaSettings, Title: "The number of state partitions changes",
+			Severities:  []Severity{Rejected},
+			Description: "spec.stateStore.partitions is pinned by the checkpoint at its first batch: state keys are hashed into that many partitions, so another count would look for every key in the wrong partition. Spark silently keeps the old value and ignores the new one (a known pain); Lockstep rejects the change instead, stateless queries included, so that the spec always says what runs.",
+			Example:     Example{Old: "stateStore: {partitions: 8}", New: "stateStore: {partitions: 16}"},
+			check:       checkStatePartitions,
+		},
+		{
+			ID: "trigger", Area: AreaSettings, Title: "The trigger changes",
+			Severities:  []Severity{Allowed},
+			Description: "A trigger only decides when batches are planned: it applies from the next newly planned batch, and a batch planned before the restart is first re-run with its logged offsets. Allowed, as in Spark and Databricks.",
+			Example:     Example{Old: "trigger: {processingTime: 1m}", New: "trigger: {availableNow: true}"},
+			check:       checkTrigger,
+		},
+	}
+}

@@ -1,0 +1,289 @@
+package compat
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// The checks of the output mode, the output columns, the sink and the settings.
+
+func checkOutputMode(c *change) []Finding {
+	o, n := c.old.OutputMode, c.new.OutputMode
+	if o == n {
+		return nil
+	}
+	f := Finding{Path: "spec.outputMode", Old: string(o), New: string(n), Severity: Warning,
+		Remedy: fmt.Sprintf("Revert spec.outputMode to %s if readers of the sink expect what it wrote.", o)}
+	switch {
+	case !c.old.hasAggregate() || !c.new.hasAggregate():
+		f.Severity, f.Remedy = Allowed, ""
+		f.Message = fmt.Sprintf("The output mode changed from %s to %s; without an aggregate both write every row once, so the output stays the same.", o, n)
+	case n == v1.OutputComplete && c.old.Watermark != nil:
+		f.Severity = Rejected
+		f.Message = fmt.Sprintf("The output mode changed from %s to complete; complete writes the whole result every batch, but the groups the watermark has already evicted are gone from the state, so the result would silently miss them.", o)
+		f.Remedy = c.revertOrFresh("Revert spec.outputMode to " + string(o))
+	case n == v1.OutputComplete:
+		f.Message = fmt.Sprintf("The output mode changed from %s to complete; from the next batch the sink receives the whole result every batch, which is whole because without a watermark no state was evicted.", o)
+	case o == v1.OutputComplete:
+		what := "only the groups that changed"
+		if n == v1.OutputAppend {
+			what = "each group once, when the watermark closes it"
+		}
+		f.Message = fmt.Sprintf("The output mode changed from complete to %s; from the next batch the sink receives %s instead of the whole result, and state the watermark passes is evicted.", n, what)
+	case n == v1.OutputUpdate:
+		f.Message = fmt.Sprintf("The output mode changed from %s to update; from the next batch a group is written every time it changes instead of once when the watermark closes it, so readers see several rows per group.", o)
+	default:
+		f.Message = fmt.Sprintf("The output mode changed from %s to append; from the next batch a group is written once, when the watermark closes it, so groups already written as updates are written once more.", o)
+	}
+	return []Finding{f}
+}
+
+func checkOutputColumns(c *change) []Finding {
+	o, n := c.old.Output, c.new.Output
+	if c.old.Sink.Kind != c.new.Sink.Kind || describeColumns(o) == describeColumns(n) {
+		return nil
+	}
+	// Renamed aggregate outputs are reported by aggregate-renamed.
+	renamed := slices.Clone(o)
+	c.aggPairs(func(_ opPair, oa, na AggregateShape, _ string) {
+		for i := range renamed {
+			if renamed[i].Name == oa.Name && oa.Function == na.Function && oa.Column == na.Column {
+				renamed[i].Name = na.Name
+			}
+		}
+	})
+	if describeColumns(renamed) == describeColumns(n) {
+		return nil
+	}
+	s := c.new.Sink
+	f := Finding{Severity: Warning, Path: c.outputPath(), Old: describeColumns(o), New: describeColumns(n),
+		Remedy: "Keep the old columns if the sink's readers cannot take the new ones."}
+	var effect string
+	switch s.Kind {
+	case v1.SinkDelta:
+		effect = "the Delta table's schema must accept them, or its writes fail"
+	case v1.SinkFiles:
+		effect = "the folder then holds files of both schemas, which its readers must accept"
+	case v1.SinkKafka:
+		effect = "consumers of topic " + s.Topic + " receive records of the new form"
+	case v1.SinkWebhook:
+		effect = "the receiver gets rows of the new form"
+	default:
+		f.Severity, f.Remedy = Allowed, ""
+		effect = "only the printout changes"
+	}
+	f.Message = fmt.Sprintf("The sink now receives the columns %s instead of %s, from the next batch; %s.", describeColumns(n), describeColumns(o), effect)
+	return []Finding{f}
+}
+
+// SinkSwitch says how changing the sink's kind from one kind to another is judged when the
+// new query runs in the given output mode. A change to console is allowed (it keeps nothing).
+// A change to kafka or webhook is a warning: they see only new data, as Spark allows for file
+// to Kafka. A change to files or delta is rejected: a folder or table is read as the query's
+// whole output, and the new one would hold only rows from the next batch on (Spark forbids
+// Kafka to file for the same reason) — except to delta in complete mode, which rewrites the
+// whole result each batch (a warning).
+func SinkSwitch(from, to v1.SinkKind, mode v1.OutputMode) Severity {
+	switch {
+	case from == to || to == v1.SinkConsole:
+		return Allowed
+	case to == v1.SinkKafka || to == v1.SinkWebhook:
+		return Warning
+	case to == v1.SinkDelta && mode == v1.OutputComplete:
+		return Warning
+	}
+	return Rejected
+}
+
+func checkSinkKind(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind == n.Kind {
+		return nil
+	}
+	f := Finding{
+		Severity: SinkSwitch(o.Kind, n.Kind, c.new.OutputMode),
+		Path:     "spec.sink." + string(n.Kind),
+		Old:      describeSink(o),
+		New:      describeSink(n),
+		Remedy:   fmt.Sprintf("Revert the sink to %s if its readers must keep receiving rows.", describeSink(o)),
+	}
+	switch {
+	case f.Severity == Rejected:
+		f.Message = fmt.Sprintf("The sink changed from %s to %s; a folder or table is read as the query's whole output, but the new one would receive only rows from the next batch on, with nothing to mark the missing history.", o.Kind, n.Kind)
+		f.Remedy = c.revertOrFresh("Revert the sink to " + describeSink(o))
+	case n.Kind == v1.SinkConsole:
+		f.Message = fmt.Sprintf("The sink changed from %s to console; rows from the next batch on are printed and kept nowhere, and %s stops receiving them.", o.Kind, describeSink(o))
+	case n.Kind == v1.SinkDelta:
+		f.Message = fmt.Sprintf("The sink changed from %s to delta; in complete mode the table receives the whole result at the next batch, and %s stops receiving rows.", o.Kind, describeSink(o))
+	default:
+		f.Message = fmt.Sprintf("The sink changed from %s to %s; %s sees only new data, from the next batch on, and %s stops receiving rows.", o.Kind, n.Kind, describeSink(n), describeSink(o))
+	}
+	return []Finding{f}
+}
+
+func checkFilesSinkPath(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkFiles || n.Kind != v1.SinkFiles || o.Path == n.Path {
+		return nil
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.sink.files.path",
+		Old:      o.Path,
+		New:      n.Path,
+		Message: fmt.Sprintf("The files sink now writes to %s instead of %s; the new folder would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output.",
+			n.Path, o.Path),
+		Remedy: c.revertOrFresh("Revert spec.sink.files.path to " + o.Path),
+	}}
+}
+
+func checkFilesSinkFormat(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkFiles || n.Kind != v1.SinkFiles || o.Path != n.Path || o.Format == n.Format {
+		return nil
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.sink.files.format",
+		Old:      string(o.Format),
+		New:      string(n.Format),
+		Message: fmt.Sprintf("The files sink now writes %s instead of %s into %s; the folder would then hold files of both formats, which its readers cannot read as one dataset.",
+			n.Format, o.Format, n.Path),
+		Remedy: c.revertOrFresh("Revert spec.sink.files.format to " + string(o.Format)),
+	}}
+}
+
+func checkDeltaSinkPath(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkDelta || n.Kind != v1.SinkDelta || o.Path == n.Path {
+		return nil
+	}
+	f := Finding{
+		Severity: Rejected,
+		Path:     "spec.sink.delta.path",
+		Old:      o.Path,
+		New:      n.Path,
+		Message: fmt.Sprintf("The Delta sink now writes the table at %s instead of %s; the new table would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output.",
+			n.Path, o.Path),
+		Remedy: c.revertOrFresh("Revert spec.sink.delta.path to " + o.Path),
+	}
+	if c.new.OutputMode == v1.OutputComplete {
+		f.Severity = Warning
+		f.Message = fmt.Sprintf("The Delta sink now writes the table at %s instead of %s; in complete mode the new table receives the whole result at the next batch, and the old one stops changing.", n.Path, o.Path)
+		f.Remedy = fmt.Sprintf("Revert spec.sink.delta.path to %s if readers of the old table must keep seeing updates.", o.Path)
+	}
+	return []Finding{f}
+}
+
+func checkDeltaSinkPartitioning(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkDelta || n.Kind != v1.SinkDelta || o.Path != n.Path || slices.Equal(o.PartitionColumns, n.PartitionColumns) {
+		return nil
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.sink.delta.partitionColumns",
+		Old:      describeList(o.PartitionColumns),
+		New:      describeList(n.PartitionColumns),
+		Message: fmt.Sprintf("The Delta sink's partition columns changed from %s to %s; the table at %s was created partitioned by %s, and appending to a Delta table cannot change its partitioning.",
+			describeList(o.PartitionColumns), describeList(n.PartitionColumns), n.Path, describeList(o.PartitionColumns)),
+		Remedy: c.revertOrFresh("Revert spec.sink.delta.partitionColumns to " + describeList(o.PartitionColumns)),
+	}}
+}
+
+func checkKafkaSinkTopic(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.Topic == n.Topic {
+		return nil
+	}
+	return []Finding{{
+		Severity: Warning,
+		Path:     "spec.sink.kafka.topic",
+		Old:      o.Topic,
+		New:      n.Topic,
+		Message: fmt.Sprintf("The Kafka sink now produces to topic %s instead of %s; the new topic sees only records from the next batch on (a batch replayed at restart included), and the old one stops receiving them.",
+			n.Topic, o.Topic),
+		Remedy: fmt.Sprintf("Revert spec.sink.kafka.topic to %s if its consumers must keep receiving records.", o.Topic),
+	}}
+}
+
+func checkWebhookURL(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkWebhook || n.Kind != v1.SinkWebhook || o.URL == n.URL {
+		return nil
+	}
+	return []Finding{{
+		Severity: Warning,
+		Path:     "spec.sink.webhook.url",
+		Old:      o.URL,
+		New:      n.URL,
+		Message: fmt.Sprintf("The webhook sink now posts to %s instead of %s, from the next batch on (a batch replayed at restart included), with Idempotency-Keys that continue the same sequence.",
+			n.URL, o.URL),
+		Remedy: fmt.Sprintf("Revert spec.sink.webhook.url to %s if the old receiver must keep receiving batches.", o.URL),
+	}}
+}
+
+func checkSinkGuarantee(c *change) []Finding {
+	kinds := func(s Shape) []v1.SourceKind {
+		var ks []v1.SourceKind
+		for _, src := range s.Sources {
+			ks = append(ks, src.Kind)
+		}
+		return ks
+	}
+	og, _ := guarantee(kinds(c.old), c.old.Sink)
+	ng, _ := guarantee(kinds(c.new), c.new.Sink)
+	if og == ng {
+		return nil
+	}
+	path := "spec.sink." + string(c.new.Sink.Kind)
+	if c.old.Sink.Kind == v1.SinkKafka && c.new.Sink.Kind == v1.SinkKafka {
+		path += ".exactlyOnce"
+	}
+	f := Finding{Path: path, Old: string(og), New: string(ng)}
+	if guaranteeRank(ng) > guaranteeRank(og) {
+		f.Severity = Allowed
+		f.Message = fmt.Sprintf("The delivery guarantee rises from %s to %s from the next batch on.", og, ng)
+		return []Finding{f}
+	}
+	f.Severity = Warning
+	f.Message = fmt.Sprintf("The delivery guarantee drops from %s to %s from the next batch on: a batch replayed after a failure may reach the sink twice.", og, ng)
+	if ng == v1.GuaranteeNone {
+		f.Message = fmt.Sprintf("The delivery guarantee drops from %s to none from the next batch on: the new sink keeps nothing and prints a replayed batch again.", og)
+	}
+	f.Remedy = fmt.Sprintf("Keep %s if readers rely on %s delivery.", describeSink(c.old.Sink), og)
+	return []Finding{f}
+}
+
+func checkStatePartitions(c *change) []Finding {
+	o, n := c.old.Pinned.StatePartitions, c.new.Pinned.StatePartitions
+	if o == n {
+		return nil
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.stateStore.partitions",
+		Old:      fmt.Sprint(o),
+		New:      fmt.Sprint(n),
+		Message: fmt.Sprintf("State partitions changed from %d to %d; the checkpoint pinned %d at its first batch, and state keys are hashed into that many partitions, so another count would look for every key in the wrong partition.",
+			o, n, o),
+		Remedy: c.revertOrFresh(fmt.Sprintf("Revert spec.stateStore.partitions to %d", o)),
+	}}
+}
+
+func checkTrigger(c *change) []Finding {
+	o, n := c.old.Trigger, c.new.Trigger
+	if describeTrigger(o) == describeTrigger(n) || o.ProcessingTime != "" && sameDuration(o.ProcessingTime, n.ProcessingTime) {
+		return nil
+	}
+	return []Finding{{
+		Severity: Allowed,
+		Path:     "spec.trigger",
+		Old:      describeTrigger(o),
+		New:      describeTrigger(n),
+		Message: fmt.Sprintf("The trigger changed from %s to %s; it applies from the next newly planned batch, and a batch planned before the restart is first re-run with its logged offsets.",
+			describeTrigger(o), describeTrigger(n)),
+	}}
+}

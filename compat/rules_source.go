@@ -1,0 +1,360 @@
+package compat
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// The checks of the query as a whole and of its sources.
+
+func checkInvalidSpec(c *change) []Finding {
+	if c.err == nil {
+		return nil
+	}
+	c.stop = true
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec",
+		Message:  fmt.Sprintf("The new spec cannot be judged against the checkpoint until it validates (%v).", c.err),
+		Remedy:   "Fix the problems listed, then plan again.",
+	}}
+}
+
+func checkShapeVersion(c *change) []Finding {
+	if c.old.Version <= ShapeVersion {
+		return nil
+	}
+	c.stop = true
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec",
+		Old:      fmt.Sprintf("shape version %d", c.old.Version),
+		New:      fmt.Sprintf("shape version %d", ShapeVersion),
+		Message:  fmt.Sprintf("The checkpoint's shape was recorded by a newer Lockstep (version %d; this one reads %d), so this Lockstep cannot tell what the checkpoint depends on.", c.old.Version, ShapeVersion),
+		Remedy:   "Plan and run the query with the newer Lockstep, or " + c.freshStart() + ".",
+	}}
+}
+
+func checkSourceAdded(c *change) []Finding {
+	var out []Finding
+	for _, s := range c.new.Sources {
+		if _, ok := c.old.source(s.Name); ok || c.renamedTo(s.Name) {
+			continue
+		}
+		p := c.sourcePath(s.Name)
+		state := ""
+		if c.stateful() {
+			state = ", adding to the existing state"
+		}
+		f := Finding{
+			Severity: Warning,
+			Path:     p,
+			New:      describeSource(s),
+			Message:  fmt.Sprintf("Source %q is new to the checkpoint, so it starts %s and its rows join the query from the next batch%s.", s.Name, startDesc(s), state),
+		}
+		switch s.Kind {
+		case v1.SourceKafka:
+			f.Remedy = fmt.Sprintf("Set %s.kafka.startingOffsets before this run to start it elsewhere: it is read only when the checkpoint first sees a source name.", p)
+		case v1.SourceDelta:
+			f.Remedy = fmt.Sprintf("Set %s.delta.startingVersion before this run to start it elsewhere: it is read only when the checkpoint first sees a source name.", p)
+		case v1.SourceFiles:
+			f.Remedy = fmt.Sprintf("Move the files already in %s away before this run if they should not be read.", s.Path)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func checkSourceRemoved(c *change) []Finding {
+	var out []Finding
+	for _, s := range c.old.Sources {
+		if _, ok := c.new.source(s.Name); ok || c.renamedFrom(s.Name) {
+			continue
+		}
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     "spec.sources",
+			Old:      s.Name + ": " + describeSource(s),
+			Message:  fmt.Sprintf("Source %q is no longer read: what it has not read yet is never read, and if the name comes back later it starts afresh %s.", s.Name, startDesc(s)),
+			Remedy:   fmt.Sprintf("Keep source %q in spec.sources to go on reading it from its checkpointed offsets.", s.Name),
+		})
+	}
+	return out
+}
+
+func checkSourceRenamed(c *change) []Finding {
+	var out []Finding
+	for _, r := range c.sourceRenames() {
+		f := Finding{
+			Severity: Warning,
+			Path:     c.sourcePath(r.new.Name) + ".name",
+			Old:      r.old.Name,
+			New:      r.new.Name,
+			Message: fmt.Sprintf("Source %q reads the same %s as the checkpoint's source %q, but a new name starts afresh %s instead of continuing from %q's offsets, so the sink receives again what was read before, or misses what was not.",
+				r.new.Name, describeSource(r.new), r.old.Name, startDesc(r.new), r.old.Name),
+			Remedy: fmt.Sprintf("Rename it back to %q to continue from its offsets.", r.old.Name),
+		}
+		if c.stateful() {
+			f.Severity = Rejected
+			f.Message = fmt.Sprintf("Source %q reads the same %s as the checkpoint's source %q, but a new name starts afresh %s instead of continuing from %q's offsets, so rows already in the state would be added to it twice, or rows not read yet would be skipped.",
+				r.new.Name, describeSource(r.new), r.old.Name, startDesc(r.new), r.old.Name)
+			f.Remedy = c.revertOrFresh(fmt.Sprintf("Rename it back to %q", r.old.Name))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// sourcePairs calls fn for every source in both shapes under the same name and kind, with
+// the new source's path.
+func (c *change) sourcePairs(fn func(o, n SourceShape, path string)) {
+	for _, n := range c.new.Sources {
+		if o, ok := c.old.source(n.Name); ok && o.Kind == n.Kind {
+			fn(o, n, c.sourcePath(n.Name))
+		}
+	}
+}
+
+func checkSourceKind(c *change) []Finding {
+	var out []Finding
+	for _, n := range c.new.Sources {
+		o, ok := c.old.source(n.Name)
+		if !ok || o.Kind == n.Kind {
+			continue
+		}
+		p := c.sourcePath(n.Name)
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     p + "." + string(n.Kind),
+			Old:      describeSource(o),
+			New:      describeSource(n),
+			Message: fmt.Sprintf("Source %q changed from %s to %s; the checkpoint holds %s offsets under that name, which mean nothing to a %s source.",
+				n.Name, o.Kind, n.Kind, o.Kind, n.Kind),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert source %q to %s, read the %s data under a new source name (it then starts %s)", n.Name, describeSource(o), n.Kind, startDesc(n))),
+		})
+	}
+	return out
+}
+
+func checkKafkaTopics(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		if o.Kind != v1.SourceKafka || (slices.Equal(o.Topics, n.Topics) && o.TopicPattern == n.TopicPattern) {
+			return
+		}
+		field, revert := ".kafka.topics", "["+strings.Join(o.Topics, ", ")+"]"
+		if n.TopicPattern != "" {
+			field = ".kafka.topicPattern"
+		}
+		if o.TopicPattern != "" {
+			revert = "topicPattern " + o.TopicPattern
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     p + field,
+			Old:      describeTopics(o),
+			New:      describeTopics(n),
+			Message: fmt.Sprintf("Source %q now reads %s instead of %s; its checkpointed offsets cover only the partitions it read, so partitions of new topics would be read from earliest whatever startingOffsets says, and partitions no longer read would be reported as lost data.",
+				n.Name, describeTopics(n), describeTopics(o)),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert source %q to %s, read the new topics as a new source with its own name (it then starts at its startingOffsets)", n.Name, revert)),
+		})
+	})
+	return out
+}
+
+func checkFilesPath(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		if o.Kind != v1.SourceFiles || o.Path == n.Path {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     p + ".files.path",
+			Old:      o.Path,
+			New:      n.Path,
+			Message: fmt.Sprintf("Source %q now reads the folder %s instead of %s; the checkpoint's log of files already read belongs to %s, so the query would treat every file in %s as new, or miss files it believes it has read.",
+				n.Name, n.Path, o.Path, o.Path, n.Path),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.files.path to %s, read the new folder as a new source with its own name (it then reads every file already there)", p, o.Path)),
+		})
+	})
+	return out
+}
+
+func checkFilesFormat(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		if o.Kind != v1.SourceFiles || o.Format == n.Format {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     p + ".files.format",
+			Old:      o.Format,
+			New:      n.Format,
+			Message: fmt.Sprintf("Source %q now parses its folder as %s instead of %s; the checkpoint records the %s files it read there, so either the remaining files no longer parse or the folder now holds another dataset that the checkpoint knows nothing of.",
+				n.Name, n.Format, o.Format, o.Format),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.files.format to %s, read the %s files as a new source with its own name", p, o.Format, n.Format)),
+		})
+	})
+	return out
+}
+
+func checkDeltaPath(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		if o.Kind != v1.SourceDelta || o.Path == n.Path {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     p + ".delta.path",
+			Old:      o.Path,
+			New:      n.Path,
+			Message: fmt.Sprintf("Source %q now reads the Delta table at %s instead of %s; its checkpointed offsets are versions of the old table's log and mean nothing for another table.",
+				n.Name, n.Path, o.Path),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.delta.path to %s, read the new table as a new source with its own name", p, o.Path)),
+		})
+	})
+	return out
+}
+
+func checkKafkaFormat(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		if o.Kind != v1.SourceKafka || o.Format == n.Format {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     p + ".kafka.format",
+			Old:      o.Format,
+			New:      n.Format,
+			Message: fmt.Sprintf("Source %q now decodes record values as %s instead of %s, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
+				n.Name, n.Format, o.Format),
+			Remedy: fmt.Sprintf("Revert %s.kafka.format to %s unless the topic's records changed format.", p, o.Format),
+		})
+	})
+	return out
+}
+
+func checkRateLimit(c *change) []Finding {
+	var out []Finding
+	const applies = "; the limit applies from the next newly planned batch, and a batch replayed at restart keeps its logged range."
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		switch {
+		case describeLimit(o.MaxOffsetsPerTrigger) != describeLimit(n.MaxOffsetsPerTrigger):
+			out = append(out, Finding{
+				Severity: Allowed,
+				Path:     p + ".kafka.maxOffsetsPerTrigger",
+				Old:      describeLimit(o.MaxOffsetsPerTrigger),
+				New:      describeLimit(n.MaxOffsetsPerTrigger),
+				Message: fmt.Sprintf("Source %q now reads %s records per batch instead of %s%s",
+					n.Name, perBatch(n.MaxOffsetsPerTrigger), perBatch(o.MaxOffsetsPerTrigger), applies),
+			})
+		case describeLimit(o.MaxFilesPerTrigger) != describeLimit(n.MaxFilesPerTrigger):
+			out = append(out, Finding{
+				Severity: Allowed,
+				Path:     fmt.Sprintf("%s.%s.maxFilesPerTrigger", p, n.Kind),
+				Old:      describeLimit(o.MaxFilesPerTrigger),
+				New:      describeLimit(n.MaxFilesPerTrigger),
+				Message: fmt.Sprintf("Source %q now reads %s files per batch instead of %s%s",
+					n.Name, perBatch(n.MaxFilesPerTrigger), perBatch(o.MaxFilesPerTrigger), applies),
+			})
+		case o.RowsPerSecond != n.RowsPerSecond:
+			out = append(out, Finding{
+				Severity: Allowed,
+				Path:     p + ".rate.rowsPerSecond",
+				Old:      fmt.Sprint(o.RowsPerSecond),
+				New:      fmt.Sprint(n.RowsPerSecond),
+				Message: fmt.Sprintf("Source %q now generates %d rows a second instead of %d, from the next newly planned batch; a batch replayed at restart keeps its logged range.",
+					n.Name, n.RowsPerSecond, o.RowsPerSecond),
+			})
+		}
+	})
+	return out
+}
+
+func perBatch[T int32 | int64](p *T) string {
+	if p == nil {
+		return "all available"
+	}
+	return "at most " + describeLimit(p)
+}
+
+func checkStartingPosition(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		var field, from, to string
+		switch {
+		case o.Kind == v1.SourceKafka && o.StartingOffsets != n.StartingOffsets:
+			field, from, to = "startingOffsets", o.StartingOffsets, n.StartingOffsets
+		case o.Kind == v1.SourceDelta && describeVersion(o.StartingVersion) != describeVersion(n.StartingVersion):
+			field, from, to = "startingVersion", describeVersion(o.StartingVersion), describeVersion(n.StartingVersion)
+		default:
+			return
+		}
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     fmt.Sprintf("%s.%s.%s", p, n.Kind, field),
+			Old:      from,
+			New:      to,
+			Message: fmt.Sprintf("Source %q changed its %s from %s to %s, which has no effect: the source is already in the checkpoint and continues from its offsets there, and %s is read only for a source new to the checkpoint.",
+				n.Name, field, from, to, field),
+			Remedy: "Read it under a new source name to start at the new position (a new name starts at its " + field + "), or " + c.freshStart() + ".",
+		})
+	})
+	return out
+}
+
+func checkSourceColumns(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		for j, col := range n.Columns {
+			if _, ok := o.Columns.Lookup(col.Name); !ok {
+				out = append(out, Finding{
+					Severity: Allowed,
+					Path:     fmt.Sprintf("%s.schema.columns[%d]", p, j),
+					New:      col.Name + " " + string(col.Type),
+					Message:  fmt.Sprintf("Source %q now reads column %s (%s), in the records it reads from the next batch on.", n.Name, col.Name, col.Type),
+				})
+			}
+		}
+		for _, col := range o.Columns {
+			if _, ok := n.Columns.Lookup(col.Name); !ok {
+				out = append(out, Finding{
+					Severity: Allowed,
+					Path:     p + ".schema.columns",
+					Old:      col.Name + " " + string(col.Type),
+					Message:  fmt.Sprintf("Source %q no longer reads column %s, from the next batch on.", n.Name, col.Name),
+				})
+			}
+		}
+	})
+	return out
+}
+
+func checkSourceColumnType(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		for j, col := range n.Columns {
+			prev, ok := o.Columns.Lookup(col.Name)
+			if !ok || prev.Type == col.Type {
+				continue
+			}
+			out = append(out, Finding{
+				Severity: Warning,
+				Path:     fmt.Sprintf("%s.schema.columns[%d].type", p, j),
+				Old:      string(prev.Type),
+				New:      string(col.Type),
+				Message: fmt.Sprintf("Column %s of source %q is now read as %s instead of %s, from the next batch on, including a batch replayed at restart; stateful steps that use it are judged by their own rules.",
+					col.Name, n.Name, col.Type, prev.Type),
+				Remedy: fmt.Sprintf("Revert %s.schema.columns[%d].type to %s unless the records themselves changed type.", p, j, prev.Type),
+			})
+		}
+	})
+	return out
+}

@@ -1,0 +1,612 @@
+package compat
+
+import (
+	"fmt"
+	"slices"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// The checks of the stateful steps and the watermark.
+
+func checkOperatorAdded(c *change) []Finding {
+	var out []Finding
+	for _, j := range c.ops().added {
+		n := c.new.Operators[j]
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.opPath(j),
+			New:      describeOp(n) + " by " + describeKeys(n.Keys),
+			Message: fmt.Sprintf("The %s is new; it would start with empty state while the sources continue from their offsets, so its results would silently leave out every row read before the restart.",
+				describeOp(n)),
+			Remedy: c.revertOrFresh("Remove the step"),
+		})
+	}
+	return out
+}
+
+func checkOperatorRemoved(c *change) []Finding {
+	var out []Finding
+	for _, i := range c.ops().removed {
+		o := c.old.Operators[i]
+		effect := "the sink would switch mid-stream from its groups to the rows it used to aggregate"
+		if o.Kind == v1.StepDropDuplicates {
+			effect = "rows it would have dropped as repeats of rows seen before the restart would reach the sink"
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     "spec.transform",
+			Old:      describeOp(o) + " by " + describeKeys(o.Keys),
+			Message:  fmt.Sprintf("The %s is removed; %s, and its state would stay in the checkpoint unused.", describeOp(o), effect),
+			Remedy:   c.revertOrFresh("Put the step back"),
+		})
+	}
+	return out
+}
+
+func checkOperatorRenamed(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.ops().renamed {
+		var revert string
+		switch {
+		case isOrdinal(p.old.ID) && isOrdinal(p.new.ID):
+			revert = fmt.Sprintf("Restore the stateful steps before it, so that it is #%s again", p.old.ID)
+		case isOrdinal(p.old.ID):
+			revert = fmt.Sprintf("Remove its name, so that it is stored as #%s again", p.old.ID)
+		default:
+			revert = fmt.Sprintf("Name it %q again", p.old.ID)
+		}
+		why := ""
+		if isOrdinal(p.old.ID) && isOrdinal(p.new.ID) {
+			why = " because a stateful step before it was added or removed"
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.opPath(p.newIdx) + ".name",
+			Old:      describeID(p.old.ID),
+			New:      describeID(p.new.ID),
+			Message: fmt.Sprintf("The %s is now %s%s; its state is stored under the step's id (its name, else its ordinal among the stateful steps), so under the new id it would start empty.",
+				describeOp(p.old), describeID(p.new.ID), why),
+			Remedy: c.revertOrFresh(revert),
+		})
+	}
+	return out
+}
+
+func checkOperatorReordered(c *change) []Finding {
+	pairs := slices.Clone(c.ops().pairs)
+	slices.SortFunc(pairs, func(a, b opPair) int { return a.newIdx - b.newIdx })
+	inOrder := slices.IsSortedFunc(pairs, func(a, b opPair) int { return a.oldIdx - b.oldIdx })
+	if inOrder {
+		return nil
+	}
+	var olds, news []string
+	for _, p := range pairs {
+		news = append(news, describeID(p.new.ID))
+	}
+	slices.SortFunc(pairs, func(a, b opPair) int { return a.oldIdx - b.oldIdx })
+	for _, p := range pairs {
+		olds = append(olds, describeID(p.old.ID))
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.transform",
+		Old:      describeList(olds),
+		New:      describeList(news),
+		Message: fmt.Sprintf("The stateful steps now run in the order %s instead of %s; each step's state was built from the rows the steps before it let through, so a new order changes what every state means.",
+			describeList(news), describeList(olds)),
+		Remedy: c.revertOrFresh("Restore the order " + describeList(olds)),
+	}}
+}
+
+func checkOperatorKind(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.ops().kind {
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.opPath(p.newIdx),
+			Old:      string(p.old.Kind),
+			New:      string(p.new.Kind),
+			Message: fmt.Sprintf("Stateful step %s changed from %s to %s; the checkpoint holds %s state under that id, which cannot be read as %s state.",
+				describeID(p.new.ID), p.old.Kind, p.new.Kind, p.old.Kind, p.new.Kind),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert the step to %s", p.old.Kind)),
+		})
+	}
+	return out
+}
+
+// keysPath is the path of a stateful step's key list.
+func (c *change) keysPath(p opPair) string {
+	if p.new.Kind == v1.StepDropDuplicates {
+		return c.opPath(p.newIdx) + ".columns"
+	}
+	return c.opPath(p.newIdx) + ".groupBy"
+}
+
+func keyNoun(k v1.StepKind) string {
+	if k == v1.StepDropDuplicates {
+		return "columns"
+	}
+	return "grouping keys"
+}
+
+func checkKeyColumns(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.ops().pairs {
+		o, n := keyNames(p.old.Keys), keyNames(p.new.Keys)
+		if slices.Equal(o, n) || slices.Equal(slices.Sorted(slices.Values(o)), slices.Sorted(slices.Values(n))) {
+			continue
+		}
+		why := "its state is stored by key, so the groups already in it would never be updated again and new groups would start from zero"
+		if p.new.Kind == v1.StepDropDuplicates {
+			why = "its state remembers the rows seen by the old columns, so rows seen before the restart would pass again as new, even where the columns' types match"
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.keysPath(p),
+			Old:      describeKeys(p.old.Keys),
+			New:      describeKeys(p.new.Keys),
+			Message: fmt.Sprintf("The %s of the %s changed from %s to %s; %s.",
+				keyNoun(p.new.Kind), describeOp(p.new), describeKeys(p.old.Keys), describeKeys(p.new.Keys), why),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s to %s", c.keysPath(p), describeKeys(p.old.Keys))),
+		})
+	}
+	return out
+}
+
+func checkKeyOrder(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.ops().pairs {
+		o, n := keyNames(p.old.Keys), keyNames(p.new.Keys)
+		if slices.Equal(o, n) || !slices.Equal(slices.Sorted(slices.Values(o)), slices.Sorted(slices.Values(n))) {
+			continue
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.keysPath(p),
+			Old:      describeKeys(p.old.Keys),
+			New:      describeKeys(p.new.Keys),
+			Message: fmt.Sprintf("The %s of the %s are now in the order %s instead of %s; the order is part of the state key, so no key already in the state would be found again.",
+				keyNoun(p.new.Kind), describeOp(p.new), describeList(n), describeList(o)),
+			Remedy: c.revertOrFresh("Restore the order " + describeList(o)),
+		})
+	}
+	return out
+}
+
+// keyPairs calls fn for every key position of the paired steps whose key lists have the same
+// names in the same order, with the path of the new key.
+func (c *change) keyPairs(fn func(p opPair, o, n KeyShape, path string)) {
+	for _, p := range c.ops().pairs {
+		if !slices.Equal(keyNames(p.old.Keys), keyNames(p.new.Keys)) {
+			continue
+		}
+		for j := range p.new.Keys {
+			fn(p, p.old.Keys[j], p.new.Keys[j], fmt.Sprintf("%s[%d]", c.keysPath(p), j))
+		}
+	}
+}
+
+func checkKeyType(c *change) []Finding {
+	var out []Finding
+	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
+		if o.Window != nil || o.Type == n.Type {
+			return
+		}
+		if p.new.Kind == v1.StepAggregate {
+			path += ".column"
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path,
+			Old:      describeKey(o),
+			New:      describeKey(n),
+			Message: fmt.Sprintf("Key column %s of the %s changed type from %s to %s; keys are stored encoded by type, so the keys already in the state would never match again.",
+				n.Column, describeOp(p.new), o.Type, n.Type),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert the change that made %s a %s column (in a source's schema or a select)", n.Column, n.Type)),
+		})
+	})
+	return out
+}
+
+func checkWindowColumn(c *change) []Finding {
+	var out []Finding
+	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
+		if o.Window == nil || o.Window.Column == n.Window.Column {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path + ".window.column",
+			Old:      o.Window.Column,
+			New:      n.Window.Column,
+			Message: fmt.Sprintf("The window of the %s now takes event time from %s instead of %s; the windows in its state were assigned by %s, so rows would be added to windows of another clock.",
+				describeOp(p.new), n.Window.Column, o.Window.Column, o.Window.Column),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.window.column to %s", path, o.Window.Column)),
+		})
+	})
+	return out
+}
+
+func checkWindowSize(c *change) []Finding {
+	var out []Finding
+	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
+		if o.Window == nil || sameDuration(o.Window.Duration, n.Window.Duration) {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path + ".window.duration",
+			Old:      string(o.Window.Duration),
+			New:      string(n.Window.Duration),
+			Message: fmt.Sprintf("The windows of the %s are now %s long instead of %s; its state holds %s windows, so the output would mix windows of both lengths and the open ones would never be completed (Spark lets this pass, since the types match).",
+				describeOp(p.new), n.Window.Duration, o.Window.Duration, o.Window.Duration),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.window.duration to %s", path, o.Window.Duration)),
+		})
+	})
+	return out
+}
+
+func checkWindowSlide(c *change) []Finding {
+	var out []Finding
+	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
+		if o.Window == nil || (o.Window.Slide == "") == (n.Window.Slide == "") && sameDuration(o.Window.Slide, n.Window.Slide) {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path + ".window.slide",
+			Old:      describeSlide(*o.Window),
+			New:      describeSlide(*n.Window),
+			Message: fmt.Sprintf("The windows of the %s now start %s instead of %s; every row in the state was added to the windows of the old slide, so open windows would miss rows or count them twice.",
+				describeOp(p.new), describeSlide(*n.Window), describeSlide(*o.Window)),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.window.slide to %s", path, slideValue(*o.Window))),
+		})
+	})
+	return out
+}
+
+func describeSlide(w WindowShape) string {
+	if w.Slide == "" {
+		return "every " + string(w.Duration) + " (tumbling)"
+	}
+	return "every " + string(w.Slide)
+}
+
+func slideValue(w WindowShape) string {
+	if w.Slide == "" {
+		return "none (tumbling)"
+	}
+	return string(w.Slide)
+}
+
+// aggPairs calls fn for every aggregate position of the paired aggregate steps whose lists
+// have the same length, with the path of the new aggregate.
+func (c *change) aggPairs(fn func(p opPair, o, n AggregateShape, path string)) {
+	for _, p := range c.ops().pairs {
+		if p.new.Kind != v1.StepAggregate || len(p.old.Aggregates) != len(p.new.Aggregates) {
+			continue
+		}
+		for j := range p.new.Aggregates {
+			fn(p, p.old.Aggregates[j], p.new.Aggregates[j], fmt.Sprintf("%s.aggregates[%d]", c.opPath(p.newIdx), j))
+		}
+	}
+}
+
+func checkAggregateFunction(c *change) []Finding {
+	var out []Finding
+	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
+		if o.Function == n.Function {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path + ".function",
+			Old:      describeAgg(o),
+			New:      describeAgg(n),
+			Message: fmt.Sprintf("Aggregate column %s of the %s changed from %s to %s; its state holds a partial %s for every group, which %s would silently continue as if it were its own (Spark lets this pass when the types match).",
+				n.Name, describeOp(p.new), o.Function, n.Function, o.Function, n.Function),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.function to %s", path, o.Function)),
+		})
+	})
+	return out
+}
+
+func checkAggregateInput(c *change) []Finding {
+	var out []Finding
+	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
+		if o.Function != n.Function || o.Column == n.Column {
+			return
+		}
+		revert := fmt.Sprintf("Revert %s.column to %s", path, o.Column)
+		if o.Column == "" {
+			revert = fmt.Sprintf("Remove %s.column", path)
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path + ".column",
+			Old:      describeAgg(o),
+			New:      describeAgg(n),
+			Message: fmt.Sprintf("Aggregate column %s of the %s now aggregates %s instead of %s; its state holds %s over %s for every group, so each group would silently mix both inputs.",
+				n.Name, describeOp(p.new), describeInput(n), describeInput(o), o.Function, describeInput(o)),
+			Remedy: c.revertOrFresh(revert),
+		})
+	})
+	return out
+}
+
+func checkAggregateInputType(c *change) []Finding {
+	var out []Finding
+	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
+		if o.Function != n.Function || o.Column != n.Column || o.Type == n.Type {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path + ".column",
+			Old:      describeAgg(o),
+			New:      describeAgg(n),
+			Message: fmt.Sprintf("The input %s of aggregate column %s in the %s changed type from %s to %s; its state holds %s partial results, which cannot be continued as %s.",
+				n.Column, n.Name, describeOp(p.new), o.Type, n.Type, o.Type, n.Type),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert the change that made %s a %s column (in a source's schema or a select)", n.Column, n.Type)),
+		})
+	})
+	return out
+}
+
+func checkAggregateRenamed(c *change) []Finding {
+	var out []Finding
+	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
+		if o.Function != n.Function || o.Column != n.Column || o.Name == n.Name {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     path + ".name",
+			Old:      o.Name,
+			New:      n.Name,
+			Message: fmt.Sprintf("Aggregate column %s of the %s is now named %s; its state is unaffected, since values are stored in order and not by name, but the sink receives the column as %s from the next batch.",
+				o.Name, describeOp(p.new), n.Name, n.Name),
+			Remedy: fmt.Sprintf("Revert %s.name to %s if readers of the sink expect it.", path, o.Name),
+		})
+	})
+	return out
+}
+
+// aggregateDiff matches the aggregates of a paired step whose lists differ in length by
+// their function and input, in order, and returns the unmatched ones on each side.
+func aggregateDiff(p opPair) (removed, added []int) {
+	sig := func(a AggregateShape) string { return describeFunc(a) }
+	inOld, inNew := lcs(p.old.Aggregates, p.new.Aggregates, sig)
+	for i, ok := range inOld {
+		if !ok {
+			removed = append(removed, i)
+		}
+	}
+	for j, ok := range inNew {
+		if !ok {
+			added = append(added, j)
+		}
+	}
+	return removed, added
+}
+
+func checkAggregateAdded(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.ops().pairs {
+		if p.new.Kind != v1.StepAggregate || len(p.old.Aggregates) == len(p.new.Aggregates) {
+			continue
+		}
+		_, added := aggregateDiff(p)
+		for _, j := range added {
+			a := p.new.Aggregates[j]
+			path := fmt.Sprintf("%s.aggregates[%d]", c.opPath(p.newIdx), j)
+			out = append(out, Finding{
+				Severity: Rejected,
+				Path:     path,
+				New:      describeAgg(a),
+				Message: fmt.Sprintf("Aggregate column %s is new in the %s; every group already in the state would start it from nothing, so its value would silently cover only rows read after the restart.",
+					a.Name, describeOp(p.new)),
+				Remedy: c.revertOrFresh(fmt.Sprintf("Remove %s", path)),
+			})
+		}
+	}
+	return out
+}
+
+func checkAggregateRemoved(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.ops().pairs {
+		if p.new.Kind != v1.StepAggregate || len(p.old.Aggregates) == len(p.new.Aggregates) {
+			continue
+		}
+		removed, _ := aggregateDiff(p)
+		for _, i := range removed {
+			a := p.old.Aggregates[i]
+			out = append(out, Finding{
+				Severity: Rejected,
+				Path:     c.opPath(p.newIdx) + ".aggregates",
+				Old:      describeAgg(a),
+				Message: fmt.Sprintf("Aggregate column %s is removed from the %s; the state of every group holds the step's values in order, so it no longer matches the step.",
+					a.Name, describeOp(p.new)),
+				Remedy: c.revertOrFresh(fmt.Sprintf("Put %s back", describeAgg(a))),
+			})
+		}
+	}
+	return out
+}
+
+func checkStateInputExpression(c *change) []Finding {
+	var out []Finding
+	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
+		if o.From == n.From || o.Type != n.Type || o.Column != n.Column || o.Window != nil && o.Window.Column != n.Window.Column {
+			return
+		}
+		col := n.Column
+		if n.Window != nil {
+			col = n.Window.Column
+		}
+		at := c.exprPath(col, c.opStep(p.newIdx))
+		if at == "" {
+			at = path
+		}
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     at,
+			Old:      o.From,
+			New:      n.From,
+			Message: fmt.Sprintf("Key %s of the %s is now computed as %s instead of %s; the keys already in the state were computed the old way, so where the two differ a group appears twice, once per form.",
+				col, describeOp(p.new), n.From, o.From),
+			Remedy: c.revertOrFresh(fmt.Sprintf("If the two can differ for the same row, revert %s to %s", at, o.From)),
+		})
+	})
+	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
+		if o.From == n.From || o.Column != n.Column || o.Type != n.Type || o.Function != n.Function {
+			return
+		}
+		at := c.exprPath(n.Column, c.opStep(p.newIdx))
+		if at == "" {
+			at = path + ".column"
+		}
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     at,
+			Old:      o.From,
+			New:      n.From,
+			Message: fmt.Sprintf("The input %s of aggregate column %s in the %s is now computed as %s instead of %s; the values already in the state were computed the old way, so each group mixes both.",
+				n.Column, n.Name, describeOp(p.new), n.From, o.From),
+			Remedy: c.revertOrFresh(fmt.Sprintf("If the two can differ for the same row, revert %s to %s", at, o.From)),
+		})
+	})
+	return out
+}
+
+// watermarkSeverity is sev when state carries over, else Allowed: without state the
+// watermark decides nothing.
+func (c *change) watermarkSeverity(sev Severity) Severity {
+	if c.stateful() {
+		return sev
+	}
+	return Allowed
+}
+
+func checkWatermarkColumn(c *change) []Finding {
+	o, n := c.old.Watermark, c.new.Watermark
+	if o == nil || n == nil || o.Column == n.Column {
+		return nil
+	}
+	f := Finding{
+		Severity: c.watermarkSeverity(Rejected),
+		Path:     c.watermarkPath() + ".column",
+		Old:      o.Column,
+		New:      n.Column,
+		Message: fmt.Sprintf("The watermark now tracks event time on %s instead of %s; the checkpoint's watermark was computed from %s, never moves back, and decides which state is evicted, so rows would be judged late, and state evicted, by another clock.",
+			n.Column, o.Column, o.Column),
+		Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.column to %s", c.watermarkPath(), o.Column)),
+	}
+	if f.Severity == Allowed {
+		f.Message = fmt.Sprintf("The watermark now tracks event time on %s instead of %s; the query keeps no state, so the watermark decides nothing yet.", n.Column, o.Column)
+		f.Remedy = ""
+	}
+	return []Finding{f}
+}
+
+func checkWatermarkRemoved(c *change) []Finding {
+	o := c.old.Watermark
+	if o == nil || c.new.Watermark != nil {
+		return nil
+	}
+	f := Finding{
+		Severity: c.watermarkSeverity(Rejected),
+		Path:     "spec.transform",
+		Old:      fmt.Sprintf("%s, delay %s", o.Column, o.Delay),
+		Message: fmt.Sprintf("The watermark on %s is removed; the stateful steps evicted their state by it, so without it they would keep every key from now on next to keys already evicted, and late rows would re-create groups that were already written.",
+			o.Column),
+		Remedy: c.revertOrFresh(fmt.Sprintf("Put back the watermark on %s with delay %s", o.Column, o.Delay)),
+	}
+	if f.Severity == Allowed {
+		f.Message = fmt.Sprintf("The watermark on %s is removed; the query keeps no state, so it decided nothing.", o.Column)
+		f.Remedy = ""
+	}
+	return []Finding{f}
+}
+
+func checkWatermarkAdded(c *change) []Finding {
+	n := c.new.Watermark
+	if n == nil || c.old.Watermark != nil {
+		return nil
+	}
+	f := Finding{
+		Severity: c.watermarkSeverity(Warning),
+		Path:     c.watermarkPath(),
+		New:      fmt.Sprintf("%s, delay %s", n.Column, n.Delay),
+		Message: fmt.Sprintf("A watermark on %s is new; from the next batch, rows more than %s late are dropped and state the watermark has passed is evicted, including state built before the restart.",
+			n.Column, n.Delay),
+		Remedy: "Remove the watermark if state built so far must be kept.",
+	}
+	if f.Severity == Allowed {
+		f.Message = fmt.Sprintf("A watermark on %s is new; the query keeps no state, so it decides nothing yet.", n.Column)
+		f.Remedy = ""
+	}
+	return []Finding{f}
+}
+
+func checkWatermarkDelay(c *change) []Finding {
+	o, n := c.old.Watermark, c.new.Watermark
+	if o == nil || n == nil || o.Column != n.Column || sameDuration(o.Delay, n.Delay) {
+		return nil
+	}
+	f := Finding{
+		Severity: c.watermarkSeverity(Warning),
+		Path:     c.watermarkPath() + ".delay",
+		Old:      string(o.Delay),
+		New:      string(n.Delay),
+		Remedy:   fmt.Sprintf("Revert %s.delay to %s if that is not what you want.", c.watermarkPath(), o.Delay),
+	}
+	od, _ := o.Delay.Parse()
+	nd, _ := n.Delay.Parse()
+	switch {
+	case f.Severity == Allowed:
+		f.Message = fmt.Sprintf("The watermark delay changed from %s to %s; the query keeps no state, so the watermark decides nothing yet.", o.Delay, n.Delay)
+		f.Remedy = ""
+	case nd > od:
+		f.Message = fmt.Sprintf("The watermark delay grew from %s to %s; the checkpoint's watermark never moves back, so rows up to %s late are kept only once event time has advanced by the difference.",
+			o.Delay, n.Delay, n.Delay)
+	default:
+		f.Message = fmt.Sprintf("The watermark delay shrank from %s to %s; at the next batch the watermark jumps forward by the difference, dropping rows that are now late and evicting (in append mode, writing) the state it passes.",
+			o.Delay, n.Delay)
+	}
+	return []Finding{f}
+}
+
+// lcs returns, for two lists, which elements belong to a longest common subsequence of their
+// signatures.
+func lcs[T any](a, b []T, sig func(T) string) (inA, inB []bool) {
+	n, m := len(a), len(b)
+	t := make([][]int, n+1)
+	for i := range t {
+		t[i] = make([]int, m+1)
+	}
+	for i := n - 1; i >= 0; i-- {
+		for j := m - 1; j >= 0; j-- {
+			if sig(a[i]) == sig(b[j]) {
+				t[i][j] = t[i+1][j+1] + 1
+			} else {
+				t[i][j] = max(t[i+1][j], t[i][j+1])
+			}
+		}
+	}
+	inA, inB = make([]bool, n), make([]bool, m)
+	for i, j := 0, 0; i < n && j < m; {
+		switch {
+		case sig(a[i]) == sig(b[j]):
+			inA[i], inB[j] = true, true
+			i, j = i+1, j+1
+		case t[i+1][j] >= t[i][j+1]:
+			i++
+		default:
+			j++
+		}
+	}
+	return inA, inB
+}

@@ -1,0 +1,402 @@
+package compat
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// ShapeVersion is the version of the Shape JSON that this package writes. ParseShape reads
+// this version and refuses newer ones. Any change to the JSON, additive ones included, bumps
+// it, so that an older Lockstep never judges a checkpoint by a record it only partly reads.
+const ShapeVersion = 1
+
+// ErrNewerShape means a shape was recorded by a newer Lockstep than this one.
+var ErrNewerShape = errors.New("shape recorded by a newer Lockstep")
+
+// Shape is what a checkpoint depends on: the normalized record of a query that the restart
+// rules compare. It holds identities, not connection details (no brokers, credentials or
+// headers). Its JSON form is stable and versioned (Version); it is stored in the checkpoint's
+// shape/<N> log. The zero Shape stands for "no checkpoint yet".
+type Shape struct {
+	// Version is ShapeVersion for a shape made by this package; 0 for the zero Shape.
+	Version int `json:"version"`
+	// Sources are the named sources, in spec order.
+	Sources []SourceShape `json:"sources"`
+	// Watermark is the query's watermark, nil if none.
+	Watermark *WatermarkShape `json:"watermark,omitempty"`
+	// Operators are the stateful steps, in spec order.
+	Operators []OperatorShape `json:"operators,omitempty"`
+	// OutputMode is the output mode, defaulted.
+	OutputMode v1.OutputMode `json:"outputMode"`
+	// Output are the columns the sink receives, in order.
+	Output v1.Columns `json:"outputColumns,omitempty"`
+	// Sink is the sink's kind and identity.
+	Sink SinkShape `json:"sink"`
+	// Trigger is the trigger; the zero Trigger runs the next batch as soon as the last ends.
+	Trigger v1.Trigger `json:"trigger,omitzero"`
+	// Pinned are the settings the checkpoint pins at its first batch.
+	Pinned Pinned `json:"pinned"`
+}
+
+// SourceShape is one named source: its kind, its identity (what its offsets refer to), its
+// starting position and rate limit, and its schema.
+type SourceShape struct {
+	Name string        `json:"name"`
+	Kind v1.SourceKind `json:"kind"`
+	// Topics (sorted) or TopicPattern identify a Kafka source.
+	Topics       []string `json:"topics,omitempty"`
+	TopicPattern string   `json:"topicPattern,omitempty"`
+	// Path identifies a files or delta source; normalized (no file:// prefix, no trailing slash).
+	Path string `json:"path,omitempty"`
+	// Format is a files source's file format or a Kafka source's value format.
+	Format string `json:"format,omitempty"`
+	// StartingOffsets (Kafka) and StartingVersion (delta) say where a source new to the
+	// checkpoint starts.
+	StartingOffsets string `json:"startingOffsets,omitempty"`
+	StartingVersion *int64 `json:"startingVersion,omitempty"`
+	// Rate limits: MaxOffsetsPerTrigger (Kafka), MaxFilesPerTrigger (files, delta),
+	// RowsPerSecond (rate).
+	MaxOffsetsPerTrigger *int64 `json:"maxOffsetsPerTrigger,omitempty"`
+	MaxFilesPerTrigger   *int32 `json:"maxFilesPerTrigger,omitempty"`
+	RowsPerSecond        int64  `json:"rowsPerSecond,omitempty"`
+	// Columns is the declared schema (Kafka raw: value); nil for rate, whose columns are fixed.
+	Columns v1.Columns `json:"columns,omitempty"`
+}
+
+// WatermarkShape is the query's watermark: the timestamp column at the watermark step and
+// the delay.
+type WatermarkShape struct {
+	Column string      `json:"column"`
+	Delay  v1.Duration `json:"delay"`
+	// From is how Column is computed (see KeyShape.From).
+	From string `json:"from"`
+}
+
+// OperatorShape is one stateful step and what its state is encoded by.
+type OperatorShape struct {
+	// ID is the step's name, else its ordinal among the stateful steps; state lives under it.
+	ID string `json:"id"`
+	// Kind is aggregate or dropDuplicates.
+	Kind v1.StepKind `json:"kind"`
+	// Keys are the state key, in order: an aggregate's group keys, or the dedup columns.
+	Keys []KeyShape `json:"keys"`
+	// Aggregates are an aggregate's values, in order.
+	Aggregates []AggregateShape `json:"aggregates,omitempty"`
+}
+
+// KeyShape is one part of a state key: a column with its type, or an event-time window.
+type KeyShape struct {
+	Column string        `json:"column,omitempty"`
+	Type   v1.ColumnType `json:"type,omitempty"`
+	Window *WindowShape  `json:"window,omitempty"`
+	// From is how the column (a window's time column) is computed: the CEL expression of
+	// the select that made it, followed back through selects that only copy or rename a
+	// column, with blanks outside string literals removed; a source column's own name when
+	// no select computed it.
+	From string `json:"from"`
+}
+
+// WindowShape is an event-time window key.
+type WindowShape struct {
+	Column   string      `json:"column"`
+	Duration v1.Duration `json:"duration"`
+	// Slide is the distance between window starts; "" for a tumbling window.
+	Slide v1.Duration `json:"slide,omitempty"`
+}
+
+// AggregateShape is one aggregate value: its output name, function and input.
+type AggregateShape struct {
+	Name     string               `json:"name"`
+	Function v1.AggregateFunction `json:"function"`
+	// Column is the input column, "" for count of rows; Type is its type.
+	Column string        `json:"column,omitempty"`
+	Type   v1.ColumnType `json:"type,omitempty"`
+	// From is how the input column is computed (see KeyShape.From).
+	From string `json:"from,omitempty"`
+}
+
+// SinkShape is the sink's kind and identity.
+type SinkShape struct {
+	Kind v1.SinkKind `json:"kind"`
+	// Path (files, delta) is normalized like SourceShape.Path.
+	Path string `json:"path,omitempty"`
+	// Format is a files sink's format.
+	Format v1.FileFormat `json:"format,omitempty"`
+	// PartitionColumns are a Delta sink's partition columns.
+	PartitionColumns []string `json:"partitionColumns,omitempty"`
+	// Topic and ExactlyOnce describe a Kafka sink.
+	Topic       string `json:"topic,omitempty"`
+	ExactlyOnce bool   `json:"exactlyOnce,omitempty"`
+	// URL is a webhook's URL without user information, query or fragment, which may hold
+	// credentials.
+	URL string `json:"url,omitempty"`
+}
+
+// Pinned are the settings that the checkpoint pins at its first batch.
+type Pinned struct {
+	StatePartitions int32 `json:"statePartitions"`
+}
+
+// ShapeOf returns the shape of spec, with the spec's defaults applied (spec itself is not
+// changed). A spec that does not validate (with every feature allowed) has no shape: the
+// error lists its problems.
+func ShapeOf(spec *v1.StreamingQuerySpec) (Shape, error) {
+	s := spec.DeepCopy()
+	s.Default()
+	if errs := s.Validate(v1.AllFeatures()); len(errs) > 0 {
+		return Shape{}, fmt.Errorf("the spec has no shape until it validates: %w", errs.ToAggregate())
+	}
+	cols, err := s.StepColumns()
+	if err != nil {
+		return Shape{}, fmt.Errorf("follow the columns: %w", err)
+	}
+	sh := Shape{
+		Version:    ShapeVersion,
+		OutputMode: s.OutputMode,
+		Output:     cols[len(cols)-1],
+		Sink:       sinkShape(&s.Sink),
+		Trigger:    s.Trigger,
+		Pinned:     Pinned{StatePartitions: s.StateStore.Partitions},
+	}
+	for i := range s.Sources {
+		sh.Sources = append(sh.Sources, sourceShape(&s.Sources[i]))
+	}
+	// from maps each column flowing into the current step to how it is computed.
+	from := map[string]string{}
+	for _, c := range cols[0] {
+		from[c.Name] = c.Name
+	}
+	ordinal := 0
+	for i := range s.Transform {
+		st, in := &s.Transform[i], cols[i]
+		switch {
+		case st.Select != nil:
+			next := map[string]string{}
+			for _, p := range st.Select {
+				e := normExpr(p.Expr)
+				if f, ok := from[e]; ok && identifier.MatchString(e) {
+					e = f
+				}
+				next[p.Name] = e
+			}
+			from = next
+		case st.Watermark != nil:
+			sh.Watermark = &WatermarkShape{Column: st.Watermark.Column, Delay: st.Watermark.Delay, From: from[st.Watermark.Column]}
+		case st.Aggregate != nil:
+			sh.Operators = append(sh.Operators, aggregateShape(st.StatefulName(ordinal), st.Aggregate, in, from))
+			ordinal++
+			from = map[string]string{} // nothing stateful may follow an aggregate
+		case st.DropDuplicates != nil:
+			op := OperatorShape{ID: st.StatefulName(ordinal), Kind: v1.StepDropDuplicates}
+			for _, c := range st.DropDuplicates.Columns {
+				op.Keys = append(op.Keys, columnKey(c, in, from))
+			}
+			sh.Operators = append(sh.Operators, op)
+			ordinal++
+		}
+	}
+	return sh, nil
+}
+
+// ParseShape reads a shape from its JSON form, strictly: unknown fields are an error, and so
+// is a version other than ShapeVersion (a newer one wraps ErrNewerShape).
+func ParseShape(data []byte) (Shape, error) {
+	var probe struct {
+		Version int `json:"version"`
+	}
+	if err := json.Unmarshal(data, &probe); err != nil {
+		return Shape{}, fmt.Errorf("read shape: %w", err)
+	}
+	switch {
+	case probe.Version > ShapeVersion:
+		return Shape{}, fmt.Errorf("read shape version %d; this Lockstep reads version %d: %w", probe.Version, ShapeVersion, ErrNewerShape)
+	case probe.Version < 1:
+		return Shape{}, fmt.Errorf("read shape: version %d is not a shape version", probe.Version)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var s Shape
+	if err := dec.Decode(&s); err != nil {
+		return Shape{}, fmt.Errorf("read shape: %w", err)
+	}
+	return s, nil
+}
+
+// Equal reports whether s and o record the same query: the engine records a new shape/<N>
+// entry when the shape of the spec it starts with is not Equal to the newest one.
+func (s Shape) Equal(o Shape) bool {
+	a, errA := json.Marshal(s)
+	b, errB := json.Marshal(o)
+	return errA == nil && errB == nil && bytes.Equal(a, b)
+}
+
+// IsZero reports whether s stands for "no checkpoint yet": whether its Version is 0, as in
+// the zero Shape.
+func (s Shape) IsZero() bool { return s.Version == 0 }
+
+// Stateful reports whether the query keeps state: whether it has a stateful step.
+func (s Shape) Stateful() bool { return len(s.Operators) > 0 }
+
+func (s Shape) source(name string) (SourceShape, bool) {
+	for _, src := range s.Sources {
+		if src.Name == name {
+			return src, true
+		}
+	}
+	return SourceShape{}, false
+}
+
+func (s Shape) hasAggregate() bool {
+	return slices.ContainsFunc(s.Operators, func(o OperatorShape) bool { return o.Kind == v1.StepAggregate })
+}
+
+func sourceShape(src *v1.Source) SourceShape {
+	s := SourceShape{Name: src.Name, Kind: src.Kind()}
+	if src.Schema != nil {
+		s.Columns = slices.Clone(src.Schema.Columns)
+	}
+	switch {
+	case src.Kafka != nil:
+		k := src.Kafka
+		s.Topics = slices.Sorted(slices.Values(k.Topics))
+		s.Topics = slices.Compact(s.Topics)
+		s.TopicPattern = k.TopicPattern
+		s.Format = string(k.Format)
+		s.StartingOffsets = k.StartingOffsets
+		s.MaxOffsetsPerTrigger = k.MaxOffsetsPerTrigger
+		if k.Format == v1.KafkaRaw {
+			s.Columns = v1.Columns{{Name: v1.ColumnKafkaValue, Type: v1.TypeString}}
+		}
+	case src.Files != nil:
+		s.Path = normPath(src.Files.Path)
+		s.Format = string(src.Files.Format)
+		s.MaxFilesPerTrigger = src.Files.MaxFilesPerTrigger
+	case src.Delta != nil:
+		s.Path = normPath(src.Delta.Path)
+		s.StartingVersion = src.Delta.StartingVersion
+		s.MaxFilesPerTrigger = src.Delta.MaxFilesPerTrigger
+	case src.Rate != nil:
+		s.RowsPerSecond = src.Rate.RowsPerSecond
+	}
+	return s
+}
+
+func aggregateShape(id string, a *v1.Aggregate, in v1.Columns, from map[string]string) OperatorShape {
+	op := OperatorShape{ID: id, Kind: v1.StepAggregate, Keys: []KeyShape{}}
+	for _, g := range a.GroupBy {
+		if w := g.Window; w != nil {
+			k := KeyShape{Window: &WindowShape{Column: w.Column, Duration: w.Duration}, From: from[w.Column]}
+			if w.Slide != "" && !sameDuration(w.Slide, w.Duration) {
+				k.Window.Slide = w.Slide
+			}
+			op.Keys = append(op.Keys, k)
+			continue
+		}
+		op.Keys = append(op.Keys, columnKey(g.Column, in, from))
+	}
+	for _, ag := range a.Aggregates {
+		as := AggregateShape{Name: ag.Name, Function: ag.Function, Column: ag.Column}
+		if ag.Column != "" {
+			c, _ := in.Lookup(ag.Column)
+			as.Type, as.From = c.Type, from[ag.Column]
+		}
+		op.Aggregates = append(op.Aggregates, as)
+	}
+	return op
+}
+
+func columnKey(name string, in v1.Columns, from map[string]string) KeyShape {
+	c, _ := in.Lookup(name)
+	return KeyShape{Column: name, Type: c.Type, From: from[name]}
+}
+
+func sinkShape(s *v1.Sink) SinkShape {
+	k := SinkShape{Kind: s.Kind()}
+	switch {
+	case s.Delta != nil:
+		k.Path = normPath(s.Delta.Path)
+		k.PartitionColumns = slices.Clone(s.Delta.PartitionColumns)
+	case s.Files != nil:
+		k.Path = normPath(s.Files.Path)
+		k.Format = s.Files.Format
+	case s.Kafka != nil:
+		k.Topic = s.Kafka.Topic
+		k.ExactlyOnce = s.Kafka.ExactlyOnce
+	case s.Webhook != nil:
+		k.URL = redactURL(s.Webhook.URL)
+	}
+	return k
+}
+
+// identifier matches a bare column name in a CEL expression.
+var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// normExpr removes blanks outside string literals, so that reformatting an expression does
+// not read as a change.
+func normExpr(e string) string {
+	var b strings.Builder
+	var quote rune
+	escaped := false
+	for _, r := range e {
+		switch {
+		case quote != 0:
+			b.WriteRune(r)
+			switch {
+			case escaped:
+				escaped = false
+			case r == '\\':
+				escaped = true
+			case r == quote:
+				quote = 0
+			}
+		case r == '"' || r == '\'':
+			quote = r
+			b.WriteRune(r)
+		case r == ' ' || r == '\t' || r == '\n' || r == '\r':
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// normPath makes equal locations compare equal: file:///a/b and /a/b/, s3://b/p/ and s3://b/p.
+func normPath(p string) string {
+	if rest, ok := strings.CutPrefix(p, "file://"); ok {
+		p = rest
+	}
+	if strings.Contains(p, "://") {
+		return strings.TrimRight(p, "/")
+	}
+	if p == "" {
+		return ""
+	}
+	return path.Clean(p)
+}
+
+// redactURL keeps a URL's scheme, host and path.
+func redactURL(raw string) string {
+	scheme, rest, ok := strings.Cut(raw, "://")
+	if !ok {
+		return raw
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	host, p, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndex(host, "@"); i >= 0 {
+		host = host[i+1:]
+	}
+	if p != "" {
+		return scheme + "://" + host + "/" + p
+	}
+	return scheme + "://" + host
+}
