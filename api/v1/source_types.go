@@ -197,6 +197,7 @@ type KafkaTLS struct {
 	// CertFile and KeyFile are the client certificate and key (PEM) for mutual TLS.
 	// +optional
 	CertFile string `json:"certFile,omitempty"`
+	// KeyFile is the client's private key (PEM) for mutual TLS, set together with CertFile.
 	// +optional
 	KeyFile string `json:"keyFile,omitempty"`
 	// ClientSecretName names a kubernetes.io/tls Secret in the query's namespace, mounted as

@@ -94,8 +94,11 @@ func (s *Step) StatefulName(ordinal int) string {
 
 // Projection is one output column of a select: its name and the CEL expression computing it.
 type Projection struct {
+	// Name of the output column: letters, digits and underscores, not starting with a digit.
 	// +kubebuilder:validation:Pattern=`^[A-Za-z_][A-Za-z0-9_]*$`
 	Name string `json:"name"`
+	// Expr is the CEL expression computing the column; it sees the columns flowing into the
+	// step as variables.
 	// +kubebuilder:validation:MinLength=1
 	Expr string `json:"expr"`
 }
@@ -133,6 +136,7 @@ type Aggregate struct {
 // GroupKey is one grouping key: a column, or an event-time window on a timestamp column.
 // +kubebuilder:validation:XValidation:rule="has(self.column) != has(self.window)",message="exactly one of column, window must be set"
 type GroupKey struct {
+	// Column groups by the value of this column.
 	// +optional
 	Column string `json:"column,omitempty"`
 	// +optional

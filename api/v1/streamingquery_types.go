@@ -166,8 +166,10 @@ type StateStore struct {
 // ResourceRequirements are the compute resources of the engine pod, as in a Pod's container.
 // Keys are resource names such as cpu and memory.
 type ResourceRequirements struct {
+	// Requests are the resources the engine pod is scheduled with, as quantities (500m, 1Gi).
 	// +optional
 	Requests map[string]resource.Quantity `json:"requests,omitempty"`
+	// Limits are the most the engine pod may use, as quantities (1, 2Gi).
 	// +optional
 	Limits map[string]resource.Quantity `json:"limits,omitempty"`
 }
