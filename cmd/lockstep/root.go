@@ -12,6 +12,7 @@ func newRootCommand() *cobra.Command {
 	// Every subcommand is listed here; nothing registers itself.
 	root.AddCommand(
 		newVersionCommand(),
+		newRunCommand(),
 	)
 	return root
 }

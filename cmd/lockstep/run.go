@@ -1,0 +1,309 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/sink"
+	"github.com/lockstep-dev/lockstep/engine/source"
+)
+
+// envCrashAt makes `lockstep run` kill itself with SIGKILL when a batch
+// reaches a phase: "<phase>:<batch>", phase one of engine.Phases(). For the
+// crash tests.
+const envCrashAt = "LOCKSTEP_CRASH_AT"
+
+// Progress output formats.
+const (
+	progressText = "text"
+	progressJSON = "json"
+)
+
+func newRunCommand() *cobra.Command {
+	var file, location, progress string
+	cmd := &cobra.Command{
+		Use:   "run -f QUERY.yaml",
+		Short: "Run a streaming query on this machine",
+		Long: `Run a StreamingQuery on this machine, with its checkpoint in a local folder or on S3.
+
+The checkpoint location is --checkpoint, else the spec's checkpoint.location, else
+./.lockstep/checkpoints/<namespace>/<name>. A second run on the same location resumes
+after the last committed batch (or re-runs a batch the last run planned but did not commit).
+
+Progress goes to standard error: one line (or JSON object) per batch and a summary at
+the end; the console sink prints rows on standard output. SIGINT or SIGTERM stops the
+query after the current batch (exit 0); a second signal exits at once (exit 1; the
+next run replays the interrupted batch).
+
+Exit codes: 0 done or stopped, 1 runtime failure, 2 invalid spec or unreadable file,
+3 the checkpoint refuses this query (another query's checkpoint, or another engine
+is running on it).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if progress != progressText && progress != progressJSON {
+				return withExitCode(exitInvalid, fmt.Errorf("--progress %q: want text or json", progress))
+			}
+			return runQuery(cmd.Context(), file, location, progress, cmd.OutOrStdout(), cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "the StreamingQuery manifest (YAML or JSON)")
+	cmd.Flags().StringVar(&location, "checkpoint", "", "the checkpoint location: a path, file:///path or s3://bucket/prefix (default: the spec's, else ./.lockstep/checkpoints/<namespace>/<name>)")
+	cmd.Flags().StringVar(&progress, "progress", progressText, "progress output on standard error: text or json")
+	_ = cmd.MarkFlagRequired("file")
+	return cmd
+}
+
+// newRegistry returns the registry of every source and sink kind this
+// program runs.
+func newRegistry() (*engine.Registry, error) {
+	reg := engine.NewRegistry()
+	return reg, errors.Join(
+		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
+		reg.RegisterSource(v1.SourceRate, source.RateSpec(), source.NewRate),
+		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
+		reg.RegisterSink(v1.SinkConsole, sink.ConsoleSpec(), sink.NewConsole),
+	)
+}
+
+func runQuery(ctx context.Context, file, location, progress string, stdout, stderr io.Writer) error {
+	obj, err := readQueryFile(file)
+	if err != nil {
+		return withExitCode(exitInvalid, err)
+	}
+	if location == "" && obj.Spec.Checkpoint.Location == "" {
+		location = filepath.Join(".lockstep", "checkpoints", obj.Namespace, obj.Name)
+	}
+	reg, err := newRegistry()
+	if err != nil {
+		return err
+	}
+	hook, err := crashHook(os.Getenv(envCrashAt))
+	if err != nil {
+		return withExitCode(exitInvalid, err)
+	}
+	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
+	opts := []engine.Option{
+		engine.WithCheckpointS3(s3.Opener()),
+		engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)),
+		engine.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		engine.WithObserver(obs),
+		engine.WithStdout(stdout),
+	}
+	if location != "" {
+		opts = append(opts, engine.WithCheckpoint(location))
+	}
+	if hook != nil {
+		opts = append(opts, engine.WithPhaseHook(hook))
+	}
+	q, err := engine.New(obj, reg, opts...)
+	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
+		return withExitCode(exitInvalid, invalidSpec(file, ise))
+	}
+	if err != nil {
+		return err
+	}
+
+	// The first SIGINT or SIGTERM stops the query at a batch boundary; the
+	// second exits at once. The goroutine ends with the run.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		obs.note("stopping after the current batch (signal again to exit at once)")
+		q.Stop()
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		obs.note("exiting at once; the next run replays the interrupted batch")
+		os.Exit(exitFailure)
+	}()
+
+	sum, err := q.Run(ctx)
+	if err != nil {
+		if errors.Is(err, engine.ErrRefused) {
+			return withExitCode(exitRefused, err)
+		}
+		return withExitCode(exitFailure, err)
+	}
+	obs.summary(sum)
+	return nil
+}
+
+func readQueryFile(file string) (*v1.StreamingQuery, error) {
+	f, err := os.Open(file)
+	if err != nil {
+		return nil, fmt.Errorf("read query: %w", err)
+	}
+	defer f.Close()
+	obj, err := v1.ReadQuery(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	return obj, nil
+}
+
+// invalidSpec lists every field error of the spec, one per line.
+func invalidSpec(file string, ise *engine.InvalidSpecError) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: the query is invalid (%d problems):", file, len(ise.Errs))
+	for _, e := range ise.Errs {
+		sb.WriteString("\n  " + e.Error())
+	}
+	return errors.New(sb.String())
+}
+
+// crashHook parses LOCKSTEP_CRASH_AT; it returns nil when it is empty.
+func crashHook(spec string) (func(engine.Phase, int64), error) {
+	if spec == "" {
+		return nil, nil
+	}
+	p, b, ok := strings.Cut(spec, ":")
+	batch, err := strconv.ParseInt(b, 10, 64)
+	phase := engine.Phase(p)
+	known := false
+	for _, k := range engine.Phases() {
+		known = known || k == phase
+	}
+	if !ok || err != nil || !known {
+		return nil, fmt.Errorf("%s=%q: want <phase>:<batch> with phase one of %v", envCrashAt, spec, engine.Phases())
+	}
+	return func(at engine.Phase, n int64) {
+		if at == phase && n == batch {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+			select {} // the signal is on its way
+		}
+	}, nil
+}
+
+// progressPrinter prints the run's start, each batch and the summary, as
+// text lines or JSON objects (one per line, with an "event" field).
+type progressPrinter struct {
+	mu   sync.Mutex
+	w    io.Writer
+	json bool
+	name string
+}
+
+var _ engine.Observer = (*progressPrinter)(nil)
+
+func (p *progressPrinter) Started(s engine.Start) {
+	if p.json {
+		p.emit("start", s)
+		return
+	}
+	p.printf("lockstep: query %s, id %s, checkpoint %s", p.name, s.QueryID, s.Location)
+	switch {
+	case s.New:
+		p.printf("lockstep: new checkpoint; starting at batch 0")
+	case s.Replay:
+		p.printf("lockstep: resuming: replaying batch %d, which the last run planned but did not commit, with its logged offsets", s.NextBatch)
+	default:
+		p.printf("lockstep: resuming from batch %d (batches up to %d are committed)", s.NextBatch, s.LastCommitted)
+	}
+	p.printf("lockstep: delivery guarantee: %s", s.Guarantee)
+	switch s.Trigger {
+	case "once", "availableNow":
+		p.printf("lockstep: trigger %s: processes the data available now, then stops", s.Trigger)
+	default:
+		p.printf("lockstep: trigger %s: runs until stopped (Ctrl-C stops after the current batch)", s.Trigger)
+	}
+}
+
+func (p *progressPrinter) Committed(pr engine.Progress) {
+	if p.json {
+		p.emit("progress", pr)
+		return
+	}
+	wm := "-"
+	if pr.WatermarkMs != 0 {
+		wm = time.UnixMilli(pr.WatermarkMs).UTC().Format(time.RFC3339)
+	}
+	var extra string
+	if pr.NumMalformedRows > 0 {
+		extra += fmt.Sprintf(", %d malformed", pr.NumMalformedRows)
+	}
+	if pr.Replay {
+		extra += " (replayed)"
+	}
+	p.printf("batch %d: %d rows in, %d out, %.0f rows/s, %s, watermark %s%s",
+		pr.Batch, pr.NumInputRows, pr.NumOutputRows, pr.ProcessedRowsPerSecond, pr.Duration.Round(time.Millisecond), wm, extra)
+}
+
+func (p *progressPrinter) summary(s engine.Summary) {
+	if p.json {
+		p.emit("summary", s)
+		return
+	}
+	var what string
+	switch s.Reason {
+	case engine.StopSuspended:
+		p.printf("lockstep: the query is suspended (spec.suspend); nothing ran")
+		return
+	case engine.StopTriggerDone:
+		what = "done"
+	default:
+		what = "stopped"
+	}
+	last := "none committed yet"
+	if s.LastCommitted >= 0 {
+		last = fmt.Sprintf("last committed batch %d", s.LastCommitted)
+	}
+	p.printf("lockstep: %s: %d batches, %d rows in, %d out, %d malformed in %s; %s; run again to resume",
+		what, s.Batches, s.NumInputRows, s.NumOutputRows, s.NumMalformedRows, s.Duration.Round(time.Millisecond), last)
+}
+
+// note prints a message from the signal handler.
+func (p *progressPrinter) note(msg string) {
+	if p.json {
+		p.emit("note", map[string]string{"message": msg})
+		return
+	}
+	p.printf("lockstep: %s", msg)
+}
+
+func (p *progressPrinter) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, format+"\n", args...)
+}
+
+func (p *progressPrinter) emit(event string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return
+	}
+	sep := ","
+	if len(b) <= 2 {
+		sep = ""
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "{\"event\":%q%s%s\n", event, sep, b[1:])
+}

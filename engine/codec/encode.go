@@ -1,0 +1,205 @@
+package codec
+
+import (
+	"bytes"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/parquet-go/parquet-go"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine"
+)
+
+// Encode writes rows with the columns cols in format: json (one object per
+// line, keys in column order, timestamps as RFC 3339 with nanoseconds, null
+// for nulls and for non-finite doubles) or parquet. Every row must have a
+// value of its column's type, or nil, per column.
+func Encode(format v1.FileFormat, cols v1.Columns, rows []engine.Row) ([]byte, error) {
+	switch format {
+	case v1.FormatJSON:
+		return encodeJSON(cols, rows)
+	case v1.FormatParquet:
+		return encodeParquet(cols, rows)
+	}
+	return nil, fmt.Errorf("encode rows: format %q is not json or parquet", format)
+}
+
+func encodeJSON(cols v1.Columns, rows []engine.Row) ([]byte, error) {
+	keys := make([][]byte, len(cols))
+	for i, c := range cols {
+		keys[i] = appendString(nil, c.Name)
+	}
+	b := make([]byte, 0, len(rows)*16*len(cols))
+	for _, r := range rows {
+		b = append(b, '{')
+		for i, v := range r {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, keys[i]...)
+			b = append(b, ':')
+			switch v := v.(type) {
+			case nil:
+				b = append(b, "null"...)
+			case string:
+				b = appendString(b, v)
+			case int64:
+				b = strconv.AppendInt(b, v, 10)
+			case float64:
+				if math.IsInf(v, 0) || math.IsNaN(v) {
+					b = append(b, "null"...)
+				} else {
+					b = strconv.AppendFloat(b, v, 'g', -1, 64)
+				}
+			case bool:
+				b = strconv.AppendBool(b, v)
+			case time.Time:
+				b = append(b, '"')
+				b = v.UTC().AppendFormat(b, time.RFC3339Nano)
+				b = append(b, '"')
+			default:
+				return nil, fmt.Errorf("encode column %s: unexpected %T", cols[i].Name, v)
+			}
+		}
+		b = append(b, '}', '\n')
+	}
+	return b, nil
+}
+
+// appendString appends s as a JSON string.
+func appendString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+			i++
+		case c < 0x20:
+			switch c {
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+		case c < utf8.RuneSelf:
+			b = append(b, c)
+			i++
+		default:
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, `\ufffd`...)
+			} else {
+				b = append(b, s[i:i+size]...)
+			}
+			i += size
+		}
+	}
+	return append(b, '"')
+}
+
+// ParquetSchema returns the Parquet schema the files sink writes for cols:
+// every column optional.
+func ParquetSchema(cols v1.Columns) (*parquet.Schema, error) {
+	group := parquet.Group{}
+	for _, c := range cols {
+		var n parquet.Node
+		switch c.Type {
+		case v1.TypeString:
+			n = parquet.String()
+		case v1.TypeLong:
+			n = parquet.Int(64)
+		case v1.TypeDouble:
+			n = parquet.Leaf(parquet.DoubleType)
+		case v1.TypeBoolean:
+			n = parquet.Leaf(parquet.BooleanType)
+		case v1.TypeTimestamp:
+			n = parquet.Timestamp(parquet.Microsecond)
+		default:
+			return nil, fmt.Errorf("column %s: type %q has no Parquet type", c.Name, c.Type)
+		}
+		group[c.Name] = parquet.Optional(n)
+	}
+	return parquet.NewSchema("lockstep", group), nil
+}
+
+func encodeParquet(cols v1.Columns, rows []engine.Row) ([]byte, error) {
+	schema, err := ParquetSchema(cols)
+	if err != nil {
+		return nil, err
+	}
+	// A group orders its fields by name: leaf[i] is the file column of cols[i].
+	leaf := make([]int, len(cols))
+	for i, c := range cols {
+		l, _ := schema.Lookup(c.Name)
+		leaf[i] = l.ColumnIndex
+	}
+	var buf bytes.Buffer
+	w := parquet.NewWriter(&buf, schema, parquet.Compression(&parquet.Snappy))
+	const chunk = 1024
+	prow := make([]parquet.Row, 0, chunk)
+	vals := make([]parquet.Value, chunk*len(cols))
+	flush := func() error {
+		if _, err := w.WriteRows(prow); err != nil {
+			return fmt.Errorf("encode parquet: %w", err)
+		}
+		prow = prow[:0]
+		return nil
+	}
+	for _, r := range rows {
+		k := len(prow)
+		pr := parquet.Row(vals[k*len(cols) : (k+1)*len(cols) : (k+1)*len(cols)])
+		for i, v := range r {
+			pv, err := parquetValue(v)
+			if err != nil {
+				return nil, fmt.Errorf("encode column %s: %w", cols[i].Name, err)
+			}
+			def := 1
+			if v == nil {
+				def = 0
+			}
+			pr[leaf[i]] = pv.Level(0, def, leaf[i])
+		}
+		prow = append(prow, pr)
+		if len(prow) == chunk {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("encode parquet: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+func parquetValue(v any) (parquet.Value, error) {
+	switch v := v.(type) {
+	case nil:
+		return parquet.NullValue(), nil
+	case string:
+		return parquet.ByteArrayValue([]byte(v)), nil
+	case int64:
+		return parquet.Int64Value(v), nil
+	case float64:
+		return parquet.DoubleValue(v), nil
+	case bool:
+		return parquet.BooleanValue(v), nil
+	case time.Time:
+		return parquet.Int64Value(v.UnixMicro()), nil
+	}
+	return parquet.Value{}, fmt.Errorf("unexpected %T", v)
+}

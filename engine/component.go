@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+)
+
+// Row is one row: one value per column, in column order. A value is a
+// string, int64, float64, bool, time.Time (UTC) or nil (null), following the
+// column's type (v1.TypeString, TypeLong, TypeDouble, TypeBoolean,
+// TypeTimestamp).
+type Row []any
+
+// Offset is a source's position in its own JSON. The engine stores it in the
+// offsets log and hands it back to the source; it never looks inside.
+type Offset = json.RawMessage
+
+// Source reads one named input of a query. The engine calls its methods from
+// one goroutine at a time; ctx bounds each call. A Source must be
+// replayable: Read with offsets that Plan returned earlier, even in another
+// process, yields the same rows.
+type Source interface {
+	// Plan is called before batch req.Batch is written to the offsets log.
+	// It returns the end offset of the batch: the newest data after
+	// req.Start, within the source's rate limit when req.Limit is set.
+	// req.Start is nil for a source new to the checkpoint, whose data then
+	// starts at the source's starting position. When no data is new,
+	// Planned.HasData is false and Planned.End describes the same position
+	// as req.Start (for a new source: its starting position); End is never
+	// empty. Plan may record what it decided in the source's private
+	// checkpoint files, so that Read can find it again; it must then cope
+	// with a record left by a run that died before the offsets log entry
+	// was written. An error stops the query.
+	Plan(ctx context.Context, req PlanRequest) (Planned, error)
+
+	// Read returns the rows of (req.Start, req.End], offsets that Plan
+	// returned for this batch or for an earlier one (a replay after a
+	// restart reads the logged offsets). It yields no rows when they are
+	// equal. Records that do not parse follow the source's onMalformed
+	// policy: fail is an error naming the file and line; skip and
+	// deadLetter count them in ReadResult.Malformed. Any other error stops
+	// the query; the batch is replayed by the next run.
+	Read(ctx context.Context, req ReadRequest) (ReadResult, error)
+}
+
+// PlanRequest is the input of Source.Plan.
+type PlanRequest struct {
+	// Batch is the batch being planned.
+	Batch int64
+	// Start is the end offset of the previous batch, nil if the source has
+	// none in the checkpoint.
+	Start Offset
+	// Time is the batch's timestamp (logged as batchTimestampMs).
+	Time time.Time
+	// Limit says whether the source's rate limit (maxFilesPerTrigger, …)
+	// applies; the once trigger clears it.
+	Limit bool
+}
+
+// Planned is the output of Source.Plan.
+type Planned struct {
+	// End is the batch's end offset for the source.
+	End Offset
+	// HasData reports whether (Start, End] holds data.
+	HasData bool
+	// Lag is how many records or files the source holds beyond End, when it
+	// can tell.
+	Lag *int64
+}
+
+// ReadRequest is the input of Source.Read.
+type ReadRequest struct {
+	Batch      int64
+	Start, End Offset
+	// Time is the batch's timestamp as logged, the same on a replay.
+	Time time.Time
+}
+
+// ReadResult is the output of Source.Read.
+type ReadResult struct {
+	Rows []Row
+	// Malformed counts the records skipped or dead-lettered.
+	Malformed int64
+}
+
+// An AvailableNowSource fixes, when an availableNow run starts, the data it
+// will deliver: later Plan calls in the run never go beyond what was
+// available at now. Sources without it are read until they report no new
+// data.
+type AvailableNowSource interface {
+	PrepareAvailableNow(ctx context.Context, now time.Time) error
+}
+
+// A PurgingSource deletes its private checkpoint files that only batches
+// before oldest need. The engine calls it when it purges the logs.
+type PurgingSource interface {
+	Purge(ctx context.Context, oldest int64) error
+}
+
+// SourceEnv is what the engine gives a source's constructor.
+type SourceEnv struct {
+	// Name is the source's name in the spec.
+	Name string
+	// QueryID is the checkpoint's query id.
+	QueryID string
+	// Store holds the source's private checkpoint files: its keys are
+	// relative to sources/<name>/ in the checkpoint. Log-like files should
+	// be written with Create.
+	Store checkpoint.Store
+	// Open returns the folder of a location (local or s3://) with the
+	// engine's S3 settings.
+	Open FolderOpener
+	// Logger is the engine's logger; it discards by default.
+	Logger *slog.Logger
+}
+
+// SourceConstructor builds a source from its spec. It validates the
+// settings that the spec's own validation cannot (it may do I/O) and returns
+// every problem it finds.
+type SourceConstructor func(ctx context.Context, spec *v1.Source, env SourceEnv) (Source, error)
+
+// Sink is where a query's output goes. The engine calls Write from one
+// goroutine at a time.
+type Sink interface {
+	// Write writes the rows of batch b and returns once they are committed
+	// (durable and visible to readers as the sink defines it). The engine
+	// calls it at most once per batch in a run, but a batch is written again
+	// after a restart when the run that wrote it died before recording the
+	// commit: an exactly-once sink then finds the batch already committed,
+	// keyed by (b.QueryID, b.ID), and writes nothing. An error stops the
+	// query; the batch is replayed by the next run.
+	Write(ctx context.Context, b *Batch) error
+}
+
+// Batch is what a sink writes.
+type Batch struct {
+	// QueryID and ID together identify the batch across restarts; a fresh
+	// checkpoint has a new QueryID and counts batches from 0 again.
+	QueryID string
+	ID      int64
+	// Time is the batch's timestamp, the same on a replay.
+	Time    time.Time
+	Columns v1.Columns
+	Rows    []Row
+}
+
+// A Guarantor is a sink that declares its delivery guarantee. A sink that
+// does not is taken as at-least-once.
+type Guarantor interface {
+	Guarantee() Guarantee
+}
+
+// SinkEnv is what the engine gives a sink's constructor.
+type SinkEnv struct {
+	// QueryID is the checkpoint's query id.
+	QueryID string
+	// Columns are the columns of the rows the sink receives.
+	Columns    v1.Columns
+	OutputMode v1.OutputMode
+	// Open returns the folder of a location with the engine's S3 settings.
+	Open FolderOpener
+	// Stdout is where a console sink prints; os.Stdout by default.
+	Stdout io.Writer
+	// Logger is the engine's logger; it discards by default.
+	Logger *slog.Logger
+	// Reached reports that the sink is in the middle of writing a batch:
+	// after its data is written, before the data is committed. Sinks call
+	// it with PhaseSinkWrite; crash tests stop the process there.
+	Reached func(phase Phase, batch int64)
+}
+
+// SinkConstructor builds a sink from its spec, validating what the spec's
+// own validation cannot.
+type SinkConstructor func(ctx context.Context, spec *v1.Sink, env SinkEnv) (Sink, error)
+
+// FolderOpener opens the folder at a location: a local path, file:// or
+// s3://bucket/prefix.
+type FolderOpener func(location string) (blob.Folder, error)
+
+// Phase names a point in the life of a batch, for WithPhaseHook.
+type Phase string
+
+// Phases, in the order a batch passes them.
+const (
+	// PhaseOffsetsWritten: offsets/N is written; nothing read yet.
+	PhaseOffsetsWritten Phase = "offsets"
+	// PhaseSinkWrite: the sink has written data but not committed it.
+	PhaseSinkWrite Phase = "sink-write"
+	// PhaseSinkCommitted: the sink committed the batch; commits/N is not
+	// written yet.
+	PhaseSinkCommitted Phase = "sink-commit"
+	// PhaseCommitted: commits/N is written.
+	PhaseCommitted Phase = "commit"
+)
+
+// Phases lists the phases in order.
+func Phases() []Phase {
+	return []Phase{PhaseOffsetsWritten, PhaseSinkWrite, PhaseSinkCommitted, PhaseCommitted}
+}

@@ -1,0 +1,150 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+)
+
+// Option configures New. Options are applied in order; a later one wins.
+type Option interface {
+	apply(*options)
+}
+
+type optionFunc func(*options)
+
+func (f optionFunc) apply(o *options) { f(o) }
+
+type options struct {
+	location     string
+	owner        *checkpoint.Owner
+	checkpointS3 checkpoint.Opener
+	s3           blob.S3Config
+	logger       *slog.Logger
+	clock        clock.Clock
+	observer     Observer
+	hook         func(Phase, int64)
+	guard        StartGuard
+	stdout       io.Writer
+	idlePoll     time.Duration
+	features     v1.Features
+	purgeEvery   int64
+}
+
+func defaultOptions() options {
+	return options{
+		logger:     slog.New(slog.DiscardHandler),
+		clock:      clock.RealClock{},
+		stdout:     os.Stdout,
+		idlePoll:   DefaultIdlePoll,
+		features:   v1.Supported(),
+		purgeEvery: 10,
+	}
+}
+
+// DefaultIdlePoll is how long the default trigger waits before asking the
+// sources again when none had new data.
+const DefaultIdlePoll = 100 * time.Millisecond
+
+// WithCheckpoint sets the checkpoint location, overriding
+// spec.checkpoint.location. Without either, Run fails. Relative local paths
+// are resolved against the working directory.
+func WithCheckpoint(location string) Option {
+	return optionFunc(func(o *options) { o.location = location })
+}
+
+// WithOwner sets the owner recorded in, and checked against, the
+// checkpoint's metadata. The default is the query's namespace, name and uid.
+func WithOwner(owner checkpoint.Owner) Option {
+	return optionFunc(func(o *options) { o.owner = &owner })
+}
+
+// WithCheckpointS3 lets the engine keep checkpoints at s3:// locations,
+// opened with open (package checkpoint/s3 provides one). Without it, an s3://
+// checkpoint location is an error.
+func WithCheckpointS3(open checkpoint.Opener) Option {
+	return optionFunc(func(o *options) { o.checkpointS3 = open })
+}
+
+// WithS3 sets the S3 connection settings of s3:// sources, sinks and dead
+// letter folders. The default is the zero S3Config: AWS, with credentials
+// from the AWS environment variables or the instance role.
+func WithS3(cfg blob.S3Config) Option {
+	return optionFunc(func(o *options) { o.s3 = cfg })
+}
+
+// WithLogger sets the logger; the default discards everything.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(o *options) { o.logger = l })
+}
+
+// WithClock sets the clock that stamps batches and paces triggers; the
+// default is the real clock. Tests pass k8s.io/utils/clock/testing's fake.
+func WithClock(c clock.Clock) Option {
+	return optionFunc(func(o *options) { o.clock = c })
+}
+
+// WithObserver sets the observer told of the run's start and of every
+// committed batch. The default observes nothing.
+func WithObserver(obs Observer) Option {
+	return optionFunc(func(o *options) { o.observer = obs })
+}
+
+// WithPhaseHook sets a function called, from the engine's goroutine, each
+// time a batch passes a Phase. It is for crash tests: `lockstep run` uses it
+// to kill itself at a phase (LOCKSTEP_CRASH_AT). The default does nothing.
+func WithPhaseHook(hook func(phase Phase, batch int64)) Option {
+	return optionFunc(func(o *options) { o.hook = hook })
+}
+
+// StartGuard checks, once per run, that a query may run on its checkpoint.
+// It is called after the checkpoint is claimed and its head read, before any
+// component is built or batch planned. An error refuses the run: Run returns
+// it wrapped with ErrRefused.
+//
+// This is where the compat package's start guard belongs (defence in depth
+// behind `lockstep plan` and the admission webhook): load the newest shape
+// with req.Checkpoint.LatestShape, Check it against req.Spec, and record the
+// spec's shape with req.Checkpoint.AddShape(ctx, req.NextBatch, shape) when it
+// changed. NextBatch is the first batch this run executes (a replayed batch
+// already runs with the new spec's logic).
+type StartGuard func(ctx context.Context, req GuardRequest) error
+
+// GuardRequest is the input of a StartGuard.
+type GuardRequest struct {
+	Checkpoint *checkpoint.Checkpoint
+	Spec       *v1.StreamingQuerySpec
+	Head       checkpoint.Head
+	// NextBatch is the first batch the run executes.
+	NextBatch int64
+}
+
+// WithStartGuard sets the start guard. The default admits every query.
+func WithStartGuard(g StartGuard) Option {
+	return optionFunc(func(o *options) { o.guard = g })
+}
+
+// WithStdout sets where the console sink prints; the default is os.Stdout.
+func WithStdout(w io.Writer) Option {
+	return optionFunc(func(o *options) { o.stdout = w })
+}
+
+// WithIdlePoll sets how long the default trigger waits when no source has
+// new data, overriding DefaultIdlePoll.
+func WithIdlePoll(d time.Duration) Option {
+	return optionFunc(func(o *options) { o.idlePoll = d })
+}
+
+// WithFeatures sets the spec features New accepts; the default is
+// v1.Supported().
+func WithFeatures(f v1.Features) Option {
+	return optionFunc(func(o *options) { o.features = f })
+}

@@ -1,0 +1,537 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+)
+
+// Pinned settings: recorded in every offsets entry from the first batch on
+// and kept on restart, whatever the spec says now.
+const (
+	// ConfStatePartitions is spec.stateStore.partitions: state keys are
+	// hashed into this many partitions, so it can never change.
+	ConfStatePartitions = "lockstep.stateStore.partitions"
+)
+
+// Query is a compiled streaming query, ready to run once. New compiles it;
+// Run executes micro-batches until the trigger is done, Stop is called or an
+// error occurs.
+type Query struct {
+	obj     *v1.StreamingQuery
+	spec    *v1.StreamingQuerySpec
+	reg     *Registry
+	opts    options
+	outCols v1.Columns
+	steps   []step
+
+	running  atomic.Bool
+	stopOnce sync.Once
+	stop     chan struct{}
+}
+
+// New compiles q with the components of reg. It validates the spec (with
+// the features of WithFeatures, by default v1.Supported()), checks that reg
+// has every source and sink kind it names, and compiles every CEL expression
+// once. It does no I/O. An invalid query is an *InvalidSpecError listing
+// every problem. q is copied and defaulted; later changes to it do not
+// affect the Query.
+func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
+	o := defaultOptions()
+	for _, opt := range opts {
+		opt.apply(&o)
+	}
+	obj := q.DeepCopy()
+	obj.Default()
+	spec := &obj.Spec
+	if errs := obj.Validate(o.features); len(errs) > 0 {
+		return nil, &InvalidSpecError{Errs: errs}
+	}
+	var errs field.ErrorList
+	for i := range spec.Sources {
+		k := spec.Sources[i].Kind()
+		if _, ok := reg.sources[k]; !ok {
+			errs = append(errs, field.NotSupported(field.NewPath("spec", "sources").Index(i).Child(string(k)), k, reg.SourceKinds()))
+		}
+	}
+	if k := spec.Sink.Kind(); reg.sinks[k].new == nil {
+		errs = append(errs, field.NotSupported(field.NewPath("spec", "sink").Child(string(k)), k, reg.SinkKinds()))
+	}
+	cols, err := spec.StepColumns()
+	if err != nil {
+		return nil, &InvalidSpecError{Errs: append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))}
+	}
+	steps, stepErrs := compileSteps(spec, cols)
+	if errs = append(errs, stepErrs...); len(errs) > 0 {
+		return nil, &InvalidSpecError{Errs: errs}
+	}
+	return &Query{
+		obj:     obj,
+		spec:    spec,
+		reg:     reg,
+		opts:    o,
+		outCols: cols[len(cols)-1],
+		steps:   steps,
+		stop:    make(chan struct{}),
+	}, nil
+}
+
+// Columns returns the columns of the rows the sink receives.
+func (q *Query) Columns() v1.Columns { return q.outCols }
+
+// Guarantee returns the query's delivery guarantee as its sink kind was
+// registered; Run reports the sink's own declaration in Start.
+func (q *Query) Guarantee() Guarantee {
+	k := q.spec.Sink.Kind()
+	return queryGuarantee(string(k), q.reg.sinks[k].spec.Guarantee)
+}
+
+// Stop asks a run to end at the next batch boundary: the batch in progress
+// finishes and commits, no new one starts, and Run returns a Summary with
+// StopRequested. It may be called from any goroutine, any number of times,
+// before or during Run.
+func (q *Query) Stop() { q.stopOnce.Do(func() { close(q.stop) }) }
+
+func (q *Query) stopped() bool {
+	select {
+	case <-q.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// Run runs the query on its checkpoint: it claims the checkpoint, finishes
+// a batch that an earlier run planned but did not commit, then runs batches
+// as the trigger says. It returns when the trigger is done (availableNow,
+// once), after Stop at a batch boundary, or on the first error. Cancelling
+// ctx aborts at once, even mid-batch; the next run replays that batch.
+//
+// Errors: ErrRefused (with checkpoint.ErrOwnerMismatch, ErrOwnedByAnotherWriter
+// or the start guard's error) when the checkpoint refuses this query;
+// anything else is a runtime failure. Run may be called once per Query.
+func (q *Query) Run(ctx context.Context) (Summary, error) {
+	if !q.running.CompareAndSwap(false, true) {
+		return Summary{}, errors.New("run query: a Query runs once; compile a new one")
+	}
+	began := q.opts.clock.Now()
+	sum := Summary{LastCommitted: -1}
+	finish := func(reason StopReason, err error) (Summary, error) {
+		sum.Reason = reason
+		sum.Duration = q.opts.clock.Since(began)
+		sum.DurationMs = sum.Duration.Milliseconds()
+		return sum, err
+	}
+	if q.spec.Suspend {
+		return finish(StopSuspended, nil)
+	}
+	r, err := q.open(ctx)
+	if err != nil {
+		return finish("", err)
+	}
+	defer r.close()
+	sum.QueryID, sum.LastCommitted = r.queryID, r.lastCommitted
+	onBatch := func(p Progress) {
+		sum.Batches++
+		sum.NumInputRows += p.NumInputRows
+		sum.NumOutputRows += p.NumOutputRows
+		sum.NumMalformedRows += p.NumMalformedRows
+		sum.LastCommitted = p.Batch
+		if q.opts.observer != nil {
+			q.opts.observer.Committed(p)
+		}
+	}
+	if q.opts.observer != nil {
+		q.opts.observer.Started(r.start)
+	}
+	trig := q.spec.Trigger
+	if trig.AvailableNow {
+		for _, s := range r.sources {
+			if an, ok := s.src.(AvailableNowSource); ok {
+				if err := an.PrepareAvailableNow(ctx, r.now()); err != nil {
+					return finish("", fmt.Errorf("source %s: prepare availableNow: %w", s.name, err))
+				}
+			}
+		}
+	}
+	if r.replay != nil && !q.stopped() {
+		p, err := r.execute(ctx, r.replay, q.opts.clock.Now(), map[string]int64{})
+		if err != nil {
+			return finish("", err)
+		}
+		onBatch(p)
+	}
+	// step plans and runs one new batch; ran is false when no source had
+	// new data.
+	step := func(limit bool) (ran bool, err error) {
+		began := q.opts.clock.Now()
+		bp, durations, err := r.plan(ctx, limit)
+		if err != nil || bp == nil {
+			return false, err
+		}
+		p, err := r.execute(ctx, bp, began, durations)
+		if err != nil {
+			return true, err
+		}
+		onBatch(p)
+		return true, nil
+	}
+	switch {
+	case trig.Once:
+		if !q.stopped() {
+			if _, err := step(false); err != nil {
+				return finish("", err)
+			}
+		}
+		return finish(StopTriggerDone, nil)
+	case trig.AvailableNow:
+		for !q.stopped() {
+			ran, err := step(true)
+			if err != nil {
+				return finish("", err)
+			}
+			if !ran {
+				return finish(StopTriggerDone, nil)
+			}
+		}
+	case trig.ProcessingTime != "":
+		interval, err := trig.ProcessingTime.Parse()
+		if err != nil || interval <= 0 {
+			return finish("", fmt.Errorf("trigger processingTime %q: want a positive duration", trig.ProcessingTime))
+		}
+		for !q.stopped() {
+			at := q.opts.clock.Now()
+			if _, err := step(true); err != nil {
+				return finish("", err)
+			}
+			if err := q.waitUntil(ctx, nextBoundary(at, interval)); err != nil {
+				return finish("", err)
+			}
+		}
+	default:
+		for !q.stopped() {
+			ran, err := step(true)
+			if err != nil {
+				return finish("", err)
+			}
+			if !ran {
+				if err := q.wait(ctx, q.opts.idlePoll); err != nil {
+					return finish("", err)
+				}
+			}
+		}
+	}
+	return finish(StopRequested, nil)
+}
+
+// nextBoundary returns the first multiple of interval since the epoch after
+// at: processing-time batches start on these boundaries, and a batch that
+// overran one starts the next at once (as Spark's ProcessingTimeExecutor).
+func nextBoundary(at time.Time, interval time.Duration) time.Time {
+	return time.Unix(0, (at.UnixNano()/int64(interval)+1)*int64(interval))
+}
+
+// waitUntil waits until the clock reaches t, Stop is called or ctx ends
+// (then it returns ctx's error).
+func (q *Query) waitUntil(ctx context.Context, t time.Time) error {
+	return q.wait(ctx, t.Sub(q.opts.clock.Now()))
+}
+
+func (q *Query) wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := q.opts.clock.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+		return nil
+	case <-q.stop:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// sourceRun is one source of a run.
+type sourceRun struct {
+	name string
+	src  Source
+}
+
+// run is the state of one Run: the claimed checkpoint, the components, and
+// where the next batch starts.
+type run struct {
+	q       *Query
+	ckpt    *checkpoint.Checkpoint
+	queryID string
+	sources []sourceRun
+	sink    Sink
+	start   Start
+	// replay is the batch to re-run first, nil if none.
+	replay *batchPlan
+	// next is the id of the next batch to plan.
+	next int64
+	// starts holds each source's committed end offset: the start of the
+	// next batch. A source absent from it starts at its starting position.
+	starts        map[string]Offset
+	watermarkMs   int64
+	conf          map[string]string
+	lastCommitted int64
+	purgers       []checkpoint.PurgeFunc
+}
+
+// open claims the checkpoint, reads where it stands, asks the start guard,
+// and builds the components.
+func (q *Query) open(ctx context.Context) (*run, error) {
+	loc, err := q.location()
+	if err != nil {
+		return nil, err
+	}
+	var openOpts []checkpoint.OpenOption
+	if q.opts.checkpointS3 != nil {
+		openOpts = append(openOpts, checkpoint.WithS3(q.opts.checkpointS3))
+	}
+	store, err := checkpoint.Open(ctx, loc, openOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint: %w", err)
+	}
+	owner := checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
+	if q.opts.owner != nil {
+		owner = *q.opts.owner
+	}
+	ckpt, err := checkpoint.Claim(ctx, store, owner, checkpoint.WithClock(q.opts.clock.Now))
+	if errors.Is(err, checkpoint.ErrOwnerMismatch) {
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim checkpoint: %w", err)
+	}
+	head, err := ckpt.Head(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read checkpoint: %w", err)
+	}
+	r := &run{
+		q:             q,
+		ckpt:          ckpt,
+		queryID:       ckpt.Metadata().ID,
+		next:          head.Next(),
+		starts:        map[string]Offset{},
+		lastCommitted: -1,
+	}
+	if head.Committed != nil {
+		r.lastCommitted = head.Committed.BatchID
+	}
+	if err := r.recover(ctx, head); err != nil {
+		return nil, err
+	}
+	if g := q.opts.guard; g != nil {
+		if err := g(ctx, GuardRequest{Checkpoint: ckpt, Spec: q.spec.DeepCopy(), Head: head, NextBatch: r.next}); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+		}
+	}
+	if err := r.build(ctx); err != nil {
+		r.close()
+		return nil, err
+	}
+	r.start = Start{
+		QueryID:       r.queryID,
+		Location:      ckpt.Location(),
+		Owner:         owner,
+		New:           head.Planned == nil,
+		NextBatch:     r.next,
+		Replay:        r.replay != nil,
+		LastCommitted: r.lastCommitted,
+		Trigger:       triggerName(q.spec.Trigger),
+		Guarantee:     r.guarantee(),
+		Pinned:        maps.Clone(r.conf),
+	}
+	return r, nil
+}
+
+// location returns the checkpoint location to use, local paths made absolute.
+func (q *Query) location() (string, error) {
+	loc := q.opts.location
+	if loc == "" {
+		loc = q.spec.Checkpoint.Location
+	}
+	if loc == "" {
+		return "", errors.New("no checkpoint location: set spec.checkpoint.location or pass one")
+	}
+	if !strings.Contains(loc, "://") && !filepath.IsAbs(loc) {
+		abs, err := filepath.Abs(loc)
+		if err != nil {
+			return "", fmt.Errorf("checkpoint location %q: %w", loc, err)
+		}
+		loc = abs
+	}
+	return loc, nil
+}
+
+// recover sets where the run starts from the checkpoint's head (DESIGN §3):
+// with no batch, at batch 0; when the newest planned batch L was committed,
+// at L+1 with today's settings; otherwise by re-running L with exactly its
+// logged offsets, timestamp and watermark.
+func (r *run) recover(ctx context.Context, head checkpoint.Head) error {
+	today := map[string]string{ConfStatePartitions: strconv.Itoa(int(r.q.spec.StateStore.Partitions))}
+	if head.Planned == nil {
+		r.conf = today
+		return nil
+	}
+	planned := head.Planned
+	r.conf = maps.Clone(planned.Conf)
+	if r.conf == nil {
+		r.conf = map[string]string{}
+	}
+	for k, v := range today {
+		old, ok := r.conf[k]
+		switch {
+		case !ok:
+			r.conf[k] = v
+		case old != v:
+			r.q.opts.logger.Warn("Kept setting pinned by the checkpoint", "setting", k, "checkpoint", old, "spec", v)
+		}
+	}
+	if !head.Replay() {
+		for _, s := range planned.Sources {
+			r.starts[s.Source] = s.Offset
+		}
+		r.watermarkMs = head.Committed.NextBatchWatermarkMs
+		return nil
+	}
+	starts := map[string]Offset{}
+	if planned.BatchID > 0 {
+		prev, err := r.ckpt.Offsets(ctx, planned.BatchID-1)
+		if err != nil {
+			return fmt.Errorf("replay batch %d: the previous batch's offsets are needed: %w", planned.BatchID, err)
+		}
+		for _, s := range prev.Sources {
+			starts[s.Source] = s.Offset
+		}
+	}
+	bp := &batchPlan{
+		id:          planned.BatchID,
+		time:        time.UnixMilli(planned.BatchTimestampMs).UTC(),
+		watermarkMs: planned.BatchWatermarkMs,
+		starts:      starts,
+		ends:        map[string]Offset{},
+		replay:      true,
+	}
+	for _, s := range planned.Sources {
+		if !r.q.hasSource(s.Source) {
+			r.q.opts.logger.Warn("Skipped a removed source in a replayed batch", "batch", planned.BatchID, "source", s.Source)
+			continue
+		}
+		bp.ends[s.Source] = s.Offset
+	}
+	maps.Copy(r.starts, starts)
+	r.watermarkMs = planned.BatchWatermarkMs
+	r.replay = bp
+	return nil
+}
+
+func (q *Query) hasSource(name string) bool {
+	for i := range q.spec.Sources {
+		if q.spec.Sources[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// build constructs the sources and the sink.
+func (r *run) build(ctx context.Context) error {
+	q := r.q
+	open := func(location string) (blob.Folder, error) { return blob.Open(location, q.opts.s3) }
+	for i := range q.spec.Sources {
+		spec := &q.spec.Sources[i]
+		env := SourceEnv{
+			Name:    spec.Name,
+			QueryID: r.queryID,
+			Store:   prefixStore{store: r.ckpt.Store(), prefix: checkpoint.SourceKey(spec.Name, "")},
+			Open:    open,
+			Logger:  q.opts.logger.With("source", spec.Name),
+		}
+		src, err := q.reg.sources[spec.Kind()].new(ctx, spec, env)
+		if err != nil {
+			return fmt.Errorf("source %s: %w", spec.Name, err)
+		}
+		r.sources = append(r.sources, sourceRun{name: spec.Name, src: src})
+		if p, ok := src.(PurgingSource); ok {
+			r.purgers = append(r.purgers, func(ctx context.Context, _ checkpoint.Store, oldest int64) error {
+				return p.Purge(ctx, oldest)
+			})
+		}
+	}
+	hook := q.opts.hook
+	if hook == nil {
+		hook = func(Phase, int64) {}
+	}
+	sink, err := q.reg.sinks[q.spec.Sink.Kind()].new(ctx, &q.spec.Sink, SinkEnv{
+		QueryID:    r.queryID,
+		Columns:    q.outCols,
+		OutputMode: q.spec.OutputMode,
+		Open:       open,
+		Stdout:     q.opts.stdout,
+		Logger:     q.opts.logger.With("sink", string(q.spec.Sink.Kind())),
+		Reached:    hook,
+	})
+	if err != nil {
+		return fmt.Errorf("sink %s: %w", q.spec.Sink.Kind(), err)
+	}
+	r.sink = sink
+	return nil
+}
+
+func (r *run) guarantee() Guarantee {
+	k := r.q.spec.Sink.Kind()
+	g := r.q.reg.sinks[k].spec.Guarantee
+	if gr, ok := r.sink.(Guarantor); ok {
+		g = gr.Guarantee()
+	}
+	return queryGuarantee(string(k), g)
+}
+
+// close closes the components that are io.Closers.
+func (r *run) close() {
+	for _, s := range r.sources {
+		if c, ok := s.src.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				r.q.opts.logger.Warn("Closed source with an error", "source", s.name, "error", err)
+			}
+		}
+	}
+	if c, ok := r.sink.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			r.q.opts.logger.Warn("Closed sink with an error", "error", err)
+		}
+	}
+}
+
+func (r *run) now() time.Time { return r.q.opts.clock.Now() }
+
+func triggerName(t v1.Trigger) string {
+	switch {
+	case t.Once:
+		return "once"
+	case t.AvailableNow:
+		return "availableNow"
+	case t.ProcessingTime != "":
+		return "processingTime=" + string(t.ProcessingTime)
+	}
+	return "default"
+}

@@ -1,0 +1,245 @@
+package sink
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/codec"
+)
+
+var (
+	_ engine.Sink      = (*Files)(nil)
+	_ engine.Guarantor = (*Files)(nil)
+)
+
+// ManifestDir is the folder of the manifest log inside the output folder.
+const ManifestDir = "_lockstep_manifest"
+
+// FilesSpec describes the files sink for the registry and the docs.
+func FilesSpec() engine.ComponentSpec {
+	return engine.ComponentSpec{
+		Summary:   "Writes each batch as files in a folder (local or s3://) and lists them in a manifest log, " + ManifestDir + "/<query id>/<batch>; readers trust only the manifest.",
+		Guarantee: filesGuarantee(),
+		Fields: []engine.FieldSpec{
+			{Name: "path", Description: "the output folder: a local path, file:// URL or s3://bucket/prefix"},
+			{Name: "format", Default: "parquet", Description: "parquet or json (one object per line)"},
+		},
+	}
+}
+
+func filesGuarantee() engine.Guarantee {
+	return engine.Guarantee{
+		Level:  engine.ExactlyOnce,
+		Reason: "the files sink commits each batch with one manifest entry keyed by (query id, batch id), created only if absent, so a replayed batch writes nothing",
+	}
+}
+
+// Files writes batches into a folder with a manifest log. It is used by one
+// goroutine at a time.
+type Files struct {
+	folder  blob.Folder
+	format  v1.FileFormat
+	reached func(engine.Phase, int64)
+	logger  *slog.Logger
+}
+
+// Manifest is one entry of the manifest log: the files of one committed
+// batch.
+type Manifest struct {
+	Version int    `json:"version"`
+	QueryID string `json:"queryId"`
+	BatchID int64  `json:"batchId"`
+	// BatchTime is the batch's timestamp; readers order batches by it.
+	BatchTime time.Time     `json:"batchTime"`
+	Format    v1.FileFormat `json:"format"`
+	Columns   v1.Columns    `json:"columns"`
+	Files     []DataFile    `json:"files"`
+}
+
+// DataFile is one data file of a batch.
+type DataFile struct {
+	// Path is relative to the output folder.
+	Path  string `json:"path"`
+	Rows  int64  `json:"rows"`
+	Bytes int64  `json:"bytes"`
+}
+
+// manifestVersion is the format of manifest entries this package writes.
+const manifestVersion = 1
+
+// NewFiles returns the files sink of spec. It opens the folder but writes
+// nothing.
+func NewFiles(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Sink, error) {
+	if spec.Files == nil {
+		return nil, errors.New("not a files sink")
+	}
+	format := spec.Files.Format
+	if format == "" {
+		format = v1.DefaultFilesSinkFormat
+	}
+	if format != v1.FormatJSON && format != v1.FormatParquet {
+		return nil, fmt.Errorf("format %q: want parquet or json", format)
+	}
+	folder, err := env.Open(spec.Files.Path)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", spec.Files.Path, err)
+	}
+	reached := env.Reached
+	if reached == nil {
+		reached = func(engine.Phase, int64) {}
+	}
+	logger := env.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Files{folder: folder, format: format, reached: reached, logger: logger}, nil
+}
+
+// Guarantee returns exactly-once.
+func (f *Files) Guarantee() engine.Guarantee { return filesGuarantee() }
+
+// Write writes the batch's rows to one data file (none for an empty batch)
+// and commits them with the batch's manifest entry. A batch whose entry
+// exists is not written again.
+func (f *Files) Write(ctx context.Context, b *engine.Batch) error {
+	key := ManifestKey(b.QueryID, b.ID)
+	switch _, err := f.folder.Get(ctx, key); {
+	case err == nil:
+		f.logger.Info("Skipped a batch already in the manifest", "batch", b.ID)
+		return nil
+	case !errors.Is(err, blob.ErrNotFound):
+		return fmt.Errorf("read manifest: %w", err)
+	}
+	m := Manifest{Version: manifestVersion, QueryID: b.QueryID, BatchID: b.ID, BatchTime: b.Time, Format: f.format, Columns: b.Columns, Files: []DataFile{}}
+	if len(b.Rows) > 0 {
+		data, err := codec.Encode(f.format, b.Columns, b.Rows)
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("part-%s-%s-%s.%s", b.QueryID, checkpoint.BatchName(b.ID), attempt(), f.format)
+		if err := f.folder.Put(ctx, name, data); err != nil {
+			return err
+		}
+		m.Files = append(m.Files, DataFile{Path: name, Rows: int64(len(b.Rows)), Bytes: int64(len(data))})
+	}
+	f.reached(engine.PhaseSinkWrite, b.ID)
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("encode manifest: %w", err)
+	}
+	err = f.folder.Create(ctx, key, append(data, '\n'))
+	if errors.Is(err, blob.ErrExists) {
+		// Another attempt committed the batch first: its files are the
+		// batch's, and ours are never read.
+		f.logger.Info("Found the batch committed by another attempt", "batch", b.ID)
+		for _, df := range m.Files {
+			_ = f.folder.Delete(ctx, df.Path) // an orphan; harmless if it stays
+		}
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("commit batch %d: %w", b.ID, err)
+	}
+	return nil
+}
+
+// ManifestKey is the key, in the output folder, of the manifest entry of
+// (queryID, batch).
+func ManifestKey(queryID string, batch int64) string {
+	return ManifestDir + "/" + queryID + "/" + checkpoint.BatchName(batch)
+}
+
+// attempt returns a random name for one attempt at writing a batch, so that
+// two attempts never write the same data file.
+func attempt() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ReadManifest returns the manifest entries in folder, ordered by batch
+// time, then query id and batch id.
+func ReadManifest(ctx context.Context, folder blob.Folder) ([]Manifest, error) {
+	objs, err := folder.List(ctx, ManifestDir+"/")
+	if err != nil {
+		return nil, err
+	}
+	var out []Manifest
+	for _, o := range objs {
+		if strings.HasPrefix(o.Key[strings.LastIndex(o.Key, "/")+1:], ".") {
+			continue
+		}
+		data, err := folder.Get(ctx, o.Key)
+		if err != nil {
+			return nil, err
+		}
+		var m Manifest
+		if err := json.Unmarshal(data, &m); err != nil {
+			return nil, fmt.Errorf("read manifest entry %s: %w", o.Key, err)
+		}
+		if m.Version > manifestVersion {
+			return nil, fmt.Errorf("read manifest entry %s: version %d is newer than %d", o.Key, m.Version, manifestVersion)
+		}
+		out = append(out, m)
+	}
+	slices.SortStableFunc(out, func(a, b Manifest) int {
+		if c := a.BatchTime.Compare(b.BatchTime); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.QueryID, b.QueryID); c != 0 {
+			return c
+		}
+		return int(a.BatchID - b.BatchID)
+	})
+	return out, nil
+}
+
+// ReadRows returns the columns and rows of every committed batch in the
+// output at folder, batch after batch as ReadManifest orders them. Files
+// that no manifest entry lists are ignored.
+func ReadRows(ctx context.Context, folder blob.Folder) (v1.Columns, []engine.Row, error) {
+	ms, err := ReadManifest(ctx, folder)
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		cols v1.Columns
+		rows []engine.Row
+	)
+	for _, m := range ms {
+		if cols == nil {
+			cols = m.Columns
+		}
+		dec := codec.NewDecoder(m.Columns)
+		for _, df := range m.Files {
+			data, err := folder.Get(ctx, df.Path)
+			if err != nil {
+				return nil, nil, fmt.Errorf("batch %d of query %s: %w", m.BatchID, m.QueryID, err)
+			}
+			var bad error
+			got := dec.Decode(m.Format, data, func(mf codec.Malformed) {
+				bad = fmt.Errorf("%s line %d: %s", df.Path, mf.Line, mf.Reason)
+			})
+			if bad != nil {
+				return nil, nil, bad
+			}
+			if int64(len(got)) != df.Rows {
+				return nil, nil, fmt.Errorf("%s holds %d rows; the manifest says %d", df.Path, len(got), df.Rows)
+			}
+			rows = append(rows, got...)
+		}
+	}
+	return cols, rows, nil
+}

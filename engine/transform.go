@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/types"
+	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/interpreter"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// step is one compiled transform step. apply may reuse the rows' backing
+// array; it is called from one goroutine at a time.
+type step interface {
+	apply(rows []Row) []Row
+}
+
+// compileSteps compiles the transform of a valid spec: every CEL expression
+// is parsed, type-checked and planned once here; the per-row path only
+// evaluates. cols[i] are the columns flowing into step i.
+func compileSteps(spec *v1.StreamingQuerySpec, cols []v1.Columns) ([]step, field.ErrorList) {
+	var (
+		steps []step
+		errs  field.ErrorList
+	)
+	tp := field.NewPath("spec", "transform")
+	for i := range spec.Transform {
+		st := &spec.Transform[i]
+		p := tp.Index(i)
+		env, err := v1.CELEnv(cols[i])
+		if err != nil {
+			errs = append(errs, field.InternalError(p, err))
+			continue
+		}
+		index := columnIndex(cols[i])
+		switch st.Kind() {
+		case v1.StepFilter:
+			ast, err := v1.CompileFilter(env, st.Filter)
+			if err != nil {
+				errs = append(errs, field.Invalid(p.Child("filter"), st.Filter, err.Error()))
+				continue
+			}
+			prg, err := program(env, ast)
+			if err != nil {
+				errs = append(errs, field.Invalid(p.Child("filter"), st.Filter, err.Error()))
+				continue
+			}
+			steps = append(steps, &filterStep{prg: prg, act: rowActivation{index: index}})
+		case v1.StepSelect:
+			s := &selectStep{act: rowActivation{index: index}}
+			for j, pr := range st.Select {
+				ast, _, err := v1.CompileProjection(env, pr.Expr)
+				if err == nil {
+					var prg cel.Program
+					if prg, err = program(env, ast); err == nil {
+						s.prgs = append(s.prgs, prg)
+						continue
+					}
+				}
+				errs = append(errs, field.Invalid(p.Child("select").Index(j).Child("expr"), pr.Expr, err.Error()))
+			}
+			steps = append(steps, s)
+		default:
+			errs = append(errs, field.NotSupported(p, st.Kind(), []v1.StepKind{v1.StepFilter, v1.StepSelect}))
+		}
+	}
+	return steps, errs
+}
+
+func program(env *cel.Env, ast *cel.Ast) (cel.Program, error) {
+	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	if err != nil {
+		return nil, fmt.Errorf("plan expression: %w", err)
+	}
+	return prg, nil
+}
+
+func columnIndex(cols v1.Columns) map[string]int {
+	m := make(map[string]int, len(cols))
+	for i, c := range cols {
+		m[c.Name] = i
+	}
+	return m
+}
+
+// filterStep keeps the rows for which its expression is true. As in SQL, a
+// row for which it is not true, including one where it cannot be evaluated
+// (a null column), is dropped.
+type filterStep struct {
+	prg cel.Program
+	act rowActivation
+}
+
+func (s *filterStep) apply(rows []Row) []Row {
+	out := rows[:0]
+	for _, r := range rows {
+		s.act.row = r
+		v, _, err := s.prg.Eval(&s.act)
+		if err == nil && v == types.True {
+			out = append(out, r)
+		}
+	}
+	clear(rows[len(out):])
+	return out
+}
+
+// selectStep computes new rows from its expressions. An expression that
+// cannot be evaluated for a row (a null input, a division by zero) yields
+// null, as in SQL.
+type selectStep struct {
+	prgs []cel.Program
+	act  rowActivation
+}
+
+func (s *selectStep) apply(rows []Row) []Row {
+	vals := make([]any, len(rows)*len(s.prgs)) // one allocation for all output rows
+	for i, r := range rows {
+		s.act.row = r
+		out := Row(vals[i*len(s.prgs) : (i+1)*len(s.prgs) : (i+1)*len(s.prgs)])
+		for j, prg := range s.prgs {
+			v, _, err := prg.Eval(&s.act)
+			if err != nil {
+				continue
+			}
+			out[j] = native(v)
+		}
+		rows[i] = out
+	}
+	return rows
+}
+
+// rowActivation exposes one row's columns to CEL as variables.
+type rowActivation struct {
+	index map[string]int
+	row   Row
+}
+
+func (a *rowActivation) ResolveName(name string) (any, bool) {
+	i, ok := a.index[name]
+	if !ok {
+		return nil, false
+	}
+	switch v := a.row[i].(type) {
+	case nil:
+		return types.NullValue, true
+	case string:
+		return types.String(v), true
+	case int64:
+		return types.Int(v), true
+	case float64:
+		return types.Double(v), true
+	case bool:
+		return types.Bool(v), true
+	case time.Time:
+		return types.Timestamp{Time: v}, true
+	default:
+		return v, true
+	}
+}
+
+func (a *rowActivation) Parent() interpreter.Activation { return nil }
+
+// native converts a CEL result to a row value.
+func native(v ref.Val) any {
+	switch v := v.(type) {
+	case types.String:
+		return string(v)
+	case types.Int:
+		return int64(v)
+	case types.Double:
+		return float64(v)
+	case types.Bool:
+		return bool(v)
+	case types.Timestamp:
+		return v.Time.UTC()
+	case types.Null:
+		return nil
+	}
+	return v.Value()
+}
