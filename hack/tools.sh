@@ -136,7 +136,20 @@ build_postgres() {
   link_postgres || { log "postgres: apt-get install postgresql did not provide initdb"; return 1; }
 }
 
-all=(etcd kube_apiserver versitygw minio controller_gen staticcheck terraform kafka_broker postgres)
+build_duckdb() {
+  # DuckDB 1.5.6's Node API (MIT; its native binding ships inside the npm package), used by the
+  # Delta tests as an independent reader. Installed under $LOCKSTEP_TOOLS/node.
+  local version=1.5.6-r.1 dir=$TOOLS/node
+  if [ -f "$dir/node_modules/@duckdb/node-api/package.json" ] &&
+    grep -q "\"version\": \"$version\"" "$dir/node_modules/@duckdb/node-api/package.json"; then
+    log "@duckdb/node-api $version: cached"; return
+  fi
+  command -v npm >/dev/null || { log "duckdb: npm not found (apt-get install nodejs npm)"; return 1; }
+  mkdir -p "$dir"
+  timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
+}
+
+all=(etcd kube_apiserver versitygw minio controller_gen staticcheck terraform kafka_broker postgres duckdb)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 

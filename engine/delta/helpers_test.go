@@ -1,0 +1,158 @@
+package delta_test
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// storeKinds are the stores every table test runs on.
+var storeKinds = []string{"local", "s3"}
+
+// newLocation returns a function that opens a new Store on one fresh table
+// location of the given kind, so that several Table values (several
+// writers) can share the table.
+func newLocation(t testing.TB, kind string) func() checkpoint.Store {
+	t.Helper()
+	switch kind {
+	case "local":
+		dir := t.TempDir()
+		return func() checkpoint.Store {
+			s, err := checkpoint.OpenDir(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+	case "s3":
+		srv := testenv.S3(t)
+		return func() checkpoint.Store {
+			s, err := s3.Open(context.Background(), srv.Bucket, "lake/orders",
+				s3.WithEndpoint(srv.URL), s3.WithRegion(srv.Region), s3.WithCredentials(srv.AccessKey, srv.SecretKey, ""))
+			if err != nil {
+				t.Fatalf("open s3 store: %v", err)
+			}
+			return s
+		}
+	}
+	t.Fatalf("unknown store kind %q", kind)
+	return nil
+}
+
+// forEachStore runs f as a subtest per store kind.
+func forEachStore(t *testing.T, f func(t *testing.T, open func() checkpoint.Store)) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) { f(t, newLocation(t, kind)) })
+	}
+}
+
+var orderColumns = v1.Columns{
+	{Name: "order_id", Type: v1.TypeString},
+	{Name: "country", Type: v1.TypeString},
+	{Name: "amount", Type: v1.TypeDouble},
+	{Name: "qty", Type: v1.TypeLong},
+	{Name: "paid", Type: v1.TypeBoolean},
+	{Name: "ts", Type: v1.TypeTimestamp},
+}
+
+var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// orders returns n rows for batch b, deterministic, with a few nulls.
+func orders(b, n int) []delta.Row {
+	countries := []string{"DE", "FR", "US", "JP"}
+	rows := make([]delta.Row, n)
+	for i := range n {
+		var paid any = i%3 != 0
+		if i%7 == 6 {
+			paid = nil
+		}
+		rows[i] = delta.Row{
+			fmt.Sprintf("b%03d-o%05d", b, i),
+			countries[(b+i)%len(countries)],
+			float64(i) * 1.25,
+			int64(b*1000 + i),
+			paid,
+			epoch.Add(time.Duration(b)*time.Hour + time.Duration(i)*time.Millisecond + 7*time.Microsecond),
+		}
+	}
+	return rows
+}
+
+// sortRows orders rows by their first column (order ids are unique).
+func sortRows(rows []delta.Row) []delta.Row {
+	out := slices.Clone(rows)
+	slices.SortFunc(out, func(a, b delta.Row) int { return cmp.Compare(fmt.Sprint(a[0]), fmt.Sprint(b[0])) })
+	return out
+}
+
+// readAll reads the table's newest snapshot through a fresh Table.
+func readAll(t testing.TB, store checkpoint.Store) (*delta.Snapshot, v1.Columns, []delta.Row) {
+	t.Helper()
+	tbl := delta.Open(store)
+	s, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatalf("Snapshot() error = %v", err)
+	}
+	cols, rows, err := tbl.ReadAll(context.Background(), s)
+	if err != nil {
+		t.Fatalf("ReadAll() error = %v", err)
+	}
+	return s, cols, sortRows(rows)
+}
+
+// countingStore counts the Gets per key, to see what a reader reads.
+type countingStore struct {
+	checkpoint.Store
+	mu   sync.Mutex
+	gets map[string]int
+}
+
+func (s *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
+	s.mu.Lock()
+	if s.gets == nil {
+		s.gets = map[string]int{}
+	}
+	s.gets[key]++
+	s.mu.Unlock()
+	return s.Store.Get(ctx, key)
+}
+
+func (s *countingStore) commitsRead() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var keys []string
+	for k := range s.gets {
+		if strings.HasSuffix(k, ".json") {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// hookStore calls before(key) before each Create, so a test can slip a
+// concurrent commit in between a writer's snapshot and its commit.
+type hookStore struct {
+	checkpoint.Store
+	before func(key string)
+}
+
+func (s *hookStore) Create(ctx context.Context, key string, data []byte) error {
+	if s.before != nil {
+		s.before(key)
+	}
+	return s.Store.Create(ctx, key, data)
+}

@@ -1,0 +1,461 @@
+package delta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+
+	"github.com/google/uuid"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+)
+
+// Mode says how a write changes the table's content.
+type Mode int
+
+const (
+	// Append adds the rows to the table (a blind append: it reads nothing
+	// of the table, so it commits after any concurrent append).
+	Append Mode = iota
+	// Complete replaces the table's content with the rows: one commit that
+	// removes every active file and adds the new ones. It conflicts with a
+	// concurrent commit that adds or removes files.
+	Complete
+)
+
+func (m Mode) String() string {
+	if m == Complete {
+		return "Complete"
+	}
+	return "Append"
+}
+
+var (
+	// ErrConflict means a concurrent commit conflicts with this write (it
+	// changed the files a complete write replaces, or the partitioning).
+	// Nothing was committed; the write may be tried again.
+	ErrConflict = errors.New("a concurrent commit conflicts with this write")
+
+	// ErrTooManyRetries means the write lost the commit race more often
+	// than WithMaxRetries allows.
+	ErrTooManyRetries = errors.New("delta commit lost the race too many times")
+)
+
+// Write is one transaction: rows to add to (or to replace the content of) a
+// table, tagged with an application transaction.
+type Write struct {
+	// AppID and Version make the write idempotent: the commit carries
+	// txn(AppID, Version), and a write whose Version is not above the
+	// newest the table holds for AppID is skipped. Lockstep's sink uses the
+	// query id and the batch id. An empty AppID writes no txn.
+	AppID   string
+	Version int64
+
+	// Columns are the rows' columns. Columns the table lacks are added to
+	// its schema in the same commit; a column whose type differs from the
+	// table's is refused with a *SchemaError.
+	Columns v1.Columns
+	Rows    []Row
+
+	// PartitionColumns partition a new table. For an existing table they
+	// must be nil or equal the table's.
+	PartitionColumns []string
+
+	Mode Mode
+
+	// Operation and OperationParameters go to the commitInfo action, for
+	// people reading the table's history. Default "WRITE".
+	Operation           string
+	OperationParameters map[string]string
+}
+
+// Result tells what a Write did.
+type Result struct {
+	// Version is the table version committed; when Skipped, the newest
+	// table version read.
+	Version int64
+	// Skipped is true when the table already held the transaction: nothing
+	// was written.
+	Skipped bool
+	// Files are the data files added.
+	Files []Add
+	// Retries counts the commit races lost to non-conflicting commits.
+	Retries int
+	// CheckpointErr is set when the commit succeeded but writing the Delta
+	// checkpoint after it failed; the table is correct without it, and the
+	// next checkpoint version tries again.
+	CheckpointErr error
+}
+
+// Write commits w to the table, creating the table if it has no commit.
+//
+// It writes the data files first (named by fresh UUIDs), then creates the
+// next commit file with create-if-absent. When another writer created that
+// version first, Write reads the new commits: if one holds w's transaction
+// (another instance of the same query), it is skipped; if one conflicts, it
+// fails with ErrConflict; else it commits at the next version. A commit
+// whose version is a multiple of the checkpoint interval is followed by a
+// Delta checkpoint and _last_checkpoint.
+func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
+	snap, err := t.Snapshot(ctx)
+	if err != nil {
+		return Result{}, err
+	}
+	if skip(snap, w) {
+		return Result{Version: snap.Version, Skipped: true}, nil
+	}
+	plan, err := t.plan(snap, w)
+	if err != nil {
+		return Result{}, err
+	}
+	files, err := t.writeFiles(ctx, plan, w.Rows)
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	res.Files = files
+	for {
+		actions, err := t.actions(snap, w, plan, files)
+		if err != nil {
+			return Result{}, err
+		}
+		data, err := encodeCommit(actions)
+		if err != nil {
+			return Result{}, err
+		}
+		version := snap.Version + 1
+		err = t.store.Create(ctx, commitKey(version), data)
+		if err == nil {
+			next := snap.clone()
+			next.apply(version, actions)
+			t.remember(next)
+			res.Version = version
+			if version > 0 && version%t.opts.checkpointInterval == 0 {
+				res.CheckpointErr = t.writeCheckpoint(ctx, next)
+			}
+			return res, nil
+		}
+		if !errors.Is(err, checkpoint.ErrExists) {
+			return Result{}, fmt.Errorf("delta table %s: commit version %d: %w", t.Location(), version, err)
+		}
+		// Lost the race: read what won, and decide.
+		newer, err := t.Snapshot(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if skip(newer, w) {
+			t.deleteFiles(ctx, files)
+			return Result{Version: newer.Version, Skipped: true, Retries: res.Retries}, nil
+		}
+		if err := t.checkConflicts(ctx, snap, newer, w); err != nil {
+			t.deleteFiles(ctx, files)
+			return Result{}, err
+		}
+		// Re-plan against the new metadata: a concurrent schema change must
+		// still fit the rows (the files written need no change, since the
+		// data columns of a file are its own).
+		p2, err := t.plan(newer, w)
+		if err != nil {
+			t.deleteFiles(ctx, files)
+			return Result{}, err
+		}
+		if !slices.Equal(p2.partitionColumns, plan.partitionColumns) {
+			t.deleteFiles(ctx, files)
+			return Result{}, fmt.Errorf("delta table %s: partition columns changed concurrently: %w", t.Location(), ErrConflict)
+		}
+		plan.metadata, plan.newTable = p2.metadata, p2.newTable
+		snap = newer
+		res.Retries++
+		if res.Retries > t.opts.maxRetries {
+			t.deleteFiles(ctx, files)
+			return Result{}, fmt.Errorf("delta table %s: %d retries: %w", t.Location(), res.Retries-1, ErrTooManyRetries)
+		}
+	}
+}
+
+func skip(s *Snapshot, w Write) bool {
+	if w.AppID == "" {
+		return false
+	}
+	v, ok := s.TxnVersion(w.AppID)
+	return ok && v >= w.Version
+}
+
+// remember caches s when it is newer than the cached snapshot.
+func (t *Table) remember(s *Snapshot) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cached == nil || t.cached.Version < s.Version {
+		t.cached = s
+	}
+}
+
+// checkConflicts looks at the commits between base and newer for one that
+// w cannot be committed after.
+func (t *Table) checkConflicts(ctx context.Context, base, newer *Snapshot, w Write) error {
+	if newer.Protocol.MinWriterVersion > WriterVersion {
+		return fmt.Errorf("delta table %s needs writer version %d: %w", t.Location(), newer.Protocol.MinWriterVersion, ErrUnsupportedProtocol)
+	}
+	if w.Mode != Complete {
+		return nil // blind appends commute with everything else
+	}
+	for v := base.Version + 1; v <= newer.Version; v++ {
+		actions, err := t.readCommit(ctx, v)
+		if err != nil {
+			return err
+		}
+		for _, a := range actions {
+			if a.Add != nil && a.Add.DataChange || a.Remove != nil && a.Remove.DataChange {
+				return fmt.Errorf("delta table %s: version %d changed the files a complete write replaces: %w", t.Location(), v, ErrConflict)
+			}
+		}
+	}
+	return nil
+}
+
+// writePlan is what a write needs to know of the table.
+type writePlan struct {
+	newTable         bool
+	metadata         *Metadata // to commit: a new table, or new columns; else nil
+	partitionColumns []string
+	dataColumns      v1.Columns // columns stored in files: the write's minus partition columns
+	dataIdx          []int      // position of each data column in the rows
+	partCols         v1.Columns
+	partIdx          []int
+}
+
+func (t *Table) plan(snap *Snapshot, w Write) (writePlan, error) {
+	var p writePlan
+	for _, c := range w.Columns {
+		if _, err := deltaType(c.Type); err != nil {
+			return p, fmt.Errorf("delta table %s: column %q: %w", t.Location(), c.Name, err)
+		}
+	}
+	if snap.Exists() {
+		if snap.Protocol.MinWriterVersion > WriterVersion {
+			return p, fmt.Errorf("delta table %s needs writer version %d, this writer implements %d: %w",
+				t.Location(), snap.Protocol.MinWriterVersion, WriterVersion, ErrUnsupportedProtocol)
+		}
+		if w.Mode == Complete && snap.Metadata.Configuration["delta.appendOnly"] == "true" {
+			return p, fmt.Errorf("delta table %s is append-only (delta.appendOnly): a complete write removes files: %w", t.Location(), ErrConflict)
+		}
+		p.partitionColumns = nonNilSlice(snap.Metadata.PartitionColumns)
+		if w.PartitionColumns != nil && !slices.Equal(w.PartitionColumns, p.partitionColumns) {
+			return p, &SchemaError{Table: t.Location(), Column: strings.Join(w.PartitionColumns, ","),
+				TableType: fmt.Sprintf("partitioned by %q", p.partitionColumns), QueryType: fmt.Sprintf("partitioned by %q", w.PartitionColumns),
+				Reason: "a table's partition columns cannot change; write to a new table"}
+		}
+		cols, err := snap.Columns()
+		if err != nil {
+			return p, fmt.Errorf("delta table %s: %w", t.Location(), err)
+		}
+		merged, added, err := mergeColumns(t.Location(), cols, w.Columns, rawTypes(snap.Metadata.SchemaString))
+		if err != nil {
+			return p, err
+		}
+		if added {
+			schema, err := SchemaString(merged)
+			if err != nil {
+				return p, err
+			}
+			m := snap.Metadata
+			m.SchemaString = schema
+			p.metadata = &m
+		}
+	} else {
+		p.newTable = true
+		p.partitionColumns = nonNilSlice(w.PartitionColumns)
+		schema, err := SchemaString(w.Columns)
+		if err != nil {
+			return p, err
+		}
+		p.metadata = &Metadata{
+			ID:               uuid.NewString(),
+			Format:           Format{Provider: "parquet", Options: map[string]string{}},
+			SchemaString:     schema,
+			PartitionColumns: p.partitionColumns,
+			Configuration:    map[string]string{},
+			CreatedTime:      t.opts.clock.Now().UnixMilli(),
+		}
+	}
+	for _, pc := range p.partitionColumns {
+		i := slices.IndexFunc(w.Columns, func(c v1.Column) bool { return c.Name == pc })
+		if i < 0 {
+			return p, &SchemaError{Table: t.Location(), Column: pc, TableType: "a partition column", QueryType: "missing",
+				Reason: "every partition column must be an output column"}
+		}
+		p.partCols = append(p.partCols, w.Columns[i])
+		p.partIdx = append(p.partIdx, i)
+	}
+	for i, c := range w.Columns {
+		if !slices.Contains(p.partitionColumns, c.Name) {
+			p.dataColumns = append(p.dataColumns, c)
+			p.dataIdx = append(p.dataIdx, i)
+		}
+	}
+	return p, nil
+}
+
+// writeFiles writes one Parquet file per partition (one file in all for an
+// unpartitioned table; none for no rows).
+func (t *Table) writeFiles(ctx context.Context, p writePlan, rows []Row) ([]Add, error) {
+	type group struct {
+		values map[string]*string
+		dir    string
+		rows   []Row
+	}
+	var groups []*group
+	byDir := map[string]*group{}
+	for r, row := range rows {
+		if len(row) < len(p.dataIdx)+len(p.partIdx) {
+			return nil, fmt.Errorf("delta table %s: row %d has %d values, want %d", t.Location(), r, len(row), len(p.dataIdx)+len(p.partIdx))
+		}
+		values := make(map[string]*string, len(p.partCols))
+		var dir strings.Builder
+		for i, c := range p.partCols {
+			pv, err := formatPartitionValue(c.Type, row[p.partIdx[i]])
+			if err != nil {
+				return nil, fmt.Errorf("delta table %s: row %d, partition column %q: %w", t.Location(), r, c.Name, err)
+			}
+			values[c.Name] = pv
+			seg := hiveDefaultPartition
+			if pv != nil {
+				seg = escapePartition(*pv)
+			}
+			dir.WriteString(escapePartition(c.Name) + "=" + seg + "/")
+		}
+		g := byDir[dir.String()]
+		if g == nil {
+			g = &group{values: values, dir: dir.String()}
+			byDir[g.dir] = g
+			groups = append(groups, g)
+		}
+		g.rows = append(g.rows, row)
+	}
+	adds := make([]Add, 0, len(groups))
+	for i, g := range groups {
+		data, stats, err := encodeDataFile(p.dataColumns, p.dataIdx, g.rows)
+		if err != nil {
+			t.deleteFiles(ctx, adds)
+			return nil, fmt.Errorf("delta table %s: %w", t.Location(), err)
+		}
+		key := fmt.Sprintf("%spart-%05d-%s.c000.snappy.parquet", g.dir, i, uuid.NewString())
+		if err := t.store.Create(ctx, key, data); err != nil {
+			t.deleteFiles(ctx, adds)
+			return nil, fmt.Errorf("delta table %s: write data file: %w", t.Location(), err)
+		}
+		adds = append(adds, Add{
+			Path:             escapePath(key),
+			PartitionValues:  g.values,
+			Size:             int64(len(data)),
+			ModificationTime: t.opts.clock.Now().UnixMilli(),
+			DataChange:       true,
+			Stats:            stats.encode(),
+		})
+	}
+	return adds, nil
+}
+
+// actions builds the commit: protocol and metadata for a new table, new
+// metadata for new columns, the txn, removes (complete mode), adds and
+// commitInfo.
+func (t *Table) actions(snap *Snapshot, w Write, p writePlan, files []Add) ([]Action, error) {
+	now := t.opts.clock.Now().UnixMilli()
+	var actions []Action
+	if p.newTable {
+		actions = append(actions, Action{Protocol: &Protocol{MinReaderVersion: ReaderVersion, MinWriterVersion: WriterVersion}})
+	}
+	if p.metadata != nil {
+		actions = append(actions, Action{MetaData: p.metadata})
+	}
+	if w.AppID != "" {
+		actions = append(actions, Action{Txn: &Txn{AppID: w.AppID, Version: w.Version, LastUpdated: now}})
+	}
+	if w.Mode == Complete {
+		for _, f := range snap.Files() {
+			actions = append(actions, Action{Remove: &Remove{Path: f.Path, DeletionTimestamp: now, DataChange: true,
+				ExtendedFileMetadata: true, PartitionValues: f.PartitionValues, Size: f.Size}})
+		}
+	}
+	for i := range files {
+		actions = append(actions, Action{Add: &files[i]})
+	}
+	op := w.Operation
+	if op == "" {
+		op = "WRITE"
+	}
+	params := map[string]any{"mode": w.Mode.String()}
+	for k, v := range w.OperationParameters {
+		params[k] = v
+	}
+	info := map[string]any{
+		"timestamp":           now,
+		"operation":           op,
+		"operationParameters": params,
+		"isBlindAppend":       w.Mode == Append,
+		"engineInfo":          t.opts.engineInfo,
+	}
+	if snap.Exists() {
+		info["readVersion"] = snap.Version
+	}
+	actions = append(actions, Action{CommitInfo: info})
+	return actions, nil
+}
+
+// deleteFiles removes data files no commit refers to (best effort: a
+// leftover file is harmless, as readers go by the log).
+func (t *Table) deleteFiles(ctx context.Context, files []Add) {
+	for _, f := range files {
+		_ = t.store.Delete(context.WithoutCancel(ctx), canonicalPath(f.Path))
+	}
+}
+
+// escapePath URL-encodes a key for an add action's path: each segment is
+// path-escaped, so the folder name "c=a%20b" becomes "c=a%2520b".
+func escapePath(key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return strings.Join(segs, "/")
+}
+
+// writeCheckpoint writes the checkpoint of s, then points _last_checkpoint
+// at it unless it already names a newer one.
+func (t *Table) writeCheckpoint(ctx context.Context, s *Snapshot) error {
+	c := s.clone()
+	c.expireTombstones(t.opts.clock.Now().Add(-t.opts.tombstoneRetention))
+	data, last, err := encodeCheckpoint(c)
+	if err != nil {
+		return err
+	}
+	if err := t.store.Put(ctx, checkpointKey(s.Version), data); err != nil {
+		return fmt.Errorf("delta table %s: write checkpoint %d: %w", t.Location(), s.Version, err)
+	}
+	if b, err := t.store.Get(ctx, lastCheckpointKey); err == nil {
+		var old lastCheckpoint
+		if jsonUnmarshal(b, &old) == nil && old.Version > s.Version {
+			return nil
+		}
+	}
+	if err := t.store.Put(ctx, lastCheckpointKey, encodeLastCheckpoint(last)); err != nil {
+		return fmt.Errorf("delta table %s: write _last_checkpoint: %w", t.Location(), err)
+	}
+	return nil
+}
+
+// Checkpoint writes a Delta checkpoint of the newest snapshot now.
+func (t *Table) Checkpoint(ctx context.Context) error {
+	s, err := t.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	if !s.Exists() {
+		return nil
+	}
+	return t.writeCheckpoint(ctx, s)
+}
