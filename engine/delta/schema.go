@@ -53,7 +53,7 @@ func columnType(t string) (v1.ColumnType, error) {
 }
 
 type schemaJSON struct {
-	Type   string       `json:"type"`
+	Type   string        `json:"type"`
 	Fields []schemaField `json:"fields"`
 }
 
