@@ -1,0 +1,255 @@
+package s3
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+
+	"github.com/lockstep-dev/lockstep/checkpoint"
+)
+
+// Store is a checkpoint.Store in an S3 bucket under a prefix: the object of
+// key k is <prefix>/k. It is safe for concurrent use.
+type Store struct {
+	client   *minio.Client
+	bucket   string
+	prefix   string // "" or ending in "/"
+	endpoint string // for messages
+	cfg      *config
+}
+
+var (
+	_ checkpoint.Store       = (*Store)(nil)
+	_ checkpoint.InfoLister  = (*Store)(nil)
+	_ checkpoint.Opener      = Opener()
+)
+
+// Location returns s3://bucket/prefix.
+func (s *Store) Location() string {
+	return "s3://" + s.bucket + "/" + strings.TrimSuffix(s.prefix, "/")
+}
+
+func (s *Store) object(key string) string { return s.prefix + key }
+
+func (s *Store) name(key string) string { return s.Location() + "/" + key }
+
+// Get reads the object with one GET.
+func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
+	if err := checkpoint.CheckKey(key); err != nil {
+		return nil, err
+	}
+	var data []byte
+	err := s.retry(ctx, func(ctx context.Context) error {
+		r, _, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, s.object(key), minio.GetObjectOptions{})
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		data, err = io.ReadAll(r)
+		return err
+	})
+	if err != nil {
+		return nil, s.wrap("get", key, err)
+	}
+	return data, nil
+}
+
+// Create writes the object with one PUT that carries If-None-Match: *, the
+// exact size and no multipart upload, so the server evaluates the condition
+// atomically with the write.
+//
+// When an attempt fails in a way that leaves its outcome unknown (a timeout,
+// a reset connection, a 5xx) and the retry then finds the object existing,
+// Create reads it back: if it holds exactly data, the earlier attempt won
+// and Create succeeds. Two writers creating identical bytes are therefore
+// indistinguishable, which is harmless for the logs, where equal content
+// means the same batch plan.
+func (s *Store) Create(ctx context.Context, key string, data []byte) error {
+	if err := s.checkWrite(key); err != nil {
+		return err
+	}
+	uncertain := false
+	err := s.retry(ctx, func(ctx context.Context) error {
+		err := s.putIfAbsent(ctx, s.object(key), data)
+		if err != nil && transient(ctx, err) {
+			uncertain = true
+		}
+		return err
+	})
+	if preconditionFailed(err) {
+		if uncertain {
+			if got, gerr := s.Get(ctx, key); gerr == nil && bytes.Equal(got, data) {
+				return nil
+			}
+		}
+		return fmt.Errorf("create %s: %w", s.name(key), checkpoint.ErrExists)
+	}
+	if err != nil {
+		return s.wrap("create", key, err)
+	}
+	return nil
+}
+
+func (s *Store) putIfAbsent(ctx context.Context, object string, data []byte) error {
+	opts := minio.PutObjectOptions{DisableMultipart: true, ContentType: "application/octet-stream"}
+	opts.SetMatchETagExcept("*")
+	_, err := s.client.PutObject(ctx, s.bucket, object, bytes.NewReader(data), int64(len(data)), opts)
+	return err
+}
+
+// Put writes the object with one unconditional PUT.
+func (s *Store) Put(ctx context.Context, key string, data []byte) error {
+	if err := s.checkWrite(key); err != nil {
+		return err
+	}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		_, err := s.client.PutObject(ctx, s.bucket, s.object(key), bytes.NewReader(data), int64(len(data)),
+			minio.PutObjectOptions{DisableMultipart: true, ContentType: "application/octet-stream"})
+		return err
+	})
+	if err != nil {
+		return s.wrap("put", key, err)
+	}
+	return nil
+}
+
+// Delete removes the object.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	if err := s.checkWrite(key); err != nil {
+		return err
+	}
+	err := s.retry(ctx, func(ctx context.Context) error {
+		return s.client.RemoveObject(ctx, s.bucket, s.object(key), minio.RemoveObjectOptions{})
+	})
+	if err != nil && !notFound(err) {
+		return s.wrap("delete", key, err)
+	}
+	return nil
+}
+
+// List lists the objects under the prefix. Objects with an element starting
+// with a dot (such as Open's scratch object) are left out, as in every Store.
+func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
+	infos, err := s.ListInfo(ctx, prefix)
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, len(infos))
+	for i, info := range infos {
+		keys[i] = info.Key
+	}
+	return keys, nil
+}
+
+// ListInfo is List with the objects' sizes.
+func (s *Store) ListInfo(ctx context.Context, prefix string) ([]checkpoint.ObjectInfo, error) {
+	if err := checkpoint.CheckPrefix(prefix); err != nil {
+		return nil, err
+	}
+	var infos []checkpoint.ObjectInfo
+	err := s.retry(ctx, func(ctx context.Context) error {
+		infos = infos[:0]
+		for obj := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.object(prefix), Recursive: true}) {
+			if obj.Err != nil {
+				return obj.Err
+			}
+			key := strings.TrimPrefix(obj.Key, s.prefix)
+			if !checkpoint.ValidKey(key) { // a scratch object, a folder marker, or not ours
+				continue
+			}
+			infos = append(infos, checkpoint.ObjectInfo{Key: key, Size: obj.Size})
+		}
+		return ctx.Err()
+	})
+	if err != nil {
+		return nil, s.wrap("list", prefix, err)
+	}
+	sort.Slice(infos, func(i, j int) bool { return infos[i].Key < infos[j].Key })
+	return infos, nil
+}
+
+func (s *Store) checkWrite(key string) error {
+	if err := checkpoint.CheckKey(key); err != nil {
+		return err
+	}
+	if s.cfg.readOnly {
+		return fmt.Errorf("write %s: %w", s.name(key), checkpoint.ErrReadOnly)
+	}
+	return nil
+}
+
+// wrap names the object in an error and maps S3's answers to the
+// checkpoint package's and this package's sentinels.
+func (s *Store) wrap(op, key string, err error) error {
+	if notFound(err) {
+		return fmt.Errorf("%s %s: %w", op, s.name(key), checkpoint.ErrNotFound)
+	}
+	return fmt.Errorf("%s %s: %w", op, s.name(key), s.classify(err))
+}
+
+// classify adds a sentinel to the S3 errors that have one, saying what the
+// code means.
+func (s *Store) classify(err error) error {
+	var er minio.ErrorResponse
+	if !errors.As(err, &er) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return err
+		}
+		return fmt.Errorf("%s: %w", s.endpoint, err)
+	}
+	switch er.Code {
+	case minio.NoSuchBucket:
+		return fmt.Errorf("bucket %s does not exist on %s: %w", s.bucket, s.endpoint, ErrNoSuchBucket)
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
+		"XAdminUserNotFound": // versitygw's answer to an unknown access key
+		return fmt.Errorf("%s rejected the credentials (access key %q; set %s and %s): %s: %w",
+			s.endpoint, s.cfg.accessKey, EnvAccessKey, EnvSecretKey, er.Message, ErrCredentials)
+	case minio.AccessDenied:
+		return fmt.Errorf("%s denied access to bucket %s (access key %q): %s: %w", s.endpoint, s.bucket, s.cfg.accessKey, er.Message, ErrAccessDenied)
+	}
+	return fmt.Errorf("%s: %w", s.endpoint, err)
+}
+
+func notFound(err error) bool {
+	var er minio.ErrorResponse
+	return errors.As(err, &er) && er.Code == minio.NoSuchKey
+}
+
+func preconditionFailed(err error) bool {
+	var er minio.ErrorResponse
+	return errors.As(err, &er) && (er.StatusCode == http.StatusPreconditionFailed || er.Code == minio.PreconditionFailed)
+}
+
+// retry runs f until it succeeds, fails for good or runs out of attempts,
+// each attempt bounded by the request timeout, with exponential backoff and
+// jitter between attempts.
+func (s *Store) retry(ctx context.Context, f func(ctx context.Context) error) error {
+	delay := s.cfg.baseDelay
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		actx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+		err := f(actx)
+		cancel()
+		if err == nil || attempt >= s.cfg.attempts || !transient(ctx, err) {
+			return err
+		}
+		t := time.NewTimer(jitter(delay))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		delay = min(2*delay, s.cfg.maxDelay)
+	}
+}
