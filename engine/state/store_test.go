@@ -103,41 +103,36 @@ func randomBatches(n, keys int) (batches []map[string]string, want []map[string]
 	return batches, want
 }
 
-func TestCommitLoad(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		store func(testing.TB) checkpoint.Store
-	}{{"dir", dir}, {"s3", s3Store}} {
-		t.Run(tc.name, func(t *testing.T) {
-			cs := tc.store(t)
-			batches, want := randomBatches(25, 40)
-			st := open(t, cs, state.Options{SnapshotEvery: 4})
-			if err := st.Load(t.Context(), 0); err != nil {
-				t.Fatal(err)
-			}
-			for b, ch := range batches {
-				apply(t, st, ch)
-				cm, err := st.Commit(t.Context())
-				if err != nil {
-					t.Fatalf("Commit() batch %d error = %v", b, err)
-				}
-				if cm.Version != int64(b+1) || cm.Rows != int64(len(want[b+1])) {
-					t.Fatalf("Commit() batch %d = %+v, want version %d with %d rows", b, cm, b+1, len(want[b+1]))
-				}
-			}
-			st.Close()
-			re := open(t, cs, state.Options{SnapshotEvery: 4})
-			if err := re.Load(t.Context(), int64(len(batches))); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff(want[len(batches)], contents(re)); diff != "" {
-				t.Fatalf("Load(%d) contents (-want +got):\n%s", len(batches), diff)
-			}
-			keys, _ := cs.List(t.Context(), "state/agg/")
-			if !strings.Contains(strings.Join(keys, " "), ".snapshot") {
-				t.Errorf("no snapshot written after %d versions: %v", len(batches), keys)
-			}
-		})
+func TestCommitLoad(t *testing.T) { testCommitLoad(t, dir(t)) }
+
+// testCommitLoad commits random batches and loads the newest version back.
+func testCommitLoad(t *testing.T, cs checkpoint.Store) {
+	batches, want := randomBatches(25, 40)
+	st := open(t, cs, state.Options{SnapshotEvery: 4})
+	if err := st.Load(t.Context(), 0); err != nil {
+		t.Fatal(err)
+	}
+	for b, ch := range batches {
+		apply(t, st, ch)
+		cm, err := st.Commit(t.Context())
+		if err != nil {
+			t.Fatalf("Commit() batch %d error = %v", b, err)
+		}
+		if cm.Version != int64(b+1) || cm.Rows != int64(len(want[b+1])) {
+			t.Fatalf("Commit() batch %d = %+v, want version %d with %d rows", b, cm, b+1, len(want[b+1]))
+		}
+	}
+	st.Close()
+	re := open(t, cs, state.Options{SnapshotEvery: 4})
+	if err := re.Load(t.Context(), int64(len(batches))); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want[len(batches)], contents(re)); diff != "" {
+		t.Fatalf("Load(%d) contents (-want +got):\n%s", len(batches), diff)
+	}
+	keys, _ := cs.List(t.Context(), "state/agg/")
+	if !strings.Contains(strings.Join(keys, " "), ".snapshot") {
+		t.Errorf("no snapshot written after %d versions: %v", len(batches), keys)
 	}
 }
 
