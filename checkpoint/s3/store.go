@@ -27,9 +27,9 @@ type Store struct {
 }
 
 var (
-	_ checkpoint.Store       = (*Store)(nil)
-	_ checkpoint.InfoLister  = (*Store)(nil)
-	_ checkpoint.Opener      = Opener()
+	_ checkpoint.Store      = (*Store)(nil)
+	_ checkpoint.InfoLister = (*Store)(nil)
+	_ checkpoint.Opener     = Opener()
 )
 
 // Location returns s3://bucket/prefix.
