@@ -40,6 +40,7 @@ generate: ## Regenerate deepcopy, CRDs and reference docs.
 	$(TOOLS_BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 
 manifests: generate ## Alias of generate, as kubebuilder projects name it.
+	$(TOOLS_BIN)/controller-gen rbac:roleName=lockstep-controller webhook paths=./controller/... output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 
 bench: ## Run the benchmarks and print their tables.
 	go test -run '^$$' -bench . -benchmem $(PKGS)

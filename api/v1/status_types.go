@@ -173,4 +173,9 @@ const (
 	ReasonCheckpointRead           = "CheckpointRead"
 	ReasonBatchesCommitting        = "BatchesCommitting"
 	ReasonIdle                     = "Idle"
+	// ReasonEngineStarting: the engine pod is being created or is not ready yet.
+	ReasonEngineStarting = "EngineStarting"
+	// ReasonStoreRefused: the query cannot use its CheckpointStore (missing, namespace not
+	// allowed, location outside the namespace's prefix, credentials Secret missing).
+	ReasonStoreRefused = "StoreRefused"
 )

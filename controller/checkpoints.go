@@ -1,0 +1,203 @@
+package controller
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+// Key of the credentials Secret besides the two required ones.
+const envSessionToken = "AWS_SESSION_TOKEN"
+
+// awsEndpoint is the S3 endpoint of a store that names none.
+const awsEndpoint = "https://s3.amazonaws.com"
+
+// Bounds on the controller's and webhook's checkpoint reads: they run inside a reconcile or
+// an admission request, so they fail fast rather than retry for long.
+const (
+	checkpointAttempts = 2
+	checkpointTimeout  = 5 * time.Second
+)
+
+// errStoreRefused marks a problem with the query's store that a retry will not fix until
+// something changes in the cluster (a missing Secret, a refused namespace).
+var errStoreRefused = errors.New("checkpoint store refused")
+
+// placement is where a query's checkpoint lives and how to reach it.
+type placement struct {
+	store    *v1.CheckpointStore
+	location string
+}
+
+// checkpoints opens the checkpoints of queries with the credentials of their namespace. It
+// reads Secrets and Namespaces through an uncached reader, so that the controller neither
+// lists nor watches them.
+type checkpoints struct {
+	reader client.Reader
+}
+
+// locate returns the query's store and effective checkpoint location: spec.checkpoint.location,
+// or the store's template when the webhook did not default it. When the store is missing or
+// refuses the query, the field errors say why; err is for failures worth a retry.
+func (c checkpoints) locate(ctx context.Context, q *v1.StreamingQuery) (p placement, refused field.ErrorList, err error) {
+	if name := q.Spec.Checkpoint.Store; name != "" {
+		var st v1.CheckpointStore
+		err := c.reader.Get(ctx, types.NamespacedName{Name: name}, &st)
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return p, nil, fmt.Errorf("get CheckpointStore %s: %w", name, err)
+		default:
+			p.store = &st
+		}
+	}
+	p.location = q.Spec.Checkpoint.Location
+	if p.location == "" && p.store != nil {
+		if loc, err := p.store.Spec.Location(q.Namespace, q.Name); err == nil {
+			p.location = loc
+		}
+	}
+	var labels map[string]string
+	if p.store != nil && p.store.Spec.NamespaceSelector != nil {
+		var ns corev1.Namespace
+		if err := c.reader.Get(ctx, types.NamespacedName{Name: q.Namespace}, &ns); err != nil {
+			return p, nil, fmt.Errorf("get Namespace %s: %w", q.Namespace, err)
+		}
+		labels = ns.Labels
+	}
+	located := q.DeepCopy()
+	located.Spec.Checkpoint.Location = p.location
+	return p, ValidatePlacement(located, p.store, labels), nil
+}
+
+// open opens the store at the placement with the credentials in the query's namespace.
+// readOnly opens it without the write probe. A missing Secret wraps errStoreRefused.
+func (c checkpoints) open(ctx context.Context, namespace string, p placement, readOnly bool) (checkpoint.Store, error) {
+	spec := p.store.Spec
+	var sec corev1.Secret
+	err := c.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: spec.CredentialsSecretName}, &sec)
+	if apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("%w: Secret %s/%s with %s and %s not found: create it in the query's namespace",
+			errStoreRefused, namespace, spec.CredentialsSecretName, EnvAccessKeyID, EnvSecretAccessKey)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get Secret %s/%s: %w", namespace, spec.CredentialsSecretName, err)
+	}
+	id, secret := string(sec.Data[EnvAccessKeyID]), string(sec.Data[EnvSecretAccessKey])
+	if id == "" || secret == "" {
+		return nil, fmt.Errorf("%w: Secret %s/%s lacks %s or %s", errStoreRefused, namespace, spec.CredentialsSecretName, EnvAccessKeyID, EnvSecretAccessKey)
+	}
+	opts := []s3.Option{
+		s3.WithEndpoint(orDefault(spec.S3.Endpoint, awsEndpoint)),
+		s3.WithRegion(orDefault(spec.S3.Region, defaultRegion)),
+		s3.WithCredentials(id, secret, string(sec.Data[envSessionToken])),
+		s3.WithRetries(checkpointAttempts, 50*time.Millisecond),
+		s3.WithRequestTimeout(checkpointTimeout),
+	}
+	if len(spec.S3.CABundle) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(spec.S3.CABundle) {
+			return nil, fmt.Errorf("%w: CheckpointStore %s: caBundle holds no PEM certificate", errStoreRefused, p.store.Name)
+		}
+		opts = append(opts, s3.WithTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}))
+	}
+	if spec.S3.InsecureSkipVerify {
+		opts = append(opts, s3.WithInsecureSkipVerify())
+	}
+	if readOnly {
+		opts = append(opts, s3.ReadOnly())
+	}
+	return checkpoint.Open(ctx, p.location, checkpoint.WithS3(s3.Opener(opts...)))
+}
+
+// snapshot is what the controller and the webhook read of a checkpoint.
+type snapshot struct {
+	// exists is false when the location holds no checkpoint yet.
+	exists bool
+	meta   checkpoint.Metadata
+	head   checkpoint.Head
+	// shape is the newest shape entry; the zero Shape when none was recorded.
+	shape compat.Shape
+	// committedOffsets is the offsets entry of the newest committed batch, for its timestamp
+	// and watermark; nil when there is none.
+	committedOffsets *checkpoint.Offsets
+}
+
+// read reads the checkpoint in s: metadata, head, newest shape.
+func read(ctx context.Context, s checkpoint.Store) (snapshot, error) {
+	cp, err := checkpoint.Load(ctx, s)
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		return snapshot{}, nil
+	}
+	if err != nil {
+		return snapshot{}, err
+	}
+	snap := snapshot{exists: true, meta: cp.Metadata()}
+	if snap.head, err = cp.Head(ctx); err != nil {
+		return snapshot{}, err
+	}
+	if c := snap.head.Committed; c != nil {
+		if p := snap.head.Planned; p != nil && p.BatchID == c.BatchID {
+			snap.committedOffsets = p
+		} else if o, err := cp.Offsets(ctx, c.BatchID); err == nil {
+			snap.committedOffsets = &o
+		}
+	}
+	_, data, err := cp.LatestShape(ctx)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+	case err != nil:
+		return snapshot{}, err
+	default:
+		if snap.shape, err = compat.ParseShape(data); err != nil {
+			return snapshot{}, fmt.Errorf("read shape of %s: %w", s.Location(), err)
+		}
+	}
+	return snap, nil
+}
+
+// ownedBy reports whether the checkpoint belongs to query q: its metadata names q's namespace
+// and name (a recreated query with a new uid continues its predecessor's checkpoint).
+func (s snapshot) ownedBy(q *v1.StreamingQuery) bool {
+	o := s.meta.Owner
+	return !s.exists || o.Name == q.Name && (o.Namespace == "" || o.Namespace == q.Namespace)
+}
+
+// deleteAll removes every object of the checkpoint in s, the metadata last, so that a
+// deletion cut short is retried and still finds the checkpoint's owner.
+func deleteAll(ctx context.Context, s checkpoint.Store) error {
+	keys, err := s.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list %s: %w", s.Location(), err)
+	}
+	for _, k := range keys {
+		if k == checkpoint.MetadataKey || strings.HasPrefix(k, ".") {
+			continue
+		}
+		if err := s.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete %s/%s: %w", s.Location(), k, err)
+		}
+	}
+	if err := s.Delete(ctx, checkpoint.MetadataKey); err != nil {
+		return fmt.Errorf("delete %s/%s: %w", s.Location(), checkpoint.MetadataKey, err)
+	}
+	return nil
+}

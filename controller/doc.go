@@ -1,0 +1,26 @@
+// Package controller runs StreamingQuery objects on Kubernetes: the reconciler that turns a
+// query into an engine Deployment and reports its progress from the checkpoint, and the
+// admission webhooks that refuse unsafe changes before they are stored.
+//
+// # Reconciler
+//
+// [QueryReconciler] renders, for each query, a ConfigMap holding the query as the engine reads
+// it (spec plus the checkpoint location, store settings) and a Deployment (one replica,
+// Recreate, so the old engine stops at a batch boundary before the new one starts) that runs
+// `lockstep engine` with the store's credentials from the query's namespace. Before a spec
+// change reaches the ConfigMap it is checked with compat against the newest shape in the
+// checkpoint: a rejected change sets Compatible=False and the previous spec keeps running.
+// Status is read from the checkpoint (query id, batches, progress, lag) and from the engine
+// pod (restarts, termination message), and refreshed every [WithResync] interval.
+//
+// # Webhooks
+//
+// [QueryWebhook] defaults the checkpoint location from the store's template and validates a
+// query: its spec ([v1.StreamingQuerySpec.Validate]), its placement ([ValidatePlacement]:
+// allowed namespace, location under the namespace's prefix, no shared or nested locations)
+// and, on update, compat against the checkpoint. Findings that compat allows with a warning
+// become admission warnings; rejected ones are a Forbidden field error naming the rule, the
+// old and new values and the remedy.
+//
+// See docs/kubernetes.md for installation and the meaning of each condition.
+package controller

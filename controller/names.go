@@ -1,0 +1,58 @@
+package controller
+
+import (
+	"strings"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// Names, labels and annotations of the objects the controller manages.
+const (
+	// Finalizer holds a query until its checkpoint retention has been applied.
+	Finalizer = "streaming.lockstep.dev/checkpoint-retention"
+	// LabelQuery names the query an object belongs to.
+	LabelQuery = "streaming.lockstep.dev/query"
+	// LabelComponent is "engine" on the engine's Deployment, pods and ConfigMap.
+	LabelComponent = "app.kubernetes.io/component"
+	// AnnotationSpecHash on the pod template is the hash of the ConfigMap's data, so that a
+	// new spec rolls the engine.
+	AnnotationSpecHash = "streaming.lockstep.dev/spec-hash"
+	// AnnotationGeneration on the ConfigMap is the query generation it renders.
+	AnnotationGeneration = "streaming.lockstep.dev/generation"
+
+	// QueryKey is the ConfigMap key holding the query manifest the engine reads.
+	QueryKey = "query.yaml"
+	// CABundleKey is the ConfigMap key holding the store's CA bundle, when it has one.
+	CABundleKey = "ca.crt"
+	// ConfigMountPath is where the ConfigMap is mounted in the engine container.
+	ConfigMountPath = "/etc/lockstep"
+	// EngineContainer is the name of the engine's container.
+	EngineContainer = "engine"
+	// HealthPort is the engine's health endpoint port (/healthz, /readyz).
+	HealthPort = 8081
+	// TerminationMessagePath is where the engine writes its last error before it exits.
+	TerminationMessagePath = "/dev/termination-log"
+
+	componentEngine = "engine"
+	fieldOwner      = "lockstep-controller"
+)
+
+// EngineName returns the name of the Deployment and ConfigMap of a query.
+func EngineName(query string) string { return query + "-engine" }
+
+// EngineLabels returns the labels of a query's engine objects; the Deployment selects its pods
+// by them.
+func EngineLabels(q *v1.StreamingQuery) map[string]string {
+	return map[string]string{
+		LabelQuery:               q.Name,
+		LabelComponent:           componentEngine,
+		"app.kubernetes.io/name": "lockstep",
+	}
+}
+
+// Overlaps reports whether two checkpoint locations are equal or one is inside the other:
+// two queries on such locations would read or purge each other's files.
+func Overlaps(a, b string) bool {
+	a, b = strings.TrimRight(a, "/")+"/", strings.TrimRight(b, "/")+"/"
+	return strings.HasPrefix(a, b) || strings.HasPrefix(b, a)
+}

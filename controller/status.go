@@ -1,0 +1,313 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+// annotationTemplateHash on the Deployment is the hash of the rendered Deployment spec, so
+// that the controller writes it only when the rendering changed (the API server adds
+// defaults that a comparison of the specs would keep seeing as a difference).
+const annotationTemplateHash = "streaming.lockstep.dev/template-hash"
+
+// minProgressWindow is how long after its last commit a query counts as progressing, at least.
+const minProgressWindow = 2 * time.Minute
+
+func templateHash(d *appsv1.Deployment) string {
+	b, _ := json.Marshal(d.Spec) // plain data: cannot fail
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])[:16]
+}
+
+// engineState is what the engine pods of the current spec say.
+type engineState struct {
+	ready     bool // a pod of the current spec is ready
+	completed bool // the engine of the current spec exited 0 (its trigger ended)
+	failing   bool // the engine of the current spec is crashing
+	restarts  int32
+	failure   *v1.Failure
+}
+
+// inspectPods reads the engine pods; hash is the spec hash in force ("" for none).
+func inspectPods(pods []corev1.Pod, hash string) engineState {
+	var st engineState
+	for i := range pods {
+		p := &pods[i]
+		current := hash != "" && p.Annotations[AnnotationSpecHash] == hash
+		for _, cs := range p.Status.ContainerStatuses {
+			if cs.Name != EngineContainer {
+				continue
+			}
+			st.restarts += cs.RestartCount
+			for _, term := range []*corev1.ContainerStateTerminated{cs.LastTerminationState.Terminated, cs.State.Terminated} {
+				if term == nil {
+					continue
+				}
+				if term.ExitCode != 0 {
+					if st.failure == nil || st.failure.Time.Before(&term.FinishedAt) {
+						st.failure = &v1.Failure{Time: term.FinishedAt, Message: failureMessage(term)}
+					}
+				} else if current && term == cs.State.Terminated || current && cs.State.Waiting != nil && term == cs.LastTerminationState.Terminated {
+					st.completed = true
+				}
+			}
+			if !current || p.DeletionTimestamp != nil {
+				continue
+			}
+			if cs.Ready {
+				st.ready = true
+			}
+			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+				st.failing = true
+			}
+			if w := cs.State.Waiting; w != nil && (w.Reason == "CrashLoopBackOff" || w.Reason == "Error") {
+				st.failing = cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 0
+			}
+		}
+	}
+	return st
+}
+
+func failureMessage(t *corev1.ContainerStateTerminated) string {
+	msg := strings.TrimSpace(t.Message)
+	if msg == "" {
+		msg = fmt.Sprintf("the engine exited with code %d (%s)", t.ExitCode, t.Reason)
+	}
+	return msg
+}
+
+// status computes the query's status from what the reconcile observed; old is the status it
+// had, kept where nothing newer was observed.
+func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQueryStatus, o *observation) v1.StreamingQueryStatus {
+	st := *old.DeepCopy()
+	gen := q.Generation
+	st.ObservedGeneration = gen
+	if o.location != "" {
+		st.CheckpointLocation = o.location
+	}
+	st.Restarts = max(st.Restarts, o.engine.restarts)
+	if o.engine.failure != nil {
+		st.LastFailure = o.engine.failure
+	}
+	if v := o.verdict; v != nil {
+		st.Guarantee, st.GuaranteeReason = v.Guarantee, v.GuaranteeReason
+	}
+	if o.refused == nil && o.unreachable == nil {
+		r.fromCheckpoint(&st, &o.snap)
+	}
+	conds := &st.Conditions
+
+	// CheckpointReachable
+	switch {
+	case o.refused != nil:
+		r.setCondition(conds, gen, v1.ConditionCheckpointReachable, metav1.ConditionUnknown, o.refusedReason, o.refused.Error())
+	case o.unreachable != nil:
+		r.setCondition(conds, gen, v1.ConditionCheckpointReachable, metav1.ConditionFalse, v1.ReasonCheckpointUnreachable,
+			fmt.Sprintf("Cannot read the checkpoint: %v", o.unreachable))
+	case !o.snap.exists:
+		r.setCondition(conds, gen, v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonNoCheckpoint,
+			fmt.Sprintf("No checkpoint at %s yet: the engine creates it at its first batch", o.location))
+	default:
+		r.setCondition(conds, gen, v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead,
+			fmt.Sprintf("Read checkpoint %s (query id %s)", o.location, o.snap.meta.ID))
+	}
+
+	// Compatible
+	switch {
+	case o.refused != nil:
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, o.refusedReason, "Not judged: the spec or its store is refused")
+	case o.unreachable != nil:
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable,
+			"Not judged: the checkpoint cannot be read; the running spec is kept until it can")
+	case !o.snap.ownedBy(q):
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionFalse, v1.ReasonCheckpointOwnedElsewhere,
+			fmt.Sprintf("Checkpoint %s belongs to %s: give this query its own location", o.location, o.snap.meta.Owner))
+	case o.verdict.Severity == compat.Rejected:
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionFalse, v1.ReasonIncompatibleChange, verdictMessage(o.verdict))
+	case o.verdict.Fresh || !o.snap.exists:
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint, "No shape recorded in the checkpoint yet: every spec is compatible")
+	default:
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonCompatibleChange, verdictMessage(o.verdict))
+	}
+
+	// Phase, Ready
+	runningGen := generationOf(o.desiredCM)
+	deploymentCurrent := o.deployment != nil && o.desiredCM != nil &&
+		o.deployment.Spec.Template.Annotations[AnnotationSpecHash] == SpecHash(o.desiredCM)
+	switch {
+	case q.Spec.Suspend:
+		st.Phase = v1.PhaseSuspended
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended, "spec.suspend is true: the engine stopped at a batch boundary")
+	case o.refused != nil:
+		st.Phase = v1.PhaseBlocked
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, o.refusedReason, o.refused.Error())
+	case o.blocked:
+		st.Phase = v1.PhaseBlocked
+		msg := fmt.Sprintf("Generation %d is refused by the checkpoint", gen)
+		if runningGen > 0 {
+			msg += fmt.Sprintf("; generation %d keeps running", runningGen)
+		}
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonIncompatibleChange, msg+": see the Compatible condition")
+	case o.completed:
+		st.Phase = v1.PhaseCompleted
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonCompleted, "The trigger ended and every batch committed")
+	case o.engine.failing:
+		st.Phase = v1.PhaseFailed
+		msg := "The engine is failing"
+		if st.LastFailure != nil {
+			msg += ": " + st.LastFailure.Message
+		}
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineFailed, msg)
+	case o.unreachable != nil && o.desiredCM == nil:
+		st.Phase = v1.PhasePending
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint before the engine starts")
+	case o.engine.ready && deploymentCurrent && runningGen == gen:
+		st.Phase = v1.PhaseRunning
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning, fmt.Sprintf("The engine runs generation %d", gen))
+	case o.engine.ready:
+		st.Phase = v1.PhaseRunning
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineStarting, fmt.Sprintf("The engine of generation %d is starting", gen))
+	default:
+		st.Phase = v1.PhasePending
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineStarting, "The engine pod is not ready yet")
+	}
+
+	// Progressing
+	switch {
+	case st.Phase == v1.PhaseSuspended:
+		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonSuspended, "Suspended")
+	case st.Phase == v1.PhaseCompleted:
+		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonCompleted, "The trigger ended")
+	case st.LastProgress == nil:
+		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle, "No batch has committed yet")
+	default:
+		at := o.committedAt()
+		window := max(minProgressWindow, 3*processingTime(&q.Spec))
+		if !at.IsZero() && r.clock.Since(at) <= window {
+			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionTrue, v1.ReasonBatchesCommitting,
+				fmt.Sprintf("Batch %d committed at %s", st.LastProgress.Batch, at.UTC().Format(time.RFC3339)))
+		} else {
+			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle,
+				fmt.Sprintf("No batch committed within %s (the last, %d, at %s)", window, st.LastProgress.Batch, at.UTC().Format(time.RFC3339)))
+		}
+	}
+	return st
+}
+
+// fromCheckpoint copies the checkpoint's identity and progress into the status.
+func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapshot) {
+	if !s.exists {
+		return
+	}
+	st.QueryID = s.meta.ID
+	if p := s.head.Planned; p != nil {
+		st.LatestPlannedBatch = &p.BatchID
+	}
+	c := s.head.Committed
+	if c == nil {
+		return
+	}
+	st.LatestCommittedBatch = &c.BatchID
+	pr := &v1.BatchProgress{
+		Batch:      c.BatchID,
+		InputRows:  c.Progress.NumInputRows,
+		OutputRows: c.Progress.NumOutputRows,
+		DurationMs: c.Progress.DurationMs,
+		Timestamp:  metav1.NewTime(c.Progress.Timestamp),
+	}
+	if o := s.committedOffsets; o != nil {
+		pr.Timestamp = metav1.NewTime(time.UnixMilli(o.BatchTimestampMs).UTC())
+		if o.BatchWatermarkMs > 0 {
+			w := metav1.NewTime(time.UnixMilli(o.BatchWatermarkMs).UTC())
+			pr.Watermark = &w
+		}
+	}
+	if ms := c.Progress.DurationMs["triggerExecution"]; ms > 0 {
+		pr.ProcessedRowsPerSecond = c.Progress.NumInputRows * 1000 / ms
+	}
+	st.LastProgress = pr
+	st.Sources = nil
+	var lag int64
+	known := false
+	for _, sp := range c.Progress.Sources {
+		ss := v1.SourceStatus{Name: sp.Source, Offsets: string(sp.EndOffset), Lag: sp.Lag}
+		if sp.Lag != nil {
+			lag += *sp.Lag
+			known = true
+		}
+		st.Sources = append(st.Sources, ss)
+	}
+	st.Lag = nil
+	if known {
+		st.Lag = &lag
+	}
+}
+
+// compatibilityEvent returns the Compatible condition when it newly became False (a new
+// refusal to announce with an Event), or nil.
+func compatibilityEvent(old, now []metav1.Condition) *metav1.Condition {
+	c := meta.FindStatusCondition(now, v1.ConditionCompatible)
+	if c == nil || c.Status != metav1.ConditionFalse {
+		return nil
+	}
+	if p := meta.FindStatusCondition(old, v1.ConditionCompatible); p != nil && p.Status == c.Status && p.Message == c.Message {
+		return nil
+	}
+	return c
+}
+
+// committedAt is when the newest batch committed; zero when none did.
+func (o *observation) committedAt() time.Time {
+	if c := o.snap.head.Committed; c != nil {
+		return c.Progress.Timestamp
+	}
+	return time.Time{}
+}
+
+func processingTime(s *v1.StreamingQuerySpec) time.Duration {
+	d, _ := s.Trigger.ProcessingTime.Parse()
+	return d
+}
+
+// verdictMessage renders a verdict's findings for a condition message: one line per finding
+// that is not plainly allowed, each with its rule, path, values, reason and remedy.
+func verdictMessage(v *compat.Verdict) string {
+	var b strings.Builder
+	switch v.Severity {
+	case compat.Rejected:
+		fmt.Fprintf(&b, "The checkpoint refuses this spec (%d rejected)", len(v.Rejected()))
+	case compat.Warning:
+		b.WriteString("Compatible with the checkpoint, with warnings")
+	default:
+		b.WriteString("Compatible with the checkpoint")
+	}
+	for _, f := range v.Findings {
+		if f.Severity == compat.Allowed {
+			continue
+		}
+		b.WriteString("\n" + FindingText(f))
+	}
+	return b.String()
+}
+
+// FindingText renders one compat finding on one line, as the webhook's messages and the
+// Compatible condition show it: "[rejected] rule at path: old → new: message Remedy: remedy".
+func FindingText(f compat.Finding) string {
+	s := fmt.Sprintf("[%s] %s at %s: %q → %q: %s", f.Severity, f.Rule, f.Path, f.Old, f.New, f.Message)
+	if f.Remedy != "" {
+		s += " Remedy: " + f.Remedy
+	}
+	return s
+}

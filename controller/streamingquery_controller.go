@@ -1,0 +1,505 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+// Defaults of the reconciler's options.
+const (
+	DefaultResync = 30 * time.Second
+	// deletionPoll is how often a deletion with retention Delete checks that the engine has
+	// stopped before it deletes the checkpoint.
+	deletionPoll = 2 * time.Second
+)
+
+// Event reasons of the controller, besides the condition reasons of api/v1.
+const (
+	EventEngineCreated       = "EngineCreated"
+	EventEngineRolled        = "EngineRolled"
+	EventCheckpointDeleted   = "CheckpointDeleted"
+	EventCheckpointRetained  = "CheckpointRetained"
+	EventCheckpointNotDelete = "CheckpointNotDeleted"
+)
+
+// QueryReconciler runs each StreamingQuery as an engine Deployment and reports its progress
+// from the checkpoint. See the package documentation.
+type QueryReconciler struct {
+	client   client.Client
+	reader   client.Reader
+	scheme   *runtime.Scheme
+	recorder events.EventRecorder
+	clock    clock.PassiveClock
+	engine   EngineSettings
+	resync   time.Duration
+}
+
+// Option configures a QueryReconciler.
+type Option func(*QueryReconciler)
+
+// WithClock sets the clock that stamps conditions and judges progress. Default: the real clock.
+func WithClock(c clock.PassiveClock) Option { return func(r *QueryReconciler) { r.clock = c } }
+
+// WithEngine sets the settings of engine pods (image, grace period, service account).
+func WithEngine(s EngineSettings) Option { return func(r *QueryReconciler) { r.engine = s } }
+
+// WithResync sets how often the status of a running query is refreshed from its checkpoint.
+// Default 30s.
+func WithResync(d time.Duration) Option { return func(r *QueryReconciler) { r.resync = d } }
+
+// NewQueryReconciler returns a reconciler that uses the manager's client (cached), its API
+// reader (for Secrets and Namespaces, which are never cached) and an event recorder named
+// lockstep-controller.
+func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
+	r := &QueryReconciler{
+		client:   mgr.GetClient(),
+		reader:   mgr.GetAPIReader(),
+		scheme:   mgr.GetScheme(),
+		recorder: mgr.GetEventRecorder(fieldOwner),
+		clock:    clock.RealClock{},
+		resync:   DefaultResync,
+	}
+	for _, opt := range opts {
+		opt(r)
+	}
+	return r
+}
+
+// SetupWithManager registers the reconciler: it watches StreamingQueries, the Deployments
+// and ConfigMaps they own, and the engine pods (by label), and CheckpointStores (every query
+// of a changed store is reconciled again).
+func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&v1.StreamingQuery{}).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.ConfigMap{}).
+		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(queryOfPod)).
+		Watches(&v1.CheckpointStore{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfStore)).
+		Named("streamingquery").
+		Complete(r)
+}
+
+// +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=streamingqueries,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=streamingqueries/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=streamingqueries/finalizers,verbs=update
+// +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=checkpointstores,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// Reconcile brings one query's engine and status in line with its spec and checkpoint.
+func (r *QueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	var q v1.StreamingQuery
+	if err := r.client.Get(ctx, req.NamespacedName, &q); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !q.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &q)
+	}
+	if controllerutil.AddFinalizer(&q, Finalizer) {
+		if err := r.client.Update(ctx, &q); err != nil {
+			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
+		}
+	}
+	old := q.Status.DeepCopy()
+	o, err := r.observe(ctx, &q)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if err := r.apply(ctx, &q, &o); err != nil {
+		return ctrl.Result{}, err
+	}
+	q.Status = r.status(&q, old, &o)
+	if c := compatibilityEvent(old.Conditions, q.Status.Conditions); c != nil {
+		r.recorder.Eventf(&q, nil, corev1.EventTypeWarning, c.Reason, "Check", "%s", truncate(fmt.Sprintf("Refused generation %d: %s", q.Generation, c.Message), maxEventNote))
+	}
+	if !equality.Semantic.DeepEqual(old, &q.Status) {
+		if err := r.client.Status().Update(ctx, &q); err != nil {
+			return ctrl.Result{}, fmt.Errorf("update status: %w", err)
+		}
+	}
+	if o.refused != nil && o.store == nil {
+		// Nothing to watch but the query and its store: their changes reconcile again.
+		return ctrl.Result{}, reconcile.TerminalError(o.refused)
+	}
+	return ctrl.Result{RequeueAfter: r.resync}, nil
+}
+
+// observation is everything a reconcile learned before acting.
+type observation struct {
+	placement
+	// refused is why the query cannot run as specified (invalid spec, store refused); nil
+	// when it can.
+	refused       error
+	refusedReason string
+	// unreachable is why the checkpoint could not be read; nil when it was.
+	unreachable error
+	snap        snapshot
+	verdict     *compat.Verdict // nil when not judged (checkpoint unreachable, spec refused)
+	blocked     bool            // the checkpoint refuses the spec: keep the running one
+	configMap   *corev1.ConfigMap
+	deployment  *appsv1.Deployment
+	pods        []corev1.Pod
+	// desiredCM is the ConfigMap to run: the new spec's, or the existing one when blocked.
+	desiredCM *corev1.ConfigMap
+	engine    engineState
+	completed bool
+}
+
+// observe reads the query's store, checkpoint, children and pods, and judges the spec.
+func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (observation, error) {
+	var o observation
+	cps := checkpoints{reader: r.reader}
+	var err error
+	if o.configMap, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &corev1.ConfigMap{}); err != nil {
+		return o, err
+	}
+	if o.deployment, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &appsv1.Deployment{}); err != nil {
+		return o, err
+	}
+	var pods corev1.PodList
+	if err := r.client.List(ctx, &pods, client.InNamespace(q.Namespace), client.MatchingLabels{LabelQuery: q.Name, LabelComponent: componentEngine}); err != nil {
+		return o, fmt.Errorf("list engine pods: %w", err)
+	}
+	o.pods = pods.Items
+
+	if errs := q.Validate(v1.Supported()); len(errs) > 0 {
+		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonInvalidSpec
+		return o, nil
+	}
+	var refused field.ErrorList
+	o.placement, refused, err = cps.locate(ctx, q)
+	if err != nil {
+		return o, err
+	}
+	if len(refused) > 0 {
+		o.refused, o.refusedReason = refused.ToAggregate(), v1.ReasonStoreRefused
+		return o, nil
+	}
+	var all v1.StreamingQueryList
+	if err := r.client.List(ctx, &all); err != nil {
+		return o, fmt.Errorf("list StreamingQueries: %w", err)
+	}
+	located := q.DeepCopy()
+	located.Spec.Checkpoint.Location = o.location
+	if errs := ValidateUniqueLocation(located, all.Items); len(errs) > 0 {
+		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonStoreRefused
+		return o, nil
+	}
+
+	store, err := cps.open(ctx, q.Namespace, o.placement, true)
+	if errors.Is(err, errStoreRefused) {
+		o.refused, o.refusedReason = err, v1.ReasonStoreRefused
+		return o, nil
+	}
+	if err == nil {
+		o.snap, err = read(ctx, store)
+	}
+	if err != nil {
+		o.unreachable = err
+	} else {
+		v := compat.Check(o.snap.shape, &located.Spec)
+		o.verdict = &v
+		o.blocked = v.Severity == compat.Rejected || !o.snap.ownedBy(q)
+	}
+
+	desired, err := RenderConfigMap(located, o.store)
+	if err != nil {
+		return o, err
+	}
+	switch {
+	case o.blocked || o.unreachable != nil:
+		// A change that was not judged, or was rejected, does not reach the engine.
+		o.desiredCM = o.configMap
+	default:
+		o.desiredCM = desired
+	}
+	var hash string
+	if o.desiredCM != nil {
+		hash = SpecHash(o.desiredCM)
+	}
+	o.engine = inspectPods(o.pods, hash)
+	old := q.Status
+	o.completed = endsByItself(&q.Spec) && !o.blocked &&
+		(o.engine.completed || old.Phase == v1.PhaseCompleted && old.ObservedGeneration == q.Generation)
+	return o, nil
+}
+
+// apply creates or updates the ConfigMap and Deployment.
+func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *observation) error {
+	log := logf.FromContext(ctx)
+	if o.desiredCM == nil || o.store == nil {
+		if o.deployment != nil && o.refused != nil && deploymentReplicas(o.deployment) > 0 && q.Spec.Suspend {
+			return r.scale(ctx, o.deployment, 0)
+		}
+		return nil
+	}
+	cm := o.desiredCM
+	if o.configMap == nil {
+		if err := controllerutil.SetControllerReference(q, cm, r.scheme); err != nil {
+			return err
+		}
+		if err := r.client.Create(ctx, cm); err != nil {
+			return fmt.Errorf("create ConfigMap: %w", err)
+		}
+		log.Info("Created ConfigMap", "configMap", client.ObjectKeyFromObject(cm))
+	} else if !equality.Semantic.DeepEqual(o.configMap.Data, cm.Data) || o.configMap.Annotations[AnnotationGeneration] != cm.Annotations[AnnotationGeneration] {
+		upd := o.configMap.DeepCopy()
+		upd.Data = cm.Data
+		upd.Labels, upd.Annotations = cm.Labels, cm.Annotations
+		if err := r.client.Update(ctx, upd); err != nil {
+			return fmt.Errorf("update ConfigMap: %w", err)
+		}
+		log.Info("Updated ConfigMap", "configMap", client.ObjectKeyFromObject(cm), "generation", q.Generation)
+	}
+
+	replicas := int32(1)
+	if o.completed || o.refused != nil {
+		replicas = 0
+	}
+	if o.refused != nil && o.deployment != nil {
+		// The spec or store is refused: keep what runs as is, unless suspended.
+		if q.Spec.Suspend && deploymentReplicas(o.deployment) > 0 {
+			return r.scale(ctx, o.deployment, 0)
+		}
+		return nil
+	}
+	if o.refused != nil {
+		return nil
+	}
+	want := RenderDeployment(q, o.store, cm, replicas, r.engine)
+	want.Annotations = map[string]string{annotationTemplateHash: templateHash(want)}
+	if o.deployment == nil {
+		if err := controllerutil.SetControllerReference(q, want, r.scheme); err != nil {
+			return err
+		}
+		if err := r.client.Create(ctx, want); err != nil {
+			return fmt.Errorf("create Deployment: %w", err)
+		}
+		log.Info("Created Deployment", "deployment", client.ObjectKeyFromObject(want))
+		r.recorder.Eventf(q, want, corev1.EventTypeNormal, EventEngineCreated, "Create", "Created Deployment %s running generation %d", want.Name, q.Generation)
+		o.deployment = want
+		return nil
+	}
+	d := o.deployment
+	if d.Annotations[annotationTemplateHash] == want.Annotations[annotationTemplateHash] {
+		return nil
+	}
+	rolled := d.Spec.Template.Annotations[AnnotationSpecHash] != want.Spec.Template.Annotations[AnnotationSpecHash]
+	upd := d.DeepCopy()
+	upd.Annotations = mergeMaps(upd.Annotations, want.Annotations)
+	upd.Labels = want.Labels
+	upd.Spec.Replicas = want.Spec.Replicas
+	upd.Spec.Strategy = want.Spec.Strategy
+	upd.Spec.Template = want.Spec.Template
+	if err := r.client.Update(ctx, upd); err != nil {
+		return fmt.Errorf("update Deployment: %w", err)
+	}
+	log.Info("Updated Deployment", "deployment", client.ObjectKeyFromObject(upd), "replicas", *want.Spec.Replicas)
+	if rolled {
+		r.recorder.Eventf(q, upd, corev1.EventTypeNormal, EventEngineRolled, "Roll", "Rolled the engine to generation %d: the old engine stops at a batch boundary, then the new one starts from the checkpoint", q.Generation)
+	}
+	o.deployment = upd
+	return nil
+}
+
+func (r *QueryReconciler) scale(ctx context.Context, d *appsv1.Deployment, replicas int32) error {
+	upd := d.DeepCopy()
+	upd.Spec.Replicas = &replicas
+	if err := r.client.Update(ctx, upd); err != nil {
+		return fmt.Errorf("scale Deployment %s to %d: %w", d.Name, replicas, err)
+	}
+	return nil
+}
+
+// finalize applies the query's checkpoint retention, then lets it go.
+func (r *QueryReconciler) finalize(ctx context.Context, q *v1.StreamingQuery) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(q, Finalizer) {
+		return ctrl.Result{}, nil
+	}
+	if q.Spec.Checkpoint.Retention == v1.RetentionDelete {
+		done, err := r.deleteCheckpoint(ctx, q)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if !done {
+			return ctrl.Result{RequeueAfter: deletionPoll}, nil
+		}
+	}
+	controllerutil.RemoveFinalizer(q, Finalizer)
+	if err := r.client.Update(ctx, q); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	return ctrl.Result{}, nil
+}
+
+// deleteCheckpoint stops the engine and, once no engine pod is left, deletes the checkpoint
+// if it belongs to the query. It reports false while the engine is still stopping.
+func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQuery) (bool, error) {
+	log := logf.FromContext(ctx)
+	d, err := getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &appsv1.Deployment{})
+	if err != nil {
+		return false, err
+	}
+	if d != nil {
+		if err := r.client.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("delete Deployment: %w", err)
+		}
+		return false, nil
+	}
+	var pods corev1.PodList
+	if err := r.reader.List(ctx, &pods, client.InNamespace(q.Namespace), client.MatchingLabels{LabelQuery: q.Name, LabelComponent: componentEngine}); err != nil {
+		return false, fmt.Errorf("list engine pods: %w", err)
+	}
+	if len(pods.Items) > 0 {
+		return false, nil // an engine may still write: wait until it has stopped
+	}
+	cps := checkpoints{reader: r.reader}
+	p, refused, err := cps.locate(ctx, q)
+	if err == nil && len(refused) > 0 {
+		err = fmt.Errorf("%w: %w", errStoreRefused, refused.ToAggregate())
+	}
+	if err == nil {
+		var s snapshot
+		store, oerr := cps.open(ctx, q.Namespace, p, false)
+		if oerr == nil {
+			s, oerr = read(ctx, store)
+		}
+		switch {
+		case oerr != nil:
+			err = oerr
+		case !s.exists:
+			return true, nil
+		case !s.ownedBy(q):
+			r.recorder.Eventf(q, nil, corev1.EventTypeWarning, EventCheckpointRetained, "Delete",
+				"Kept checkpoint %s: it belongs to %s, not to this query", p.location, s.meta.Owner)
+			return true, nil
+		default:
+			if err := deleteAll(ctx, store); err != nil {
+				return false, err // transient: retried
+			}
+			log.Info("Deleted checkpoint", "location", p.location)
+			r.recorder.Eventf(q, nil, corev1.EventTypeNormal, EventCheckpointDeleted, "Delete", "Deleted checkpoint %s (retention Delete)", p.location)
+			return true, nil
+		}
+	}
+	if errors.Is(err, errStoreRefused) {
+		// A store or Secret that is gone will not come back for a query being deleted:
+		// keep the checkpoint rather than block the deletion forever.
+		r.recorder.Eventf(q, nil, corev1.EventTypeWarning, EventCheckpointNotDelete, "Delete", "Kept the checkpoint: %v", err)
+		return true, nil
+	}
+	return false, err
+}
+
+// queryOfPod maps an engine pod to its query.
+func queryOfPod(_ context.Context, obj client.Object) []reconcile.Request {
+	name, ok := obj.GetLabels()[LabelQuery]
+	if !ok || obj.GetLabels()[LabelComponent] != componentEngine {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}
+}
+
+// queriesOfStore maps a CheckpointStore to the queries that use it.
+func (r *QueryReconciler) queriesOfStore(ctx context.Context, obj client.Object) []reconcile.Request {
+	var all v1.StreamingQueryList
+	if err := r.client.List(ctx, &all); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing StreamingQueries for a CheckpointStore failed", "checkpointStore", obj.GetName())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, q := range all.Items {
+		if q.Spec.Checkpoint.Store == obj.GetName() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: q.Namespace, Name: q.Name}})
+		}
+	}
+	return reqs
+}
+
+func getOrNil[T client.Object](ctx context.Context, c client.Reader, namespace, name string, obj T) (T, error) {
+	var zero T
+	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
+	if apierrors.IsNotFound(err) {
+		return zero, nil
+	}
+	if err != nil {
+		return zero, fmt.Errorf("get %T %s/%s: %w", obj, namespace, name, err)
+	}
+	return obj, nil
+}
+
+// maxEventNote is the longest note an events.k8s.io Event takes (1 kB), with room to spare.
+const maxEventNote = 1000
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
+}
+
+func deploymentReplicas(d *appsv1.Deployment) int32 {
+	if d.Spec.Replicas == nil {
+		return 1
+	}
+	return *d.Spec.Replicas
+}
+
+func mergeMaps(a, b map[string]string) map[string]string {
+	out := make(map[string]string, len(a)+len(b))
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+// endsByItself reports whether the query's trigger ends (availableNow, once).
+func endsByItself(s *v1.StreamingQuerySpec) bool { return s.Trigger.AvailableNow || s.Trigger.Once }
+
+// generationOf returns the generation a ConfigMap renders, or 0.
+func generationOf(cm *corev1.ConfigMap) int64 {
+	if cm == nil {
+		return 0
+	}
+	g, _ := strconv.ParseInt(cm.Annotations[AnnotationGeneration], 10, 64)
+	return g
+}
+
+// setCondition sets a condition stamped with the reconciler's clock.
+func (r *QueryReconciler) setCondition(conds *[]metav1.Condition, gen int64, typ string, status metav1.ConditionStatus, reason, msg string) {
+	meta.SetStatusCondition(conds, metav1.Condition{
+		Type: typ, Status: status, Reason: reason, Message: msg,
+		ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(r.clock.Now()),
+	})
+}

@@ -1,0 +1,355 @@
+package controller_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/controller"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+func condition(q *v1.StreamingQuery, typ string) metav1.Condition {
+	if c := meta.FindStatusCondition(q.Status.Conditions, typ); c != nil {
+		return *c
+	}
+	return metav1.Condition{Type: typ}
+}
+
+// eventuallyCondition waits until the query's condition has the status and reason.
+func (f *fixture) eventuallyCondition(name, typ string, status metav1.ConditionStatus, reason string) *v1.StreamingQuery {
+	f.t.Helper()
+	var q *v1.StreamingQuery
+	eventually(f.t, typ+" "+string(status)+"/"+reason, func() error {
+		q = f.get(name)
+		if c := condition(q, typ); c.Status != status || c.Reason != reason {
+			return fmt.Errorf("%s is %s/%s: %s", typ, c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+	return q
+}
+
+func (f *fixture) engine(name string) (*corev1.ConfigMap, *appsv1.Deployment) {
+	f.t.Helper()
+	var cm corev1.ConfigMap
+	var d appsv1.Deployment
+	eventually(f.t, "the engine's ConfigMap and Deployment", func() error {
+		ctx := context.Background()
+		if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: controller.EngineName(name)}, &cm); err != nil {
+			return err
+		}
+		return f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: controller.EngineName(name)}, &d)
+	})
+	return &cm, &d
+}
+
+// runPod creates a ready engine pod for the Deployment's current template, as the
+// Deployment controller and kubelet would.
+func (f *fixture) runPod(d *appsv1.Deployment) *corev1.Pod {
+	f.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: d.Name + "-" + d.Spec.Template.Annotations[controller.AnnotationSpecHash][:8], Namespace: d.Namespace,
+			Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations,
+		},
+		Spec: d.Spec.Template.Spec,
+	}
+	f.create(pod)
+	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: controller.EngineContainer, Ready: true, Image: d.Spec.Template.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+	}}}
+	if err := f.c.Status().Update(context.Background(), pod); err != nil {
+		f.t.Fatal(err)
+	}
+	return pod
+}
+
+func TestReconcileCreatesEngine(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	q := f.query("orders").Obj()
+	q.Spec.Resources.Requests = map[string]resource.Quantity{"cpu": resource.MustParse("250m")}
+	f.create(q)
+
+	cm, d := f.engine("orders")
+	got, err := v1.ParseQuery([]byte(cm.Data[controller.QueryKey]))
+	if err != nil {
+		t.Fatalf("ParseQuery(ConfigMap %s) = %v", controller.QueryKey, err)
+	}
+	if got.Spec.Checkpoint.Location != f.location("orders") || got.Name != "orders" || got.UID == "" {
+		t.Errorf("rendered query = %s/%s uid %q at %s, want orders at %s with a uid", got.Namespace, got.Name, got.UID, got.Spec.Checkpoint.Location, f.location("orders"))
+	}
+	if *d.Spec.Replicas != 1 || d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+		t.Errorf("Deployment replicas %d, strategy %s; want 1, Recreate", *d.Spec.Replicas, d.Spec.Strategy.Type)
+	}
+	for _, obj := range []metav1.Object{cm, d} {
+		if refs := obj.GetOwnerReferences(); len(refs) != 1 || refs[0].Name != "orders" || refs[0].Controller == nil || !*refs[0].Controller {
+			t.Errorf("%s owner references = %v, want the query as controller", obj.GetName(), refs)
+		}
+	}
+	c := d.Spec.Template.Spec.Containers[0]
+	if diff := cmp.Diff([]string{"/lockstep", "engine"}, c.Command); diff != "" {
+		t.Errorf("command (-want +got):\n%s", diff)
+	}
+	env := map[string]corev1.EnvVar{}
+	for _, e := range c.Env {
+		env[e.Name] = e
+	}
+	if ref := env[controller.EnvSecretAccessKey].ValueFrom; ref == nil || ref.SecretKeyRef.Name != "s3-credentials" {
+		t.Errorf("%s = %+v, want from Secret s3-credentials", controller.EnvSecretAccessKey, env[controller.EnvSecretAccessKey])
+	}
+	if env[controller.EnvS3Endpoint].Value != f.s3.URL {
+		t.Errorf("%s = %q, want %q", controller.EnvS3Endpoint, env[controller.EnvS3Endpoint].Value, f.s3.URL)
+	}
+	if c.TerminationMessagePath != controller.TerminationMessagePath || c.LivenessProbe == nil || c.ReadinessProbe == nil {
+		t.Errorf("container lacks termination message path or probes: %+v", c)
+	}
+	if c.Resources.Requests.Cpu().String() != "250m" {
+		t.Errorf("cpu request = %s, want 250m", c.Resources.Requests.Cpu())
+	}
+
+	q = f.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint)
+	if !slices.Contains(q.Finalizers, controller.Finalizer) {
+		t.Errorf("finalizers = %v, want %s", q.Finalizers, controller.Finalizer)
+	}
+	if q.Status.Phase != v1.PhasePending || q.Status.CheckpointLocation != f.location("orders") || q.Status.ObservedGeneration != q.Generation {
+		t.Errorf("status = phase %s, location %s, observed %d; want Pending at %s, observed %d", q.Status.Phase, q.Status.CheckpointLocation, q.Status.ObservedGeneration, f.location("orders"), q.Generation)
+	}
+	if q.Status.Guarantee != v1.GuaranteeExactlyOnce || q.Status.GuaranteeReason == "" {
+		t.Errorf("guarantee = %q (%q), want exactly-once with a reason", q.Status.Guarantee, q.Status.GuaranteeReason)
+	}
+	if c := condition(q, v1.ConditionCheckpointReachable); c.Status != metav1.ConditionTrue {
+		t.Errorf("CheckpointReachable = %+v, want True", c)
+	}
+}
+
+func TestStatusFromCheckpoint(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	q := f.get("orders")
+	meta := f.writeCheckpoint(q, 2, 1, time.Now())
+	f.runPod(d)
+
+	q = f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+	q = f.eventuallyCondition("orders", v1.ConditionProgressing, metav1.ConditionTrue, v1.ReasonBatchesCommitting)
+	st := q.Status
+	if st.Phase != v1.PhaseRunning || st.QueryID != meta.ID {
+		t.Errorf("phase %s, queryId %q; want Running, %q", st.Phase, st.QueryID, meta.ID)
+	}
+	if st.LatestPlannedBatch == nil || *st.LatestPlannedBatch != 2 || st.LatestCommittedBatch == nil || *st.LatestCommittedBatch != 1 {
+		t.Errorf("planned %v, committed %v; want 2, 1", st.LatestPlannedBatch, st.LatestCommittedBatch)
+	}
+	lag := int64(2)
+	want := []v1.SourceStatus{{Name: "orders", Offsets: `{"files":2}`, Lag: &lag}}
+	if diff := cmp.Diff(want, st.Sources); diff != "" {
+		t.Errorf("sources (-want +got):\n%s", diff)
+	}
+	if st.Lag == nil || *st.Lag != 2 {
+		t.Errorf("lag = %v, want 2", st.Lag)
+	}
+	if p := st.LastProgress; p == nil || p.Batch != 1 || p.InputRows != 10 || p.OutputRows != 7 || p.ProcessedRowsPerSecond != 20 {
+		t.Errorf("lastProgress = %+v, want batch 1, 10 in, 7 out, 20 rows/s", p)
+	}
+	if c := condition(q, v1.ConditionCheckpointReachable); c.Reason != v1.ReasonCheckpointRead || !strings.Contains(c.Message, meta.ID) {
+		t.Errorf("CheckpointReachable = %+v, want CheckpointRead naming the query id", c)
+	}
+}
+
+func TestCompatibleChangeRollsEngine(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
+	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
+	oldHash := d.Spec.Template.Annotations[controller.AnnotationSpecHash]
+
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Transform[0].Filter = "amount > 10.0" }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the engine rolls", func() error {
+		if _, d := f.engine("orders"); d.Spec.Template.Annotations[controller.AnnotationSpecHash] == oldHash {
+			return errors.New("the pod template still has the old spec hash")
+		}
+		return nil
+	})
+	cm, _ := f.engine("orders")
+	if !strings.Contains(cm.Data[controller.QueryKey], "amount > 10.0") {
+		t.Errorf("ConfigMap does not hold the new filter:\n%s", cm.Data[controller.QueryKey])
+	}
+	q := f.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonCompatibleChange)
+	if q.Status.ObservedGeneration != q.Generation {
+		t.Errorf("observedGeneration = %d, want %d", q.Status.ObservedGeneration, q.Generation)
+	}
+}
+
+func TestIncompatibleChangeIsBlocked(t *testing.T) {
+	// This control plane has no webhook: the controller is the last line of defence.
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	cm, d := f.engine("orders")
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
+	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
+
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Sources[0].Files.Path = "s3://" + f.s3.Bucket + "/landing/other" }); err != nil {
+		t.Fatal(err)
+	}
+	q := f.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionFalse, v1.ReasonIncompatibleChange)
+	c := condition(q, v1.ConditionCompatible)
+	if !strings.Contains(c.Message, "spec.sources[0]") || !strings.Contains(c.Message, "Remedy:") {
+		t.Errorf("Compatible message = %q, want the finding's path and remedy", c.Message)
+	}
+	if q.Status.Phase != v1.PhaseBlocked {
+		t.Errorf("phase = %s, want Blocked", q.Status.Phase)
+	}
+	if r := condition(q, v1.ConditionReady); r.Reason != v1.ReasonIncompatibleChange || !strings.Contains(r.Message, "keeps running") {
+		t.Errorf("Ready = %+v, want IncompatibleChange saying the old generation keeps running", r)
+	}
+	cm2, d2 := f.engine("orders")
+	if cm2.Data[controller.QueryKey] != cm.Data[controller.QueryKey] || d2.Spec.Template.Annotations[controller.AnnotationSpecHash] != d.Spec.Template.Annotations[controller.AnnotationSpecHash] {
+		t.Error("the refused spec reached the engine's ConfigMap or Deployment")
+	}
+	eventually(t, "an IncompatibleChange event", func() error {
+		var evs eventsv1.EventList
+		if err := f.c.List(context.Background(), &evs, client.InNamespace(f.ns)); err != nil {
+			return err
+		}
+		var reasons []string
+		for _, e := range evs.Items {
+			if e.Reason == v1.ReasonIncompatibleChange {
+				return nil
+			}
+			reasons = append(reasons, e.Reason)
+		}
+		return fmt.Errorf("events: %v", reasons)
+	})
+}
+
+func TestSuspend(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	f.engine("orders")
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = true }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replicas 0", func() error {
+		if _, d := f.engine("orders"); *d.Spec.Replicas != 0 {
+			return fmt.Errorf("replicas = %d", *d.Spec.Replicas)
+		}
+		return nil
+	})
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended)
+	if q.Status.Phase != v1.PhaseSuspended {
+		t.Errorf("phase = %s, want Suspended", q.Status.Phase)
+	}
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = false }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "replicas 1", func() error {
+		if _, d := f.engine("orders"); *d.Spec.Replicas != 1 {
+			return fmt.Errorf("replicas = %d", *d.Spec.Replicas)
+		}
+		return nil
+	})
+}
+
+func TestRetention(t *testing.T) {
+	for _, policy := range []v1.RetentionPolicy{v1.RetentionRetain, v1.RetentionDelete} {
+		t.Run(string(policy), func(t *testing.T) {
+			f := newFixture(t, testenv.ControlPlane(t))
+			f.startManager(nil)
+			q := f.query("orders").Obj()
+			q.Spec.Checkpoint.Retention = policy
+			f.create(q)
+			f.engine("orders")
+			f.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint)
+			f.writeCheckpoint(f.get("orders"), 1, 1, time.Now())
+			if err := f.c.Delete(context.Background(), f.get("orders")); err != nil {
+				t.Fatal(err)
+			}
+			eventually(t, "the query is deleted", func() error {
+				err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "orders"}, &v1.StreamingQuery{})
+				if apierrors.IsNotFound(err) {
+					return nil
+				}
+				return fmt.Errorf("get = %v", err)
+			})
+			_, err := checkpoint.Load(context.Background(), f.openCheckpoint("orders"))
+			switch policy {
+			case v1.RetentionRetain:
+				if err != nil {
+					t.Errorf("checkpoint.Load after deletion with Retain = %v, want the checkpoint", err)
+				}
+			case v1.RetentionDelete:
+				if !errors.Is(err, checkpoint.ErrNotFound) {
+					t.Errorf("checkpoint.Load after deletion with Delete = %v, want ErrNotFound", err)
+				}
+				keys, _ := f.openCheckpoint("orders").List(context.Background(), "")
+				if len(keys) > 0 {
+					t.Errorf("objects left after Delete: %v", keys)
+				}
+			}
+		})
+	}
+}
+
+func TestStoreRefusesNamespace(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.store.Spec.AllowedNamespaces = []string{"someone-else"}
+	if err := f.c.Update(context.Background(), f.store); err != nil {
+		t.Fatal(err)
+	}
+	f.create(f.query("orders").Obj())
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonStoreRefused)
+	if q.Status.Phase != v1.PhaseBlocked || !strings.Contains(condition(q, v1.ConditionReady).Message, "may not use CheckpointStore") {
+		t.Errorf("status = %s / %+v, want Blocked saying the namespace may not use the store", q.Status.Phase, condition(q, v1.ConditionReady))
+	}
+	err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: controller.EngineName("orders")}, &appsv1.Deployment{})
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("get engine Deployment = %v, want NotFound", err)
+	}
+
+	// Allowed by label, it runs.
+	f.store.Spec.NamespaceSelector = &metav1.LabelSelector{MatchLabels: map[string]string{"team": f.ns}}
+	if err := f.c.Update(context.Background(), f.store); err != nil {
+		t.Fatal(err)
+	}
+	f.engine("orders")
+}
+
+func TestRenderedQueryIsYAML(t *testing.T) {
+	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
+	cm, err := controller.RenderConfigMap(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back v1.StreamingQuery
+	if err := yaml.UnmarshalStrict([]byte(cm.Data[controller.QueryKey]), &back); err != nil {
+		t.Fatalf("rendered query does not read back strictly: %v", err)
+	}
+}

@@ -1,0 +1,162 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+var (
+	_ admission.Defaulter[*v1.StreamingQuery] = (*QueryWebhook)(nil)
+	_ admission.Validator[*v1.StreamingQuery] = (*QueryWebhook)(nil)
+)
+
+// QueryWebhook defaults and validates StreamingQueries at admission, compat check included.
+// It is safe for concurrent use.
+type QueryWebhook struct {
+	client client.Reader // StreamingQueries (cached)
+	reader client.Reader // CheckpointStores, Secrets, Namespaces (uncached)
+}
+
+// NewQueryWebhook returns the webhook with the manager's clients.
+func NewQueryWebhook(mgr ctrl.Manager) *QueryWebhook {
+	return &QueryWebhook{client: mgr.GetClient(), reader: mgr.GetAPIReader()}
+}
+
+// SetupWithManager registers the defaulting and validating webhooks of StreamingQuery.
+func (w *QueryWebhook) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewWebhookManagedBy(mgr, &v1.StreamingQuery{}).WithDefaulter(w).WithValidator(w).Complete()
+}
+
+// +kubebuilder:webhook:path=/mutate-streaming-lockstep-dev-v1-streamingquery,mutating=true,failurePolicy=fail,sideEffects=None,groups=streaming.lockstep.dev,resources=streamingqueries,verbs=create;update,versions=v1,name=mstreamingquery.lockstep.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// Default fills spec.checkpoint.location from the store's location template when it is
+// empty. A store that does not exist leaves it empty; validation says why.
+func (w *QueryWebhook) Default(ctx context.Context, q *v1.StreamingQuery) error {
+	if q.Spec.Checkpoint.Location != "" || q.Spec.Checkpoint.Store == "" || q.DeletionTimestamp != nil {
+		return nil
+	}
+	var st v1.CheckpointStore
+	err := w.reader.Get(ctx, client.ObjectKey{Name: q.Spec.Checkpoint.Store}, &st)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("get CheckpointStore %s: %w", q.Spec.Checkpoint.Store, err)
+	}
+	name := q.Name
+	if name == "" {
+		return nil // generateName: the location cannot be derived; validation refuses
+	}
+	loc, err := st.Spec.Location(q.Namespace, name)
+	if err != nil {
+		return nil
+	}
+	q.Spec.Checkpoint.Location = loc
+	return nil
+}
+
+// +kubebuilder:webhook:path=/validate-streaming-lockstep-dev-v1-streamingquery,mutating=false,failurePolicy=fail,sideEffects=None,groups=streaming.lockstep.dev,resources=streamingqueries,verbs=create;update,versions=v1,name=vstreamingquery.lockstep.dev,admissionReviewVersions=v1,timeoutSeconds=10
+
+// ValidateCreate validates a new query: spec, placement, unique location and compat against
+// a checkpoint already at its location.
+func (w *QueryWebhook) ValidateCreate(ctx context.Context, q *v1.StreamingQuery) (admission.Warnings, error) {
+	return w.validate(ctx, q)
+}
+
+// ValidateUpdate validates a changed spec like ValidateCreate. Updates that leave the spec
+// as it was (metadata, finalizers) and updates of a query being deleted are not checked.
+func (w *QueryWebhook) ValidateUpdate(ctx context.Context, old, q *v1.StreamingQuery) (admission.Warnings, error) {
+	if q.DeletionTimestamp != nil || equality.Semantic.DeepEqual(old.Spec, q.Spec) {
+		return nil, nil
+	}
+	warnings, err := w.validate(ctx, q)
+	if err == nil && old.Spec.Checkpoint.Location != q.Spec.Checkpoint.Location && old.Spec.Checkpoint.Location != "" {
+		warnings = append(warnings, fmt.Sprintf("spec.checkpoint.location: changed from %s to %s: the query starts afresh there (new query id, sources from their startingOffsets); the old checkpoint is kept",
+			old.Spec.Checkpoint.Location, q.Spec.Checkpoint.Location))
+	}
+	return warnings, err
+}
+
+// ValidateDelete allows every deletion.
+func (w *QueryWebhook) ValidateDelete(context.Context, *v1.StreamingQuery) (admission.Warnings, error) {
+	return nil, nil
+}
+
+func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admission.Warnings, error) {
+	errs := q.Validate(v1.Supported())
+	if len(errs) > 0 {
+		return nil, invalid(q, errs)
+	}
+	cps := checkpoints{reader: w.reader}
+	p, refused, err := cps.locate(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	if len(refused) > 0 {
+		return nil, invalid(q, refused)
+	}
+	var all v1.StreamingQueryList
+	if err := w.client.List(ctx, &all); err != nil {
+		return nil, fmt.Errorf("list StreamingQueries: %w", err)
+	}
+	located := q.DeepCopy()
+	located.Spec.Checkpoint.Location = p.location
+	if errs := ValidateUniqueLocation(located, all.Items); len(errs) > 0 {
+		return nil, invalid(q, errs)
+	}
+
+	store, err := cps.open(ctx, q.Namespace, p, true)
+	var snap snapshot
+	if err == nil {
+		snap, err = read(ctx, store)
+	}
+	if errors.Is(err, errStoreRefused) {
+		return nil, invalid(q, field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())})
+	}
+	if err != nil {
+		logf.FromContext(ctx).Info("Could not read checkpoint at admission", "streamingQuery", client.ObjectKeyFromObject(q), "location", p.location, "error", err.Error())
+		return admission.Warnings{fmt.Sprintf("spec.checkpoint: could not read the checkpoint at %s to check the change (%v); the controller checks it before the engine starts", p.location, err)}, nil
+	}
+	if !snap.ownedBy(q) {
+		return nil, invalid(q, field.ErrorList{field.Forbidden(field.NewPath("spec", "checkpoint", "location"),
+			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", p.location, snap.meta.Owner))})
+	}
+	v := compat.Check(snap.shape, &located.Spec)
+	return ValidateVerdict(v)
+}
+
+// ValidateVerdict turns a compat verdict into admission's terms: each rejected finding is a
+// Forbidden error on its spec path, each warning an admission warning "<path>: <finding>".
+// The error, when not nil, is an Invalid API status whose causes carry the paths.
+func ValidateVerdict(v compat.Verdict) (admission.Warnings, error) {
+	var warnings admission.Warnings
+	var errs field.ErrorList
+	for _, f := range v.Findings {
+		switch f.Severity {
+		case compat.Rejected:
+			errs = append(errs, &field.Error{Type: field.ErrorTypeForbidden, Field: f.Path, BadValue: f.New, Detail: FindingText(f)})
+		case compat.Warning:
+			warnings = append(warnings, f.Path+": "+FindingText(f))
+		}
+	}
+	if len(errs) > 0 {
+		return warnings, apierrors.NewInvalid(v1.GroupVersion.WithKind(v1.KindStreamingQuery).GroupKind(), "", errs)
+	}
+	return warnings, nil
+}
+
+func invalid(q *v1.StreamingQuery, errs field.ErrorList) error {
+	return apierrors.NewInvalid(v1.GroupVersion.WithKind(v1.KindStreamingQuery).GroupKind(), q.Name, errs)
+}
