@@ -255,17 +255,17 @@ func freshSink(s SinkShape, mode v1.OutputMode) string {
 		if mode == v1.OutputComplete {
 			return fmt.Sprintf("the Delta table %s is overwritten with the rebuilt result", s.Path)
 		}
-		return fmt.Sprintf("the Delta table %s receives that data again after what it holds (use a new table to avoid duplicates)", s.Path)
+		return fmt.Sprintf("the Delta table %s receives that data after the rows it already holds (use a new table to avoid duplicates)", s.Path)
 	case v1.SinkFiles:
-		return fmt.Sprintf("the folder %s receives that data again next to the files already there (use a new folder to avoid duplicates)", s.Path)
+		return fmt.Sprintf("the folder %s receives that data next to the files it already holds (use an empty folder to avoid duplicates)", s.Path)
 	case v1.SinkKafka:
-		return fmt.Sprintf("topic %s receives that data again", s.Topic)
+		return fmt.Sprintf("Kafka topic %s receives that data after the records it already holds", s.Topic)
 	case v1.SinkWebhook:
-		return fmt.Sprintf("%s receives that data again under new Idempotency-Keys, which the receiver cannot match with earlier ones", s.URL)
+		return fmt.Sprintf("%s receives that data under new Idempotency-Keys, which the receiver cannot match with the batches it already received", s.URL)
 	case v1.SinkConsole:
-		return "prints it again"
+		return "the console prints it"
 	}
-	return "the sink receives that data again"
+	return "the sink receives that data"
 }
 
 // startDesc says where a source new to a checkpoint starts.

@@ -262,14 +262,17 @@ func checkStatePartitions(c *change) []Finding {
 	if o == n {
 		return nil
 	}
+	why := "state keys are hashed into that many partitions, so another count would look for every key in the wrong partition"
+	if !c.old.Stateful() {
+		why = "it keeps that value for every later batch, so the new one would be silently ignored"
+	}
 	return []Finding{{
 		Severity: Rejected,
 		Path:     "spec.stateStore.partitions",
 		Old:      fmt.Sprint(o),
 		New:      fmt.Sprint(n),
-		Message: fmt.Sprintf("State partitions changed from %d to %d; the checkpoint pinned %d at its first batch, and state keys are hashed into that many partitions, so another count would look for every key in the wrong partition.",
-			o, n, o),
-		Remedy: c.revertOrFresh(fmt.Sprintf("Revert spec.stateStore.partitions to %d", o)),
+		Message:  fmt.Sprintf("State partitions changed from %d to %d; the checkpoint pinned %d at its first batch, and %s.", o, n, o, why),
+		Remedy:   c.revertOrFresh(fmt.Sprintf("Revert spec.stateStore.partitions to %d", o)),
 	}}
 }
 

@@ -1,9 +1,9 @@
 package compat
 
 import (
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
@@ -18,7 +18,7 @@ func checkInvalidSpec(c *change) []Finding {
 	return []Finding{{
 		Severity: Rejected,
 		Path:     "spec",
-		Message:  fmt.Sprintf("The new spec cannot be judged against the checkpoint until it validates (%v).", c.err),
+		Message:  fmt.Sprintf("The new spec cannot be judged against the checkpoint until it validates: %v.", errors.Unwrap(c.err)),
 		Remedy:   "Fix the problems listed, then plan again.",
 	}}
 }
@@ -93,13 +93,13 @@ func checkSourceRenamed(c *change) []Finding {
 			Path:     c.sourcePath(r.new.Name) + ".name",
 			Old:      r.old.Name,
 			New:      r.new.Name,
-			Message: fmt.Sprintf("Source %q reads the same %s as the checkpoint's source %q, but a new name starts afresh %s instead of continuing from %q's offsets, so the sink receives again what was read before, or misses what was not.",
+			Message: fmt.Sprintf("Source %q reads the same %s as the checkpoint's source %q, but a new name starts afresh %s instead of continuing from the offsets of %q, so the sink receives again what was read before, or misses what was not.",
 				r.new.Name, describeSource(r.new), r.old.Name, startDesc(r.new), r.old.Name),
 			Remedy: fmt.Sprintf("Rename it back to %q to continue from its offsets.", r.old.Name),
 		}
 		if c.stateful() {
 			f.Severity = Rejected
-			f.Message = fmt.Sprintf("Source %q reads the same %s as the checkpoint's source %q, but a new name starts afresh %s instead of continuing from %q's offsets, so rows already in the state would be added to it twice, or rows not read yet would be skipped.",
+			f.Message = fmt.Sprintf("Source %q reads the same %s as the checkpoint's source %q, but a new name starts afresh %s instead of continuing from the offsets of %q, so rows already in the state would be added to it twice, or rows not read yet would be skipped.",
 				r.new.Name, describeSource(r.new), r.old.Name, startDesc(r.new), r.old.Name)
 			f.Remedy = c.revertOrFresh(fmt.Sprintf("Rename it back to %q", r.old.Name))
 		}
@@ -145,12 +145,9 @@ func checkKafkaTopics(c *change) []Finding {
 		if o.Kind != v1.SourceKafka || (slices.Equal(o.Topics, n.Topics) && o.TopicPattern == n.TopicPattern) {
 			return
 		}
-		field, revert := ".kafka.topics", "["+strings.Join(o.Topics, ", ")+"]"
+		field := ".kafka.topics"
 		if n.TopicPattern != "" {
 			field = ".kafka.topicPattern"
-		}
-		if o.TopicPattern != "" {
-			revert = "topicPattern " + o.TopicPattern
 		}
 		out = append(out, Finding{
 			Severity: Rejected,
@@ -159,7 +156,7 @@ func checkKafkaTopics(c *change) []Finding {
 			New:      describeTopics(n),
 			Message: fmt.Sprintf("Source %q now reads %s instead of %s; its checkpointed offsets cover only the partitions it read, so partitions of new topics would be read from earliest whatever startingOffsets says, and partitions no longer read would be reported as lost data.",
 				n.Name, describeTopics(n), describeTopics(o)),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert source %q to %s, read the new topics as a new source with its own name (it then starts at its startingOffsets)", n.Name, revert)),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.kafka to %s, read the new topics as a new source with its own name (it then starts at its startingOffsets)", p, describeTopics(o))),
 		})
 	})
 	return out

@@ -260,7 +260,7 @@ func checkWindowSlide(c *change) []Finding {
 			New:      describeSlide(*n.Window),
 			Message: fmt.Sprintf("The windows of the %s now start %s instead of %s; every row in the state was added to the windows of the old slide, so open windows would miss rows or count them twice.",
 				describeOp(p.new), describeSlide(*n.Window), describeSlide(*o.Window)),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.window.slide to %s", path, slideValue(*o.Window))),
+			Remedy: c.revertOrFresh(revertSlide(path, *o.Window)),
 		})
 	})
 	return out
@@ -273,11 +273,11 @@ func describeSlide(w WindowShape) string {
 	return "every " + string(w.Slide)
 }
 
-func slideValue(w WindowShape) string {
+func revertSlide(path string, w WindowShape) string {
 	if w.Slide == "" {
-		return "none (tumbling)"
+		return fmt.Sprintf("Remove %s.window.slide", path)
 	}
-	return string(w.Slide)
+	return fmt.Sprintf("Revert %s.window.slide to %s", path, w.Slide)
 }
 
 // aggPairs calls fn for every aggregate position of the paired aggregate steps whose lists
@@ -429,7 +429,7 @@ func checkAggregateRemoved(c *change) []Finding {
 				Old:      describeAgg(a),
 				Message: fmt.Sprintf("Aggregate column %s is removed from the %s; the state of every group holds the step's values in order, so it no longer matches the step.",
 					a.Name, describeOp(p.new)),
-				Remedy: c.revertOrFresh(fmt.Sprintf("Put %s back", describeAgg(a))),
+				Remedy: c.revertOrFresh(fmt.Sprintf("Put %s back into %s.aggregates", describeAgg(a), c.opPath(p.newIdx))),
 			})
 		}
 	}

@@ -152,7 +152,7 @@ func ShapeOf(spec *v1.StreamingQuerySpec) (Shape, error) {
 	s := spec.DeepCopy()
 	s.Default()
 	if errs := s.Validate(v1.AllFeatures()); len(errs) > 0 {
-		return Shape{}, fmt.Errorf("the spec has no shape until it validates: %w", errs.ToAggregate())
+		return Shape{}, fmt.Errorf("the spec does not validate: %w", errs.ToAggregate())
 	}
 	cols, err := s.StepColumns()
 	if err != nil {

@@ -1,0 +1,125 @@
+package compat_test
+
+import (
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+)
+
+// The fixtures of the rule tests: each returns a new builder, so a case can edit it freely.
+
+func orderColumns() []v1.Column {
+	return []v1.Column{
+		qt.Col("order_id", v1.TypeString), qt.Col("country", v1.TypeString),
+		qt.Col("amount", v1.TypeDouble), qt.Col("qty", v1.TypeLong), qt.Col("ts", v1.TypeTimestamp),
+	}
+}
+
+// revenueSelect is the select of the stateful fixtures.
+func revenueSelect() []v1.Projection {
+	return []v1.Projection{
+		qt.As("order_id", "order_id"), qt.As("country", "country.upperAscii()"),
+		qt.As("amount", "amount"), qt.As("net", "amount * 0.9"), qt.As("qty", "qty"),
+		qt.As("ts", "ts"), qt.As("received", "_timestamp"),
+	}
+}
+
+func revenueAggregates() []v1.Aggregation {
+	return []v1.Aggregation{
+		qt.Agg("orders", v1.AggCount, ""), qt.Agg("revenue", v1.AggSum, "net"),
+		qt.Agg("top", v1.AggMax, "amount"), qt.Agg("units", v1.AggSum, "qty"),
+	}
+}
+
+// revenue is DESIGN §2's query: Kafka → filter → select → watermark → dropDuplicates →
+// windowed aggregate → Delta, in append mode.
+func revenue() *qt.Query {
+	return qt.Make("revenue", "payments").
+		KafkaSource("orders", "kafka:9092", "orders", orderColumns()...).
+		Filter("amount > 0.0").
+		Select(revenueSelect()...).
+		Watermark("ts", "10m").
+		DropDuplicates("dedup", "order_id").
+		Aggregate("revenue", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "5m")}, revenueAggregates()...).
+		DeltaSink("s3://lake/revenue", "country").
+		OutputMode(v1.OutputAppend).
+		ProcessingTime("1m").
+		Checkpoint("s3://checkpoints/revenue").
+		StatePartitions(8)
+}
+
+// revenueUpdate is revenue in update mode into Kafka, where any window or watermark column
+// is valid.
+func revenueUpdate() *qt.Query {
+	return revenue().KafkaSink("kafka:9092", "revenue").OutputMode(v1.OutputUpdate)
+}
+
+// revenueNoWatermark is revenueUpdate without its watermark.
+func revenueNoWatermark() *qt.Query {
+	return qt.Make("revenue", "payments").
+		KafkaSource("orders", "kafka:9092", "orders", orderColumns()...).
+		Select(revenueSelect()...).
+		DropDuplicates("dedup", "order_id").
+		Aggregate("revenue", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "5m")}, revenueAggregates()...).
+		KafkaSink("kafka:9092", "revenue").
+		OutputMode(v1.OutputUpdate)
+}
+
+// clean is a stateless files → files query.
+func clean() *qt.Query {
+	return qt.Make("clean", "default").
+		FilesSource("orders", "/data/orders", "json", orderColumns()...).
+		Filter("amount > 0.0").
+		SelectColumns("order_id", "country", "amount", "ts").
+		FilesSink("/data/out", "parquet").
+		AvailableNow()
+}
+
+// cleanKafka is a stateless Kafka → Kafka query.
+func cleanKafka() *qt.Query {
+	return qt.Make("clean", "default").
+		KafkaSource("orders", "kafka:9092", "orders", orderColumns()...).
+		SelectColumns("order_id", "country", "amount", "ts").
+		KafkaSink("kafka:9092", "clean")
+}
+
+// ticks is the quickstart: rate → console.
+func ticks() *qt.Query {
+	return qt.Make("ticks", "default").
+		RateSource("ticks", 10).
+		Filter("value % 2 == 0").
+		Select(qt.As("at", "timestamp"), qt.As("value", "value")).
+		ConsoleSink()
+}
+
+// tables is a stateless Delta → files query.
+func tables() *qt.Query {
+	return qt.Make("tables", "default").
+		DeltaSource("orders", "s3://lake/orders", orderColumns()...).
+		SelectColumns("order_id", "amount").
+		FilesSink("s3://out/orders", "json")
+}
+
+// pageCounts is a dedup-only query in update mode into Kafka, to which an aggregate can be
+// added or whose dedup can become an aggregate.
+func pageCounts() *qt.Query {
+	return qt.Make("pages", "web").
+		FilesSource("clicks", "/data/clicks", "json", qt.Col("click_id", v1.TypeString), qt.Col("page", v1.TypeString), qt.Col("at", v1.TypeTimestamp)).
+		KafkaSink("kafka:9092", "pages").
+		OutputMode(v1.OutputUpdate)
+}
+
+// step returns the transform step at i of s.
+func step(s *v1.StreamingQuerySpec, i int) *v1.Step { return &s.Transform[i] }
+
+// The indexes of revenue's steps.
+const (
+	revFilter    = 0
+	revSelect    = 1
+	revWatermark = 2
+	revDedup     = 3
+	revAggregate = 4
+)
+
+func agg(s *v1.StreamingQuerySpec) *v1.Aggregate { return s.Transform[revAggregate].Aggregate }
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,112 @@
+package compat_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+func TestCheckWithoutCheckpoint(t *testing.T) {
+	v := compat.Check(compat.Shape{}, revenue().Spec())
+	if !v.Fresh || v.Severity != compat.Allowed || len(v.Findings) != 0 {
+		t.Errorf("Check(zero shape) = %+v, want fresh and allowed without findings", v)
+	}
+	if v.Guarantee != v1.GuaranteeExactlyOnce || v.GuaranteeReason == "" {
+		t.Errorf("Check(zero shape) guarantee = %q (%q), want exactly-once with a reason", v.Guarantee, v.GuaranteeReason)
+	}
+}
+
+func TestGuard(t *testing.T) {
+	old, err := compat.ShapeOf(revenue().Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("no checkpoint", func(t *testing.T) {
+		v, err := compat.Guard(nil, revenue().Spec())
+		if err != nil || !v.Fresh {
+			t.Errorf("Guard(nil) = %+v, %v; want fresh, nil", v, err)
+		}
+	})
+	t.Run("warnings pass", func(t *testing.T) {
+		v, err := compat.Guard(&old, edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Transform[revWatermark].Watermark.Delay = "1h" }))
+		if err != nil || v.Severity != compat.Warning {
+			t.Errorf("Guard() = %s, %v; want warning, nil", v.Severity, err)
+		}
+	})
+	t.Run("a rejected change is a RejectedError", func(t *testing.T) {
+		v, err := compat.Guard(&old, edit(revenue(), func(s *v1.StreamingQuerySpec) { agg(s).Aggregates[2].Function = v1.AggMin }))
+		var rej *compat.RejectedError
+		if !errors.As(err, &rej) {
+			t.Fatalf("Guard() error = %v, want a *RejectedError", err)
+		}
+		if v.Severity != compat.Rejected || rej.Verdict.Severity != compat.Rejected {
+			t.Errorf("Guard() verdict = %s, error's verdict = %s; want rejected", v.Severity, rej.Verdict.Severity)
+		}
+		for _, want := range []string{"aggregate-function", "spec.transform[4].aggregate.aggregates[2].function"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q does not name %s", err, want)
+			}
+		}
+	})
+	t.Run("an invalid spec is an error, not a rejection", func(t *testing.T) {
+		_, err := compat.Guard(&old, edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Sink = v1.Sink{} }))
+		var rej *compat.RejectedError
+		if err == nil || errors.As(err, &rej) {
+			t.Errorf("Guard() error = %v, want a validation error", err)
+		}
+	})
+}
+
+func TestGuaranteeOf(t *testing.T) {
+	cases := []struct {
+		name string
+		spec *v1.StreamingQuerySpec
+		want v1.Guarantee
+	}{
+		{"delta", revenue().Spec(), v1.GuaranteeExactlyOnce},
+		{"files", clean().Spec(), v1.GuaranteeExactlyOnce},
+		{"kafka", cleanKafka().Spec(), v1.GuaranteeAtLeastOnce},
+		{"kafka with transactions", edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.ExactlyOnce = true }), v1.GuaranteeExactlyOnce},
+		{"webhook", cleanKafka().WebhookSink("https://h.example.com/x").Spec(), v1.GuaranteeAtLeastOnce},
+		{"console", ticks().Spec(), v1.GuaranteeNone},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, reason := compat.GuaranteeOf(tc.spec)
+			if got != tc.want || reason == "" {
+				t.Errorf("GuaranteeOf() = %s (%q), want %s with a reason", got, reason, tc.want)
+			}
+		})
+	}
+	_, reason := compat.GuaranteeOf(cleanKafka().WebhookSink("https://h.example.com/x").Spec())
+	if !strings.Contains(reason, "Idempotency-Key") || !strings.Contains(reason, "<query id>:<batch id>") {
+		t.Errorf("the webhook's reason %q does not tell the receiver how to de-duplicate", reason)
+	}
+}
+
+func TestSinkSwitch(t *testing.T) {
+	kinds := []v1.SinkKind{v1.SinkDelta, v1.SinkFiles, v1.SinkKafka, v1.SinkWebhook, v1.SinkConsole}
+	for _, from := range kinds {
+		for _, to := range kinds {
+			got := compat.SinkSwitch(from, to, v1.OutputAppend)
+			var want compat.Severity
+			switch {
+			case from == to || to == v1.SinkConsole:
+				want = compat.Allowed
+			case to == v1.SinkKafka || to == v1.SinkWebhook:
+				want = compat.Warning
+			default:
+				want = compat.Rejected
+			}
+			if got != want {
+				t.Errorf("SinkSwitch(%s, %s, append) = %s, want %s", from, to, got, want)
+			}
+		}
+	}
+	if got := compat.SinkSwitch(v1.SinkKafka, v1.SinkDelta, v1.OutputComplete); got != compat.Warning {
+		t.Errorf("SinkSwitch(kafka, delta, complete) = %s, want warning", got)
+	}
+}
