@@ -13,6 +13,8 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		newVersionCommand(),
 		newRunCommand(),
+		newEngineCommand(),
+		newControllerCommand(),
 	)
 	return root
 }

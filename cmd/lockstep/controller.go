@@ -1,0 +1,116 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/controller"
+)
+
+// envEngineImage names the engine image when --engine-image is not given; the manager's
+// Deployment sets it to its own image.
+const envEngineImage = "LOCKSTEP_ENGINE_IMAGE"
+
+type controllerConfig struct {
+	metricsAddr, probeAddr  string
+	leaderElect             bool
+	leaderElectionNamespace string
+	webhooks                bool
+	webhookPort             int
+	webhookCertDir          string
+	engine                  controller.EngineSettings
+	resync                  time.Duration
+}
+
+func newControllerCommand() *cobra.Command {
+	var cfg controllerConfig
+	cmd := &cobra.Command{
+		Use:   "controller",
+		Short: "Run the Kubernetes controller and admission webhooks (the manager's entrypoint)",
+		Long: `Run the controller that turns each StreamingQuery into an engine Deployment and reports
+its status from the checkpoint, and the admission webhooks that default and validate
+queries (compat against the checkpoint included). It uses the in-cluster configuration,
+or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cfg.engine.Image == "" {
+				cfg.engine.Image = os.Getenv(envEngineImage)
+			}
+			return runController(cmd, cfg)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus metrics endpoint; 0 disables it")
+	f.StringVar(&cfg.probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	f.BoolVar(&cfg.leaderElect, "leader-elect", false, "elect a leader, so that several replicas can run with one active")
+	f.StringVar(&cfg.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease (default: the pod's namespace)")
+	f.BoolVar(&cfg.webhooks, "webhooks", true, "serve the admission webhooks")
+	f.IntVar(&cfg.webhookPort, "webhook-port", 9443, "port of the webhook server")
+	f.StringVar(&cfg.webhookCertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key for the webhook server (default: controller-runtime's)")
+	f.StringVar(&cfg.engine.Image, "engine-image", "", "image of engine pods (default $"+envEngineImage+")")
+	f.StringVar(&cfg.engine.ServiceAccountName, "engine-service-account", "", "service account of engine pods (default: the namespace's default)")
+	f.DurationVar(&cfg.engine.GracePeriod, "engine-grace-period", 2*time.Minute, "how long a stopping engine may take to finish its batch")
+	f.DurationVar(&cfg.resync, "resync", controller.DefaultResync, "how often a query's status is refreshed from its checkpoint")
+	return cmd
+}
+
+func runController(cmd *cobra.Command, cfg controllerConfig) error {
+	log := logr.FromSlogHandler(slog.NewJSONHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	ctrl.SetLogger(log)
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		return err
+	}
+	restCfg, err := ctrl.GetConfig()
+	if err != nil {
+		return withExitCode(exitInvalid, fmt.Errorf("kubernetes configuration: %w", err))
+	}
+	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
+		Scheme:                  scheme,
+		Cache:                   controller.CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: cfg.metricsAddr},
+		HealthProbeBindAddress:  cfg.probeAddr,
+		LeaderElection:          cfg.leaderElect,
+		LeaderElectionID:        "controller.streaming.lockstep.dev",
+		LeaderElectionNamespace: cfg.leaderElectionNamespace,
+		// The next leader starts at once when this one stops cleanly.
+		LeaderElectionReleaseOnCancel: true,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: cfg.webhookPort, CertDir: cfg.webhookCertDir}),
+	})
+	if err != nil {
+		return fmt.Errorf("create manager: %w", err)
+	}
+	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync)).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the StreamingQuery controller: %w", err)
+	}
+	ready := healthz.Ping
+	if cfg.webhooks {
+		if err := controller.NewQueryWebhook(mgr).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("set up the webhooks: %w", err)
+		}
+		ready = mgr.GetWebhookServer().StartedChecker()
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("readyz", ready); err != nil {
+		return err
+	}
+	log.Info("Starting controller", "version", buildVersion(), "engineImage", cfg.engine.Image, "webhooks", cfg.webhooks, "leaderElect", cfg.leaderElect)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}

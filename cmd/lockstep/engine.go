@@ -1,0 +1,261 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+)
+
+// envS3InsecureSkipVerify turns off certificate checks of the checkpoint store (the
+// CheckpointStore's insecureSkipVerify, for tests only).
+const envS3InsecureSkipVerify = "LOCKSTEP_S3_INSECURE_SKIP_VERIFY"
+
+// maxTerminationMessage is what Kubernetes keeps of a termination message.
+const maxTerminationMessage = 4096
+
+func newEngineCommand() *cobra.Command {
+	var cfg engineConfig
+	cmd := &cobra.Command{
+		Use:   "engine --query /etc/lockstep/query.yaml",
+		Short: "Run a streaming query as a Kubernetes pod (the controller's engine entrypoint)",
+		Long: `Run the StreamingQuery in --query, as rendered by the controller, until its trigger
+ends or the pod is stopped. It is 'lockstep run' for a pod:
+
+  - The checkpoint is the spec's checkpoint.location; its owner is the query's namespace and
+    name, so a query deleted with checkpoint retention Retain and created again continues.
+  - Before the first batch the spec is checked with compat against the checkpoint's newest
+    shape (exit 3 when refused), and the new shape is recorded when it changed.
+  - /healthz answers while the process runs; /readyz once the checkpoint is claimed and
+    until a stop begins.
+  - SIGTERM stops after the current batch commits (set the pod's grace period long enough
+    for a batch); a second SIGTERM exits at once (the next start replays that batch).
+  - Before it exits the engine writes one line to --termination-message-path: the error, or
+    "completed: …" / "stopped: …".
+
+Progress is logged as JSON on standard error, one line per committed batch.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runEngine(cmd.Context(), cfg)
+		},
+	}
+	cmd.Flags().StringVar(&cfg.query, "query", "/etc/lockstep/query.yaml", "the StreamingQuery manifest the controller rendered")
+	cmd.Flags().StringVar(&cfg.healthAddr, "health-addr", ":8081", "address of the health endpoint (/healthz, /readyz); empty disables it")
+	cmd.Flags().StringVar(&cfg.terminationPath, "termination-message-path", "/dev/termination-log", "file that receives the reason the engine exited; empty disables it")
+	return cmd
+}
+
+type engineConfig struct {
+	query, healthAddr, terminationPath string
+}
+
+// runEngine runs the query and writes the termination message; its error decides the exit code.
+func runEngine(ctx context.Context, cfg engineConfig) error {
+	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	msg, err := runEngineQuery(ctx, cfg, log)
+	if err != nil {
+		msg = err.Error()
+		log.Error("Engine failed", "error", msg)
+	}
+	if cfg.terminationPath != "" {
+		if len(msg) > maxTerminationMessage {
+			msg = msg[:maxTerminationMessage-3] + "..."
+		}
+		if werr := os.WriteFile(cfg.terminationPath, []byte(msg), 0o644); werr != nil {
+			log.Warn("Could not write the termination message", "path", cfg.terminationPath, "error", werr.Error())
+		}
+	}
+	return err
+}
+
+func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (string, error) {
+	obj, err := readQueryFile(cfg.query)
+	if err != nil {
+		return "", withExitCode(exitInvalid, err)
+	}
+	reg, err := newRegistry()
+	if err != nil {
+		return "", err
+	}
+	var s3opts []s3.Option
+	if os.Getenv(envS3InsecureSkipVerify) == "true" {
+		s3opts = append(s3opts, s3.WithInsecureSkipVerify())
+	}
+	health := &engineHealth{log: log}
+	q, err := engine.New(obj, reg,
+		engine.WithCheckpointS3(s3.Opener(s3opts...)),
+		engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)),
+		engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),
+		engine.WithStartGuard(compatGuard(log)),
+		engine.WithLogger(log),
+		engine.WithObserver(health),
+		engine.WithStdout(os.Stdout),
+	)
+	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
+		return "", withExitCode(exitInvalid, invalidSpec(cfg.query, ise))
+	}
+	if err != nil {
+		return "", err
+	}
+	if cfg.healthAddr != "" {
+		stopHealth, err := health.serve(cfg.healthAddr)
+		if err != nil {
+			return "", err
+		}
+		defer stopHealth()
+	}
+
+	// The first SIGTERM (or SIGINT) stops at a batch boundary; the second exits at once. The
+	// goroutine ends with the run.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		log.Info("Stopping after the current batch")
+		health.stopping.Store(true)
+		q.Stop()
+		select {
+		case <-sigs:
+		case <-done:
+			return
+		}
+		log.Warn("Exiting at once; the next start replays the interrupted batch")
+		if cfg.terminationPath != "" {
+			_ = os.WriteFile(cfg.terminationPath, []byte("killed: a second signal ended the engine mid-batch"), 0o644)
+		}
+		os.Exit(exitFailure)
+	}()
+
+	sum, err := q.Run(ctx)
+	if err != nil {
+		if errors.Is(err, engine.ErrRefused) {
+			return "", withExitCode(exitRefused, err)
+		}
+		return "", withExitCode(exitFailure, err)
+	}
+	log.Info("Engine stopped", "reason", string(sum.Reason), "batches", sum.Batches, "lastCommitted", sum.LastCommitted,
+		"inputRows", sum.NumInputRows, "outputRows", sum.NumOutputRows)
+	what := "stopped"
+	if sum.Reason == engine.StopTriggerDone {
+		what = "completed"
+	}
+	return fmt.Sprintf("%s: %d batches this run, last committed batch %d", what, sum.Batches, sum.LastCommitted), nil
+}
+
+// compatGuard is the engine's start guard (DESIGN.md §5, defence in depth): it judges the
+// spec against the checkpoint's newest shape with compat.Guard, logs warnings, and records
+// the spec's shape from the first batch it runs when the shape changed.
+func compatGuard(log *slog.Logger) engine.StartGuard {
+	return func(ctx context.Context, req engine.GuardRequest) error {
+		var old *compat.Shape
+		_, data, err := req.Checkpoint.LatestShape(ctx)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("read the checkpoint's shape: %w", err)
+		default:
+			s, err := compat.ParseShape(data)
+			if err != nil {
+				return fmt.Errorf("read the checkpoint's shape: %w", err)
+			}
+			old = &s
+		}
+		v, err := compat.Guard(old, req.Spec)
+		if err != nil {
+			return err
+		}
+		for _, f := range v.Findings {
+			if f.Severity == compat.Warning {
+				log.Warn("Change allowed with a warning", "rule", f.Rule, "path", f.Path, "old", f.Old, "new", f.New, "message", f.Message, "remedy", f.Remedy)
+			}
+		}
+		shape, err := compat.ShapeOf(req.Spec)
+		if err != nil {
+			return err
+		}
+		if old != nil && old.Equal(shape) {
+			return nil
+		}
+		data, err = json.Marshal(shape)
+		if err != nil {
+			return fmt.Errorf("encode shape: %w", err)
+		}
+		err = req.Checkpoint.AddShape(ctx, req.NextBatch, data)
+		if errors.Is(err, checkpoint.ErrFenced) {
+			// A shape for this batch is recorded (an earlier start stopped before the
+			// batch ran): it must be this one.
+			if _, rec, rerr := req.Checkpoint.Shape(ctx, req.NextBatch); rerr == nil {
+				if s, perr := compat.ParseShape(rec); perr == nil && s.Equal(shape) {
+					return nil
+				}
+			}
+		}
+		return err
+	}
+}
+
+// engineHealth serves the health endpoint and logs progress; it is the run's Observer.
+type engineHealth struct {
+	log      *slog.Logger
+	started  atomic.Bool
+	stopping atomic.Bool
+}
+
+var _ engine.Observer = (*engineHealth)(nil)
+
+func (h *engineHealth) Started(s engine.Start) {
+	h.started.Store(true)
+	h.log.Info("Engine started", "queryId", s.QueryID, "checkpoint", s.Location, "nextBatch", s.NextBatch,
+		"replay", s.Replay, "new", s.New, "trigger", s.Trigger, "guarantee", s.Guarantee.String())
+}
+
+func (h *engineHealth) Committed(p engine.Progress) {
+	h.log.Info("Batch committed", "batch", p.Batch, "inputRows", p.NumInputRows, "outputRows", p.NumOutputRows,
+		"durationMs", p.DurationMs["triggerExecution"], "replay", p.Replay)
+}
+
+// serve starts the health endpoint on addr; the returned function stops it.
+func (h *engineHealth) serve(addr string) (func(), error) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case h.stopping.Load():
+			http.Error(w, "stopping at a batch boundary", http.StatusServiceUnavailable)
+		case !h.started.Load():
+			http.Error(w, "starting: the checkpoint is not claimed yet", http.StatusServiceUnavailable)
+		default:
+			fmt.Fprintln(w, "ok")
+		}
+	})
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("health endpoint: %w", err)
+	}
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(l) }() // ends when stop closes the server
+	return func() { _ = srv.Close() }, nil
+}
