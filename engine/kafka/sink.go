@@ -1,0 +1,437 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/codec"
+)
+
+var (
+	_ engine.Sink      = (*Sink)(nil)
+	_ engine.Guarantor = (*Sink)(nil)
+	_ io.Closer        = (*Sink)(nil)
+)
+
+// Names the sink uses in Kafka.
+const (
+	// BatchHeader is the header every produced record carries:
+	// <query id>:<batch id>, the same key a webhook sink sends.
+	BatchHeader = "lockstep-batch"
+	// MarkerTopic receives one small record per exactly-once transaction
+	// (key: query id, value: batch id), committed atomically with the
+	// batch's records, so that a restarted sink can find whether a replayed
+	// batch was committed. The sink creates it (one partition) when missing.
+	MarkerTopic = "_lockstep_batches"
+	// TransactionalIDPrefix starts the transactional id of an exactly-once
+	// sink; the query id follows.
+	TransactionalIDPrefix = "lockstep-"
+)
+
+// transactionTimeout is generous: a run that dies mid-transaction has its
+// transaction aborted by the next run's start, not by the timeout.
+const transactionTimeout = 5 * time.Minute
+
+// SinkSpec describes the Kafka sink for the registry and the docs.
+func SinkSpec() engine.ComponentSpec {
+	return engine.ComponentSpec{
+		Summary: "Produces each output row as a Kafka record whose value is the row as a JSON object.",
+		Guarantee: engine.Guarantee{Level: engine.AtLeastOnce,
+			Reason: "a batch replayed after a failure may be produced again; with exactlyOnce: true each batch is one transaction and the query is exactly-once for read_committed consumers"},
+		Fields: []engine.FieldSpec{
+			{Name: "bootstrapServers", Description: "host:port of brokers of one cluster"},
+			{Name: "topic", Description: "the topic that receives the records"},
+			{Name: "keyColumn", Default: "none", Description: "an output column whose value, as a string, is the record key"},
+			{Name: "format", Default: "json", Description: "json: the row as an object, timestamps as RFC 3339"},
+			{Name: "exactlyOnce", Default: "false", Description: "one transaction per batch (transactional id lockstep-<query id>), with a marker in " + MarkerTopic + "; readers use read_committed"},
+			{Name: "sasl", Description: "PLAIN or SCRAM credentials from environment variables"},
+			{Name: "tls", Description: "CA, client certificate and server name"},
+		},
+	}
+}
+
+// Sink produces rows to a Kafka topic. See the package documentation. The
+// engine calls Write from one goroutine at a time.
+type Sink struct {
+	spec        v1.KafkaSink
+	queryID     string
+	cols        v1.Columns
+	key         int // index of the key column, -1 for none
+	exactlyOnce bool
+	log         *slog.Logger
+	reached     func(engine.Phase, int64)
+	opts        options
+	conn        conn
+
+	cl  *kgo.Client
+	adm *kadm.Client
+	// written is the newest batch this instance committed, -1 before one;
+	// checked tells whether the first write looked for a committed replay.
+	written int64
+	checked bool
+}
+
+func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) (engine.Sink, error) {
+	if spec.Kafka == nil {
+		return nil, errors.New("not a kafka sink")
+	}
+	log := env.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Sink{
+		spec:        *spec.Kafka.DeepCopy(),
+		queryID:     env.QueryID,
+		cols:        env.Columns,
+		key:         -1,
+		exactlyOnce: spec.Kafka.ExactlyOnce,
+		log:         log,
+		reached:     env.Reached,
+		opts:        o,
+		written:     -1,
+	}
+	if s.reached == nil {
+		s.reached = func(engine.Phase, int64) {}
+	}
+	var errs []error
+	if k := spec.Kafka.KeyColumn; k != "" {
+		for i, c := range env.Columns {
+			if c.Name == k {
+				s.key = i
+			}
+		}
+		if s.key < 0 {
+			errs = append(errs, fmt.Errorf("keyColumn %q is not an output column (%v)", k, env.Columns.Names()))
+		}
+	}
+	if f := spec.Kafka.Format; f != "" && f != v1.KafkaJSON {
+		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json", f))
+	}
+	if s.exactlyOnce && s.queryID == "" {
+		errs = append(errs, errors.New("exactlyOnce needs the query id"))
+	}
+	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, log)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s.conn = c
+	opts := append(c.opts,
+		kgo.DefaultProduceTopic(spec.Kafka.Topic),
+		kgo.MaxBufferedRecords(100_000),
+		kgo.ProducerBatchMaxBytes(1<<20),
+		kgo.RecordRetries(math.MaxInt32),
+	)
+	if s.exactlyOnce {
+		opts = append(opts, kgo.TransactionalID(TransactionalIDPrefix+s.queryID), kgo.TransactionTimeout(transactionTimeout))
+	}
+	if s.cl, err = kgo.NewClient(opts...); err != nil {
+		return nil, err
+	}
+	s.adm = kadm.NewClient(s.cl)
+	if _, err := connect(ctx, s.cl, c.servers, o.connectTimeout); err != nil {
+		s.cl.Close()
+		return nil, err
+	}
+	if s.exactlyOnce {
+		if err := s.ensureMarkerTopic(ctx); err != nil {
+			s.cl.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Guarantee is exactly-once with exactlyOnce, else at-least-once.
+func (s *Sink) Guarantee() engine.Guarantee {
+	if s.exactlyOnce {
+		return engine.Guarantee{Level: engine.ExactlyOnce,
+			Reason: "the Kafka sink produces each batch in one transaction (transactional id " + TransactionalIDPrefix + s.queryID +
+				") with a marker keyed by query id and batch id, so a replayed batch that was committed is not produced again; consumers must read with isolation.level=read_committed"}
+	}
+	return engine.Guarantee{Level: engine.AtLeastOnce,
+		Reason: "a batch replayed after a failure may be produced to Kafka again, so consumers may see duplicates (each record's " + BatchHeader +
+			" header, <query id>:<batch id>, tells them apart); set exactlyOnce: true to produce each batch in a transaction"}
+}
+
+// Write produces the batch's rows and returns once the brokers acknowledged
+// them (at-least-once) or the batch's transaction committed (exactly-once).
+// An exactly-once sink first fences any producer of an earlier run of the
+// query and, on its first write or for a batch it already wrote, looks for
+// the batch's marker; a committed batch is not produced again.
+func (s *Sink) Write(ctx context.Context, b *engine.Batch) error {
+	if !s.exactlyOnce {
+		if err := s.produce(ctx, b, false); err != nil {
+			return err
+		}
+		s.reached(engine.PhaseSinkWrite, b.ID)
+		return nil
+	}
+	if b.QueryID != s.queryID {
+		return fmt.Errorf("batch %d of query %s: this sink's transactions belong to query %s", b.ID, b.QueryID, s.queryID)
+	}
+	if !s.checked || b.ID <= s.written {
+		// Fence the previous run's producer first: its open transaction is
+		// aborted, or its commit completes, before the marker is read.
+		if _, _, err := s.cl.ProducerID(ctx); err != nil {
+			return fmt.Errorf("initialize transactional producer %s: %w", TransactionalIDPrefix+s.queryID, err)
+		}
+		found, err := s.committed(ctx, b)
+		if err != nil {
+			return err
+		}
+		s.checked = true
+		if found {
+			s.log.Info("Skipped a batch already committed to Kafka", "batch", b.ID, "topic", s.spec.Topic)
+			s.written = max(s.written, b.ID)
+			return nil
+		}
+	}
+	if err := s.cl.BeginTransaction(); err != nil {
+		return fmt.Errorf("begin transaction for batch %d: %w", b.ID, err)
+	}
+	if err := s.produce(ctx, b, true); err != nil {
+		return s.abort(ctx, b, err)
+	}
+	s.reached(engine.PhaseSinkWrite, b.ID)
+	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		return s.abort(ctx, b, fmt.Errorf("commit transaction of batch %d: %w", b.ID, err))
+	}
+	s.written = b.ID
+	return nil
+}
+
+// abort ends the open transaction after err. When another producer of this
+// query fenced this one, it waits for that producer to commit the batch.
+func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
+	if aerr := s.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
+		s.log.Warn("Aborting the Kafka transaction failed; the next start aborts it", "batch", b.ID, "error", aerr)
+	}
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+		return err
+	}
+	deadline := time.Now().Add(s.opts.brokerTimeout)
+	for time.Now().Before(deadline) {
+		found, cerr := s.committed(ctx, b)
+		if cerr != nil {
+			return errors.Join(err, cerr)
+		}
+		if found {
+			s.log.Warn("Another producer of this query committed the batch", "batch", b.ID)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%w: another engine runs query %s (its producer fenced this one)", err, s.queryID)
+}
+
+// produce produces the batch's rows, and the marker when transactional, and
+// waits for the brokers' acknowledgements.
+func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error {
+	values, err := codec.Encode(v1.FormatJSON, b.Columns, b.Rows)
+	if err != nil {
+		return fmt.Errorf("encode batch %d: %w", b.ID, err)
+	}
+	hdr := []kgo.RecordHeader{{Key: BatchHeader, Value: []byte(b.QueryID + ":" + strconv.FormatInt(b.ID, 10))}}
+	n := len(b.Rows)
+	if marker {
+		n++
+	}
+	recs := make([]kgo.Record, n)
+	var p kgo.FirstErrPromise
+	for i, row := range b.Rows {
+		end := bytes.IndexByte(values, '\n')
+		r := &recs[i]
+		r.Value, values = values[:end:end], values[end+1:]
+		r.Headers = hdr
+		r.Timestamp = b.Time
+		if s.key >= 0 {
+			r.Key = keyBytes(row[s.key])
+		}
+		s.cl.Produce(ctx, r, p.Promise())
+	}
+	if marker {
+		r := &recs[n-1]
+		*r = kgo.Record{Topic: MarkerTopic, Key: []byte(b.QueryID), Value: []byte(strconv.FormatInt(b.ID, 10)),
+			Headers: hdr, Timestamp: b.Time}
+		s.cl.Produce(ctx, r, p.Promise())
+	}
+	if err := s.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("produce batch %d: %w", b.ID, err)
+	}
+	if err := p.Err(); err != nil {
+		return fmt.Errorf("produce batch %d to topic %s: %w", b.ID, s.spec.Topic, err)
+	}
+	return nil
+}
+
+// keyBytes is a key column's value as a string; nil for null.
+func keyBytes(v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return nil
+	case string:
+		return []byte(v)
+	case int64:
+		return strconv.AppendInt(nil, v, 10)
+	case float64:
+		return strconv.AppendFloat(nil, v, 'g', -1, 64)
+	case bool:
+		return strconv.AppendBool(nil, v)
+	case time.Time:
+		return v.UTC().AppendFormat(nil, time.RFC3339Nano)
+	}
+	return fmt.Append(nil, v)
+}
+
+// committed reports whether a committed transaction holds the marker of
+// batch b: it reads the marker topic with read_committed from the first
+// record stamped at or after the batch's time.
+func (s *Sink) committed(ctx context.Context, b *engine.Batch) (bool, error) {
+	var spans []span
+	err := withRetry(ctx, s.opts.brokerTimeout, "list Kafka marker offsets", s.log, func(ctx context.Context) error {
+		spans = nil
+		from, err := s.adm.ListOffsetsAfterMilli(ctx, b.Time.UnixMilli(), MarkerTopic)
+		if err != nil {
+			return err
+		}
+		to, err := s.adm.ListCommittedOffsets(ctx, MarkerTopic)
+		if err != nil {
+			return err
+		}
+		fo, err := listed(from)
+		if err != nil {
+			return err
+		}
+		tos, err := listed(to)
+		if err != nil {
+			return err
+		}
+		for _, tp := range tos.partitions() {
+			hi, _ := tos.get(tp)
+			lo, ok := fo.get(tp)
+			if !ok || lo < 0 {
+				lo = hi
+			}
+			if lo < hi {
+				spans = append(spans, span{tp: tp, from: lo, to: hi})
+			}
+		}
+		return nil
+	})
+	if err != nil || len(spans) == 0 {
+		return false, err
+	}
+	want := strconv.FormatInt(b.ID, 10)
+	found := false
+	err = scan(ctx, s.conn, spans, func(r *kgo.Record) bool {
+		if !r.Attrs.IsControl() && string(r.Key) == b.QueryID && string(r.Value) == want {
+			found = true
+		}
+		return found
+	})
+	if err != nil {
+		return false, fmt.Errorf("read markers in %s: %w", MarkerTopic, err)
+	}
+	return found, nil
+}
+
+// ensureMarkerTopic creates MarkerTopic with one partition if it is missing.
+func (s *Sink) ensureMarkerTopic(ctx context.Context) error {
+	return withRetry(ctx, s.opts.brokerTimeout, "create "+MarkerTopic, s.log, func(ctx context.Context) error {
+		resp, err := s.adm.CreateTopic(ctx, 1, -1, nil, MarkerTopic)
+		if err == nil {
+			err = resp.Err
+		}
+		if err == nil || errors.Is(err, kerr.TopicAlreadyExists) {
+			return nil
+		}
+		return fmt.Errorf("create topic %s (the exactly-once sink's batch markers): %w", MarkerTopic, err)
+	})
+}
+
+// Close closes the sink's client.
+func (s *Sink) Close() error {
+	s.cl.Close()
+	return nil
+}
+
+// scan reads the spans with read_committed on a client of its own until each
+// is done or fn returns true.
+func scan(ctx context.Context, c conn, spans []span, fn func(*kgo.Record) bool) error {
+	parts := map[string]map[int32]kgo.Offset{}
+	pending := map[topicPartition]int64{}
+	for _, sp := range spans {
+		if parts[sp.tp.topic] == nil {
+			parts[sp.tp.topic] = map[int32]kgo.Offset{}
+		}
+		parts[sp.tp.topic][sp.tp.partition] = kgo.NewOffset().At(sp.from)
+		pending[sp.tp] = sp.to
+	}
+	cl, err := kgo.NewClient(append(c.opts,
+		kgo.ConsumePartitions(parts),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		kgo.FetchMaxWait(250*time.Millisecond),
+	)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for len(pending) > 0 {
+		fs := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var ferr error
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, kerr.OffsetOutOfRange) {
+				// Retention removed markers: what is gone cannot be found.
+				delete(pending, topicPartition{t, p})
+				return
+			}
+			ferr = errors.Join(ferr, fmt.Errorf("topic %s partition %d: %w", t, p, err))
+		})
+		if ferr != nil {
+			return ferr
+		}
+		stop := false
+		fs.EachRecord(func(r *kgo.Record) {
+			tp := topicPartition{r.Topic, r.Partition}
+			to, ok := pending[tp]
+			if stop || !ok {
+				return
+			}
+			if r.Offset < to && fn(r) {
+				stop = true
+			}
+			if r.Offset >= to-1 {
+				delete(pending, tp)
+			}
+		})
+		if stop {
+			return nil
+		}
+	}
+	return nil
+}

@@ -1,0 +1,759 @@
+package kafka
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"regexp"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+)
+
+var (
+	_ engine.Source             = (*Source)(nil)
+	_ engine.AvailableNowSource = (*Source)(nil)
+	_ io.Closer                 = (*Source)(nil)
+)
+
+// StartKey is the key, in a source's checkpoint folder (sources/<name>/),
+// of the record of where the source started and on which cluster.
+const StartKey = "kafka-start.json"
+
+// stallCheck is how long a read waits for records it knows exist before it
+// asks the brokers whether they are still there.
+const stallCheck = 5 * time.Second
+
+// SourceSpec describes the Kafka source for the registry and the docs.
+func SourceSpec() engine.ComponentSpec {
+	return engine.ComponentSpec{
+		Summary: "Reads Kafka topics (read_committed, no consumer group); the checkpoint's offsets are the next offset " +
+			"to read per topic-partition, and a replayed batch reads exactly its logged range.",
+		Fields: []engine.FieldSpec{
+			{Name: "bootstrapServers", Description: "host:port of brokers of one cluster; the cluster id is recorded and checked at start"},
+			{Name: "topics", Description: "topics to read (or topicPattern)"},
+			{Name: "topicPattern", Description: "RE2 expression matched against whole topic names (or topics)"},
+			{Name: "startingOffsets", Default: "latest", Description: "earliest, latest or {\"topic\":{\"0\":12}} (-2 earliest, -1 latest); used only when the source is new to the checkpoint"},
+			{Name: "maxOffsetsPerTrigger", Default: "none", Description: "records per batch, split across partitions in proportion to their backlog"},
+			{Name: "failOnDataLoss", Default: "true", Description: "stop when records to read are gone (retention, DeleteRecords, deleted partitions); false: warn, count and continue at the earliest"},
+			{Name: "format", Default: "json", Description: "json, csv or raw (a string column value)"},
+			{Name: "sasl", Description: "PLAIN or SCRAM credentials from environment variables"},
+			{Name: "tls", Description: "CA, client certificate and server name"},
+		},
+	}
+}
+
+// DataLossError means records the query should read are gone.
+type DataLossError struct {
+	Topic     string
+	Partition int32
+	// From is the first offset the query still had to read.
+	From int64
+	// Available is the first offset still in the partition (its log start),
+	// or -1 when the partition itself is gone.
+	Available int64
+	// Why says what happened, for the message.
+	Why string
+}
+
+func (e *DataLossError) Error() string {
+	var what string
+	switch {
+	case e.Available < 0:
+		what = fmt.Sprintf("topic %s partition %d is gone while offset %d was still to be read (%s)", e.Topic, e.Partition, e.From, e.Why)
+	case e.Available > e.From:
+		what = fmt.Sprintf("topic %s partition %d: records at offsets %d to %d are gone, the partition now starts at %d (%s)",
+			e.Topic, e.Partition, e.From, e.Available-1, e.Available, e.Why)
+	default:
+		what = fmt.Sprintf("topic %s partition %d: offset %d is beyond the partition's end %d (%s)", e.Topic, e.Partition, e.From, e.Available, e.Why)
+	}
+	return what + "; set failOnDataLoss: false to continue from the earliest available offset"
+}
+
+// startRecord is what a source new to the checkpoint decided, kept in
+// StartKey: the cluster it reads and the offsets it starts from.
+type startRecord struct {
+	ClusterID       string  `json:"clusterId"`
+	StartingOffsets string  `json:"startingOffsets"`
+	Offsets         offsets `json:"offsets"`
+}
+
+// Source reads Kafka topics. See the package documentation. The engine uses
+// it from one goroutine at a time.
+type Source struct {
+	name        string
+	queryID     string
+	spec        v1.KafkaSource
+	pattern     *regexp.Regexp
+	failOnLoss  bool
+	maxOffsets  int64
+	onMalformed v1.MalformedPolicy
+	deadLetter  blob.Folder
+	dec         *decoder
+	width       int // columns of a row: the record's and the metadata
+	store       checkpoint.Store
+	log         *slog.Logger
+	opts        options
+
+	cl        *kgo.Client
+	adm       *kadm.Client
+	clusterID string
+	start     *startRecord
+	// until bounds an availableNow run; nil otherwise.
+	until offsets
+	// cursors holds, per partition the consumer reads, where the source
+	// stands.
+	cursors map[topicPartition]*cursor
+	lost    atomic.Int64
+}
+
+// cursor is where a source stands in one partition: every record below pos
+// was handed out or skipped; ahead holds records at or beyond pos that a
+// poll returned early, in offset order.
+type cursor struct {
+	pos   int64
+	ahead []*kgo.Record
+}
+
+func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o options) (engine.Source, error) {
+	if spec.Kafka == nil {
+		return nil, errors.New("not a kafka source")
+	}
+	log := env.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Source{
+		name:        env.Name,
+		queryID:     env.QueryID,
+		spec:        *spec.Kafka.DeepCopy(),
+		failOnLoss:  spec.Kafka.FailOnDataLoss == nil || *spec.Kafka.FailOnDataLoss,
+		onMalformed: spec.OnMalformed,
+		store:       env.Store,
+		log:         log,
+		opts:        o,
+		cursors:     map[topicPartition]*cursor{},
+	}
+	if m := spec.Kafka.MaxOffsetsPerTrigger; m != nil {
+		s.maxOffsets = *m
+	}
+	var errs []error
+	var cols v1.Columns
+	switch {
+	case spec.Kafka.Format == v1.KafkaRaw:
+		cols = v1.Columns{{Name: v1.ColumnKafkaValue, Type: v1.TypeString}}
+	case spec.Schema != nil:
+		cols = spec.Schema.Columns
+	default:
+		errs = append(errs, errors.New("a schema is required unless format is raw"))
+	}
+	s.dec = newDecoder(spec.Kafka.Format, cols)
+	s.width = len(cols) + len(v1.KafkaMetadataColumns())
+	if p := spec.Kafka.TopicPattern; p != "" {
+		re, err := regexp.Compile("^(?:" + p + ")$")
+		if err != nil {
+			errs = append(errs, fmt.Errorf("topicPattern: %w", err))
+		}
+		s.pattern = re
+	}
+	if _, err := spec.Kafka.StartingPartitionOffsets(); err != nil {
+		errs = append(errs, fmt.Errorf("startingOffsets: %w", err))
+	}
+	if s.onMalformed == v1.MalformedDeadLetter {
+		f, err := env.Open(spec.DeadLetterPath)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("deadLetterPath: %w", err))
+		}
+		s.deadLetter = f
+	}
+	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, log)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	s.cl, err = kgo.NewClient(append(c.opts,
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records mark the offsets a transaction's marker takes, so a
+		// read knows it reached the end of its range.
+		kgo.KeepControlRecords(),
+		// Out of range is data loss, handled here, never a silent reset.
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		kgo.FetchMaxWait(time.Second),
+	)...)
+	if err != nil {
+		return nil, err
+	}
+	s.adm = kadm.NewClient(s.cl)
+	if s.clusterID, err = connect(ctx, s.cl, c.servers, o.connectTimeout); err != nil {
+		s.cl.Close()
+		return nil, err
+	}
+	if err := s.loadStart(ctx); err != nil {
+		s.cl.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// loadStart reads the start record of a source already in the checkpoint,
+// and refuses to read another cluster than the one it recorded.
+func (s *Source) loadStart(ctx context.Context) error {
+	data, err := s.store.Get(ctx, StartKey)
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("read %s: %w", StartKey, err)
+	}
+	var rec startRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return fmt.Errorf("read %s: %w", StartKey, err)
+	}
+	if rec.Offsets == nil {
+		rec.Offsets = offsets{}
+	}
+	if rec.ClusterID != s.clusterID {
+		return fmt.Errorf("%w: source %s read Kafka cluster %q and its offsets mean nothing on cluster %q at %v; "+
+			"point bootstrapServers back at the first cluster, or give the source a new name (it then starts at startingOffsets)",
+			engine.ErrRefused, s.name, rec.ClusterID, s.clusterID, s.spec.BootstrapServers)
+	}
+	s.start = &rec
+	return nil
+}
+
+// ClusterID returns the id of the cluster the source reads.
+func (s *Source) ClusterID() string { return s.clusterID }
+
+// LostRecords returns how many records the source skipped because they were
+// gone (failOnDataLoss false), in this run.
+func (s *Source) LostRecords() int64 { return s.lost.Load() }
+
+// PrepareAvailableNow fixes the offsets an availableNow run reads up to: the
+// partitions' last stable offsets now.
+func (s *Source) PrepareAvailableNow(ctx context.Context, _ time.Time) error {
+	latest, _, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	s.until = latest
+	return nil
+}
+
+// Plan returns the next offsets per partition: the partitions' last stable
+// offsets, bounded by maxOffsetsPerTrigger when req.Limit is set (split in
+// proportion to each partition's backlog) and by the availableNow bound.
+// Partitions new since the start are read from offset 0. A start offset below
+// a partition's log start, beyond its end, or in a partition that vanished is
+// data loss: a *DataLossError, or (failOnDataLoss false) a warning.
+func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Planned, error) {
+	start, err := s.startOffsets(ctx, req.Start)
+	if err != nil {
+		return engine.Planned{}, err
+	}
+	latest, logStarts, err := s.list(ctx)
+	if err != nil {
+		return engine.Planned{}, err
+	}
+	if s.until != nil {
+		for t, ps := range latest {
+			for p, hi := range ps {
+				bound, ok := s.until.get(topicPartition{t, p})
+				if !ok {
+					delete(ps, p)
+				} else if bound < hi {
+					ps[p] = bound
+				}
+			}
+		}
+	}
+	var spans []span
+	hasData := false
+	for _, tp := range latest.partitions() {
+		hi, _ := latest.get(tp)
+		lo, _ := logStarts.get(tp)
+		from, known := start.get(tp)
+		if !known {
+			from = 0 // a new partition starts at the earliest offset
+		}
+		switch {
+		case from < lo:
+			if s.failOnLoss {
+				return engine.Planned{}, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: from, Available: lo,
+					Why: "retention or DeleteRecords removed them"}
+			}
+			from = lo
+		case from > hi && from > lo:
+			if s.failOnLoss {
+				return engine.Planned{}, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: from, Available: hi,
+					Why: "was the topic deleted and created again?"}
+			}
+			from = lo
+			hi = max(hi, lo)
+		}
+		spans = append(spans, span{tp: tp, from: from, to: hi})
+	}
+	for _, tp := range start.partitions() {
+		if _, ok := latest.get(tp); ok {
+			continue
+		}
+		if s.until != nil {
+			// Not part of this availableNow run: keep its offset.
+			continue
+		}
+		off, _ := start.get(tp)
+		if s.failOnLoss {
+			return engine.Planned{}, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: off, Available: -1,
+				Why: "the topic or partition was deleted"}
+		}
+		s.log.Warn("Dropped a Kafka partition that is gone", "topic", tp.topic, "partition", tp.partition, "offset", off)
+		hasData = true // the next offsets drop it
+	}
+	if req.Limit && s.maxOffsets > 0 {
+		limit(spans, s.maxOffsets)
+	}
+	end := offsets{}
+	var lag int64
+	for _, sp := range spans {
+		end.set(sp.tp, sp.to)
+		hi, _ := latest.get(sp.tp)
+		lag += max(0, hi-sp.to)
+		if was, _ := start.get(sp.tp); was != sp.to {
+			hasData = true
+		}
+	}
+	if s.until != nil {
+		// Keep the offsets of partitions outside the availableNow bound.
+		for _, tp := range start.partitions() {
+			if _, ok := end.get(tp); !ok {
+				off, _ := start.get(tp)
+				end.set(tp, off)
+			}
+		}
+	}
+	return engine.Planned{End: end.json(), HasData: hasData, Lag: &lag}, nil
+}
+
+// Read returns the records of the logged range: from req.Start (or the
+// recorded starting offsets) up to req.End, per partition. Control records
+// take offsets but yield no row.
+func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadResult, error) {
+	start, err := s.startOffsets(ctx, req.Start)
+	if err != nil {
+		return engine.ReadResult{}, err
+	}
+	end, err := parseOffsets(req.End)
+	if err != nil {
+		return engine.ReadResult{}, err
+	}
+	var spans []span
+	for _, tp := range end.partitions() {
+		to, _ := end.get(tp)
+		from, known := start.get(tp)
+		switch {
+		case !known:
+			from = 0
+		case from > to:
+			// Plan found the offset beyond the partition's end and
+			// failOnDataLoss is false: read from the log start.
+			lo, err := s.logStart(ctx, tp)
+			if err != nil {
+				return engine.ReadResult{}, err
+			}
+			s.log.Warn("Kafka partition restarted below the checkpoint's offset; reading from its start",
+				"topic", tp.topic, "partition", tp.partition, "offset", from, "logStart", lo)
+			from = min(lo, to)
+		}
+		if from < to {
+			spans = append(spans, span{tp: tp, from: from, to: to})
+		}
+	}
+	if len(spans) == 0 {
+		return engine.ReadResult{}, nil
+	}
+	b := s.newBatch(req.Batch)
+	if err := s.fetch(ctx, spans, b.add); err != nil {
+		return engine.ReadResult{}, err
+	}
+	if b.err != nil {
+		return engine.ReadResult{}, b.err
+	}
+	if err := b.flushDeadLetters(ctx); err != nil {
+		return engine.ReadResult{}, err
+	}
+	return engine.ReadResult{Rows: b.rows, Malformed: b.malformed}, nil
+}
+
+// Close closes the source's client.
+func (s *Source) Close() error {
+	s.cl.Close()
+	return nil
+}
+
+// startOffsets returns the offsets a batch starts from: raw, or for a source
+// new to the checkpoint the recorded starting offsets (resolved and recorded
+// on first use).
+func (s *Source) startOffsets(ctx context.Context, raw engine.Offset) (offsets, error) {
+	if len(raw) > 0 {
+		return parseOffsets(raw)
+	}
+	if s.start == nil {
+		if err := s.resolveStart(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return s.start.Offsets.clone(), nil
+}
+
+// resolveStart turns startingOffsets into offsets and records them with the
+// cluster id. A record left by a run that died first wins.
+func (s *Source) resolveStart(ctx context.Context) error {
+	latest, logStarts, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	perPartition, err := s.spec.StartingPartitionOffsets()
+	if err != nil {
+		return fmt.Errorf("startingOffsets: %w", err)
+	}
+	offs := offsets{}
+	for _, tp := range latest.partitions() {
+		hi, _ := latest.get(tp)
+		lo, _ := logStarts.get(tp)
+		switch {
+		case perPartition != nil:
+			off, ok := perPartition[tp.topic][tp.partition]
+			if !ok {
+				return fmt.Errorf("startingOffsets names no offset for topic %s partition %d: list every partition of the source's topics (-2 earliest, -1 latest)", tp.topic, tp.partition)
+			}
+			switch off {
+			case -2:
+				off = lo
+			case -1:
+				off = hi
+			}
+			offs.set(tp, off)
+		case s.spec.StartingOffsets == v1.OffsetsEarliest:
+			offs.set(tp, lo)
+		default:
+			offs.set(tp, hi)
+		}
+	}
+	for t, ps := range perPartition {
+		for p := range ps {
+			if _, ok := offs.get(topicPartition{t, p}); !ok {
+				return fmt.Errorf("startingOffsets names topic %s partition %d, which the source does not read", t, p)
+			}
+		}
+	}
+	rec := startRecord{ClusterID: s.clusterID, StartingOffsets: s.spec.StartingOffsets, Offsets: offs}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	if err := s.store.Create(ctx, StartKey, data); err != nil {
+		if !errors.Is(err, checkpoint.ErrExists) {
+			return fmt.Errorf("record starting offsets: %w", err)
+		}
+		return s.loadStart(ctx)
+	}
+	s.log.Info("Recorded Kafka starting offsets", "startingOffsets", s.spec.StartingOffsets, "offsets", string(offs.json()), "cluster", s.clusterID)
+	s.start = &rec
+	return nil
+}
+
+// list returns the last stable offset and the log start of every partition
+// of the source's topics now.
+func (s *Source) list(ctx context.Context) (latest, logStarts offsets, err error) {
+	err = withRetry(ctx, s.opts.brokerTimeout, "list Kafka offsets", s.log, func(ctx context.Context) error {
+		topics, err := s.topics(ctx)
+		if err != nil || len(topics) == 0 {
+			latest, logStarts = offsets{}, offsets{}
+			return err
+		}
+		hi, err := s.adm.ListCommittedOffsets(ctx, topics...)
+		if err != nil {
+			return err
+		}
+		lo, err := s.adm.ListStartOffsets(ctx, topics...)
+		if err != nil {
+			return err
+		}
+		if latest, err = listed(hi); err != nil {
+			return err
+		}
+		logStarts, err = listed(lo)
+		return err
+	})
+	return latest, logStarts, err
+}
+
+// listed turns kadm's listing into offsets, leaving out topics that do not
+// exist.
+func listed(l kadm.ListedOffsets) (offsets, error) {
+	o := offsets{}
+	for t, ps := range l {
+		for p, lo := range ps {
+			switch {
+			case p < 0 || errors.Is(lo.Err, kerr.UnknownTopicOrPartition):
+				continue
+			case lo.Err != nil:
+				return nil, fmt.Errorf("list offsets of topic %s partition %d: %w", t, p, lo.Err)
+			}
+			o.set(topicPartition{t, p}, lo.Offset)
+		}
+	}
+	return o, nil
+}
+
+// topics returns the topics the source reads now.
+func (s *Source) topics(ctx context.Context) ([]string, error) {
+	if s.pattern == nil {
+		return s.spec.Topics, nil
+	}
+	all, err := s.adm.ListTopics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var topics []string
+	for _, t := range all.Names() {
+		if s.pattern.MatchString(t) {
+			topics = append(topics, t)
+		}
+	}
+	return topics, nil
+}
+
+func (s *Source) logStart(ctx context.Context, tp topicPartition) (int64, error) {
+	var off int64 = -1
+	err := withRetry(ctx, s.opts.brokerTimeout, "list Kafka log start", s.log, func(ctx context.Context) error {
+		l, err := s.adm.ListStartOffsets(ctx, tp.topic)
+		if err != nil {
+			return err
+		}
+		if lo, ok := l.Lookup(tp.topic, tp.partition); ok && lo.Err == nil {
+			off = lo.Offset
+		}
+		return nil
+	})
+	return off, err
+}
+
+// fetch hands every record of the spans to emit, in offset order per
+// partition. A span is done when a record (control records included) at or
+// beyond its last offset arrives; records beyond it wait in the cursor for
+// the next batch.
+func (s *Source) fetch(ctx context.Context, spans []span, emit func(*kgo.Record)) error {
+	pending := make(map[topicPartition]span, len(spans))
+	add := map[string]map[int32]kgo.Offset{}
+	var reset map[string][]int32
+	for _, sp := range spans {
+		c := s.cursors[sp.tp]
+		switch {
+		case c == nil:
+			c = &cursor{}
+			s.cursors[sp.tp] = c
+		case c.pos == sp.from:
+			pending[sp.tp] = sp
+			continue
+		default:
+			if reset == nil {
+				reset = map[string][]int32{}
+			}
+			reset[sp.tp.topic] = append(reset[sp.tp.topic], sp.tp.partition)
+		}
+		c.pos, c.ahead = sp.from, nil
+		if add[sp.tp.topic] == nil {
+			add[sp.tp.topic] = map[int32]kgo.Offset{}
+		}
+		add[sp.tp.topic][sp.tp.partition] = kgo.NewOffset().At(sp.from)
+		pending[sp.tp] = sp
+	}
+	if reset != nil {
+		s.cl.RemoveConsumePartitions(reset)
+	}
+	if len(add) > 0 {
+		s.cl.AddConsumePartitions(add)
+	}
+	// take handles one record of a pending partition and reports whether
+	// the partition's span is done.
+	take := func(c *cursor, sp span, r *kgo.Record) bool {
+		switch {
+		case r.Offset < c.pos:
+			return false // from before a reposition
+		case r.Offset >= sp.to:
+			c.ahead = append(c.ahead, r)
+			c.pos = sp.to
+			return true
+		}
+		if !r.Attrs.IsControl() {
+			emit(r)
+		}
+		c.pos = r.Offset + 1
+		return c.pos >= sp.to
+	}
+	for tp, sp := range pending {
+		c := s.cursors[tp]
+		ahead := c.ahead
+		c.ahead = nil
+		done := false
+		for i, r := range ahead {
+			if done {
+				c.ahead = append(c.ahead, ahead[i:]...)
+				break
+			}
+			done = take(c, sp, r)
+		}
+		if done {
+			delete(pending, tp)
+		}
+	}
+	lastProgress := time.Now()
+	for len(pending) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		fs := s.cl.PollFetches(pctx)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		progressed := false
+		var fetchErr error
+		fs.EachError(func(t string, p int32, err error) {
+			if fetchErr != nil || isContextErr(err) {
+				return
+			}
+			fetchErr = s.fetchError(ctx, topicPartition{t, p}, err, pending)
+			progressed = true
+		})
+		if fetchErr != nil {
+			return fetchErr
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			tp := topicPartition{r.Topic, r.Partition}
+			c := s.cursors[tp]
+			if c == nil {
+				return
+			}
+			sp, ok := pending[tp]
+			if !ok {
+				if r.Offset >= c.pos {
+					c.ahead = append(c.ahead, r)
+				}
+				return
+			}
+			progressed = true
+			if take(c, sp, r) {
+				delete(pending, tp)
+			}
+		})
+		if progressed {
+			lastProgress = time.Now()
+		} else if time.Since(lastProgress) > stallCheck {
+			if err := s.checkStalled(ctx, pending); err != nil {
+				return err
+			}
+			lastProgress = time.Now()
+		}
+	}
+	return nil
+}
+
+// fetchError handles an error the consumer returned for a partition. Out of
+// range below the log start is data loss; other errors stop the read.
+func (s *Source) fetchError(ctx context.Context, tp topicPartition, err error, pending map[topicPartition]span) error {
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return err
+	}
+	sp, ok := pending[tp]
+	if !errors.Is(err, kerr.OffsetOutOfRange) {
+		return fmt.Errorf("read topic %s partition %d: %w", tp.topic, tp.partition, err)
+	}
+	c := s.cursors[tp]
+	lo, lerr := s.logStart(ctx, tp)
+	if lerr != nil {
+		return lerr
+	}
+	if !ok {
+		// Out of range where no batch reads now: start over there when one
+		// does.
+		delete(s.cursors, tp)
+		s.cl.RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
+		return nil
+	}
+	if lo <= c.pos {
+		return fmt.Errorf("read topic %s partition %d at offset %d (log start %d): %w", tp.topic, tp.partition, c.pos, lo, err)
+	}
+	if s.failOnLoss {
+		return &DataLossError{Topic: tp.topic, Partition: tp.partition, From: c.pos, Available: lo,
+			Why: "retention or DeleteRecords removed them"}
+	}
+	n := min(lo, sp.to) - c.pos
+	s.lost.Add(n)
+	s.log.Warn("Skipped Kafka records that are gone", "topic", tp.topic, "partition", tp.partition,
+		"from", c.pos, "to", lo, "lost", n)
+	s.cl.RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
+	if lo >= sp.to {
+		delete(s.cursors, tp)
+		delete(pending, tp)
+		return nil
+	}
+	c.pos, c.ahead = lo, nil
+	s.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.topic: {tp.partition: kgo.NewOffset().At(lo)}})
+	return nil
+}
+
+// checkStalled asks the brokers about partitions whose records have not come
+// for a while: records that vanished are data loss; otherwise the read goes
+// on waiting (a broker may be restarting).
+func (s *Source) checkStalled(ctx context.Context, pending map[topicPartition]span) error {
+	latest, logStarts, err := s.list(ctx)
+	if err != nil {
+		return err
+	}
+	for _, tp := range slices.SortedFunc(func(yield func(topicPartition) bool) {
+		for tp := range pending {
+			if !yield(tp) {
+				return
+			}
+		}
+	}, compareTP) {
+		sp := pending[tp]
+		c := s.cursors[tp]
+		hi, ok := latest.get(tp)
+		lo, _ := logStarts.get(tp)
+		var loss *DataLossError
+		switch {
+		case !ok:
+			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: c.pos, Available: -1, Why: "the topic or partition was deleted"}
+		case hi < sp.to && hi <= c.pos:
+			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: c.pos, Available: hi, Why: "the partition was truncated"}
+		case lo > c.pos:
+			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: c.pos, Available: lo, Why: "retention or DeleteRecords removed them"}
+		default:
+			s.log.Warn("Waiting for Kafka records", "topic", tp.topic, "partition", tp.partition, "offset", c.pos, "until", sp.to)
+			continue
+		}
+		if s.failOnLoss {
+			return loss
+		}
+		s.lost.Add(sp.to - c.pos)
+		s.log.Warn("Skipped Kafka records that are gone", "error", loss.Error())
+		s.cl.RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
+		delete(s.cursors, tp)
+		delete(pending, tp)
+	}
+	return nil
+}
