@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"runtime"
 	"slices"
 	"strings"
@@ -68,8 +69,9 @@ type Partition struct {
 	dirty map[string]struct{}
 	bytes int64
 	// Hint is kept for the operator and never read by the store: Load sets
-	// it to 0 and nothing else touches it. Operators use it for a bound on
-	// their keys (such as the oldest event time) to skip scans.
+	// it to math.MinInt64 and nothing else touches it. Operators use it for
+	// a lower bound on their keys (such as the oldest event time) to skip
+	// scans.
 	Hint int64
 	// sinceSnapshot counts the deltas after the newest snapshot.
 	sinceSnapshot int
@@ -106,7 +108,7 @@ func Open(ctx context.Context, cs checkpoint.Store, meta Metadata, opts Options)
 	}
 	s := &Store{cs: cs, meta: meta, opts: opts, version: -1}
 	for i := range opts.Partitions {
-		s.parts = append(s.parts, &Partition{id: i, rows: map[string][]byte{}, dirty: map[string]struct{}{}})
+		s.parts = append(s.parts, &Partition{id: i, rows: map[string][]byte{}, dirty: map[string]struct{}{}, Hint: math.MinInt64})
 	}
 	s.snap = startSnapshotter(ctx, s, 2*opts.Partitions)
 	return s, nil
@@ -198,7 +200,7 @@ func (s *Store) loadPartition(ctx context.Context, p *Partition, files []checkpo
 			start = i
 		}
 	}
-	p.rows, p.dirty, p.bytes, p.Hint, p.sinceSnapshot = nil, map[string]struct{}{}, 0, 0, 0
+	p.rows, p.dirty, p.bytes, p.Hint, p.sinceSnapshot = nil, map[string]struct{}{}, 0, math.MinInt64, 0
 	p.updated, p.removed = 0, 0
 	var load []checkpoint.StateFile
 	after := int64(-1) // deltas at or before it are in the snapshot

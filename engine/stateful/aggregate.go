@@ -1,0 +1,682 @@
+package stateful
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/state"
+)
+
+var _ Operator = (*Aggregate)(nil)
+
+// AggregateConfig describes an aggregate step to NewAggregate.
+type AggregateConfig struct {
+	// Name is the operator's name in the checkpoint (v1.Step.StatefulName).
+	Name string
+	Spec *v1.Aggregate
+	// Input holds the columns flowing into the step.
+	Input v1.Columns
+	// EventTime is the event-time column in force at the step
+	// (EventTimeColumns), "" when the query has no watermark before it.
+	EventTime string
+	Mode      v1.OutputMode
+}
+
+// Aggregate groups rows by its keys (columns and an event-time window) and
+// computes its aggregates per group, keeping one state row per group.
+type Aggregate struct {
+	name   string
+	mode   v1.OutputMode
+	keys   []keyPart
+	window *window
+	// evict says how the watermark closes groups.
+	evict    evictKind
+	evictCol int // the input column of evictColumn
+	aggs     []aggSpec
+	out      v1.Columns
+	meta     state.Metadata
+	// scratch holds per-batch buffers, reused across batches.
+	scratch sync.Pool
+}
+
+type evictKind int
+
+const (
+	evictNone   evictKind = iota
+	evictWindow           // by window end
+	evictColumn           // by the event-time key column
+)
+
+// keyPart is one grouping key: an input column, or the window.
+type keyPart struct {
+	col    int
+	window bool
+}
+
+// window is a tumbling (slide == size) or sliding event-time window, in
+// nanoseconds, aligned to the epoch.
+type window struct {
+	col         int
+	size, slide int64
+}
+
+// aggSpec is one compiled aggregation.
+type aggSpec struct {
+	fn  v1.AggregateFunction
+	col int // -1 for count of rows
+	in  v1.ColumnType
+}
+
+// NewAggregate compiles an aggregate step. The spec must be valid
+// (v1.StreamingQuery.Validate).
+func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
+	a := &Aggregate{name: cfg.Name, mode: cfg.Mode, evictCol: -1}
+	type keyDesc struct {
+		Column string `json:"column,omitempty"`
+		Type   string `json:"type,omitempty"`
+		Window *struct {
+			Column   string `json:"column"`
+			Duration string `json:"duration"`
+			Slide    string `json:"slide"`
+		} `json:"window,omitempty"`
+	}
+	type aggDesc struct {
+		Function string `json:"function"`
+		Input    string `json:"input,omitempty"`
+		Type     string `json:"type,omitempty"`
+	}
+	desc := struct {
+		Kind       string    `json:"kind"`
+		Format     int       `json:"format"`
+		Keys       []keyDesc `json:"keys"`
+		Aggregates []aggDesc `json:"aggregates"`
+		Eviction   string    `json:"eviction,omitempty"`
+	}{Kind: string(v1.StepAggregate), Format: 1, Keys: []keyDesc{}}
+	var keySchema, valueSchema []state.Field
+	for _, g := range cfg.Spec.GroupBy {
+		if w := g.Window; w != nil {
+			col := columnIndex(cfg.Input, w.Column)
+			size, err := w.Duration.Parse()
+			if err != nil || col < 0 || size <= 0 {
+				return nil, fmt.Errorf("aggregate %s: invalid window on %q of %q", cfg.Name, w.Column, w.Duration)
+			}
+			slide, err := w.Slide.Parse()
+			if err != nil || slide > size {
+				return nil, fmt.Errorf("aggregate %s: invalid window slide %q", cfg.Name, w.Slide)
+			}
+			if slide == 0 {
+				slide = size
+			}
+			a.window = &window{col: col, size: int64(size), slide: int64(slide)}
+			a.keys = append(a.keys, keyPart{col: col, window: true})
+			a.out = append(a.out, v1.Column{Name: v1.ColumnWindowStart, Type: v1.TypeTimestamp}, v1.Column{Name: v1.ColumnWindowEnd, Type: v1.TypeTimestamp})
+			kd := keyDesc{}
+			kd.Window = &struct {
+				Column   string `json:"column"`
+				Duration string `json:"duration"`
+				Slide    string `json:"slide"`
+			}{w.Column, size.String(), slide.String()}
+			desc.Keys = append(desc.Keys, kd)
+			keySchema = append(keySchema, state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp),
+				Function: "window(" + size.String() + ", " + slide.String() + ")", Input: w.Column})
+			if cfg.EventTime != "" && w.Column == cfg.EventTime {
+				a.evict = evictWindow
+			}
+			continue
+		}
+		col := columnIndex(cfg.Input, g.Column)
+		if col < 0 {
+			return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, g.Column)
+		}
+		t := cfg.Input[col].Type
+		a.keys = append(a.keys, keyPart{col: col})
+		a.out = append(a.out, v1.Column{Name: g.Column, Type: t})
+		desc.Keys = append(desc.Keys, keyDesc{Column: g.Column, Type: string(t)})
+		keySchema = append(keySchema, state.Field{Name: g.Column, Type: string(t)})
+		if cfg.EventTime != "" && g.Column == cfg.EventTime && a.evictCol < 0 {
+			a.evictCol = col
+		}
+	}
+	if a.evict == evictNone && a.evictCol >= 0 {
+		a.evict = evictColumn
+	}
+	switch a.evict {
+	case evictWindow, evictColumn:
+		desc.Eviction = cfg.EventTime
+	}
+	for _, ag := range cfg.Spec.Aggregates {
+		s := aggSpec{fn: ag.Function, col: -1}
+		if ag.Column != "" {
+			if s.col = columnIndex(cfg.Input, ag.Column); s.col < 0 {
+				return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, ag.Column)
+			}
+			s.in = cfg.Input[s.col].Type
+		}
+		var out v1.ColumnType
+		switch ag.Function {
+		case v1.AggCount, v1.AggCountDistinct:
+			out = v1.TypeLong
+		case v1.AggAvg:
+			out = v1.TypeDouble
+		case v1.AggSum, v1.AggMin, v1.AggMax:
+			out = s.in
+		default:
+			return nil, fmt.Errorf("aggregate %s: unknown function %q", cfg.Name, ag.Function)
+		}
+		if ag.Function != v1.AggCount && s.col < 0 {
+			return nil, fmt.Errorf("aggregate %s: %s needs an input column", cfg.Name, ag.Function)
+		}
+		a.aggs = append(a.aggs, s)
+		a.out = append(a.out, v1.Column{Name: ag.Name, Type: out})
+		desc.Aggregates = append(desc.Aggregates, aggDesc{Function: string(ag.Function), Input: ag.Column, Type: string(s.in)})
+		valueSchema = append(valueSchema, state.Field{Name: ag.Name, Type: string(out), Function: string(ag.Function), Input: ag.Column})
+	}
+	c := computes(desc)
+	a.meta = state.Metadata{
+		Operator:    cfg.Name,
+		Kind:        string(v1.StepAggregate),
+		KeySchema:   keySchema,
+		ValueSchema: valueSchema,
+		Eviction:    desc.Eviction,
+		Computes:    c,
+		Fingerprint: state.Fingerprint(c),
+	}
+	return a, nil
+}
+
+// Columns returns the step's output columns: the keys in order (a window
+// as window_start, window_end), then the aggregates.
+func (a *Aggregate) Columns() v1.Columns { return a.out }
+
+// Metadata describes the operator's state.
+func (a *Aggregate) Metadata() state.Metadata { return a.meta }
+
+// Evicts reports whether the watermark closes groups, so that state stays
+// bounded (in append and update mode).
+func (a *Aggregate) Evicts() bool { return a.evict != evictNone && a.mode != v1.OutputComplete }
+
+// acc is the running value of one aggregation of one group.
+type acc struct {
+	n   int64   // count; avg's count
+	i   int64   // sum of longs
+	f   float64 // sum of doubles; avg's sum
+	has bool    // sum, min, max: a value was seen
+	v   any     // min, max
+	set map[string]struct{}
+}
+
+// batchTable pre-aggregates one batch's rows per partition before they are
+// merged into the state.
+type batchTable struct {
+	idx  []map[string]int32
+	accs []acc
+	n    int
+}
+
+func (t *batchTable) reset(parts, n int) {
+	if len(t.idx) != parts {
+		t.idx = make([]map[string]int32, parts)
+		for i := range t.idx {
+			t.idx[i] = map[string]int32{}
+		}
+	}
+	for _, m := range t.idx {
+		clear(m)
+	}
+	clear(t.accs)
+	t.accs, t.n = t.accs[:0], n
+}
+
+// group returns the accumulators of key in partition part, adding them.
+// The slice is valid until the next call.
+func (t *batchTable) group(key []byte, part int) []acc {
+	m := t.idx[part]
+	i, ok := m[string(key)]
+	if !ok {
+		i = int32(len(t.accs) / t.n)
+		m[string(key)] = i
+		for range t.n {
+			t.accs = append(t.accs, acc{})
+		}
+	}
+	return t.accs[int(i)*t.n : (int(i)+1)*t.n]
+}
+
+// Process aggregates one batch into st and returns the rows the output mode
+// asks for (see the package doc).
+func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics, error) {
+	parts := st.Partitions()
+	wm := b.watermarkNanos()
+	dropLate := a.Evicts()
+	bt, _ := a.scratch.Get().(*batchTable)
+	if bt == nil {
+		bt = &batchTable{}
+	}
+	defer a.scratch.Put(bt)
+	bt.reset(parts, len(a.aggs))
+	var (
+		m       Metrics
+		key     = make([]byte, 0, 64)
+		scratch []byte
+	)
+	add := func(r Row, key []byte) {
+		accs := bt.group(key, state.PartitionOf(key, parts))
+		for j := range a.aggs {
+			scratch = a.aggs[j].update(&accs[j], r, scratch)
+		}
+	}
+	for _, r := range rows {
+		switch {
+		case a.window != nil:
+			ts, ok := nanos(r[a.window.col])
+			if !ok {
+				continue // no window holds a null event time (Spark drops it too)
+			}
+			late, placed := false, false
+			for start := floorDiv(ts, a.window.slide) * a.window.slide; start > ts-a.window.size; start -= a.window.slide {
+				end := start + a.window.size
+				if dropLate && end <= wm {
+					late = true
+					continue
+				}
+				key = a.appendKey(key[:0], r, start, end)
+				add(r, key)
+				placed = true
+			}
+			if late && !placed {
+				m.DroppedByWatermark++
+			}
+		case a.evict == evictColumn:
+			ts, ok := nanos(r[a.evictCol])
+			if !ok {
+				ts = math.MaxInt64 // a null event time is never evicted
+			}
+			if dropLate && ts <= wm {
+				m.DroppedByWatermark++
+				continue
+			}
+			key = a.appendKey(key[:0], r, 0, ts)
+			add(r, key)
+		default:
+			key = a.appendKey(key[:0], r, 0, 0)
+			add(r, key)
+		}
+	}
+
+	outs := make([][]Row, parts)
+	err := st.Update(func(p *state.Partition) error {
+		out, err := a.merge(p, bt, wm)
+		outs[p.ID()] = out
+		return err
+	})
+	if err != nil {
+		return nil, m, fmt.Errorf("aggregate %s: %w", a.name, err)
+	}
+	var out []Row
+	for _, o := range outs {
+		out = append(out, o...)
+	}
+	m.Emitted = int64(len(out))
+	return out, m, nil
+}
+
+// keyedRow is an output row with its state key, to sort output.
+type keyedRow struct {
+	key string
+	row Row
+}
+
+// merge folds the batch's groups of partition p into its state, evicts
+// closed groups, and returns the partition's output rows.
+func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, error) {
+	n := len(a.aggs)
+	tmp := make([]acc, n)
+	var emit []keyedRow
+	for key, gi := range bt.idx[p.ID()] {
+		clear(tmp)
+		if old, ok := p.Get(key); ok {
+			if err := a.decodeAccs(old, tmp); err != nil {
+				return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
+			}
+		} else if a.evict != evictNone {
+			p.Hint = min(p.Hint, evictTime(key))
+		}
+		batch := bt.accs[int(gi)*n : (int(gi)+1)*n]
+		for j := range a.aggs {
+			a.aggs[j].merge(&tmp[j], &batch[j])
+		}
+		p.Put(key, a.encodeAccs(tmp))
+		if a.mode == v1.OutputUpdate {
+			row, err := a.row(key, tmp)
+			if err != nil {
+				return nil, err
+			}
+			emit = append(emit, keyedRow{key, row})
+		}
+	}
+	switch {
+	case a.mode == v1.OutputComplete:
+		// The whole result, every batch; nothing is evicted. Not sorted:
+		// the sinks of complete mode replace their output.
+		out := make([]Row, 0, p.Len())
+		for key, val := range p.All() {
+			clear(tmp)
+			if err := a.decodeAccs(val, tmp); err != nil {
+				return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
+			}
+			row, err := a.row(key, tmp)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, row)
+		}
+		return out, nil
+	case a.evict != evictNone && wm >= p.Hint:
+		floor := int64(math.MaxInt64)
+		for key, val := range p.All() {
+			t := evictTime(key)
+			if t > wm {
+				floor = min(floor, t)
+				continue
+			}
+			if a.mode == v1.OutputAppend {
+				clear(tmp)
+				if err := a.decodeAccs(val, tmp); err != nil {
+					return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
+				}
+				row, err := a.row(key, tmp)
+				if err != nil {
+					return nil, err
+				}
+				emit = append(emit, keyedRow{key, row})
+			}
+			p.Delete(key)
+		}
+		p.Hint = floor
+	}
+	slices.SortFunc(emit, func(x, y keyedRow) int { return strings.Compare(x.key, y.key) })
+	out := make([]Row, len(emit))
+	for i, e := range emit {
+		out[i] = e.row
+	}
+	return out, nil
+}
+
+// appendKey appends the state key of row r: the eviction time (window end,
+// or the event-time column) when the operator evicts, then each grouping
+// key's value in order, the window as its start.
+func (a *Aggregate) appendKey(b []byte, r Row, windowStart, evictAt int64) []byte {
+	if a.evict != evictNone {
+		b = appendEvictTime(b, evictAt)
+	}
+	for _, k := range a.keys {
+		if k.window {
+			b = appendNanos(b, windowStart)
+		} else {
+			b = appendValue(b, r[k.col])
+		}
+	}
+	return b
+}
+
+// row builds the output row of a group from its key and accumulators.
+func (a *Aggregate) row(key string, accs []acc) (Row, error) {
+	row := make(Row, 0, len(a.out))
+	b := []byte(key)
+	if a.evict != evictNone {
+		b = b[evictPrefix:]
+	}
+	for _, k := range a.keys {
+		v, rest, err := readValue(b)
+		if err != nil {
+			return nil, fmt.Errorf("aggregate %s: key: %w", a.name, err)
+		}
+		b = rest
+		if k.window {
+			start, _ := v.(time.Time)
+			row = append(row, start, start.Add(time.Duration(a.window.size)))
+			continue
+		}
+		row = append(row, v)
+	}
+	for j := range a.aggs {
+		row = append(row, a.aggs[j].result(&accs[j]))
+	}
+	return row, nil
+}
+
+func appendNanos(b []byte, ns int64) []byte {
+	return appendValue(b, time.Unix(0, ns).UTC())
+}
+
+// update adds the row's input to one accumulator. scratch is a reusable
+// buffer for count_distinct.
+func (s *aggSpec) update(c *acc, r Row, scratch []byte) []byte {
+	if s.col < 0 { // count of rows
+		c.n++
+		return scratch
+	}
+	v := r[s.col]
+	if v == nil {
+		return scratch // every aggregate ignores nulls, as in SQL
+	}
+	switch s.fn {
+	case v1.AggCount:
+		c.n++
+	case v1.AggSum:
+		if s.in == v1.TypeDouble {
+			c.f += toFloat(v)
+		} else {
+			c.i += toInt(v)
+		}
+		c.has = true
+	case v1.AggAvg:
+		c.f += toFloat(v)
+		c.n++
+	case v1.AggMin:
+		if !c.has || less(v, c.v) {
+			c.v, c.has = v, true
+		}
+	case v1.AggMax:
+		if !c.has || less(c.v, v) {
+			c.v, c.has = v, true
+		}
+	case v1.AggCountDistinct:
+		scratch = appendValue(scratch[:0], v)
+		if c.set == nil {
+			c.set = map[string]struct{}{}
+		}
+		if _, ok := c.set[string(scratch)]; !ok {
+			c.set[string(scratch)] = struct{}{}
+		}
+	}
+	return scratch
+}
+
+// merge folds src into dst.
+func (s *aggSpec) merge(dst, src *acc) {
+	switch s.fn {
+	case v1.AggCount:
+		dst.n += src.n
+	case v1.AggSum:
+		dst.i += src.i
+		dst.f += src.f
+		dst.has = dst.has || src.has
+	case v1.AggAvg:
+		dst.f += src.f
+		dst.n += src.n
+	case v1.AggMin:
+		if src.has && (!dst.has || less(src.v, dst.v)) {
+			dst.v, dst.has = src.v, true
+		}
+	case v1.AggMax:
+		if src.has && (!dst.has || less(dst.v, src.v)) {
+			dst.v, dst.has = src.v, true
+		}
+	case v1.AggCountDistinct:
+		if dst.set == nil {
+			dst.set = make(map[string]struct{}, len(src.set))
+		}
+		for k := range src.set {
+			dst.set[k] = struct{}{}
+		}
+	}
+}
+
+// result is the aggregate's output value (null for a sum, min, max or avg
+// of no value, as in SQL).
+func (s *aggSpec) result(c *acc) any {
+	switch s.fn {
+	case v1.AggCount:
+		return c.n
+	case v1.AggSum:
+		switch {
+		case !c.has:
+			return nil
+		case s.in == v1.TypeDouble:
+			return c.f
+		}
+		return c.i
+	case v1.AggAvg:
+		if c.n == 0 {
+			return nil
+		}
+		return c.f / float64(c.n)
+	case v1.AggMin, v1.AggMax:
+		if !c.has {
+			return nil
+		}
+		return c.v
+	case v1.AggCountDistinct:
+		return int64(len(c.set))
+	}
+	return nil
+}
+
+// encodeAccs encodes a group's accumulators as its state value:
+//
+//	count           uvarint n
+//	sum             0 (none) | 1 varint (long) or 8-byte double
+//	min, max        a tagged value (tagNull for none)
+//	avg             uvarint n, then the 8-byte double sum when n > 0
+//	count_distinct  uvarint n, then n sorted length-prefixed encoded values
+func (a *Aggregate) encodeAccs(accs []acc) []byte {
+	b := make([]byte, 0, 4*len(accs)+8)
+	for j := range a.aggs {
+		s, c := &a.aggs[j], &accs[j]
+		switch s.fn {
+		case v1.AggCount:
+			b = binary.AppendUvarint(b, uint64(c.n))
+		case v1.AggSum:
+			switch {
+			case !c.has:
+				b = append(b, 0)
+			case s.in == v1.TypeDouble:
+				b = binary.BigEndian.AppendUint64(append(b, 1), math.Float64bits(c.f))
+			default:
+				b = binary.AppendVarint(append(b, 1), c.i)
+			}
+		case v1.AggMin, v1.AggMax:
+			if c.has {
+				b = appendValue(b, c.v)
+			} else {
+				b = append(b, tagNull)
+			}
+		case v1.AggAvg:
+			b = binary.AppendUvarint(b, uint64(c.n))
+			if c.n > 0 {
+				b = binary.BigEndian.AppendUint64(b, math.Float64bits(c.f))
+			}
+		case v1.AggCountDistinct:
+			vals := make([]string, 0, len(c.set))
+			for k := range c.set {
+				vals = append(vals, k)
+			}
+			slices.Sort(vals)
+			b = binary.AppendUvarint(b, uint64(len(vals)))
+			for _, v := range vals {
+				b = binary.AppendUvarint(b, uint64(len(v)))
+				b = append(b, v...)
+			}
+		}
+	}
+	return b
+}
+
+// decodeAccs is the inverse of encodeAccs, into zeroed accumulators.
+func (a *Aggregate) decodeAccs(b []byte, accs []acc) error {
+	for j := range a.aggs {
+		s, c := &a.aggs[j], &accs[j]
+		switch s.fn {
+		case v1.AggCount:
+			n, w := binary.Uvarint(b)
+			if w <= 0 {
+				return errCorrupt
+			}
+			c.n, b = int64(n), b[w:]
+		case v1.AggSum:
+			if len(b) == 0 {
+				return errCorrupt
+			}
+			c.has, b = b[0] == 1, b[1:]
+			if !c.has {
+				break
+			}
+			if s.in == v1.TypeDouble {
+				if len(b) < 8 {
+					return errCorrupt
+				}
+				c.f, b = math.Float64frombits(binary.BigEndian.Uint64(b)), b[8:]
+				break
+			}
+			v, w := binary.Varint(b)
+			if w <= 0 {
+				return errCorrupt
+			}
+			c.i, b = v, b[w:]
+		case v1.AggMin, v1.AggMax:
+			v, rest, err := readValue(b)
+			if err != nil {
+				return err
+			}
+			c.v, c.has, b = v, v != nil, rest
+		case v1.AggAvg:
+			n, w := binary.Uvarint(b)
+			if w <= 0 {
+				return errCorrupt
+			}
+			c.n, b = int64(n), b[w:]
+			if c.n > 0 {
+				if len(b) < 8 {
+					return errCorrupt
+				}
+				c.f, b = math.Float64frombits(binary.BigEndian.Uint64(b)), b[8:]
+			}
+		case v1.AggCountDistinct:
+			n, w := binary.Uvarint(b)
+			if w <= 0 {
+				return errCorrupt
+			}
+			b = b[w:]
+			c.set = make(map[string]struct{}, n)
+			for range n {
+				l, w := binary.Uvarint(b)
+				if w <= 0 || uint64(len(b)-w) < l {
+					return errCorrupt
+				}
+				c.set[string(b[w:w+int(l)])] = struct{}{}
+				b = b[w+int(l):]
+			}
+		}
+	}
+	if len(b) != 0 {
+		return errCorrupt
+	}
+	return nil
+}

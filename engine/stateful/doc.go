@@ -1,0 +1,28 @@
+// Package stateful holds the stateful operators of a query — aggregate,
+// dropDuplicates — and the event-time watermark, as plain code over rows
+// (docs/state.md). It knows nothing of the engine's batch loop: the engine
+// loads each operator's [state.Store] at the batch's version, calls Process
+// with the batch's rows and watermark, and commits the store.
+//
+// # Rows
+//
+// A [Row] holds one value per column: string, int64, float64, bool,
+// time.Time or nil (null), as the column's type says.
+//
+// # Watermark
+//
+// [Watermark] tracks the newest event time of the rows that pass it; the
+// watermark of the next batch is max(current, newest − delay), so it only
+// moves forward. A batch runs with the watermark its offsets entry logged.
+//
+// # Output modes (Spark's rules)
+//
+// An aggregate on an event-time window or column with a watermark before it
+// drops late rows (their window closed: window_end ≤ watermark, or event time
+// ≤ watermark) and counts them, and evicts closed groups. In append mode it
+// writes each group once, when the watermark closes it; in update mode it
+// writes the groups each batch changed; in complete mode it writes every
+// group every batch and keeps all state (nothing is late). dropDuplicates
+// writes first occurrences; with the watermark column among its columns it
+// drops late rows and evicts keys the watermark passed.
+package stateful

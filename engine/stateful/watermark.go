@@ -1,0 +1,104 @@
+package stateful
+
+import (
+	"fmt"
+	"strings"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// Watermark tracks event time on a timestamp column (a watermark step). It
+// passes rows through unchanged. Observe is called with each batch's rows,
+// late ones included (as Spark's EventTimeWatermarkExec); Advance then gives
+// the watermark of the next batch.
+type Watermark struct {
+	col     int
+	delayMs int64
+	maxMs   int64
+	seen    bool
+}
+
+// NewWatermark compiles a watermark step over the columns in.
+func NewWatermark(spec *v1.Watermark, in v1.Columns) (*Watermark, error) {
+	col := columnIndex(in, spec.Column)
+	if col < 0 {
+		return nil, fmt.Errorf("watermark: no column %q", spec.Column)
+	}
+	delay, err := spec.Delay.Parse()
+	if err != nil {
+		return nil, fmt.Errorf("watermark delay: %w", err)
+	}
+	return &Watermark{col: col, delayMs: delay.Milliseconds()}, nil
+}
+
+// Observe notes the newest event time among rows. Null event times are
+// ignored.
+func (w *Watermark) Observe(rows []Row) {
+	for _, r := range rows {
+		if ns, ok := nanos(r[w.col]); ok {
+			ms := floorDiv(ns, 1e6)
+			if !w.seen || ms > w.maxMs {
+				w.maxMs, w.seen = ms, true
+			}
+		}
+	}
+}
+
+// Advance returns the watermark for the batch after the observed rows:
+// max(current, newest event time − delay), or current when no row had an
+// event time. It forgets the observed rows.
+func (w *Watermark) Advance(current int64) int64 {
+	next := current
+	if w.seen {
+		next = max(current, w.maxMs-w.delayMs)
+	}
+	w.seen, w.maxMs = false, 0
+	return next
+}
+
+// EventTimeColumns follows the watermark's column through the transform:
+// element i is the event-time column flowing into spec.Transform[i], "" where
+// none is in force. A select that copies the column as is (`expr: ts`)
+// carries it under its new name; any other select drops it.
+func EventTimeColumns(spec *v1.StreamingQuerySpec) []string {
+	out := make([]string, len(spec.Transform))
+	cur := ""
+	for i := range spec.Transform {
+		st := &spec.Transform[i]
+		out[i] = cur
+		switch {
+		case st.Watermark != nil:
+			cur = st.Watermark.Column
+		case st.Select != nil:
+			next := ""
+			for _, p := range st.Select {
+				if cur != "" && strings.TrimSpace(p.Expr) == cur {
+					next = p.Name
+					break
+				}
+			}
+			cur = next
+		case st.Aggregate != nil:
+			cur = ""
+		}
+	}
+	return out
+}
+
+func columnIndex(cols v1.Columns, name string) int {
+	for i, c := range cols {
+		if c.Name == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// floorDiv divides rounding towards negative infinity.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if (a%b != 0) && ((a < 0) != (b < 0)) {
+		q--
+	}
+	return q
+}
