@@ -372,7 +372,7 @@ func TestAggregateStateBounded(t *testing.T) {
 		}
 	}
 	r.run(order("x", "c0", 1, 1, at(10_000))) // moves the watermark past every window
-	out, _ := r.run()                          // the no-data batch closes them
+	out, _ := r.run()                         // the no-data batch closes them
 	for _, o := range out {
 		written += o[3].(int64)
 	}
