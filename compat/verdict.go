@@ -47,7 +47,7 @@ type Finding struct {
 	// Remedy says how to go on: for a rejected change, revert it or start fresh at a new
 	// checkpoint location (and what that means for the sink); for a warning, how to avoid
 	// the effect. Empty for an allowed change.
-	Remedy string `json:"remedy,omitempty"`
+	Remedy string `json:"remedy"`
 }
 
 // Verdict is the judgement of a new spec against what a checkpoint recorded.

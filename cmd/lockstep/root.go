@@ -13,6 +13,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		newVersionCommand(),
 		newRunCommand(),
+		newPlanCommand(),
 		newEngineCommand(),
 		newControllerCommand(),
 	)

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+// Output formats of lockstep plan.
+const (
+	planText = "text"
+	planJSON = "json"
+)
+
+// planOptions are the flags of lockstep plan, and what the command validates against.
+type planOptions struct {
+	file, location, from, output string
+	// features are those the new spec may use: v1.Supported(), as in lockstep run.
+	features v1.Features
+	// openOpts open the checkpoint location.
+	openOpts []checkpoint.OpenOption
+}
+
+func newPlanCommand() *cobra.Command {
+	return planCommand(planOptions{
+		features: v1.Supported(),
+		openOpts: []checkpoint.OpenOption{checkpoint.WithS3(s3.Opener(s3.ReadOnly()))},
+	})
+}
+
+func planCommand(o planOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "plan -f NEW.yaml (--checkpoint LOCATION | --from OLD.yaml) [-o text|json]",
+		Short: "Judge a query change against what its checkpoint recorded",
+		Long: `Judge a StreamingQuery against the shape its checkpoint recorded, before it is applied,
+like a Terraform plan: each change that matters to the checkpoint is listed with its rule,
+spec path, old and new values, the reason, and the remedy, followed by the verdict and the
+delivery guarantee of the new query. The rules are in docs/compatibility.md.
+
+--checkpoint reads the newest shape from a checkpoint location (a path, file:///path or
+s3://bucket/prefix), read-only; a location without a checkpoint allows everything.
+--from judges against the shape OLD.yaml would have recorded.
+
+Marks: ✓ allowed, ! allowed with a warning, ✗ rejected.
+
+Exit codes: 0 allowed or allowed with warnings, 3 rejected, 2 an invalid spec or
+unreadable input (manifest, checkpoint or flags), 1 another failure.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return o.run(cmd.Context(), cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().StringVarP(&o.file, "file", "f", "", "the new StreamingQuery manifest (YAML or JSON)")
+	cmd.Flags().StringVar(&o.location, "checkpoint", "", "judge against the newest shape in this checkpoint location")
+	cmd.Flags().StringVar(&o.from, "from", "", "judge against the shape of this StreamingQuery manifest")
+	cmd.Flags().StringVarP(&o.output, "output", "o", planText, "output format: text or json")
+	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(exitInvalid, err) })
+	return cmd
+}
+
+func (o *planOptions) run(ctx context.Context, w io.Writer) error {
+	switch {
+	case o.output != planText && o.output != planJSON:
+		return withExitCode(exitInvalid, fmt.Errorf("--output %q: want text or json", o.output))
+	case o.file == "":
+		return withExitCode(exitInvalid, errors.New("give the new query with -f NEW.yaml"))
+	case (o.location == "") == (o.from == ""):
+		return withExitCode(exitInvalid, errors.New("give exactly one of --checkpoint LOCATION and --from OLD.yaml"))
+	}
+	q, err := readQueryFile(o.file)
+	if err != nil {
+		return withExitCode(exitInvalid, err)
+	}
+	if errs := q.Validate(o.features); len(errs) > 0 {
+		return withExitCode(exitInvalid, fieldErrors(o.file, errs.ToAggregate().Errors()))
+	}
+
+	var old *compat.Shape
+	var against string
+	if o.from != "" {
+		old, against, err = o.shapeFrom()
+	} else {
+		old, against, err = o.shapeInCheckpoint(ctx)
+	}
+	if err != nil {
+		return err
+	}
+
+	v := compat.Check(shapeOrZero(old), &q.Spec)
+	if o.output == planJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(v)
+	} else {
+		if _, err = fmt.Fprintf(w, "Judging %s against %s.\n\n", o.file, against); err == nil {
+			err = v.WriteText(w)
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("write the plan: %w", err)
+	}
+	if v.Severity == compat.Rejected {
+		return withExitCode(exitRefused, fmt.Errorf("the checkpoint refuses this change (%d rejected)", len(v.Rejected())))
+	}
+	return nil
+}
+
+// shapeFrom returns the shape of the --from manifest.
+func (o *planOptions) shapeFrom() (*compat.Shape, string, error) {
+	q, err := readQueryFile(o.from)
+	if err != nil {
+		return nil, "", withExitCode(exitInvalid, err)
+	}
+	sh, err := compat.ShapeOf(&q.Spec)
+	if err != nil {
+		return nil, "", withExitCode(exitInvalid, fmt.Errorf("%s: %w", o.from, err))
+	}
+	return &sh, "the shape of " + o.from, nil
+}
+
+// shapeInCheckpoint returns the newest shape in the --checkpoint location, read-only; nil
+// when there is no checkpoint there or it has run no batch yet.
+func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, string, error) {
+	loc := o.location
+	if u, err := url.Parse(loc); err == nil && u.Scheme == "" && !filepath.IsAbs(loc) {
+		if abs, err := filepath.Abs(loc); err == nil {
+			loc = abs
+		}
+	}
+	store, err := checkpoint.Open(ctx, loc, o.openOpts...)
+	if err != nil {
+		return nil, "", withExitCode(exitInvalid, err)
+	}
+	c, err := checkpoint.Load(ctx, store)
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		return nil, "checkpoint " + o.location + ": there is no checkpoint there yet", nil
+	}
+	if err != nil {
+		return nil, "", withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
+	}
+	from, data, err := c.LatestShape(ctx)
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		head, herr := c.Head(ctx)
+		if herr != nil {
+			return nil, "", withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, herr))
+		}
+		if head.Planned == nil {
+			return nil, "checkpoint " + o.location + ": it has run no batch yet", nil
+		}
+		return nil, "", withExitCode(exitInvalid, fmt.Errorf(
+			"checkpoint %s has batches up to %d but records no shape, so this change cannot be judged; judge it with --from OLD.yaml instead",
+			o.location, head.Planned.BatchID))
+	}
+	if err != nil {
+		return nil, "", withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
+	}
+	sh, err := compat.ParseShape(data)
+	if err != nil {
+		return nil, "", withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
+	}
+	return &sh, fmt.Sprintf("the shape recorded in checkpoint %s from batch %d (query id %s)", o.location, from, c.Metadata().ID), nil
+}
+
+func shapeOrZero(s *compat.Shape) compat.Shape {
+	if s == nil {
+		return compat.Shape{}
+	}
+	return *s
+}
+
+// fieldErrors lists a manifest's validation errors, one per line.
+func fieldErrors(file string, errs []error) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "%s: the query is invalid (%d problems):", file, len(errs))
+	for _, e := range errs {
+		sb.WriteString("\n  " + e.Error())
+	}
+	return errors.New(sb.String())
+}

@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+const planData = "testdata/plan/"
+
+// testPlanOptions let the test queries use every feature of the spec (aggregates, watermarks)
+// whether or not the engine implements it yet; the rules do not depend on it.
+func testPlanOptions() planOptions { return planOptions{features: v1.AllFeatures()} }
+
+// plan runs lockstep plan with args and returns its standard output, exit code and error.
+func plan(t *testing.T, o planOptions, args ...string) (string, int, error) {
+	t.Helper()
+	cmd := planCommand(o)
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	err := cmd.ExecuteContext(context.Background())
+	code := exitOK
+	if err != nil {
+		code = exitFailure
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+	}
+	return out.String(), code, err
+}
+
+// newCheckpoint creates a checkpoint in a new folder, with the shape of the query in
+// shapeOf recorded from batch 0 unless shapeOf is "".
+func newCheckpoint(t *testing.T, shapeOf string) (dir, id string) {
+	t.Helper()
+	ctx := context.Background()
+	dir = filepath.Join(t.TempDir(), "checkpoint")
+	store, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Claim(ctx, store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if shapeOf != "" {
+		q, err := readQueryFile(shapeOf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sh, err := compat.ShapeOf(&q.Spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(sh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddShape(ctx, 0, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir, c.Metadata().ID
+}
+
+func addOffsets(t *testing.T, dir string, batch int64) {
+	t.Helper()
+	ctx := context.Background()
+	store, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Claim(ctx, store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := checkpoint.Offsets{BatchID: batch, Sources: []checkpoint.SourceOffset{{Source: "orders", Offset: json.RawMessage(`{"logOffset":0}`)}}}
+	if err := c.AddOffsets(ctx, o); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPlanGolden(t *testing.T) {
+	withShape, id := newCheckpoint(t, planData+"old.yaml")
+	empty := filepath.Join(t.TempDir(), "none")
+	cases := []struct {
+		name     string
+		args     []string
+		wantCode int
+	}{
+		{"from-allowed", []string{"-f", planData + "new-allowed.yaml", "--from", planData + "old.yaml"}, exitOK},
+		{"from-rejected", []string{"-f", planData + "new-rejected.yaml", "--from", planData + "old.yaml"}, exitRefused},
+		{"from-rejected-json", []string{"-f", planData + "new-rejected.yaml", "--from", planData + "old.yaml", "-o", "json"}, exitRefused},
+		{"from-unchanged", []string{"-f", planData + "old.yaml", "--from", planData + "old.yaml"}, exitOK},
+		{"checkpoint-rejected", []string{"-f", planData + "new-rejected.yaml", "--checkpoint", withShape}, exitRefused},
+		{"checkpoint-none", []string{"-f", planData + "new-rejected.yaml", "--checkpoint", empty}, exitOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code, err := plan(t, testPlanOptions(), tc.args...)
+			if code != tc.wantCode {
+				t.Fatalf("lockstep plan %s: exit %d (%v), want %d; output:\n%s", strings.Join(tc.args, " "), code, err, tc.wantCode, out)
+			}
+			out = strings.NewReplacer(withShape, "$CHECKPOINT", empty, "$EMPTY", id, "$QUERY_ID").Replace(out)
+			ext := ".txt"
+			if strings.HasSuffix(tc.name, "json") {
+				ext = ".json"
+			}
+			planGolden(t, tc.name+ext, out)
+		})
+	}
+}
+
+// TestPlanJSON checks the JSON form's fields, which tools read.
+func TestPlanJSON(t *testing.T) {
+	out, code, _ := plan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--from", planData+"old.yaml", "-o", "json")
+	if code != exitRefused {
+		t.Fatalf("exit %d, want %d", code, exitRefused)
+	}
+	var got struct {
+		Verdict         string `json:"verdict"`
+		Guarantee       string `json:"guarantee"`
+		GuaranteeReason string `json:"guaranteeReason"`
+		Findings        []struct {
+			Rule, Severity, Path, Old, New, Message, Remedy string
+		} `json:"findings"`
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&got); err != nil {
+		t.Fatalf("decode %s: %v", out, err)
+	}
+	if got.Verdict != "rejected" || got.Guarantee != "exactly-once" || got.GuaranteeReason == "" {
+		t.Errorf("verdict %q, guarantee %q (%q); want rejected, exactly-once with a reason", got.Verdict, got.Guarantee, got.GuaranteeReason)
+	}
+	var rules []string
+	for _, f := range got.Findings {
+		rules = append(rules, f.Rule)
+		if f.Severity == "" || f.Path == "" || f.Message == "" || f.Remedy == "" {
+			t.Errorf("finding %s lacks a field: %+v", f.Rule, f)
+		}
+	}
+	if diff := cmp.Diff([]string{"window-size", "aggregate-function", "state-partitions"}, rules); diff != "" {
+		t.Errorf("rules (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlanCheckpoint(t *testing.T) {
+	t.Run("a relative location", func(t *testing.T) {
+		dir, _ := newCheckpoint(t, planData+"old.yaml")
+		wd, err := os.Getwd()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Chdir(filepath.Dir(dir))
+		out, code, err := plan(t, testPlanOptions(), "-f", filepath.Join(wd, planData+"new-allowed.yaml"), "--checkpoint", filepath.Base(dir))
+		if code != exitOK || !strings.Contains(out, "Verdict: warning") {
+			t.Errorf("exit %d (%v), output:\n%s\nwant exit 0 and a warning", code, err, out)
+		}
+	})
+	t.Run("a checkpoint that has run no batch", func(t *testing.T) {
+		dir, _ := newCheckpoint(t, "")
+		out, code, err := plan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--checkpoint", dir)
+		if code != exitOK || !strings.Contains(out, "it has run no batch yet") || !strings.Contains(out, "everything is allowed") {
+			t.Errorf("exit %d (%v), output:\n%s\nwant exit 0, no batch yet, everything allowed", code, err, out)
+		}
+	})
+	t.Run("batches without a shape cannot be judged", func(t *testing.T) {
+		dir, _ := newCheckpoint(t, "")
+		addOffsets(t, dir, 0)
+		_, code, err := plan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--checkpoint", dir)
+		if code != exitInvalid || err == nil || !strings.Contains(err.Error(), "records no shape") {
+			t.Errorf("exit %d (%v), want %d: records no shape", code, err, exitInvalid)
+		}
+	})
+	t.Run("a shape from a newer Lockstep", func(t *testing.T) {
+		dir, _ := newCheckpoint(t, "")
+		store, _ := checkpoint.OpenDir(dir)
+		c, err := checkpoint.Claim(context.Background(), store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.AddShape(context.Background(), 0, []byte(`{"version": 99}`)); err != nil {
+			t.Fatal(err)
+		}
+		_, code, err := plan(t, testPlanOptions(), "-f", planData+"old.yaml", "--checkpoint", dir)
+		if code != exitInvalid || !errors.Is(err, compat.ErrNewerShape) {
+			t.Errorf("exit %d (%v), want %d wrapping compat.ErrNewerShape", code, err, exitInvalid)
+		}
+	})
+	t.Run("the checkpoint is only read", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "untouched")
+		if _, code, err := plan(t, testPlanOptions(), "-f", planData+"old.yaml", "--checkpoint", dir); code != exitOK {
+			t.Fatalf("exit %d (%v)", code, err)
+		}
+		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("plan created %s: %v", dir, err)
+		}
+	})
+}
+
+func TestPlanInvalidInput(t *testing.T) {
+	cases := []struct {
+		name string
+		args []string
+		want string // in the error
+	}{
+		{"an invalid new spec", []string{"-f", planData + "invalid.yaml", "--from", planData + "old.yaml"}, "spec.sink"},
+		{"an invalid old spec", []string{"-f", planData + "old.yaml", "--from", planData + "invalid.yaml"}, "spec.sink"},
+		{"a missing file", []string{"-f", planData + "missing.yaml", "--from", planData + "old.yaml"}, "missing.yaml"},
+		{"no -f", []string{"--from", planData + "old.yaml"}, "-f NEW.yaml"},
+		{"neither --checkpoint nor --from", []string{"-f", planData + "old.yaml"}, "exactly one of"},
+		{"both --checkpoint and --from", []string{"-f", planData + "old.yaml", "--from", planData + "old.yaml", "--checkpoint", "/tmp/x"}, "exactly one of"},
+		{"another output format", []string{"-f", planData + "old.yaml", "--from", planData + "old.yaml", "-o", "yaml"}, "--output"},
+		{"an unknown flag", []string{"-f", planData + "old.yaml", "--form", planData + "old.yaml"}, "unknown flag"},
+		{"a malformed location", []string{"-f", planData + "old.yaml", "--checkpoint", "gs://bucket/x"}, "location"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code, err := plan(t, testPlanOptions(), tc.args...)
+			if code != exitInvalid || err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("lockstep plan %s: exit %d, error %v; want %d and an error naming %q", strings.Join(tc.args, " "), code, err, exitInvalid, tc.want)
+			}
+			if out != "" {
+				t.Errorf("printed a plan for invalid input:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestPlanCommand runs the command as the binary builds it, with the features the engine
+// supports today.
+func TestPlanCommand(t *testing.T) {
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(io.Discard)
+	q := "../../examples/queries/quickstart.yaml"
+	cmd.SetArgs([]string{"plan", "-f", q, "--from", q})
+	if err := cmd.Execute(); err != nil {
+		t.Fatalf("lockstep plan = %v", err)
+	}
+	if !strings.Contains(out.String(), "No changes that matter to the checkpoint.") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+func planGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := planData + name
+	if *update {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test ./cmd/lockstep -run TestPlan -update to create it)", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("%s is stale (-want +got); run go test ./cmd/lockstep -run TestPlan -update and review:\n%s", path, diff)
+	}
+}
