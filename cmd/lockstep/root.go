@@ -11,6 +11,7 @@ func newRootCommand() *cobra.Command {
 	}
 	// Every subcommand is listed here; nothing registers itself.
 	root.AddCommand(
+		newCheckpointCommand(),
 		newVersionCommand(),
 		newRunCommand(),
 		newPlanCommand(),

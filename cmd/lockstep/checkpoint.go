@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+)
+
+// Output formats of the checkpoint commands.
+const (
+	outputText = "text"
+	outputJSON = "json"
+)
+
+func newCheckpointCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Inspect a query's checkpoint",
+		Long: `Inspect a query's checkpoint: its identity, where it stands, and what a restart will do.
+
+LOCATION is a local path, file:///path or s3://bucket/prefix. S3 settings come from
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and LOCKSTEP_S3_ENDPOINT. The
+commands only read: they work with read-only credentials and never change the checkpoint.
+The JSON output is documented in docs/checkpoint-format.md.`,
+	}
+	cmd.AddCommand(newCheckpointDescribeCommand(), newCheckpointBatchesCommand())
+	return cmd
+}
+
+func newCheckpointDescribeCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "describe LOCATION",
+		Short: "Show a checkpoint's query, batches, offsets, state and shape",
+		Long: `Show the query id and owner, the format, the newest planned and committed batch and
+whether a restart re-runs the planned batch, the offsets of every source, the state
+operators with their versions, files and bytes, the shape in force and the retained batches.
+
+Exit codes: 0 shown, 1 unreadable or damaged checkpoint, 2 malformed location or flag.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := loadCheckpoint(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			d, err := c.Describe(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if output == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), d)
+			}
+			return writeDescription(cmd.OutOrStdout(), d)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", outputText, "output format: text or json")
+	return cmd
+}
+
+func newCheckpointBatchesCommand() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "batches LOCATION",
+		Short: "List the retained batches with their offsets and commit progress",
+		Long: `List every batch still in the offsets or commit log, oldest first: its watermark and
+timestamp, the offset of every source, and for committed batches the rows read and
+written and the time taken.
+
+Exit codes: 0 listed, 1 unreadable or damaged checkpoint, 2 malformed location or flag.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := loadCheckpoint(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			batches, err := c.Batches(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if output == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), batchList{Location: c.Location(), QueryID: c.Metadata().ID, Batches: batches})
+			}
+			return writeBatches(cmd.OutOrStdout(), batches)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", outputText, "output format: text or json")
+	return cmd
+}
+
+// batchList is the JSON output of `checkpoint batches`.
+type batchList struct {
+	Location string             `json:"location"`
+	QueryID  string             `json:"queryId"`
+	Batches  []checkpoint.Batch `json:"batches"`
+}
+
+func checkOutput(output string) error {
+	if output != outputText && output != outputJSON {
+		return withExitCode(exitInvalid, fmt.Errorf("--output %q: want text or json", output))
+	}
+	return nil
+}
+
+// loadCheckpoint opens the checkpoint at location read-only. A relative path
+// is taken from the current folder.
+func loadCheckpoint(ctx context.Context, location string) (*checkpoint.Checkpoint, error) {
+	if u, err := url.Parse(location); err == nil && u.Scheme == "" && location != "" && !filepath.IsAbs(location) {
+		abs, err := filepath.Abs(location)
+		if err != nil {
+			return nil, err
+		}
+		location = abs
+	}
+	store, err := checkpoint.Open(ctx, location, checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
+	if errors.Is(err, checkpoint.ErrInvalidLocation) {
+		return nil, withExitCode(exitInvalid, err)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.Load(ctx, store)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func writeDescription(w io.Writer, d checkpoint.Description) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s:\t%s\n", k, fmt.Sprintf(format, args...)) }
+	row("Location", "%s", d.Location)
+	row("Query ID", "%s", d.Metadata.ID)
+	row("Owner", "%s", d.Metadata.Owner)
+	row("Format", "v%d", d.Metadata.FormatVersion)
+	row("Created", "%s", d.Metadata.CreatedAt.Format(time.RFC3339))
+	switch {
+	case d.Planned == nil:
+		row("Planned batch", "none")
+	default:
+		row("Planned batch", "%d (watermark %s, timestamp %s)", d.Planned.BatchID, millis(d.Planned.BatchWatermarkMs), millis(d.Planned.BatchTimestampMs))
+	}
+	if d.Committed == nil {
+		row("Committed batch", "none")
+	} else {
+		p := d.Committed.Progress
+		row("Committed batch", "%d (%d rows in, %d out, %s; next watermark %s)", d.Committed.BatchID,
+			p.NumInputRows, p.NumOutputRows, duration(p.DurationMs["triggerExecution"]), millis(d.Committed.NextBatchWatermarkMs))
+	}
+	switch {
+	case d.Planned == nil:
+		row("On restart", "start at batch 0 (no batch planned yet)")
+	case d.Replay:
+		row("On restart", "re-run batch %d with its logged offsets, watermark and timestamp (planned, not committed)", d.NextBatch)
+	default:
+		row("On restart", "plan batch %d", d.NextBatch)
+	}
+	if d.OldestBatch == nil {
+		row("Retained", "no batches")
+	} else {
+		row("Retained", "batches %d to %d (%d in the offsets log)", *d.OldestBatch, *d.PlannedBatch, d.RetainedBatches)
+	}
+	if d.Shape == nil {
+		row("Shape", "none recorded")
+	} else {
+		row("Shape", "in force from batch %d (%s, %d bytes)", d.Shape.Batch, d.Shape.Key, d.Shape.Bytes)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	if d.Planned != nil {
+		fmt.Fprintf(w, "\nOffsets of batch %d:\n", d.Planned.BatchID)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "  SOURCE\tOFFSET")
+		for _, s := range d.Planned.Sources {
+			fmt.Fprintf(tw, "  %s\t%s\n", s.Source, s.Offset)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if len(d.Planned.Conf) > 0 {
+			fmt.Fprintln(w, "\nPinned settings:")
+			keys := make([]string, 0, len(d.Planned.Conf))
+			for k := range d.Planned.Conf {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				fmt.Fprintf(w, "  %s = %s\n", k, d.Planned.Conf[k])
+			}
+		}
+	}
+
+	fmt.Fprintln(w, "\nState:")
+	if len(d.State) == 0 {
+		fmt.Fprintln(w, "  none")
+		return nil
+	}
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  OPERATOR\tPARTITIONS\tVERSIONS\tDELTAS\tSNAPSHOTS\tFILES\tBYTES")
+	for _, op := range d.State {
+		versions := "-"
+		if op.MinVersion >= 0 {
+			versions = fmt.Sprintf("%d..%d", op.MinVersion, op.MaxVersion)
+		}
+		fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%d\t%d\t%d\n", op.Operator, op.Partitions, versions, op.Deltas, op.Snapshots, op.Files, op.Bytes)
+	}
+	return tw.Flush()
+}
+
+func writeBatches(w io.Writer, batches []checkpoint.Batch) error {
+	if len(batches) == 0 {
+		_, err := fmt.Fprintln(w, "No batches.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "BATCH\tCOMMITTED\tWATERMARK\tTIMESTAMP\tROWS IN\tROWS OUT\tDURATION\tOFFSETS")
+	for _, b := range batches {
+		watermark, timestamp, offsets := "-", "-", "(purged)"
+		if b.Offsets != nil {
+			watermark, timestamp = millis(b.Offsets.BatchWatermarkMs), millis(b.Offsets.BatchTimestampMs)
+			parts := make([]string, len(b.Offsets.Sources))
+			for i, s := range b.Offsets.Sources {
+				parts[i] = s.Source + "=" + string(s.Offset)
+			}
+			offsets = strings.Join(parts, " ")
+		}
+		committed, in, out, took := "no", "-", "-", "-"
+		if b.Commit != nil {
+			p := b.Commit.Progress
+			committed, in, out, took = "yes", fmt.Sprint(p.NumInputRows), fmt.Sprint(p.NumOutputRows), duration(p.DurationMs["triggerExecution"])
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, committed, watermark, timestamp, in, out, took, offsets)
+	}
+	return tw.Flush()
+}
+
+// millis shows milliseconds since the epoch as a UTC time; 0 is "0" (no
+// watermark yet).
+func millis(ms int64) string {
+	if ms == 0 {
+		return "0"
+	}
+	return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+func duration(ms int64) string {
+	if ms == 0 {
+		return "-"
+	}
+	return (time.Duration(ms) * time.Millisecond).String()
+}
