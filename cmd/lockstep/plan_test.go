@@ -6,11 +6,16 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -280,4 +285,139 @@ func planGolden(t *testing.T, name, got string) {
 	if diff := cmp.Diff(string(want), got); diff != "" {
 		t.Errorf("%s is stale (-want +got); run go test ./cmd/lockstep -run TestPlan -update and review:\n%s", path, diff)
 	}
+}
+
+// TestPlanAfterEngineRun is the end-to-end flow: the engine runs a query for a few batches
+// and records its shape; lockstep plan --checkpoint then judges changed specs against that
+// checkpoint; and the engine refuses a rejected spec with exit 3 without writing anything
+// to the checkpoint.
+func TestPlanAfterEngineRun(t *testing.T) {
+	root := t.TempDir()
+	in, out, ck := filepath.Join(root, "in"), filepath.Join(root, "out"), filepath.Join(root, "checkpoint")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, rows := range []string{
+		`{"order_id":"a","country":"de","amount":3.5}` + "\n" + `{"order_id":"b","country":"fr","amount":0}` + "\n",
+		`{"order_id":"c","country":"nl","amount":1.25}` + "\n",
+		`{"order_id":"d","country":"de","amount":7}` + "\n",
+	} {
+		name := filepath.Join(in, fmt.Sprintf("orders-%d.json", i))
+		if err := os.WriteFile(name, []byte(rows), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mtime := time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
+		if err := os.Chtimes(name, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	query := func(name, edit string) string {
+		spec := fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
+kind: StreamingQuery
+metadata: {name: orders, namespace: e2e}
+spec:
+  sources:
+  - name: orders
+    files: {path: %s, format: json, maxFilesPerTrigger: 1}
+    schema:
+      columns:
+      - {name: order_id, type: string}
+      - {name: country, type: string}
+      - {name: amount, type: double}
+  transform:
+  - filter: "amount > 0.0"
+  - select: [{name: order_id, expr: order_id}, {name: country, expr: country.upperAscii()}]
+  sink:
+    files: {path: %s, format: json}
+  trigger: {availableNow: true}
+  checkpoint: {location: %s}
+`, in, out, ck)
+		if edit != "" {
+			old, new, _ := strings.Cut(edit, " => ")
+			if !strings.Contains(spec, old) {
+				t.Fatalf("query %s: no %q to edit", name, old)
+			}
+			spec = strings.Replace(spec, old, new, 1)
+		}
+		path := filepath.Join(root, name)
+		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	engineRun := func(file string) (int, error) {
+		cmd := newRootCommand()
+		cmd.SetOut(io.Discard)
+		cmd.SetErr(io.Discard)
+		cmd.SetArgs([]string{"engine", "--query", file, "--health-addr", "", "--termination-message-path", ""})
+		err := cmd.ExecuteContext(context.Background())
+		var ee *exitError
+		switch {
+		case err == nil:
+			return exitOK, nil
+		case errors.As(err, &ee):
+			return ee.code, err
+		}
+		return exitFailure, err
+	}
+
+	if code, err := engineRun(query("v1.yaml", "")); code != exitOK {
+		t.Fatalf("lockstep engine (v1) = exit %d: %v", code, err)
+	}
+	before := snapshot(t, ck)
+	commits := 0
+	for k := range before {
+		if strings.HasPrefix(k, checkpoint.CommitsDir) {
+			commits++
+		}
+	}
+	if commits < 3 {
+		t.Fatalf("the engine committed %d batches, want 3 (one file each); checkpoint holds %v", commits, slices.Sorted(maps.Keys(before)))
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Keys(before)), func(k string) bool { return strings.HasPrefix(k, "shape/") }) {
+		t.Fatalf("the engine recorded no shape; checkpoint holds %v", slices.Sorted(maps.Keys(before)))
+	}
+
+	opts := planOptions{features: v1.Supported()}
+	allowed := query("allowed.yaml", "maxFilesPerTrigger: 1 => maxFilesPerTrigger: 2")
+	got, code, err := plan(t, opts, "-f", allowed, "--checkpoint", ck)
+	if code != exitOK || !strings.Contains(got, "✓ rate-limit spec.sources[0].files.maxFilesPerTrigger") {
+		t.Errorf("plan (allowed): exit %d (%v), output:\n%s", code, err, got)
+	}
+	rejected := query("rejected.yaml", "format: json}\n  trigger => format: parquet}\n  trigger")
+	got, code, err = plan(t, opts, "-f", rejected, "--checkpoint", ck)
+	if code != exitRefused || !strings.Contains(got, "✗ files-sink-format spec.sink.files.format") {
+		t.Errorf("plan (rejected): exit %d (%v), output:\n%s", code, err, got)
+	}
+
+	code, err = engineRun(rejected)
+	var rej *compat.RejectedError
+	if code != exitRefused || !errors.As(err, &rej) {
+		t.Errorf("lockstep engine (rejected) = exit %d (%v), want %d with a *compat.RejectedError", code, err, exitRefused)
+	}
+	if diff := cmp.Diff(before, snapshot(t, ck)); diff != "" {
+		t.Errorf("a refused start changed the checkpoint (-before +after):\n%s", diff)
+	}
+}
+
+// snapshot returns every file under dir with its content, keyed by slash path.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		files[filepath.ToSlash(rel)] = string(data)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
 }
