@@ -33,11 +33,15 @@ type planOptions struct {
 	openOpts []checkpoint.OpenOption
 }
 
-func newPlanCommand() *cobra.Command {
-	return planCommand(planOptions{
+func newPlanCommand() *cobra.Command { return planCommand(newPlanCommandOptions()) }
+
+// newPlanCommandOptions are the options of the command the binary runs: the engine's
+// supported features, and S3 locations opened read-only with the environment's settings.
+func newPlanCommandOptions() planOptions {
+	return planOptions{
 		features: v1.Supported(),
 		openOpts: []checkpoint.OpenOption{checkpoint.WithS3(s3.Opener(s3.ReadOnly()))},
-	})
+	}
 }
 
 func planCommand(o planOptions) *cobra.Command {

@@ -18,10 +18,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/minio/minio-go/v7"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -420,4 +423,60 @@ func snapshot(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// TestPlanOnS3 reads the shape from a checkpoint on S3 with the environment's settings, and
+// writes nothing to the bucket.
+func TestPlanOnS3(t *testing.T) {
+	srv := testenv.S3(t)
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	location := "s3://" + srv.Bucket + "/payments/revenue"
+	store, err := checkpoint.Open(t.Context(), location, checkpoint.WithS3(s3.Opener()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Claim(t.Context(), store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := readQueryFile(planData + "old.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := compat.ShapeOf(&q.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(sh)
+	if err := c.AddShape(t.Context(), 0, data); err != nil {
+		t.Fatal(err)
+	}
+	etags := func() map[string]string {
+		m := map[string]string{}
+		for obj := range srv.Client(t).ListObjectsIter(t.Context(), srv.Bucket, minio.ListObjectsOptions{Recursive: true}) {
+			if obj.Err != nil {
+				t.Fatal(obj.Err)
+			}
+			m[obj.Key] = obj.ETag
+		}
+		return m
+	}
+	before := etags()
+
+	o := testPlanOptions()
+	o.openOpts = newPlanCommandOptions().openOpts
+	out, code, err := plan(t, o, "-f", planData+"new-rejected.yaml", "--checkpoint", location)
+	if code != exitRefused || !strings.Contains(out, "from batch 0 (query id "+c.Metadata().ID+")") || !strings.Contains(out, "✗ aggregate-function") {
+		t.Errorf("plan on S3: exit %d (%v), output:\n%s", code, err, out)
+	}
+	out, code, err = plan(t, o, "-f", planData+"new-rejected.yaml", "--checkpoint", "s3://"+srv.Bucket+"/nothing/here")
+	if code != exitOK || !strings.Contains(out, "there is no checkpoint there yet") {
+		t.Errorf("plan on an empty S3 prefix: exit %d (%v), output:\n%s", code, err, out)
+	}
+	if after := etags(); !cmp.Equal(before, after) {
+		t.Errorf("plan changed the bucket:\n%s", cmp.Diff(before, after))
+	}
 }
