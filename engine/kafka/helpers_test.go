@@ -152,3 +152,7 @@ func sorted(s []string) []string {
 	slices.Sort(s)
 	return s
 }
+
+type kadmListed = kadm.ListedOffset
+
+func compareStrings(a, b string) int { return strings.Compare(a, b) }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -32,7 +33,7 @@ const (
 	// <query id>:<batch id>, the same key a webhook sink sends.
 	BatchHeader = "lockstep-batch"
 	// MarkerTopic receives one small record per exactly-once transaction
-	// (key: query id, value: batch id), committed atomically with the
+	// (key: <query id>:<topic>, value: batch id), committed atomically with the
 	// batch's records, so that a restarted sink can find whether a replayed
 	// batch was committed. The sink creates it (one partition) when missing.
 	MarkerTopic = "_lockstep_batches"
@@ -76,10 +77,15 @@ type Sink struct {
 	opts        options
 	conn        conn
 
-	cl  *kgo.Client
-	adm *kadm.Client
-	// written is the newest batch this instance committed, -1 before one;
-	// checked tells whether the first write looked for a committed replay.
+	// base are the client options; an exactly-once sink's client adds the
+	// transactional id of the query it writes for (clientQuery).
+	base        []kgo.Opt
+	cl          *kgo.Client
+	adm         *kadm.Client
+	clientQuery string
+	// written is the newest batch this instance committed for clientQuery,
+	// -1 before one; checked tells whether the first write looked for a
+	// committed replay.
 	written int64
 	checked bool
 }
@@ -120,9 +126,6 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	if f := spec.Kafka.Format; f != "" && f != v1.KafkaJSON {
 		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json", f))
 	}
-	if s.exactlyOnce && s.queryID == "" {
-		errs = append(errs, errors.New("exactlyOnce needs the query id"))
-	}
 	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, log)
 	if err != nil {
 		errs = append(errs, err)
@@ -131,19 +134,15 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 		return nil, err
 	}
 	s.conn = c
-	opts := append(c.opts,
+	s.base = append(c.opts,
 		kgo.DefaultProduceTopic(spec.Kafka.Topic),
 		kgo.MaxBufferedRecords(100_000),
 		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.RecordRetries(math.MaxInt32),
 	)
-	if s.exactlyOnce {
-		opts = append(opts, kgo.TransactionalID(TransactionalIDPrefix+s.queryID), kgo.TransactionTimeout(transactionTimeout))
-	}
-	if s.cl, err = kgo.NewClient(opts...); err != nil {
+	if err := s.newClient(s.queryID); err != nil {
 		return nil, err
 	}
-	s.adm = kadm.NewClient(s.cl)
 	if _, err := connect(ctx, s.cl, c.servers, o.connectTimeout); err != nil {
 		s.cl.Close()
 		return nil, err
@@ -155,6 +154,25 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 		}
 	}
 	return s, nil
+}
+
+// newClient replaces the sink's client with one for query: transactional,
+// with the query's transactional id, when the sink is exactly-once.
+func (s *Sink) newClient(query string) error {
+	opts := s.base
+	if s.exactlyOnce && query != "" {
+		opts = append(slices.Clip(opts), kgo.TransactionalID(TransactionalIDPrefix+query), kgo.TransactionTimeout(transactionTimeout))
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return err
+	}
+	if s.cl != nil {
+		s.cl.Close()
+	}
+	s.cl, s.adm, s.clientQuery = cl, kadm.NewClient(cl), query
+	s.written, s.checked = -1, false
+	return nil
 }
 
 // Guarantee is exactly-once with exactlyOnce, else at-least-once.
@@ -182,14 +200,18 @@ func (s *Sink) Write(ctx context.Context, b *engine.Batch) error {
 		s.reached(engine.PhaseSinkWrite, b.ID)
 		return nil
 	}
-	if b.QueryID != s.queryID {
-		return fmt.Errorf("batch %d of query %s: this sink's transactions belong to query %s", b.ID, b.QueryID, s.queryID)
+	if b.QueryID != s.clientQuery {
+		// Transactions are per query id: a batch of another query (a
+		// fresh checkpoint) gets a producer of its own.
+		if err := s.newClient(b.QueryID); err != nil {
+			return err
+		}
 	}
 	if !s.checked || b.ID <= s.written {
 		// Fence the previous run's producer first: its open transaction is
 		// aborted, or its commit completes, before the marker is read.
 		if _, _, err := s.cl.ProducerID(ctx); err != nil {
-			return fmt.Errorf("initialize transactional producer %s: %w", TransactionalIDPrefix+s.queryID, err)
+			return fmt.Errorf("initialize transactional producer %s: %w", TransactionalIDPrefix+b.QueryID, err)
 		}
 		found, err := s.committed(ctx, b)
 		if err != nil {
@@ -241,7 +263,7 @@ func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
-	return fmt.Errorf("%w: another engine runs query %s (its producer fenced this one)", err, s.queryID)
+	return fmt.Errorf("%w: another engine runs query %s (its producer fenced this one)", err, b.QueryID)
 }
 
 // produce produces the batch's rows, and the marker when transactional, and
@@ -271,7 +293,7 @@ func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error 
 	}
 	if marker {
 		r := &recs[n-1]
-		*r = kgo.Record{Topic: MarkerTopic, Key: []byte(b.QueryID), Value: []byte(strconv.FormatInt(b.ID, 10)),
+		*r = kgo.Record{Topic: MarkerTopic, Key: []byte(s.markerKey(b)), Value: []byte(strconv.FormatInt(b.ID, 10)),
 			Headers: hdr, Timestamp: b.Time}
 		s.cl.Produce(ctx, r, p.Promise())
 	}
@@ -283,6 +305,11 @@ func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error 
 	}
 	return nil
 }
+
+// markerKey is the key of a batch's marker: <query id>:<topic>. The topic
+// is part of it so that a query whose sink moved to another topic writes a
+// replayed batch there.
+func (s *Sink) markerKey(b *engine.Batch) string { return b.QueryID + ":" + s.spec.Topic }
 
 // keyBytes is a key column's value as a string; nil for null.
 func keyBytes(v any) []byte {
@@ -341,10 +368,10 @@ func (s *Sink) committed(ctx context.Context, b *engine.Batch) (bool, error) {
 	if err != nil || len(spans) == 0 {
 		return false, err
 	}
-	want := strconv.FormatInt(b.ID, 10)
+	key, want := s.markerKey(b), strconv.FormatInt(b.ID, 10)
 	found := false
 	err = scan(ctx, s.conn, spans, func(r *kgo.Record) bool {
-		if !r.Attrs.IsControl() && string(r.Key) == b.QueryID && string(r.Value) == want {
+		if !r.Attrs.IsControl() && string(r.Key) == key && string(r.Value) == want {
 			found = true
 		}
 		return found

@@ -1,0 +1,201 @@
+package kafka_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+func sinkSpec(brokers []string, topic string, exactlyOnce bool) *v1.Sink {
+	return &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaJSON, ExactlyOnce: exactlyOnce}}
+}
+
+func newSink(t *testing.T, spec *v1.Sink, query string, cols v1.Columns, reached func(engine.Phase, int64)) *kafka.Sink {
+	t.Helper()
+	s, err := kafka.NewSink(testContext(t), spec, engine.SinkEnv{QueryID: query, Columns: cols, OutputMode: v1.OutputAppend,
+		Logger: testLogger(t), Reached: reached})
+	if err != nil {
+		t.Fatalf("new sink: %v", err)
+	}
+	t.Cleanup(func() { s.(*kafka.Sink).Close() })
+	return s.(*kafka.Sink)
+}
+
+// consumed is a record a read_committed consumer saw.
+type consumed struct {
+	key, value, batch string
+}
+
+// consume reads the whole topic with read_committed: what consumers of the
+// output see.
+func consume(t *testing.T, brokers []string, topic string) []consumed {
+	t.Helper()
+	ctx := testContext(t)
+	adm := admin(t, brokers)
+	ends, err := adm.ListCommittedOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadmListed) {
+		if o.Offset > 0 {
+			want[o.Partition] = o.Offset
+		}
+	})
+	if len(want) == 0 {
+		return nil
+	}
+	cl := client(t, brokers, kgo.ConsumeTopics(topic), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	var out []consumed
+	for len(want) > 0 {
+		pctx, cancel := context.WithTimeout(ctx, wait)
+		fs := cl.PollFetches(pctx)
+		cancel()
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("consume %s: %v (still to read %v)", topic, err, want)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if !r.Attrs.IsControl() {
+				c := consumed{key: string(r.Key), value: string(r.Value)}
+				for _, h := range r.Headers {
+					if h.Key == kafka.BatchHeader {
+						c.batch = string(h.Value)
+					}
+				}
+				out = append(out, c)
+			}
+			if end, ok := want[r.Partition]; ok && r.Offset >= end-1 {
+				delete(want, r.Partition)
+			}
+		})
+	}
+	return out
+}
+
+// rowsOf decodes the JSON values of records into rows of cols.
+func rowsOf(t *testing.T, recs []consumed, cols v1.Columns) []engine.Row {
+	t.Helper()
+	var rows []engine.Row
+	for _, r := range recs {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(r.value), &m); err != nil {
+			t.Fatalf("value %s: %v", r.value, err)
+		}
+		row := make(engine.Row, len(cols))
+		for i, c := range cols {
+			v := m[c.Name]
+			if f, ok := v.(float64); ok && c.Type == v1.TypeLong {
+				v = int64(f)
+			}
+			row[i] = v
+		}
+		rows = append(rows, row)
+	}
+	return rows
+}
+
+// TestSinkExactlyOnceSuite runs the exactly-once conformance suite on the
+// transactional sink, each output its own topic, read with read_committed.
+func TestSinkExactlyOnceSuite(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	n := 0
+	enginetest.RunSinkSuite(t, func(t *testing.T) enginetest.SinkHarness {
+		n++
+		topic := "out-" + string(rune('a'+n))
+		createTopic(t, brokers, topic, 3, nil)
+		return enginetest.SinkHarness{
+			New: func(t *testing.T) engine.Sink {
+				return newSink(t, sinkSpec(brokers, topic, true), "q1", enginetest.SinkColumns, nil)
+			},
+			Read: func(t *testing.T) []engine.Row { return rowsOf(t, consume(t, brokers, topic), enginetest.SinkColumns) },
+		}
+	})
+}
+
+func TestSinkAtLeastOnceReplaysCarryTheBatchKey(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	createTopic(t, brokers, "out", 2, nil)
+	spec := sinkSpec(brokers, "out", false)
+	spec.Kafka.KeyColumn = "id"
+	s := newSink(t, spec, "q1", enginetest.SinkColumns, nil)
+	if g := s.Guarantee(); g.Level != engine.AtLeastOnce || !contains(g.Reason, "exactlyOnce: true") {
+		t.Errorf("guarantee %v", g)
+	}
+	b := &engine.Batch{QueryID: "q1", ID: 7, Time: time.Now(), Columns: enginetest.SinkColumns,
+		Rows: []engine.Row{{"a", int64(1)}, {"b", nil}}}
+	for range 2 { // a replay produces the batch again
+		if err := s.Write(testContext(t), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := consume(t, brokers, "out")
+	slices.SortFunc(got, func(a, b consumed) int { return compareStrings(a.value, b.value) })
+	want := []consumed{
+		{"a", `{"id":"a","n":1}`, "q1:7"}, {"a", `{"id":"a","n":1}`, "q1:7"},
+		{"b", `{"id":"b","n":null}`, "q1:7"}, {"b", `{"id":"b","n":null}`, "q1:7"},
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("consumed %v, want %v", got, want)
+	}
+}
+
+func TestSinkExactlyOnceGuarantee(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	s := newSink(t, sinkSpec(brokers, "out", true), "q1", enginetest.SinkColumns, nil)
+	if g := s.Guarantee(); g.Level != engine.ExactlyOnce || !contains(g.Reason, "read_committed") {
+		t.Errorf("guarantee %v", g)
+	}
+}
+
+// TestSinkExactlyOnceCrashBeforeCommit leaves a transaction open, as a run
+// that dies in the sink write does: read_committed consumers never see it,
+// and the next run writes the batch once.
+func TestSinkExactlyOnceCrashBeforeCommit(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	createTopic(t, brokers, "out", 2, nil)
+	errCrash := errors.New("crash")
+	b := &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: enginetest.SinkColumns, Rows: []engine.Row{{"a", int64(1)}}}
+	crashed := newSink(t, sinkSpec(brokers, "out", true), "q1", enginetest.SinkColumns, func(p engine.Phase, _ int64) {
+		if p == engine.PhaseSinkWrite {
+			panic(errCrash)
+		}
+	})
+	func() {
+		defer func() {
+			if r := recover(); r != errCrash {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		_ = crashed.Write(testContext(t), b)
+	}()
+	if got := consume(t, brokers, "out"); len(got) != 0 {
+		t.Fatalf("read_committed saw %v of an open transaction", got)
+	}
+	s := newSink(t, sinkSpec(brokers, "out", true), "q1", enginetest.SinkColumns, nil)
+	if err := s.Write(testContext(t), b); err != nil {
+		t.Fatal(err)
+	}
+	if got := consume(t, brokers, "out"); len(got) != 1 {
+		t.Fatalf("consumed %v, want the batch once", got)
+	}
+}
+
+func TestSinkUnknownKeyColumn(t *testing.T) {
+	spec := sinkSpec([]string{"127.0.0.1:1"}, "out", false)
+	spec.Kafka.KeyColumn = "nope"
+	_, err := kafka.NewSink(testContext(t), spec, engine.SinkEnv{QueryID: "q1", Columns: enginetest.SinkColumns})
+	if err == nil || !contains(err.Error(), `keyColumn "nope"`) {
+		t.Fatalf("new sink: %v", err)
+	}
+}
