@@ -71,6 +71,10 @@ type Write struct {
 	// people reading the table's history. Default "WRITE".
 	Operation           string
 	OperationParameters map[string]string
+
+	// beforeCommit, when set, is called once the data files are written,
+	// before the first commit attempt (the sink's crash-test phase).
+	beforeCommit func()
 }
 
 // Result tells what a Write did.
@@ -118,6 +122,9 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 	}
 	var res Result
 	res.Files = files
+	if w.beforeCommit != nil {
+		w.beforeCommit()
+	}
 	for {
 		actions, err := t.actions(snap, w, plan, files)
 		if err != nil {
