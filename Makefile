@@ -40,10 +40,23 @@ generate: ## Regenerate deepcopy, CRDs and reference docs.
 	$(TOOLS_BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
 
 manifests: generate ## Alias of generate, as kubebuilder projects name it.
-	$(TOOLS_BIN)/controller-gen rbac:roleName=lockstep-controller webhook paths=./controller/... output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
+	$(TOOLS_BIN)/controller-gen rbac:roleName=controller webhook paths=./controller/... output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 
 bench: ## Run the benchmarks and print their tables.
 	go test -run '^$$' -bench . -benchmem $(PKGS)
 
 clean-tools: ## Remove the tool cache.
 	rm -rf $(LOCKSTEP_TOOLS)
+
+.PHONY: render deploy undeploy
+KUSTOMIZE ?= kubectl kustomize
+OVERLAY ?= config/default
+
+render: manifests ## Print the install manifests of $(OVERLAY) (config/default: cert-manager; config/dev: self-signed).
+	$(KUSTOMIZE) $(OVERLAY)
+
+deploy: manifests ## Install Lockstep into the current kubectl context (OVERLAY=config/dev without cert-manager).
+	$(KUSTOMIZE) $(OVERLAY) | kubectl apply --server-side -f -
+
+undeploy: ## Remove what deploy installed (CRDs included: every StreamingQuery goes).
+	$(KUSTOMIZE) $(OVERLAY) | kubectl delete --ignore-not-found -f -

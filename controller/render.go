@@ -28,7 +28,7 @@ const (
 	EnvRegion             = "AWS_REGION"
 	EnvS3Endpoint         = "LOCKSTEP_S3_ENDPOINT"
 	EnvS3InsecureSkipTLS  = "LOCKSTEP_S3_INSECURE_SKIP_VERIFY"
-	EnvSSLCertFile        = "SSL_CERT_FILE"
+	EnvCABundle           = "AWS_CA_BUNDLE"
 	defaultRegion         = "us-east-1"
 	defaultGracePeriod    = 2 * time.Minute
 	defaultEngineImage    = "ghcr.io/lockstep-dev/lockstep:latest"
@@ -128,7 +128,7 @@ func RenderDeployment(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev
 		env = append(env, corev1.EnvVar{Name: EnvS3Endpoint, Value: e})
 	}
 	if _, ok := cm.Data[CABundleKey]; ok {
-		env = append(env, corev1.EnvVar{Name: EnvSSLCertFile, Value: ConfigMountPath + "/" + CABundleKey})
+		env = append(env, corev1.EnvVar{Name: EnvCABundle, Value: ConfigMountPath + "/" + CABundleKey})
 	}
 	if store.Spec.S3.InsecureSkipVerify {
 		env = append(env, corev1.EnvVar{Name: EnvS3InsecureSkipTLS, Value: "true"})
