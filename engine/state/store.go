@@ -25,7 +25,7 @@ const DefaultSnapshotEvery = 10
 // entryOverhead approximates the memory a key costs beyond its bytes: the
 // map slot (string and slice headers, control byte, load factor) and the
 // allocator's rounding. BenchmarkMemoryPerKey measures the real figure.
-const entryOverhead = 64
+const entryOverhead = 112
 
 // Options configure a Store.
 type Options struct {
@@ -318,7 +318,11 @@ func (s *Store) Commit(ctx context.Context) (CommitStats, error) {
 					w.remove(k)
 				}
 			}
-			clear(p.dirty)
+			if len(p.dirty) > 4096 {
+				p.dirty = map[string]struct{}{} // clear keeps the capacity: don't hold a big batch's
+			} else {
+				clear(p.dirty)
+			}
 			data = w.finish()
 			p.sinceSnapshot++
 		}
