@@ -615,12 +615,38 @@ func ruleCases() []ruleCase {
 			want: []finding{{Rule: "watermark-removed", Severity: compat.Allowed, Path: "spec.transform", Old: "ts, delay 1m"}},
 		},
 		{
-			name: "watermark-added/under state",
+			name: "state-eviction/a watermark added on the window's column",
 			old:  revenueNoWatermark().Spec(),
 			new: edit(revenueNoWatermark(), func(s *v1.StreamingQuerySpec) {
 				s.Transform = slices.Insert(s.Transform, 1, v1.Step{Watermark: &v1.Watermark{Column: "ts", Delay: "10m"}})
 			}),
-			want: []finding{{Rule: "watermark-added", Severity: compat.Warning, Path: "spec.transform[1].watermark", New: "ts, delay 10m"}},
+			want:   []finding{{Rule: "state-eviction", Severity: compat.Rejected, Path: "spec.transform[3].aggregate", Old: "no eviction", New: "evicts by ts"}},
+			passes: []string{"watermark-added"},
+		},
+		{
+			name: "state-eviction/the event-time column no longer reaches the window",
+			old:  revenueUpdate().Spec(),
+			new: edit(revenueUpdate(), func(s *v1.StreamingQuerySpec) {
+				copied := slices.Clone(revenueSelect())
+				for i := range copied {
+					copied[i].Expr = copied[i].Name
+				}
+				copied[5].Expr = "ts + duration('0s')"
+				s.Transform = slices.Insert(s.Transform, revWatermark+1, v1.Step{Select: copied})
+			}),
+			want: []finding{
+				{Rule: "state-input-expression", Severity: compat.Warning, Path: "spec.transform[3].select[5].expr", Old: "ts", New: "ts+duration('0s')"},
+				{Rule: "state-eviction", Severity: compat.Rejected, Path: "spec.transform[5].aggregate", Old: "evicts by ts", New: "no eviction"},
+			},
+		},
+		{
+			name: "watermark-added/under state, on a column no step evicts by",
+			old:  revenueNoWatermark().Spec(),
+			new: edit(revenueNoWatermark(), func(s *v1.StreamingQuerySpec) {
+				s.Transform = slices.Insert(s.Transform, 1, v1.Step{Watermark: &v1.Watermark{Column: "received", Delay: "10m"}})
+			}),
+			want:   []finding{{Rule: "watermark-added", Severity: compat.Warning, Path: "spec.transform[1].watermark", New: "received, delay 10m"}},
+			passes: []string{"state-eviction"},
 		},
 		{
 			name: "watermark-added/without state",
@@ -650,7 +676,7 @@ func ruleCases() []ruleCase {
 			name:   "watermark-delay/10m written as 600s",
 			old:    revenue().Spec(),
 			new:    edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Transform[revWatermark].Watermark.Delay = "600s" }),
-			passes: []string{"watermark-delay", "watermark-column", "watermark-added", "watermark-removed"},
+			passes: []string{"watermark-delay", "watermark-column", "watermark-added", "watermark-removed", "state-eviction"},
 		},
 
 		// Output and sink.

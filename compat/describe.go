@@ -51,6 +51,9 @@ func describeOpContent(o OperatorShape) string {
 	if len(o.Aggregates) > 0 {
 		s += " computing " + describeAggs(o.Aggregates)
 	}
+	if o.Eviction != "" {
+		s += " evicting by " + o.Eviction
+	}
 	return s
 }
 
@@ -62,7 +65,7 @@ func describeKeys(keys []KeyShape) string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
-// keyNames lists the keys' columns, a window as "window(<column>)".
+// keyNames lists the keys' columns, a window as "window".
 func keyNames(keys []KeyShape) []string {
 	names := make([]string, len(keys))
 	for i, k := range keys {

@@ -291,9 +291,16 @@ func Rules() []Rule {
 			check:       checkWatermarkRemoved,
 		},
 		{
+			ID: "state-eviction", Area: AreaWatermark, Title: "A stateful step starts or stops evicting by the watermark",
+			Severities:  []Severity{Rejected},
+			Description: "A stateful step evicts its state by the watermark when one of its keys or its window is the watermark's column. Each step's state metadata in the checkpoint records how it evicts, and the engine refuses to open state under another eviction, so a watermark added on a step's key or window column, or a select that stops copying the event-time column to the step, is rejected here rather than failing at start. (A watermark that no step evicts by is watermark-added.)",
+			Example:     Example{Old: "[{aggregate: {groupBy: [{window: {column: ts, duration: 5m}}], …}}]   # update mode", New: "[{watermark: {column: ts, delay: 10m}}, {aggregate: {groupBy: [{window: {column: ts, duration: 5m}}], …}}]"},
+			check:       checkStateEviction,
+		},
+		{
 			ID: "watermark-added", Area: AreaWatermark, Title: "A watermark is added",
 			Severities:  []Severity{Warning, Allowed},
-			Description: "From the next batch rows later than the delay are dropped and state the watermark passes is evicted, including state built before; well defined, but the user must know. Allowed when the query keeps no state.",
+			Description: "From the next batch rows later than the delay are dropped before the stateful steps; well defined, but the user must know. When a stateful step would also evict by it (its key or window column), state-eviction rejects the change instead. Allowed when the query keeps no state.",
 			Example:     Example{Old: "[{aggregate: …}]", New: "[{watermark: {column: ts, delay: 10m}}, {aggregate: …}]"},
 			check:       checkWatermarkAdded,
 		},

@@ -531,18 +531,77 @@ func checkWatermarkRemoved(c *change) []Finding {
 	return []Finding{f}
 }
 
+// evictionChanges returns the paired stateful steps, with the same keys, whose eviction by
+// the watermark changes while the watermark itself is kept (a removed or moved watermark is
+// judged by its own rules).
+func (c *change) evictionChanges() []opPair {
+	if o, n := c.old.Watermark, c.new.Watermark; o != nil && (n == nil || o.Column != n.Column) {
+		return nil
+	}
+	var out []opPair
+	for _, p := range c.ops().pairs {
+		if p.old.Eviction != p.new.Eviction && slices.Equal(keyColumns(p.old.Keys), keyColumns(p.new.Keys)) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func checkStateEviction(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.evictionChanges() {
+		f := Finding{
+			Severity: Rejected,
+			Path:     c.opPath(p.newIdx),
+			Old:      evictionValue(p.old.Eviction),
+			New:      evictionValue(p.new.Eviction),
+		}
+		if p.new.Eviction != "" {
+			f.Message = fmt.Sprintf("The %s would now evict its state by the watermark on %s; its state was built without eviction, and the checkpoint's state metadata pins how a step evicts, so the engine would refuse to open that state.",
+				describeOp(p.new), p.new.Eviction)
+			f.Remedy = c.revertOrFresh("Keep the watermark off the step's keys (or remove it), so that the step does not evict, as before")
+		} else {
+			f.Message = fmt.Sprintf("The %s would no longer evict its state by the watermark on %s, because the event-time column no longer reaches its keys; its state was built with eviction, and the checkpoint's state metadata pins how a step evicts, so the engine would refuse to open that state.",
+				describeOp(p.new), p.old.Eviction)
+			f.Remedy = c.revertOrFresh(fmt.Sprintf("Let the watermark's column reach the step's keys as %s again (a select must copy it unchanged)", p.old.Eviction))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// keyColumns lists the keys' columns, a window as "window(<column>)": other rules judge a
+// change of them.
+func keyColumns(keys []KeyShape) []string {
+	cols := make([]string, len(keys))
+	for i, k := range keys {
+		cols[i] = k.Column
+		if k.Window != nil {
+			cols[i] = "window(" + k.Window.Column + ")"
+		}
+	}
+	return cols
+}
+
+func evictionValue(col string) string {
+	if col == "" {
+		return "no eviction"
+	}
+	return "evicts by " + col
+}
+
 func checkWatermarkAdded(c *change) []Finding {
 	n := c.new.Watermark
-	if n == nil || c.old.Watermark != nil {
+	if n == nil || c.old.Watermark != nil || len(c.evictionChanges()) > 0 {
 		return nil
 	}
 	f := Finding{
 		Severity: c.watermarkSeverity(Warning),
 		Path:     c.watermarkPath(),
 		New:      fmt.Sprintf("%s, delay %s", n.Column, n.Delay),
-		Message: fmt.Sprintf("A watermark on %s is new; from the next batch, rows more than %s late are dropped and state the watermark has passed is evicted, including state built before the restart.",
+		Message: fmt.Sprintf("A watermark on %s is new; from the next batch the stateful steps drop rows more than %s late, though none evicts its state by it.",
 			n.Column, n.Delay),
-		Remedy: "Remove the watermark if state built so far must be kept.",
+		Remedy: "Remove the watermark if late rows must still reach the stateful steps.",
 	}
 	if f.Severity == Allowed {
 		f.Message = fmt.Sprintf("A watermark on %s is new; the query keeps no state, so it decides nothing yet.", n.Column)

@@ -90,6 +90,9 @@ type OperatorShape struct {
 	Keys []KeyShape `json:"keys"`
 	// Aggregates are an aggregate's values, in order.
 	Aggregates []AggregateShape `json:"aggregates,omitempty"`
+	// Eviction is the event-time column by which the watermark evicts the step's state
+	// (a key or window column that the watermark tracks), "" when its state is never evicted.
+	Eviction string `json:"eviction,omitempty"`
 }
 
 // KeyShape is one part of a state key: a column with its type, or an event-time window.
@@ -174,30 +177,40 @@ func ShapeOf(spec *v1.StreamingQuerySpec) (Shape, error) {
 	for _, c := range cols[0] {
 		from[c.Name] = c.Name
 	}
+	// eventTime is the column the watermark tracks at the current step, followed through
+	// selects that copy it, as the engine does.
+	eventTime := ""
 	ordinal := 0
 	for i := range s.Transform {
 		st, in := &s.Transform[i], cols[i]
 		switch {
 		case st.Select != nil:
-			next := map[string]string{}
+			next, nextEventTime := map[string]string{}, ""
 			for _, p := range st.Select {
 				e := normExpr(p.Expr)
+				if eventTime != "" && nextEventTime == "" && strings.TrimSpace(p.Expr) == eventTime {
+					nextEventTime = p.Name
+				}
 				if f, ok := from[e]; ok && identifier.MatchString(e) {
 					e = f
 				}
 				next[p.Name] = e
 			}
-			from = next
+			from, eventTime = next, nextEventTime
 		case st.Watermark != nil:
 			sh.Watermark = &WatermarkShape{Column: st.Watermark.Column, Delay: st.Watermark.Delay, From: from[st.Watermark.Column]}
+			eventTime = st.Watermark.Column
 		case st.Aggregate != nil:
-			sh.Operators = append(sh.Operators, aggregateShape(st.StatefulName(ordinal), st.Aggregate, in, from))
+			sh.Operators = append(sh.Operators, aggregateShape(st.StatefulName(ordinal), st.Aggregate, in, from, eventTime))
 			ordinal++
-			from = map[string]string{} // nothing stateful may follow an aggregate
+			from, eventTime = map[string]string{}, "" // nothing stateful may follow an aggregate
 		case st.DropDuplicates != nil:
 			op := OperatorShape{ID: st.StatefulName(ordinal), Kind: v1.StepDropDuplicates}
 			for _, c := range st.DropDuplicates.Columns {
 				op.Keys = append(op.Keys, columnKey(c, in, from))
+				if eventTime != "" && c == eventTime {
+					op.Eviction = eventTime
+				}
 			}
 			sh.Operators = append(sh.Operators, op)
 			ordinal++
@@ -289,9 +302,12 @@ func sourceShape(src *v1.Source) SourceShape {
 	return s
 }
 
-func aggregateShape(id string, a *v1.Aggregate, in v1.Columns, from map[string]string) OperatorShape {
+func aggregateShape(id string, a *v1.Aggregate, in v1.Columns, from map[string]string, eventTime string) OperatorShape {
 	op := OperatorShape{ID: id, Kind: v1.StepAggregate, Keys: []KeyShape{}}
 	for _, g := range a.GroupBy {
+		if eventTime != "" && (g.Column == eventTime || g.Window != nil && g.Window.Column == eventTime) {
+			op.Eviction = eventTime
+		}
 		if w := g.Window; w != nil {
 			k := KeyShape{Window: &WindowShape{Column: w.Column, Duration: w.Duration}, From: from[w.Column]}
 			if w.Slide != "" && !sameDuration(w.Slide, w.Duration) {
