@@ -332,3 +332,37 @@ func (t *Table) OldestCommit(ctx context.Context) (int64, error) {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// CleanupLog deletes the log files that the newest checkpoint at or before
+// version before makes unnecessary: every commit and checkpoint older than
+// it (Delta's metadata cleanup, which logRetentionDuration drives). The
+// table stays readable; readers of older versions, and streaming sources
+// behind that checkpoint, lose the history. It returns how many files it
+// deleted; without such a checkpoint it deletes nothing.
+func (t *Table) CleanupLog(ctx context.Context, before int64) (int, error) {
+	files, err := t.listLog(ctx, "")
+	if err != nil {
+		return 0, err
+	}
+	cp := int64(-1)
+	for _, f := range files {
+		if f.checkpoint && f.version <= before {
+			cp = max(cp, f.version)
+		}
+	}
+	n := 0
+	for _, f := range files {
+		if f.version >= cp {
+			continue
+		}
+		key := commitKey(f.version)
+		if f.checkpoint {
+			key = checkpointKey(f.version)
+		}
+		if err := t.store.Delete(ctx, key); err != nil {
+			return n, fmt.Errorf("delta table %s: cleanup: %w", t.Location(), err)
+		}
+		n++
+	}
+	return n, nil
+}
