@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,9 +39,9 @@ func (e *OwnerMismatchError) Error() string {
 func (e *OwnerMismatchError) Is(target error) bool { return target == ErrOwnerMismatch }
 
 // Checkpoint is the typed layout of one checkpoint location over a Store
-// (docs/checkpoint-format.md). It keeps no state besides its metadata: every
-// method reads or writes the store, and a Checkpoint is safe for concurrent
-// use.
+// (docs/checkpoint-format.md). Every method reads or writes the store; the
+// only state kept besides the metadata is the newest committed batch seen,
+// where Head starts looking. A Checkpoint is safe for concurrent use.
 //
 // Log entries (offsets, commits, shape) are written with Store.Create, so two
 // writers that both believe they own the location are fenced: for each entry
@@ -49,6 +50,7 @@ type Checkpoint struct {
 	store    Store
 	meta     Metadata
 	readOnly bool
+	known    atomic.Int64 // 1 + the newest committed batch seen; 0 for none
 }
 
 // A ClaimOption configures Claim.
@@ -160,9 +162,10 @@ func (c *Checkpoint) AddOffsets(ctx context.Context, o Offsets) error {
 }
 
 // AddCommit adds cm to the commit log: call it after the sink has committed
-// batch cm.BatchID. A lost race is an error wrapping ErrFenced. It then
-// updates the _latest hint that Head starts from; a failure to do so is not
-// reported, since the hint only saves requests.
+// batch cm.BatchID. A lost race is an error wrapping ErrFenced. Every
+// HintInterval batches it then updates the _latest hint that a restarted
+// process's Head starts from; a failure to do so is not reported, since the
+// hint only saves requests.
 func (c *Checkpoint) AddCommit(ctx context.Context, cm Commit) error {
 	data, err := encodeCommit(cm)
 	if err != nil {
@@ -171,8 +174,11 @@ func (c *Checkpoint) AddCommit(ctx context.Context, cm Commit) error {
 	if err := c.add(ctx, CommitKey, cm.BatchID, data); err != nil {
 		return err
 	}
-	hint, _ := json.Marshal(latestHint{Commit: cm.BatchID})
-	_ = c.store.Put(ctx, latestKey, append(hint, '\n')) // a stale or missing hint costs requests, not correctness
+	c.remember(cm.BatchID)
+	if cm.BatchID%HintInterval == 0 {
+		hint, _ := json.Marshal(latestHint{Commit: cm.BatchID})
+		_ = c.store.Put(ctx, latestKey, append(hint, '\n')) // a stale or missing hint costs requests, not correctness
+	}
 	return nil
 }
 

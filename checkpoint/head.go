@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 )
 
 // Head is what a restart finds at the end of the logs.
@@ -40,9 +41,14 @@ type latestHint struct {
 	Commit int64 `json:"commit"`
 }
 
+// HintInterval is how often, in batches, AddCommit rewrites the _latest hint.
+// An overwrite costs more than a create on S3 servers; a hint lagging by up to
+// HintInterval-1 batches costs a restarting process as many extra reads, once.
+const HintInterval = 4
+
 // maxProbes bounds how far Head walks forward from the hint before it lists
 // the log instead.
-const maxProbes = 8
+const maxProbes = 2 * HintInterval
 
 // Head finds the newest offsets and commit entries and checks that they fit
 // together (the newest commit is the newest planned batch or the one
@@ -50,30 +56,40 @@ const maxProbes = 8
 // contradict each other; it never falls back to an older batch.
 //
 // Its cost does not grow with the number of retained batches: it starts from
-// the _latest hint (the newest commit, written after each AddCommit), reads
-// that entry of each log and probes the following batch numbers until one is
-// missing, a handful of reads in all. Only when the hint is missing, points at
-// a missing entry or lags by more than a few batches does it list the log.
+// the newest commit this Checkpoint has seen, else from the _latest hint (a
+// recent commit, see HintInterval), reads that entry of each log and probes
+// the following batch numbers until one is missing, the two logs walked
+// concurrently: about five reads for the writer, a few more for a restarted
+// process. Only when the hint is missing, points at a missing entry or lags
+// by more than 2*HintInterval batches does it list the log.
 func (c *Checkpoint) Head(ctx context.Context) (Head, error) {
-	hint := c.readHint(ctx)
-	var h Head
-	lb, data, err := c.newest(ctx, OffsetsKey, OffsetsDir, hint)
-	if err != nil {
+	hint := c.known.Load() - 1
+	if hint < 0 {
+		hint = c.readHint(ctx)
+	}
+	// The two logs are independent: walk them at the same time.
+	var (
+		wg           sync.WaitGroup
+		lb, cb       int64
+		ldata, cdata []byte
+		lerr, cerr   error
+	)
+	wg.Go(func() { lb, ldata, lerr = c.newest(ctx, OffsetsKey, OffsetsDir, hint) })
+	cb, cdata, cerr = c.newest(ctx, CommitKey, CommitsDir, hint)
+	wg.Wait()
+	if err := errors.Join(lerr, cerr); err != nil {
 		return Head{}, err
 	}
+	var h Head
 	if lb >= 0 {
-		o, err := c.decodeOffsets(lb, data)
+		o, err := c.decodeOffsets(lb, ldata)
 		if err != nil {
 			return Head{}, err
 		}
 		h.Planned = &o
 	}
-	cb, data, err := c.newest(ctx, CommitKey, CommitsDir, hint)
-	if err != nil {
-		return Head{}, err
-	}
 	if cb >= 0 {
-		cm, err := c.decodeCommit(cb, data)
+		cm, err := c.decodeCommit(cb, cdata)
 		if err != nil {
 			return Head{}, err
 		}
@@ -87,7 +103,21 @@ func (c *Checkpoint) Head(ctx context.Context) (Head, error) {
 	case lb > 0 && cb < lb-1:
 		return Head{}, fmt.Errorf("%w: %s is planned but %s is missing (newest commit: %d)", ErrDamaged, c.name(OffsetsKey(lb)), c.name(CommitKey(lb-1)), cb)
 	}
+	if cb >= 0 {
+		c.remember(cb)
+	}
 	return h, nil
+}
+
+// remember records that batch is committed, so that the next Head starts
+// from it without reading the hint.
+func (c *Checkpoint) remember(batch int64) {
+	for {
+		old := c.known.Load()
+		if old > batch || c.known.CompareAndSwap(old, batch+1) {
+			return
+		}
+	}
 }
 
 // readHint returns the batch in _latest, or -1 when there is no usable hint.

@@ -2,6 +2,7 @@ package checkpoint_test
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -68,7 +69,15 @@ func TestHead(t *testing.T) {
 			tc.setup(t, c)
 			check := func(how string) {
 				t.Helper()
-				p, cm, r, n := headOf(t, c)
+				p, cm, r, n := headOf(t, c) // starts from what c wrote
+				if got := (want{p, cm, r, n}); got != tc.want {
+					t.Errorf("%s: writer's Head = planned %d committed %d replay %v next %d; want %+v", how, p, cm, r, n, tc.want)
+				}
+				fresh, err := checkpoint.Load(t.Context(), d) // starts from the hint, as a restart does
+				if err != nil {
+					t.Fatal(err)
+				}
+				p, cm, r, n = headOf(t, fresh)
 				if got := (want{p, cm, r, n}); got != tc.want {
 					t.Errorf("%s: Head = planned %d committed %d replay %v next %d; want %+v", how, p, cm, r, n, tc.want)
 				}
@@ -143,31 +152,44 @@ func TestHeadAfterTheNewestCommitWasDeleted(t *testing.T) {
 }
 
 // The newest-batch lookup reads a fixed handful of objects and lists nothing,
-// however many batches are retained.
+// however many batches are retained: from the writer that knows where it
+// is, and from a restarted process that starts from the hint.
 func TestHeadCostDoesNotGrowWithRetainedBatches(t *testing.T) {
-	var costs []int64
-	for _, retained := range []int64{10, 1000} {
+	costs := map[string][]int64{}
+	for _, retained := range []int64{12, 1000} { // the hint lags by 3 in both
 		d := newDir(t)
 		cs := &countingStore{Store: d}
-		c := claim(t, cs)
-		runBatches(t, c, 0, 1)
+		writer := claim(t, cs)
+		runBatches(t, writer, 0, 1)
 		copyBatches(t, d, 1, retained-1)
-		runBatches(t, c, retained-1, retained) // writes the hint, as the engine would
-		if err := c.AddOffsets(t.Context(), offsets(retained)); err != nil {
+		runBatches(t, writer, retained-1, retained)
+		// The hint as AddCommit leaves it, every HintInterval batches.
+		write(t, d, "_latest", fmt.Sprintf(`{"commit":%d}`, (retained-1)/checkpoint.HintInterval*checkpoint.HintInterval))
+		if err := writer.AddOffsets(t.Context(), offsets(retained)); err != nil {
 			t.Fatal(err)
 		}
-		cs.gets.Store(0)
-		cs.lists.Store(0)
-		if p, cm, _, _ := headOf(t, c); p != retained || cm != retained-1 {
-			t.Fatalf("retained %d: Head = %d, %d", retained, p, cm)
+		restarted, err := checkpoint.Load(t.Context(), cs)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if n := cs.lists.Load(); n != 0 {
-			t.Errorf("retained %d: Head listed %d times, want 0", retained, n)
+		for name, c := range map[string]*checkpoint.Checkpoint{"writer": writer, "restarted": restarted} {
+			cs.gets.Store(0)
+			cs.lists.Store(0)
+			if p, cm, _, _ := headOf(t, c); p != retained || cm != retained-1 {
+				t.Fatalf("retained %d: Head = %d, %d", retained, p, cm)
+			}
+			if n := cs.lists.Load(); n != 0 {
+				t.Errorf("retained %d: %s's Head listed %d times, want 0", retained, name, n)
+			}
+			costs[name] = append(costs[name], cs.gets.Load())
 		}
-		costs = append(costs, cs.gets.Load())
 	}
-	if costs[0] != costs[1] || costs[0] > 6 {
-		t.Errorf("Head read %d objects at 10 batches and %d at 1000; want the same small number", costs[0], costs[1])
+	// writer: commits 11, 12 (missing); offsets 11, 12, 13 (missing).
+	// restarted: the hint (8); commits 8 to 12; offsets 8 to 13.
+	for name, want := range map[string]int64{"writer": 5, "restarted": 12} {
+		if got := costs[name]; got[0] != want || got[1] != want {
+			t.Errorf("%s's Head read %d objects at 12 batches and %d at 1000; want %d", name, got[0], got[1], want)
+		}
 	}
 }
 
@@ -184,6 +206,18 @@ func copyBatches(t *testing.T, d *checkpoint.Dir, from, to int64) {
 			if err := os.WriteFile(filepath.Join(d.Location(), key(b)), data, 0o644); err != nil {
 				t.Fatal(err)
 			}
+		}
+	}
+}
+
+func TestCommitsUpdateTheHint(t *testing.T) {
+	d := newDir(t)
+	c := claim(t, d)
+	for b, want := range []string{`{"commit":0}`, `{"commit":0}`, `{"commit":0}`, `{"commit":0}`, `{"commit":4}`, `{"commit":4}`} {
+		runBatches(t, c, int64(b), int64(b)+1)
+		got, err := d.Get(t.Context(), "_latest")
+		if err != nil || strings.TrimSpace(string(got)) != want {
+			t.Errorf("after batch %d the hint is %q, %v; want %s", b, got, err, want)
 		}
 	}
 }
