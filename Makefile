@@ -38,6 +38,7 @@ generate: ## Regenerate deepcopy, CRDs and reference docs.
 	@hack/tools.sh controller_gen >/dev/null
 	$(TOOLS_BIN)/controller-gen object paths=./api/...
 	$(TOOLS_BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go generate ./compat/...
 
 manifests: generate ## Alias of generate, as kubebuilder projects name it.
 	$(TOOLS_BIN)/controller-gen rbac:roleName=controller webhook paths=./controller/... output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
