@@ -1,10 +1,3 @@
-// Package storetest is the conformance suite of checkpoint.Store: every
-// implementation runs it, so that the checkpoint layout can rely on one
-// behaviour whatever the store.
-//
-//	func TestStore(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) checkpoint.Store { return newEmptyStore(t) })
-//	}
 package storetest
 
 import (
