@@ -1,0 +1,190 @@
+package provider
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// attributePath converts a Kubernetes field path of the spec, as in
+// spec.transform[3].aggregate.groupBy[0], to the path of the attribute in Terraform,
+// transform[3].aggregate.group_by[0]. It follows the field tree as far as it matches and
+// returns that prefix; ok is false when not even the first step matches.
+func attributePath(spec *field, fieldPath string) (p path.Path, ok bool) {
+	rest, found := strings.CutPrefix(fieldPath, "spec.")
+	if !found {
+		return path.Empty(), false
+	}
+	f := spec
+	first := true
+	for _, step := range splitFieldPath(rest) {
+		switch {
+		case step.index != nil && f.Type == typeList:
+			p, f = p.AtListIndex(*step.index), f.Elem
+		case step.key != "" && f.Type == typeMap:
+			p, f = p.AtMapKey(step.key), f.Elem
+		case step.name != "" && f.Type == typeObject:
+			c := f.child(step.name)
+			if c == nil {
+				return p, !first
+			}
+			if first {
+				p = path.Root(c.TF)
+			} else {
+				p = p.AtName(c.TF)
+			}
+			f, first = c, false
+		default:
+			return p, !first
+		}
+	}
+	return p, !first
+}
+
+type fieldStep struct {
+	name  string
+	index *int
+	key   string
+}
+
+var subscript = regexp.MustCompile(`\[([^\]]*)\]`)
+
+// splitFieldPath splits a.b[2].c[key] into its steps.
+func splitFieldPath(s string) []fieldStep {
+	var steps []fieldStep
+	for part := range strings.SplitSeq(s, ".") {
+		name, subs, _ := strings.Cut(part, "[")
+		if name != "" {
+			steps = append(steps, fieldStep{name: name})
+		}
+		if subs == "" {
+			continue
+		}
+		for _, m := range subscript.FindAllStringSubmatch("["+subs, -1) {
+			if i, err := strconv.Atoi(m[1]); err == nil {
+				steps = append(steps, fieldStep{index: &i})
+			} else {
+				steps = append(steps, fieldStep{key: m[1]})
+			}
+		}
+	}
+	return steps
+}
+
+// findingPattern matches the text the admission webhook gives a compat finding:
+// "[rejected] files-path at spec.sources[0].files.path: "a" → "b": message Remedy: remedy".
+var findingPattern = regexp.MustCompile(`(?s)\[(rejected|warning|allowed)\] (\S+) at (\S+): (".*?") → (".*?"): (.*?)(?: Remedy: (.*))?$`)
+
+// finding is a compat finding read back from the webhook's text.
+type finding struct {
+	severity, rule, path, old, new, message, remedy string
+}
+
+func parseFinding(text string) (finding, bool) {
+	m := findingPattern.FindStringSubmatch(strings.TrimSpace(text))
+	if m == nil {
+		return finding{}, false
+	}
+	old, err1 := strconv.Unquote(m[4])
+	new, err2 := strconv.Unquote(m[5])
+	if err1 != nil || err2 != nil {
+		old, new = m[4], m[5]
+	}
+	return finding{severity: m[1], rule: m[2], path: m[3], old: old, new: new, message: m[6], remedy: m[7]}, true
+}
+
+// detail renders a finding for a diagnostic: what changed, the rule, old and new, why, and
+// what to do.
+func (f finding) detail(lead string) string {
+	var b strings.Builder
+	b.WriteString(lead)
+	fmt.Fprintf(&b, "\n\nRule: %s\nChange: %s → %s\n\n%s", f.rule, orAbsent(f.old), orAbsent(f.new), f.message)
+	if f.remedy != "" {
+		fmt.Fprintf(&b, "\n\nWhat to do: %s", f.remedy)
+	}
+	return b.String()
+}
+
+func orAbsent(s string) string {
+	if s == "" {
+		return "(absent)"
+	}
+	return strconv.Quote(s)
+}
+
+// Leads of the diagnostics for a refused and a warned change.
+const (
+	refusedLead = "The API server's admission webhook compared this change with what the query's " +
+		"existing checkpoint recorded, and refused it: the restarted query would fail or compute wrong results."
+	warnedLead = "The API server's admission webhook compared this change with what the query's " +
+		"existing checkpoint recorded. It is allowed, with an effect you should know about."
+)
+
+// addAPIError turns an error of the API server into diagnostics. An Invalid or Forbidden
+// status with field causes becomes one error per cause on the attribute it names; a compat
+// refusal is laid out as rule, change, reason and remedy.
+func addAPIError(diags *diag.Diagnostics, spec *field, op string, err error) {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) {
+		diags.AddError("Cannot Reach The Cluster", fmt.Sprintf("%s: %v.", capitalize(op), err))
+		return
+	}
+	st := se.Status()
+	var causes []metav1.StatusCause
+	if st.Details != nil {
+		causes = st.Details.Causes
+	}
+	if len(causes) == 0 {
+		diags.AddError(statusSummary(st), fmt.Sprintf("%s: %s", capitalize(op), st.Message))
+		return
+	}
+	for _, c := range causes {
+		msg := c.Message
+		summary, detail := "Invalid Streaming Query", fmt.Sprintf("The API server refused the query: %s: %s", c.Field, msg)
+		if f, ok := parseFinding(msg); ok && f.severity == "rejected" {
+			summary, detail = "Checkpoint Refuses The Change", f.detail(refusedLead)
+		}
+		if p, ok := attributePath(spec, c.Field); ok {
+			diags.AddAttributeError(p, summary, detail)
+		} else {
+			diags.AddError(summary, detail)
+		}
+	}
+}
+
+func statusSummary(st metav1.Status) string {
+	switch st.Reason {
+	case metav1.StatusReasonForbidden:
+		return "Not Allowed By The Cluster"
+	case metav1.StatusReasonNotFound:
+		return "Not Found"
+	case metav1.StatusReasonInvalid:
+		return "Invalid Streaming Query"
+	}
+	return "Cluster Refused The Request"
+}
+
+// addWarning turns an admission warning, "<field path>: <text>", into a warning diagnostic on
+// the attribute it names.
+func addWarning(diags *diag.Diagnostics, spec *field, text string) {
+	fieldPath, msg, _ := strings.Cut(text, ": ")
+	summary, detail := "Warning From The Cluster", text
+	if f, ok := parseFinding(msg); ok {
+		summary, detail = "Change Allowed With A Warning", f.detail(warnedLead)
+	}
+	if p, ok := attributePath(spec, fieldPath); ok {
+		if detail == text {
+			detail = msg
+		}
+		diags.AddAttributeWarning(p, summary, detail)
+		return
+	}
+	diags.AddWarning(summary, detail)
+}

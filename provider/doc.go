@@ -1,0 +1,32 @@
+// Package provider is Lockstep's Terraform provider (terraform-plugin-framework, protocol 6):
+// the resource lockstep_streaming_query and the data sources lockstep_streaming_query and
+// lockstep_checkpoint_store. Command terraform-provider-lockstep serves it; [New] makes it.
+//
+// # One model of a query
+//
+// The resource's attributes mirror api/v1's StreamingQuerySpec in snake_case. They are not
+// written by hand: the provider embeds the CRDs that controller-gen makes from the api/v1
+// types (crds/, copied from config/crd/bases by go generate) and derives from their OpenAPI
+// schema a tree of fields (fields.go) that gives the Terraform schema — nesting, required and
+// optional, descriptions, the CRD's defaults, and validators for enums, patterns, ranges,
+// sizes and one-of rules — and the conversions between Terraform values and API objects
+// (values.go). Tests walk the Go types with reflect to check that every field is represented
+// and that a fully populated spec survives spec → Terraform → spec.
+//
+// # Writing
+//
+// Create and update use server-side apply under the field manager [FieldManager], forcing
+// ownership: the configuration wins over edits made with kubectl. Fields that another manager
+// set and the configuration leaves unset are removed after the apply (leftovers.go), so that
+// out-of-band changes show in the next plan and the apply undoes them. Read removes a query
+// that is gone from state; delete tolerates a query that is already gone.
+//
+// # Planning
+//
+// ModifyPlan (query_plan.go) sends the planned query as a server-side dry run. The API server
+// runs the CRD's validation and the admission webhooks, which judge the change against the
+// query's checkpoint (compat.Check): a refusal is an error on the attribute the finding names,
+// laid out as rule, change, reason and remedy; admission warnings are warnings. The delivery
+// guarantee is computed with compat.GuaranteeOf, and a changed checkpoint.location is planned
+// as the fresh start it is. See docs/terraform/ for the user's view.
+package provider

@@ -1,0 +1,132 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+var _ datasource.DataSourceWithConfigure = (*queryDataSource)(nil)
+
+// queryDataSource is the lockstep_streaming_query data source: a query and its status, read
+// from the cluster.
+type queryDataSource struct {
+	kinds   *kinds
+	cluster *cluster
+}
+
+func newQueryDataSourceFor(k *kinds) func() datasource.DataSource {
+	return func() datasource.DataSource { return &queryDataSource{kinds: k} }
+}
+
+func (d *queryDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_streaming_query"
+}
+
+func (d *queryDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, _ *datasource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*cluster); ok {
+		d.cluster = c
+	}
+}
+
+func (d *queryDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	if d.kinds.err != nil {
+		resp.Diagnostics.AddError("Invalid Provider Schema", d.kinds.err.Error())
+		return
+	}
+	attrs := dataSourceAttributes(d.kinds.query)
+	str := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc, MarkdownDescription: desc}
+	}
+	meta := map[string]schema.Attribute{
+		attrID: str("The query's `namespace/name`."),
+		attrNamespace: schema.StringAttribute{Optional: true, Computed: true,
+			Description:         "Namespace of the query. Omitted: the provider's namespace.",
+			MarkdownDescription: "Namespace of the query. Omitted: the provider's `namespace`."},
+		attrName: schema.StringAttribute{Required: true,
+			Description: "Name of the query.", MarkdownDescription: "Name of the query."},
+		attrUID:                     str("The Kubernetes UID of the StreamingQuery object."),
+		attrQueryID:                 str("The query id recorded in the checkpoint's metadata."),
+		attrPhase:                   str("The query's phase: Pending, Running, Suspended, Failed, Blocked or Completed."),
+		attrCheckpointLocation:      str("The checkpoint location in force."),
+		attrDeliveryGuarantee:       str("The query's delivery guarantee: exactly-once, at-least-once or none."),
+		attrDeliveryGuaranteeReason: str("Why the query has its delivery guarantee."),
+		attrLatestCommittedBatch: schema.Int64Attribute{Computed: true,
+			Description:         "The newest batch in the checkpoint's commit log.",
+			MarkdownDescription: "The newest batch in the checkpoint's commit log."},
+		"status": dataSourceAttribute(d.kinds.queryStatus),
+	}
+	for name, a := range meta {
+		if _, clash := attrs[name]; clash {
+			resp.Diagnostics.AddError("Invalid Provider Schema", fmt.Sprintf("spec field %s clashes with the attribute of that name", name))
+			return
+		}
+		attrs[name] = a
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Reads a Lockstep `StreamingQuery`, its spec and the status the controller reports " +
+			"(phase, query id, progress of the newest committed batch, per-source lag, conditions).",
+		Attributes: attrs,
+	}
+}
+
+func (d *queryDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if d.cluster == nil {
+		resp.Diagnostics.AddError("Provider Not Configured", "The lockstep provider has no connection to a cluster: its connection settings were not known.")
+		return
+	}
+	var namespace, name types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrNamespace), &namespace)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrName), &name)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	ns := orDefault(namespace.ValueString(), d.cluster.namespace)
+	obj, err := d.cluster.getQuery(ctx, ns, name.ValueString())
+	if apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddAttributeError(path.Root(attrName), "Streaming Query Not Found",
+			fmt.Sprintf("There is no StreamingQuery %s in namespace %s.", name.ValueString(), ns))
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot Read Streaming Query", fmt.Sprintf("Read StreamingQuery %s/%s: %v.", ns, name.ValueString(), err))
+		return
+	}
+	resp.State.Raw = req.Config.Raw.Copy()
+	resp.Diagnostics.Append(setSpec(ctx, &resp.State, d.kinds.query, objectSpec(obj), req.Config.Raw)...)
+
+	st, err := queryStatus(obj)
+	if err != nil {
+		resp.Diagnostics.AddError("Unexpected Status", err.Error())
+		return
+	}
+	set := func(name string, v any) { resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(name), v)...) }
+	set(attrID, ns+"/"+obj.GetName())
+	set(attrNamespace, ns)
+	set(attrUID, string(obj.GetUID()))
+	set(attrQueryID, stringOrNull(st.QueryID))
+	set(attrPhase, stringOrNull(string(st.Phase)))
+	loc, _, _ := unstructured.NestedString(obj.Object, "spec", "checkpoint", "location")
+	set(attrCheckpointLocation, stringOrNull(orDefault(loc, st.CheckpointLocation)))
+	set(attrLatestCommittedBatch, types.Int64PointerValue(st.LatestCommittedBatch))
+	if spec, err := typedSpec(objectSpec(obj)); err == nil {
+		g, reason := compat.GuaranteeOf(spec)
+		set(attrDeliveryGuarantee, string(g))
+		set(attrDeliveryGuaranteeReason, reason)
+	}
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	v, err := objectValue(ctx, d.kinds.queryStatus, status)
+	if err != nil {
+		resp.Diagnostics.AddError("Unexpected Status", err.Error())
+		return
+	}
+	set("status", v)
+}

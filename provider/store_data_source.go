@@ -1,0 +1,148 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+var _ datasource.DataSourceWithConfigure = (*storeDataSource)(nil)
+
+// storeDataSource is the lockstep_checkpoint_store data source: a cluster-scoped
+// CheckpointStore, and the checkpoint location it gives a query.
+type storeDataSource struct {
+	kinds   *kinds
+	cluster *cluster
+}
+
+func newStoreDataSourceFor(k *kinds) func() datasource.DataSource {
+	return func() datasource.DataSource { return &storeDataSource{kinds: k} }
+}
+
+// Attributes of lockstep_checkpoint_store besides the spec's.
+const (
+	attrQueryNamespace = "query_namespace"
+	attrQueryName      = "query_name"
+	attrLocation       = "location"
+	attrReady          = "ready"
+)
+
+func (d *storeDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_checkpoint_store"
+}
+
+func (d *storeDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, _ *datasource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*cluster); ok {
+		d.cluster = c
+	}
+}
+
+func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
+	if d.kinds.err != nil {
+		resp.Diagnostics.AddError("Invalid Provider Schema", d.kinds.err.Error())
+		return
+	}
+	attrs := dataSourceAttributes(d.kinds.store)
+	meta := map[string]schema.Attribute{
+		attrID: schema.StringAttribute{Computed: true, Description: "The store's name.", MarkdownDescription: "The store's name."},
+		attrName: schema.StringAttribute{Required: true,
+			Description: "Name of the CheckpointStore (cluster-scoped).", MarkdownDescription: "Name of the `CheckpointStore` (cluster-scoped)."},
+		attrQueryNamespace: schema.StringAttribute{Optional: true,
+			Description:         "Namespace of a query, for location. Omitted: the provider's namespace.",
+			MarkdownDescription: "Namespace of a query, for `location`. Omitted: the provider's `namespace`."},
+		attrQueryName: schema.StringAttribute{Optional: true,
+			Description:         "Name of a query, for location.",
+			MarkdownDescription: "Name of a query, for `location`."},
+		attrLocation: schema.StringAttribute{Computed: true,
+			Description: "The checkpoint location the store gives the query query_namespace/query_name " +
+				"(s3://bucket/rendered template); null without query_name.",
+			MarkdownDescription: "The checkpoint location the store gives the query `query_namespace`/`query_name` " +
+				"(`s3://bucket/` and the rendered `location_template`); null without `query_name`."},
+		attrReady: schema.BoolAttribute{Computed: true,
+			Description:         "Whether the controller reports the store Ready (its bucket reachable).",
+			MarkdownDescription: "Whether the controller reports the store `Ready` (its bucket reachable)."},
+		"status": dataSourceAttribute(d.kinds.storeStatus),
+	}
+	for name, a := range meta {
+		if _, clash := attrs[name]; clash {
+			resp.Diagnostics.AddError("Invalid Provider Schema", fmt.Sprintf("spec field %s clashes with the attribute of that name", name))
+			return
+		}
+		attrs[name] = a
+	}
+	resp.Schema = schema.Schema{
+		MarkdownDescription: "Reads a Lockstep `CheckpointStore`: a bucket that a platform team offers to tenant " +
+			"namespaces for their queries' checkpoints, who may use it, and where in it a query's checkpoint goes.",
+		Attributes: attrs,
+	}
+}
+
+func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
+	if d.cluster == nil {
+		resp.Diagnostics.AddError("Provider Not Configured", "The lockstep provider has no connection to a cluster: its connection settings were not known.")
+		return
+	}
+	var name, queryNamespace, queryName types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrName), &name)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrQueryNamespace), &queryNamespace)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrQueryName), &queryName)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	obj, err := d.cluster.stores().Get(ctx, name.ValueString(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		resp.Diagnostics.AddAttributeError(path.Root(attrName), "Checkpoint Store Not Found",
+			fmt.Sprintf("There is no CheckpointStore named %s.", name.ValueString()))
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot Read Checkpoint Store", fmt.Sprintf("Read CheckpointStore %s: %v.", name.ValueString(), err))
+		return
+	}
+	var store v1.CheckpointStore
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &store); err != nil {
+		resp.Diagnostics.AddError("Unexpected Checkpoint Store", err.Error())
+		return
+	}
+
+	resp.State.Raw = req.Config.Raw.Copy()
+	spec, _, _ := unstructured.NestedMap(obj.Object, "spec")
+	resp.Diagnostics.Append(setSpec(ctx, &resp.State, d.kinds.store, spec, req.Config.Raw)...)
+	set := func(name string, v any) { resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(name), v)...) }
+	set(attrID, obj.GetName())
+	ready := false
+	for _, c := range store.Status.Conditions {
+		if c.Type == "Ready" {
+			ready = c.Status == metav1.ConditionTrue
+		}
+	}
+	set(attrReady, ready)
+	if known(queryName) {
+		ns := orDefault(queryNamespace.ValueString(), d.cluster.namespace)
+		loc, err := store.Spec.Location(ns, queryName.ValueString())
+		if err != nil {
+			resp.Diagnostics.AddAttributeError(path.Root(attrQueryName), "No Location For The Query", err.Error())
+			return
+		}
+		set(attrLocation, loc)
+	} else {
+		set(attrLocation, types.StringNull())
+	}
+	status, _, _ := unstructured.NestedMap(obj.Object, "status")
+	v, err := objectValue(ctx, d.kinds.storeStatus, status)
+	if err != nil {
+		resp.Diagnostics.AddError("Unexpected Status", err.Error())
+		return
+	}
+	set("status", v)
+}
