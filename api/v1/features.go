@@ -41,9 +41,9 @@ const (
 // Supported().With(…) or AllFeatures().
 func Supported() Features {
 	return NewFeatures(
-		FeatureFilesSource, FeatureRateSource,
+		FeatureKafkaSource, FeatureFilesSource, FeatureRateSource,
 		FeatureFilter, FeatureSelect,
-		FeatureFilesSink, FeatureConsoleSink,
+		FeatureFilesSink, FeatureKafkaSink, FeatureWebhookSink, FeatureConsoleSink,
 	)
 }
 

@@ -86,7 +86,7 @@ func TestValidate(t *testing.T) {
 		{
 			name:     "kafka source is not supported yet",
 			query:    qt.Make("q", "ns").KafkaSource("k", "kafka:9092", "orders", qt.Col("id", v1.TypeString)).ConsoleSink(),
-			features: now,
+			features: v1.NewFeatures(v1.FeatureFilesSource, v1.FeatureRateSource, v1.FeatureConsoleSink),
 			want:     field.ErrorList{field.NotSupported(sources.Index(0).Child("kafka"), v1.SourceKafka, []v1.SourceKind{v1.SourceFiles, v1.SourceRate})},
 		},
 		{
@@ -373,7 +373,7 @@ func TestValidate(t *testing.T) {
 		{
 			name:     "two sinks, one not supported yet",
 			query:    orders().Sink(v1.Sink{Console: &v1.ConsoleSink{}, Webhook: &v1.WebhookSink{URL: "https://example.com/hook"}}),
-			features: now,
+			features: v1.NewFeatures(v1.FeatureFilesSource, v1.FeatureFilesSink, v1.FeatureConsoleSink),
 			want: field.ErrorList{
 				field.Invalid(sink, "webhook, console", ""),
 				field.NotSupported(sink.Child("webhook"), v1.SinkWebhook, []v1.SinkKind{v1.SinkFiles, v1.SinkConsole}),
@@ -478,7 +478,7 @@ func TestValidateDetails(t *testing.T) {
 		query *qt.Query
 		want  []string
 	}{
-		{"not supported yet", orders().KafkaSink("k:9092", "t"), []string{`not supported yet; supported values: "files", "console"`}},
+		{"not supported yet", orders().DeltaSink("/lake/t"), []string{`not supported yet; supported values: "files", "kafka", "webhook", "console"`}},
 		{"unknown column lists the columns", orders().Filter("price > 0.0"), []string{"undeclared reference to 'price'"}},
 		{"sink's modes", orders().OutputMode(v1.OutputComplete), []string{`the files sink supports supported values: "append", "update"`, "needs an aggregate step"}},
 		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{`source "r" yields (timestamp timestamp, value long)`}},

@@ -22,8 +22,10 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
+	"github.com/lockstep-dev/lockstep/engine/webhook"
 )
 
 // envCrashAt makes `lockstep run` kill itself with SIGKILL when a batch
@@ -80,6 +82,9 @@ func newRegistry() (*engine.Registry, error) {
 		reg.RegisterSource(v1.SourceRate, source.RateSpec(), source.NewRate),
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkConsole, sink.ConsoleSpec(), sink.NewConsole),
+		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),
+		reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink),
+		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.NewSink),
 	)
 }
 
