@@ -1,0 +1,117 @@
+package provider
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"regexp"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/compare"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/statecheck"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// TestAccStreamingQueryDataSource reads a query written by the resource, with the status the
+// controller reported.
+func TestAccStreamingQueryDataSource(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	c.fakeController(t, "orders", map[string]any{
+		"phase": "Running", "queryId": "q-1", "latestCommittedBatch": int64(4),
+		"sources": []any{map[string]any{"name": "orders", "offsets": `{"files":3}`, "lag": int64(2)}},
+	})
+	q := baseQuery()
+	q.WaitFor = waitRunning
+	const data = "data.lockstep_streaming_query.q"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config: c.provider() + q.hcl() + `
+data "lockstep_streaming_query" "q" {
+  name       = lockstep_streaming_query.q.name
+  depends_on = [lockstep_streaming_query.q]
+}
+`,
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("namespace"), knownvalue.StringExact(c.namespace)),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("phase"), knownvalue.StringExact("Running")),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("query_id"), knownvalue.StringExact("q-1")),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("latest_committed_batch"), knownvalue.Int64Exact(4)),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("delivery_guarantee"), knownvalue.StringExact("exactly-once")),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("sources").AtSliceIndex(0).AtMapKey("files").AtMapKey("path"),
+					knownvalue.StringExact("s3://landing/orders/")),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("status").AtMapKey("sources").AtSliceIndex(0).AtMapKey("lag"),
+					knownvalue.Int64Exact(2)),
+				statecheck.CompareValuePairs(data, tfjsonpath.New("uid"), address, tfjsonpath.New("uid"), compare.ValuesSame()),
+			},
+		}},
+	})
+}
+
+// TestAccStreamingQueryDataSource_notFound names the missing query.
+func TestAccStreamingQueryDataSource_notFound(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config:      c.provider() + `data "lockstep_streaming_query" "q" { name = "nope" }`,
+			ExpectError: regexp.MustCompile(`There\s+is\s+no\s+StreamingQuery\s+nope\s+in\s+namespace`),
+		}},
+	})
+}
+
+// TestAccCheckpointStoreDataSource reads a CheckpointStore and the location it gives a query.
+func TestAccCheckpointStoreDataSource(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	store := c.namespace + "-store"
+	c.createStore(t, store, map[string]any{
+		"s3":                    map[string]any{"endpoint": "http://127.0.0.1:9000", "bucket": "checkpoints", "caBundle": []byte("PEM")},
+		"credentialsSecretName": "lockstep-s3",
+		"locationTemplate":      "teams/{{namespace}}/{{name}}",
+		"allowedNamespaces":     []any{c.namespace},
+	})
+	const data = "data.lockstep_checkpoint_store.s"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config: c.provider() + fmt.Sprintf(`
+data "lockstep_checkpoint_store" "s" {
+  name       = %q
+  query_name = "orders"
+}
+`, store),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("s3").AtMapKey("bucket"), knownvalue.StringExact("checkpoints")),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("s3").AtMapKey("ca_bundle"), knownvalue.StringExact("PEM")),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("credentials_secret_name"), knownvalue.StringExact("lockstep-s3")),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("allowed_namespaces"), knownvalue.ListExact([]knownvalue.Check{knownvalue.StringExact(c.namespace)})),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("location"), knownvalue.StringExact("s3://checkpoints/teams/"+c.namespace+"/orders")),
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("ready"), knownvalue.Bool(false)),
+			},
+		}},
+	})
+}
+
+// createStore creates a cluster-scoped CheckpointStore, deleted when the test ends.
+func (c *testCluster) createStore(t *testing.T, name string, spec map[string]any) {
+	t.Helper()
+	if b, ok := spec["s3"].(map[string]any)["caBundle"].([]byte); ok {
+		spec["s3"].(map[string]any)["caBundle"] = base64.StdEncoding.EncodeToString(b)
+	}
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1.GroupVersion.String(), "kind": v1.KindCheckpointStore,
+		"metadata": map[string]any{"name": name}, "spec": spec,
+	}}
+	res := c.dyn.Resource(storesResource)
+	if _, err := res.Create(context.Background(), u, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create CheckpointStore %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = res.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
