@@ -48,7 +48,7 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 		bp.lags[s.name] = p.Lag
 		hasData = hasData || p.HasData
 	}
-	if !hasData {
+	if !hasData && !r.noDataBatchDue() {
 		return nil, nil, nil
 	}
 	durations := map[string]int64{"latestOffset": clk.Since(began).Milliseconds()}
@@ -112,8 +112,12 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	durations["getBatch"] = clk.Since(phase).Milliseconds()
 
 	phase = clk.Now()
-	for _, st := range r.q.steps {
-		rows = st.apply(rows)
+	rows, err := r.transform(bp, rows)
+	if err != nil {
+		return Progress{}, err
+	}
+	if err := r.commitState(ctx, bp, &p); err != nil {
+		return Progress{}, err
 	}
 	p.NumOutputRows = int64(len(rows))
 	durations["transform"] = clk.Since(phase).Milliseconds()
@@ -129,7 +133,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	phase = clk.Now()
 	cm := checkpoint.Commit{
 		BatchID:              bp.id,
-		NextBatchWatermarkMs: bp.watermarkMs,
+		NextBatchWatermarkMs: r.nextWatermark(bp),
 		Progress: checkpoint.Progress{
 			Timestamp:     clk.Now().UTC(),
 			NumInputRows:  p.NumInputRows,

@@ -66,6 +66,8 @@ type Progress struct {
 	// 0 when the query has none.
 	WatermarkMs int64            `json:"watermarkMs"`
 	Sources     []SourceProgress `json:"sources"`
+	// StateOperators describes the state of each stateful step.
+	StateOperators []StateOperatorProgress `json:"stateOperators,omitempty"`
 }
 
 // SourceProgress is one source's part of a batch.

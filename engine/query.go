@@ -293,6 +293,8 @@ type run struct {
 	conf          map[string]string
 	lastCommitted int64
 	purgers       []checkpoint.PurgeFunc
+	// state holds the stateful steps' stores (stateful_step.go).
+	state *stateRun
 }
 
 // open claims the checkpoint, reads where it stands, asks the start guard,
@@ -345,6 +347,10 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 		}
 	}
 	if err := r.build(ctx); err != nil {
+		r.close()
+		return nil, err
+	}
+	if err := r.openState(ctx, head); err != nil {
 		r.close()
 		return nil, err
 	}
@@ -506,8 +512,9 @@ func (r *run) guarantee() Guarantee {
 	return queryGuarantee(string(k), g)
 }
 
-// close closes the components that are io.Closers.
+// close closes the components that are io.Closers, and the state stores.
 func (r *run) close() {
+	r.closeState()
 	for _, s := range r.sources {
 		if c, ok := s.src.(io.Closer); ok {
 			if err := c.Close(); err != nil {

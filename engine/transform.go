@@ -65,7 +65,12 @@ func compileSteps(spec *v1.StreamingQuerySpec, cols []v1.Columns) ([]step, field
 			}
 			steps = append(steps, s)
 		default:
-			errs = append(errs, field.NotSupported(p, st.Kind(), []v1.StepKind{v1.StepFilter, v1.StepSelect}))
+			s, err := compileStatefulStep(spec, cols[i], i)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			steps = append(steps, s)
 		}
 	}
 	return steps, errs

@@ -42,8 +42,9 @@ const (
 func Supported() Features {
 	return NewFeatures(
 		FeatureKafkaSource, FeatureFilesSource, FeatureRateSource,
-		FeatureFilter, FeatureSelect,
+		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
 		FeatureFilesSink, FeatureKafkaSink, FeatureWebhookSink, FeatureConsoleSink,
+		FeatureUpdateMode, FeatureCompleteMode,
 	)
 }
 

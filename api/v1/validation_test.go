@@ -36,6 +36,9 @@ func orders() *qt.Query {
 func TestValidate(t *testing.T) {
 	all := v1.AllFeatures()
 	now := v1.Supported()
+	// stateless is the feature set before stateful steps and output modes were supported.
+	stateless := v1.NewFeatures(v1.FeatureFilesSource, v1.FeatureRateSource, v1.FeatureFilter, v1.FeatureSelect,
+		v1.FeatureFilesSink, v1.FeatureConsoleSink)
 	cases := []struct {
 		name     string
 		query    *qt.Query
@@ -237,7 +240,7 @@ func TestValidate(t *testing.T) {
 		{
 			name:     "stateful steps are not supported yet",
 			query:    orders().Watermark("ts", "1m").DropDuplicates("", "order_id"),
-			features: now,
+			features: stateless,
 			want: field.ErrorList{
 				field.NotSupported(transform.Index(0).Child("watermark"), v1.StepWatermark, []v1.StepKind{v1.StepFilter, v1.StepSelect}),
 				field.NotSupported(transform.Index(1).Child("dropDuplicates"), v1.StepDropDuplicates, []v1.StepKind{v1.StepFilter, v1.StepSelect}),
@@ -355,7 +358,7 @@ func TestValidate(t *testing.T) {
 		{
 			name:     "update mode is not supported yet",
 			query:    orders().OutputMode(v1.OutputUpdate),
-			features: now,
+			features: stateless,
 			want:     field.ErrorList{field.NotSupported(mode, v1.OutputUpdate, []v1.OutputMode{v1.OutputAppend})},
 		},
 		{

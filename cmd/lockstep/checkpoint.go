@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine/state"
 )
 
 // Output formats of the checkpoint commands.
@@ -63,10 +64,22 @@ Exit codes: 0 shown, 1 unreadable or damaged checkpoint, 2 malformed location or
 			if err != nil {
 				return err
 			}
-			if output == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), d)
+			// The state of the newest committed batch: its operators' keys and rows.
+			version := int64(-1)
+			if d.CommittedBatch != nil {
+				version = *d.CommittedBatch + 1
 			}
-			return writeDescription(cmd.OutOrStdout(), d)
+			ops, err := state.Describe(cmd.Context(), c.Store(), version)
+			if err != nil {
+				return err
+			}
+			if output == outputJSON {
+				return writeJSON(cmd.OutOrStdout(), struct {
+					checkpoint.Description
+					StateOperators []state.Summary `json:"stateOperators"`
+				}{d, ops})
+			}
+			return writeDescription(cmd.OutOrStdout(), d, ops)
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", outputText, "output format: text or json")
@@ -146,7 +159,7 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
-func writeDescription(w io.Writer, d checkpoint.Description) error {
+func writeDescription(w io.Writer, d checkpoint.Description, ops []state.Summary) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	row := func(k, format string, args ...any) { fmt.Fprintf(tw, "%s:\t%s\n", k, fmt.Sprintf(format, args...)) }
 	row("Location", "%s", d.Location)
@@ -218,13 +231,30 @@ func writeDescription(w io.Writer, d checkpoint.Description) error {
 		return nil
 	}
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "  OPERATOR\tPARTITIONS\tVERSIONS\tDELTAS\tSNAPSHOTS\tFILES\tBYTES")
+	fmt.Fprintln(tw, "  OPERATOR\tKIND\tKEYS\tROWS\tPARTITIONS\tVERSIONS\tDELTAS\tSNAPSHOTS\tFILES\tBYTES")
 	for _, op := range d.State {
 		versions := "-"
 		if op.MinVersion >= 0 {
 			versions = fmt.Sprintf("%d..%d", op.MinVersion, op.MaxVersion)
 		}
-		fmt.Fprintf(tw, "  %s\t%d\t%s\t%d\t%d\t%d\t%d\n", op.Operator, op.Partitions, versions, op.Deltas, op.Snapshots, op.Files, op.Bytes)
+		kind, keys, rows := "-", "-", "-"
+		for _, s := range ops {
+			if s.Operator != op.Operator {
+				continue
+			}
+			kind, rows = s.Kind, fmt.Sprint(s.Rows)
+			if s.Rows < 0 {
+				rows = "?"
+			}
+			var names []string
+			for _, k := range s.KeySchema {
+				names = append(names, k.Name)
+			}
+			if len(names) > 0 {
+				keys = strings.Join(names, ",")
+			}
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d\t%d\n", op.Operator, kind, keys, rows, op.Partitions, versions, op.Deltas, op.Snapshots, op.Files, op.Bytes)
 	}
 	return tw.Flush()
 }

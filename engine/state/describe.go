@@ -19,7 +19,8 @@ type Summary struct {
 	// Eviction is the event-time column the watermark evicts by, "" if none.
 	Eviction string `json:"eviction,omitempty"`
 	// Version is the version described: the newest at or before the one
-	// asked for that has a file. Rows counts its keys.
+	// asked for that has a file. Rows counts its keys; it is -1 when a
+	// file's header cannot be read.
 	Version int64 `json:"version"`
 	Rows    int64 `json:"rows"`
 	// MinVersion is the oldest version with a file.
@@ -33,7 +34,8 @@ type Summary struct {
 // Describe summarizes the state of every operator under state/ at version
 // (the state after batch version-1; -1 for the newest files). It reads each
 // operator's _metadata and, per partition, the header of the newest file at
-// or before version.
+// or before version. A file that does not parse makes the operator's Rows
+// -1 rather than an error: describe shows a damaged checkpoint.
 func Describe(ctx context.Context, cs checkpoint.Store, version int64) ([]Summary, error) {
 	infos, err := checkpoint.ListInfo(ctx, cs, checkpoint.StateDir)
 	if err != nil {
@@ -80,13 +82,15 @@ func Describe(ctx context.Context, cs checkpoint.Store, version int64) ([]Summar
 		if err != nil {
 			return nil, fmt.Errorf("describe state: %w", err)
 		}
-		h, err := DecodeHeader(data)
-		if err != nil {
-			return nil, fmt.Errorf("describe state: %s: %w", f.Key(), err)
-		}
 		sm := sums[k.op]
-		sm.Rows += h.Rows
 		sm.Version = max(sm.Version, f.Version)
+		h, err := DecodeHeader(data)
+		switch {
+		case err != nil:
+			sm.Rows = -1
+		case sm.Rows >= 0:
+			sm.Rows += h.Rows
+		}
 	}
 	out := make([]Summary, 0, len(sums))
 	for op, sm := range sums {

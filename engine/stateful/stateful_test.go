@@ -81,7 +81,9 @@ func (r *runner) restart() {
 func (r *runner) run(rows ...stateful.Row) ([]stateful.Row, stateful.Metrics) {
 	r.t.Helper()
 	if r.wm != nil {
-		r.wm.Observe(rows)
+		for _, row := range rows {
+			r.wm.Observe(row)
+		}
 	}
 	out, m, err := r.op.Process(r.st, rows, stateful.Batch{WatermarkMs: r.wmMs})
 	if err != nil {
@@ -431,7 +433,9 @@ func TestWatermark(t *testing.T) {
 		{[]stateful.Row{{"a", "", 0.0, int64(0), nil}}, at(20).UnixMilli()},
 		{[]stateful.Row{order("a", "", 0, 0, at(31).Add(time.Microsecond))}, at(21).UnixMilli()},
 	} {
-		w.Observe(tc.rows)
+		for _, row := range tc.rows {
+			w.Observe(row)
+		}
 		if cur = w.Advance(cur); cur != tc.want {
 			t.Fatalf("step %d: Advance() = %d, want %d", i, cur, tc.want)
 		}

@@ -8,7 +8,7 @@ import (
 )
 
 // Watermark tracks event time on a timestamp column (a watermark step). It
-// passes rows through unchanged. Observe is called with each batch's rows,
+// passes rows through unchanged. Observe is called with each row of a batch,
 // late ones included (as Spark's EventTimeWatermarkExec); Advance then gives
 // the watermark of the next batch.
 type Watermark struct {
@@ -31,15 +31,12 @@ func NewWatermark(spec *v1.Watermark, in v1.Columns) (*Watermark, error) {
 	return &Watermark{col: col, delayMs: delay.Milliseconds()}, nil
 }
 
-// Observe notes the newest event time among rows. Null event times are
-// ignored.
-func (w *Watermark) Observe(rows []Row) {
-	for _, r := range rows {
-		if ns, ok := nanos(r[w.col]); ok {
-			ms := floorDiv(ns, 1e6)
-			if !w.seen || ms > w.maxMs {
-				w.maxMs, w.seen = ms, true
-			}
+// Observe notes the event time of a row; a null one is ignored.
+func (w *Watermark) Observe(r Row) {
+	if ns, ok := nanos(r[w.col]); ok {
+		ms := floorDiv(ns, 1e6)
+		if !w.seen || ms > w.maxMs {
+			w.maxMs, w.seen = ms, true
 		}
 	}
 }
