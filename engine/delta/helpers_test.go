@@ -3,7 +3,9 @@ package delta_test
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -17,7 +19,12 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	if file := os.Getenv(envChild); file != "" {
+		os.Exit(runChild(file)) // a crash test's child process
+	}
+	testenv.Main(m)
+}
 
 // storeKinds are the stores every table test runs on.
 var storeKinds = []string{"local", "s3"}
@@ -156,3 +163,5 @@ func (s *hookStore) Create(ctx context.Context, key string, data []byte) error {
 	}
 	return s.Store.Create(ctx, key, data)
 }
+
+func errorsAs(err error, target any) bool { return errors.As(err, target) }

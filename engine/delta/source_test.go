@@ -118,7 +118,7 @@ func TestSourceSnapshotThenCommits(t *testing.T) {
 			got = append(got, r.mustNext(true))
 			r.append("d")
 			r.start(private, func(d *v1.DeltaSource) { d.MaxFilesPerTrigger = new(int32(2)) }) // a restart keeps the position
-			got = append(got, r.mustNext(true)) // the snapshot's last file, then the commit after it
+			got = append(got, r.mustNext(true))                                                // the snapshot's last file, then the commit after it
 			r.append("e")
 			r.append("f")
 			r.append("g")
@@ -233,4 +233,3 @@ func TestSourceDataLoss(t *testing.T) {
 		}
 	}
 }
-

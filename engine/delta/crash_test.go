@@ -1,0 +1,217 @@
+package delta_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/sink"
+	"github.com/lockstep-dev/lockstep/engine/source"
+)
+
+// The crash tests run the query in a child process (this test binary again,
+// in child mode) and kill it with SIGKILL: at each phase of a batch (the
+// child kills itself there) and at random instants (the parent kills it).
+const (
+	envChild   = "LOCKSTEP_DELTA_CHILD"    // the query's JSON file: run it and exit
+	envCrashAt = "LOCKSTEP_DELTA_CRASH_AT" // <phase>:<batch>: SIGKILL self there
+)
+
+// runChild runs the query in file to the end (availableNow) and returns the
+// exit code; the summary goes to stdout.
+func runChild(file string) int {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	var q v1.StreamingQuery
+	if err := json.Unmarshal(data, &q); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	reg := engine.NewRegistry()
+	for _, err := range []error{
+		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
+		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
+		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
+		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
+	} {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+	}
+	opts := []engine.Option{
+		engine.WithFeatures(v1.Supported().With(v1.FeatureDeltaSink, v1.FeatureDeltaSource)),
+		engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)),
+		engine.WithCheckpointS3(cks3.Opener()),
+	}
+	if at := os.Getenv(envCrashAt); at != "" {
+		phase, batch, _ := strings.Cut(at, ":")
+		n, _ := strconv.ParseInt(batch, 10, 64)
+		opts = append(opts, engine.WithPhaseHook(func(p engine.Phase, b int64) {
+			if string(p) == phase && b == n {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL)
+				select {} // the signal is on its way
+			}
+		}))
+	}
+	opts = append(opts, engine.WithObserver(startLine{}))
+	eq, err := engine.New(&q, reg, opts...)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	sum, err := eq.Run(context.Background())
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	json.NewEncoder(os.Stdout).Encode(sum)
+	return 0
+}
+
+// startLine prints "started" when the run has claimed its checkpoint, so
+// the parent times its kill from there rather than from the process start.
+type startLine struct{}
+
+func (startLine) Started(engine.Start)      { fmt.Println("started") }
+func (startLine) Committed(engine.Progress) {}
+
+// child starts the query in a child process.
+func child(t *testing.T, q *v1.StreamingQuery, env ...string) *exec.Cmd {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "query.json")
+	data, err := json.Marshal(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(append(os.Environ(), envChild+"="+file), env...)
+	return cmd
+}
+
+// runToEnd runs the query in a child to the end and returns its summary.
+func runToEnd(t *testing.T, q *v1.StreamingQuery) engine.Summary {
+	t.Helper()
+	out, err := child(t, q).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("child run: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatal(err)
+	}
+	var sum engine.Summary
+	out = bytes.TrimPrefix(out, []byte("started\n"))
+	if err := json.Unmarshal(out, &sum); err != nil {
+		t.Fatalf("child summary %q: %v", out, err)
+	}
+	return sum
+}
+
+func killed(err error) bool {
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL
+}
+
+// SIGKILL at each phase of a batch, then a restart: the table's content
+// equals an uninterrupted run's, with one commit per batch.
+func TestFilesToDeltaSIGKILLAtEveryPhase(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			for _, phase := range engine.Phases() {
+				t.Run(string(phase), func(t *testing.T) {
+					p := newPipeline(t, kind)
+					p.add(t, 6)
+					err := child(t, p.queryA(), envCrashAt+"="+string(phase)+":1").Run()
+					if !killed(err) {
+						t.Fatalf("child run = %v, want killed by SIGKILL at %s of batch 1", err, phase)
+					}
+					p.checkTable(t, runToEnd(t, p.queryA()))
+				})
+			}
+		})
+	}
+}
+
+// SIGKILL at 50 random instants of a files → delta query, then a run to the
+// end: no row lost, none duplicated, one commit per batch.
+func TestFilesToDeltaSIGKILLAtRandomInstants(t *testing.T) {
+	const kills = 50
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			p := newPipeline(t, kind)
+			p.aMaxFiles = 1
+			p.add(t, 20)
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 8))
+			n, finished := 0, 0
+			for n < kills {
+				cmd := child(t, p.queryA())
+				stdout, err := cmd.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				// Kill at a random instant of the run's first 150 ms of
+				// batches (a batch of one file takes a few ms to tens of ms).
+				line, _ := bufio.NewReader(stdout).ReadString('\n')
+				var timer *time.Timer
+				if line == "started\n" {
+					timer = time.AfterFunc(time.Duration(rng.IntN(150_000))*time.Microsecond, func() { cmd.Process.Kill() })
+				}
+				go io.Copy(io.Discard, stdout)
+				err = cmd.Wait()
+				if timer != nil {
+					timer.Stop()
+				}
+				switch {
+				case killed(err):
+					n++
+				case err == nil:
+					finished++
+				default:
+					t.Fatalf("child run: %v", err)
+				}
+				if s, _ := p.tableRows(t); s.Version+1 >= int64(p.files) {
+					p.add(t, 5) // it caught up: give it more to do
+				}
+			}
+			sum := runToEnd(t, p.queryA())
+			p.checkTable(t, sum)
+			_, got := p.tableRows(t)
+			if len(got) != len(p.want) {
+				t.Errorf("table holds %d rows, want %d", len(got), len(p.want))
+			}
+			t.Logf("%d kills, %d runs that finished first, %d batches, %d rows", n, finished, sum.LastCommitted+1, len(got))
+		})
+	}
+}
