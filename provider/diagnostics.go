@@ -100,16 +100,50 @@ func parseFinding(text string) (finding, bool) {
 	return finding{severity: m[1], rule: m[2], path: m[3], old: old, new: new, message: m[6], remedy: m[7]}, true
 }
 
-// detail renders a finding for a diagnostic: what changed, the rule, old and new, why, and
-// what to do.
-func (f finding) detail(lead string) string {
+// detail renders a finding for a diagnostic: the attribute, the rule, old and new, why, and
+// what to do, with the spec's field paths in the message written as Terraform attributes.
+func (f finding) detail(spec *field, lead string) string {
 	var b strings.Builder
 	b.WriteString(lead)
-	fmt.Fprintf(&b, "\n\nRule: %s\nChange: %s → %s\n\n%s", f.rule, orAbsent(f.old), orAbsent(f.new), f.message)
+	b.WriteString("\n\n")
+	if p, ok := attributePath(spec, f.path); ok {
+		fmt.Fprintf(&b, "Attribute: %s\n", p)
+	}
+	fmt.Fprintf(&b, "Rule: %s\nChange: %s → %s\n\n%s", f.rule, orAbsent(f.old), orAbsent(f.new), terraformPaths(spec, f.message))
 	if f.remedy != "" {
-		fmt.Fprintf(&b, "\n\nWhat to do: %s", f.remedy)
+		fmt.Fprintf(&b, "\n\nWhat to do: %s", terraformPaths(spec, f.remedy))
 	}
 	return b.String()
+}
+
+// specPath matches a field path of the spec in a message: spec.sources[0].files.path.
+var specPath = regexp.MustCompile(`\bspec(\.[A-Za-z][A-Za-z0-9]*(\[[^\]\s]*\])*)+`)
+
+// terraformPaths rewrites the spec's field paths in text as Terraform attribute paths, the
+// names the user wrote: spec.checkpoint.location → checkpoint.location.
+func terraformPaths(spec *field, text string) string {
+	return specPath.ReplaceAllStringFunc(text, func(m string) string {
+		trimmed := strings.TrimRight(m, ".")
+		if p, ok := attributePath(spec, trimmed); ok && len(p.Steps()) == strings.Count(trimmed, ".")+strings.Count(trimmed, "[") {
+			return p.String() + m[len(trimmed):]
+		}
+		return m
+	})
+}
+
+// diagnosticPath returns where Terraform shows a diagnostic: the top-level attribute of p.
+// Terraform locates a diagnostic in the configuration only through blocks and top-level
+// attributes, not inside the value of a nested attribute, so a deeper path would point at the
+// resource as a whole; the detail names the full path instead.
+func diagnosticPath(p path.Path) path.Path {
+	steps := p.Steps()
+	if len(steps) == 0 {
+		return p
+	}
+	if name, ok := steps[0].(path.PathStepAttributeName); ok {
+		return path.Root(string(name))
+	}
+	return p
 }
 
 func orAbsent(s string) string {
@@ -147,12 +181,17 @@ func addAPIError(diags *diag.Diagnostics, spec *field, op string, err error) {
 	}
 	for _, c := range causes {
 		msg := c.Message
-		summary, detail := "Invalid Streaming Query", fmt.Sprintf("The API server refused the query: %s: %s", c.Field, msg)
-		if f, ok := parseFinding(msg); ok && f.severity == "rejected" {
-			summary, detail = "Checkpoint Refuses The Change", f.detail(refusedLead)
+		p, ok := attributePath(spec, c.Field)
+		where := c.Field
+		if ok {
+			where = p.String()
 		}
-		if p, ok := attributePath(spec, c.Field); ok {
-			diags.AddAttributeError(p, summary, detail)
+		summary, detail := "Invalid Streaming Query", fmt.Sprintf("The API server refused the query: %s: %s", where, terraformPaths(spec, msg))
+		if f, isFinding := parseFinding(msg); isFinding && f.severity == "rejected" {
+			summary, detail = "Checkpoint Refuses The Change", f.detail(spec, refusedLead)
+		}
+		if ok {
+			diags.AddAttributeError(diagnosticPath(p), summary, detail)
 		} else {
 			diags.AddError(summary, detail)
 		}
@@ -175,15 +214,12 @@ func statusSummary(st metav1.Status) string {
 // the attribute it names.
 func addWarning(diags *diag.Diagnostics, spec *field, text string) {
 	fieldPath, msg, _ := strings.Cut(text, ": ")
-	summary, detail := "Warning From The Cluster", text
+	summary, detail := "Warning From The Cluster", terraformPaths(spec, text)
 	if f, ok := parseFinding(msg); ok {
-		summary, detail = "Change Allowed With A Warning", f.detail(warnedLead)
+		summary, detail = "Change Allowed With A Warning", f.detail(spec, warnedLead)
 	}
 	if p, ok := attributePath(spec, fieldPath); ok {
-		if detail == text {
-			detail = msg
-		}
-		diags.AddAttributeWarning(p, summary, detail)
+		diags.AddAttributeWarning(diagnosticPath(p), summary, detail)
 		return
 	}
 	diags.AddWarning(summary, detail)

@@ -80,7 +80,7 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 
 	// Ask the API server: defaulting, validation and the admission webhook's compat check.
 	var dryRun *unstructured.Unstructured
-	webhookWarnedLocation := false
+	var serverWarnings []string
 	switch {
 	case !changed:
 	case r.cluster == nil:
@@ -95,12 +95,7 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		namespace, name := planned.Namespace.ValueString(), planned.Name.ValueString()
 		wctx, warns := withWarnings(ctx)
 		dryRun, err = r.cluster.applyQuery(wctx, queryObject(namespace, name, planSpec), true)
-		for _, w := range warns.list() {
-			addWarning(&resp.Diagnostics, spec, w)
-			if p, ok := attributePath(spec, warningField(w)); ok && p.Equal(path.Root("checkpoint").AtName("location")) {
-				webhookWarnedLocation = true
-			}
-		}
+		serverWarnings = warns.list()
 		switch {
 		case err == nil:
 		case !hasPrior && apierrors.IsNotFound(err):
@@ -109,6 +104,9 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 			resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
 				fmt.Sprintf("The cluster could not check the new query: %v. The admission webhook checks it at apply.", err))
 		default:
+			for _, w := range serverWarnings {
+				addWarning(&resp.Diagnostics, spec, w)
+			}
 			addAPIError(&resp.Diagnostics, spec, fmt.Sprintf("check StreamingQuery %s/%s with a server-side dry run", namespace, name), err)
 			return
 		}
@@ -135,10 +133,16 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrCheckpointLocation), loc)...)
 	}
 
+	fresh := hasPrior && known(prior.CheckpointLocation) && !loc.IsUnknown() && loc.ValueString() != prior.CheckpointLocation.ValueString()
+	for _, w := range serverWarnings {
+		if _, isFinding := parseFinding(w); fresh && !isFinding && warningField(w) == "spec.checkpoint.location" {
+			continue // the webhook's note of the new location: the fresh-start warning below says more
+		}
+		addWarning(&resp.Diagnostics, spec, w)
+	}
 	if !hasPrior {
 		return
 	}
-	fresh := known(prior.CheckpointLocation) && !loc.IsUnknown() && loc.ValueString() != prior.CheckpointLocation.ValueString()
 	if !fresh {
 		if known(prior.QueryID) {
 			resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrQueryID), prior.QueryID)...)
@@ -149,9 +153,7 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrQueryID), types.StringUnknown())...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrLatestCommittedBatch), types.Int64Unknown())...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrPhase), types.StringUnknown())...)
-	if !webhookWarnedLocation {
-		resp.Diagnostics.AddAttributeWarning(locPath, "Query Starts Afresh", freshStartDetail(prior.CheckpointLocation.ValueString(), loc.ValueString()))
-	}
+	resp.Diagnostics.AddAttributeWarning(locPath, "Query Starts Afresh", freshStartDetail(prior.CheckpointLocation.ValueString(), loc.ValueString()))
 }
 
 // freshStartDetail explains a changed checkpoint location.

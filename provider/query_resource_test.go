@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"testing"
 	"text/template"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
@@ -26,7 +27,7 @@ type queryConfig struct {
 	Source         string // files source folder
 	Filter         string
 	ProcessingTime string
-	Sink           string // files sink folder
+	Sink           string // files sink folder; "" is a console sink
 	Location       string // checkpoint.location; "" leaves it out
 	Store          string // checkpoint.store; "" leaves it out
 	Suspend        bool
@@ -51,7 +52,11 @@ resource "lockstep_streaming_query" "q" {
     { filter = {{printf "%q" .Filter}} },
     { select = [{ name = "order_id", expr = "order_id" }, { name = "cents", expr = "int(amount * 100.0)" }] },
   ]
+{{- if .Sink}}
   sink    = { files = { path = {{printf "%q" .Sink}} } }
+{{- else}}
+  sink    = { console = {} }
+{{- end}}
   trigger = { processing_time = {{printf "%q" .ProcessingTime}} }
   checkpoint = {
 {{- if .Location}}
@@ -236,6 +241,27 @@ func (c *testCluster) checkSpec(name string, check func(spec map[string]any) err
 			return err
 		}
 		return check(objectSpec(u))
+	}
+}
+
+// checkQueryIDEventually waits for the controller to report the query id it read from the
+// checkpoint.
+func (c *testCluster) checkQueryIDEventually(name string) resource.TestCheckFunc {
+	return func(*terraform.State) error {
+		deadline := time.Now().Add(eventually)
+		for {
+			u, err := c.dyn.Resource(queriesResource).Namespace(c.namespace).Get(context.Background(), name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if id, _, _ := unstructured.NestedString(u.Object, "status", "queryId"); id != "" {
+				return nil
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the controller reported no query id for %s/%s within %s", c.namespace, name, eventually)
+			}
+			time.Sleep(tick)
+		}
 	}
 }
 
