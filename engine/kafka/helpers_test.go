@@ -22,7 +22,19 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) { testenv.Main(cleanup{m}) }
+
+// cleanup removes what the tests left outside their temporary folders
+// (the lockstep binary the crash tests build) after the tests ran.
+type cleanup struct{ m *testing.M }
+
+func (c cleanup) Run() int {
+	code := c.m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	return code
+}
 
 // wait bounds every wait of these tests.
 const wait = 60 * time.Second

@@ -13,19 +13,43 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 )
 
-// rowBatch turns the records of one Read into rows.
+// rowBatch turns the records of one Read into rows. Rows are kept per
+// partition and returned in partition order, each partition's in offset
+// order, so that a replayed batch yields the same rows in the same order
+// (a webhook sink's chunks, and their keys, depend on it).
 type rowBatch struct {
 	s         *Source
 	batch     int64
-	rows      []engine.Row
+	index     map[topicPartition]int
+	parts     [][]engine.Row
 	slab      []any
 	malformed int64
 	dead      bytes.Buffer
 	err       error
 }
 
-func (s *Source) newBatch(batch int64) *rowBatch {
-	return &rowBatch{s: s, batch: batch}
+func (s *Source) newBatch(batch int64, spans []span) *rowBatch {
+	b := &rowBatch{s: s, batch: batch, index: make(map[topicPartition]int, len(spans)), parts: make([][]engine.Row, len(spans))}
+	for i, sp := range spans {
+		b.index[sp.tp] = i
+	}
+	return b
+}
+
+// rows returns the batch's rows in order.
+func (b *rowBatch) rows() []engine.Row {
+	if len(b.parts) == 1 {
+		return b.parts[0]
+	}
+	n := 0
+	for _, p := range b.parts {
+		n += len(p)
+	}
+	rows := make([]engine.Row, 0, n)
+	for _, p := range b.parts {
+		rows = append(rows, p...)
+	}
+	return rows
 }
 
 // add appends the row of r, or handles r as malformed.
@@ -52,7 +76,8 @@ func (b *rowBatch) add(r *kgo.Record) {
 	row[n+2] = int64(r.Partition)
 	row[n+3] = r.Offset
 	row[n+4] = r.Timestamp.UTC()
-	b.rows = append(b.rows, row)
+	i := b.index[topicPartition{r.Topic, r.Partition}]
+	b.parts[i] = append(b.parts[i], row)
 }
 
 func (b *rowBatch) bad(r *kgo.Record, err error) {

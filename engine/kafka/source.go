@@ -384,7 +384,7 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 	if len(spans) == 0 {
 		return engine.ReadResult{}, nil
 	}
-	b := s.newBatch(req.Batch)
+	b := s.newBatch(req.Batch, spans)
 	if err := s.fetch(ctx, spans, b.add); err != nil {
 		return engine.ReadResult{}, err
 	}
@@ -394,7 +394,7 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 	if err := b.flushDeadLetters(ctx); err != nil {
 		return engine.ReadResult{}, err
 	}
-	return engine.ReadResult{Rows: b.rows, Malformed: b.malformed}, nil
+	return engine.ReadResult{Rows: b.rows(), Malformed: b.malformed}, nil
 }
 
 // Close closes the source's client.
