@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -90,11 +91,15 @@ func Claim(ctx context.Context, s Store, owner Owner, opts ...ClaimOption) (*Che
 	for attempt := 0; ; attempt++ {
 		meta, err := c.readMetadata(ctx)
 		if errors.Is(err, ErrNotFound) {
-			if err := c.checkEmpty(ctx); err != nil {
+			raced, err := c.checkEmpty(ctx)
+			if raced && attempt < 3 {
+				continue // another claim created the metadata since we looked
+			}
+			if err != nil {
 				return nil, err
 			}
 			meta = Metadata{ID: uuid.NewString(), Owner: owner, FormatVersion: FormatVersion, CreatedAt: o.now().UTC().Truncate(time.Millisecond)}
-			err := s.Create(ctx, MetadataKey, encodeMetadata(meta))
+			err = s.Create(ctx, MetadataKey, encodeMetadata(meta))
 			if errors.Is(err, ErrExists) && attempt < 3 {
 				continue // another claim created it first: read and judge it
 			}
@@ -128,10 +133,16 @@ func Load(ctx context.Context, s Store) (*Checkpoint, error) {
 	c := &Checkpoint{store: s, readOnly: true}
 	meta, err := c.readMetadata(ctx)
 	if errors.Is(err, ErrNotFound) {
-		if err := c.checkEmpty(ctx); err != nil {
+		raced, err := c.checkEmpty(ctx)
+		if raced {
+			meta, err = c.readMetadata(ctx) // created since we looked
+		}
+		if err != nil {
 			return nil, err
 		}
-		return nil, fmt.Errorf("no checkpoint at %s: %w", s.Location(), ErrNotFound)
+		if !raced {
+			return nil, fmt.Errorf("no checkpoint at %s: %w", s.Location(), ErrNotFound)
+		}
 	}
 	if err != nil {
 		return nil, err
@@ -343,17 +354,22 @@ func (c *Checkpoint) readMetadata(ctx context.Context) (Metadata, error) {
 	return m, nil
 }
 
-// checkEmpty refuses a location that has objects but no metadata.
-func (c *Checkpoint) checkEmpty(ctx context.Context) error {
+// checkEmpty refuses a location that has objects but no metadata. It
+// reports raced when the listing shows metadata after all: another process
+// created the checkpoint since the metadata was read.
+func (c *Checkpoint) checkEmpty(ctx context.Context) (raced bool, err error) {
 	keys, err := c.store.List(ctx, "")
 	if err != nil {
-		return fmt.Errorf("list %s: %w", c.Location(), err)
+		return false, fmt.Errorf("list %s: %w", c.Location(), err)
+	}
+	if slices.Contains(keys, MetadataKey) {
+		return true, nil
 	}
 	if len(keys) > 0 {
-		return fmt.Errorf("%w: %s holds %d objects (such as %s) but no metadata: refusing to treat it as a new checkpoint; use an empty location",
+		return false, fmt.Errorf("%w: %s holds %d objects (such as %s) but no metadata: refusing to treat it as a new checkpoint; use an empty location",
 			ErrDamaged, c.Location(), len(keys), keys[0])
 	}
-	return nil
+	return false, nil
 }
 
 func (c *Checkpoint) get(ctx context.Context, key string) ([]byte, error) {

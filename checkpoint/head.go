@@ -46,7 +46,7 @@ type latestHint struct {
 // HintInterval-1 batches costs a restarting process as many extra reads, once.
 const HintInterval = 4
 
-// maxProbes bounds how far Head walks forward from the hint before it lists
+// maxProbes bounds how far Head reads forward from the hint before it lists
 // the log instead.
 const maxProbes = 2 * HintInterval
 
@@ -57,15 +57,18 @@ const maxProbes = 2 * HintInterval
 //
 // Its cost does not grow with the number of retained batches: it starts from
 // the newest commit this Checkpoint has seen, else from the _latest hint (a
-// recent commit, see HintInterval), reads that entry of each log and probes
-// the following batch numbers until one is missing, the two logs walked
-// concurrently: about five reads for the writer, a few more for a restarted
-// process. Only when the hint is missing, points at a missing entry or lags
-// by more than 2*HintInterval batches does it list the log.
+// recent commit, see HintInterval), and reads that entry of each log and the
+// few after it at once, all concurrently: one round of six reads for the
+// writer, one round of twelve plus the hint for a restarted process. Only
+// when the hint is missing, points at a missing entry or lags by more than
+// 2*HintInterval batches does it list the log.
 func (c *Checkpoint) Head(ctx context.Context) (Head, error) {
-	hint := c.known.Load() - 1
+	// From the newest commit seen, the logs end at most one batch later:
+	// read three entries of each. From the hint, they may end HintInterval
+	// batches later.
+	hint, window := c.known.Load()-1, 3
 	if hint < 0 {
-		hint = c.readHint(ctx)
+		hint, window = c.readHint(ctx), HintInterval+2
 	}
 	// The two logs are independent: walk them at the same time.
 	var (
@@ -74,8 +77,8 @@ func (c *Checkpoint) Head(ctx context.Context) (Head, error) {
 		ldata, cdata []byte
 		lerr, cerr   error
 	)
-	wg.Go(func() { lb, ldata, lerr = c.newest(ctx, OffsetsKey, OffsetsDir, hint) })
-	cb, cdata, cerr = c.newest(ctx, CommitKey, CommitsDir, hint)
+	wg.Go(func() { lb, ldata, lerr = c.newest(ctx, OffsetsKey, OffsetsDir, hint, window) })
+	cb, cdata, cerr = c.newest(ctx, CommitKey, CommitsDir, hint, window)
 	wg.Wait()
 	if err := errors.Join(lerr, cerr); err != nil {
 		return Head{}, err
@@ -134,27 +137,35 @@ func (c *Checkpoint) readHint(ctx context.Context) int64 {
 }
 
 // newest returns the newest entry of a log and its content, or -1 for an
-// empty log. It starts from batch from (or lists the log when from < 0).
-func (c *Checkpoint) newest(ctx context.Context, key func(int64) string, dir string, from int64) (int64, []byte, error) {
+// empty log. It starts from batch from (or lists the log when from < 0),
+// reading window entries from there at once, until one is missing.
+func (c *Checkpoint) newest(ctx context.Context, key func(int64) string, dir string, from int64, window int) (int64, []byte, error) {
 	if from >= 0 {
-		data, err := c.store.Get(ctx, key(from))
-		switch {
-		case err == nil:
-			n := from
-			for range maxProbes {
-				next, err := c.store.Get(ctx, key(n+1))
-				if errors.Is(err, ErrNotFound) {
-					return n, data, nil
-				}
-				if err != nil {
-					return 0, nil, fmt.Errorf("read %s: %w", c.name(key(n+1)), err)
-				}
-				n, data = n+1, next
+		var last []byte // the entry before start
+		for start := from; start < from+maxProbes; start += int64(window) {
+			datas := make([][]byte, window)
+			errs := make([]error, window)
+			var wg sync.WaitGroup
+			for i := range window {
+				wg.Go(func() { datas[i], errs[i] = c.store.Get(ctx, key(start+int64(i))) })
 			}
-		case !errors.Is(err, ErrNotFound):
-			return 0, nil, fmt.Errorf("read %s: %w", c.name(key(from)), err)
+			wg.Wait()
+			for i, err := range errs {
+				switch {
+				case errors.Is(err, ErrNotFound) && start == from && i == 0:
+					goto list // the starting entry is gone: trust only a listing
+				case errors.Is(err, ErrNotFound) && i == 0:
+					return start - 1, last, nil
+				case errors.Is(err, ErrNotFound):
+					return start + int64(i) - 1, datas[i-1], nil
+				case err != nil:
+					return 0, nil, fmt.Errorf("read %s: %w", c.name(key(start+int64(i))), err)
+				}
+			}
+			last = datas[window-1]
 		}
 	}
+list:
 	batches, err := c.logBatches(ctx, dir)
 	if err != nil {
 		return 0, nil, err
