@@ -1,0 +1,473 @@
+package crashtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/engine/sink"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// lockstep is the binary under test, built once by TestMain.
+var lockstep string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "crashtest")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	lockstep = filepath.Join(dir, "lockstep")
+	root, err := moduleRoot()
+	if err == nil {
+		build := exec.Command("go", "build", "-o", lockstep, "./cmd/lockstep")
+		build.Dir = root
+		var out []byte
+		if out, err = build.CombinedOutput(); err != nil {
+			err = fmt.Errorf("go build ./cmd/lockstep: %w\n%s", err, out)
+		}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "crashtest:", err)
+		os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	defer os.RemoveAll(dir)
+	testenv.Main(m)
+}
+
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// Timeouts of one run of the binary and of a whole scenario.
+const (
+	runTimeout = 60 * time.Second
+)
+
+// query is the files→files query under test: a filter and a projection,
+// one or two files a batch, everything available now.
+const query = `apiVersion: streaming.lockstep.dev/v1
+kind: StreamingQuery
+metadata: {name: crash, namespace: test}
+spec:
+  sources:
+  - name: orders
+    files: {path: %q, format: json, maxFilesPerTrigger: %d}
+    schema:
+      columns:
+      - {name: id, type: string}
+      - {name: amount, type: double}
+      - {name: qty, type: long}
+  transform:
+  - filter: "amount > 0.0"
+  - select:
+    - {name: id, expr: id}
+    - {name: total, expr: "amount * double(qty)"}
+  sink:
+    files: {path: %q, format: parquet}
+  trigger: {availableNow: true}
+`
+
+// setup is one scenario's folders: input, output and checkpoint, local or
+// on S3, and the rows the query must output for the input written so far.
+type setup struct {
+	t        *testing.T
+	in, out  string // locations
+	ckpt     string
+	cfg      blob.S3Config
+	env      []string
+	files    int
+	perBatch int
+	dir      string // scratch folder for specs and logs
+	want     []engine.Row
+}
+
+func newLocal(t *testing.T, perBatch int) *setup {
+	dir := t.TempDir()
+	return &setup{t: t, dir: dir, perBatch: perBatch,
+		in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out"), ckpt: filepath.Join(dir, "ckpt")}
+}
+
+func newS3(t *testing.T, perBatch int) *setup {
+	s := testenv.S3(t)
+	root := "s3://" + s.Bucket
+	return &setup{t: t, dir: t.TempDir(), perBatch: perBatch, env: s.Env(),
+		cfg: blob.S3Config{Endpoint: s.URL, AccessKey: s.AccessKey, SecretKey: s.SecretKey, Region: s.Region},
+		in:  root + "/in", out: root + "/out", ckpt: root + "/ckpt"}
+}
+
+// addInput writes n more input files of 10 records each; a third of the
+// records are filtered out.
+func (s *setup) addInput(n int) {
+	s.t.Helper()
+	f, err := blob.Open(s.in, s.cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	for range n {
+		i := s.files
+		s.files++
+		var b bytes.Buffer
+		for j := range 10 {
+			id := fmt.Sprintf("o-%04d-%02d", i, j)
+			amount := float64(j%3) - 0.5
+			qty := int64(j + 1)
+			fmt.Fprintf(&b, `{"id":%q,"amount":%g,"qty":%d}`+"\n", id, amount, qty)
+			if amount > 0 {
+				s.want = append(s.want, engine.Row{id, amount * float64(qty)})
+			}
+		}
+		if err := f.Put(context.Background(), fmt.Sprintf("orders-%04d.json", i), b.Bytes()); err != nil {
+			s.t.Fatal(err)
+		}
+		if s.cfg.Endpoint == "" {
+			// Distinct modification times, in file order.
+			at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
+			_ = os.Chtimes(filepath.Join(s.in, fmt.Sprintf("orders-%04d.json", i)), at, at)
+		}
+	}
+}
+
+// spec writes the query's manifest for output out and returns its path.
+func (s *setup) spec(out string) string {
+	s.t.Helper()
+	p := filepath.Join(s.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
+	if err := os.WriteFile(p, fmt.Appendf(nil, query, s.in, s.perBatch, out), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	return p
+}
+
+// command returns the binary run on the scenario's checkpoint and output,
+// with extra environment variables.
+func (s *setup) command(ckpt, out string, env ...string) *exec.Cmd {
+	cmd := exec.Command(lockstep, "run", "-f", s.spec(out), "--checkpoint", ckpt)
+	cmd.Dir = s.dir
+	cmd.Env = append(append(cleanEnv(), s.env...), env...)
+	return cmd
+}
+
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LOCKSTEP_") && !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// result is how one run of the binary ended.
+type result struct {
+	code   int // -1 when killed by a signal
+	killed bool
+	stderr string
+}
+
+func wait(cmd *exec.Cmd, stderr *bytes.Buffer) result {
+	err := cmd.Wait()
+	r := result{stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		ws := ee.Sys().(syscall.WaitStatus)
+		r.code = ws.ExitStatus()
+		r.killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	default:
+		r.code = -2
+		r.stderr += err.Error()
+	}
+	return r
+}
+
+// runOnce runs the binary to its end.
+func (s *setup) runOnce(ckpt, out string, env ...string) result {
+	s.t.Helper()
+	cmd := s.command(ckpt, out, env...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	timer := time.AfterFunc(runTimeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	return wait(cmd, &stderr)
+}
+
+// finish runs the query to completion and checks the output: the rows of
+// the input, each once, equal to an uninterrupted run's.
+func (s *setup) finish() {
+	s.t.Helper()
+	if r := s.runOnce(s.ckpt, s.out); r.code != 0 {
+		s.t.Fatalf("final run: exit %d\n%s", r.code, r.stderr)
+	}
+	got := s.output(s.out)
+	ref := s.out + "-reference"
+	if r := s.runOnce(s.ckpt+"-reference", ref); r.code != 0 {
+		s.t.Fatalf("reference run: exit %d\n%s", r.code, r.stderr)
+	}
+	if diff := cmp.Diff(s.output(ref), got); diff != "" {
+		s.t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
+	}
+	want := append([]engine.Row(nil), s.want...)
+	enginetest.SortRows(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		s.t.Errorf("output differs from the input's rows (-want +got):\n%s", diff)
+	}
+}
+
+func (s *setup) output(out string) []engine.Row {
+	s.t.Helper()
+	f, err := blob.Open(out, s.cfg)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return enginetest.OutputRows(s.t, f)
+}
+
+// phaseKills kills the binary at every phase boundary of batches 0 and 2,
+// each in a fresh scenario, then lets a run finish.
+func phaseKills(t *testing.T, newSetup func(t *testing.T, perBatch int) *setup) {
+	for _, phase := range engine.Phases() {
+		for _, batch := range []int64{0, 2} {
+			t.Run(fmt.Sprintf("%s:%d", phase, batch), func(t *testing.T) {
+				t.Parallel()
+				s := newSetup(t, 2)
+				s.addInput(7)
+				r := s.runOnce(s.ckpt, s.out, fmt.Sprintf("LOCKSTEP_CRASH_AT=%s:%d", phase, batch))
+				if !r.killed {
+					t.Fatalf("the run was not killed at %s:%d: exit %d\n%s", phase, batch, r.code, r.stderr)
+				}
+				s.finish()
+			})
+		}
+	}
+}
+
+// randomKills kills the binary at random instants until it was killed
+// `kills` times while running, then lets a run finish. Before every run it
+// adds two input files, so that every run has work whether or not the run
+// before it got to the end.
+func randomKills(t *testing.T, s *setup, kills int) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	// Time a run of 20 batches, and one with nothing to do (start-up).
+	const timed = 20
+	s.addInput(timed)
+	began := time.Now()
+	if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.code != 0 {
+		t.Fatalf("timing run: exit %d\n%s", r.code, r.stderr)
+	}
+	full := time.Since(began)
+	began = time.Now()
+	if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.code != 0 {
+		t.Fatalf("timing run: exit %d\n%s", r.code, r.stderr)
+	}
+	startup := time.Since(began)
+	perBatch := max(full-startup, time.Millisecond) / timed
+	// Kill anywhere from the start to the end of about eight batches.
+	span := startup + 8*perBatch
+	t.Logf("start-up %s, a batch %s: killing within %s", startup, perBatch, span)
+	killed, finished := 0, 0
+	for killed < kills {
+		s.addInput(2)
+		cmd := s.command(s.ckpt, s.out)
+		var stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stderr, &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan result, 1)
+		go func() { exited <- wait(cmd, &stderr) }()
+		var r result
+		select {
+		case r = <-exited:
+		case <-time.After(time.Duration(rng.Int64N(int64(span)))):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			r = <-exited
+		}
+		switch {
+		case r.killed:
+			killed++
+		case r.code == 0:
+			finished++
+		default:
+			t.Fatalf("run %d: exit %d\n%s", killed+finished, r.code, r.stderr)
+		}
+	}
+	t.Logf("%d runs killed at random instants, %d ran to the end; %d input files", killed, finished, s.files)
+	s.finish()
+}
+
+func TestPhaseKillsLocal(t *testing.T) { phaseKills(t, newLocal) }
+
+func TestPhaseKillsS3(t *testing.T) { phaseKills(t, newS3) }
+
+func TestRandomKillsLocal(t *testing.T) {
+	t.Parallel()
+	randomKills(t, newLocal(t, 1), 50)
+}
+
+func TestRandomKillsS3(t *testing.T) {
+	t.Parallel()
+	randomKills(t, newS3(t, 1), 50)
+}
+
+// TestTwoEngines starts two engines on one checkpoint at once: one stops
+// with "owned by another writer" (exit 3), and the output has no duplicate.
+func TestTwoEngines(t *testing.T) {
+	for attempt := range 3 {
+		s := newLocal(t, 1)
+		s.addInput(30)
+		var (
+			wg      sync.WaitGroup
+			results [2]result
+		)
+		for i := range results {
+			wg.Go(func() { results[i] = s.runOnce(s.ckpt, s.out) })
+		}
+		wg.Wait()
+		var fenced, ok int
+		for _, r := range results {
+			switch {
+			case r.code == 3 && strings.Contains(r.stderr, "owned by another writer"):
+				fenced++
+			case r.code == 0:
+				ok++
+			default:
+				t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+			}
+		}
+		if fenced == 0 {
+			t.Logf("attempt %d: the engines did not overlap; again", attempt)
+			continue
+		}
+		t.Logf("%d engine(s) stopped as owned by another writer", fenced)
+		s.finish()
+		return
+	}
+	t.Fatal("two engines never overlapped in 3 attempts")
+}
+
+// TestQuickstartStopsAndResumes runs examples/queries/quickstart.yaml as a
+// new user does: Ctrl-C after two batches exits 0 with a summary, and the
+// next run says where it resumes.
+func TestQuickstartStopsAndResumes(t *testing.T) {
+	t.Parallel()
+	root, err := moduleRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	run := func(untilLine string) (string, result) {
+		cmd := exec.Command(lockstep, "run", "-f", filepath.Join(root, "examples/queries/quickstart.yaml"))
+		cmd.Dir = dir // the checkpoint goes to ./.lockstep/checkpoints/default/quickstart
+		cmd.Env = cleanEnv()
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout = &stdout
+		r := interrupt(t, cmd, &stderr, untilLine, syscall.SIGINT)
+		return stdout.String(), r
+	}
+	out, r := run("batch 1:")
+	if r.code != 0 || !strings.Contains(r.stderr, "new checkpoint") || !strings.Contains(r.stderr, "lockstep: stopped:") || !strings.Contains(out, "Batch: 1") {
+		t.Fatalf("first run: exit %d\nstderr:\n%s\nstdout:\n%s", r.code, r.stderr, out)
+	}
+	_, r = run("batch ")
+	if r.code != 0 || !strings.Contains(r.stderr, "resuming from batch") {
+		t.Fatalf("second run: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// TestSecondSignalExitsAtOnce stops a run in the middle of a long batch
+// with two signals: it exits 1 without committing, and the next run
+// completes the batch exactly once.
+func TestSecondSignalExitsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newLocal(t, 1)
+	if err := os.MkdirAll(s.in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	for i := range 300_000 {
+		fmt.Fprintf(&b, `{"id":"o-%d","amount":1.5,"qty":2}`+"\n", i)
+	}
+	if err := os.WriteFile(filepath.Join(s.in, "big.json"), b.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := s.command(s.ckpt, s.out)
+	var stderr bytes.Buffer
+	r := interrupt(t, cmd, &stderr, "lockstep: trigger", syscall.SIGINT, syscall.SIGTERM)
+	if r.code != 1 || !strings.Contains(r.stderr, "exiting at once") || strings.Contains(r.stderr, "batch 0:") {
+		t.Fatalf("exit %d, want 1 before batch 0 committed:\n%s", r.code, r.stderr)
+	}
+	// The next run replays batch 0, or plans it if the signal came first.
+	if r := s.runOnce(s.ckpt, s.out); r.code != 0 {
+		t.Fatalf("next run: exit %d:\n%s", r.code, r.stderr)
+	}
+	// Count through the manifest: decoding 300000 rows is slow under -race.
+	f, _ := blob.OpenDir(s.out)
+	ms, err := sink.ReadManifest(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows int64
+	for _, m := range ms {
+		for _, df := range m.Files {
+			rows += df.Rows
+		}
+	}
+	if len(ms) != 1 || rows != 300_000 {
+		t.Errorf("the manifest lists %d batches of %d rows in all, want one of 300000", len(ms), rows)
+	}
+}
+
+// interrupt runs cmd, copying its standard error to stderr, and once a line
+// starts with untilLine sends the signals, each after the program reported
+// the one before.
+func interrupt(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, untilLine string, sigs ...os.Signal) result {
+	t.Helper()
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(runTimeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	lines := bufio.NewScanner(pipe)
+	next := untilLine
+	for lines.Scan() {
+		stderr.WriteString(lines.Text() + "\n")
+		if len(sigs) > 0 && strings.HasPrefix(lines.Text(), next) {
+			_ = cmd.Process.Signal(sigs[0])
+			sigs = sigs[1:]
+			next = "lockstep: stopping after the current batch"
+		}
+	}
+	return wait(cmd, stderr)
+}

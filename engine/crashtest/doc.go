@@ -1,0 +1,18 @@
+// Package crashtest kills the real `lockstep` binary while it runs a
+// files→files query (a filter and a projection) and checks that the output,
+// read through the files sink's manifest, equals an uninterrupted run's: no
+// row lost, none duplicated.
+//
+// The tests build cmd/lockstep once, then:
+//
+//   - kill it at each phase boundary of a batch (LOCKSTEP_CRASH_AT=<phase>:<batch>:
+//     after offsets/N, during the sink write, after the sink commit before
+//     commits/N, after commits/N), on a local checkpoint and on S3;
+//   - kill it with SIGKILL at 50 random instants, locally and on S3;
+//   - start two engines on one checkpoint: one stops with "owned by another
+//     writer" (exit 3);
+//   - run examples/queries/quickstart.yaml, stop it with SIGINT and run it
+//     again.
+//
+// The package holds only tests.
+package crashtest
