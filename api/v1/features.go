@@ -41,9 +41,9 @@ const (
 // Supported().With(…) or AllFeatures().
 func Supported() Features {
 	return NewFeatures(
-		FeatureKafkaSource, FeatureFilesSource, FeatureRateSource,
+		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
 		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
-		FeatureFilesSink, FeatureKafkaSink, FeatureWebhookSink, FeatureConsoleSink,
+		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeatureWebhookSink, FeatureConsoleSink,
 		FeatureUpdateMode, FeatureCompleteMode,
 	)
 }

@@ -476,19 +476,26 @@ func TestValidateQueryName(t *testing.T) {
 
 // TestValidateDetails checks the messages that tell a user what to do.
 func TestValidateDetails(t *testing.T) {
+	// Every sink is supported now: the first case switches delta off.
+	noDelta := v1.NewFeatures(v1.FeatureFilesSource, v1.FeatureFilesSink, v1.FeatureKafkaSink, v1.FeatureWebhookSink, v1.FeatureConsoleSink)
 	cases := []struct {
-		name  string
-		query *qt.Query
-		want  []string
+		name     string
+		query    *qt.Query
+		want     []string
+		features *v1.Features // nil: v1.Supported()
 	}{
-		{"not supported yet", orders().DeltaSink("/lake/t"), []string{`not supported yet; supported values: "files", "kafka", "webhook", "console"`}},
-		{"unknown column lists the columns", orders().Filter("price > 0.0"), []string{"undeclared reference to 'price'"}},
-		{"sink's modes", orders().OutputMode(v1.OutputComplete), []string{`the files sink supports supported values: "append", "update"`, "needs an aggregate step"}},
-		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{`source "r" yields (timestamp timestamp, value long)`}},
+		{"not supported yet", orders().DeltaSink("/lake/t"), []string{`not supported yet; supported values: "files", "kafka", "webhook", "console"`}, &noDelta},
+		{"unknown column lists the columns", orders().Filter("price > 0.0"), []string{"undeclared reference to 'price'"}, nil},
+		{"sink's modes", orders().OutputMode(v1.OutputComplete), []string{`the files sink supports supported values: "append", "update"`, "needs an aggregate step"}, nil},
+		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{`source "r" yields (timestamp timestamp, value long)`}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.query.Spec().Validate(v1.Supported())
+			features := v1.Supported()
+			if tc.features != nil {
+				features = *tc.features
+			}
+			got := tc.query.Spec().Validate(features)
 			msg := got.ToAggregate().Error()
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {

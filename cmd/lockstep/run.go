@@ -22,6 +22,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
@@ -85,6 +86,8 @@ func newRegistry() (*engine.Registry, error) {
 		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),
 		reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink),
 		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.NewSink),
+		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
+		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 	)
 }
 
