@@ -30,11 +30,18 @@ type ConnectError struct {
 	Brokers []string
 	Waited  time.Duration
 	Err     error
+	// SASL reports that the connection authenticates: a broker that closes
+	// the connection may be refusing the credentials.
+	SASL bool
 }
 
 func (e *ConnectError) Error() string {
-	return fmt.Sprintf("no Kafka broker of %s answered within %s: %v; check bootstrapServers and that the brokers run",
-		strings.Join(e.Brokers, ","), e.Waited.Round(time.Millisecond), e.Err)
+	check := "bootstrapServers and that the brokers run"
+	if e.SASL {
+		check = "bootstrapServers, that the brokers run, and the SASL mechanism and credentials (a broker may close the connection on bad credentials)"
+	}
+	return fmt.Sprintf("no Kafka broker of %s answered within %s: %v; check %s",
+		strings.Join(e.Brokers, ","), e.Waited.Round(time.Millisecond), e.Err, check)
 }
 
 func (e *ConnectError) Unwrap() error { return e.Err }
@@ -43,6 +50,7 @@ func (e *ConnectError) Unwrap() error { return e.Err }
 type conn struct {
 	servers []string
 	opts    []kgo.Opt
+	sasl    bool
 }
 
 // newConn turns the connection settings of a spec into client options. It
@@ -68,6 +76,7 @@ func newConn(servers []string, saslSpec *v1.KafkaSASL, tlsSpec *v1.KafkaTLS, o o
 			errs = append(errs, err)
 		} else {
 			c.opts = append(c.opts, kgo.SASL(m))
+			c.sasl = true
 		}
 	}
 	if tlsSpec != nil {
@@ -142,7 +151,8 @@ func tlsConfig(s *v1.KafkaTLS) (*tls.Config, error) {
 
 // connect waits until a broker answers, at most timeout (or until ctx ends),
 // and returns the cluster's id.
-func connect(ctx context.Context, cl *kgo.Client, servers []string, timeout time.Duration) (string, error) {
+func connect(ctx context.Context, cl *kgo.Client, c conn, timeout time.Duration) (string, error) {
+	servers := c.servers
 	began := time.Now()
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -163,7 +173,7 @@ func connect(ctx context.Context, cl *kgo.Client, servers []string, timeout time
 			if ctx.Err() != nil && last == nil {
 				return "", ctx.Err()
 			}
-			return "", &ConnectError{Brokers: servers, Waited: time.Since(began), Err: last}
+			return "", &ConnectError{Brokers: servers, Waited: time.Since(began), Err: last, SASL: c.sasl}
 		case <-time.After(backoff):
 		}
 	}

@@ -143,7 +143,7 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	if err := s.newClient(s.queryID); err != nil {
 		return nil, err
 	}
-	if _, err := connect(ctx, s.cl, c.servers, o.connectTimeout); err != nil {
+	if _, err := connect(ctx, s.cl, c, o.connectTimeout); err != nil {
 		s.cl.Close()
 		return nil, err
 	}

@@ -198,7 +198,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		return nil, err
 	}
 	s.adm = kadm.NewClient(s.cl)
-	if s.clusterID, err = connect(ctx, s.cl, c.servers, o.connectTimeout); err != nil {
+	if s.clusterID, err = connect(ctx, s.cl, c, o.connectTimeout); err != nil {
 		s.cl.Close()
 		return nil, err
 	}
