@@ -1,0 +1,237 @@
+package crashtest
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
+)
+
+// statefulQuery is a files→files query with stateful steps, one input file
+// a batch: its transform and output mode are filled in per scenario.
+const statefulQuery = `apiVersion: streaming.lockstep.dev/v1
+kind: StreamingQuery
+metadata: {name: crash-stateful, namespace: test}
+spec:
+  sources:
+  - name: events
+    files: {path: %q, format: json, maxFilesPerTrigger: 1}
+    schema:
+      columns:
+      - {name: id, type: string}
+      - {name: country, type: string}
+      - {name: amount, type: double}
+      - {name: ts, type: timestamp}
+  transform:
+%s
+  sink:
+    files: {path: %q, format: json}
+  outputMode: %s
+  stateStore: {partitions: 4}
+  trigger: {availableNow: true}
+`
+
+// statefulScenarios are the stateful queries killed: a windowed count and
+// sum with a watermark in append mode, a keyed aggregation in update mode,
+// and a deduplication.
+var statefulScenarios = []struct {
+	name, transform, mode string
+}{
+	{"windowed-append", `
+  - watermark: {column: ts, delay: 5s}
+  - aggregate:
+      groupBy: [{window: {column: ts, duration: 10s}}]
+      aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}]`, "append"},
+	{"keyed-update", `
+  - aggregate:
+      groupBy: [{column: country}]
+      aggregates:
+      - {name: orders, function: count}
+      - {name: revenue, function: sum, column: amount}
+      - {name: buyers, function: count_distinct, column: id}
+      - {name: top, function: max, column: amount}`, "update"},
+	{"dedup", `
+  - dropDuplicates: {columns: [id]}`, "append"},
+}
+
+// statefulSetup is one scenario's folders, local.
+type statefulSetup struct {
+	t                  *testing.T
+	dir, in, out, ckpt string
+	transform, mode    string
+	files              int
+}
+
+func newStateful(t *testing.T, transform, mode string) *statefulSetup {
+	dir := t.TempDir()
+	return &statefulSetup{t: t, dir: dir, in: filepath.Join(dir, "in"), out: filepath.Join(dir, "out"),
+		ckpt: filepath.Join(dir, "ckpt"), transform: strings.TrimPrefix(transform, "\n"), mode: mode}
+}
+
+// addInput writes n more files of 12 events each: event time advances 5s a
+// file with some disorder, one row a file is a minute late, ids repeat.
+func (s *statefulSetup) addInput(n int) {
+	s.t.Helper()
+	if err := os.MkdirAll(s.in, 0o755); err != nil {
+		s.t.Fatal(err)
+	}
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	countries := []string{"DE", "FR", "US"}
+	for range n {
+		f := s.files
+		s.files++
+		var b bytes.Buffer
+		for j := range 13 {
+			id, country, sec := fmt.Sprintf("o-%d", (f*12+j)%40), countries[(f+j)%3], f*5+j%7-3
+			if j == 12 {
+				id, sec = "late", f*5-60
+			}
+			ts := t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339)
+			fmt.Fprintf(&b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", id, country, float64(j%5)+0.25, ts)
+		}
+		p := filepath.Join(s.in, fmt.Sprintf("events-%04d.json", f))
+		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
+			s.t.Fatal(err)
+		}
+		at := t0.Add(time.Duration(f) * time.Millisecond) // distinct modification times, in file order
+		_ = os.Chtimes(p, at, at)
+	}
+}
+
+func (s *statefulSetup) command(ckpt, out string, env ...string) *exec.Cmd {
+	p := filepath.Join(s.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
+	if err := os.WriteFile(p, fmt.Appendf(nil, statefulQuery, s.in, s.transform, out, s.mode), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)
+	cmd.Dir = s.dir
+	cmd.Env = append(cleanEnv(), env...)
+	return cmd
+}
+
+func (s *statefulSetup) runOnce(ckpt, out string, env ...string) result {
+	s.t.Helper()
+	cmd := s.command(ckpt, out, env...)
+	var stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stderr, &stderr
+	if err := cmd.Start(); err != nil {
+		s.t.Fatal(err)
+	}
+	timer := time.AfterFunc(runTimeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	return wait(cmd, &stderr)
+}
+
+// finish runs the query to its end and checks that its output equals an
+// uninterrupted run's over the same input, row for row.
+func (s *statefulSetup) finish() {
+	s.t.Helper()
+	if r := s.runOnce(s.ckpt, s.out); r.code != 0 {
+		s.t.Fatalf("final run: exit %d\n%s", r.code, r.stderr)
+	}
+	got := s.output(s.out)
+	ref := s.out + "-reference"
+	if r := s.runOnce(s.ckpt+"-reference", ref); r.code != 0 {
+		s.t.Fatalf("reference run: exit %d\n%s", r.code, r.stderr)
+	}
+	want := s.output(ref)
+	if len(want) == 0 {
+		s.t.Fatal("the uninterrupted run wrote nothing")
+	}
+	if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(got)); diff != "" {
+		s.t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
+	}
+}
+
+func (s *statefulSetup) output(out string) []engine.Row {
+	s.t.Helper()
+	f, err := blob.OpenDir(out)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return enginetest.OutputRows(s.t, f)
+}
+
+// TestStatefulPhaseKills kills each stateful query with SIGKILL at every
+// phase boundary of batches 0 and 2 (the state of a batch is written before
+// its sink), then lets a run finish.
+func TestStatefulPhaseKills(t *testing.T) {
+	for _, sc := range statefulScenarios {
+		for _, phase := range engine.Phases() {
+			for _, batch := range []int64{0, 2} {
+				t.Run(fmt.Sprintf("%s/%s:%d", sc.name, phase, batch), func(t *testing.T) {
+					t.Parallel()
+					s := newStateful(t, sc.transform, sc.mode)
+					s.addInput(6)
+					r := s.runOnce(s.ckpt, s.out, fmt.Sprintf("LOCKSTEP_CRASH_AT=%s:%d", phase, batch))
+					if !r.killed {
+						t.Fatalf("the run was not killed at %s:%d: exit %d\n%s", phase, batch, r.code, r.stderr)
+					}
+					s.finish()
+				})
+			}
+		}
+	}
+}
+
+// TestStatefulRandomKills kills each stateful query with SIGKILL at 50
+// random instants, adding input whenever a run got to the end, then lets a
+// run finish.
+func TestStatefulRandomKills(t *testing.T) {
+	for _, sc := range statefulScenarios {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			s := newStateful(t, sc.transform, sc.mode)
+			seed := time.Now().UnixNano()
+			t.Logf("seed %d", seed)
+			rng := rand.New(rand.NewPCG(uint64(seed), 0))
+			s.addInput(20)
+			began := time.Now()
+			if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.code != 0 {
+				t.Fatalf("timing run: exit %d\n%s", r.code, r.stderr)
+			}
+			span := max(time.Since(began), 200*time.Millisecond)
+			killed, finished := 0, 0
+			for killed < 50 {
+				cmd := s.command(s.ckpt, s.out)
+				var stderr bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &stderr, &stderr
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				exited := make(chan result, 1)
+				go func() { exited <- wait(cmd, &stderr) }()
+				var r result
+				select {
+				case r = <-exited:
+				case <-time.After(time.Duration(rng.Int64N(int64(span)))):
+					_ = cmd.Process.Signal(syscall.SIGKILL)
+					r = <-exited
+				}
+				switch {
+				case r.killed:
+					killed++
+				case r.code == 0:
+					finished++
+					s.addInput(3)
+				default:
+					t.Fatalf("run %d: exit %d\n%s", killed+finished, r.code, r.stderr)
+				}
+			}
+			t.Logf("%d runs killed at random instants within %s, %d ran to the end; %d input files", killed, span, finished, s.files)
+			s.finish()
+		})
+	}
+}
