@@ -60,6 +60,7 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	changed := !hasPrior || specChanged(spec, req.Plan.Raw, req.State.Raw)
+	var weakened string // why the delivery guarantee drops, when it does
 
 	// The delivery guarantee follows from the spec alone.
 	if configKnown {
@@ -72,9 +73,8 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrDeliveryGuarantee), string(g))...)
 		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrDeliveryGuaranteeReason), reason)...)
 		if hasPrior && known(prior.DeliveryGuarantee) && guaranteeRank(g) < guaranteeRank(v1.Guarantee(prior.DeliveryGuarantee.ValueString())) {
-			resp.Diagnostics.AddAttributeWarning(path.Root(attrDeliveryGuarantee), "Delivery Guarantee Weakens",
-				fmt.Sprintf("This change lowers the query's delivery guarantee from %s to %s. %s",
-					prior.DeliveryGuarantee.ValueString(), g, reason))
+			weakened = fmt.Sprintf("This change lowers the query's delivery guarantee from %s to %s. %s",
+				prior.DeliveryGuarantee.ValueString(), g, reason)
 		}
 	}
 
@@ -135,10 +135,17 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 
 	fresh := hasPrior && known(prior.CheckpointLocation) && !loc.IsUnknown() && loc.ValueString() != prior.CheckpointLocation.ValueString()
 	for _, w := range serverWarnings {
-		if _, isFinding := parseFinding(w); fresh && !isFinding && warningField(w) == "spec.checkpoint.location" {
+		f, isFinding := parseFinding(w)
+		if fresh && !isFinding && warningField(w) == "spec.checkpoint.location" {
 			continue // the webhook's note of the new location: the fresh-start warning below says more
 		}
+		if isFinding && f.rule == ruleSinkGuarantee {
+			weakened = "" // the checkpoint's own finding says it, with the remedy
+		}
 		addWarning(&resp.Diagnostics, spec, w)
+	}
+	if weakened != "" {
+		resp.Diagnostics.AddAttributeWarning(path.Root("sink"), "Delivery Guarantee Weakens", weakened)
 	}
 	if !hasPrior {
 		return
@@ -153,8 +160,12 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrQueryID), types.StringUnknown())...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrLatestCommittedBatch), types.Int64Unknown())...)
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrPhase), types.StringUnknown())...)
-	resp.Diagnostics.AddAttributeWarning(locPath, "Query Starts Afresh", freshStartDetail(prior.CheckpointLocation.ValueString(), loc.ValueString()))
+	resp.Diagnostics.AddAttributeWarning(diagnosticPath(locPath), "Query Starts Afresh", freshStartDetail(prior.CheckpointLocation.ValueString(), loc.ValueString()))
 }
+
+// ruleSinkGuarantee is the compat rule that warns of a weaker delivery guarantee; when the
+// webhook reports it, the plan's own warning would repeat it.
+const ruleSinkGuarantee = "sink-guarantee"
 
 // freshStartDetail explains a changed checkpoint location.
 func freshStartDetail(from, to string) string {

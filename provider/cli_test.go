@@ -1,0 +1,249 @@
+package provider
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-plugin"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
+	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
+
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// registryAddress is the provider's address, as the examples' required_providers name it
+// (source = "lockstep-dev/lockstep").
+const registryAddress = "registry.terraform.io/lockstep-dev/lockstep"
+
+// terraformCLI runs the Terraform CLI in a folder against the provider served by this test
+// binary (reattached, so init downloads nothing), as a user would run it.
+type terraformCLI struct {
+	t   *testing.T
+	bin string
+	dir string
+	env []string
+}
+
+// newTerraformCLI serves the provider for the test's duration and returns a CLI for dir.
+func newTerraformCLI(t *testing.T, dir string) *terraformCLI {
+	t.Helper()
+	bin := testenv.Terraform(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	reattach := make(chan *plugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	server := providerserver.NewProtocol6(New("test")())
+	go func() {
+		_ = tf6server.Serve(registryAddress, func() tfprotov6.ProviderServer { return server() },
+			tf6server.WithDebug(ctx, reattach, closed),
+			tf6server.WithGoPluginLogger(hclog.NewNullLogger()),
+			tf6server.WithoutLogStderrOverride())
+	}()
+	cfg := <-reattach
+	t.Cleanup(func() { cancel(); <-closed })
+	info, err := json.Marshal(map[string]any{registryAddress: map[string]any{
+		"Protocol": string(cfg.Protocol), "ProtocolVersion": 6, "Pid": cfg.Pid, "Test": true,
+		"Addr": map[string]string{"Network": cfg.Addr.Network(), "String": cfg.Addr.String()},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(t.TempDir(), "terraformrc")
+	if err := os.WriteFile(rc, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(),
+		"TF_REATTACH_PROVIDERS="+string(info),
+		"TF_CLI_CONFIG_FILE="+rc,
+		"TF_IN_AUTOMATION=1",
+		"CHECKPOINT_DISABLE=1",
+		"TF_DATA_DIR="+filepath.Join(t.TempDir(), ".terraform"),
+	)
+	return &terraformCLI{t: t, bin: bin, dir: dir, env: env}
+}
+
+// run runs terraform with args; it returns the output and the error, and fails the test only
+// when terraform cannot start.
+func (c *terraformCLI) run(args ...string) (string, error) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Dir, cmd.Env = c.dir, c.env
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		c.t.Fatalf("terraform %s: %v", strings.Join(args, " "), err)
+	}
+	return out.String(), err
+}
+
+// must runs terraform and fails the test when it fails.
+func (c *terraformCLI) must(args ...string) string {
+	c.t.Helper()
+	out, err := c.run(args...)
+	if err != nil {
+		c.t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// diagnostic is one diagnostic of Terraform's machine-readable output (-json).
+type diagnostic struct {
+	Severity string `json:"severity"`
+	Summary  string `json:"summary"`
+	Detail   string `json:"detail"`
+	Address  string `json:"address"`
+	Range    *struct {
+		Filename string `json:"filename"`
+		Start    struct {
+			Line int `json:"line"`
+		} `json:"start"`
+	} `json:"range"`
+	Snippet *struct {
+		Code string `json:"code"`
+	} `json:"snippet"`
+}
+
+// plan runs terraform plan -json and returns its diagnostics, minus the CLI's own
+// (the warning about running with reattached providers), and whether it failed.
+func (c *terraformCLI) plan() ([]diagnostic, error) {
+	c.t.Helper()
+	out, err := c.run("plan", "-json", "-input=false", "-lock=false")
+	var diags []diagnostic
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Type       string      `json:"type"`
+			Diagnostic *diagnostic `json:"diagnostic"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Type != "diagnostic" || line.Diagnostic == nil {
+			continue
+		}
+		if line.Diagnostic.Address == "" && strings.Contains(line.Diagnostic.Summary, "Provider development overrides") {
+			continue
+		}
+		diags = append(diags, *line.Diagnostic)
+	}
+	return diags, err
+}
+
+// render writes diagnostics as a user reads them: severity and summary, where, the detail.
+func render(diags []diagnostic, replacer *strings.Replacer) string {
+	var b strings.Builder
+	for _, d := range diags {
+		fmt.Fprintf(&b, "%s: %s\n", strings.ToUpper(d.Severity[:1])+d.Severity[1:], d.Summary)
+		if d.Address != "" && d.Range != nil {
+			code := ""
+			if d.Snippet != nil {
+				code, _, _ = strings.Cut(strings.TrimSpace(d.Snippet.Code), "\n")
+			}
+			fmt.Fprintf(&b, "  with %s, on %s line %d: %s\n", d.Address, d.Range.Filename, d.Range.Start.Line, code)
+		}
+		fmt.Fprintf(&b, "\n%s\n\n", d.Detail)
+	}
+	return replacer.Replace(b.String())
+}
+
+// golden compares got with testdata/name, or rewrites it with -update.
+func golden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.MkdirAll("testdata", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v; run go test ./provider -run %s -update", err, t.Name())
+	}
+	if got != string(want) {
+		t.Errorf("%s differs from what the plan printed; if the new text is right, run go test ./provider -run '%s' -update\n--- got:\n%s", path, t.Name(), got)
+	}
+}
+
+// TestPlanOutput runs terraform plan as a user would, against the real webhook and a
+// checkpoint on S3, and keeps what it says in golden files: a refused change names the
+// attribute, the rule, the change and both ways forward; a warned change says what it does;
+// a new checkpoint location is planned as a fresh start.
+func TestPlanOutput(t *testing.T) {
+	c := newLockstepCluster(t)
+	dir := t.TempDir()
+	tf := newTerraformCLI(t, dir)
+	write := func(q queryConfig) {
+		t.Helper()
+		main := fmt.Sprintf(`terraform {
+  required_providers {
+    lockstep = { source = "lockstep-dev/lockstep" }
+  }
+}
+
+provider "lockstep" {
+  kubeconfig_path = %q
+}
+%s`, c.kubeconfig, q.hcl())
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := strings.NewReplacer(c.s3.Bucket, "BUCKET", c.namespace, "NAMESPACE")
+
+	q := c.query()
+	write(q)
+	tf.must("init", "-input=false")
+	tf.must("apply", "-auto-approve", "-input=false", "-lock=false")
+	c.writeCheckpoint(t, "orders")
+
+	t.Run("refused", func(t *testing.T) {
+		moved := q
+		moved.Source = c.path("landing/orders-v2")
+		write(moved)
+		diags, err := tf.plan()
+		if err == nil {
+			t.Fatalf("plan of a refused change succeeded; diagnostics: %+v", diags)
+		}
+		golden(t, "plan-refused.golden", render(diags, names))
+	})
+	t.Run("warning", func(t *testing.T) {
+		console := q
+		console.Sink = ""
+		write(console)
+		diags, err := tf.plan()
+		if err != nil {
+			t.Fatalf("plan of an allowed change failed: %v; diagnostics: %+v", err, diags)
+		}
+		golden(t, "plan-warning.golden", render(diags, names))
+	})
+	t.Run("fresh start", func(t *testing.T) {
+		fresh := q
+		fresh.Source = c.path("landing/orders-v2")
+		fresh.Location = c.location("orders-v2")
+		write(fresh)
+		diags, err := tf.plan()
+		if err != nil {
+			t.Fatalf("plan of a fresh start failed: %v; diagnostics: %+v", err, diags)
+		}
+		golden(t, "plan-fresh-start.golden", render(diags, names))
+	})
+	write(q)
+	tf.must("destroy", "-auto-approve", "-input=false", "-lock=false")
+}
