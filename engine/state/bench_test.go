@@ -49,8 +49,8 @@ func benchStores() []struct {
 
 // BenchmarkCommit measures the time to commit a batch that touched 10k keys
 // of a 1M-key state (8 partitions), on a local folder and on loopback S3,
-// with background snapshots as in a real run; and the sizes of the deltas
-// and snapshots written.
+// with and without background snapshots (a real run has them); and the
+// sizes of the deltas and snapshots written.
 func BenchmarkCommit(b *testing.B) {
 	const keys, touched = 1_000_000, 10_000
 	names := make([]string, keys)
@@ -58,65 +58,75 @@ func BenchmarkCommit(b *testing.B) {
 		names[i] = benchKey(i)
 	}
 	for _, s := range benchStores() {
-		b.Run("store="+s.name, func(b *testing.B) {
-			cs := s.open(b)
-			st, err := state.Open(b.Context(), cs, meta("agg"), state.Options{Partitions: 8})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer st.Close()
-			if err := st.Load(b.Context(), 0); err != nil {
-				b.Fatal(err)
-			}
-			fill(b, st, names)
-			if _, err := st.Commit(b.Context()); err != nil {
-				b.Fatal(err)
-			}
-			rng := rand.New(rand.NewPCG(3, 4))
-			batch := make([]string, touched)
-			var deltaBytes int64
-			var commits []time.Duration
-			for b.Loop() {
-				for i := range batch {
-					batch[i] = names[rng.IntN(keys)]
-				}
-				fill(b, st, batch)
-				began := time.Now()
-				cm, err := st.Commit(b.Context())
-				if err != nil {
-					b.Fatal(err)
-				}
-				commits = append(commits, time.Since(began))
-				deltaBytes += cm.Bytes
-			}
-			st.Close() // waits for the snapshots
-			// Percentiles: on a shared machine the mean is mostly other processes.
-			slices.Sort(commits)
-			ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-			b.ReportMetric(ms(commits[len(commits)/2]), "p50-ms/commit")
-			b.ReportMetric(ms(commits[len(commits)*9/10]), "p90-ms/commit")
-			b.ReportMetric(ms(commits[0]), "min-ms/commit")
-			b.ReportMetric(float64(deltaBytes)/float64(b.N), "delta-B/commit")
-			b.ReportMetric(float64(deltaBytes)/float64(b.N)/touched, "delta-B/key")
-			infos, err := checkpoint.ListInfo(b.Context(), cs, "state/agg/")
-			if err != nil {
-				b.Fatal(err)
-			}
-			var snapBytes int64
-			var snaps int
-			for _, in := range infos {
-				if strings.HasSuffix(in.Key, ".snapshot") {
-					snapBytes += in.Size
-					snaps++
-				}
-			}
-			if snaps > 0 {
-				// Each partition holds about keys/8 keys.
-				b.ReportMetric(float64(snapBytes)/float64(snaps)/(keys/8), "snapshot-B/key")
-			}
-			b.ReportMetric(0, "ns/op")
-		})
+		for _, snapshots := range []bool{true, false} {
+			b.Run(fmt.Sprintf("store=%s/snapshots=%t", s.name, snapshots), func(b *testing.B) {
+				benchCommit(b, s.open(b), names, touched, snapshots)
+			})
+		}
 	}
+}
+
+func benchCommit(b *testing.B, cs checkpoint.Store, names []string, touched int, snapshots bool) {
+	keys := len(names)
+	every := 0 // the default
+	if !snapshots {
+		every = 1 << 30
+	}
+	st, err := state.Open(b.Context(), cs, meta("agg"), state.Options{Partitions: 8, SnapshotEvery: every})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Load(b.Context(), 0); err != nil {
+		b.Fatal(err)
+	}
+	fill(b, st, names)
+	if _, err := st.Commit(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(3, 4))
+	batch := make([]string, touched)
+	var deltaBytes int64
+	var commits []time.Duration
+	for b.Loop() {
+		for i := range batch {
+			batch[i] = names[rng.IntN(keys)]
+		}
+		fill(b, st, batch)
+		began := time.Now()
+		cm, err := st.Commit(b.Context())
+		if err != nil {
+			b.Fatal(err)
+		}
+		commits = append(commits, time.Since(began))
+		deltaBytes += cm.Bytes
+	}
+	st.Close() // waits for the snapshots
+	// Percentiles: on a shared machine the mean is mostly other processes.
+	slices.Sort(commits)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	b.ReportMetric(ms(commits[len(commits)/2]), "p50-ms/commit")
+	b.ReportMetric(ms(commits[len(commits)*9/10]), "p90-ms/commit")
+	b.ReportMetric(ms(commits[0]), "min-ms/commit")
+	b.ReportMetric(float64(deltaBytes)/float64(b.N), "delta-B/commit")
+	b.ReportMetric(float64(deltaBytes)/float64(b.N)/float64(touched), "delta-B/key")
+	infos, err := checkpoint.ListInfo(b.Context(), cs, "state/agg/")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var snapBytes int64
+	var snaps int
+	for _, in := range infos {
+		if strings.HasSuffix(in.Key, ".snapshot") {
+			snapBytes += in.Size
+			snaps++
+		}
+	}
+	if snaps > 0 {
+		// Each partition holds about keys/8 keys.
+		b.ReportMetric(float64(snapBytes)/float64(snaps)/float64(keys/8), "snapshot-B/key")
+	}
+	b.ReportMetric(0, "ns/op")
 }
 
 // BenchmarkRecovery measures loading 1M keys of state (8 partitions, a
