@@ -38,26 +38,19 @@ type terraformCLI struct {
 	env []string
 }
 
-// newTerraformCLI serves the provider for the test's duration and returns a CLI for dir.
+// newTerraformCLI serves the provider for the test's duration and returns a CLI for dir. The
+// provider answers to its own address and to hashicorp/lockstep (what Terraform assumes for
+// examples without required_providers); a schema-only stand-in answers to
+// hashicorp/kubernetes (see kubernetesStandIn).
 func newTerraformCLI(t *testing.T, dir string) *terraformCLI {
 	t.Helper()
 	bin := testenv.Terraform(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	reattach := make(chan *plugin.ReattachConfig, 1)
-	closed := make(chan struct{})
-	server := providerserver.NewProtocol6(New("test")())
-	go func() {
-		_ = tf6server.Serve(registryAddress, func() tfprotov6.ProviderServer { return server() },
-			tf6server.WithDebug(ctx, reattach, closed),
-			tf6server.WithGoPluginLogger(hclog.NewNullLogger()),
-			tf6server.WithoutLogStderrOverride())
-	}()
-	cfg := <-reattach
-	t.Cleanup(func() { cancel(); <-closed })
-	info, err := json.Marshal(map[string]any{registryAddress: map[string]any{
-		"Protocol": string(cfg.Protocol), "ProtocolVersion": 6, "Pid": cfg.Pid, "Test": true,
-		"Addr": map[string]string{"Network": cfg.Addr.Network(), "String": cfg.Addr.String()},
-	}})
+	lockstep := serveProvider(t, registryAddress, providerserver.NewProtocol6(New("test")()))
+	info, err := json.Marshal(map[string]any{
+		registryAddress: lockstep,
+		"registry.terraform.io/hashicorp/lockstep":   lockstep,
+		"registry.terraform.io/hashicorp/kubernetes": serveProvider(t, "registry.terraform.io/hashicorp/kubernetes", providerserver.NewProtocol6(kubernetesStandIn{})),
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,10 +62,32 @@ func newTerraformCLI(t *testing.T, dir string) *terraformCLI {
 		"TF_REATTACH_PROVIDERS="+string(info),
 		"TF_CLI_CONFIG_FILE="+rc,
 		"TF_IN_AUTOMATION=1",
+		"TF_CLI_ARGS=-no-color",
 		"CHECKPOINT_DISABLE=1",
 		"TF_DATA_DIR="+filepath.Join(t.TempDir(), ".terraform"),
 	)
 	return &terraformCLI{t: t, bin: bin, dir: dir, env: env}
+}
+
+// serveProvider serves a provider in the test binary until the test ends, and returns its
+// entry of TF_REATTACH_PROVIDERS.
+func serveProvider(t *testing.T, address string, server func() tfprotov6.ProviderServer) map[string]any {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	reattach := make(chan *plugin.ReattachConfig, 1)
+	closed := make(chan struct{})
+	go func() {
+		_ = tf6server.Serve(address, server,
+			tf6server.WithDebug(ctx, reattach, closed),
+			tf6server.WithGoPluginLogger(hclog.NewNullLogger()),
+			tf6server.WithoutLogStderrOverride())
+	}()
+	cfg := <-reattach
+	t.Cleanup(func() { cancel(); <-closed })
+	return map[string]any{
+		"Protocol": string(cfg.Protocol), "ProtocolVersion": 6, "Pid": cfg.Pid, "Test": true,
+		"Addr": map[string]string{"Network": cfg.Addr.Network(), "String": cfg.Addr.String()},
+	}
 }
 
 // run runs terraform with args; it returns the output and the error, and fails the test only

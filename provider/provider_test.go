@@ -35,6 +35,13 @@ func TestMain(m *testing.M) {
 			os.Setenv("TF_ACC_TERRAFORM_PATH", p)
 		}
 	}
+	// The provider runs inside the test binary for the CLI tests; keep its SDK's trace logs
+	// out of test output unless asked for (TF_LOG_SDK=trace).
+	for _, v := range []string{"TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
+		if os.Getenv(v) == "" {
+			os.Setenv(v, "off")
+		}
+	}
 	testenv.Main(m)
 }
 
@@ -112,8 +119,8 @@ func (c *testCluster) provider() string {
 	return fmt.Sprintf("provider %q {\n  kubeconfig_path = %q\n}\n", Name, c.kubeconfig)
 }
 
-// query reads a StreamingQuery of the test's namespace.
-func (c *testCluster) query(t *testing.T, name string) (*unstructured.Unstructured, error) {
+// get reads a StreamingQuery of the test's namespace.
+func (c *testCluster) get(t *testing.T, name string) (*unstructured.Unstructured, error) {
 	t.Helper()
 	return c.dyn.Resource(queriesResource).Namespace(c.namespace).Get(context.Background(), name, metav1.GetOptions{})
 }

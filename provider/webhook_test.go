@@ -132,7 +132,7 @@ func (c *lockstepCluster) query() queryConfig {
 func (c *lockstepCluster) writeCheckpoint(t *testing.T, name string) {
 	t.Helper()
 	ctx := context.Background()
-	u, err := c.testCluster.query(t, name)
+	u, err := c.get(t, name)
 	if err != nil {
 		t.Fatal(err)
 	}

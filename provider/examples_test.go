@@ -1,0 +1,231 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	"github.com/hashicorp/terraform-plugin-framework/provider"
+	pschema "github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// examplesDir holds the examples that docs/terraform shows and users copy.
+var examplesDir = filepath.Join("..", "examples", "terraform")
+
+// exampleRoots are the folders of examplesDir that are Terraform root modules.
+func exampleRoots(t *testing.T) []string {
+	t.Helper()
+	var roots []string
+	err := filepath.WalkDir(examplesDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "modules" {
+			return fs.SkipDir // used through their root
+		}
+		if !d.IsDir() {
+			return nil
+		}
+		if tf, _ := filepath.Glob(filepath.Join(p, "*.tf")); len(tf) > 0 {
+			roots = append(roots, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return roots
+}
+
+// TestExamplesValidate runs terraform init and terraform validate in every example, with the
+// provider served by this test binary.
+//
+// The platform example also uses hashicorp/kubernetes, which cannot be downloaded here: a
+// stand-in that declares the schema of the three kubernetes resources the example uses
+// (kubernetes_namespace_v1, kubernetes_secret_v1, kubernetes_manifest) takes its place, so
+// that everything the example says about the lockstep provider is validated for real.
+func TestExamplesValidate(t *testing.T) {
+	roots := exampleRoots(t)
+	for _, want := range []string{"provider", "quickstart", "platform", filepath.Join("resources", "lockstep_streaming_query"),
+		filepath.Join("data-sources", "lockstep_streaming_query"), filepath.Join("data-sources", "lockstep_checkpoint_store")} {
+		found := false
+		for _, r := range roots {
+			found = found || r == filepath.Join(examplesDir, want)
+		}
+		if !found {
+			t.Errorf("example %s is missing", want)
+		}
+	}
+	for _, root := range roots {
+		rel, _ := filepath.Rel(examplesDir, root)
+		t.Run(rel, func(t *testing.T) {
+			dir := copyExample(t, root)
+			tf := newTerraformCLI(t, dir)
+			tf.must("init", "-input=false", "-backend=false")
+			tf.must("validate")
+			out := tf.must("fmt", "-check", "-diff", "-recursive")
+			if strings.TrimSpace(out) != "" {
+				t.Errorf("terraform fmt would change %s:\n%s", rel, out)
+			}
+		})
+	}
+}
+
+// copyExample copies an example folder (and the modules next to it) to a temporary folder,
+// so that init writes nothing into the source tree.
+func copyExample(t *testing.T, root string) string {
+	t.Helper()
+	dir := t.TempDir()
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, p)
+		if d.IsDir() {
+			if d.Name() == ".terraform" {
+				return fs.SkipDir
+			}
+			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
+		}
+		if strings.HasPrefix(d.Name(), ".terraform") || strings.HasSuffix(d.Name(), ".tfstate") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, rel), b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestExampleQuickstartApplies applies the quickstart, unchanged, to a cluster with the real
+// webhook and controller, plans it again (nothing to do), and destroys it.
+func TestExampleQuickstartApplies(t *testing.T) {
+	c := newLockstepCluster(t)
+	dir := copyExample(t, filepath.Join(examplesDir, "quickstart"))
+	tf := newTerraformCLI(t, dir)
+	tf.env = append(tf.env, "TF_VAR_kubeconfig="+c.kubeconfig, "TF_VAR_namespace="+c.namespace, "TF_VAR_checkpoint_store="+c.store)
+	tf.must("init", "-input=false")
+	tf.must("apply", "-auto-approve", "-input=false")
+
+	var outputs map[string]struct {
+		Value any `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(tf.must("output", "-json")), &outputs); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := outputs["checkpoint_location"].Value, c.location("quickstart"); got != want {
+		t.Errorf("output checkpoint_location = %v, want %v", got, want)
+	}
+	if got := outputs["delivery_guarantee"].Value; !strings.HasPrefix(got.(string), "none: ") {
+		t.Errorf("output delivery_guarantee = %v, want none with its reason", got)
+	}
+	if _, err := c.get(t, "quickstart"); err != nil {
+		t.Errorf("the quickstart query is not in the cluster: %v", err)
+	}
+	if out, err := tf.run("plan", "-detailed-exitcode", "-input=false"); err != nil {
+		t.Errorf("plan after apply is not empty (%v):\n%s", err, out)
+	}
+	tf.must("destroy", "-auto-approve", "-input=false")
+	if _, err := c.get(t, "quickstart"); err == nil {
+		t.Error("the quickstart query is still in the cluster after destroy")
+	}
+}
+
+var stringType = types.StringType
+
+// kubernetesStandIn declares the schema of the hashicorp/kubernetes resources the platform
+// example uses, for terraform validate. It cannot create anything.
+type kubernetesStandIn struct{}
+
+func (kubernetesStandIn) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
+	resp.TypeName = "kubernetes"
+}
+
+func (kubernetesStandIn) Schema(_ context.Context, _ provider.SchemaRequest, resp *provider.SchemaResponse) {
+	resp.Schema = pschema.Schema{Attributes: map[string]pschema.Attribute{
+		"config_path":    pschema.StringAttribute{Optional: true},
+		"config_context": pschema.StringAttribute{Optional: true},
+	}}
+}
+
+func (kubernetesStandIn) Configure(context.Context, provider.ConfigureRequest, *provider.ConfigureResponse) {
+}
+
+func (kubernetesStandIn) DataSources(context.Context) []func() datasource.DataSource { return nil }
+
+func (kubernetesStandIn) Resources(context.Context) []func() resource.Resource {
+	metadata := func(namespaced bool) schema.Block {
+		attrs := map[string]schema.Attribute{
+			"name":          schema.StringAttribute{Optional: true, Computed: true},
+			"generate_name": schema.StringAttribute{Optional: true},
+			"labels":        schema.MapAttribute{Optional: true, ElementType: stringType},
+			"annotations":   schema.MapAttribute{Optional: true, ElementType: stringType},
+		}
+		if namespaced {
+			attrs["namespace"] = schema.StringAttribute{Optional: true}
+		}
+		return schema.ListNestedBlock{NestedObject: schema.NestedBlockObject{Attributes: attrs}}
+	}
+	id := schema.StringAttribute{Computed: true}
+	return []func() resource.Resource{
+		func() resource.Resource {
+			return standInResource{name: "namespace_v1", schema: schema.Schema{
+				Attributes: map[string]schema.Attribute{"id": id},
+				Blocks:     map[string]schema.Block{"metadata": metadata(false)},
+			}}
+		},
+		func() resource.Resource {
+			return standInResource{name: "secret_v1", schema: schema.Schema{
+				Attributes: map[string]schema.Attribute{"id": id,
+					"data": schema.MapAttribute{Optional: true, Sensitive: true, ElementType: stringType},
+					"type": schema.StringAttribute{Optional: true},
+				},
+				Blocks: map[string]schema.Block{"metadata": metadata(true)},
+			}}
+		},
+		func() resource.Resource {
+			return standInResource{name: "manifest", schema: schema.Schema{Attributes: map[string]schema.Attribute{
+				"manifest": schema.DynamicAttribute{Required: true},
+				"object":   schema.DynamicAttribute{Optional: true, Computed: true},
+			}}}
+		},
+	}
+}
+
+type standInResource struct {
+	name   string
+	schema schema.Schema
+}
+
+func (r standInResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_" + r.name
+}
+
+func (r standInResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	resp.Schema = r.schema
+}
+
+func (standInResource) Create(_ context.Context, _ resource.CreateRequest, resp *resource.CreateResponse) {
+	resp.Diagnostics.AddError("Stand-In", "the kubernetes stand-in only validates")
+}
+
+func (standInResource) Read(context.Context, resource.ReadRequest, *resource.ReadResponse) {}
+
+func (standInResource) Update(_ context.Context, _ resource.UpdateRequest, resp *resource.UpdateResponse) {
+	resp.Diagnostics.AddError("Stand-In", "the kubernetes stand-in only validates")
+}
+
+func (standInResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
