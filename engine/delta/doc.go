@@ -23,7 +23,9 @@
 // tenth commit is followed by a Parquet checkpoint and _last_checkpoint, so
 // looking up the newest transaction does not replay the whole log.
 //
-// The sink and the source that plug this package into the engine live in
-// package engine's component layout; see docs/delivery-guarantees.md for
-// what exactly-once means for the delta sink.
+// [NewSink] and [NewSource] plug the table into the engine (register them
+// with [SinkSpec] and [SourceSpec]): the sink writes one commit per batch
+// with txn(query id, batch id); the source streams the files that commits
+// add, with offsets (version, index). docs/delta.md describes both, the
+// choices made where the protocol leaves room, and what is not supported.
 package delta

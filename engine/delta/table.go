@@ -161,8 +161,11 @@ func (t *Table) update(ctx context.Context, base *Snapshot) (*Snapshot, error) {
 	}
 }
 
-// load reads the newest snapshot from scratch: the checkpoint named by
-// _last_checkpoint (or the newest one listed), then the commits after it.
+// load reads the newest snapshot from scratch. With _last_checkpoint it
+// lists nothing: it reads the checkpoint it names, then the commits after
+// it one by one until one is missing, so its cost does not depend on the
+// length of the log. Without it (or when that checkpoint is gone) it lists
+// the log once and starts from the newest checkpoint listed.
 func (t *Table) load(ctx context.Context) (*Snapshot, error) {
 	hint := int64(-1)
 	if b, err := t.store.Get(ctx, lastCheckpointKey); err == nil {
@@ -173,25 +176,21 @@ func (t *Table) load(ctx context.Context) (*Snapshot, error) {
 	} else if !errors.Is(err, checkpoint.ErrNotFound) {
 		return nil, fmt.Errorf("delta table %s: read _last_checkpoint: %w", t.Location(), err)
 	}
-	var files []logFile
-	var err error
 	if hint >= 0 {
-		files, err = t.listFrom(ctx, hint)
-	} else {
-		files, err = t.listLog(ctx, "")
+		s, err := t.replay(ctx, hint, hint)
+		if err == nil {
+			return t.update(ctx, s)
+		}
+		if !errors.Is(err, checkpoint.ErrNotFound) {
+			return nil, err
+		}
+		// The checkpoint vanished (a log cleanup raced this reader).
 	}
+	files, err := t.listLog(ctx, "")
 	if err != nil {
 		return nil, err
 	}
 	s, err := t.replayListed(ctx, files)
-	if err != nil && hint >= 0 && errors.Is(err, checkpoint.ErrNotFound) {
-		// The hinted checkpoint or a commit after it vanished (a log cleanup
-		// raced this reader): fall back to listing the whole log.
-		if files, err = t.listLog(ctx, ""); err != nil {
-			return nil, err
-		}
-		s, err = t.replayListed(ctx, files)
-	}
 	if err != nil {
 		return nil, err
 	}
@@ -292,30 +291,6 @@ func (t *Table) listLog(ctx context.Context, prefix string) ([]logFile, error) {
 	return files, nil
 }
 
-// listFrom lists the log from the decade of version v on (ten versions share
-// a 19-digit prefix), one decade per List call, until a decade is not
-// full. It finds the newest commit and checkpoint without listing the whole
-// log.
-func (t *Table) listFrom(ctx context.Context, v int64) ([]logFile, error) {
-	var out []logFile
-	for d := v / 10; ; d++ {
-		files, err := t.listLog(ctx, fmt.Sprintf("%019d", d))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, files...)
-		last := false
-		for _, f := range files {
-			if !f.checkpoint && f.version == d*10+9 {
-				last = true
-			}
-		}
-		if !last {
-			return out, nil
-		}
-	}
-}
-
 // OldestCommit returns the oldest commit version still in the log, or -1
 // when there is none.
 func (t *Table) OldestCommit(ctx context.Context) (int64, error) {
@@ -330,8 +305,6 @@ func (t *Table) OldestCommit(ctx context.Context) (int64, error) {
 	}
 	return -1, nil
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
 
 // CleanupLog deletes the log files that the newest checkpoint at or before
 // version before makes unnecessary: every commit and checkpoint older than

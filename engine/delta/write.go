@@ -2,6 +2,7 @@ package delta
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/url"
@@ -445,7 +446,7 @@ func (t *Table) writeCheckpoint(ctx context.Context, s *Snapshot) error {
 	}
 	if b, err := t.store.Get(ctx, lastCheckpointKey); err == nil {
 		var old lastCheckpoint
-		if jsonUnmarshal(b, &old) == nil && old.Version > s.Version {
+		if json.Unmarshal(b, &old) == nil && old.Version > s.Version {
 			return nil
 		}
 	}
