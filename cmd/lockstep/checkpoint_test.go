@@ -24,7 +24,7 @@ import (
 const envUpdateGolden = "LOCKSTEP_UPDATE_GOLDEN"
 
 // execute runs lockstep with args and returns its output and exit code.
-func execute(t *testing.T, args ...string) (stdout string, code int) {
+func runCheckpointCmd(t *testing.T, args ...string) (stdout string, code int) {
 	t.Helper()
 	root := newRootCommand()
 	var out, errOut bytes.Buffer
@@ -50,7 +50,7 @@ func exitCodeOf(err error) int {
 // writeCheckpoint builds what an engine leaves behind in store: batches 0 to
 // 11 committed with a retention of 5, batch 12 planned, two state partitions
 // of one operator, and a shape change at batch 8.
-func writeCheckpoint(t *testing.T, store checkpoint.Store) *checkpoint.Checkpoint {
+func writeTestCheckpoint(t *testing.T, store checkpoint.Store) *checkpoint.Checkpoint {
 	t.Helper()
 	ctx := t.Context()
 	created := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
@@ -109,19 +109,19 @@ func writeCheckpoint(t *testing.T, store checkpoint.Store) *checkpoint.Checkpoin
 	return c
 }
 
-func localCheckpoint(t *testing.T) (string, *checkpoint.Checkpoint) {
+func localTestCheckpoint(t *testing.T) (string, *checkpoint.Checkpoint) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "ckpt")
 	d, err := checkpoint.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return dir, writeCheckpoint(t, d)
+	return dir, writeTestCheckpoint(t, d)
 }
 
 // checkGolden compares got, with the location and query id replaced by
 // placeholders, with testdata/name.
-func checkGolden(t *testing.T, name, got, location, queryID string) {
+func checkCheckpointGolden(t *testing.T, name, got, location, queryID string) {
 	t.Helper()
 	got = strings.ReplaceAll(got, location, "LOCATION")
 	got = strings.ReplaceAll(got, queryID, "QUERY-ID")
@@ -141,17 +141,17 @@ func checkGolden(t *testing.T, name, got, location, queryID string) {
 }
 
 func TestCheckpointDescribe(t *testing.T) {
-	dir, c := localCheckpoint(t)
-	out, code := execute(t, "checkpoint", "describe", dir)
+	dir, c := localTestCheckpoint(t)
+	out, code := runCheckpointCmd(t, "checkpoint", "describe", dir)
 	if code != exitOK {
 		t.Fatalf("describe exit %d:\n%s", code, out)
 	}
-	checkGolden(t, "checkpoint-describe.golden", out, dir, c.Metadata().ID)
+	checkCheckpointGolden(t, "checkpoint-describe.golden", out, dir, c.Metadata().ID)
 }
 
 func TestCheckpointDescribeJSON(t *testing.T) {
-	dir, c := localCheckpoint(t)
-	out, code := execute(t, "checkpoint", "describe", "-o", "json", dir)
+	dir, c := localTestCheckpoint(t)
+	out, code := runCheckpointCmd(t, "checkpoint", "describe", "-o", "json", dir)
 	if code != exitOK {
 		t.Fatalf("describe exit %d:\n%s", code, out)
 	}
@@ -200,7 +200,7 @@ func TestCheckpointDescribeJSON(t *testing.T) {
 		{"planned.sources", len(got.Planned.Sources), 2},
 		{"state", len(got.State), 1},
 		{"shape.batch", got.Shape.Batch, int64(8)},
-		{"shape.shape", compact(t, got.Shape.Shape), `{"sources":["orders","refunds"]}`},
+		{"shape.shape", compactJSON(t, got.Shape.Shape), `{"sources":["orders","refunds"]}`},
 	}
 	if len(got.State) == 1 {
 		s := got.State[0]
@@ -227,14 +227,14 @@ func TestCheckpointDescribeJSON(t *testing.T) {
 }
 
 func TestCheckpointBatches(t *testing.T) {
-	dir, c := localCheckpoint(t)
-	out, code := execute(t, "checkpoint", "batches", dir)
+	dir, c := localTestCheckpoint(t)
+	out, code := runCheckpointCmd(t, "checkpoint", "batches", dir)
 	if code != exitOK {
 		t.Fatalf("batches exit %d:\n%s", code, out)
 	}
-	checkGolden(t, "checkpoint-batches.golden", out, dir, c.Metadata().ID)
+	checkCheckpointGolden(t, "checkpoint-batches.golden", out, dir, c.Metadata().ID)
 
-	out, code = execute(t, "checkpoint", "batches", "--output=json", dir)
+	out, code = runCheckpointCmd(t, "checkpoint", "batches", "--output=json", dir)
 	if code != exitOK {
 		t.Fatalf("batches -o json exit %d:\n%s", code, out)
 	}
@@ -278,32 +278,32 @@ func TestCheckpointNewLocation(t *testing.T) {
 	if _, err := checkpoint.Claim(t.Context(), d, checkpoint.Owner{Name: "fresh"}); err != nil {
 		t.Fatal(err)
 	}
-	out, code := execute(t, "checkpoint", "describe", dir)
+	out, code := runCheckpointCmd(t, "checkpoint", "describe", dir)
 	if code != exitOK || !strings.Contains(out, "Planned batch:    none") || !strings.Contains(out, "start at batch 0") {
 		t.Errorf("describe of a new checkpoint (exit %d):\n%s", code, out)
 	}
-	out, code = execute(t, "checkpoint", "batches", "file://"+dir)
+	out, code = runCheckpointCmd(t, "checkpoint", "batches", "file://"+dir)
 	if code != exitOK || out != "No batches.\n" {
 		t.Errorf("batches of a new checkpoint (exit %d): %q", code, out)
 	}
 }
 
 func TestCheckpointRelativeLocation(t *testing.T) {
-	dir, _ := localCheckpoint(t)
+	dir, _ := localTestCheckpoint(t)
 	t.Chdir(filepath.Dir(dir))
-	out, code := execute(t, "checkpoint", "describe", filepath.Base(dir))
+	out, code := runCheckpointCmd(t, "checkpoint", "describe", filepath.Base(dir))
 	if code != exitOK || !strings.Contains(out, "Location:         "+dir+"\n") {
 		t.Errorf("describe of a relative path (exit %d):\n%s", code, out)
 	}
 }
 
 func TestCheckpointBadInput(t *testing.T) {
-	dir, _ := localCheckpoint(t)
-	damaged, _ := localCheckpoint(t)
+	dir, _ := localTestCheckpoint(t)
+	damaged, _ := localTestCheckpoint(t)
 	if err := os.WriteFile(filepath.Join(damaged, "offsets", "00000000000000000012"), []byte("v1\n{\"batchWatermarkMs\":"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	newer, _ := localCheckpoint(t)
+	newer, _ := localTestCheckpoint(t)
 	if err := os.WriteFile(filepath.Join(newer, "commits", "00000000000000000011"), []byte("v2\n{}\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func TestCheckpointBadInput(t *testing.T) {
 		{"no location", []string{"describe"}, exitFailure, "accepts 1 arg"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, code := execute(t, append([]string{"checkpoint"}, tc.args...)...)
+			out, code := runCheckpointCmd(t, append([]string{"checkpoint"}, tc.args...)...)
 			if code != tc.code || !strings.Contains(out, tc.says) {
 				t.Errorf("lockstep checkpoint %s: exit %d, output:\n%s\nwant exit %d and %q", strings.Join(tc.args, " "), code, out, tc.code, tc.says)
 			}
@@ -346,28 +346,28 @@ func TestCheckpointOnS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := writeCheckpoint(t, store)
-	before := objects(t, srv)
+	c := writeTestCheckpoint(t, store)
+	before := bucketObjects(t, srv)
 
-	out, code := execute(t, "checkpoint", "describe", location)
+	out, code := runCheckpointCmd(t, "checkpoint", "describe", location)
 	if code != exitOK {
 		t.Fatalf("describe exit %d:\n%s", code, out)
 	}
-	checkGolden(t, "checkpoint-describe.golden", out, location, c.Metadata().ID)
-	if out, code := execute(t, "checkpoint", "batches", location); code != exitOK || !strings.Contains(out, "\n12 ") {
+	checkCheckpointGolden(t, "checkpoint-describe.golden", out, location, c.Metadata().ID)
+	if out, code := runCheckpointCmd(t, "checkpoint", "batches", location); code != exitOK || !strings.Contains(out, "\n12 ") {
 		t.Errorf("batches exit %d:\n%s", code, out)
 	}
-	if after := objects(t, srv); !cmp.Equal(before, after) {
+	if after := bucketObjects(t, srv); !cmp.Equal(before, after) {
 		t.Errorf("the commands changed the bucket:\n%s", cmp.Diff(before, after))
 	}
 
 	t.Setenv(s3.EnvSecretKey, "wrong")
-	if out, code := execute(t, "checkpoint", "describe", location); code != exitFailure || !strings.Contains(out, "rejected the credentials") {
+	if out, code := runCheckpointCmd(t, "checkpoint", "describe", location); code != exitFailure || !strings.Contains(out, "rejected the credentials") {
 		t.Errorf("describe with a wrong secret: exit %d:\n%s", code, out)
 	}
 }
 
-func objects(t *testing.T, srv *testenv.S3Server) map[string]string {
+func bucketObjects(t *testing.T, srv *testenv.S3Server) map[string]string {
 	t.Helper()
 	m := map[string]string{}
 	for obj := range srv.Client(t).ListObjectsIter(t.Context(), srv.Bucket, minio.ListObjectsOptions{Recursive: true}) {
@@ -379,7 +379,7 @@ func objects(t *testing.T, srv *testenv.S3Server) map[string]string {
 	return m
 }
 
-func compact(t *testing.T, raw json.RawMessage) string {
+func compactJSON(t *testing.T, raw json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
 		t.Errorf("compact %s: %v", raw, err)
