@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -34,6 +35,11 @@ func registry(t testing.TB) *engine.Registry {
 	}
 	if err := reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource); err != nil {
 		t.Fatal(err)
+	}
+	if _, ok := reg.SourceSpec(v1.SourceKafka); !ok {
+		if err := reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource); err != nil {
+			t.Fatal(err)
+		}
 	}
 	return reg
 }
