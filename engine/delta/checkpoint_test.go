@@ -135,3 +135,45 @@ func TestCheckpointRoundTripsRemovesAndPartitions(t *testing.T) {
 		t.Errorf("rows diff (-want +got):\n%s", diff)
 	}
 }
+
+// A cold lookup of the newest txn (a restarted engine's first question)
+// sends the same requests to a table of 1,000 commits as to one of 40, and
+// lists nothing: _last_checkpoint, the checkpoint, the commits after it and
+// one miss.
+func TestNewestTxnCostDoesNotGrowWithTheLog(t *testing.T) {
+	ctx := context.Background()
+	requests := map[int][2]int{}
+	for _, commits := range []int{40, 1000} {
+		open := newLocation(t, "local")
+		w := delta.Open(open())
+		for v := range commits {
+			var rows []delta.Row
+			if v < 20 {
+				rows = orders(v, 2) // 20 files, then empty batches (txn only)
+			}
+			if _, err := w.Write(ctx, delta.Write{AppID: "q", Version: int64(v), Columns: orderColumns, Rows: rows}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Five commits past the newest checkpoint.
+		for v := commits; v < commits+5; v++ {
+			if _, err := w.Write(ctx, delta.Write{AppID: "q", Version: int64(v), Columns: orderColumns}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		cs := &countingStore{Store: open()}
+		v, ok, err := delta.Open(cs).TxnVersion(ctx, "q")
+		if err != nil || !ok || v != int64(commits+4) {
+			t.Fatalf("TxnVersion = %d, %t, %v; want %d", v, ok, err, commits+4)
+		}
+		gets, lists := cs.requests()
+		requests[commits] = [2]int{gets, lists}
+		if lists != 0 {
+			t.Errorf("%d commits: the lookup listed the log %d times, want 0", commits, lists)
+		}
+	}
+	if requests[40] != requests[1000] {
+		t.Errorf("requests (gets, lists) = %v at 40 commits, %v at 1000; want the same", requests[40], requests[1000])
+	}
+	t.Logf("requests (gets, lists): %v", requests)
+}

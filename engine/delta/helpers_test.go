@@ -123,8 +123,26 @@ func readAll(t testing.TB, store checkpoint.Store) (*delta.Snapshot, v1.Columns,
 // countingStore counts the Gets per key, to see what a reader reads.
 type countingStore struct {
 	checkpoint.Store
-	mu   sync.Mutex
-	gets map[string]int
+	mu    sync.Mutex
+	gets  map[string]int
+	lists int
+}
+
+func (s *countingStore) List(ctx context.Context, prefix string) ([]string, error) {
+	s.mu.Lock()
+	s.lists++
+	s.mu.Unlock()
+	return s.Store.List(ctx, prefix)
+}
+
+// requests returns how many Gets and Lists the store served.
+func (s *countingStore) requests() (gets, lists int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.gets {
+		gets += n
+	}
+	return gets, s.lists
 }
 
 func (s *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
