@@ -25,8 +25,10 @@
 //
 // Each batch follows the write-ahead protocol: the sources plan their end
 // offsets ([Source.Plan]); offsets/N is written; the sources read exactly
-// those ranges ([Source.Read]); the filter and select steps transform the
-// rows; the sink writes batch N ([Sink.Write]), idempotently per (query id,
+// those ranges ([Source.Read]); the steps transform the rows (filter,
+// select, and the stateful watermark, aggregate and dropDuplicates, which
+// write their state, version N+1, before the sink: docs/state.md); the sink
+// writes batch N ([Sink.Write]), idempotently per (query id,
 // batch id); commits/N is written with the batch's progress. On start, a
 // batch planned but not committed is re-run with its logged offsets,
 // timestamp and watermark; otherwise the run plans the next batch with
