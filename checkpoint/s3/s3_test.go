@@ -38,10 +38,16 @@ func open(t testing.TB, srv *testenv.S3Server, prefix string, opts ...s3.Option)
 	return s
 }
 
+// TestStore runs the conformance suite on every S3 server kind: versitygw
+// and MinIO (LOCKSTEP_TEST_S3 narrows the list).
 func TestStore(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) checkpoint.Store {
-		return open(t, testenv.S3(t), "payments/revenue-by-country")
-	})
+	for _, kind := range testenv.S3Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			storetest.Run(t, func(t *testing.T) checkpoint.Store {
+				return open(t, testenv.S3Of(t, kind), "payments/revenue-by-country")
+			})
+		})
+	}
 }
 
 func TestStoreAtBucketRoot(t *testing.T) {
