@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/binary"
 	"encoding/csv"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -88,91 +87,6 @@ func (d *Decoder) jsonLines(data []byte, bad func(Malformed)) []engine.Row {
 		rows = append(rows, row)
 	}
 	return rows
-}
-
-func (d *Decoder) jsonRecord(text []byte) (engine.Row, error) {
-	dec := json.NewDecoder(bytes.NewReader(text))
-	dec.UseNumber()
-	var m map[string]any
-	if err := dec.Decode(&m); err != nil {
-		return nil, fmt.Errorf("not a JSON object: %w", err)
-	}
-	if m == nil {
-		return nil, errors.New("not a JSON object: null")
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, errors.New("text after the JSON object")
-	}
-	row := make(engine.Row, len(d.cols))
-	for i, c := range d.cols {
-		v, ok := m[c.Name]
-		if !ok || v == nil {
-			continue
-		}
-		val, err := jsonValue(c.Type, v)
-		if err != nil {
-			return nil, fmt.Errorf("column %s: %w", c.Name, err)
-		}
-		row[i] = val
-	}
-	return row, nil
-}
-
-func jsonValue(t v1.ColumnType, v any) (any, error) {
-	switch t {
-	case v1.TypeString:
-		if s, ok := v.(string); ok {
-			return s, nil
-		}
-	case v1.TypeLong:
-		if n, ok := v.(json.Number); ok {
-			i, err := strconv.ParseInt(string(n), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s is not a long", n)
-			}
-			return i, nil
-		}
-	case v1.TypeDouble:
-		if n, ok := v.(json.Number); ok {
-			f, err := strconv.ParseFloat(string(n), 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s is not a double", n)
-			}
-			return f, nil
-		}
-	case v1.TypeBoolean:
-		if b, ok := v.(bool); ok {
-			return b, nil
-		}
-	case v1.TypeTimestamp:
-		switch v := v.(type) {
-		case string:
-			return parseTimestamp(v)
-		case json.Number:
-			ms, err := strconv.ParseInt(string(v), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("%s is not a timestamp in epoch milliseconds", v)
-			}
-			return time.UnixMilli(ms).UTC(), nil
-		}
-	}
-	return nil, fmt.Errorf("want a %s, got %s", t, jsonKind(v))
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case map[string]any:
-		return "an object"
-	case []any:
-		return "an array"
-	}
-	return fmt.Sprintf("%T", v)
 }
 
 // parseTimestamp reads an RFC 3339 time, as a UTC instant.

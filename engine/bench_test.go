@@ -1,0 +1,183 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// batchSizes are the rows per batch the throughput benchmarks run at.
+var batchSizes = []int{1_000, 100_000}
+
+// benchRun runs obj with the default trigger on a fake clock; each call of
+// the returned function lets one batch run (prepare is called first, with
+// the timer stopped) and returns its progress.
+func benchRun(b *testing.B, obj *v1.StreamingQuery, opts ...engine.Option) (batch func(prepare func()) engine.Progress) {
+	b.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	rec := enginetest.NewRecorder()
+	opts = append(opts, engine.WithClock(clk), engine.WithObserver(rec), engine.WithIdlePoll(time.Second), engine.WithStdout(io.Discard))
+	q, err := engine.New(obj, enginetest.Registry(b), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := q.Run(context.Background())
+		done <- err
+	}()
+	b.Cleanup(func() {
+		q.Stop()
+		if err := <-done; err != nil {
+			b.Error(err)
+		}
+	})
+	first := true
+	return func(prepare func()) engine.Progress {
+		b.StopTimer()
+		if prepare != nil {
+			prepare()
+		}
+		b.StartTimer()
+		if !first {
+			enginetest.Step(b, clk, time.Second, time.Minute)
+		}
+		first = false
+		return rec.Next(b, time.Minute)
+	}
+}
+
+// cpu returns the process's user and system CPU time.
+func cpu() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// report adds rows/s, ns/row (wall) and cpu-ns/row (user+system CPU of the
+// whole process) over rows processed since began.
+func report(b *testing.B, rows int64, cpuBegan time.Duration) {
+	if rows == 0 {
+		return
+	}
+	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rows), "ns/row")
+	b.ReportMetric(float64((cpu()-cpuBegan).Nanoseconds())/float64(rows), "cpu-ns/row")
+}
+
+// BenchmarkFilesToFiles runs batches of a files→files query: JSON lines in
+// (one new file per batch), a filter and a projection, Parquet out, local
+// checkpoint.
+func BenchmarkFilesToFiles(b *testing.B) {
+	for _, n := range batchSizes {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			in := filepath.Join(dir, "in")
+			if err := os.MkdirAll(in, 0o755); err != nil {
+				b.Fatal(err)
+			}
+			var data bytes.Buffer
+			for i := range n {
+				fmt.Fprintf(&data, `{"id":"o-%d","country":"de","amount":%d.25,"qty":%d}`+"\n", i, i%100-10, i%7+1)
+			}
+			files := 0
+			addFile := func() {
+				p := filepath.Join(in, fmt.Sprintf("f-%06d.json", files))
+				files++
+				if err := os.WriteFile(p, data.Bytes(), 0o644); err != nil {
+					b.Fatal(err)
+				}
+			}
+			addFile()
+			obj := querytest.Make("bench", "default").
+				FilesSource("orders", in, v1.FormatJSON,
+					querytest.Col("id", v1.TypeString), querytest.Col("country", v1.TypeString),
+					querytest.Col("amount", v1.TypeDouble), querytest.Col("qty", v1.TypeLong)).
+				Filter("amount > 0.0").
+				Select(querytest.As("id", "id"), querytest.As("country", "country.upperAscii()"), querytest.As("total", "amount * double(qty)")).
+				FilesSink(filepath.Join(dir, "out"), v1.FormatParquet).
+				Checkpoint(filepath.Join(dir, "ckpt")).Obj()
+			b.ReportAllocs()
+			batch := benchRun(b, obj)
+			batch(nil) // the first batch, before timing
+			b.ResetTimer()
+			began := cpu()
+			var rows int64
+			for b.Loop() {
+				rows += batch(addFile).NumInputRows
+			}
+			report(b, rows, began)
+		})
+	}
+}
+
+// BenchmarkRateToFiles runs batches of a rate→files query: n rows a second,
+// one second a batch, a projection, Parquet out, local checkpoint.
+func BenchmarkRateToFiles(b *testing.B) {
+	for _, n := range batchSizes {
+		b.Run(fmt.Sprintf("rows=%d", n), func(b *testing.B) {
+			dir := b.TempDir()
+			obj := querytest.Make("bench", "default").
+				RateSource("ticks", int64(n)).
+				Select(querytest.As("at", "timestamp"), querytest.As("value", "value"), querytest.As("even", "value % 2 == 0")).
+				FilesSink(filepath.Join(dir, "out"), v1.FormatParquet).
+				Checkpoint(filepath.Join(dir, "ckpt")).Obj()
+			b.ReportAllocs()
+			batch := benchRun(b, obj)
+			batch(nil)
+			b.ResetTimer()
+			began := cpu()
+			var rows int64
+			for b.Loop() {
+				rows += batch(nil).NumInputRows
+			}
+			report(b, rows, began)
+		})
+	}
+}
+
+// BenchmarkBatchOverhead runs batches of one row (rate at 1 row a second,
+// console sink to nowhere), so that a batch costs what the engine and the
+// checkpoint cost: planning, offsets/N, reading, commits/N.
+func BenchmarkBatchOverhead(b *testing.B) {
+	for _, where := range []string{"local", "s3"} {
+		b.Run("checkpoint="+where, func(b *testing.B) {
+			ckpt := filepath.Join(b.TempDir(), "ckpt")
+			var opts []engine.Option
+			if where == "s3" {
+				s := testenv.S3(b)
+				for _, kv := range s.Env() {
+					k, v, _ := strings.Cut(kv, "=")
+					b.Setenv(k, v)
+				}
+				ckpt = "s3://" + s.Bucket + "/ckpt"
+				opts = append(opts, engine.WithCheckpointS3(s3Opener), engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)))
+			}
+			obj := querytest.Make("bench", "default").RateSource("ticks", 1).ConsoleSink().Checkpoint(ckpt).Obj()
+			b.ReportAllocs()
+			batch := benchRun(b, obj, opts...)
+			batch(nil)
+			b.ResetTimer()
+			for b.Loop() {
+				batch(nil)
+			}
+			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/batch")
+		})
+	}
+}

@@ -1,0 +1,416 @@
+package codec
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+	"unicode/utf16"
+	"unicode/utf8"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine"
+)
+
+// jsonRecord parses one JSON object into a row of the decoder's columns. It
+// reads the text once, converting the values of known keys straight to
+// their column's type and skipping the others; it accepts exactly what
+// encoding/json accepts (the last of duplicate keys wins) at a fraction of
+// its cost, which dominates reading JSON files.
+func (d *Decoder) jsonRecord(text []byte) (engine.Row, error) {
+	s := jsonScanner{b: text}
+	s.space()
+	if !s.eat('{') {
+		return nil, syntaxf("not an object: starts with %s", s.what())
+	}
+	row := make(engine.Row, len(d.cols))
+	// bad holds the value error of each column; a later duplicate key
+	// replaces it, as it replaces the value (encoding/json keeps the last).
+	var bad []error
+	s.space()
+	if !s.eat('}') {
+		for {
+			s.space()
+			if s.peek() != '"' {
+				return nil, syntaxf("want a key at offset %d, found %s", s.i, s.what())
+			}
+			key, err := s.str()
+			if err != nil {
+				return nil, err
+			}
+			s.space()
+			if !s.eat(':') {
+				return nil, syntaxf("want ':' after key %q", key)
+			}
+			s.space()
+			if col, ok := d.index[string(key)]; ok {
+				v, err := s.value(d.cols[col].Type)
+				var syntax *syntaxError
+				if errors.As(err, &syntax) {
+					return nil, err
+				}
+				if bad == nil {
+					bad = make([]error, len(d.cols))
+				}
+				row[col], bad[col] = v, err
+			} else if err := s.skip(0); err != nil {
+				return nil, err
+			}
+			s.space()
+			if s.eat(',') {
+				continue
+			}
+			if s.eat('}') {
+				break
+			}
+			return nil, syntaxf("want ',' or '}' at offset %d, found %s", s.i, s.what())
+		}
+	}
+	s.space()
+	if s.i < len(s.b) {
+		return nil, syntaxf("text after the object")
+	}
+	for col, err := range bad {
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", d.cols[col].Name, err)
+		}
+	}
+	return row, nil
+}
+
+// syntaxError is text that is not JSON; other errors are values of the
+// wrong type for their column.
+type syntaxError struct{ msg string }
+
+func (e *syntaxError) Error() string { return "not valid JSON: " + e.msg }
+
+func syntaxf(format string, args ...any) error {
+	return &syntaxError{msg: fmt.Sprintf(format, args...)}
+}
+
+// maxDepth bounds the nesting of skipped values.
+const maxDepth = 1000
+
+// jsonScanner reads JSON from b at i.
+type jsonScanner struct {
+	b []byte
+	i int
+}
+
+func (s *jsonScanner) peek() byte {
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+func (s *jsonScanner) eat(c byte) bool {
+	if s.peek() == c && s.i < len(s.b) {
+		s.i++
+		return true
+	}
+	return false
+}
+
+func (s *jsonScanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// what describes the value starting at i, for messages.
+func (s *jsonScanner) what() string {
+	switch c := s.peek(); {
+	case s.i >= len(s.b):
+		return "the end"
+	case c == '"':
+		return "a string"
+	case c == '{':
+		return "an object"
+	case c == '[':
+		return "an array"
+	case c == 't' || c == 'f':
+		return "a boolean"
+	case c == 'n':
+		return "null"
+	case c == '-' || c >= '0' && c <= '9':
+		return "a number"
+	default:
+		return strconv.QuoteRune(rune(c))
+	}
+}
+
+// value reads one value as a column of type t; null is nil.
+func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
+	if s.literal("null") {
+		return nil, nil
+	}
+	what := s.what()
+	switch t {
+	case v1.TypeString:
+		if s.peek() == '"' {
+			b, err := s.str()
+			return string(b), err
+		}
+	case v1.TypeLong:
+		if n, ok := s.number(); ok {
+			i, err := strconv.ParseInt(string(n), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s is not a long", n)
+			}
+			return i, nil
+		}
+	case v1.TypeDouble:
+		if n, ok := s.number(); ok {
+			f, err := strconv.ParseFloat(string(n), 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s is not a double", n)
+			}
+			return f, nil
+		}
+	case v1.TypeBoolean:
+		if s.literal("true") {
+			return true, nil
+		}
+		if s.literal("false") {
+			return false, nil
+		}
+	case v1.TypeTimestamp:
+		if s.peek() == '"' {
+			b, err := s.str()
+			if err != nil {
+				return nil, err
+			}
+			return parseTimestamp(string(b))
+		}
+		if n, ok := s.number(); ok {
+			ms, err := strconv.ParseInt(string(n), 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("%s is not a timestamp in epoch milliseconds", n)
+			}
+			return time.UnixMilli(ms).UTC(), nil
+		}
+	}
+	if err := s.skip(0); err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("want a %s, got %s", t, what)
+}
+
+func (s *jsonScanner) literal(lit string) bool {
+	if len(s.b)-s.i >= len(lit) && string(s.b[s.i:s.i+len(lit)]) == lit {
+		s.i += len(lit)
+		return true
+	}
+	return false
+}
+
+// number reads a number as JSON writes it: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (s *jsonScanner) number() ([]byte, bool) {
+	start := s.i
+	digits := func() int {
+		n := 0
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+			n++
+		}
+		return n
+	}
+	s.eat('-')
+	switch {
+	case s.eat('0'):
+	case digits() == 0:
+		s.i = start
+		return nil, false
+	}
+	if s.eat('.') && digits() == 0 {
+		s.i = start
+		return nil, false
+	}
+	if s.eat('e') || s.eat('E') {
+		if !s.eat('+') {
+			s.eat('-')
+		}
+		if digits() == 0 {
+			s.i = start
+			return nil, false
+		}
+	}
+	return s.b[start:s.i], true
+}
+
+// str reads a string, unescaped. Invalid UTF-8 becomes U+FFFD, as
+// encoding/json does.
+func (s *jsonScanner) str() ([]byte, error) {
+	s.i++ // the opening quote
+	start := s.i
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			raw := s.b[start:s.i]
+			s.i++
+			if !utf8.Valid(raw) {
+				return []byte(string([]rune(string(raw)))), nil
+			}
+			return raw, nil
+		case c == '\\':
+			return s.escaped(start)
+		case c < 0x20:
+			return nil, syntaxf("control character in a string at offset %d", s.i)
+		}
+		s.i++
+	}
+	return nil, syntaxf("unterminated string")
+}
+
+// escaped reads the rest of a string that has escapes, from start.
+func (s *jsonScanner) escaped(start int) ([]byte, error) {
+	out := append([]byte(nil), s.b[start:s.i]...)
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			if !utf8.Valid(out) {
+				return []byte(string([]rune(string(out)))), nil
+			}
+			return out, nil
+		case c < 0x20:
+			return nil, syntaxf("control character in a string at offset %d", s.i)
+		case c != '\\':
+			out = append(out, c)
+			s.i++
+			continue
+		}
+		if s.i+1 >= len(s.b) {
+			break
+		}
+		e := s.b[s.i+1]
+		s.i += 2
+		switch e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := s.hex4()
+			if !ok {
+				return nil, syntaxf("bad \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := rune(-1)
+				if s.i+1 < len(s.b) && s.b[s.i] == '\\' && s.b[s.i+1] == 'u' {
+					save := s.i
+					s.i += 2
+					if r2, ok = s.hex4(); !ok {
+						return nil, syntaxf("bad \\u escape")
+					}
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
+						r = dec
+					} else {
+						s.i = save // a lone surrogate, then another escape
+						r = utf8.RuneError
+					}
+				} else {
+					r = utf8.RuneError
+				}
+			}
+			out = utf8.AppendRune(out, r)
+		default:
+			return nil, syntaxf("bad escape \\%c", e)
+		}
+	}
+	return nil, syntaxf("unterminated string")
+}
+
+func (s *jsonScanner) hex4() (rune, bool) {
+	if len(s.b)-s.i < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range s.b[s.i : s.i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	s.i += 4
+	return r, true
+}
+
+// skip reads one value of any kind, checking that it is valid JSON.
+func (s *jsonScanner) skip(depth int) error {
+	if depth > maxDepth {
+		return syntaxf("nested too deeply")
+	}
+	switch c := s.peek(); {
+	case c == '"':
+		_, err := s.str()
+		return err
+	case c == '{' || c == '[':
+		end := byte('}')
+		if c == '[' {
+			end = ']'
+		}
+		s.i++
+		s.space()
+		if s.eat(end) {
+			return nil
+		}
+		for {
+			s.space()
+			if c == '{' {
+				if s.peek() != '"' {
+					return syntaxf("want a key at offset %d", s.i)
+				}
+				if _, err := s.str(); err != nil {
+					return err
+				}
+				s.space()
+				if !s.eat(':') {
+					return syntaxf("want ':' at offset %d", s.i)
+				}
+				s.space()
+			}
+			if err := s.skip(depth + 1); err != nil {
+				return err
+			}
+			s.space()
+			if s.eat(',') {
+				continue
+			}
+			if s.eat(end) {
+				return nil
+			}
+			return syntaxf("want ',' or %q at offset %d", end, s.i)
+		}
+	case s.literal("true"), s.literal("false"), s.literal("null"):
+		return nil
+	default:
+		if _, ok := s.number(); ok {
+			return nil
+		}
+		return syntaxf("unexpected %s at offset %d", s.what(), s.i)
+	}
+}
