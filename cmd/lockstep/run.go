@@ -108,12 +108,16 @@ func runQuery(ctx context.Context, file, location, progress string, stdout, stde
 		return withExitCode(exitInvalid, err)
 	}
 	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []engine.Option{
 		engine.WithCheckpointS3(s3.Opener()),
 		engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)),
-		engine.WithLogger(slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))),
+		engine.WithLogger(logger),
 		engine.WithObserver(obs),
 		engine.WithStdout(stdout),
+		// The checkpoint refuses an incompatible change here too, as in the
+		// pod (defence in depth behind `lockstep plan`).
+		engine.WithStartGuard(compatGuard(logger)),
 	}
 	if location != "" {
 		opts = append(opts, engine.WithCheckpoint(location))

@@ -205,3 +205,18 @@ spec:
 		})
 	}
 }
+
+// TestRunRefusesIncompatibleChange: the checkpoint's shape refuses a source
+// re-pointed under the same name (exit 3), as `lockstep plan` would.
+func TestRunRefusesIncompatibleChange(t *testing.T) {
+	f := newRunFixture(t, goodOrders)
+	ckpt := filepath.Join(f.dir, "ckpt")
+	if _, stderr, code := runCommand(t, "run", "-f", f.spec(t, "orders", "fail"), "--checkpoint", ckpt); code != exitOK {
+		t.Fatalf("first run: exit %d:\n%s", code, stderr)
+	}
+	f.in = filepath.Join(f.dir, "elsewhere")
+	_, stderr, code := runCommand(t, "run", "-f", f.spec(t, "orders", "skip"), "--checkpoint", ckpt)
+	if code != exitRefused || !strings.Contains(stderr, "spec.sources[0]") {
+		t.Errorf("exit %d, want %d naming the source:\n%s", code, exitRefused, stderr)
+	}
+}
