@@ -3,6 +3,7 @@ package delta_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,7 +34,8 @@ func (s *timingStore) Create(ctx context.Context, key string, data []byte) error
 
 // BenchmarkWrite writes one batch per iteration (an append with its txn)
 // to a table on loopback S3 (versitygw) and on a local folder, and reports
-// rows/s, the whole batch's time and the commit file's create time.
+// rows/s and the median and 99th percentile of the batch's time (data file
+// and commit) and of the commit file's create alone.
 func BenchmarkWrite(b *testing.B) {
 	for _, kind := range storeKinds {
 		for _, n := range []int{1_000, 100_000} {
@@ -42,22 +44,34 @@ func BenchmarkWrite(b *testing.B) {
 				tbl := delta.Open(ts)
 				rows := orders(1, n)
 				ctx := context.Background()
-				batch := int64(0)
+				var batches, commits []time.Duration
 				b.ReportAllocs()
 				start := time.Now()
 				for b.Loop() {
-					if _, err := tbl.Write(ctx, delta.Write{AppID: "bench", Version: batch, Columns: orderColumns, Rows: rows}); err != nil {
+					began, before := time.Now(), ts.commit
+					if _, err := tbl.Write(ctx, delta.Write{AppID: "bench", Version: int64(len(batches)), Columns: orderColumns, Rows: rows}); err != nil {
 						b.Fatal(err)
 					}
-					batch++
+					batches = append(batches, time.Since(began))
+					commits = append(commits, ts.commit-before)
 				}
 				elapsed := time.Since(start)
-				b.ReportMetric(float64(n)*float64(batch)/elapsed.Seconds(), "rows/s")
-				b.ReportMetric(float64(elapsed.Milliseconds())/float64(batch), "ms/batch")
-				b.ReportMetric(float64(ts.commit.Microseconds())/1000/float64(batch), "commit-ms/batch")
+				b.ReportMetric(float64(n)*float64(len(batches))/elapsed.Seconds(), "rows/s")
+				b.ReportMetric(percentile(batches, 50), "p50-ms")
+				b.ReportMetric(percentile(batches, 99), "p99-ms")
+				b.ReportMetric(percentile(commits, 50), "commit-p50-ms")
+				b.ReportMetric(percentile(commits, 99), "commit-p99-ms")
 			})
 		}
 	}
+}
+
+// percentile returns the p-th percentile of ds in milliseconds.
+func percentile(ds []time.Duration, p int) float64 {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := min(len(s)-1, (len(s)*p+99)/100-1)
+	return float64(s[max(i, 0)].Microseconds()) / 1000
 }
 
 // BenchmarkNewestTxn looks up a query's newest txn version through a new
@@ -102,8 +116,10 @@ func BenchmarkNewestTxn(b *testing.B) {
 					}
 				}
 				store := open()
+				var lookups []time.Duration
 				b.ResetTimer()
 				for b.Loop() {
+					began := time.Now()
 					tbl := w
 					if !tc.warm {
 						tbl = delta.Open(store)
@@ -112,7 +128,10 @@ func BenchmarkNewestTxn(b *testing.B) {
 					if err != nil || !ok || v != int64(tc.commits-1) {
 						b.Fatalf("TxnVersion = %d, %t, %v", v, ok, err)
 					}
+					lookups = append(lookups, time.Since(began))
 				}
+				b.ReportMetric(percentile(lookups, 50), "p50-ms")
+				b.ReportMetric(percentile(lookups, 99), "p99-ms")
 			})
 		}
 	}
