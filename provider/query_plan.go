@@ -78,6 +78,16 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		}
 	}
 
+	// A new query must not take over one that exists outside Terraform.
+	if !hasPrior && r.cluster != nil && known(planned.Name) {
+		_, err := r.cluster.getQuery(ctx, planned.Namespace.ValueString(), planned.Name.ValueString())
+		if err == nil {
+			resp.Diagnostics.AddAttributeError(path.Root(attrName), "Streaming Query Already Exists",
+				alreadyExists(planned.Namespace.ValueString(), planned.Name.ValueString()))
+			return
+		}
+	}
+
 	// Ask the API server: defaulting, validation and the admission webhook's compat check.
 	var dryRun *unstructured.Unstructured
 	var serverWarnings []string

@@ -161,6 +161,12 @@ func (r *queryResource) schema(ctx context.Context) (schema.Schema, error) {
 	}).(schema.SingleNestedAttribute)
 	to.Description = "How long apply waits; see `wait_for`."
 	to.MarkdownDescription = to.Description
+	for name, a := range to.Attributes {
+		if sa, ok := a.(schema.StringAttribute); ok {
+			sa.MarkdownDescription = sa.Description
+			to.Attributes[name] = sa
+		}
+	}
 	meta := map[string]schema.Attribute{
 		attrID: computed("The query's `namespace/name`, which `terraform import` takes.", true),
 		attrNamespace: schema.StringAttribute{Optional: true, Computed: true,
@@ -225,7 +231,7 @@ func (r *queryResource) Create(ctx context.Context, req resource.CreateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	r.apply(ctx, req.Plan, m, timeout, &resp.State, &resp.Diagnostics)
+	r.apply(ctx, req.Plan, m, timeout, true, &resp.State, &resp.Diagnostics)
 }
 
 func (r *queryResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -239,12 +245,14 @@ func (r *queryResource) Update(ctx context.Context, req resource.UpdateRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	r.apply(ctx, req.Plan, m, timeout, &resp.State, &resp.Diagnostics)
+	r.apply(ctx, req.Plan, m, timeout, false, &resp.State, &resp.Diagnostics)
 }
 
 // apply writes the planned query with server-side apply, waits as wait_for says, and records
 // what the API server holds in state.
-func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta, timeout time.Duration, state *tfsdk.State, diags *diag.Diagnostics) {
+// On create, a query that already exists is an error: server-side apply would silently take
+// over a query that Terraform does not manage.
+func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta, timeout time.Duration, create bool, state *tfsdk.State, diags *diag.Diagnostics) {
 	if r.cluster == nil {
 		diags.AddError("Provider Not Configured", "The lockstep provider has no connection to a cluster: its connection settings were not known.")
 		return
@@ -258,10 +266,18 @@ func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta,
 	name := m.Name.ValueString()
 
 	var before *int64 // the newest committed batch before this apply, for wait_for = committed_batch
-	if cur, err := r.cluster.getQuery(ctx, namespace, name); err == nil {
+	cur, err := r.cluster.getQuery(ctx, namespace, name)
+	switch {
+	case err == nil && create:
+		diags.AddError("Streaming Query Already Exists", alreadyExists(namespace, name))
+		return
+	case err == nil:
 		if st, err := queryStatus(cur); err == nil {
 			before = st.LatestCommittedBatch
 		}
+	case !apierrors.IsNotFound(err):
+		diags.AddError("Cannot Read Streaming Query", fmt.Sprintf("Read StreamingQuery %s/%s: %v.", namespace, name, err))
+		return
 	}
 
 	wctx, warns := withWarnings(ctx)
@@ -330,6 +346,11 @@ func (r *queryResource) setObserved(ctx context.Context, dst attributeSetter, pl
 	}
 	diags.Append(m.set(ctx, dst)...)
 	return diags
+}
+
+func alreadyExists(namespace, name string) string {
+	return fmt.Sprintf("StreamingQuery %s/%s already exists and Terraform does not manage it. Import it "+
+		"(terraform import <address> %s/%s) to manage it here, or choose another name.", namespace, name, namespace, name)
 }
 
 func known(s types.String) bool { return !s.IsNull() && !s.IsUnknown() }

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
 	"testing"
 	"text/template"
 	"time"
@@ -311,4 +314,43 @@ func expectNested(obj map[string]any, want any, at ...any) error {
 		return fmt.Errorf("spec%v = %v, want %v", at, cur, want)
 	}
 	return nil
+}
+
+// TestAccStreamingQuery_alreadyExists refuses, at plan time, to create a query that exists
+// outside Terraform, and says how to import it.
+func TestAccStreamingQuery_alreadyExists(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	spec := map[string]any{
+		"sources": []any{map[string]any{"name": "ticks", "rate": map[string]any{}}},
+		"sink":    map[string]any{"console": map[string]any{}},
+	}
+	if _, err := c.dyn.Resource(queriesResource).Namespace(c.namespace).Create(context.Background(),
+		queryObject(c.namespace, "orders", spec), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config:      c.provider() + baseQuery().hcl(),
+			ExpectError: regexp.MustCompile(`Streaming\s+Query\s+Already\s+Exists[\s\S]*terraform\s+import`),
+		}},
+	})
+}
+
+// TestDestroyToleratesGone destroys, without refreshing first, a query that was deleted
+// outside Terraform: delete finds nothing and succeeds.
+func TestDestroyToleratesGone(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	dir := t.TempDir()
+	main := c.provider() + baseQuery().hcl()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf := newTerraformCLI(t, dir)
+	tf.must("init", "-input=false")
+	tf.must("apply", "-auto-approve", "-input=false")
+	if err := c.deleteQuery("orders")(nil); err != nil {
+		t.Fatal(err)
+	}
+	tf.must("destroy", "-auto-approve", "-input=false", "-refresh=false")
 }

@@ -1,0 +1,213 @@
+package provider
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
+)
+
+func mustKinds(t *testing.T) *kinds {
+	t.Helper()
+	k := loadKinds()
+	if k.err != nil {
+		t.Fatal(k.err)
+	}
+	return k
+}
+
+func TestAttributePath(t *testing.T) {
+	spec := mustKinds(t).query
+	tests := []struct {
+		field string
+		want  string
+		ok    bool
+	}{
+		{"spec.sources[0].files.path", "sources[0].files.path", true},
+		{"spec.transform[3].aggregate.groupBy[0]", "transform[3].aggregate.group_by[0]", true},
+		{"spec.checkpoint.location", "checkpoint.location", true},
+		{"spec.resources.requests[cpu]", `resources.requests["cpu"]`, true},
+		{"spec.sink.kafka.bootstrapServers", "sink.kafka.bootstrap_servers", true},
+		{"spec.sources[0].nosuch", "sources[0]", true}, // the part that matches
+		{"spec.nosuch", "", false},
+		{"metadata.name", "", false},
+	}
+	for _, tc := range tests {
+		p, ok := attributePath(spec, tc.field)
+		if ok != tc.ok || ok && p.String() != tc.want {
+			t.Errorf("attributePath(%q) = %s, %v; want %s, %v", tc.field, p, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestParseFinding(t *testing.T) {
+	// The text the admission webhook gives a finding (controller.FindingText).
+	text := `Forbidden: [rejected] files-path at spec.sources[0].files.path: "s3://b/a" → "s3://b/a-v2": Source "orders" now reads another folder. Remedy: Revert spec.sources[0].files.path, or start fresh at a new spec.checkpoint.location.`
+	got, ok := parseFinding(text)
+	if !ok {
+		t.Fatalf("parseFinding(%q) found no finding", text)
+	}
+	want := finding{severity: "rejected", rule: "files-path", path: "spec.sources[0].files.path", old: "s3://b/a", new: "s3://b/a-v2",
+		message: `Source "orders" now reads another folder.`, remedy: "Revert spec.sources[0].files.path, or start fresh at a new spec.checkpoint.location."}
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(finding{})); diff != "" {
+		t.Errorf("parseFinding (-want +got):\n%s", diff)
+	}
+	if _, ok := parseFinding("spec.checkpoint: could not read the checkpoint"); ok {
+		t.Error("parseFinding found a finding in a plain warning")
+	}
+	if got, want := terraformPaths(mustKinds(t).query, want.remedy), "Revert sources[0].files.path, or start fresh at a new checkpoint.location."; got != want {
+		t.Errorf("terraformPaths = %q, want %q", got, want)
+	}
+}
+
+func TestReconcile(t *testing.T) {
+	spec := mustKinds(t).query
+	str := func(s string) tftypes.Value { return tftypes.NewValue(tftypes.String, s) }
+	null := func(f *field) tftypes.Value { return tftypes.NewValue(tfType(f), nil) }
+	suspend, trigger := spec.child("suspend"), spec.child("trigger")
+	requests := spec.child("resources").child("requests")
+	reqs := func(q string) tftypes.Value {
+		return tftypes.NewValue(tfType(requests), map[string]tftypes.Value{"cpu": str(q)})
+	}
+	emptyTrigger, _ := fromAPI(trigger, map[string]any{})
+	setTrigger, _ := fromAPI(trigger, map[string]any{"processingTime": "1m"})
+	tests := []struct {
+		name      string
+		f         *field
+		want, got tftypes.Value
+		expect    tftypes.Value
+	}{
+		{"false written, absent read", suspend, tftypes.NewValue(tftypes.Bool, false), null(suspend), tftypes.NewValue(tftypes.Bool, false)},
+		{"true read where unset: drift", suspend, null(suspend), tftypes.NewValue(tftypes.Bool, true), tftypes.NewValue(tftypes.Bool, true)},
+		{"empty object written, absent read", trigger, emptyTrigger, null(trigger), emptyTrigger},
+		{"object removed outside: drift", trigger, setTrigger, null(trigger), null(trigger)},
+		{"equal quantity keeps the spelling", requests, reqs("0.5"), reqs("500m"), reqs("0.5")},
+		{"other quantity: drift", requests, reqs("1"), reqs("500m"), reqs("500m")},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := reconcile(tc.f, tc.want, tc.got); !got.Equal(tc.expect) {
+				t.Errorf("reconcile(%v, %v) = %v, want %v", tc.want, tc.got, got, tc.expect)
+			}
+		})
+	}
+}
+
+func TestLeftovers(t *testing.T) {
+	spec := mustKinds(t).query
+	planned := map[string]any{
+		"sources": []any{map[string]any{"name": "orders", "rate": map[string]any{"rowsPerSecond": int64(1)}}},
+		"sink":    map[string]any{"console": map[string]any{}},
+	}
+	plan := rootValue(t, spec, planned)
+	server := map[string]any{
+		"sources": []any{
+			map[string]any{"name": "extra", "rate": map[string]any{}},
+			map[string]any{"name": "orders", "rate": map[string]any{"rowsPerSecond": int64(1)}, "onMalformed": "fail"},
+		},
+		"sink":       map[string]any{"console": map[string]any{}},
+		"suspend":    true,                                                          // set outside Terraform
+		"trigger":    map[string]any{"once": true},                                  // set outside Terraform
+		"outputMode": "append",                                                      // a default
+		"checkpoint": map[string]any{"location": "s3://b/x", "retention": "Retain"}, // defaults
+	}
+	got, err := leftovers(spec, plan, server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"/spec/sources/0", "/spec/suspend", "/spec/trigger"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("leftovers (-want +got):\n%s", diff)
+	}
+}
+
+// rootValue makes the resource's raw value with the given spec (API form) and the other
+// attributes null.
+func rootValue(t *testing.T, spec *field, apiSpec map[string]any) tftypes.Value {
+	t.Helper()
+	r := &queryResource{kinds: mustKinds(t)}
+	s, err := r.schema(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	typ := s.Type().TerraformType(context.Background()).(tftypes.Object)
+	attrs := map[string]tftypes.Value{}
+	for name, at := range typ.AttributeTypes {
+		attrs[name] = tftypes.NewValue(at, nil)
+	}
+	for _, c := range spec.Fields {
+		v, err := fromAPI(c, apiSpec[c.JSON])
+		if err != nil {
+			t.Fatal(err)
+		}
+		attrs[c.TF] = v
+	}
+	return tftypes.NewValue(typ, attrs)
+}
+
+// TestEveryAttributeIsDescribed walks the schemas of the resource and the data sources: every
+// attribute has a description, which the docs show.
+func TestEveryAttributeIsDescribed(t *testing.T) {
+	ctx := context.Background()
+	p := New("test")().(*lockstepProvider)
+	for _, newResource := range p.Resources(ctx) {
+		var resp resource.SchemaResponse
+		newResource().Schema(ctx, resource.SchemaRequest{}, &resp)
+		if resp.Diagnostics.HasError() {
+			t.Fatal(resp.Diagnostics)
+		}
+		for name, a := range resp.Schema.Attributes {
+			checkResourceDescriptions(t, name, a)
+		}
+	}
+	for _, newDataSource := range p.DataSources(ctx) {
+		var resp datasource.SchemaResponse
+		newDataSource().Schema(ctx, datasource.SchemaRequest{}, &resp)
+		if resp.Diagnostics.HasError() {
+			t.Fatal(resp.Diagnostics)
+		}
+		for name, a := range resp.Schema.Attributes {
+			checkDataSourceDescriptions(t, name, a)
+		}
+	}
+}
+
+func checkResourceDescriptions(t *testing.T, at string, a rschema.Attribute) {
+	t.Helper()
+	if strings.TrimSpace(a.GetMarkdownDescription()) == "" {
+		t.Errorf("resource attribute %s has no MarkdownDescription", at)
+	}
+	switch n := a.(type) {
+	case rschema.SingleNestedAttribute:
+		for name, c := range n.Attributes {
+			checkResourceDescriptions(t, at+"."+name, c)
+		}
+	case rschema.ListNestedAttribute:
+		for name, c := range n.NestedObject.Attributes {
+			checkResourceDescriptions(t, at+"[]."+name, c)
+		}
+	}
+}
+
+func checkDataSourceDescriptions(t *testing.T, at string, a dschema.Attribute) {
+	t.Helper()
+	if strings.TrimSpace(a.GetMarkdownDescription()) == "" {
+		t.Errorf("data source attribute %s has no MarkdownDescription", at)
+	}
+	switch n := a.(type) {
+	case dschema.SingleNestedAttribute:
+		for name, c := range n.Attributes {
+			checkDataSourceDescriptions(t, at+"."+name, c)
+		}
+	case dschema.ListNestedAttribute:
+		for name, c := range n.NestedObject.Attributes {
+			checkDataSourceDescriptions(t, at+"[]."+name, c)
+		}
+	}
+}
