@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine/codec"
@@ -59,7 +61,7 @@ func (d *decoder) json(data []byte, row []any) error {
 	if !s.consume('}') {
 		for {
 			s.space()
-			key, err := s.str()
+			key, err := s.key()
 			if err != nil {
 				return fmt.Errorf("object key: %w", err)
 			}
@@ -68,7 +70,7 @@ func (d *decoder) json(data []byte, row []any) error {
 				return fmt.Errorf("want ':' after key %q at byte %d", key, s.i)
 			}
 			s.space()
-			i, known := d.index[key]
+			i, known := d.index[string(key)] // no allocation for the lookup
 			if !known {
 				if err := s.skip(0); err != nil {
 					return err
@@ -76,7 +78,7 @@ func (d *decoder) json(data []byte, row []any) error {
 			} else {
 				v, err := s.value(d.cols[i].Type)
 				if err != nil {
-					return fmt.Errorf("column %s: %w", key, err)
+					return fmt.Errorf("column %s: %w", d.cols[i].Name, err)
 				}
 				row[i] = v
 			}
@@ -171,19 +173,19 @@ func (s *scanner) value(t v1.ColumnType) (any, error) {
 		case v1.TypeLong:
 			n, err := strconv.ParseInt(num, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s is not a long", num)
+				return nil, fmt.Errorf("%s is not a long", strings.Clone(num))
 			}
 			return n, nil
 		case v1.TypeDouble:
 			f, err := strconv.ParseFloat(num, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s is not a double", num)
+				return nil, fmt.Errorf("%s is not a double", strings.Clone(num))
 			}
 			return f, nil
 		case v1.TypeTimestamp:
 			ms, err := strconv.ParseInt(num, 10, 64)
 			if err != nil {
-				return nil, fmt.Errorf("%s is not a timestamp in epoch milliseconds", num)
+				return nil, fmt.Errorf("%s is not a timestamp in epoch milliseconds", strings.Clone(num))
 			}
 			return time.UnixMilli(ms).UTC(), nil
 		}
@@ -210,18 +212,43 @@ func jsonKind(c byte) string {
 	return "a number"
 }
 
-// number reads a JSON number's text.
+// number reads a JSON number's text. The string shares data's memory (no
+// allocation); it must not outlive the record and is only parsed.
 func (s *scanner) number() string {
 	start := s.i
 	for s.i < len(s.data) {
-		switch c := s.data[s.i]; {
-		case c >= '0' && c <= '9', c == '-', c == '+', c == '.', c == 'e', c == 'E':
-			s.i++
-		default:
-			return string(s.data[start:s.i])
+		c := s.data[s.i]
+		if (c < '0' || c > '9') && c != '-' && c != '+' && c != '.' && c != 'e' && c != 'E' {
+			break
 		}
+		s.i++
 	}
-	return string(s.data[start:s.i])
+	if s.i == start {
+		return ""
+	}
+	return unsafe.String(&s.data[start], s.i-start)
+}
+
+// key reads an object key: its bytes in data when it has no escapes, else a
+// copy.
+func (s *scanner) key() ([]byte, error) {
+	if !s.consume('"') {
+		return nil, fmt.Errorf("want a string at byte %d", s.i)
+	}
+	start := s.i
+	for s.i < len(s.data) {
+		c := s.data[s.i]
+		if c == '"' {
+			s.i++
+			return s.data[start : s.i-1], nil
+		}
+		if c == '\\' || c < 0x20 {
+			str, err := s.strSlow(start)
+			return []byte(str), err
+		}
+		s.i++
+	}
+	return nil, errors.New("unterminated string")
 }
 
 // str reads a JSON string.

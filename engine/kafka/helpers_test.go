@@ -39,14 +39,14 @@ func (c cleanup) Run() int {
 // wait bounds every wait of these tests.
 const wait = 60 * time.Second
 
-func testContext(t *testing.T) context.Context {
+func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
 	t.Cleanup(cancel)
 	return ctx
 }
 
 // client returns a plain client of brokers, closed with the test.
-func client(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
+func client(t testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
 	if err != nil {
@@ -56,11 +56,11 @@ func client(t *testing.T, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	return cl
 }
 
-func admin(t *testing.T, brokers []string) *kadm.Client {
+func admin(t testing.TB, brokers []string) *kadm.Client {
 	return kadm.NewClient(client(t, brokers))
 }
 
-func createTopic(t *testing.T, brokers []string, topic string, partitions int32, configs map[string]*string) {
+func createTopic(t testing.TB, brokers []string, topic string, partitions int32, configs map[string]*string) {
 	t.Helper()
 	resp, err := admin(t, brokers).CreateTopic(testContext(t), partitions, -1, configs, topic)
 	if err == nil {
@@ -72,7 +72,7 @@ func createTopic(t *testing.T, brokers []string, topic string, partitions int32,
 }
 
 // produce writes records to their partitions (Partition set) or by key.
-func produce(t *testing.T, brokers []string, recs ...*kgo.Record) {
+func produce(t testing.TB, brokers []string, recs ...*kgo.Record) {
 	t.Helper()
 	cl := client(t, brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err := cl.ProduceSync(testContext(t), recs...).FirstErr(); err != nil {
@@ -104,7 +104,7 @@ func kafkaSpec(brokers []string, topics ...string) *v1.Source {
 }
 
 // sourceStore returns the store of a source's checkpoint folder in dir.
-func sourceStore(t *testing.T, dir string) checkpoint.Store {
+func sourceStore(t testing.TB, dir string) checkpoint.Store {
 	t.Helper()
 	st, err := checkpoint.Open(context.Background(), dir)
 	if err != nil {
@@ -113,11 +113,11 @@ func sourceStore(t *testing.T, dir string) checkpoint.Store {
 	return st
 }
 
-func testLogger(t *testing.T) *slog.Logger {
+func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
-type testWriter struct{ t *testing.T }
+type testWriter struct{ t testing.TB }
 
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))

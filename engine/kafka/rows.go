@@ -22,7 +22,6 @@ type rowBatch struct {
 	batch     int64
 	index     map[topicPartition]int
 	parts     [][]engine.Row
-	slab      []any
 	malformed int64
 	dead      bytes.Buffer
 	err       error
@@ -32,6 +31,7 @@ func (s *Source) newBatch(batch int64, spans []span) *rowBatch {
 	b := &rowBatch{s: s, batch: batch, index: make(map[topicPartition]int, len(spans)), parts: make([][]engine.Row, len(spans))}
 	for i, sp := range spans {
 		b.index[sp.tp] = i
+		b.parts[i] = make([]engine.Row, 0, min(sp.to-sp.from, 1<<20))
 	}
 	return b
 }
@@ -52,32 +52,41 @@ func (b *rowBatch) rows() []engine.Row {
 	return rows
 }
 
-// add appends the row of r, or handles r as malformed.
-func (b *rowBatch) add(r *kgo.Record) {
-	if b.err != nil {
-		return
+// decode turns a record into a row: the record's columns, then the
+// metadata columns. It runs on the reader's goroutine.
+func (s *Source) decode(slab *rowSlab, r *kgo.Record) fetched {
+	f := fetched{offset: r.Offset, control: r.Attrs.IsControl()}
+	if f.control {
+		return f
 	}
-	w := b.s.width
-	if len(b.slab) < w {
-		b.slab = make([]any, 1024*w) // one allocation for many rows
-	}
-	row := engine.Row(b.slab[:w:w])
-	b.slab = b.slab[w:]
-	if err := b.s.dec.decode(r.Value, row); err != nil {
+	row := slab.row(s.width)
+	if err := s.dec.decode(r.Value, row); err != nil {
 		clear(row)
-		b.bad(r, err)
-		return
+		f.bad, f.rec = err, r
+		return f
 	}
-	n := len(b.s.dec.cols)
+	n := len(s.dec.cols)
 	if r.Key != nil {
 		row[n] = string(r.Key)
 	}
-	row[n+1] = r.Topic
+	row[n+1] = slab.topic(r.Topic)
 	row[n+2] = int64(r.Partition)
 	row[n+3] = r.Offset
-	row[n+4] = r.Timestamp.UTC()
-	i := b.index[topicPartition{r.Topic, r.Partition}]
-	b.parts[i] = append(b.parts[i], row)
+	row[n+4] = slab.timestamp(r.Timestamp)
+	f.row = row
+	return f
+}
+
+// add appends the row of a record, or handles it as malformed.
+func (b *rowBatch) add(tp topicPartition, f *fetched) {
+	switch {
+	case b.err != nil || f.control:
+	case f.bad != nil:
+		b.bad(f.rec, f.bad)
+	default:
+		i := b.index[tp]
+		b.parts[i] = append(b.parts[i], f.row)
+	}
 }
 
 func (b *rowBatch) bad(r *kgo.Record, err error) {

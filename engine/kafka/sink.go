@@ -10,6 +10,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -147,6 +148,15 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 		s.cl.Close()
 		return nil, err
 	}
+	if !s.exactlyOnce {
+		// Get the idempotent producer's id now rather than in the first
+		// batch. (An exactly-once sink gets its transactional one, which
+		// fences the query's previous producer, in its first Write.)
+		if _, _, err := s.cl.ProducerID(ctx); err != nil {
+			s.cl.Close()
+			return nil, fmt.Errorf("initialize producer: %w", err)
+		}
+	}
 	if s.exactlyOnce {
 		if err := s.ensureMarkerTopic(ctx); err != nil {
 			s.cl.Close()
@@ -269,38 +279,61 @@ func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
 // produce produces the batch's rows, and the marker when transactional, and
 // waits for the brokers' acknowledgements.
 func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error {
-	values, err := codec.Encode(v1.FormatJSON, b.Columns, b.Rows)
-	if err != nil {
-		return fmt.Errorf("encode batch %d: %w", b.ID, err)
-	}
 	hdr := []kgo.RecordHeader{{Key: BatchHeader, Value: []byte(b.QueryID + ":" + strconv.FormatInt(b.ID, 10))}}
 	n := len(b.Rows)
 	if marker {
 		n++
 	}
 	recs := make([]kgo.Record, n)
-	var p kgo.FirstErrPromise
-	for i, row := range b.Rows {
-		end := bytes.IndexByte(values, '\n')
-		r := &recs[i]
-		r.Value, values = values[:end:end], values[end+1:]
-		r.Headers = hdr
-		r.Timestamp = b.Time
-		if s.key >= 0 {
-			r.Key = keyBytes(row[s.key])
+	// One promise for every record (a kgo.FirstErrPromise allocates per
+	// record); Flush returns after every promise ran.
+	var (
+		mu       sync.Mutex
+		firstErr error
+	)
+	promise := func(_ *kgo.Record, err error) {
+		if err != nil {
+			mu.Lock()
+			if firstErr == nil {
+				firstErr = err
+			}
+			mu.Unlock()
 		}
-		s.cl.Produce(ctx, r, p.Promise())
+	}
+	// Rows are encoded a chunk at a time, so that the client sends the
+	// first records while the next are encoded.
+	const chunk = 4096
+	for lo := 0; lo < len(b.Rows); lo += chunk {
+		rows := b.Rows[lo:min(lo+chunk, len(b.Rows))]
+		values, err := codec.Encode(v1.FormatJSON, b.Columns, rows)
+		if err != nil {
+			return fmt.Errorf("encode batch %d: %w", b.ID, err)
+		}
+		for i, row := range rows {
+			end := bytes.IndexByte(values, '\n')
+			r := &recs[lo+i]
+			r.Value, values = values[:end:end], values[end+1:]
+			r.Headers = hdr
+			r.Timestamp = b.Time
+			if s.key >= 0 {
+				r.Key = keyBytes(row[s.key])
+			}
+			s.cl.Produce(ctx, r, promise)
+		}
 	}
 	if marker {
 		r := &recs[n-1]
 		*r = kgo.Record{Topic: MarkerTopic, Key: []byte(s.markerKey(b)), Value: []byte(strconv.FormatInt(b.ID, 10)),
 			Headers: hdr, Timestamp: b.Time}
-		s.cl.Produce(ctx, r, p.Promise())
+		s.cl.Produce(ctx, r, promise)
 	}
 	if err := s.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("produce batch %d: %w", b.ID, err)
 	}
-	if err := p.Err(); err != nil {
+	mu.Lock()
+	err := firstErr
+	mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("produce batch %d to topic %s: %w", b.ID, s.spec.Topic, err)
 	}
 	return nil

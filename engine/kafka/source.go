@@ -112,19 +112,9 @@ type Source struct {
 	clusterID string
 	start     *startRecord
 	// until bounds an availableNow run; nil otherwise.
-	until offsets
-	// cursors holds, per partition the consumer reads, where the source
-	// stands.
-	cursors map[topicPartition]*cursor
-	lost    atomic.Int64
-}
-
-// cursor is where a source stands in one partition: every record below pos
-// was handed out or skipped; ahead holds records at or beyond pos that a
-// poll returned early, in offset order.
-type cursor struct {
-	pos   int64
-	ahead []*kgo.Record
+	until  offsets
+	reader *reader
+	lost   atomic.Int64
 }
 
 func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o options) (engine.Source, error) {
@@ -144,7 +134,6 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		store:       env.Store,
 		log:         log,
 		opts:        o,
-		cursors:     map[topicPartition]*cursor{},
 	}
 	if m := spec.Kafka.MaxOffsetsPerTrigger; m != nil {
 		s.maxOffsets = *m
@@ -198,6 +187,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		return nil, err
 	}
 	s.adm = kadm.NewClient(s.cl)
+	s.reader = newReader(s.cl, s.decode)
 	if s.clusterID, err = connect(ctx, s.cl, c, o.connectTimeout); err != nil {
 		s.cl.Close()
 		return nil, err
@@ -325,6 +315,14 @@ func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Plann
 	if req.Limit && s.maxOffsets > 0 {
 		limit(spans, s.maxOffsets)
 	}
+	// Start fetching the batch while the engine logs it.
+	var reading []span
+	for _, sp := range spans {
+		if sp.from < sp.to {
+			reading = append(reading, sp)
+		}
+	}
+	s.reader.assign(reading)
 	end := offsets{}
 	var lag int64
 	for _, sp := range spans {
@@ -397,8 +395,9 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 	return engine.ReadResult{Rows: b.rows(), Malformed: b.malformed}, nil
 }
 
-// Close closes the source's client.
+// Close stops the source's background reading and closes its client.
 func (s *Source) Close() error {
+	s.reader.pause()
 	s.cl.Close()
 	return nil
 }
@@ -552,166 +551,63 @@ func (s *Source) logStart(ctx context.Context, tp topicPartition) (int64, error)
 	return off, err
 }
 
-// fetch hands every record of the spans to emit, in offset order per
-// partition. A span is done when a record (control records included) at or
-// beyond its last offset arrives; records beyond it wait in the cursor for
-// the next batch.
-func (s *Source) fetch(ctx context.Context, spans []span, emit func(*kgo.Record)) error {
+// fetch hands the records of the spans to add, in offset order per
+// partition, handling data loss and waiting out brokers that restart.
+func (s *Source) fetch(ctx context.Context, spans []span, add func(topicPartition, *fetched)) error {
+	s.reader.assign(spans)
 	pending := make(map[topicPartition]span, len(spans))
-	add := map[string]map[int32]kgo.Offset{}
-	var reset map[string][]int32
 	for _, sp := range spans {
-		c := s.cursors[sp.tp]
-		switch {
-		case c == nil:
-			c = &cursor{}
-			s.cursors[sp.tp] = c
-		case c.pos == sp.from:
-			pending[sp.tp] = sp
-			continue
-		default:
-			if reset == nil {
-				reset = map[string][]int32{}
-			}
-			reset[sp.tp.topic] = append(reset[sp.tp.topic], sp.tp.partition)
-		}
-		c.pos, c.ahead = sp.from, nil
-		if add[sp.tp.topic] == nil {
-			add[sp.tp.topic] = map[int32]kgo.Offset{}
-		}
-		add[sp.tp.topic][sp.tp.partition] = kgo.NewOffset().At(sp.from)
 		pending[sp.tp] = sp
 	}
-	if reset != nil {
-		s.cl.RemoveConsumePartitions(reset)
-	}
-	if len(add) > 0 {
-		s.cl.AddConsumePartitions(add)
-	}
-	// take handles one record of a pending partition and reports whether
-	// the partition's span is done.
-	take := func(c *cursor, sp span, r *kgo.Record) bool {
-		switch {
-		case r.Offset < c.pos:
-			return false // from before a reposition
-		case r.Offset >= sp.to:
-			c.ahead = append(c.ahead, r)
-			c.pos = sp.to
-			return true
-		}
-		if !r.Attrs.IsControl() {
-			emit(r)
-		}
-		c.pos = r.Offset + 1
-		return c.pos >= sp.to
-	}
-	for tp, sp := range pending {
-		c := s.cursors[tp]
-		ahead := c.ahead
-		c.ahead = nil
-		done := false
-		for i, r := range ahead {
-			if done {
-				c.ahead = append(c.ahead, ahead[i:]...)
-				break
-			}
-			done = take(c, sp, r)
-		}
-		if done {
-			delete(pending, tp)
-		}
-	}
-	lastProgress := time.Now()
 	for len(pending) > 0 {
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		fs := s.cl.PollFetches(pctx)
-		cancel()
-		if err := ctx.Err(); err != nil {
+		err := s.reader.take(ctx, pending, add)
+		var pe *partitionError
+		switch {
+		case errors.As(err, &pe):
+			if err := s.lossAt(ctx, pe, pending); err != nil {
+				return err
+			}
+		case err != nil:
 			return err
-		}
-		progressed := false
-		var fetchErr error
-		fs.EachError(func(t string, p int32, err error) {
-			if fetchErr != nil || isContextErr(err) {
-				return
-			}
-			fetchErr = s.fetchError(ctx, topicPartition{t, p}, err, pending)
-			progressed = true
-		})
-		if fetchErr != nil {
-			return fetchErr
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			tp := topicPartition{r.Topic, r.Partition}
-			c := s.cursors[tp]
-			if c == nil {
-				return
-			}
-			sp, ok := pending[tp]
-			if !ok {
-				if r.Offset >= c.pos {
-					c.ahead = append(c.ahead, r)
-				}
-				return
-			}
-			progressed = true
-			if take(c, sp, r) {
-				delete(pending, tp)
-			}
-		})
-		if progressed {
-			lastProgress = time.Now()
-		} else if time.Since(lastProgress) > stallCheck {
+		case len(pending) > 0:
 			if err := s.checkStalled(ctx, pending); err != nil {
 				return err
 			}
-			lastProgress = time.Now()
 		}
 	}
 	return nil
 }
 
-// fetchError handles an error the consumer returned for a partition. Out of
+// lossAt handles an error the consumer returned for a partition. Out of
 // range below the log start is data loss; other errors stop the read.
-func (s *Source) fetchError(ctx context.Context, tp topicPartition, err error, pending map[topicPartition]span) error {
-	if errors.Is(err, kgo.ErrClientClosed) {
+func (s *Source) lossAt(ctx context.Context, pe *partitionError, pending map[topicPartition]span) error {
+	tp, pos := pe.tp, pe.pos
+	if !errors.Is(pe.err, kerr.OffsetOutOfRange) {
+		return fmt.Errorf("read topic %s partition %d at offset %d: %w", tp.topic, tp.partition, pos, pe.err)
+	}
+	lo, err := s.logStart(ctx, tp)
+	if err != nil {
 		return err
 	}
-	sp, ok := pending[tp]
-	if !errors.Is(err, kerr.OffsetOutOfRange) {
-		return fmt.Errorf("read topic %s partition %d: %w", tp.topic, tp.partition, err)
-	}
-	c := s.cursors[tp]
-	lo, lerr := s.logStart(ctx, tp)
-	if lerr != nil {
-		return lerr
-	}
-	if !ok {
-		// Out of range where no batch reads now: start over there when one
-		// does.
-		delete(s.cursors, tp)
-		s.cl.RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
-		return nil
-	}
-	if lo <= c.pos {
-		return fmt.Errorf("read topic %s partition %d at offset %d (log start %d): %w", tp.topic, tp.partition, c.pos, lo, err)
+	if lo <= pos {
+		return fmt.Errorf("read topic %s partition %d at offset %d (log start %d): %w", tp.topic, tp.partition, pos, lo, pe.err)
 	}
 	if s.failOnLoss {
-		return &DataLossError{Topic: tp.topic, Partition: tp.partition, From: c.pos, Available: lo,
+		return &DataLossError{Topic: tp.topic, Partition: tp.partition, From: pos, Available: lo,
 			Why: "retention or DeleteRecords removed them"}
 	}
-	n := min(lo, sp.to) - c.pos
+	sp := pending[tp]
+	n := min(lo, sp.to) - pos
 	s.lost.Add(n)
-	s.log.Warn("Skipped Kafka records that are gone", "topic", tp.topic, "partition", tp.partition,
-		"from", c.pos, "to", lo, "lost", n)
-	s.cl.RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
+	s.log.Warn("Skipped Kafka records that are gone", "topic", tp.topic, "partition", tp.partition, "from", pos, "to", lo, "lost", n)
+	s.reader.drop(tp)
 	if lo >= sp.to {
-		delete(s.cursors, tp)
 		delete(pending, tp)
 		return nil
 	}
-	c.pos, c.ahead = lo, nil
-	s.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{tp.topic: {tp.partition: kgo.NewOffset().At(lo)}})
+	sp.from = lo
+	pending[tp] = sp
+	s.reader.assign([]span{sp})
 	return nil
 }
 
@@ -723,36 +619,34 @@ func (s *Source) checkStalled(ctx context.Context, pending map[topicPartition]sp
 	if err != nil {
 		return err
 	}
-	for _, tp := range slices.SortedFunc(func(yield func(topicPartition) bool) {
-		for tp := range pending {
-			if !yield(tp) {
-				return
-			}
-		}
-	}, compareTP) {
+	tps := make([]topicPartition, 0, len(pending))
+	for tp := range pending {
+		tps = append(tps, tp)
+	}
+	slices.SortFunc(tps, compareTP)
+	for _, tp := range tps {
 		sp := pending[tp]
-		c := s.cursors[tp]
+		pos := s.reader.position(tp)
 		hi, ok := latest.get(tp)
 		lo, _ := logStarts.get(tp)
 		var loss *DataLossError
 		switch {
 		case !ok:
-			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: c.pos, Available: -1, Why: "the topic or partition was deleted"}
-		case hi < sp.to && hi <= c.pos:
-			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: c.pos, Available: hi, Why: "the partition was truncated"}
-		case lo > c.pos:
-			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: c.pos, Available: lo, Why: "retention or DeleteRecords removed them"}
+			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: pos, Available: -1, Why: "the topic or partition was deleted"}
+		case hi < sp.to && hi <= pos:
+			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: pos, Available: hi, Why: "the partition was truncated"}
+		case lo > pos:
+			loss = &DataLossError{Topic: tp.topic, Partition: tp.partition, From: pos, Available: lo, Why: "retention or DeleteRecords removed them"}
 		default:
-			s.log.Warn("Waiting for Kafka records", "topic", tp.topic, "partition", tp.partition, "offset", c.pos, "until", sp.to)
+			s.log.Warn("Waiting for Kafka records", "topic", tp.topic, "partition", tp.partition, "offset", pos, "until", sp.to)
 			continue
 		}
 		if s.failOnLoss {
 			return loss
 		}
-		s.lost.Add(sp.to - c.pos)
+		s.lost.Add(sp.to - pos)
 		s.log.Warn("Skipped Kafka records that are gone", "error", loss.Error())
-		s.cl.RemoveConsumePartitions(map[string][]int32{tp.topic: {tp.partition}})
-		delete(s.cursors, tp)
+		s.reader.drop(tp)
 		delete(pending, tp)
 	}
 	return nil

@@ -1,0 +1,363 @@
+package kafka_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// The kafka→kafka benchmark (docs/benchmarks.md):
+//
+//	go test ./engine/kafka -run '^$' -bench KafkaToKafka -benchtime 1x [-kafka.records 1000000]
+var (
+	benchRecords    = flag.Int("kafka.records", 1_000_000, "records the kafka→kafka benchmark moves through each pipeline")
+	benchRate       = flag.Int("kafka.latency-rate", 5_000, "records per second produced while latency is measured")
+	benchLatencyFor = flag.Duration("kafka.latency-for", 5*time.Second, "how long latency is measured")
+	benchMaxOffsets = flag.Int64("kafka.max-offsets", 100_000, "maxOffsetsPerTrigger of the lockstep query in the throughput run")
+)
+
+const benchPartitions = 4
+
+// benchBroker starts the kafka-broker test tool (kfake) in a process of its
+// own, without persistence, so that the benchmark's CPU figures are the
+// pipeline's alone.
+func benchBroker(b *testing.B) []string {
+	b.Helper()
+	port, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cmd := exec.Command(testenv.Tool(b, "kafka-broker"), "-ports", strconv.Itoa(port), "-partitions", strconv.Itoa(benchPartitions))
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "ready ") {
+		b.Fatalf("kafka-broker: %q, %v", line, err)
+	}
+	return strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "ready ")), ",")
+}
+
+// benchValue is an input record: {"id":"o-000000042","amount":12.5,"sent":<unix ns>}.
+func benchValue(buf []byte, i int, sent int64) []byte {
+	buf = append(buf, `{"id":"o-`...)
+	buf = fmt.Appendf(buf, "%09d", i)
+	buf = append(buf, `","amount":`...)
+	buf = strconv.AppendFloat(buf, float64(i%1000)/4, 'g', -1, 64)
+	buf = append(buf, `,"sent":`...)
+	buf = strconv.AppendInt(buf, sent, 10)
+	return append(buf, '}')
+}
+
+func benchProducer(b *testing.B, brokers []string, topic string) *kgo.Client {
+	return client(b, brokers, kgo.DefaultProduceTopic(topic), kgo.ProducerLinger(0), kgo.MaxBufferedRecords(200_000))
+}
+
+// preload writes n records into topic, spread over its partitions.
+func preload(b *testing.B, brokers []string, topic string, n int) {
+	b.Helper()
+	cl := benchProducer(b, brokers, topic)
+	ctx := context.Background()
+	var p kgo.FirstErrPromise
+	for i := range n {
+		cl.Produce(ctx, &kgo.Record{Value: benchValue(nil, i, 0)}, p.Promise())
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// usage is what a run cost this process.
+type usage struct {
+	wall   time.Duration
+	cpu    time.Duration
+	allocs uint64
+}
+
+func measure(fn func()) usage {
+	var ru0, ru1 syscall.Rusage
+	var ms0, ms1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&ms0)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	began := time.Now()
+	fn()
+	wall := time.Since(began)
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	runtime.ReadMemStats(&ms1)
+	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+	return usage{wall: wall, cpu: cpu, allocs: ms1.Mallocs - ms0.Mallocs}
+}
+
+// pipeline is one way to move records from a topic to another.
+type pipeline interface {
+	// drain moves the first n records of in to out and returns when they
+	// are acknowledged.
+	drain(b *testing.B, brokers []string, in, out string, n int)
+	// follow moves records from in to out until stop is closed; ready is
+	// closed once it listens.
+	follow(b *testing.B, brokers []string, in, out string, ready, stop chan struct{})
+}
+
+// plainLoop is the ceiling: franz-go's consumer and producer, records passed
+// through as they are.
+type plainLoop struct{}
+
+func (plainLoop) client(b *testing.B, brokers []string, in, out string) *kgo.Client {
+	return client(b, brokers, kgo.ConsumeTopics(in), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.DefaultProduceTopic(out), kgo.MaxBufferedRecords(200_000))
+}
+
+func (l plainLoop) drain(b *testing.B, brokers []string, in, out string, n int) {
+	cl := l.client(b, brokers, in, out)
+	ctx := context.Background()
+	var p kgo.FirstErrPromise
+	for count := 0; count < n; {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			b.Fatal(err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value}, p.Promise())
+			count++
+		})
+	}
+	if err := cl.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := p.Err(); err != nil {
+		b.Fatal(err)
+	}
+}
+
+func (l plainLoop) follow(b *testing.B, brokers []string, in, out string, ready, stop chan struct{}) {
+	cl := l.client(b, brokers, in, out)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-stop; cancel() }()
+	close(ready)
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachRecord(func(r *kgo.Record) { cl.Produce(ctx, &kgo.Record{Key: r.Key, Value: r.Value}, nil) })
+	}
+}
+
+// lockstepQuery is the query under test: json in, one filter, json out.
+type lockstepQuery struct{}
+
+func (lockstepQuery) query(brokers []string, in, out string, availableNow bool) *v1.StreamingQuery {
+	q := querytest.Make("bench", "test").
+		KafkaSource("in", brokers[0], in, querytest.Col("id", v1.TypeString), querytest.Col("amount", v1.TypeDouble), querytest.Col("sent", v1.TypeLong)).
+		EditSource("in", func(s *v1.Source) {
+			s.Kafka.BootstrapServers, s.Kafka.StartingOffsets = brokers, v1.OffsetsEarliest
+			if availableNow {
+				s.Kafka.MaxOffsetsPerTrigger = benchMaxOffsets
+			}
+		}).
+		Filter("amount >= 0.0").
+		KafkaSink(brokers[0], out).
+		Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.BootstrapServers = brokers })
+	if availableNow {
+		q = q.AvailableNow()
+	}
+	return q.Obj()
+}
+
+func (l lockstepQuery) drain(b *testing.B, brokers []string, in, out string, n int) {
+	q, err := engine.New(l.query(brokers, in, out, true), registry(b), engine.WithCheckpoint(b.TempDir()), withFeatures)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sum, err := q.Run(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if sum.NumOutputRows != int64(n) {
+		b.Fatalf("the query wrote %d rows, want %d", sum.NumOutputRows, n)
+	}
+}
+
+func (l lockstepQuery) follow(b *testing.B, brokers []string, in, out string, ready, stop chan struct{}) {
+	q, err := engine.New(l.query(brokers, in, out, false), registry(b), engine.WithCheckpoint(b.TempDir()), withFeatures,
+		engine.WithObserver(readyObserver{ready}))
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { <-stop; q.Stop() }()
+	if _, err := q.Run(context.Background()); err != nil {
+		b.Error(err)
+	}
+}
+
+type readyObserver struct{ ready chan struct{} }
+
+func (o readyObserver) Started(engine.Start)      { close(o.ready) }
+func (o readyObserver) Committed(engine.Progress) {}
+
+// latencies produces records at the configured rate into a fresh topic
+// while p follows it, and returns the end-to-end latency of every record:
+// from just before it is produced to when a consumer of the output gets it.
+func latencies(b *testing.B, brokers []string, p pipeline, name string) []time.Duration {
+	b.Helper()
+	in, out := name+"-lat-in", name+"-lat-out"
+	createTopic(b, brokers, in, benchPartitions, nil)
+	createTopic(b, brokers, out, benchPartitions, nil)
+	ready, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() { defer close(done); p.follow(b, brokers, in, out, ready, stop) }()
+	<-ready
+
+	cons := client(b, brokers, kgo.ConsumeTopics(out), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.FetchMaxWait(100*time.Millisecond))
+	var mu sync.Mutex
+	var lat []time.Duration
+	cctx, ccancel := context.WithCancel(context.Background())
+	consumed := make(chan struct{})
+	go func() {
+		defer close(consumed)
+		for cctx.Err() == nil {
+			fs := cons.PollFetches(cctx)
+			now := time.Now().UnixNano()
+			fs.EachRecord(func(r *kgo.Record) {
+				if sent := sentOf(r.Value); sent > 0 {
+					mu.Lock()
+					lat = append(lat, time.Duration(now-sent))
+					mu.Unlock()
+				}
+			})
+		}
+	}()
+
+	prod := benchProducer(b, brokers, in)
+	ctx := context.Background()
+	const tick = 10 * time.Millisecond
+	perTick := max(1, *benchRate*int(tick)/int(time.Second))
+	total := 0
+	ticker := time.NewTicker(tick)
+	// A second of warm-up records (sent 0, not measured): connections,
+	// producer ids and metadata are in place before the measurement.
+	for end := time.Now().Add(time.Second); time.Now().Before(end); <-ticker.C {
+		for range perTick {
+			prod.Produce(ctx, &kgo.Record{Value: benchValue(nil, 0, 0)}, nil)
+		}
+	}
+	for end := time.Now().Add(*benchLatencyFor); time.Now().Before(end); <-ticker.C {
+		for range perTick {
+			prod.Produce(ctx, &kgo.Record{Value: benchValue(nil, total, time.Now().UnixNano())}, nil)
+			total++
+		}
+	}
+	ticker.Stop()
+	if err := prod.Flush(ctx); err != nil {
+		b.Fatal(err)
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		mu.Lock()
+		n := len(lat)
+		mu.Unlock()
+		if n >= total || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	ccancel()
+	<-consumed
+	close(stop)
+	<-done
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lat) < total {
+		b.Fatalf("%s: %d of %d records came through", name, len(lat), total)
+	}
+	return lat
+}
+
+// sentOf reads "sent" from a value.
+func sentOf(v []byte) int64 {
+	i := bytes.Index(v, []byte(`"sent":`))
+	if i < 0 {
+		return 0
+	}
+	v = v[i+len(`"sent":`):]
+	j := 0
+	for j < len(v) && v[j] >= '0' && v[j] <= '9' {
+		j++
+	}
+	n, _ := strconv.ParseInt(string(v[:j]), 10, 64)
+	return n
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	slices.Sort(d)
+	return d[min(len(d)-1, int(float64(len(d))*p))]
+}
+
+// BenchmarkKafkaToKafka moves the same records through the plain franz-go
+// loop (the ceiling) and through a lockstep query, in one run, and reports
+// records/s, CPU and allocations per record of this process (the broker runs
+// in its own), the ratio to the ceiling, and p50/p99 end-to-end latency with
+// the default trigger.
+func BenchmarkKafkaToKafka(b *testing.B) {
+	brokers := benchBroker(b)
+	n := *benchRecords
+	createTopic(b, brokers, "in", benchPartitions, nil)
+	preload(b, brokers, "in", n)
+	var ceiling float64
+	for _, c := range []struct {
+		name string
+		p    pipeline
+	}{{"ceiling", plainLoop{}}, {"lockstep", lockstepQuery{}}} {
+		b.Run(c.name, func(b *testing.B) {
+			var u usage
+			for i := range b.N {
+				out := fmt.Sprintf("%s-out-%d", c.name, i)
+				createTopic(b, brokers, out, benchPartitions, nil)
+				run := measure(func() { c.p.drain(b, brokers, "in", out, n) })
+				u.wall += run.wall
+				u.cpu += run.cpu
+				u.allocs += run.allocs
+			}
+			records := float64(n * b.N)
+			rps := records / u.wall.Seconds()
+			b.ReportMetric(rps, "records/s")
+			b.ReportMetric(float64(u.cpu.Nanoseconds())/records, "cpu-ns/record")
+			b.ReportMetric(float64(u.allocs)/records, "allocs/record")
+			if c.name == "ceiling" {
+				ceiling = rps
+			} else if ceiling > 0 {
+				b.ReportMetric(rps/ceiling, "x-ceiling")
+			}
+			lat := latencies(b, brokers, c.p, c.name)
+			b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+		})
+	}
+}
