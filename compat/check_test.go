@@ -679,6 +679,67 @@ func ruleCases() []ruleCase {
 			passes: []string{"watermark-delay", "watermark-column", "watermark-added", "watermark-removed", "state-eviction"},
 		},
 
+		{
+			name:     "unbounded-state/with no checkpoint yet, a dropDuplicates without a watermark",
+			oldShape: &compat.Shape{},
+			new:      pageCounts().DropDuplicates("", "click_id").Spec(),
+			want:     []finding{{Rule: "unbounded-state", Severity: compat.Warning, Path: "spec.transform[0].dropDuplicates"}},
+		},
+		{
+			name:     "unbounded-state/with no checkpoint yet, a dedup and an aggregate in update mode without a watermark",
+			oldShape: &compat.Shape{},
+			new:      revenueNoWatermark().Spec(),
+			want: []finding{
+				{Rule: "unbounded-state", Severity: compat.Warning, Path: "spec.transform[1].dropDuplicates"},
+				{Rule: "unbounded-state", Severity: compat.Warning, Path: "spec.transform[2].aggregate"},
+			},
+		},
+		{
+			name:     "unbounded-state/with no checkpoint yet, an aggregate grouped off the watermark's column",
+			oldShape: &compat.Shape{},
+			new: edit(revenueUpdate(), func(s *v1.StreamingQuerySpec) {
+				noDedup(s)
+				s.Transform[3].Aggregate.GroupBy = s.Transform[3].Aggregate.GroupBy[:1]
+			}),
+			want: []finding{{Rule: "unbounded-state", Severity: compat.Warning, Path: "spec.transform[3].aggregate"}},
+		},
+		{
+			name:     "unbounded-state/with no checkpoint yet, complete mode keeps every window despite the watermark",
+			oldShape: &compat.Shape{},
+			new:      edit(revenue().OutputMode(v1.OutputComplete), noDedup),
+			want:     []finding{{Rule: "unbounded-state", Severity: compat.Warning, Path: "spec.transform[3].aggregate"}},
+		},
+		{
+			name: "unbounded-state/an unchanged restart still warns about a dedup off the watermark's column",
+			old:  revenue().Spec(),
+			new:  revenue().Spec(),
+			want: []finding{{Rule: "unbounded-state", Severity: compat.Warning, Path: revDedupPath}},
+		},
+		{
+			name:     "unbounded-state/a dedup on the watermark's column and windows in append mode",
+			oldShape: &compat.Shape{},
+			new:      revenueEvicting().Spec(),
+			passes:   []string{"unbounded-state"},
+		},
+		{
+			name:     "unbounded-state/windows in update mode with a watermark",
+			oldShape: &compat.Shape{},
+			new:      edit(revenueUpdate(), noDedup),
+			passes:   []string{"unbounded-state"},
+		},
+		{
+			name:     "unbounded-state/an aggregate without grouping keys keeps one group",
+			oldShape: &compat.Shape{},
+			new:      pageCounts().Aggregate("", nil, qt.Agg("clicks", v1.AggCount, "")).Spec(),
+			passes:   []string{"unbounded-state"},
+		},
+		{
+			name:   "unbounded-state/a restart of a query whose steps all evict",
+			old:    revenueEvicting().Spec(),
+			new:    revenueEvicting().Spec(),
+			passes: []string{"unbounded-state"},
+		},
+
 		// Output and sink.
 		{
 			name: "output-mode/append to update without an aggregate",
@@ -939,21 +1000,98 @@ func TestCheck(t *testing.T) {
 		t.Run(rc.name, func(t *testing.T) {
 			old := rc.shapeOfOld(t)
 			got := compat.Check(old, rc.new)
-			if diff := cmp.Diff(rc.want, brief(got.Findings)); diff != "" {
+			if diff := cmp.Diff(rc.want, brief(rc.compared(got.Findings))); diff != "" {
 				t.Errorf("Check() findings mismatch (-want +got):\n%s", diff)
 			}
 			want := compat.Allowed
-			for _, f := range rc.want {
+			for _, f := range got.Findings {
 				if f.Severity == compat.Rejected || f.Severity == compat.Warning && want == compat.Allowed {
 					want = f.Severity
 				}
 			}
 			if got.Severity != want {
-				t.Errorf("Check().Severity = %s, want %s", got.Severity, want)
+				t.Errorf("Check().Severity = %s, want %s, the most severe of its findings", got.Severity, want)
+			}
+			if got.Fresh != old.IsZero() {
+				t.Errorf("Check().Fresh = %v, want %v", got.Fresh, old.IsZero())
 			}
 			for _, f := range got.Findings {
 				if f.Message == "" || (f.Severity != compat.Allowed && f.Remedy == "") {
 					t.Errorf("finding %s has no message or remedy: %+v", f.Rule, f)
+				}
+			}
+		})
+	}
+}
+
+// freshRules are the ids of the rules that judge the new spec alone (Rule.Fresh).
+func freshRules() map[string]bool {
+	ids := map[string]bool{}
+	for _, r := range compat.Rules() {
+		if r.Fresh {
+			ids[r.ID] = true
+		}
+	}
+	return ids
+}
+
+// compared returns the findings a case compares with its want: all but those of rules that
+// judge the new spec alone, unless the case names the rule (in want or passes). Those rules
+// find the same in every case with the same new spec, whatever it is about (the fixture
+// revenue's dropDuplicates keeps its state forever); TestFreshRulesJudgeTheNewSpecAlone
+// checks them in every case.
+func (rc ruleCase) compared(fs []compat.Finding) []compat.Finding {
+	named := map[string]bool{}
+	for _, f := range rc.want {
+		named[f.Rule] = true
+	}
+	for _, r := range rc.passes {
+		named[r] = true
+	}
+	fresh := freshRules()
+	var out []compat.Finding
+	for _, f := range fs {
+		if !fresh[f.Rule] || named[f.Rule] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// TestFreshRulesJudgeTheNewSpecAlone checks, in every case, that the rules Check also runs
+// with no checkpoint yet find the same with the case's checkpoint as without one: only the
+// remedy may differ, since with a checkpoint it must say how to get past it.
+func TestFreshRulesJudgeTheNewSpecAlone(t *testing.T) {
+	fresh := freshRules()
+	if len(fresh) == 0 {
+		t.Fatal("no rule runs with no checkpoint yet")
+	}
+	only := func(fs []compat.Finding) []compat.Finding {
+		var out []compat.Finding
+		for _, f := range fs {
+			if fresh[f.Rule] {
+				f.Remedy = ""
+				out = append(out, f)
+			}
+		}
+		return out
+	}
+	for _, rc := range ruleCases() {
+		t.Run(rc.name, func(t *testing.T) {
+			got := compat.Check(rc.shapeOfOld(t), rc.new)
+			if slices.ContainsFunc(got.Findings, func(f compat.Finding) bool { return f.Rule == "invalid-spec" || f.Rule == "shape-version" }) {
+				t.Skip("nothing is judged after invalid-spec or shape-version")
+			}
+			without := compat.Check(compat.Shape{}, rc.new)
+			if !without.Fresh {
+				t.Fatalf("Check(zero shape).Fresh = false")
+			}
+			if diff := cmp.Diff(only(without.Findings), only(got.Findings)); diff != "" {
+				t.Errorf("findings of fresh rules depend on the checkpoint (-without +with):\n%s", diff)
+			}
+			for _, f := range without.Findings {
+				if !fresh[f.Rule] {
+					t.Errorf("Check(zero shape) ran rule %s, which needs a checkpoint", f.Rule)
 				}
 			}
 		})

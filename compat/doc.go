@@ -16,7 +16,9 @@
 //   - [Check] compares an old Shape with a new spec and returns a [Verdict]: one [Finding] per
 //     change that matters, each allowed, allowed with a warning, or rejected, with the rule,
 //     the spec path, the old and new values, a one-sentence reason and the remedy. The verdict
-//     also states the new query's delivery guarantee and why ([GuaranteeOf]).
+//     also states the new query's delivery guarantee and why ([GuaranteeOf]). With no
+//     checkpoint yet only the rules that judge the new spec alone run ([Rule].Fresh), so
+//     that a query whose state would grow without bound is warned about before its first run.
 //   - [Rules] is the one table of rules, a chain of small checks run in order. The page
 //     docs/compatibility.md is generated from it (go generate ./compat).
 //   - [Guard] is the engine's start guard: it returns a [*RejectedError] for a change the

@@ -1,6 +1,8 @@
 package compat_test
 
 import (
+	"slices"
+
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 )
@@ -62,6 +64,20 @@ func revenueNoWatermark() *qt.Query {
 		Aggregate("revenue", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "5m")}, revenueAggregates()...).
 		KafkaSink("kafka:9092", "revenue").
 		OutputMode(v1.OutputUpdate)
+}
+
+// revenueEvicting is revenue with its dropDuplicates on the watermark's column too, as in
+// examples/queries/revenue-by-country.yaml: the watermark evicts the state of both steps.
+func revenueEvicting() *qt.Query {
+	return revenue().Edit(func(s *v1.StreamingQuerySpec) {
+		s.Transform[revDedup].DropDuplicates.Columns = []string{"order_id", "ts"}
+	})
+}
+
+// noDedup removes revenue's dropDuplicates step, leaving the aggregate at
+// spec.transform[3].
+func noDedup(s *v1.StreamingQuerySpec) {
+	s.Transform = slices.Delete(s.Transform, revDedup, revDedup+1)
 }
 
 // clean is a stateless files → files query.

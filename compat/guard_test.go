@@ -5,18 +5,32 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
 )
 
 func TestCheckWithoutCheckpoint(t *testing.T) {
-	v := compat.Check(compat.Shape{}, revenue().Spec())
-	if !v.Fresh || v.Severity != compat.Allowed || len(v.Findings) != 0 {
-		t.Errorf("Check(zero shape) = %+v, want fresh and allowed without findings", v)
-	}
-	if v.Guarantee != v1.GuaranteeExactlyOnce || v.GuaranteeReason == "" {
-		t.Errorf("Check(zero shape) guarantee = %q (%q), want exactly-once with a reason", v.Guarantee, v.GuaranteeReason)
-	}
+	t.Run("everything is allowed", func(t *testing.T) {
+		v := compat.Check(compat.Shape{}, revenueEvicting().Spec())
+		if !v.Fresh || v.Severity != compat.Allowed || len(v.Findings) != 0 {
+			t.Errorf("Check(zero shape) = %+v, want fresh and allowed without findings", v)
+		}
+		if v.Guarantee != v1.GuaranteeExactlyOnce || v.GuaranteeReason == "" {
+			t.Errorf("Check(zero shape) guarantee = %q (%q), want exactly-once with a reason", v.Guarantee, v.GuaranteeReason)
+		}
+	})
+	t.Run("state that grows without bound is a warning", func(t *testing.T) {
+		v := compat.Check(compat.Shape{}, revenue().Spec())
+		want := []finding{{Rule: "unbounded-state", Severity: compat.Warning, Path: "spec.transform[3].dropDuplicates"}}
+		if diff := cmp.Diff(want, brief(v.Findings)); !v.Fresh || v.Severity != compat.Warning || diff != "" {
+			t.Errorf("Check(zero shape) = fresh %v, %s; findings (-want +got):\n%s", v.Fresh, v.Severity, diff)
+		}
+		if _, err := compat.Guard(nil, revenue().Spec()); err != nil {
+			t.Errorf("Guard(nil) = %v, want nil: a warning does not stop the engine", err)
+		}
+	})
 }
 
 func TestGuard(t *testing.T) {

@@ -16,6 +16,11 @@ type Rule struct {
 	Description string
 	// Example is a change the rule judges, as spec fragments.
 	Example Example
+	// Fresh marks a rule that judges the new spec alone: Check runs it with no checkpoint
+	// yet too, so that a fresh verdict (and `lockstep plan` before the first run) carries
+	// its findings. The other rules compare with the checkpoint and run only when there is
+	// one.
+	Fresh bool
 
 	check func(*change) []Finding
 }
@@ -310,6 +315,16 @@ func Rules() []Rule {
 			Description: "The delay only affects how the watermark moves from now on (Spark restores the watermark from the checkpoint and only ever raises it): a larger delay takes effect once event time has advanced by the difference; a smaller one moves the watermark forward at the next batch, dropping rows that are now late and evicting (in append mode, writing) the state it passes. A warning when the query keeps state, else allowed.",
 			Example:     Example{Old: "watermark: {column: ts, delay: 10m}", New: "watermark: {column: ts, delay: 1h}"},
 			check:       checkWatermarkDelay,
+		},
+
+		{
+			ID: "unbounded-state", Area: AreaWatermark, Title: "A stateful step's state grows without bound",
+			Severities: []Severity{Warning},
+			Fresh:      true,
+			Description: "A dropDuplicates whose columns do not include the watermark's event-time column, or an aggregate none of whose grouping keys or windows is on it, is never evicted by the watermark: it keeps every key it sees, so its state, in memory and in the checkpoint, grows with every new key. So does a grouped aggregate in complete mode, which must keep every group to write the whole result. A warning, since the results are correct. " +
+				"The rule judges the new query alone, so it runs with no checkpoint yet too (`lockstep plan` warns before the first run) and on every restart while the step stays unbounded. The remedy is a watermark on an event-time column that is one of the dedup's columns, or a window (or key) of the aggregate's groupBy, in update or append mode. Once a checkpoint holds the step's state the step cannot start evicting (state-eviction rejects that), so the remedy then needs a fresh start.",
+			Example: Example{Old: "(no checkpoint yet)", New: "[{dropDuplicates: {columns: [order_id]}}, …]   # no watermark"},
+			check:   checkUnboundedState,
 		},
 
 		// Output and sink.

@@ -638,6 +638,117 @@ func checkWatermarkDelay(c *change) []Finding {
 	return []Finding{f}
 }
 
+// checkUnboundedState judges the new query alone, so it runs with no checkpoint yet too: a
+// stateful step whose state the watermark never evicts keeps every key it sees.
+func checkUnboundedState(c *change) []Finding {
+	var out []Finding
+	for i, op := range c.new.Operators {
+		why, ok := c.unbounded(op)
+		if !ok {
+			continue
+		}
+		what := fmt.Sprintf("every distinct %s it has seen", describeKeys(op.Keys))
+		if op.Kind == v1.StepAggregate {
+			what = fmt.Sprintf("a group for every distinct %s it has seen", describeKeys(op.Keys))
+		}
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     c.opPath(i),
+			Message: fmt.Sprintf("The %s keeps %s, and its state (in memory and in the checkpoint) grows without bound as new keys arrive, because %s.",
+				describeOp(op), what, why),
+			Remedy: c.boundRemedy(i, op),
+		})
+	}
+	return out
+}
+
+// unbounded reports whether the new query's stateful step op keeps its state forever, and
+// why: a dropDuplicates, or an aggregate with keys, that the watermark does not evict, or an
+// aggregate in complete mode, which keeps every group to write the whole result. (An
+// aggregate without keys keeps one group.)
+func (c *change) unbounded(op OperatorShape) (string, bool) {
+	if op.Kind == v1.StepAggregate && len(op.Keys) == 0 {
+		return "", false
+	}
+	switch {
+	case op.Kind == v1.StepAggregate && c.new.OutputMode == v1.OutputComplete:
+		return "complete mode writes the whole result every batch and so evicts no group, even with a watermark", true
+	case op.Eviction != "":
+		return "", false
+	case c.new.Watermark == nil:
+		return "the query has no watermark to tell it when a key can no longer come again", true
+	}
+	noun := "columns"
+	if op.Kind == v1.StepAggregate {
+		noun = "grouping keys (or windows)"
+	}
+	return fmt.Sprintf("none of its %s is the watermark's event-time column %s, which is what the watermark evicts by", noun, c.new.Watermark.Column), true
+}
+
+// boundRemedy says how to bound the state of the new query's stateful step op, at index i
+// of c.new.Operators.
+func (c *change) boundRemedy(i int, op OperatorShape) string {
+	at := c.opPath(i)
+	if op.Kind == v1.StepAggregate && c.new.OutputMode == v1.OutputComplete && op.Eviction != "" {
+		return fmt.Sprintf("Use spec.outputMode update (or append) instead of complete: the watermark on %s then evicts the groups it closes.", op.Eviction)
+	}
+	// add names the watermark the step needs, and col the column it tracks.
+	add, col := "Add a watermark on an event-time column (a timestamp) before the step", "that column"
+	if cols := c.timestampColumns(c.opStep(i)); len(cols) > 0 {
+		add = fmt.Sprintf("Add a watermark on an event-time column such as %s before the step", joinOr(cols))
+	}
+	if w := c.new.Watermark; w != nil {
+		add, col = "Keep the watermark on "+w.Column, w.Column
+	}
+	var r string
+	switch ts := eventTimeKey(op); {
+	case c.new.Watermark == nil && ts != "":
+		r = fmt.Sprintf("Add a watermark on %s before the step, so that it evicts what the watermark passes", ts)
+	case op.Kind == v1.StepDropDuplicates:
+		r = fmt.Sprintf("%s and include %s in %s.columns, so that keys older than the watermark are evicted (a repeat then counts as a duplicate only with the same event time, as a redelivered record has)", add, col, at)
+	default:
+		r = fmt.Sprintf("%s and group by a window on %s in %s.groupBy, so that the watermark evicts the windows it closes", add, col, at)
+	}
+	if op.Kind == v1.StepAggregate && c.new.OutputMode == v1.OutputComplete {
+		r += ", and use spec.outputMode update or append instead of complete"
+	}
+	if c.old.IsZero() {
+		return r + "; do it before the first run, while there is no state to keep."
+	}
+	return r + "; the checkpoint pins how a step evicts (state-eviction), so with this checkpoint make the change and " + c.freshStart() + "."
+}
+
+// eventTimeKey returns the column of a stateful step's window, else its first timestamp key
+// column: what a watermark would evict the step by; "" when it has none.
+func eventTimeKey(op OperatorShape) string {
+	for _, k := range op.Keys {
+		if k.Window != nil {
+			return k.Window.Column
+		}
+	}
+	for _, k := range op.Keys {
+		if k.Type == v1.TypeTimestamp {
+			return k.Column
+		}
+	}
+	return ""
+}
+
+// timestampColumns returns the timestamp columns flowing into step k of the new spec.
+func (c *change) timestampColumns(k int) []string {
+	cols, err := c.spec.StepColumns()
+	if err != nil || k >= len(cols) {
+		return nil
+	}
+	var out []string
+	for _, col := range cols[k] {
+		if col.Type == v1.TypeTimestamp {
+			out = append(out, col.Name)
+		}
+	}
+	return out
+}
+
 // lcs returns, for two lists, which elements belong to a longest common subsequence of their
 // signatures.
 func lcs[T any](a, b []T, sig func(T) string) (inA, inB []bool) {

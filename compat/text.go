@@ -27,6 +27,9 @@ func (v Verdict) WriteText(w io.Writer) error {
 	switch {
 	case v.Fresh:
 		fmt.Fprintln(b, "No checkpoint yet: everything is allowed, and every source starts at its starting position.")
+		if len(v.Findings) > 0 {
+			fmt.Fprintln(b)
+		}
 	case len(v.Findings) == 0:
 		fmt.Fprintln(b, "No changes that matter to the checkpoint.")
 	}

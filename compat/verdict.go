@@ -59,7 +59,9 @@ type Verdict struct {
 	GuaranteeReason string       `json:"guaranteeReason"`
 	// Findings are in the order of Rules, then of the spec. Never nil.
 	Findings []Finding `json:"findings"`
-	// Fresh is true when there was no checkpoint to judge against: everything is allowed.
+	// Fresh is true when there was no checkpoint to judge against: everything is allowed,
+	// and the findings are only those of the rules that judge the new spec alone (warnings
+	// such as unbounded-state).
 	Fresh bool `json:"fresh,omitempty"`
 }
 
@@ -75,8 +77,9 @@ func (v Verdict) Rejected() []Finding {
 }
 
 // Check judges the spec new against old, the shape a checkpoint recorded, by running every
-// rule of Rules in order. The zero old Shape means there is no checkpoint yet: everything is
-// allowed and the verdict is Fresh. A new spec that does not validate is rejected with the
+// rule of Rules in order. The zero old Shape means there is no checkpoint yet: the verdict is
+// Fresh, and only the rules that judge the new spec alone (Rule.Fresh) run, so everything is
+// allowed, possibly with warnings. A new spec that does not validate is rejected with the
 // finding invalid-spec. Check does no I/O and does not change new.
 func Check(old Shape, new *v1.StreamingQuerySpec) Verdict {
 	g, reason := GuaranteeOf(new)
@@ -85,11 +88,11 @@ func Check(old Shape, new *v1.StreamingQuerySpec) Verdict {
 	c.spec = new.DeepCopy()
 	c.spec.Default()
 	c.new, c.err = ShapeOf(c.spec)
-	if old.IsZero() && c.err == nil {
-		v.Fresh = true
-		return v
-	}
+	v.Fresh = old.IsZero() && c.err == nil
 	for _, r := range Rules() {
+		if v.Fresh && !r.Fresh {
+			continue
+		}
 		for _, f := range r.check(c) {
 			f.Rule = r.ID
 			v.Findings = append(v.Findings, f)

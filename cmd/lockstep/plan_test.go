@@ -121,6 +121,7 @@ func TestPlanGolden(t *testing.T) {
 		{"from-unchanged", []string{"-f", planData + "old.yaml", "--from", planData + "old.yaml"}, exitOK},
 		{"checkpoint-rejected", []string{"-f", planData + "new-rejected.yaml", "--checkpoint", withShape}, exitRefused},
 		{"checkpoint-none", []string{"-f", planData + "new-rejected.yaml", "--checkpoint", empty}, exitOK},
+		{"checkpoint-none-unbounded", []string{"-f", planData + "new-unbounded.yaml", "--checkpoint", empty}, exitOK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -66,7 +66,9 @@ two ways forward: revert it, or **start fresh** at a new ` + "`spec.checkpoint.l
 gets a new id, reads every source from its starting position, rebuilds its state, and writes that
 data to the sink again (each remedy says what that means for the sink at hand).
 
-With no checkpoint yet, everything is allowed. Not part of the shape, so never a finding: the
+With no checkpoint yet, everything is allowed: only the rules that judge the new query alone run
+(marked *also with no checkpoint yet* below), so that ` + "`lockstep plan`" + ` can warn before the first
+run, e.g. about state that would grow without bound. Not part of the shape, so never a finding: the
 checkpoint location itself (a new location is a fresh start), connection details (brokers, SASL,
 TLS, headers, secrets), filters, select expressions that feed no stateful step, ` + "`onMalformed`" + `,
 ` + "`failOnDataLoss`" + `, ` + "`suspend`" + ` and resources. The Kafka cluster behind a source is checked by the
@@ -87,7 +89,7 @@ func render(w io.Writer) {
 	fmt.Fprintln(w, "| rule | change | severity |")
 	fmt.Fprintln(w, "|---|---|---|")
 	for _, r := range rules {
-		fmt.Fprintf(w, "| [`%s`](#%s) | %s | %s |\n", r.ID, r.ID, r.Title, severities(r.Severities))
+		fmt.Fprintf(w, "| [`%s`](#%s) | %s | %s%s |\n", r.ID, r.ID, r.Title, severities(r.Severities), fresh(r, "; also with no checkpoint yet"))
 	}
 	area := ""
 	for _, r := range rules {
@@ -95,7 +97,7 @@ func render(w io.Writer) {
 			area = r.Area
 			fmt.Fprintf(w, "\n## %s\n", area)
 		}
-		fmt.Fprintf(w, "\n### %s\n\n**%s.** Severity: %s.\n\n%s\n\n", r.ID, r.Title, severities(r.Severities), mdText(r.Description))
+		fmt.Fprintf(w, "\n### %s\n\n**%s.** Severity: %s.%s\n\n%s\n\n", r.ID, r.Title, severities(r.Severities), fresh(r, " Runs also with no checkpoint yet."), mdText(r.Description))
 		fmt.Fprintf(w, "```yaml\n# before\n%s\n# after\n%s\n```\n", r.Example.Old, r.Example.New)
 	}
 }
@@ -119,6 +121,14 @@ func mdText(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// fresh returns note for a rule that runs with no checkpoint yet too, else "".
+func fresh(r compat.Rule, note string) string {
+	if r.Fresh {
+		return note
+	}
+	return ""
 }
 
 func severities(ss []compat.Severity) string {
