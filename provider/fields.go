@@ -81,16 +81,6 @@ func (f *field) child(json string) *field {
 	return nil
 }
 
-// childTF returns the field of an object with the given Terraform name, or nil.
-func (f *field) childTF(tf string) *field {
-	for _, c := range f.Fields {
-		if c.TF == tf {
-			return c
-		}
-	}
-	return nil
-}
-
 // kindFields returns the spec and status fields of a kind from its embedded CRD, as two
 // objects.
 func kindFields(file string) (spec, status *field, err error) {
