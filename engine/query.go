@@ -58,18 +58,20 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 	obj := q.DeepCopy()
 	obj.Default()
 	spec := &obj.Spec
-	if errs := obj.Validate(o.features); len(errs) > 0 {
-		return nil, &InvalidSpecError{Errs: errs}
-	}
-	var errs field.ErrorList
+	// Every problem at once: the spec's own, then the kinds this program
+	// does not run (a kind the features refuse is reported once, by Validate).
+	errs := obj.Validate(o.features)
 	for i := range spec.Sources {
 		k := spec.Sources[i].Kind()
-		if _, ok := reg.sources[k]; !ok {
+		if _, ok := reg.sources[k]; !ok && k != "" && o.features.Has(v1.Feature("source."+string(k))) {
 			errs = append(errs, field.NotSupported(field.NewPath("spec", "sources").Index(i).Child(string(k)), k, reg.SourceKinds()))
 		}
 	}
-	if k := spec.Sink.Kind(); reg.sinks[k].new == nil {
+	if k := spec.Sink.Kind(); reg.sinks[k].new == nil && k != "" && o.features.Has(v1.Feature("sink."+string(k))) {
 		errs = append(errs, field.NotSupported(field.NewPath("spec", "sink").Child(string(k)), k, reg.SinkKinds()))
+	}
+	if len(errs) > 0 {
+		return nil, &InvalidSpecError{Errs: errs}
 	}
 	cols, err := spec.StepColumns()
 	if err != nil {
