@@ -349,23 +349,7 @@ spec:
 		}
 		return path
 	}
-	engineRun := func(file string) (int, error) {
-		cmd := newRootCommand()
-		cmd.SetOut(io.Discard)
-		cmd.SetErr(io.Discard)
-		cmd.SetArgs([]string{"engine", "--query", file, "--health-addr", "", "--termination-message-path", ""})
-		err := cmd.ExecuteContext(context.Background())
-		var ee *exitError
-		switch {
-		case err == nil:
-			return exitOK, nil
-		case errors.As(err, &ee):
-			return ee.code, err
-		}
-		return exitFailure, err
-	}
-
-	if code, err := engineRun(query("v1.yaml", "")); code != exitOK {
+	if code, err := engineRun(t, query("v1.yaml", "")); code != exitOK {
 		t.Fatalf("lockstep engine (v1) = exit %d: %v", code, err)
 	}
 	before := snapshot(t, ck)
@@ -394,13 +378,225 @@ spec:
 		t.Errorf("plan (rejected): exit %d (%v), output:\n%s", code, err, got)
 	}
 
-	code, err = engineRun(rejected)
+	code, err = engineRun(t, rejected)
 	var rej *compat.RejectedError
 	if code != exitRefused || !errors.As(err, &rej) {
 		t.Errorf("lockstep engine (rejected) = exit %d (%v), want %d with a *compat.RejectedError", code, err, exitRefused)
 	}
 	if diff := cmp.Diff(before, snapshot(t, ck)); diff != "" {
 		t.Errorf("a refused start changed the checkpoint (-before +after):\n%s", diff)
+	}
+}
+
+// execute runs lockstep with args, discarding its output, and returns its exit code and error.
+func execute(t *testing.T, args ...string) (int, error) {
+	t.Helper()
+	cmd := newRootCommand()
+	cmd.SetOut(io.Discard)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(t.Context())
+	var ee *exitError
+	switch {
+	case err == nil:
+		return exitOK, nil
+	case errors.As(err, &ee):
+		return ee.code, err
+	}
+	return exitFailure, err
+}
+
+// engineRun runs lockstep engine on the query in file, as the pod does but without the
+// health endpoint and termination message.
+func engineRun(t *testing.T, file string) (int, error) {
+	t.Helper()
+	return execute(t, "engine", "--query", file, "--health-addr", "", "--termination-message-path", "")
+}
+
+// statefulQuery is a windowed aggregation with a watermark, files → files in append mode;
+// %IN%, %OUT% and %CHECKPOINT% are replaced by folders.
+const statefulQuery = `apiVersion: streaming.lockstep.dev/v1
+kind: StreamingQuery
+metadata: {name: revenue, namespace: e2e}
+spec:
+  sources:
+  - name: orders
+    files: {path: %IN%, format: json, maxFilesPerTrigger: 1}
+    schema:
+      columns:
+      - {name: order_id, type: string}
+      - {name: country, type: string}
+      - {name: amount, type: double}
+      - {name: ts, type: timestamp}
+  transform:
+  - watermark: {column: ts, delay: 10m}
+  - aggregate:
+      name: revenue
+      groupBy: [{column: country}, {window: {column: ts, duration: 5m}}]
+      aggregates:
+      - {name: orders, function: count}
+      - {name: revenue, function: sum, column: amount}
+  sink:
+    files: {path: %OUT%, format: json}
+  outputMode: append
+  trigger: {availableNow: true}
+  checkpoint: {location: %CHECKPOINT%}
+`
+
+// TestPlanAfterStatefulEngineRun is the end-to-end flow with state: the engine runs a
+// windowed aggregation with a watermark for several batches, one input file each; lockstep
+// plan --checkpoint then allows a longer watermark delay with a warning, and rejects another
+// aggregate function or swapped grouping keys with the rule and the remedy (exit 3); the
+// engine's start guard refuses each rejected spec with exit 3 and leaves the checkpoint and
+// the sink's folder byte for byte as they were, in lockstep run as in lockstep engine (the
+// pod); and the allowed spec runs and is recorded.
+func TestPlanAfterStatefulEngineRun(t *testing.T) {
+	root := t.TempDir()
+	in, out, ck := filepath.Join(root, "in"), filepath.Join(root, "out"), filepath.Join(root, "checkpoint")
+	if err := os.MkdirAll(in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Event time advances by file, so that the watermark closes the early windows.
+	for i, rows := range []string{
+		`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" +
+			`{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
+		`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" +
+			`{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
+		`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
+		`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
+	} {
+		name := filepath.Join(in, fmt.Sprintf("orders-%d.json", i))
+		if err := os.WriteFile(name, []byte(rows), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		mtime := time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
+		if err := os.Chtimes(name, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// query writes the stateful query, with edit ("old => new") applied, to root/name.
+	query := func(name, edit string) string {
+		spec := strings.NewReplacer("%IN%", in, "%OUT%", out, "%CHECKPOINT%", ck).Replace(statefulQuery)
+		if edit != "" {
+			old, new, _ := strings.Cut(edit, " => ")
+			if !strings.Contains(spec, old) {
+				t.Fatalf("query %s: no %q to edit", name, old)
+			}
+			spec = strings.Replace(spec, old, new, 1)
+		}
+		path := filepath.Join(root, name)
+		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	count := func(files map[string]string, prefix string) int {
+		n := 0
+		for k := range files {
+			if strings.HasPrefix(k, prefix) {
+				n++
+			}
+		}
+		return n
+	}
+
+	if code, err := execute(t, "run", "-f", query("v1.yaml", ""), "--checkpoint", ck); code != exitOK {
+		t.Fatalf("lockstep run (v1) = exit %d: %v", code, err)
+	}
+	before, sink := snapshot(t, ck), snapshot(t, out)
+	if n := count(before, checkpoint.CommitsDir); n < 4 {
+		t.Fatalf("the engine committed %d batches, want at least 4 (one per file); checkpoint holds %v", n, slices.Sorted(maps.Keys(before)))
+	}
+	if count(before, checkpoint.ShapeDir) != 1 || count(before, checkpoint.StateDir+"revenue/") == 0 {
+		t.Fatalf("want one shape and the aggregate's state in the checkpoint; it holds %v", slices.Sorted(maps.Keys(before)))
+	}
+	if !slices.ContainsFunc(slices.Collect(maps.Values(sink)), func(data string) bool { return strings.Contains(data, `"window_start"`) }) {
+		t.Fatalf("the watermark closed no window: the sink's folder holds %v", sink)
+	}
+
+	opts := planOptions{features: v1.Supported()}
+	const revenuePath = "spec.transform[1].aggregate"
+	cases := []struct {
+		name, edit string
+		wantCode   int
+		rule       string   // the rule that judges the change
+		want       []string // in the plan
+	}{
+		{
+			name: "a longer watermark delay", edit: "delay: 10m => delay: 1h", wantCode: exitOK, rule: "watermark-delay",
+			want: []string{
+				"! watermark-delay spec.transform[0].watermark.delay\n    10m → 1h\n",
+				"The watermark delay grew from 10m to 1h",
+				"Remedy: Revert spec.transform[0].watermark.delay to 10m if that is not what you want.",
+				"Verdict: warning (0 rejected, 1 with a warning, 0 allowed)",
+			},
+		},
+		{
+			name: "sum becomes max", edit: "function: sum => function: max", wantCode: exitRefused, rule: "aggregate-function",
+			want: []string{
+				"✗ aggregate-function " + revenuePath + ".aggregates[1].function\n    revenue = sum(amount double) → revenue = max(amount double)\n",
+				"its state holds a partial sum for every group",
+				"Remedy: Revert " + revenuePath + ".aggregates[1].function to sum, or start fresh at a new spec.checkpoint.location: the query then reads orders from every file already in " + in,
+				"Verdict: rejected (1 rejected",
+			},
+		},
+		{
+			name: "grouping keys swapped", wantCode: exitRefused, rule: "key-order",
+			edit: "groupBy: [{column: country}, {window: {column: ts, duration: 5m}}] => groupBy: [{window: {column: ts, duration: 5m}}, {column: country}]",
+			want: []string{
+				"✗ key-order " + revenuePath + ".groupBy\n    (country string, window(ts, 5m)) → (window(ts, 5m), country string)\n",
+				"the order is part of the state key",
+				"Remedy: Restore the order (country, window), or start fresh at a new spec.checkpoint.location",
+				"Verdict: rejected (1 rejected",
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			file := query(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.edit)
+			got, code, err := plan(t, opts, "-f", file, "--checkpoint", ck)
+			if code != tc.wantCode {
+				t.Errorf("lockstep plan: exit %d (%v), want %d; output:\n%s", code, err, tc.wantCode, got)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(got, w) {
+					t.Errorf("lockstep plan output lacks %q:\n%s", w, got)
+				}
+			}
+			if tc.wantCode != exitRefused {
+				return
+			}
+			for _, args := range [][]string{
+				{"run", "-f", file, "--checkpoint", ck},
+				{"engine", "--query", file, "--health-addr", "", "--termination-message-path", ""},
+			} {
+				code, err = execute(t, args...)
+				var rej *compat.RejectedError
+				if code != exitRefused || !errors.As(err, &rej) || !strings.Contains(err.Error(), tc.rule) {
+					t.Errorf("lockstep %s = exit %d (%v), want %d with a *compat.RejectedError naming %s", args[0], code, err, exitRefused, tc.rule)
+				}
+				if diff := cmp.Diff(before, snapshot(t, ck)); diff != "" {
+					t.Errorf("lockstep %s: a refused start changed the checkpoint (-before +after):\n%s", args[0], diff)
+				}
+				if diff := cmp.Diff(sink, snapshot(t, out)); diff != "" {
+					t.Errorf("lockstep %s: a refused start changed the sink's folder (-before +after):\n%s", args[0], diff)
+				}
+			}
+		})
+	}
+
+	// The allowed change runs, and its shape is recorded: judged against it, the same spec
+	// changes nothing.
+	allowed := filepath.Join(root, "a-longer-watermark-delay.yaml")
+	if code, err := execute(t, "run", "-f", allowed, "--checkpoint", ck); code != exitOK {
+		t.Fatalf("lockstep run (allowed) = exit %d: %v", code, err)
+	}
+	if n := count(snapshot(t, ck), checkpoint.ShapeDir); n != 2 {
+		t.Errorf("the checkpoint holds %d shapes after the allowed change, want 2", n)
+	}
+	got, code, err := plan(t, opts, "-f", allowed, "--checkpoint", ck)
+	if code != exitOK || !strings.Contains(got, "No changes that matter to the checkpoint.") {
+		t.Errorf("lockstep plan after the allowed run: exit %d (%v), output:\n%s", code, err, got)
 	}
 }
 
