@@ -54,7 +54,8 @@ spec path, old and new values, the reason, and the remedy, followed by the verdi
 delivery guarantee of the new query. The rules are in docs/compatibility.md.
 
 --checkpoint reads the newest shape from a checkpoint location (a path, file:///path or
-s3://bucket/prefix), read-only; a location without a checkpoint allows everything.
+s3://bucket/prefix), read-only; a location without a checkpoint allows everything, with
+warnings only about the new query itself (such as state that grows without bound).
 --from judges against the shape OLD.yaml would have recorded.
 
 Marks: ✓ allowed, ! allowed with a warning, ✗ rejected.
