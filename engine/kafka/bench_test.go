@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,9 +33,14 @@ var (
 	benchRate       = flag.Int("kafka.latency-rate", 5_000, "records per second produced while latency is measured")
 	benchLatencyFor = flag.Duration("kafka.latency-for", 5*time.Second, "how long latency is measured")
 	benchMaxOffsets = flag.Int64("kafka.max-offsets", 100_000, "maxOffsetsPerTrigger of the lockstep query in the throughput run")
+	benchSelect     = flag.Bool("kafka.select", false, "add a select of the record's own columns, so that the query writes the values it reads (without the metadata columns)")
 )
 
 const benchPartitions = 4
+
+// benchRuns numbers the topics of runs: the testing package may run a
+// benchmark function more than once on one broker.
+var benchRuns atomic.Int64
 
 // benchBroker starts the kafka-broker test tool (kfake) in a process of its
 // own, without persistence, so that the benchmark's CPU figures are the
@@ -182,8 +188,11 @@ func (lockstepQuery) query(brokers []string, in, out string, availableNow bool) 
 				s.Kafka.MaxOffsetsPerTrigger = benchMaxOffsets
 			}
 		}).
-		Filter("amount >= 0.0").
-		KafkaSink(brokers[0], out).
+		Filter("amount >= 0.0")
+	if *benchSelect {
+		q = q.SelectColumns("id", "amount", "sent")
+	}
+	q = q.KafkaSink(brokers[0], out).
 		Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.BootstrapServers = brokers })
 	if availableNow {
 		q = q.AvailableNow()
@@ -227,7 +236,8 @@ func (o readyObserver) Committed(engine.Progress) {}
 // from just before it is produced to when a consumer of the output gets it.
 func latencies(b *testing.B, brokers []string, p pipeline, name string) []time.Duration {
 	b.Helper()
-	in, out := name+"-lat-in", name+"-lat-out"
+	run := benchRuns.Add(1)
+	in, out := fmt.Sprintf("%s-lat-in-%d", name, run), fmt.Sprintf("%s-lat-out-%d", name, run)
 	createTopic(b, brokers, in, benchPartitions, nil)
 	createTopic(b, brokers, out, benchPartitions, nil)
 	ready, stop, done := make(chan struct{}), make(chan struct{}), make(chan struct{})
@@ -337,8 +347,8 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 	}{{"ceiling", plainLoop{}}, {"lockstep", lockstepQuery{}}} {
 		b.Run(c.name, func(b *testing.B) {
 			var u usage
-			for i := range b.N {
-				out := fmt.Sprintf("%s-out-%d", c.name, i)
+			for range b.N {
+				out := fmt.Sprintf("%s-out-%d", c.name, benchRuns.Add(1))
 				createTopic(b, brokers, out, benchPartitions, nil)
 				run := measure(func() { c.p.drain(b, brokers, "in", out, n) })
 				u.wall += run.wall

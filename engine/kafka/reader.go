@@ -13,7 +13,7 @@ import (
 
 // prefetchLimit is how many decoded records the reader keeps ahead of the
 // batches; a batch that needs more lifts it while it waits.
-const prefetchLimit = 200_000
+const prefetchLimit = 50_000
 
 // reader consumes the source's partitions in a goroutine of its own and
 // decodes their records into rows ahead of Read, so that fetching and
