@@ -81,7 +81,7 @@ func TestDeployManifests(t *testing.T) {
 					continue
 				}
 				kinds[u.GetKind()]++
-				err := c.Patch(context.Background(), &u, client.Apply, client.FieldOwner("lockstep-test"), client.ForceOwnership, client.DryRunAll)
+				err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(&u), client.FieldOwner("lockstep-test"), client.ForceOwnership, client.DryRunAll)
 				if meta.IsNoMatchError(err) && u.GroupVersionKind().Group == "cert-manager.io" {
 					continue
 				}

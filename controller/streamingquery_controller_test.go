@@ -152,7 +152,7 @@ func TestStatusFromCheckpoint(t *testing.T) {
 	meta := f.writeCheckpoint(q, 2, 1, time.Now())
 	f.runPod(d)
 
-	q = f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
 	q = f.eventuallyCondition("orders", v1.ConditionProgressing, metav1.ConditionTrue, v1.ReasonBatchesCommitting)
 	st := q.Status
 	if st.Phase != v1.PhaseRunning || st.QueryID != meta.ID {

@@ -372,11 +372,11 @@ func testPutIsAtomic(t *testing.T, s checkpoint.Store) {
 					return
 				}
 				if err != nil {
-					readerErrs <- fmt.Errorf("Get during Puts: %w", err)
+					readerErrs <- fmt.Errorf("get during puts: %w", err)
 					return
 				}
 				if !bytes.Equal(got, versions[0]) && !bytes.Equal(got, versions[1]) {
-					readerErrs <- fmt.Errorf("Get during Puts returned %d bytes that are neither version", len(got))
+					readerErrs <- fmt.Errorf("get during puts returned %d bytes that are neither version", len(got))
 					return
 				}
 			}

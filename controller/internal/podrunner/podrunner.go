@@ -20,7 +20,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -49,8 +48,7 @@ type Runner struct {
 	dir       string
 	namespace string
 
-	mu    sync.Mutex
-	procs map[types.NamespacedName]*proc // by Deployment
+	procs map[types.NamespacedName]*proc // by Deployment; only Run's goroutine touches it
 }
 
 // New returns a runner for the engine Deployments in namespace that runs binary (a built
