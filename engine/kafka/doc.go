@@ -15,7 +15,9 @@
 // the partitions' last stable offsets (records are read with
 // isolation.level=read_committed) and caps the batch at maxOffsetsPerTrigger,
 // split across partitions in proportion to their backlog; Read returns exactly
-// the records of the logged range, also when a later run replays it.
+// the records of the logged range, also when a later run replays it, partition
+// by partition in offset order. A goroutine of the source fetches and decodes
+// records ahead of the batches; Close stops it.
 //
 // A source new to the checkpoint resolves startingOffsets once and records the
 // result, with the Kafka cluster id, in its checkpoint folder
@@ -32,15 +34,16 @@
 // # Sink
 //
 // The sink produces each output row as one record whose value is the row as a
-// JSON object, keyed by keyColumn when set. Every record carries the headers
-// lockstep-query-id and lockstep-batch-id and the batch's timestamp.
-// By default the sink is at-least-once: a batch replayed after a crash is
-// produced again. With exactlyOnce each batch is one Kafka transaction whose
-// transactional id is derived from the query id (lockstep-<query id>); on its
-// first write after a start the sink fences the previous run's producer and
-// reads the committed tail of the topic for a record of this (query id, batch
-// id), skipping the batch when it finds one. Consumers must read with
-// isolation.level=read_committed.
+// JSON object, keyed by keyColumn when set. Every record carries the header
+// lockstep-batch: <query id>:<batch id> and the batch's timestamp, the same on
+// a replay. By default the sink is at-least-once: a batch replayed after a
+// crash is produced again. With exactlyOnce each batch is one Kafka
+// transaction whose transactional id is derived from the query id
+// (lockstep-<query id>) and which also writes a marker record (key
+// <query id>:<topic>, value the batch id) to MarkerTopic. On its first write
+// after a start the sink fences the previous run's producer and reads the
+// committed markers, from the batch's timestamp on, skipping a batch whose
+// marker it finds. Consumers must read with isolation.level=read_committed.
 //
 // # Connections
 //
