@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -121,33 +119,15 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 		defer stopHealth()
 	}
 
-	// The first SIGTERM (or SIGINT) stops at a batch boundary; the second exits at once. The
-	// goroutine ends with the run.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
-		}
+	defer stopOnSignals(q.Stop, func() {
 		log.Info("Stopping after the current batch")
 		health.stopping.Store(true)
-		q.Stop()
-		select {
-		case <-sigs:
-		case <-done:
-			return
-		}
+	}, func() {
 		log.Warn("Exiting at once; the next start replays the interrupted batch")
 		if cfg.terminationPath != "" {
 			_ = os.WriteFile(cfg.terminationPath, []byte("killed: a second signal ended the engine mid-batch"), 0o644)
 		}
-		os.Exit(exitFailure)
-	}()
+	})()
 
 	sum, err := q.Run(ctx)
 	if err != nil {

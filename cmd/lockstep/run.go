@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -133,29 +132,11 @@ func runQuery(ctx context.Context, file, location, progress string, stdout, stde
 		return err
 	}
 
-	// The first SIGINT or SIGTERM stops the query at a batch boundary; the
-	// second exits at once. The goroutine ends with the run.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		select {
-		case <-sigs:
-		case <-done:
-			return
-		}
+	defer stopOnSignals(q.Stop, func() {
 		obs.note("stopping after the current batch (signal again to exit at once)")
-		q.Stop()
-		select {
-		case <-sigs:
-		case <-done:
-			return
-		}
+	}, func() {
 		obs.note("exiting at once; the next run replays the interrupted batch")
-		os.Exit(exitFailure)
-	}()
+	})()
 
 	sum, err := q.Run(ctx)
 	if err != nil {
