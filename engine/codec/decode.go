@@ -71,7 +71,11 @@ func (d *Decoder) Decode(format v1.FileFormat, data []byte, bad func(Malformed))
 // jsonLines parses one JSON object per line. Blank lines are skipped; a
 // missing key is null; a value of the wrong type makes the record malformed.
 func (d *Decoder) jsonLines(data []byte, bad func(Malformed)) []engine.Row {
-	rows := make([]engine.Row, 0, bytes.Count(data, []byte{'\n'})+1)
+	n := bytes.Count(data, []byte{'\n'}) + 1
+	rows := make([]engine.Row, 0, n)
+	// The rows are cut from one allocation; a malformed record's slot is
+	// reused by the next.
+	vals := make([]any, n*len(d.cols))
 	var line int64
 	for raw := range bytes.Lines(data) {
 		line++
@@ -79,11 +83,13 @@ func (d *Decoder) jsonLines(data []byte, bad func(Malformed)) []engine.Row {
 		if len(text) == 0 {
 			continue
 		}
-		row, err := d.jsonRecord(text)
-		if err != nil {
+		row := engine.Row(vals[:len(d.cols):len(d.cols)])
+		if err := d.jsonRecord(text, row); err != nil {
+			clear(row)
 			bad(Malformed{Line: line, Reason: err.Error(), Record: string(text)})
 			continue
 		}
+		vals = vals[len(d.cols):]
 		rows = append(rows, row)
 	}
 	return rows

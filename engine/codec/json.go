@@ -1,8 +1,8 @@
 package codec
 
 import (
-	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 	"unicode/utf16"
@@ -12,49 +12,78 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 )
 
-// jsonRecord parses one JSON object into a row of the decoder's columns. It
-// reads the text once, converting the values of known keys straight to
-// their column's type and skipping the others; it accepts exactly what
-// encoding/json accepts (the last of duplicate keys wins) at a fraction of
-// its cost, which dominates reading JSON files.
-func (d *Decoder) jsonRecord(text []byte) (engine.Row, error) {
+// DecodeJSON parses text, one JSON object, into row[:len(cols)] with the
+// rules Decode applies to a line of JSON: a missing key or null is nil; a
+// value of another type than its column's is an error naming the column;
+// timestamps are RFC 3339 strings or epoch milliseconds, as UTC instants;
+// the last of duplicate keys wins; other keys are skipped. row must hold at
+// least len(cols) values; the ones after them are left alone. On error,
+// row[:len(cols)] is all nil. It allocates only the values it stores, so a
+// caller that reuses row pays nothing per record beyond them.
+//
+// It reads the text once, converting the values of known keys straight to
+// their column's type; it accepts exactly what encoding/json accepts at a
+// fraction of its cost.
+func (d *Decoder) DecodeJSON(text []byte, row engine.Row) error {
+	row = row[:len(d.cols)]
+	clear(row)
+	if err := d.jsonRecord(text, row); err != nil {
+		clear(row)
+		return err
+	}
+	return nil
+}
+
+// jsonRecord parses one JSON object into row, whose values are nil.
+func (d *Decoder) jsonRecord(text []byte, row engine.Row) error {
 	s := jsonScanner{b: text}
 	s.space()
 	if !s.eat('{') {
-		return nil, syntaxf("not an object: starts with %s", s.what())
+		return syntaxf("not an object: starts with %s", s.what())
 	}
-	row := make(engine.Row, len(d.cols))
-	// bad holds the value error of each column; a later duplicate key
-	// replaces it, as it replaces the value (encoding/json keeps the last).
+	// bad holds the value error of each column, made on the first one; a
+	// later duplicate key replaces it, as it replaces the value
+	// (encoding/json keeps the last).
 	var bad []error
+	// next is the column the next key most likely names: records tend to
+	// list their keys in the schema's order, and comparing one name is
+	// cheaper than hashing the key.
+	next := 0
 	s.space()
 	if !s.eat('}') {
 		for {
 			s.space()
 			if s.peek() != '"' {
-				return nil, syntaxf("want a key at offset %d, found %s", s.i, s.what())
+				return syntaxf("want a key at offset %d, found %s", s.i, s.what())
 			}
 			key, err := s.str()
 			if err != nil {
-				return nil, err
+				return err
 			}
 			s.space()
 			if !s.eat(':') {
-				return nil, syntaxf("want ':' after key %q", key)
+				return syntaxf("want ':' after key %q", key)
 			}
 			s.space()
-			if col, ok := d.index[string(key)]; ok {
+			col, known := next, next < len(d.cols) && d.cols[next].Name == string(key)
+			if !known {
+				col, known = d.index[string(key)]
+			}
+			if known {
+				next = col + 1
 				v, err := s.value(d.cols[col].Type)
-				var syntax *syntaxError
-				if errors.As(err, &syntax) {
-					return nil, err
+				if _, ok := err.(*syntaxError); ok { // value returns them unwrapped
+					return err
 				}
-				if bad == nil {
+				row[col] = v
+				if err != nil && bad == nil {
 					bad = make([]error, len(d.cols))
 				}
-				row[col], bad[col] = v, err
+				if bad != nil {
+					bad[col] = err
+				}
 			} else if err := s.skip(0); err != nil {
-				return nil, err
+				return err
 			}
 			s.space()
 			if s.eat(',') {
@@ -63,19 +92,19 @@ func (d *Decoder) jsonRecord(text []byte) (engine.Row, error) {
 			if s.eat('}') {
 				break
 			}
-			return nil, syntaxf("want ',' or '}' at offset %d, found %s", s.i, s.what())
+			return syntaxf("want ',' or '}' at offset %d, found %s", s.i, s.what())
 		}
 	}
 	s.space()
 	if s.i < len(s.b) {
-		return nil, syntaxf("text after the object")
+		return syntaxf("text after the object")
 	}
 	for col, err := range bad {
 		if err != nil {
-			return nil, fmt.Errorf("column %s: %w", d.cols[col].Name, err)
+			return fmt.Errorf("column %s: %w", d.cols[col].Name, err)
 		}
 	}
-	return row, nil
+	return nil
 }
 
 // syntaxError is text that is not JSON; other errors are values of the
@@ -145,12 +174,12 @@ func (s *jsonScanner) what() string {
 	}
 }
 
-// value reads one value as a column of type t; null is nil.
+// value reads one value as a column of type t; null is nil. Its errors are
+// a *syntaxError, unwrapped, or a value of the wrong type.
 func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
 	if s.literal("null") {
 		return nil, nil
 	}
-	what := s.what()
 	switch t {
 	case v1.TypeString:
 		if s.peek() == '"' {
@@ -159,7 +188,7 @@ func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
 		}
 	case v1.TypeLong:
 		if n, ok := s.number(); ok {
-			i, err := strconv.ParseInt(string(n), 10, 64)
+			i, err := parseInt(n)
 			if err != nil {
 				return nil, fmt.Errorf("%s is not a long", n)
 			}
@@ -189,17 +218,46 @@ func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
 			return parseTimestamp(string(b))
 		}
 		if n, ok := s.number(); ok {
-			ms, err := strconv.ParseInt(string(n), 10, 64)
+			ms, err := parseInt(n)
 			if err != nil {
 				return nil, fmt.Errorf("%s is not a timestamp in epoch milliseconds", n)
 			}
 			return time.UnixMilli(ms).UTC(), nil
 		}
 	}
+	// Nothing was read: the value is of another type.
+	what := s.what()
 	if err := s.skip(0); err != nil {
 		return nil, err
 	}
 	return nil, fmt.Errorf("want a %s, got %s", t, what)
+}
+
+// parseInt parses a JSON integer (as number reads it) like
+// strconv.ParseInt(string(n), 10, 64), faster for the common case of at
+// most 19 digits.
+func parseInt(n []byte) (int64, error) {
+	digits := n
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 19 {
+		return strconv.ParseInt(string(n), 10, 64)
+	}
+	var u uint64 // 19 digits fit
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return strconv.ParseInt(string(n), 10, 64) // a fraction or exponent
+		}
+		u = u*10 + uint64(c-'0')
+	}
+	switch {
+	case len(digits) == len(n) && u <= math.MaxInt64:
+		return int64(u), nil
+	case len(digits) < len(n) && u <= -math.MinInt64:
+		return -int64(u), nil
+	}
+	return strconv.ParseInt(string(n), 10, 64) // out of range
 }
 
 func (s *jsonScanner) literal(lit string) bool {
@@ -249,13 +307,15 @@ func (s *jsonScanner) number() ([]byte, bool) {
 func (s *jsonScanner) str() ([]byte, error) {
 	s.i++ // the opening quote
 	start := s.i
+	var high byte // the bits of every byte: ASCII text is valid UTF-8
 	for s.i < len(s.b) {
 		c := s.b[s.i]
+		high |= c
 		switch {
 		case c == '"':
 			raw := s.b[start:s.i]
 			s.i++
-			if !utf8.Valid(raw) {
+			if high >= utf8.RuneSelf && !utf8.Valid(raw) {
 				return []byte(string([]rune(string(raw)))), nil
 			}
 			return raw, nil

@@ -16,7 +16,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 )
 
-// referenceRecord is jsonRecord written with encoding/json: the behaviour
+// referenceRecord is DecodeJSON written with encoding/json: the behaviour
 // the scanner must match.
 func (d *Decoder) referenceRecord(text []byte) (engine.Row, error) {
 	dec := json.NewDecoder(bytes.NewReader(text))
@@ -88,7 +88,7 @@ var fuzzCols = v1.Columns{
 }
 
 // FuzzJSONRecord checks the scanner against encoding/json: both accept the
-// same records and read the same values.
+// same records and read the same values, into a row that held others.
 func FuzzJSONRecord(f *testing.F) {
 	for _, seed := range []string{
 		`{"s":"a","l":1,"d":2.5,"b":true,"t":"2026-01-05T10:00:00Z"}`,
@@ -104,14 +104,31 @@ func FuzzJSONRecord(f *testing.F) {
 	d := NewDecoder(fuzzCols)
 	f.Fuzz(func(t *testing.T, text []byte) {
 		want, wantErr := d.referenceRecord(text)
-		got, err := d.jsonRecord(text)
+		// A reused row: what a record leaves out must not show through.
+		got := engine.Row{"stale", int64(1), 2.0, true, time.Time{}, "beyond"}
+		err := d.DecodeJSON(text, got)
 		if (err != nil) != (wantErr != nil) {
-			t.Fatalf("jsonRecord(%q) error = %v, encoding/json's = %v", text, err, wantErr)
+			t.Fatalf("DecodeJSON(%q) error = %v, encoding/json's = %v", text, err, wantErr)
 		}
-		if err == nil {
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Fatalf("jsonRecord(%q) (-encoding/json +scanner):\n%s", text, diff)
-			}
+		if err != nil {
+			want = make(engine.Row, len(fuzzCols)) // all nil
+		}
+		if diff := cmp.Diff(append(want, "beyond"), got); diff != "" {
+			t.Fatalf("DecodeJSON(%q) (-encoding/json +scanner):\n%s", text, diff)
 		}
 	})
+}
+
+func TestParseInt(t *testing.T) {
+	for _, n := range []string{
+		"0", "-0", "7", "-42", "1767607200123456789", "9223372036854775807", "-9223372036854775808",
+		"9223372036854775808", "-9223372036854775809", "9999999999999999999", "-9999999999999999999",
+		"10000000000000000000", "1.5", "1e3", "-1E+2", "-", "",
+	} {
+		got, err := parseInt([]byte(n))
+		want, wantErr := strconv.ParseInt(n, 10, 64)
+		if got != want || (err != nil) != (wantErr != nil) {
+			t.Errorf("parseInt(%q) = %d, %v, want %d, %v", n, got, err, want, wantErr)
+		}
+	}
 }
