@@ -23,6 +23,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 )
@@ -52,6 +53,7 @@ func runChild(file string) int {
 	for _, err := range []error{
 		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
+		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 	} {
@@ -97,8 +99,9 @@ type startLine struct{}
 func (startLine) Started(engine.Start)      { fmt.Println("started") }
 func (startLine) Committed(engine.Progress) {}
 
-// child starts the query in a child process.
-func child(t *testing.T, q *v1.StreamingQuery, env ...string) *exec.Cmd {
+// child returns the command that runs q in a child process on the
+// pipeline's stores, with extra environment variables.
+func (p *pipeline) child(t *testing.T, q *v1.StreamingQuery, env ...string) *exec.Cmd {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "query.json")
 	data, err := json.Marshal(q)
@@ -109,14 +112,16 @@ func child(t *testing.T, q *v1.StreamingQuery, env ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(append(os.Environ(), envChild+"="+file), env...)
+	// Under -race a process sleeps 1s at exit unless told not to.
+	gorace := strings.TrimSpace(os.Getenv("GORACE") + " atexit_sleep_ms=0")
+	cmd.Env = append(append(append(os.Environ(), envChild+"="+file, "GORACE="+gorace), p.env...), env...)
 	return cmd
 }
 
-// runToEnd runs the query in a child to the end and returns its summary.
-func runToEnd(t *testing.T, q *v1.StreamingQuery) engine.Summary {
+// runToEnd runs q in a child to the end and returns its summary.
+func (p *pipeline) runToEnd(t *testing.T, q *v1.StreamingQuery) engine.Summary {
 	t.Helper()
-	out, err := child(t, q).Output()
+	out, err := p.child(t, q).Output()
 	if err != nil {
 		var ee *exec.ExitError
 		if errors.As(err, &ee) {
@@ -130,6 +135,56 @@ func runToEnd(t *testing.T, q *v1.StreamingQuery) engine.Summary {
 		t.Fatalf("child summary %q: %v", out, err)
 	}
 	return sum
+}
+
+// killAfterStart runs cmd and SIGKILLs it delay after it printed "started"
+// (a child that ends before that line is not killed). It returns how cmd
+// ended: nil if it finished first, an error with the child's standard error
+// if it failed. A run still going after wait is killed and fails the test.
+func killAfterStart(t *testing.T, cmd *exec.Cmd, delay time.Duration) error {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.AfterFunc(wait, func() {
+		t.Errorf("child run still going after %s; killed", wait)
+		cmd.Process.Kill()
+	})
+	defer hung.Stop()
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if line == "started\n" {
+		timer := time.AfterFunc(delay, func() { cmd.Process.Kill() })
+		defer timer.Stop()
+	}
+	go io.Copy(io.Discard, stdout)
+	err = cmd.Wait()
+	if err != nil && !killed(err) {
+		return fmt.Errorf("%w\n%s", err, stderr.Bytes())
+	}
+	return err
+}
+
+// killAt runs q in a child that SIGKILLs itself at phase of batch, and
+// fails the test unless it was killed there.
+func (p *pipeline) killAt(t *testing.T, q *v1.StreamingQuery, phase engine.Phase, batch int64) {
+	t.Helper()
+	cmd := p.child(t, q, fmt.Sprintf("%s=%s:%d", envCrashAt, phase, batch))
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	hung := time.AfterFunc(wait, func() { cmd.Process.Kill() })
+	defer hung.Stop()
+	if err := cmd.Wait(); !killed(err) || !hung.Stop() {
+		t.Fatalf("child run of %s = %v, want killed by SIGKILL at %s of batch %d\n%s", q.Name, err, phase, batch, stderr.Bytes())
+	}
 }
 
 func killed(err error) bool {
@@ -146,15 +201,13 @@ func killed(err error) bool {
 func TestFilesToDeltaSIGKILLAtEveryPhase(t *testing.T) {
 	for _, kind := range storeKinds {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			for _, phase := range engine.Phases() {
 				t.Run(string(phase), func(t *testing.T) {
 					p := newPipeline(t, kind)
 					p.add(t, 6)
-					err := child(t, p.queryA(), envCrashAt+"="+string(phase)+":1").Run()
-					if !killed(err) {
-						t.Fatalf("child run = %v, want killed by SIGKILL at %s of batch 1", err, phase)
-					}
-					p.checkTable(t, runToEnd(t, p.queryA()))
+					p.killAt(t, p.queryA(), phase, 1)
+					p.checkTable(t, p.runToEnd(t, p.queryA()))
 				})
 			}
 		})
@@ -167,32 +220,16 @@ func TestFilesToDeltaSIGKILLAtRandomInstants(t *testing.T) {
 	const kills = 50
 	for _, kind := range storeKinds {
 		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
 			p := newPipeline(t, kind)
 			p.aMaxFiles = 1
 			p.add(t, 20)
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 8))
 			n, finished := 0, 0
 			for n < kills {
-				cmd := child(t, p.queryA())
-				stdout, err := cmd.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
 				// Kill at a random instant of the run's first 150 ms of
 				// batches (a batch of one file takes a few ms to tens of ms).
-				line, _ := bufio.NewReader(stdout).ReadString('\n')
-				var timer *time.Timer
-				if line == "started\n" {
-					timer = time.AfterFunc(time.Duration(rng.IntN(150_000))*time.Microsecond, func() { cmd.Process.Kill() })
-				}
-				go io.Copy(io.Discard, stdout)
-				err = cmd.Wait()
-				if timer != nil {
-					timer.Stop()
-				}
+				err := killAfterStart(t, p.child(t, p.queryA()), time.Duration(rng.IntN(150_000))*time.Microsecond)
 				switch {
 				case killed(err):
 					n++
@@ -202,10 +239,10 @@ func TestFilesToDeltaSIGKILLAtRandomInstants(t *testing.T) {
 					t.Fatalf("child run: %v", err)
 				}
 				if s, _ := p.tableRows(t); s.Version+1 >= int64(p.files) {
-					p.add(t, 5) // it caught up: give it more to do
+					p.add(t, 10) // it caught up: give it more to do
 				}
 			}
-			sum := runToEnd(t, p.queryA())
+			sum := p.runToEnd(t, p.queryA())
 			p.checkTable(t, sum)
 			_, got := p.tableRows(t)
 			if len(got) != len(p.want) {

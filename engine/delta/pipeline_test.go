@@ -52,6 +52,7 @@ type pipeline struct {
 	ckptA, ckptB             string
 	cfg                      blob.S3Config
 	opts                     []engine.Option
+	env                      []string // the S3 settings, for child processes
 	files                    int
 	want                     []engine.Row // A's output for the input so far
 	features                 v1.Features
@@ -71,15 +72,15 @@ func newPipeline(t *testing.T, kind string) *pipeline {
 			t.Fatal(err)
 		}
 	case "s3":
+		// The settings are passed, not set in the environment, so that
+		// tests on S3 can run in parallel.
 		s := testenv.S3(t)
-		for _, kv := range s.Env() {
-			k, v, _ := strings.Cut(kv, "=")
-			t.Setenv(k, v)
-		}
-		p.cfg = blob.S3ConfigFromEnv(os.Getenv)
+		p.cfg = blob.S3Config{Endpoint: s.URL, AccessKey: s.AccessKey, SecretKey: s.SecretKey, Region: s.Region}
+		p.env = s.Env()
 		b := "s3://" + s.Bucket
 		p.in, p.table, p.out, p.ckptA, p.ckptB = b+"/in", b+"/lake/orders", b+"/out", b+"/ckpt/a", b+"/ckpt/b"
-		p.opts = []engine.Option{engine.WithS3(p.cfg), engine.WithCheckpointS3(cks3.Opener())}
+		p.opts = []engine.Option{engine.WithS3(p.cfg), engine.WithCheckpointS3(cks3.Opener(
+			cks3.WithEndpoint(s.URL), cks3.WithRegion(s.Region), cks3.WithCredentials(s.AccessKey, s.SecretKey, "")))}
 	}
 	return p
 }
