@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -34,17 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	lockstep = filepath.Join(dir, "lockstep")
-	root, err := moduleRoot()
-	if err == nil {
-		build := exec.Command("go", "build", "-o", lockstep, "./cmd/lockstep")
-		build.Dir = root
-		var out []byte
-		if out, err = build.CombinedOutput(); err != nil {
-			err = fmt.Errorf("go build ./cmd/lockstep: %w\n%s", err, out)
-		}
-	}
-	if err != nil {
+	if lockstep, err = Build(dir); err != nil {
 		fmt.Fprintln(os.Stderr, "crashtest:", err)
 		os.RemoveAll(dir)
 		os.Exit(1)
@@ -52,19 +40,6 @@ func TestMain(m *testing.M) {
 	defer os.RemoveAll(dir)
 	testenv.Main(m)
 }
-
-func moduleRoot() (string, error) {
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return "", fmt.Errorf("go env GOMOD: %w", err)
-	}
-	return filepath.Dir(strings.TrimSpace(string(out))), nil
-}
-
-// Timeouts of one run of the binary and of a whole scenario.
-const (
-	runTimeout = 60 * time.Second
-)
 
 // query is the files→files query under test: a filter and a projection,
 // one or two files a batch, everything available now.
@@ -165,69 +140,27 @@ func (s *setup) spec(out string) string {
 func (s *setup) command(ckpt, out string, env ...string) *exec.Cmd {
 	cmd := exec.Command(lockstep, "run", "-f", s.spec(out), "--checkpoint", ckpt)
 	cmd.Dir = s.dir
-	cmd.Env = append(append(cleanEnv(), s.env...), env...)
+	cmd.Env = Env(append(s.env, env...)...)
 	return cmd
 }
 
-func cleanEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LOCKSTEP_") && !strings.HasPrefix(kv, "AWS_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
-// result is how one run of the binary ended.
-type result struct {
-	code   int // -1 when killed by a signal
-	killed bool
-	stderr string
-}
-
-func wait(cmd *exec.Cmd, stderr *bytes.Buffer) result {
-	err := cmd.Wait()
-	r := result{stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		ws := ee.Sys().(syscall.WaitStatus)
-		r.code = ws.ExitStatus()
-		r.killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
-	default:
-		r.code = -2
-		r.stderr += err.Error()
-	}
-	return r
-}
-
 // runOnce runs the binary to its end.
-func (s *setup) runOnce(ckpt, out string, env ...string) result {
+func (s *setup) runOnce(ckpt, out string, env ...string) Result {
 	s.t.Helper()
-	cmd := s.command(ckpt, out, env...)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	timer := time.AfterFunc(runTimeout, func() { _ = cmd.Process.Kill() })
-	defer timer.Stop()
-	return wait(cmd, &stderr)
+	return Run(s.t, s.command(ckpt, out, env...))
 }
 
 // finish runs the query to completion and checks the output: the rows of
 // the input, each once, equal to an uninterrupted run's.
 func (s *setup) finish() {
 	s.t.Helper()
-	if r := s.runOnce(s.ckpt, s.out); r.code != 0 {
-		s.t.Fatalf("final run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
+		s.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
 	}
 	got := s.output(s.out)
 	ref := s.out + "-reference"
-	if r := s.runOnce(s.ckpt+"-reference", ref); r.code != 0 {
-		s.t.Fatalf("reference run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce(s.ckpt+"-reference", ref); r.Code != 0 {
+		s.t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
 	}
 	if diff := cmp.Diff(s.output(ref), got); diff != "" {
 		s.t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
@@ -251,19 +184,17 @@ func (s *setup) output(out string) []engine.Row {
 // phaseKills kills the binary at every phase boundary of batches 0 and 2,
 // each in a fresh scenario, then lets a run finish.
 func phaseKills(t *testing.T, newSetup func(t *testing.T, perBatch int) *setup) {
-	for _, phase := range engine.Phases() {
-		for _, batch := range []int64{0, 2} {
-			t.Run(fmt.Sprintf("%s:%d", phase, batch), func(t *testing.T) {
-				t.Parallel()
-				s := newSetup(t, 2)
-				s.addInput(7)
-				r := s.runOnce(s.ckpt, s.out, fmt.Sprintf("LOCKSTEP_CRASH_AT=%s:%d", phase, batch))
-				if !r.killed {
-					t.Fatalf("the run was not killed at %s:%d: exit %d\n%s", phase, batch, r.code, r.stderr)
-				}
-				s.finish()
-			})
-		}
+	for _, p := range Points() {
+		t.Run(p.String(), func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t, 2)
+			s.addInput(7)
+			r := s.runOnce(s.ckpt, s.out, p.Env())
+			if !r.Killed {
+				t.Fatalf("the run was not killed at %s: exit %d\n%s", p, r.Code, r.Stderr)
+			}
+			s.finish()
+		})
 	}
 }
 
@@ -272,54 +203,28 @@ func phaseKills(t *testing.T, newSetup func(t *testing.T, perBatch int) *setup) 
 // adds two input files, so that every run has work whether or not the run
 // before it got to the end.
 func randomKills(t *testing.T, s *setup, kills int) {
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	// Time a run of 20 batches, and one with nothing to do (start-up).
 	const timed = 20
 	s.addInput(timed)
 	began := time.Now()
-	if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.code != 0 {
-		t.Fatalf("timing run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.Code != 0 {
+		t.Fatalf("timing run: exit %d\n%s", r.Code, r.Stderr)
 	}
 	full := time.Since(began)
 	began = time.Now()
-	if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.code != 0 {
-		t.Fatalf("timing run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.Code != 0 {
+		t.Fatalf("timing run: exit %d\n%s", r.Code, r.Stderr)
 	}
 	startup := time.Since(began)
 	perBatch := max(full-startup, time.Millisecond) / timed
 	// Kill anywhere from the start to the end of about eight batches.
 	span := startup + 8*perBatch
-	t.Logf("start-up %s, a batch %s: killing within %s", startup, perBatch, span)
-	killed, finished := 0, 0
-	for killed < kills {
+	t.Logf("start-up %s, a batch %s", startup, perBatch)
+	finished := KillRandomly(t, kills, span, func(bool) *exec.Cmd {
 		s.addInput(2)
-		cmd := s.command(s.ckpt, s.out)
-		var stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stderr, &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan result, 1)
-		go func() { exited <- wait(cmd, &stderr) }()
-		var r result
-		select {
-		case r = <-exited:
-		case <-time.After(time.Duration(rng.Int64N(int64(span)))):
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			r = <-exited
-		}
-		switch {
-		case r.killed:
-			killed++
-		case r.code == 0:
-			finished++
-		default:
-			t.Fatalf("run %d: exit %d\n%s", killed+finished, r.code, r.stderr)
-		}
-	}
-	t.Logf("%d runs killed at random instants, %d ran to the end; %d input files", killed, finished, s.files)
+		return s.command(s.ckpt, s.out)
+	})
+	t.Logf("%d runs killed at random instants, %d ran to the end; %d input files", kills, finished, s.files)
 	s.finish()
 }
 
@@ -345,7 +250,7 @@ func TestTwoEngines(t *testing.T) {
 		s.addInput(30)
 		var (
 			wg      sync.WaitGroup
-			results [2]result
+			results [2]Result
 		)
 		for i := range results {
 			wg.Go(func() { results[i] = s.runOnce(s.ckpt, s.out) })
@@ -354,12 +259,12 @@ func TestTwoEngines(t *testing.T) {
 		var fenced, ok int
 		for _, r := range results {
 			switch {
-			case r.code == 3 && strings.Contains(r.stderr, "owned by another writer"):
+			case r.Code == 3 && strings.Contains(r.Stderr, "owned by another writer"):
 				fenced++
-			case r.code == 0:
+			case r.Code == 0:
 				ok++
 			default:
-				t.Fatalf("exit %d:\n%s", r.code, r.stderr)
+				t.Fatalf("exit %d:\n%s", r.Code, r.Stderr)
 			}
 		}
 		if fenced == 0 {
@@ -378,27 +283,27 @@ func TestTwoEngines(t *testing.T) {
 // next run says where it resumes.
 func TestQuickstartStopsAndResumes(t *testing.T) {
 	t.Parallel()
-	root, err := moduleRoot()
+	root, err := ModuleRoot()
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	run := func(untilLine string) (string, result) {
+	run := func(untilLine string) (string, Result) {
 		cmd := exec.Command(lockstep, "run", "-f", filepath.Join(root, "examples/queries/quickstart.yaml"))
 		cmd.Dir = dir // the checkpoint goes to ./.lockstep/checkpoints/default/quickstart
-		cmd.Env = cleanEnv()
+		cmd.Env = Env()
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout = &stdout
 		r := interrupt(t, cmd, &stderr, untilLine, syscall.SIGINT)
 		return stdout.String(), r
 	}
 	out, r := run("batch 1:")
-	if r.code != 0 || !strings.Contains(r.stderr, "new checkpoint") || !strings.Contains(r.stderr, "lockstep: stopped:") || !strings.Contains(out, "Batch: 1") {
-		t.Fatalf("first run: exit %d\nstderr:\n%s\nstdout:\n%s", r.code, r.stderr, out)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "new checkpoint") || !strings.Contains(r.Stderr, "lockstep: stopped:") || !strings.Contains(out, "Batch: 1") {
+		t.Fatalf("first run: exit %d\nstderr:\n%s\nstdout:\n%s", r.Code, r.Stderr, out)
 	}
 	_, r = run("batch ")
-	if r.code != 0 || !strings.Contains(r.stderr, "resuming from batch") {
-		t.Fatalf("second run: exit %d\n%s", r.code, r.stderr)
+	if r.Code != 0 || !strings.Contains(r.Stderr, "resuming from batch") {
+		t.Fatalf("second run: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
@@ -421,12 +326,12 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 	cmd := s.command(s.ckpt, s.out)
 	var stderr bytes.Buffer
 	r := interrupt(t, cmd, &stderr, "lockstep: trigger", syscall.SIGINT, syscall.SIGTERM)
-	if r.code != 1 || !strings.Contains(r.stderr, "exiting at once") || strings.Contains(r.stderr, "batch 0:") {
-		t.Fatalf("exit %d, want 1 before batch 0 committed:\n%s", r.code, r.stderr)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "exiting at once") || strings.Contains(r.Stderr, "batch 0:") {
+		t.Fatalf("exit %d, want 1 before batch 0 committed:\n%s", r.Code, r.Stderr)
 	}
 	// The next run replays batch 0, or plans it if the signal came first.
-	if r := s.runOnce(s.ckpt, s.out); r.code != 0 {
-		t.Fatalf("next run: exit %d:\n%s", r.code, r.stderr)
+	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
+		t.Fatalf("next run: exit %d:\n%s", r.Code, r.Stderr)
 	}
 	// Count through the manifest: decoding 300000 rows is slow under -race.
 	f, _ := blob.OpenDir(s.out)
@@ -448,7 +353,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 // interrupt runs cmd, copying its standard error to stderr, and once a line
 // starts with untilLine sends the signals, each after the program reported
 // the one before.
-func interrupt(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, untilLine string, sigs ...os.Signal) result {
+func interrupt(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, untilLine string, sigs ...os.Signal) Result {
 	t.Helper()
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
@@ -457,7 +362,7 @@ func interrupt(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, untilLine stri
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	timer := time.AfterFunc(runTimeout, func() { _ = cmd.Process.Kill() })
+	timer := time.AfterFunc(RunTimeout, func() { _ = cmd.Process.Kill() })
 	defer timer.Stop()
 	lines := bufio.NewScanner(pipe)
 	next := untilLine

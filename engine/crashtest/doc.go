@@ -14,5 +14,9 @@
 //   - run examples/queries/quickstart.yaml, stop it with SIGINT and run it
 //     again.
 //
-// The package holds only tests.
+// The harness the tests use is exported for the crash tests of other
+// packages (engine/kafka): [Build] builds the binary, [Run] runs it to its
+// end, [Points] and [Point.Env] make it kill itself at a phase boundary
+// ([CrashAtEnv]), [KillRandomly] kills it at random instants, and [Env] keeps
+// the test process's LOCKSTEP_ and AWS_ settings out of a run.
 package crashtest

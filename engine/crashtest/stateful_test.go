@@ -3,12 +3,10 @@ package crashtest
 import (
 	"bytes"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -117,34 +115,26 @@ func (s *statefulSetup) command(ckpt, out string, env ...string) *exec.Cmd {
 	}
 	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)
 	cmd.Dir = s.dir
-	cmd.Env = append(cleanEnv(), env...)
+	cmd.Env = Env(env...)
 	return cmd
 }
 
-func (s *statefulSetup) runOnce(ckpt, out string, env ...string) result {
+func (s *statefulSetup) runOnce(ckpt, out string, env ...string) Result {
 	s.t.Helper()
-	cmd := s.command(ckpt, out, env...)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	timer := time.AfterFunc(runTimeout, func() { _ = cmd.Process.Kill() })
-	defer timer.Stop()
-	return wait(cmd, &stderr)
+	return Run(s.t, s.command(ckpt, out, env...))
 }
 
 // finish runs the query to its end and checks that its output equals an
 // uninterrupted run's over the same input, row for row.
 func (s *statefulSetup) finish() {
 	s.t.Helper()
-	if r := s.runOnce(s.ckpt, s.out); r.code != 0 {
-		s.t.Fatalf("final run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
+		s.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
 	}
 	got := s.output(s.out)
 	ref := s.out + "-reference"
-	if r := s.runOnce(s.ckpt+"-reference", ref); r.code != 0 {
-		s.t.Fatalf("reference run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce(s.ckpt+"-reference", ref); r.Code != 0 {
+		s.t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
 	}
 	want := s.output(ref)
 	if len(want) == 0 {
@@ -169,19 +159,17 @@ func (s *statefulSetup) output(out string) []engine.Row {
 // its sink), then lets a run finish.
 func TestStatefulPhaseKills(t *testing.T) {
 	for _, sc := range statefulScenarios {
-		for _, phase := range engine.Phases() {
-			for _, batch := range []int64{0, 2} {
-				t.Run(fmt.Sprintf("%s/%s:%d", sc.name, phase, batch), func(t *testing.T) {
-					t.Parallel()
-					s := newStateful(t, sc.transform, sc.mode)
-					s.addInput(6)
-					r := s.runOnce(s.ckpt, s.out, fmt.Sprintf("LOCKSTEP_CRASH_AT=%s:%d", phase, batch))
-					if !r.killed {
-						t.Fatalf("the run was not killed at %s:%d: exit %d\n%s", phase, batch, r.code, r.stderr)
-					}
-					s.finish()
-				})
-			}
+		for _, p := range Points() {
+			t.Run(fmt.Sprintf("%s/%s", sc.name, p), func(t *testing.T) {
+				t.Parallel()
+				s := newStateful(t, sc.transform, sc.mode)
+				s.addInput(6)
+				r := s.runOnce(s.ckpt, s.out, p.Env())
+				if !r.Killed {
+					t.Fatalf("the run was not killed at %s: exit %d\n%s", p, r.Code, r.Stderr)
+				}
+				s.finish()
+			})
 		}
 	}
 }
@@ -194,43 +182,20 @@ func TestStatefulRandomKills(t *testing.T) {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
 			s := newStateful(t, sc.transform, sc.mode)
-			seed := time.Now().UnixNano()
-			t.Logf("seed %d", seed)
-			rng := rand.New(rand.NewPCG(uint64(seed), 0))
 			s.addInput(20)
 			began := time.Now()
-			if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.code != 0 {
-				t.Fatalf("timing run: exit %d\n%s", r.code, r.stderr)
+			if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.Code != 0 {
+				t.Fatalf("timing run: exit %d\n%s", r.Code, r.Stderr)
 			}
 			span := max(time.Since(began), 200*time.Millisecond)
-			killed, finished := 0, 0
-			for killed < 50 {
-				cmd := s.command(s.ckpt, s.out)
-				var stderr bytes.Buffer
-				cmd.Stdout, cmd.Stderr = &stderr, &stderr
-				if err := cmd.Start(); err != nil {
-					t.Fatal(err)
-				}
-				exited := make(chan result, 1)
-				go func() { exited <- wait(cmd, &stderr) }()
-				var r result
-				select {
-				case r = <-exited:
-				case <-time.After(time.Duration(rng.Int64N(int64(span)))):
-					_ = cmd.Process.Signal(syscall.SIGKILL)
-					r = <-exited
-				}
-				switch {
-				case r.killed:
-					killed++
-				case r.code == 0:
-					finished++
+			const kills = 50
+			finished := KillRandomly(t, kills, span, func(finishedLast bool) *exec.Cmd {
+				if finishedLast {
 					s.addInput(3)
-				default:
-					t.Fatalf("run %d: exit %d\n%s", killed+finished, r.code, r.stderr)
 				}
-			}
-			t.Logf("%d runs killed at random instants within %s, %d ran to the end; %d input files", killed, span, finished, s.files)
+				return s.command(s.ckpt, s.out)
+			})
+			t.Logf("%d runs killed at random instants within %s, %d ran to the end; %d input files", kills, span, finished, s.files)
 			s.finish()
 		})
 	}

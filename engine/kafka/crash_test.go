@@ -1,12 +1,9 @@
 package kafka_test
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -15,7 +12,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,55 +19,36 @@ import (
 
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-// The crash tests run the real `lockstep run` binary, as the engine's crash
-// tests (engine/crashtest) do, and kill it: at a phase boundary of a batch
-// with LOCKSTEP_CRASH_AT=<phase>:<batch> (the binary SIGKILLs itself), or
-// with SIGKILL at random instants.
+// The crash tests run the real `lockstep run` binary with the engine's crash
+// test harness (engine/crashtest) and kill it: at a phase boundary of a
+// batch (the binary SIGKILLs itself), or with SIGKILL at random instants.
 
 var (
 	binOnce sync.Once
-	binDir  string
+	binDir  string // removed by TestMain
 	binPath string
 	binErr  error
 )
 
-// lockstepBinary builds cmd/lockstep once per test binary.
+// lockstepBinary builds cmd/lockstep once per test binary, when a crash
+// test first needs it.
 func lockstepBinary(t *testing.T) string {
 	t.Helper()
 	binOnce.Do(func() {
-		out, err := exec.Command("go", "env", "GOMOD").Output()
-		if err != nil {
-			binErr = err
-			return
-		}
-		if binDir, binErr = os.MkdirTemp("", "kafka-crash"); binErr != nil {
-			return
-		}
-		binPath = filepath.Join(binDir, "lockstep")
-		build := exec.Command("go", "build", "-o", binPath, "./cmd/lockstep")
-		build.Dir = filepath.Dir(strings.TrimSpace(string(out)))
-		if out, err := build.CombinedOutput(); err != nil {
-			binErr = fmt.Errorf("go build ./cmd/lockstep: %w\n%s", err, out)
+		if binDir, binErr = os.MkdirTemp("", "kafka-crash"); binErr == nil {
+			binPath, binErr = crashtest.Build(binDir)
 		}
 	})
 	if binErr != nil {
 		t.Fatal(binErr)
 	}
 	return binPath
-}
-
-const runTimeout = 60 * time.Second
-
-// run is one run of the binary and how it ended.
-type run struct {
-	code   int
-	killed bool
-	stderr string
 }
 
 // scenario is a query spec, its checkpoint and the runs of the binary on it.
@@ -85,8 +62,8 @@ func newScenario(t *testing.T, spec string) *scenario {
 	return &scenario{t: t, dir: t.TempDir(), spec: spec}
 }
 
-// start starts the binary on checkpoint ckpt writing to out.
-func (s *scenario) start(ckpt, out string, env ...string) (*exec.Cmd, *bytes.Buffer) {
+// command returns the binary run on checkpoint ckpt writing to out.
+func (s *scenario) command(ckpt, out string, env ...string) *exec.Cmd {
 	s.t.Helper()
 	file := filepath.Join(s.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
 	if err := os.WriteFile(file, fmt.Appendf(nil, s.spec, out), 0o644); err != nil {
@@ -94,67 +71,38 @@ func (s *scenario) start(ckpt, out string, env ...string) (*exec.Cmd, *bytes.Buf
 	}
 	cmd := exec.Command(lockstepBinary(s.t), "run", "-f", file, "--checkpoint", filepath.Join(s.dir, ckpt))
 	cmd.Dir = s.dir
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "LOCKSTEP_") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, env...)
-	var stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
-		s.t.Fatal(err)
-	}
-	return cmd, &stderr
-}
-
-func waitRun(cmd *exec.Cmd, stderr *bytes.Buffer) run {
-	err := cmd.Wait()
-	r := run{stderr: stderr.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		ws := ee.Sys().(syscall.WaitStatus)
-		r.code = ws.ExitStatus()
-		r.killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
-	default:
-		r.code, r.stderr = -2, r.stderr+err.Error()
-	}
-	return r
+	cmd.Env = crashtest.Env(env...)
+	return cmd
 }
 
 // runOnce runs the binary to its end.
-func (s *scenario) runOnce(ckpt, out string, env ...string) run {
+func (s *scenario) runOnce(ckpt, out string, env ...string) crashtest.Result {
 	s.t.Helper()
-	cmd, stderr := s.start(ckpt, out, env...)
-	timer := time.AfterFunc(runTimeout, func() { _ = cmd.Process.Kill() })
-	defer timer.Stop()
-	return waitRun(cmd, stderr)
+	return crashtest.Run(s.t, s.command(ckpt, out, env...))
 }
 
 // finish runs the query to its end on checkpoint "ckpt".
 func (s *scenario) finish(out string) {
 	s.t.Helper()
-	if r := s.runOnce("ckpt", out); r.code != 0 {
-		s.t.Fatalf("final run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce("ckpt", out); r.Code != 0 {
+		s.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
 // reference runs the query uninterrupted on a fresh checkpoint into out.
 func (s *scenario) reference(out string) {
 	s.t.Helper()
-	if r := s.runOnce("ckpt-reference", out); r.code != 0 {
-		s.t.Fatalf("reference run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce("ckpt-reference", out); r.Code != 0 {
+		s.t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
 	}
 }
 
-// killAt runs the binary until it kills itself at phase:batch.
-func (s *scenario) killAt(out string, phase engine.Phase, batch int64) {
+// killAt runs the binary until it kills itself at p.
+func (s *scenario) killAt(out string, p crashtest.Point) {
 	s.t.Helper()
-	r := s.runOnce("ckpt", out, fmt.Sprintf("LOCKSTEP_CRASH_AT=%s:%d", phase, batch))
-	if !r.killed {
-		s.t.Fatalf("the run was not killed at %s:%d: exit %d\n%s", phase, batch, r.code, r.stderr)
+	r := s.runOnce("ckpt", out, p.Env())
+	if !r.Killed {
+		s.t.Fatalf("the run was not killed at %s: exit %d\n%s", p, r.Code, r.Stderr)
 	}
 }
 
@@ -163,62 +111,17 @@ func (s *scenario) killAt(out string, phase engine.Phase, batch int64) {
 // fine. It returns how many runs ended on their own.
 func (s *scenario) killRandomly(out string, kills int, span time.Duration) int {
 	s.t.Helper()
-	seed := time.Now().UnixNano()
-	s.t.Logf("seed %d, killing within %s", seed, span)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
-	killed, finished := 0, 0
-	for killed < kills {
-		cmd, stderr := s.start("ckpt", out)
-		exited := make(chan run, 1)
-		go func() { exited <- waitRun(cmd, stderr) }()
-		var r run
-		select {
-		case r = <-exited:
-		case <-time.After(time.Duration(rng.Int64N(int64(span)))):
-			_ = cmd.Process.Signal(syscall.SIGKILL)
-			r = <-exited
-		}
-		switch {
-		case r.killed:
-			killed++
-		case r.code == 0:
-			finished++
-		default:
-			s.t.Fatalf("run %d: exit %d\n%s", killed+finished, r.code, r.stderr)
-		}
-	}
-	return finished
+	return crashtest.KillRandomly(s.t, kills, span, func(bool) *exec.Cmd { return s.command("ckpt", out) })
 }
 
 // timing returns how long an uninterrupted run of the scenario takes.
 func (s *scenario) timing(out string) time.Duration {
 	s.t.Helper()
 	began := time.Now()
-	if r := s.runOnce("ckpt-timing", out); r.code != 0 {
-		s.t.Fatalf("timing run: exit %d\n%s", r.code, r.stderr)
+	if r := s.runOnce("ckpt-timing", out); r.Code != 0 {
+		s.t.Fatalf("timing run: exit %d\n%s", r.Code, r.Stderr)
 	}
 	return time.Since(began)
-}
-
-// crashPoints are the phase kills of every scenario: each phase of batches 0
-// and 2.
-func crashPoints() []struct {
-	phase engine.Phase
-	batch int64
-} {
-	var out []struct {
-		phase engine.Phase
-		batch int64
-	}
-	for _, p := range engine.Phases() {
-		for _, b := range []int64{0, 2} {
-			out = append(out, struct {
-				phase engine.Phase
-				batch int64
-			}{p, b})
-		}
-	}
-	return out
 }
 
 const kafkaToFiles = `apiVersion: streaming.lockstep.dev/v1
@@ -286,12 +189,12 @@ func TestCrashKafkaToFiles(t *testing.T) {
 			t.Errorf("output ids (-want +got):\n%s", diff)
 		}
 	}
-	for _, cp := range crashPoints() {
-		t.Run(fmt.Sprintf("%s:%d", cp.phase, cp.batch), func(t *testing.T) {
+	for _, cp := range crashtest.Points() {
+		t.Run(cp.String(), func(t *testing.T) {
 			brokers := testenv.Kafka(t)
 			want := produceOrders(t, brokers, "orders", 3, 20)
 			s := newScenario(t, withBrokers(kafkaToFiles, brokers))
-			s.killAt(filepath.Join(s.dir, "out"), cp.phase, cp.batch)
+			s.killAt(filepath.Join(s.dir, "out"), cp)
 			check(t, s, want)
 		})
 	}
@@ -385,10 +288,10 @@ func TestCrashFilesToKafkaExactlyOnce(t *testing.T) {
 			t.Errorf("read_committed output (-want +got):\n%s", diff)
 		}
 	}
-	for _, cp := range crashPoints() {
-		t.Run(fmt.Sprintf("%s:%d", cp.phase, cp.batch), func(t *testing.T) {
+	for _, cp := range crashtest.Points() {
+		t.Run(cp.String(), func(t *testing.T) {
 			s, brokers, want := setUp(t, 5)
-			s.killAt("out", cp.phase, cp.batch)
+			s.killAt("out", cp)
 			check(t, s, brokers, want)
 		})
 	}
@@ -442,14 +345,14 @@ func TestCrashKafkaToKafkaAtLeastOnce(t *testing.T) {
 		return dups
 	}
 	dupsAt := map[engine.Phase]int{}
-	for _, cp := range crashPoints() {
-		t.Run(fmt.Sprintf("%s:%d", cp.phase, cp.batch), func(t *testing.T) {
+	for _, cp := range crashtest.Points() {
+		t.Run(cp.String(), func(t *testing.T) {
 			brokers := testenv.Kafka(t)
 			want := produceOrders(t, brokers, "orders", 2, 40)
 			createTopic(t, brokers, "out", 2, nil)
 			s := newScenario(t, withBrokers(kafkaToKafka, brokers))
-			s.killAt("out", cp.phase, cp.batch)
-			dupsAt[cp.phase] += check(t, s, brokers, want)
+			s.killAt("out", cp)
+			dupsAt[cp.Phase] += check(t, s, brokers, want)
 		})
 	}
 	// A kill after the sink wrote a batch and before commits/N replays that
@@ -547,9 +450,9 @@ func TestCrashKafkaToWebhook(t *testing.T) {
 		}
 		t.Logf("%d requests; %d rows delivered more than once, each time with its first key", h.requests, dups)
 	}
-	for _, cp := range crashPoints() {
-		t.Run(fmt.Sprintf("%s:%d", cp.phase, cp.batch), func(t *testing.T) {
-			run(t, func(s *scenario, url string) { s.killAt(url, cp.phase, cp.batch) })
+	for _, cp := range crashtest.Points() {
+		t.Run(cp.String(), func(t *testing.T) {
+			run(t, func(s *scenario, url string) { s.killAt(url, cp) })
 		})
 	}
 	t.Run("random", func(t *testing.T) {

@@ -1,0 +1,174 @@
+package crashtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/lockstep-dev/lockstep/engine"
+)
+
+// CrashAtEnv is the environment variable that makes `lockstep run` SIGKILL
+// itself at a phase boundary of a batch: <phase>:<batch>.
+const CrashAtEnv = "LOCKSTEP_CRASH_AT"
+
+// RunTimeout bounds one run of the binary: Run kills it after that long.
+const RunTimeout = 60 * time.Second
+
+// Build builds cmd/lockstep of the module the tests run in into dir and
+// returns the binary's path. It runs `go build`, so it takes seconds: build
+// once per test binary.
+func Build(dir string) (string, error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "lockstep")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/lockstep")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/lockstep: %w\n%s", err, out)
+	}
+	return bin, nil
+}
+
+// ModuleRoot returns the folder of the go.mod of the module the tests run
+// in.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	return filepath.Dir(strings.TrimSpace(string(out))), nil
+}
+
+// Env returns the test process's environment without its LOCKSTEP_ and
+// AWS_ variables, then extra: a run of the binary sees only the settings
+// its test gives it.
+func Env(extra ...string) []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "LOCKSTEP_") && !strings.HasPrefix(kv, "AWS_") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, extra...)
+}
+
+// Point is a phase boundary of a batch, where a run can be made to kill
+// itself.
+type Point struct {
+	Phase engine.Phase
+	Batch int64
+}
+
+// Points returns where every scenario is killed: each phase of batches 0
+// and 2.
+func Points() []Point {
+	var points []Point
+	for _, p := range engine.Phases() {
+		for _, b := range []int64{0, 2} {
+			points = append(points, Point{p, b})
+		}
+	}
+	return points
+}
+
+// String returns <phase>:<batch>, the form CrashAtEnv takes.
+func (p Point) String() string { return fmt.Sprintf("%s:%d", p.Phase, p.Batch) }
+
+// Env returns the environment entry that makes the binary kill itself at p.
+func (p Point) Env() string { return CrashAtEnv + "=" + p.String() }
+
+// Result is how one run of the binary ended.
+type Result struct {
+	// Code is the exit code; -1 when a signal ended the run, -2 when
+	// waiting for it failed.
+	Code int
+	// Killed says whether SIGKILL ended the run.
+	Killed bool
+	// Stderr is what the run wrote: standard error, and standard output
+	// when Run or KillRandomly collected it.
+	Stderr string
+}
+
+// Run runs cmd to its end, collecting its standard output and error, and
+// kills it after RunTimeout. A command that does not start fails t.
+func Run(t testing.TB, cmd *exec.Cmd) Result {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(RunTimeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	return wait(cmd, &out)
+}
+
+// KillRandomly runs the commands next returns, one at a time, and SIGKILLs
+// each at a random instant within span unless it ended first, until kills
+// runs were killed. next learns whether the run before it ended on its own
+// (false for the first). A run that ends on its own must exit 0, or t
+// fails. It logs the random seed and returns how many runs ended on their
+// own.
+func KillRandomly(t testing.TB, kills int, span time.Duration, next func(finishedLast bool) *exec.Cmd) (finished int) {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d, killing within %s", seed, span)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	killed, last := 0, false
+	for killed < kills {
+		cmd := next(last)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan Result, 1)
+		go func() { exited <- wait(cmd, &out) }()
+		var r Result
+		select {
+		case r = <-exited:
+		case <-time.After(time.Duration(rng.Int64N(int64(span)))):
+			_ = cmd.Process.Signal(syscall.SIGKILL)
+			r = <-exited
+		}
+		switch {
+		case r.Killed:
+			killed++
+		case r.Code == 0:
+			finished++
+		default:
+			t.Fatalf("run %d: exit %d\n%s", killed+finished, r.Code, r.Stderr)
+		}
+		last = !r.Killed
+	}
+	return finished
+}
+
+// wait waits for the started cmd, whose output goes to stderr.
+func wait(cmd *exec.Cmd, stderr *bytes.Buffer) Result {
+	err := cmd.Wait()
+	r := Result{Stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		ws := ee.Sys().(syscall.WaitStatus)
+		r.Code = ws.ExitStatus()
+		r.Killed = ws.Signaled() && ws.Signal() == syscall.SIGKILL
+	default:
+		r.Code = -2
+		r.Stderr += err.Error()
+	}
+	return r
+}
