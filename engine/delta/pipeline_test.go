@@ -57,7 +57,6 @@ type pipeline struct {
 	want                     []engine.Row // A's output for the input so far
 	features                 v1.Features
 	aMaxFiles, bMaxFiles     int32
-	tablePartitionedByCounty bool
 }
 
 func newPipeline(t *testing.T, kind string) *pipeline {
