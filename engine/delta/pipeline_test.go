@@ -47,16 +47,16 @@ func registry(t testing.TB) *engine.Registry {
 // pipeline is A: files → delta table, and B: delta table → files, with
 // their input, table, output and checkpoints on one kind of store.
 type pipeline struct {
-	kind                     string
-	in, table, out           string
-	ckptA, ckptB             string
-	cfg                      blob.S3Config
-	opts                     []engine.Option
-	env                      []string // the S3 settings, for child processes
-	files                    int
-	want                     []engine.Row // A's output for the input so far
-	features                 v1.Features
-	aMaxFiles, bMaxFiles     int32
+	kind                 string
+	in, table, out       string
+	ckptA, ckptB         string
+	cfg                  blob.S3Config
+	opts                 []engine.Option
+	env                  []string // the S3 settings, for child processes
+	files                int
+	want                 []engine.Row // A's output for the input so far
+	features             v1.Features
+	aMaxFiles, bMaxFiles int32
 }
 
 func newPipeline(t *testing.T, kind string) *pipeline {
