@@ -49,9 +49,18 @@ func compileSteps(spec *v1.StreamingQuerySpec, cols []v1.Columns) ([]step, field
 				errs = append(errs, field.Invalid(p.Child("filter"), st.Filter, err.Error()))
 				continue
 			}
-			steps = append(steps, &filterStep{prg: prg, act: rowActivation{index: index}})
+			f := &filterStep{prg: prg, act: rowActivation{index: index}}
+			if f.frame, err = interpreter.NewExecutionFrame(&f.act); err != nil {
+				errs = append(errs, field.InternalError(p.Child("filter"), err))
+				continue
+			}
+			steps = append(steps, f)
 		case v1.StepSelect:
 			s := &selectStep{act: rowActivation{index: index}}
+			if s.frame, err = interpreter.NewExecutionFrame(&s.act); err != nil {
+				errs = append(errs, field.InternalError(p.Child("select"), err))
+				continue
+			}
 			for j, pr := range st.Select {
 				ast, _, err := v1.CompileProjection(env, pr.Expr)
 				if err == nil {
@@ -98,13 +107,16 @@ func columnIndex(cols v1.Columns) map[string]int {
 type filterStep struct {
 	prg cel.Program
 	act rowActivation
+	// frame evaluates prg over act, the same for every row: making one per
+	// evaluation is a good part of a simple filter's cost.
+	frame *interpreter.ExecutionFrame
 }
 
 func (s *filterStep) apply(rows []Row) []Row {
 	out := rows[:0]
 	for _, r := range rows {
 		s.act.row = r
-		v, _, err := s.prg.Eval(&s.act)
+		v, _, err := s.prg.Eval(s.frame)
 		if err == nil && v == types.True {
 			out = append(out, r)
 		}
@@ -117,8 +129,9 @@ func (s *filterStep) apply(rows []Row) []Row {
 // cannot be evaluated for a row (a null input, a division by zero) yields
 // null, as in SQL.
 type selectStep struct {
-	prgs []cel.Program
-	act  rowActivation
+	prgs  []cel.Program
+	act   rowActivation
+	frame *interpreter.ExecutionFrame // as filterStep's, for every program
 }
 
 func (s *selectStep) apply(rows []Row) []Row {
@@ -127,7 +140,7 @@ func (s *selectStep) apply(rows []Row) []Row {
 		s.act.row = r
 		out := Row(vals[i*len(s.prgs) : (i+1)*len(s.prgs) : (i+1)*len(s.prgs)])
 		for j, prg := range s.prgs {
-			v, _, err := prg.Eval(&s.act)
+			v, _, err := prg.Eval(s.frame)
 			if err != nil {
 				continue
 			}
@@ -142,12 +155,21 @@ func (s *selectStep) apply(rows []Row) []Row {
 type rowActivation struct {
 	index map[string]int
 	row   Row
+	// last is the column the last name resolved to: an expression tends to
+	// resolve the same few names row after row, and comparing a name is
+	// cheaper than hashing it.
+	last     int
+	lastName string
 }
 
 func (a *rowActivation) ResolveName(name string) (any, bool) {
-	i, ok := a.index[name]
-	if !ok {
-		return nil, false
+	i := a.last
+	if name != a.lastName || a.lastName == "" {
+		var ok bool
+		if i, ok = a.index[name]; !ok {
+			return nil, false
+		}
+		a.last, a.lastName = i, name
 	}
 	switch v := a.row[i].(type) {
 	case nil:

@@ -18,14 +18,7 @@ func BenchmarkTransform(b *testing.B) {
 		Filter("amount > 0.0").
 		Select(querytest.As("id", "id"), querytest.As("country", "country.upperAscii()"), querytest.As("total", "amount * double(qty)")).
 		ConsoleSink().Spec()
-	cols, err := spec.StepColumns()
-	if err != nil {
-		b.Fatal(err)
-	}
-	steps, errs := compileSteps(spec, cols)
-	if len(errs) > 0 {
-		b.Fatal(errs)
-	}
+	steps := benchSteps(b, spec)
 	const n = 10_000
 	input := make([]Row, n)
 	for i := range input {
@@ -42,4 +35,43 @@ func BenchmarkTransform(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
 	b.ReportMetric(float64(b.N*n)/b.Elapsed().Seconds(), "rows/s")
+}
+
+// BenchmarkFilter evaluates the kafka→kafka benchmark's filter alone
+// (engine/kafka/bench_test.go): one comparison of a double column per row.
+func BenchmarkFilter(b *testing.B) {
+	spec := querytest.Make("bench", "default").
+		FilesSource("orders", "/in", v1.FormatJSON,
+			querytest.Col("id", v1.TypeString), querytest.Col("amount", v1.TypeDouble), querytest.Col("sent", v1.TypeLong)).
+		Filter("amount >= 0.0").
+		ConsoleSink().Spec()
+	steps := benchSteps(b, spec)
+	const n = 10_000
+	input := make([]Row, n)
+	for i := range input {
+		input[i] = Row{fmt.Sprint("o-", i), float64(i%1000) / 4, int64(1767607200123456789 + i)}
+	}
+	rows := make([]Row, n)
+	b.ReportAllocs()
+	for b.Loop() {
+		copy(rows, input)
+		if out := steps[0].apply(rows); len(out) != n {
+			b.Fatalf("%d rows kept, want %d", len(out), n)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+}
+
+// benchSteps compiles the transform of spec.
+func benchSteps(b *testing.B, spec *v1.StreamingQuerySpec) []step {
+	b.Helper()
+	cols, err := spec.StepColumns()
+	if err != nil {
+		b.Fatal(err)
+	}
+	steps, errs := compileSteps(spec, cols)
+	if len(errs) > 0 {
+		b.Fatal(errs)
+	}
+	return steps
 }

@@ -8,5 +8,6 @@
 // with the same rules. [Encode] writes rows as JSON lines or as a
 // Parquet file with optional columns (string as UTF-8 byte arrays, long as
 // INT64, double as DOUBLE, boolean as BOOLEAN, timestamp as INT64
-// TIMESTAMP(MICROS, UTC)), which Decode reads back to equal rows.
+// TIMESTAMP(MICROS, UTC)), which Decode reads back to equal rows;
+// [AppendJSON] writes the JSON lines into a buffer the caller reuses.
 package codec

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 	"unicode/utf8"
@@ -21,20 +22,33 @@ import (
 func Encode(format v1.FileFormat, cols v1.Columns, rows []engine.Row) ([]byte, error) {
 	switch format {
 	case v1.FormatJSON:
-		return encodeJSON(cols, rows)
+		return AppendJSON(nil, cols, rows)
 	case v1.FormatParquet:
 		return encodeParquet(cols, rows)
 	}
 	return nil, fmt.Errorf("encode rows: format %q is not json or parquet", format)
 }
 
-func encodeJSON(cols v1.Columns, rows []engine.Row) ([]byte, error) {
+// AppendJSON appends rows with the columns cols to b as Encode writes JSON,
+// one object per line, and returns the extended buffer: a caller that
+// encodes batch after batch can reuse one. On error it returns nil.
+func AppendJSON(b []byte, cols v1.Columns, rows []engine.Row) ([]byte, error) {
 	keys := make([][]byte, len(cols))
 	for i, c := range cols {
 		keys[i] = appendString(nil, c.Name)
 	}
-	b := make([]byte, 0, len(rows)*16*len(cols))
-	for _, r := range rows {
+	// The text of the last timestamp written: the rows of a batch often
+	// share one (records of the same millisecond), and formatting one costs
+	// more than the rest of a row.
+	var (
+		lastTime time.Time
+		lastText []byte
+	)
+	if b == nil {
+		b = make([]byte, 0, 64*len(cols))
+	}
+	start := len(b)
+	for n, r := range rows {
 		b = append(b, '{')
 		for i, v := range r {
 			if i > 0 {
@@ -50,31 +64,74 @@ func encodeJSON(cols v1.Columns, rows []engine.Row) ([]byte, error) {
 			case int64:
 				b = strconv.AppendInt(b, v, 10)
 			case float64:
-				if math.IsInf(v, 0) || math.IsNaN(v) {
-					b = append(b, "null"...)
-				} else {
-					b = strconv.AppendFloat(b, v, 'g', -1, 64)
-				}
+				b = appendDouble(b, v)
 			case bool:
 				b = strconv.AppendBool(b, v)
 			case time.Time:
-				b = append(b, '"')
-				b = v.UTC().AppendFormat(b, time.RFC3339Nano)
-				b = append(b, '"')
+				if lastText == nil || !v.Equal(lastTime) {
+					lastTime = v
+					lastText = append(lastText[:0], '"')
+					lastText = v.UTC().AppendFormat(lastText, time.RFC3339Nano)
+					lastText = append(lastText, '"')
+				}
+				b = append(b, lastText...)
 			default:
 				return nil, fmt.Errorf("encode column %s: unexpected %T", cols[i].Name, v)
 			}
 		}
 		b = append(b, '}', '\n')
+		if n == 0 && len(rows) > 1 {
+			// Make room for the other rows, sized by the first.
+			b = slices.Grow(b, (len(rows)-1)*(len(b)-start)*9/8)
+		}
 	}
 	return b, nil
+}
+
+// appendDouble appends v as strconv.AppendFloat(b, v, 'g', -1, 64) does,
+// and null for infinities and NaN. Values with at most two decimals below
+// a million (amounts of money, mostly) take a shortcut: their shortest
+// form is those digits.
+func appendDouble(b []byte, v float64) []byte {
+	if math.IsInf(v, 0) || math.IsNaN(v) {
+		return append(b, "null"...)
+	}
+	// c is v in hundredths when that is exact: then the decimal c/100
+	// reads back as v, and no other decimal with as few digits does (two
+	// such decimals below a million differ by 0.01 or more, far more than
+	// float64s there are apart).
+	c := v * 100
+	if v == 0 || math.Abs(v) >= 1e6 || c != math.Trunc(c) || c/100 != v {
+		return strconv.AppendFloat(b, v, 'g', -1, 64)
+	}
+	n := int64(c)
+	if n < 0 {
+		b = append(b, '-')
+		n = -n
+	}
+	b = strconv.AppendInt(b, n/100, 10)
+	switch frac := n % 100; {
+	case frac == 0:
+	case frac%10 == 0:
+		b = append(b, '.', byte('0'+frac/10))
+	default:
+		b = append(b, '.', byte('0'+frac/10), byte('0'+frac%10))
+	}
+	return b
 }
 
 // appendString appends s as a JSON string.
 func appendString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
-	for i := 0; i < len(s); {
+	// Copy the longest prefix that needs no escaping in one go: most
+	// strings are all of it.
+	i := 0
+	for i < len(s) && s[i] >= 0x20 && s[i] < utf8.RuneSelf && s[i] != '"' && s[i] != '\\' {
+		i++
+	}
+	b = append(b, s[:i]...)
+	for i < len(s) {
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':

@@ -26,7 +26,11 @@ import (
 // fraction of its cost.
 func (d *Decoder) DecodeJSON(text []byte, row engine.Row) error {
 	row = row[:len(d.cols)]
-	clear(row)
+	for i, v := range row {
+		if v != nil { // a fresh row costs no writes
+			row[i] = nil
+		}
+	}
 	if err := d.jsonRecord(text, row); err != nil {
 		clear(row)
 		return err
@@ -272,11 +276,12 @@ func (s *jsonScanner) literal(lit string) bool {
 func (s *jsonScanner) number() ([]byte, bool) {
 	start := s.i
 	digits := func() int {
-		n := 0
-		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-			s.i++
-			n++
+		b, i := s.b, s.i
+		for i < len(b) && b[i] >= '0' && b[i] <= '9' {
+			i++
 		}
+		n := i - s.i
+		s.i = i
 		return n
 	}
 	s.eat('-')
@@ -305,27 +310,29 @@ func (s *jsonScanner) number() ([]byte, bool) {
 // str reads a string, unescaped. Invalid UTF-8 becomes U+FFFD, as
 // encoding/json does.
 func (s *jsonScanner) str() ([]byte, error) {
-	s.i++ // the opening quote
-	start := s.i
-	var high byte // the bits of every byte: ASCII text is valid UTF-8
-	for s.i < len(s.b) {
-		c := s.b[s.i]
+	b := s.b
+	start := s.i + 1 // after the opening quote
+	var high byte    // the bits of every byte: ASCII text is valid UTF-8
+	for i := start; i < len(b); i++ {
+		c := b[i]
 		high |= c
 		switch {
 		case c == '"':
-			raw := s.b[start:s.i]
-			s.i++
+			raw := b[start:i]
+			s.i = i + 1
 			if high >= utf8.RuneSelf && !utf8.Valid(raw) {
 				return []byte(string([]rune(string(raw)))), nil
 			}
 			return raw, nil
 		case c == '\\':
+			s.i = i
 			return s.escaped(start)
 		case c < 0x20:
+			s.i = i
 			return nil, syntaxf("control character in a string at offset %d", s.i)
 		}
-		s.i++
 	}
+	s.i = len(b)
 	return nil, syntaxf("unterminated string")
 }
 

@@ -29,6 +29,9 @@ type reader struct {
 	parts  map[topicPartition]*partition
 	size   int  // records buffered in parts
 	needed bool // a take waits for records: the limit does not hold
+	// free holds chunks whose records were all taken, for poll to decode
+	// into again.
+	free   [][]fetched
 	cancel context.CancelFunc
 	done   chan struct{}
 }
@@ -182,6 +185,10 @@ func (r *reader) take(ctx context.Context, pending map[topicPartition]span, out 
 					p.chunks[0] = nil
 					p.chunks = p.chunks[1:]
 					p.head = 0
+					if cap(c) == decodeChunk {
+						clear(c) // the rows are the batch's now
+						r.free = append(r.free, c[:0])
+					}
 				}
 			}
 			if taken > 0 {
@@ -246,87 +253,138 @@ func (r *reader) pause() {
 	r.mu.Lock()
 	cancel, done := r.cancel, r.done
 	r.cancel, r.done = nil, nil
+	if cancel != nil {
+		// Before the broadcast: a poll that wakes must see ctx done, or it
+		// waits again and nothing wakes it.
+		cancel()
+	}
 	r.cond.Broadcast()
 	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
+	if done != nil {
 		<-done
 	}
 }
+
+// decodeChunk is how many records of a partition poll decodes before it
+// hands them over and turns to the next partition, so that a batch gets its
+// records while the rest of a large fetch is decoded.
+const decodeChunk = 4096
 
 // poll fetches and decodes records until ctx ends.
 func (r *reader) poll(ctx context.Context, done chan struct{}) {
 	defer close(done)
 	slab := &rowSlab{}
+	// polled is what a poll returned for a partition and is not decoded yet.
+	type polled struct {
+		tp   topicPartition
+		recs []*kgo.Record
+		err  error
+	}
+	var todo []polled
 	for {
-		r.mu.Lock()
-		for r.size >= r.limit && !r.needed && ctx.Err() == nil {
-			r.cond.Wait()
-		}
-		r.mu.Unlock()
+		r.waitRoom(ctx)
 		fs := r.cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		type got struct {
-			tp   topicPartition
-			recs []fetched
-			err  error
-		}
-		var batch []got
+		todo = todo[:0]
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			g := got{tp: topicPartition{fp.Topic, fp.Partition}, err: fp.Err}
-			if len(fp.Records) > 0 {
-				g.recs = make([]fetched, len(fp.Records))
-				for i, rec := range fp.Records {
-					g.recs[i] = r.decode(slab, rec)
-				}
-			}
-			batch = append(batch, g)
+			todo = append(todo, polled{tp: topicPartition{fp.Topic, fp.Partition}, recs: fp.Records, err: fp.Err})
 		})
-		r.mu.Lock()
-		for _, g := range batch {
-			p := r.parts[g.tp]
-			if p == nil {
-				continue // dropped while this poll ran
-			}
-			if g.err != nil && !isContextErr(g.err) && p.err == nil {
-				p.err = g.err
-			}
-			recs := g.recs
-			if last := max(p.pos-1, p.last()); len(recs) > 0 && recs[0].offset <= last {
-				// From before a reposition, or already buffered.
-				i := 0
-				for i < len(recs) && recs[i].offset <= last {
-					i++
+		// A chunk of every partition in turn: a batch reads all of them.
+		for left := len(todo) > 0; left; {
+			left = false
+			for i := range todo {
+				t := &todo[i]
+				if len(t.recs) == 0 && t.err == nil {
+					continue
 				}
-				recs = recs[i:]
-			}
-			if len(recs) > 0 {
-				p.chunks = append(p.chunks, recs)
-				p.n += len(recs)
-				r.size += len(recs)
+				var recs []fetched
+				if n := min(len(t.recs), decodeChunk); n > 0 {
+					recs = r.chunk()
+					for _, rec := range t.recs[:n] {
+						recs = append(recs, r.decode(slab, rec))
+					}
+					t.recs = t.recs[n:]
+				}
+				r.hand(t.tp, recs, t.err)
+				t.err = nil
+				left = left || len(t.recs) > 0
 			}
 		}
-		r.cond.Broadcast()
-		r.mu.Unlock()
+		clear(todo) // let the fetched records go
 		if errors.Is(fs.Err0(), kgo.ErrClientClosed) {
 			return
 		}
 	}
 }
 
+// waitRoom waits until the reader buffers fewer decoded records than its
+// limit, a take waits for records, or ctx ends.
+func (r *reader) waitRoom(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.size >= r.limit && !r.needed && ctx.Err() == nil {
+		r.cond.Wait()
+	}
+}
+
+// chunk returns an empty slice with room for decodeChunk records.
+func (r *reader) chunk() []fetched {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if n := len(r.free); n > 0 {
+		c := r.free[n-1]
+		r.free = r.free[:n-1]
+		return c
+	}
+	return make([]fetched, 0, decodeChunk)
+}
+
+// hand buffers the decoded records of tp, in offset order, and the error
+// the consumer returned for it, and wakes a take that waits.
+func (r *reader) hand(tp topicPartition, recs []fetched, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.parts[tp]
+	if p == nil {
+		return // dropped while this poll ran
+	}
+	if err != nil && !isContextErr(err) && p.err == nil {
+		p.err = err
+	}
+	if last := max(p.pos-1, p.last()); len(recs) > 0 && recs[0].offset <= last {
+		// From before a reposition, or already buffered.
+		i := 0
+		for i < len(recs) && recs[i].offset <= last {
+			i++
+		}
+		recs = recs[i:]
+	}
+	if len(recs) > 0 {
+		p.chunks = append(p.chunks, recs)
+		p.n += len(recs)
+		r.size += len(recs)
+	}
+	r.cond.Broadcast()
+}
+
 // rowSlab hands out rows cut from large allocations, and shares boxed
 // values that repeat from record to record (the topic, a timestamp), which
 // saves an allocation per value. It is used by one goroutine.
 type rowSlab struct {
-	vals   []any
-	topics map[string]any
-	lastTS time.Time
-	ts     any
+	vals      []any
+	topics    map[string]any
+	lastTopic string // the topic of the last record, boxed in topicVal
+	topicVal  any
+	lastTS    time.Time
+	ts        any
 }
 
 func (s *rowSlab) topic(t string) any {
+	if s.topicVal != nil && t == s.lastTopic {
+		return s.topicVal // records come a partition at a time
+	}
 	v, ok := s.topics[t]
 	if !ok {
 		if s.topics == nil {
@@ -335,6 +393,7 @@ func (s *rowSlab) topic(t string) any {
 		v = t
 		s.topics[t] = v
 	}
+	s.lastTopic, s.topicVal = t, v
 	return v
 }
 

@@ -18,9 +18,13 @@ import (
 // order, so that a replayed batch yields the same rows in the same order
 // (a webhook sink's chunks, and their keys, depend on it).
 type rowBatch struct {
-	s         *Source
-	batch     int64
-	index     map[topicPartition]int
+	s     *Source
+	batch int64
+	index map[topicPartition]int
+	// last and lastPart are the partition of the last row added and its
+	// index: rows come a partition at a time.
+	last      topicPartition
+	lastPart  int
 	parts     [][]engine.Row
 	malformed int64
 	dead      bytes.Buffer
@@ -28,7 +32,7 @@ type rowBatch struct {
 }
 
 func (s *Source) newBatch(batch int64, spans []span) *rowBatch {
-	b := &rowBatch{s: s, batch: batch, index: make(map[topicPartition]int, len(spans)), parts: make([][]engine.Row, len(spans))}
+	b := &rowBatch{s: s, batch: batch, index: make(map[topicPartition]int, len(spans)), lastPart: -1, parts: make([][]engine.Row, len(spans))}
 	for i, sp := range spans {
 		b.index[sp.tp] = i
 		b.parts[i] = make([]engine.Row, 0, min(sp.to-sp.from, 1<<20))
@@ -84,8 +88,10 @@ func (b *rowBatch) add(tp topicPartition, f *fetched) {
 	case f.bad != nil:
 		b.bad(f.rec, f.bad)
 	default:
-		i := b.index[tp]
-		b.parts[i] = append(b.parts[i], f.row)
+		if b.lastPart < 0 || tp != b.last {
+			b.last, b.lastPart = tp, b.index[tp]
+		}
+		b.parts[b.lastPart] = append(b.parts[b.lastPart], f.row)
 	}
 }
 

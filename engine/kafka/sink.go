@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -89,6 +90,12 @@ type Sink struct {
 	// committed replay.
 	written int64
 	checked bool
+
+	// chunks are the chunks of records no longer in flight, for produce
+	// to fill again; promises return them, on franz-go's goroutines. At
+	// most maxBuffered/sendChunkRows + 1 chunks exist.
+	chunksMu sync.Mutex
+	chunks   []*sendChunk
 }
 
 func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) (engine.Sink, error) {
@@ -137,7 +144,7 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	s.conn = c
 	s.base = append(c.opts,
 		kgo.DefaultProduceTopic(spec.Kafka.Topic),
-		kgo.MaxBufferedRecords(100_000),
+		kgo.MaxBufferedRecords(maxBuffered),
 		kgo.ProducerBatchMaxBytes(1<<20),
 		kgo.RecordRetries(math.MaxInt32),
 	)
@@ -280,63 +287,112 @@ func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
 // waits for the brokers' acknowledgements.
 func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error {
 	hdr := []kgo.RecordHeader{{Key: BatchHeader, Value: []byte(b.QueryID + ":" + strconv.FormatInt(b.ID, 10))}}
-	n := len(b.Rows)
-	if marker {
-		n++
-	}
-	recs := make([]kgo.Record, n)
-	// One promise for every record (a kgo.FirstErrPromise allocates per
-	// record); Flush returns after every promise ran.
-	var (
-		mu       sync.Mutex
-		firstErr error
-	)
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			if firstErr == nil {
-				firstErr = err
-			}
-			mu.Unlock()
-		}
-	}
-	// Rows are encoded a chunk at a time, so that the client sends the
-	// first records while the next are encoded.
-	const chunk = 4096
-	for lo := 0; lo < len(b.Rows); lo += chunk {
-		rows := b.Rows[lo:min(lo+chunk, len(b.Rows))]
-		values, err := codec.Encode(v1.FormatJSON, b.Columns, rows)
-		if err != nil {
+	w := &batchWrite{}
+	w.pending.Add(len(b.Rows))
+	// Rows are encoded and produced a chunk at a time, so that the client
+	// sends the first records while the next are encoded, and a chunk's
+	// records and buffers serve again once the brokers acknowledged them.
+	for lo := 0; lo < len(b.Rows); lo += sendChunkRows {
+		rows := b.Rows[lo:min(lo+sendChunkRows, len(b.Rows))]
+		c := s.takeChunk()
+		var err error
+		if c.values, err = codec.AppendJSON(c.values[:0], b.Columns, rows); err != nil {
 			return fmt.Errorf("encode batch %d: %w", b.ID, err)
 		}
+		c.keys = c.keys[:0]
+		c.write = w
+		c.left.Store(int32(len(rows)))
+		values := c.values
 		for i, row := range rows {
 			end := bytes.IndexByte(values, '\n')
-			r := &recs[lo+i]
-			r.Value, values = values[:end:end], values[end+1:]
-			r.Headers = hdr
-			r.Timestamp = b.Time
-			if s.key >= 0 {
-				r.Key = keyBytes(row[s.key])
+			r := &c.recs[i]
+			*r = kgo.Record{Value: values[:end:end], Headers: hdr, Timestamp: b.Time}
+			values = values[end+1:]
+			if s.key >= 0 && row[s.key] != nil {
+				// A key that outgrows keys moves the rest to a new array;
+				// the keys already cut keep theirs.
+				start := len(c.keys)
+				c.keys = appendKey(c.keys, row[s.key])
+				r.Key = c.keys[start:len(c.keys):len(c.keys)]
 			}
-			s.cl.Produce(ctx, r, promise)
+			s.cl.Produce(ctx, r, c.promise)
 		}
 	}
 	if marker {
-		r := &recs[n-1]
-		*r = kgo.Record{Topic: MarkerTopic, Key: []byte(s.markerKey(b)), Value: []byte(strconv.FormatInt(b.ID, 10)),
+		w.pending.Add(1)
+		r := &kgo.Record{Topic: MarkerTopic, Key: []byte(s.markerKey(b)), Value: []byte(strconv.FormatInt(b.ID, 10)),
 			Headers: hdr, Timestamp: b.Time}
-		s.cl.Produce(ctx, r, promise)
+		s.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { w.done(err) })
 	}
 	if err := s.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("produce batch %d: %w", b.ID, err)
 	}
-	mu.Lock()
-	err := firstErr
-	mu.Unlock()
-	if err != nil {
-		return fmt.Errorf("produce batch %d to topic %s: %w", b.ID, s.spec.Topic, err)
+	// Flush returns once every buffered record is done; this also waits
+	// for the promises of records that failed before they were buffered.
+	w.pending.Wait()
+	if w.err != nil {
+		return fmt.Errorf("produce batch %d to topic %s: %w", b.ID, s.spec.Topic, w.err)
 	}
 	return nil
+}
+
+// sendChunkRows is how many rows the sink encodes and produces at a time.
+const sendChunkRows = 4096
+
+// maxBuffered is how many records the client buffers before Produce waits
+// for acknowledgements.
+const maxBuffered = 100_000
+
+// batchWrite is what the promises of one batch's records report to.
+type batchWrite struct {
+	pending sync.WaitGroup // a record each
+	mu      sync.Mutex
+	err     error // the first error, read after pending
+}
+
+func (w *batchWrite) done(err error) {
+	if err != nil {
+		w.mu.Lock()
+		if w.err == nil {
+			w.err = err
+		}
+		w.mu.Unlock()
+	}
+	w.pending.Done()
+}
+
+// sendChunk holds a chunk of records in flight and the buffers their keys
+// and values are cut from. Once the promise of its last record ran, it goes
+// back to its sink's free chunks: franz-go is done with the records.
+type sendChunk struct {
+	recs    []kgo.Record
+	values  []byte
+	keys    []byte
+	write   *batchWrite
+	left    atomic.Int32 // records whose promise did not run yet
+	promise func(*kgo.Record, error)
+}
+
+// takeChunk returns a free chunk, or a new one.
+func (s *Sink) takeChunk() *sendChunk {
+	s.chunksMu.Lock()
+	defer s.chunksMu.Unlock()
+	if n := len(s.chunks); n > 0 {
+		c := s.chunks[n-1]
+		s.chunks = s.chunks[:n-1]
+		return c
+	}
+	c := &sendChunk{recs: make([]kgo.Record, sendChunkRows)}
+	c.promise = func(_ *kgo.Record, err error) {
+		w := c.write // before c may serve another batch
+		if c.left.Add(-1) == 0 {
+			s.chunksMu.Lock()
+			s.chunks = append(s.chunks, c)
+			s.chunksMu.Unlock()
+		}
+		w.done(err)
+	}
+	return c
 }
 
 // markerKey is the key of a batch's marker: <query id>:<topic>. The topic
@@ -344,23 +400,21 @@ func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error 
 // replayed batch there.
 func (s *Sink) markerKey(b *engine.Batch) string { return b.QueryID + ":" + s.spec.Topic }
 
-// keyBytes is a key column's value as a string; nil for null.
-func keyBytes(v any) []byte {
+// appendKey appends a key column's value (not null) as a string.
+func appendKey(b []byte, v any) []byte {
 	switch v := v.(type) {
-	case nil:
-		return nil
 	case string:
-		return []byte(v)
+		return append(b, v...)
 	case int64:
-		return strconv.AppendInt(nil, v, 10)
+		return strconv.AppendInt(b, v, 10)
 	case float64:
-		return strconv.AppendFloat(nil, v, 'g', -1, 64)
+		return strconv.AppendFloat(b, v, 'g', -1, 64)
 	case bool:
-		return strconv.AppendBool(nil, v)
+		return strconv.AppendBool(b, v)
 	case time.Time:
-		return v.UTC().AppendFormat(nil, time.RFC3339Nano)
+		return v.UTC().AppendFormat(b, time.RFC3339Nano)
 	}
-	return fmt.Append(nil, v)
+	return fmt.Append(b, v)
 }
 
 // committed reports whether a committed transaction holds the marker of

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -148,6 +150,45 @@ func TestSinkAtLeastOnceReplaysCarryTheBatchKey(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("consumed %v, want %v", got, want)
 	}
+}
+
+// TestSinkWritesBatchAfterBatch writes a batch of more than one chunk of
+// records and then smaller ones with one sink, which reuses its records and
+// buffers: every record has its own key, value and batch.
+func TestSinkWritesBatchAfterBatch(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	createTopic(t, brokers, "out", 2, nil)
+	spec := sinkSpec(brokers, "out", false)
+	spec.Kafka.KeyColumn = "id"
+	s := newSink(t, spec, "q1", enginetest.SinkColumns, nil)
+	var want []consumed
+	for id, n := range []int{5000, 3, 0, 10} {
+		b := &engine.Batch{QueryID: "q1", ID: int64(id), Time: time.Now(), Columns: enginetest.SinkColumns}
+		for i := range n {
+			key := fmt.Sprintf("b%d-%d%s", id, i, strings.Repeat("x", id)) // longer keys and values later
+			b.Rows = append(b.Rows, engine.Row{key, int64(i)})
+			want = append(want, consumed{key, fmt.Sprintf(`{"id":%q,"n":%d}`, key, i), fmt.Sprintf("q1:%d", id)})
+		}
+		if err := s.Write(testContext(t), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := consume(t, brokers, "out")
+	byKey := func(a, b consumed) int { return compareStrings(a.key, b.key) }
+	slices.SortFunc(got, byKey)
+	slices.SortFunc(want, byKey)
+	if !slices.Equal(got, want) {
+		t.Fatalf("consumed %d records, want %d; first difference at %d", len(got), len(want), firstDiff(got, want))
+	}
+}
+
+func firstDiff(a, b []consumed) int {
+	for i := range min(len(a), len(b)) {
+		if a[i] != b[i] {
+			return i
+		}
+	}
+	return min(len(a), len(b))
 }
 
 func TestSinkExactlyOnceGuarantee(t *testing.T) {
