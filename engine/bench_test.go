@@ -98,9 +98,15 @@ func BenchmarkFilesToFiles(b *testing.B) {
 			}
 			files := 0
 			addFile := func() {
-				p := filepath.Join(in, fmt.Sprintf("f-%06d.json", files))
+				// Write beside the folder and rename into it, as producers of a
+				// files source must: the source may list the folder at any time.
+				name := fmt.Sprintf("f-%06d.json", files)
 				files++
-				if err := os.WriteFile(p, data.Bytes(), 0o644); err != nil {
+				tmp := filepath.Join(dir, name)
+				if err := os.WriteFile(tmp, data.Bytes(), 0o644); err != nil {
+					b.Fatal(err)
+				}
+				if err := os.Rename(tmp, filepath.Join(in, name)); err != nil {
 					b.Fatal(err)
 				}
 			}
