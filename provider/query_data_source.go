@@ -31,10 +31,8 @@ func (d *queryDataSource) Metadata(_ context.Context, req datasource.MetadataReq
 	resp.TypeName = req.ProviderTypeName + "_streaming_query"
 }
 
-func (d *queryDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, _ *datasource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*cluster); ok {
-		d.cluster = c
-	}
+func (d *queryDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.cluster = clusterFrom(req.ProviderData, &resp.Diagnostics)
 }
 
 func (d *queryDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
@@ -64,12 +62,8 @@ func (d *queryDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 			MarkdownDescription: "The newest batch in the checkpoint's commit log."},
 		"status": dataSourceAttribute(d.kinds.queryStatus),
 	}
-	for name, a := range meta {
-		if _, clash := attrs[name]; clash {
-			resp.Diagnostics.AddError("Invalid Provider Schema", fmt.Sprintf("spec field %s clashes with the attribute of that name", name))
-			return
-		}
-		attrs[name] = a
+	if !mergeAttributes(attrs, meta, &resp.Diagnostics) {
+		return
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Reads a Lockstep `StreamingQuery`, its spec and the status the controller reports " +
@@ -79,8 +73,7 @@ func (d *queryDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 }
 
 func (d *queryDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	if d.cluster == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", "The lockstep provider has no connection to a cluster: its connection settings were not known.")
+	if !configured(d.cluster, &resp.Diagnostics) {
 		return
 	}
 	var namespace, name types.String

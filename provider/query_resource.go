@@ -124,10 +124,8 @@ func (r *queryResource) Metadata(_ context.Context, req resource.MetadataRequest
 	resp.TypeName = req.ProviderTypeName + "_streaming_query"
 }
 
-func (r *queryResource) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*cluster); ok {
-		r.cluster = c
-	}
+func (r *queryResource) Configure(_ context.Context, req resource.ConfigureRequest, resp *resource.ConfigureResponse) {
+	r.cluster = clusterFrom(req.ProviderData, &resp.Diagnostics)
 }
 
 func (r *queryResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
@@ -253,8 +251,7 @@ func (r *queryResource) Update(ctx context.Context, req resource.UpdateRequest, 
 // On create, a query that already exists is an error: server-side apply would silently take
 // over a query that Terraform does not manage.
 func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta, timeout time.Duration, create bool, state *tfsdk.State, diags *diag.Diagnostics) {
-	if r.cluster == nil {
-		diags.AddError("Provider Not Configured", "The lockstep provider has no connection to a cluster: its connection settings were not known.")
+	if !configured(r.cluster, diags) {
 		return
 	}
 	spec, _, err := specOf(r.kinds.query, plan.Raw)
@@ -387,8 +384,7 @@ func (r *queryResource) Read(ctx context.Context, req resource.ReadRequest, resp
 }
 
 func (r *queryResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	if r.cluster == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", "The lockstep provider has no connection to a cluster: its connection settings were not known.")
+	if !configured(r.cluster, &resp.Diagnostics) {
 		return
 	}
 	var m queryMeta

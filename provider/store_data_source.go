@@ -41,10 +41,8 @@ func (d *storeDataSource) Metadata(_ context.Context, req datasource.MetadataReq
 	resp.TypeName = req.ProviderTypeName + "_checkpoint_store"
 }
 
-func (d *storeDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, _ *datasource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*cluster); ok {
-		d.cluster = c
-	}
+func (d *storeDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.cluster = clusterFrom(req.ProviderData, &resp.Diagnostics)
 }
 
 func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
@@ -73,12 +71,8 @@ func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 			MarkdownDescription: "Whether the controller reports the store `Ready` (its bucket reachable)."},
 		"status": dataSourceAttribute(d.kinds.storeStatus),
 	}
-	for name, a := range meta {
-		if _, clash := attrs[name]; clash {
-			resp.Diagnostics.AddError("Invalid Provider Schema", fmt.Sprintf("spec field %s clashes with the attribute of that name", name))
-			return
-		}
-		attrs[name] = a
+	if !mergeAttributes(attrs, meta, &resp.Diagnostics) {
+		return
 	}
 	resp.Schema = schema.Schema{
 		MarkdownDescription: "Reads a Lockstep `CheckpointStore`: a bucket that a platform team offers to tenant " +
@@ -88,8 +82,7 @@ func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 }
 
 func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	if d.cluster == nil {
-		resp.Diagnostics.AddError("Provider Not Configured", "The lockstep provider has no connection to a cluster: its connection settings were not known.")
+	if !configured(d.cluster, &resp.Diagnostics) {
 		return
 	}
 	var name, queryNamespace, queryName types.String
