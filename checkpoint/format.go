@@ -221,6 +221,9 @@ type SourceProgress struct {
 	StartOffset  json.RawMessage `json:"startOffset,omitempty"`
 	EndOffset    json.RawMessage `json:"endOffset,omitempty"`
 	NumInputRows int64           `json:"numInputRows"`
+	// NumMalformedRows counts the records the source's onMalformed policy
+	// skipped or dead-lettered in the batch.
+	NumMalformedRows int64 `json:"numMalformedRows,omitempty"`
 	// LatestOffset is the newest offset the source had when the batch was
 	// planned, when the source can tell.
 	LatestOffset json.RawMessage `json:"latestOffset,omitempty"`

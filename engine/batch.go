@@ -144,7 +144,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	for _, s := range p.Sources {
 		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{
 			Source: s.Name, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
-			NumInputRows: s.NumInputRows, Lag: s.Lag,
+			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag,
 		})
 	}
 	durations["commitOffsets"] = 0

@@ -439,13 +439,35 @@ func TestMalformedRecordsAreCounted(t *testing.T) {
 		t.Errorf("Summary = %+v, want 3 rows and 2 malformed", sum)
 	}
 	o.check(t)
+	// The count is in the commit log too, where status and describe read it.
+	store, err := checkpoint.OpenDir(o.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoint.Load(context.Background(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged int64
+	for b := int64(0); b <= sum.LastCommitted; b++ {
+		cm, err := ck.Commit(context.Background(), b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, sp := range cm.Progress.Sources {
+			logged += sp.NumMalformedRows
+		}
+	}
+	if logged != 2 {
+		t.Errorf("commits log %d malformed rows, want 2", logged)
+	}
 
 	// With fail, the run stops naming the file and line, and commits nothing.
 	o2 := newOrders(t)
 	if err := os.WriteFile(filepath.Join(o2.in, "bad.json"), []byte("{\"id\":\"a\",\"amount\":1,\"qty\":1}\n{oops\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := newQuery(t, o2.query().AvailableNow().Obj()).Run(context.Background())
+	_, err = newQuery(t, o2.query().AvailableNow().Obj()).Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(o2.in, "bad.json")+" line 2") {
 		t.Fatalf("Run = %v, want the file and line 2", err)
 	}
