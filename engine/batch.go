@@ -147,11 +147,11 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag,
 		})
 	}
-	durations["commitOffsets"] = 0
 	durations["triggerExecution"] = clk.Since(began).Milliseconds()
 	if err := r.ckpt.AddCommit(ctx, cm); err != nil {
 		return Progress{}, r.fenced(err, bp.id, "commits")
 	}
+	// Known only once the commit is written: in the live progress, not in commits/N.
 	durations["commitOffsets"] = clk.Since(phase).Milliseconds()
 	r.reached(PhaseCommitted, bp.id)
 
