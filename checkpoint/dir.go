@@ -214,7 +214,7 @@ func (d *Dir) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error)
 		if err != nil {
 			return err
 		}
-		infos = append(infos, ObjectInfo{Key: key, Size: fi.Size()})
+		infos = append(infos, ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
 		return nil
 	})
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"strings"
+	"time"
 )
 
 // Store holds the objects of one checkpoint location. Keys are slash-separated
@@ -46,6 +47,9 @@ type Store interface {
 type ObjectInfo struct {
 	Key  string
 	Size int64
+	// ModTime is when the object was last written, as the store reports
+	// it; the zero time when it does not know.
+	ModTime time.Time
 }
 
 // An InfoLister is a Store that reports object sizes while listing, without

@@ -163,6 +163,12 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	for name, end := range bp.ends {
 		r.starts[name] = end
 	}
+	if seen := r.q.s3Stats.Snapshot(); seen.Retries != nil || seen.UncertainWrites != 0 {
+		if d := seen.Sub(r.s3Seen); d.Retries != nil || d.UncertainWrites != 0 {
+			p.S3 = &d
+		}
+		r.s3Seen = seen
+	}
 	r.next = bp.id + 1
 	r.lastCommitted = bp.id
 	r.watermarkMs = cm.NextBatchWatermarkMs

@@ -17,7 +17,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -173,7 +172,6 @@ func BenchmarkBatchOverhead(b *testing.B) {
 					b.Setenv(k, v)
 				}
 				ckpt = "s3://" + s.Bucket + "/ckpt"
-				opts = append(opts, engine.WithCheckpointS3(s3Opener), engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)))
 			}
 			obj := querytest.Make("bench", "default").RateSource("ticks", 1).ConsoleSink().Checkpoint(ckpt).Obj()
 			b.ReportAllocs()

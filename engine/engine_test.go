@@ -18,7 +18,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -626,9 +625,6 @@ func TestFilesToFilesExample(t *testing.T) {
 	}
 }
 
-// s3Opener opens s3:// checkpoints with the settings of the environment.
-var s3Opener = cks3.Opener()
-
 // TestS3Checkpoint runs files→files with the checkpoint, input and output on
 // S3.
 func TestS3Checkpoint(t *testing.T) {
@@ -638,8 +634,7 @@ func TestS3Checkpoint(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	ctx := context.Background()
-	cfg := blob.S3ConfigFromEnv(os.Getenv)
-	in, _ := blob.Open("s3://"+s.Bucket+"/in", cfg)
+	in, _ := blob.Open("s3://" + s.Bucket + "/in")
 	for i := range 3 {
 		line := fmt.Sprintf(`{"id":"o-%d","country":"fr","amount":%d,"qty":1}`+"\n", i, i)
 		if err := in.Put(ctx, fmt.Sprintf("f%d.json", i), []byte(line)); err != nil {
@@ -647,16 +642,15 @@ func TestS3Checkpoint(t *testing.T) {
 		}
 	}
 	o := &orders{in: "s3://" + s.Bucket + "/in", out: "s3://" + s.Bucket + "/out", ckpt: "s3://" + s.Bucket + "/ckpt"}
-	opts := []engine.Option{engine.WithS3(cfg), engine.WithCheckpointS3(s3Opener)}
-	sum := run(t, o.query().AvailableNow().Obj(), opts...)
+	sum := run(t, o.query().AvailableNow().Obj())
 	if sum.Batches != 2 || sum.NumOutputRows != 2 {
 		t.Errorf("Summary = %+v, want 2 batches, 2 rows out", sum)
 	}
-	outF, _ := blob.Open(o.out, cfg)
+	outF, _ := blob.Open(o.out)
 	if rows := enginetest.OutputRows(t, outF); len(rows) != 2 {
 		t.Errorf("output = %v", rows)
 	}
-	if sum := run(t, o.query().AvailableNow().Obj(), opts...); sum.Batches != 0 || sum.LastCommitted != 1 {
+	if sum := run(t, o.query().AvailableNow().Obj()); sum.Batches != 0 || sum.LastCommitted != 1 {
 		t.Errorf("second run = %+v, want nothing new", sum)
 	}
 }

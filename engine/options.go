@@ -11,7 +11,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 )
 
 // Option configures New. Options are applied in order; a later one wins.
@@ -24,19 +24,18 @@ type optionFunc func(*options)
 func (f optionFunc) apply(o *options) { f(o) }
 
 type options struct {
-	location     string
-	owner        *checkpoint.Owner
-	checkpointS3 checkpoint.Opener
-	s3           blob.S3Config
-	logger       *slog.Logger
-	clock        clock.Clock
-	observer     Observer
-	hook         func(Phase, int64)
-	guard        StartGuard
-	stdout       io.Writer
-	idlePoll     time.Duration
-	features     v1.Features
-	purgeEvery   int64
+	location   string
+	owner      *checkpoint.Owner
+	s3         []s3.Option
+	logger     *slog.Logger
+	clock      clock.Clock
+	observer   Observer
+	hook       func(Phase, int64)
+	guard      StartGuard
+	stdout     io.Writer
+	idlePoll   time.Duration
+	features   v1.Features
+	purgeEvery int64
 }
 
 func defaultOptions() options {
@@ -67,18 +66,13 @@ func WithOwner(owner checkpoint.Owner) Option {
 	return optionFunc(func(o *options) { o.owner = &owner })
 }
 
-// WithCheckpointS3 lets the engine keep checkpoints at s3:// locations,
-// opened with open (package checkpoint/s3 provides one). Without it, an s3://
-// checkpoint location is an error.
-func WithCheckpointS3(open checkpoint.Opener) Option {
-	return optionFunc(func(o *options) { o.checkpointS3 = open })
-}
-
-// WithS3 sets the S3 connection settings of s3:// sources, sinks and dead
-// letter folders. The default is the zero S3Config: AWS, with credentials
-// from the AWS environment variables or the instance role.
-func WithS3(cfg blob.S3Config) Option {
-	return optionFunc(func(o *options) { o.s3 = cfg })
+// WithS3 sets the S3 settings of s3:// locations — the checkpoint's and those
+// of sources, sinks and dead-letter folders — as options over the
+// environment's (package checkpoint/s3 defines the variables). A source or
+// sink with its own spec.s3 settings applies them on top. The default is the
+// environment alone.
+func WithS3(opts ...s3.Option) Option {
+	return optionFunc(func(o *options) { o.s3 = append(o.s3[:len(o.s3):len(o.s3)], opts...) })
 }
 
 // WithLogger sets the logger; the default discards everything.

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 )
 
 // Observer is told what a run does. Its methods are called from the
@@ -68,6 +69,10 @@ type Progress struct {
 	Sources     []SourceProgress `json:"sources"`
 	// StateOperators describes the state of each stateful step.
 	StateOperators []StateOperatorProgress `json:"stateOperators,omitempty"`
+	// S3 counts the S3 requests retried (by operation) and the uncertain
+	// creates resolved by reading back since the previous batch, over the
+	// checkpoint, sources and sink; absent when there were none.
+	S3 *s3.StatsSnapshot `json:"s3,omitempty"`
 }
 
 // SourceProgress is one source's part of a batch.

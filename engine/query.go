@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 )
 
@@ -38,6 +39,9 @@ type Query struct {
 	opts    options
 	outCols v1.Columns
 	steps   []step
+	// s3Stats counts the retries of every S3 location the query opens; a
+	// batch's progress reports its share.
+	s3Stats s3.Stats
 
 	running  atomic.Bool
 	stopOnce sync.Once
@@ -297,6 +301,8 @@ type run struct {
 	purgers       []checkpoint.PurgeFunc
 	// state holds the stateful steps' stores (stateful_step.go).
 	state *stateRun
+	// s3Seen is the query's S3 stats when the last batch committed.
+	s3Seen s3.StatsSnapshot
 }
 
 // open claims the checkpoint, reads where it stands, asks the start guard,
@@ -306,11 +312,7 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	var openOpts []checkpoint.OpenOption
-	if q.opts.checkpointS3 != nil {
-		openOpts = append(openOpts, checkpoint.WithS3(q.opts.checkpointS3))
-	}
-	store, err := checkpoint.Open(ctx, loc, openOpts...)
+	store, err := checkpoint.Open(ctx, loc, checkpoint.WithS3(s3.Opener(q.s3Options()...)))
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}
@@ -461,10 +463,16 @@ func (q *Query) hasSource(name string) bool {
 	return false
 }
 
+// s3Options are the options of every S3 location the query opens: the
+// engine's, and the counting of retries into the query's stats.
+func (q *Query) s3Options() []s3.Option {
+	return append(q.opts.s3[:len(q.opts.s3):len(q.opts.s3)], s3.WithStats(&q.s3Stats))
+}
+
 // build constructs the sources and the sink.
 func (r *run) build(ctx context.Context) error {
 	q := r.q
-	open := func(location string) (blob.Folder, error) { return blob.Open(location, q.opts.s3) }
+	open := func(location string) (blob.Folder, error) { return blob.Open(location, q.s3Options()...) }
 	for i := range q.spec.Sources {
 		spec := &q.spec.Sources[i]
 		env := SourceEnv{

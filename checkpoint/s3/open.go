@@ -55,7 +55,25 @@ func Opener(opts ...Option) checkpoint.Opener {
 // Settings not given as options come from the environment (see the
 // options). The Store starts no goroutines and needs no closing.
 func Open(ctx context.Context, bucket, prefix string, opts ...Option) (*Store, error) {
-	cfg := newConfig(opts)
+	s, err := New(bucket, prefix, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkAccess(ctx); err != nil {
+		return nil, fmt.Errorf("open %s: %w", s.Location(), err)
+	}
+	if !s.cfg.readOnly {
+		if err := s.checkConditionalWrites(ctx); err != nil {
+			return nil, fmt.Errorf("open %s: %w", s.Location(), err)
+		}
+	}
+	return s, nil
+}
+
+// New returns the Store for the objects under prefix in bucket without
+// sending a request: for data folders, opened where no context is at hand,
+// whose first request tells of a missing bucket or rejected credentials.
+func New(bucket, prefix string, opts ...Option) (*Store, error) {
 	prefix = strings.Trim(prefix, "/")
 	loc := "s3://" + bucket + "/" + prefix
 	if bucket == "" {
@@ -63,6 +81,10 @@ func Open(ctx context.Context, bucket, prefix string, opts ...Option) (*Store, e
 	}
 	if prefix != "" && !checkpoint.ValidKey(prefix) {
 		return nil, fmt.Errorf("open %s: %w: prefix %q", loc, checkpoint.ErrInvalidLocation, prefix)
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", loc, err)
 	}
 	host, secure, err := parseEndpoint(*cfg.endpoint)
 	if err != nil {
@@ -72,12 +94,17 @@ func Open(ctx context.Context, bucket, prefix string, opts ...Option) (*Store, e
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", loc, err)
 	}
+	lookup := minio.BucketLookupAuto
+	if *cfg.endpoint != awsEndpoint {
+		lookup = minio.BucketLookupPath // MinIO, versitygw and most others
+	}
 	client, err := minio.New(host, &minio.Options{
-		Creds:      cfg.creds,
-		Secure:     secure,
-		Region:     *cfg.region, // known: no GetBucketLocation round trip
-		Transport:  tr,
-		MaxRetries: 1, // Store.retry decides what is retried
+		Creds:        cfg.creds,
+		Secure:       secure,
+		Region:       *cfg.region, // known: no GetBucketLocation round trip
+		Transport:    tr,
+		BucketLookup: lookup,
+		MaxRetries:   1, // Store.retry decides what is retried
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", loc, err)
@@ -86,14 +113,6 @@ func Open(ctx context.Context, bucket, prefix string, opts ...Option) (*Store, e
 	if prefix != "" {
 		s.prefix = prefix + "/"
 	}
-	if err := s.checkAccess(ctx); err != nil {
-		return nil, fmt.Errorf("open %s: %w", loc, err)
-	}
-	if !cfg.readOnly {
-		if err := s.checkConditionalWrites(ctx); err != nil {
-			return nil, fmt.Errorf("open %s: %w", loc, err)
-		}
-	}
 	return s, nil
 }
 
@@ -101,7 +120,7 @@ func Open(ctx context.Context, bucket, prefix string, opts ...Option) (*Store, e
 // distinctly for a missing bucket, rejected credentials and a refused
 // permission.
 func (s *Store) checkAccess(ctx context.Context) error {
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := s.retry(ctx, opList, func(ctx context.Context) error {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		for obj := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.prefix, MaxKeys: 1}) {
@@ -120,11 +139,11 @@ func (s *Store) checkAccess(ctx context.Context) error {
 func (s *Store) checkConditionalWrites(ctx context.Context) error {
 	object := s.prefix + probeDir + uuid.NewString()
 	defer s.client.RemoveObject(context.WithoutCancel(ctx), s.bucket, object, minio.RemoveObjectOptions{})
-	err := s.retry(ctx, func(ctx context.Context) error { return s.putIfAbsent(ctx, object, []byte("first")) })
+	err := s.retry(ctx, opCreate, func(ctx context.Context) error { return s.putIfAbsent(ctx, object, []byte("first")) })
 	if err != nil && !preconditionFailed(err) { // 412: a retried attempt had written it
 		return fmt.Errorf("write scratch object %s: %w", object, s.classify(err))
 	}
-	err = s.retry(ctx, func(ctx context.Context) error { return s.putIfAbsent(ctx, object, []byte("second")) })
+	err = s.retry(ctx, opCreate, func(ctx context.Context) error { return s.putIfAbsent(ctx, object, []byte("second")) })
 	switch {
 	case err == nil:
 		return fmt.Errorf("%s let a second create-if-absent of scratch object %s succeed: two writers could both write the same batch, so checkpoints there could be corrupted; use a server that honours If-None-Match (AWS S3, MinIO, versitygw): %w",

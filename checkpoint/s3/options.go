@@ -14,27 +14,40 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// Environment variables read when the matching option is not given.
+// Environment variables read when the matching option is not given. They are
+// defined here and nowhere else: every S3 location Lockstep opens (checkpoint,
+// source, sink) reads the same names.
 const (
-	EnvEndpoint     = "LOCKSTEP_S3_ENDPOINT" // http://host:port or https://host:port; unset means AWS
-	EnvRegion       = "AWS_REGION"
-	EnvAccessKey    = "AWS_ACCESS_KEY_ID"
-	EnvSecretKey    = "AWS_SECRET_ACCESS_KEY"
-	EnvSessionToken = "AWS_SESSION_TOKEN"
-	EnvCABundle     = "AWS_CA_BUNDLE" // a PEM file of extra CAs to trust
+	EnvEndpoint           = "LOCKSTEP_S3_ENDPOINT" // http://host:port or https://host:port; unset means AWS
+	EnvRegion             = "AWS_REGION"
+	EnvAccessKey          = "AWS_ACCESS_KEY_ID"
+	EnvSecretKey          = "AWS_SECRET_ACCESS_KEY"
+	EnvSessionToken       = "AWS_SESSION_TOKEN"
+	EnvCABundle           = "AWS_CA_BUNDLE"                    // a PEM file of extra CAs to trust
+	EnvInsecureSkipVerify = "LOCKSTEP_S3_INSECURE_SKIP_VERIFY" // "true": accept any certificate (tests only)
+	EnvOperationTimeout   = "LOCKSTEP_S3_OPERATION_TIMEOUT"    // a Go duration: how long one operation may retry
+
+	// The web identity (IRSA, Workload Identity) variables, read by the
+	// credential chain when no static keys are set.
+	EnvWebIdentityTokenFile = "AWS_WEB_IDENTITY_TOKEN_FILE"
+	EnvRoleARN              = "AWS_ROLE_ARN"
 )
 
 // Defaults of the options.
 const (
-	DefaultRegion         = "us-east-1"
-	DefaultAttempts       = 5
-	DefaultBaseDelay      = 50 * time.Millisecond
-	DefaultMaxDelay       = 2 * time.Second
-	DefaultRequestTimeout = 30 * time.Second
-	awsEndpoint           = "https://s3.amazonaws.com"
+	DefaultRegion = "us-east-1"
+	// DefaultOperationTimeout bounds one operation (a Create, a Get, a
+	// List), all its retries included. An outage shorter than it is ridden
+	// out inside the operation.
+	DefaultOperationTimeout = 2 * time.Minute
+	DefaultBaseDelay        = 50 * time.Millisecond
+	DefaultMaxDelay         = 5 * time.Second
+	DefaultRequestTimeout   = 30 * time.Second
+	awsEndpoint             = "https://s3.amazonaws.com"
 )
 
-// An Option configures Open.
+// An Option configures Open and New. Options apply in order; a later one
+// wins, so per-location settings can follow the defaults.
 type Option func(*config)
 
 type config struct {
@@ -43,13 +56,16 @@ type config struct {
 	creds     *credentials.Credentials
 	accessKey string // for messages
 	caFile    *string
-	insecure  bool
+	insecure  *bool
 	tls       *tls.Config
-	attempts  int
+	attempts  int // 0: until the operation timeout
 	baseDelay time.Duration
 	maxDelay  time.Duration
-	timeout   time.Duration
+	timeout   time.Duration // one request
+	opTimeout *time.Duration
 	readOnly  bool
+	stats     *Stats
+	getenv    func(string) string
 }
 
 // WithEndpoint sets the server: "http://host:port" or "https://host:port".
@@ -60,9 +76,11 @@ func WithEndpoint(endpoint string) Option { return func(c *config) { c.endpoint 
 func WithRegion(region string) Option { return func(c *config) { c.region = &region } }
 
 // WithCredentials sets static credentials; sessionToken may be empty. The
-// default is $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY and
-// $AWS_SESSION_TOKEN when the first two are set, else the AWS shared
-// credentials file, else the instance's IAM role.
+// default is the standard chain: $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY
+// and $AWS_SESSION_TOKEN when the first two are set; else the AWS shared
+// credentials file; else web identity ($AWS_WEB_IDENTITY_TOKEN_FILE and
+// $AWS_ROLE_ARN, as IRSA and Workload Identity set them); else the container
+// or instance metadata endpoint.
 func WithCredentials(accessKey, secretKey, sessionToken string) Option {
 	return func(c *config) {
 		c.creds = credentials.NewStaticV4(accessKey, secretKey, sessionToken)
@@ -70,71 +88,115 @@ func WithCredentials(accessKey, secretKey, sessionToken string) Option {
 	}
 }
 
+// WithCredentialChain drops credentials set by an earlier option and uses the
+// standard chain (see WithCredentials). A location on another server than
+// the checkpoint's takes it when it names no keys of its own.
+func WithCredentialChain() Option {
+	return func(c *config) { c.creds, c.accessKey = nil, "" }
+}
+
 // WithCA trusts the CAs in a PEM file as well as the system's. The default
 // is $AWS_CA_BUNDLE when set.
 func WithCA(pemFile string) Option { return func(c *config) { c.caFile = &pemFile } }
 
-// WithInsecureSkipVerify accepts any server certificate. For tests only;
-// the default verifies.
-func WithInsecureSkipVerify() Option { return func(c *config) { c.insecure = true } }
+// WithInsecureSkipVerify accepts any server certificate (or, with false,
+// verifies again). For tests only; the default is
+// $LOCKSTEP_S3_INSECURE_SKIP_VERIFY == "true", else verify.
+func WithInsecureSkipVerify(skip ...bool) Option {
+	v := len(skip) == 0 || skip[0]
+	return func(c *config) { c.insecure = &v }
+}
 
 // WithTLSConfig sets the whole TLS configuration, for client certificates and
 // the like; WithCA and WithInsecureSkipVerify apply on top of it.
 func WithTLSConfig(cfg *tls.Config) Option { return func(c *config) { c.tls = cfg.Clone() } }
 
-// WithRetries sets how many times a request is tried in all (default 5) and
-// the delay before the first retry (default 50ms), which doubles up to 2s,
-// with jitter. Only transient failures are retried: 5xx, 429, 408,
-// throttling, timeouts and connection errors; never a failed precondition,
-// a missing object or a refused permission. attempts 1 disables retries.
+// WithRetries caps how many times a request is tried in all (attempts 1
+// disables retries; 0, the default, retries until the operation timeout) and
+// sets the delay before the first retry (default 50ms), which doubles up to
+// 5s; each wait is drawn uniformly from [0, delay] (full jitter), and is at
+// least what a Retry-After header asked. Only transient failures are
+// retried: 5xx, 429, 408, throttling, timeouts and connection errors; never a
+// failed precondition, a missing object or a refused permission.
 func WithRetries(attempts int, baseDelay time.Duration) Option {
-	return func(c *config) { c.attempts, c.baseDelay = max(attempts, 1), baseDelay }
+	return func(c *config) { c.attempts, c.baseDelay = max(attempts, 0), baseDelay }
 }
 
 // WithRequestTimeout bounds each attempt of a request. The default is 30s.
 func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithOperationTimeout bounds one operation with all its retries. The
+// default is $LOCKSTEP_S3_OPERATION_TIMEOUT, else 2 minutes.
+func WithOperationTimeout(d time.Duration) Option { return func(c *config) { c.opTimeout = &d } }
+
+// WithStats counts the retries and the resolved uncertain writes of the
+// store's operations into st, which may be shared by several stores.
+func WithStats(st *Stats) Option { return func(c *config) { c.stats = st } }
+
+// WithEnv reads the environment defaults through getenv instead of
+// os.Getenv.
+func WithEnv(getenv func(string) string) Option { return func(c *config) { c.getenv = getenv } }
 
 // ReadOnly opens the store for reading only: Open does not write its
 // scratch object, and Create, Put and Delete fail with
 // checkpoint.ErrReadOnly. For inspection with read-only credentials.
 func ReadOnly() Option { return func(c *config) { c.readOnly = true } }
 
-func newConfig(opts []Option) *config {
-	c := &config{attempts: DefaultAttempts, baseDelay: DefaultBaseDelay, maxDelay: DefaultMaxDelay, timeout: DefaultRequestTimeout}
+func newConfig(opts []Option) (*config, error) {
+	c := &config{baseDelay: DefaultBaseDelay, maxDelay: DefaultMaxDelay, timeout: DefaultRequestTimeout, getenv: os.Getenv}
 	for _, opt := range opts {
 		opt(c)
 	}
+	getenv := c.getenv
 	if c.endpoint == nil {
-		ep := os.Getenv(EnvEndpoint)
+		ep := getenv(EnvEndpoint)
 		if ep == "" {
 			ep = awsEndpoint
 		}
 		c.endpoint = &ep
 	}
 	if c.region == nil {
-		r := os.Getenv(EnvRegion)
+		r := getenv(EnvRegion)
 		if r == "" {
 			r = DefaultRegion
 		}
 		c.region = &r
 	}
 	if c.creds == nil {
-		if id, secret := os.Getenv(EnvAccessKey), os.Getenv(EnvSecretKey); id != "" && secret != "" {
-			c.creds = credentials.NewStaticV4(id, secret, os.Getenv(EnvSessionToken))
+		if id, secret := getenv(EnvAccessKey), getenv(EnvSecretKey); id != "" && secret != "" {
+			c.creds = credentials.NewStaticV4(id, secret, getenv(EnvSessionToken))
 			c.accessKey = id
 		} else {
 			c.creds = credentials.NewChainCredentials([]credentials.Provider{
 				&credentials.FileAWSCredentials{},
-				&credentials.IAM{},
+				// Web identity first, then the container and instance
+				// metadata endpoints: minio-go's IAM provider tries them in
+				// that order, reading the AWS_* variables itself.
+				&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
 			})
 		}
 	}
 	if c.caFile == nil {
-		if f := os.Getenv(EnvCABundle); f != "" {
+		if f := getenv(EnvCABundle); f != "" {
 			c.caFile = &f
 		}
 	}
-	return c
+	if c.insecure == nil {
+		v := getenv(EnvInsecureSkipVerify) == "true"
+		c.insecure = &v
+	}
+	if c.opTimeout == nil {
+		d := DefaultOperationTimeout
+		if v := getenv(EnvOperationTimeout); v != "" {
+			parsed, err := time.ParseDuration(v)
+			if err != nil || parsed <= 0 {
+				return nil, fmt.Errorf("%s=%q: want a positive Go duration such as 2m or 90s", EnvOperationTimeout, v)
+			}
+			d = parsed
+		}
+		c.opTimeout = &d
+	}
+	return c, nil
 }
 
 // parseEndpoint splits "http(s)://host[:port]" into host and whether it uses TLS.
@@ -147,37 +209,37 @@ func parseEndpoint(endpoint string) (host string, secure bool, err error) {
 	return u.Host, u.Scheme == "https", nil
 }
 
-// transport builds the HTTP transport for the TLS settings.
+// transport builds the HTTP transport for the TLS settings. It records
+// Retry-After answers for the retry loop.
 func (c *config) transport(secure bool) (http.RoundTripper, error) {
 	tr, err := minio.DefaultTransport(secure)
 	if err != nil {
 		return nil, err
 	}
-	if !secure {
-		return tr, nil
-	}
-	if c.tls != nil {
-		tr.TLSClientConfig = c.tls.Clone()
-	}
-	if tr.TLSClientConfig == nil {
-		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
-	if c.insecure {
-		tr.TLSClientConfig.InsecureSkipVerify = true
-	}
-	if c.caFile != nil {
-		pem, err := os.ReadFile(*c.caFile)
-		if err != nil {
-			return nil, fmt.Errorf("read CA bundle: %w", err)
+	if secure {
+		if c.tls != nil {
+			tr.TLSClientConfig = c.tls.Clone()
 		}
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
+		if tr.TLSClientConfig == nil {
+			tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", *c.caFile)
+		if *c.insecure {
+			tr.TLSClientConfig.InsecureSkipVerify = true
 		}
-		tr.TLSClientConfig.RootCAs = pool
+		if c.caFile != nil {
+			pem, err := os.ReadFile(*c.caFile)
+			if err != nil {
+				return nil, fmt.Errorf("read CA bundle: %w", err)
+			}
+			pool, err := x509.SystemCertPool()
+			if err != nil {
+				pool = x509.NewCertPool()
+			}
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", *c.caFile)
+			}
+			tr.TLSClientConfig.RootCAs = pool
+		}
 	}
-	return tr, nil
+	return retryAfterTransport{tr}, nil
 }

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"sort"
 	"strings"
-	"time"
 
 	"github.com/minio/minio-go/v7"
 
@@ -47,7 +46,7 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 		return nil, err
 	}
 	var data []byte
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := s.retry(ctx, opGet, func(ctx context.Context) error {
 		r, _, _, err := minio.Core{Client: s.client}.GetObject(ctx, s.bucket, s.object(key), minio.GetObjectOptions{})
 		if err != nil {
 			return err
@@ -66,36 +65,48 @@ func (s *Store) Get(ctx context.Context, key string) ([]byte, error) {
 // exact size and no multipart upload, so the server evaluates the condition
 // atomically with the write.
 //
-// When an attempt fails in a way that leaves its outcome unknown (a timeout,
-// a reset connection, a 5xx) and the retry then finds the object existing,
-// Create reads it back: if it holds exactly data, the earlier attempt won
-// and Create succeeds. Two writers creating identical bytes are therefore
-// indistinguishable, which is harmless for the logs, where equal content
-// means the same batch plan.
+// An attempt can fail in a way that leaves its outcome unknown: the reply
+// was lost, the connection reset after the request was sent, the attempt
+// timed out, the server answered 5xx. Create never guesses then: when the
+// retries end (in success, a 412 or an error) after such an attempt, it reads
+// the object back. If it holds exactly data, an attempt of ours wrote it and
+// Create succeeds; if it holds other bytes, another writer won and the error
+// wraps checkpoint.ErrExists; if it is absent, or cannot be read, the error
+// says the outcome is unknown and wraps neither. Two writers creating
+// identical bytes are indistinguishable, which is harmless: equal content
+// means the same batch plan, the same manifest entry.
 func (s *Store) Create(ctx context.Context, key string, data []byte) error {
 	if err := s.checkWrite(key); err != nil {
 		return err
 	}
-	uncertain := false
-	err := s.retry(ctx, func(ctx context.Context) error {
+	wasUncertain := false
+	err := s.retry(ctx, opCreate, func(ctx context.Context) error {
 		err := s.putIfAbsent(ctx, s.object(key), data)
-		if err != nil && transient(ctx, err) {
-			uncertain = true
+		if err != nil && !preconditionFailed(err) && uncertain(err) {
+			wasUncertain = true
 		}
 		return err
 	})
-	if preconditionFailed(err) {
-		if uncertain {
-			if got, gerr := s.Get(ctx, key); gerr == nil && bytes.Equal(got, data) {
-				return nil
-			}
-		}
+	switch {
+	case err == nil:
+		return nil
+	case !wasUncertain && preconditionFailed(err):
 		return fmt.Errorf("create %s: %w", s.name(key), checkpoint.ErrExists)
-	}
-	if err != nil {
+	case !wasUncertain:
 		return s.wrap("create", key, err)
 	}
-	return nil
+	got, gerr := s.Get(ctx, key)
+	switch {
+	case gerr == nil && bytes.Equal(got, data):
+		s.cfg.stats.resolved()
+		return nil
+	case gerr == nil:
+		return fmt.Errorf("create %s: another writer created it first: %w", s.name(key), checkpoint.ErrExists)
+	case errors.Is(gerr, checkpoint.ErrNotFound) && !preconditionFailed(err):
+		return fmt.Errorf("create %s: the outcome is unknown and the object is absent: %w", s.name(key), s.classify(err))
+	default:
+		return fmt.Errorf("create %s: the outcome is unknown (%w) and reading it back failed: %v", s.name(key), s.classify(err), gerr)
+	}
 }
 
 func (s *Store) putIfAbsent(ctx context.Context, object string, data []byte) error {
@@ -110,7 +121,7 @@ func (s *Store) Put(ctx context.Context, key string, data []byte) error {
 	if err := s.checkWrite(key); err != nil {
 		return err
 	}
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := s.retry(ctx, opPut, func(ctx context.Context) error {
 		_, err := s.client.PutObject(ctx, s.bucket, s.object(key), bytes.NewReader(data), int64(len(data)),
 			minio.PutObjectOptions{DisableMultipart: true, ContentType: "application/octet-stream"})
 		return err
@@ -126,7 +137,7 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	if err := s.checkWrite(key); err != nil {
 		return err
 	}
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := s.retry(ctx, opDelete, func(ctx context.Context) error {
 		return s.client.RemoveObject(ctx, s.bucket, s.object(key), minio.RemoveObjectOptions{})
 	})
 	if err != nil && !notFound(err) {
@@ -155,7 +166,7 @@ func (s *Store) ListInfo(ctx context.Context, prefix string) ([]checkpoint.Objec
 		return nil, err
 	}
 	var infos []checkpoint.ObjectInfo
-	err := s.retry(ctx, func(ctx context.Context) error {
+	err := s.retry(ctx, opList, func(ctx context.Context) error {
 		infos = infos[:0]
 		for obj := range s.client.ListObjectsIter(ctx, s.bucket, minio.ListObjectsOptions{Prefix: s.object(prefix), Recursive: true}) {
 			if obj.Err != nil {
@@ -165,7 +176,7 @@ func (s *Store) ListInfo(ctx context.Context, prefix string) ([]checkpoint.Objec
 			if !checkpoint.ValidKey(key) { // a scratch object, a folder marker, or not ours
 				continue
 			}
-			infos = append(infos, checkpoint.ObjectInfo{Key: key, Size: obj.Size})
+			infos = append(infos, checkpoint.ObjectInfo{Key: key, Size: obj.Size, ModTime: obj.LastModified})
 		}
 		return ctx.Err()
 	})
@@ -226,30 +237,4 @@ func notFound(err error) bool {
 func preconditionFailed(err error) bool {
 	var er minio.ErrorResponse
 	return errors.As(err, &er) && (er.StatusCode == http.StatusPreconditionFailed || er.Code == minio.PreconditionFailed)
-}
-
-// retry runs f until it succeeds, fails for good or runs out of attempts,
-// each attempt bounded by the request timeout, with exponential backoff and
-// jitter between attempts.
-func (s *Store) retry(ctx context.Context, f func(ctx context.Context) error) error {
-	delay := s.cfg.baseDelay
-	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		actx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
-		err := f(actx)
-		cancel()
-		if err == nil || attempt >= s.cfg.attempts || !transient(ctx, err) {
-			return err
-		}
-		t := time.NewTimer(jitter(delay))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
-		}
-		delay = min(2*delay, s.cfg.maxDelay)
-	}
 }

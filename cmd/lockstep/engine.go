@@ -15,15 +15,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 )
-
-// envS3InsecureSkipVerify turns off certificate checks of the checkpoint store (the
-// CheckpointStore's insecureSkipVerify, for tests only).
-const envS3InsecureSkipVerify = "LOCKSTEP_S3_INSECURE_SKIP_VERIFY"
 
 // maxTerminationMessage is what Kubernetes keeps of a termination message.
 const maxTerminationMessage = 4096
@@ -91,14 +85,8 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 	if err != nil {
 		return "", err
 	}
-	var s3opts []s3.Option
-	if os.Getenv(envS3InsecureSkipVerify) == "true" {
-		s3opts = append(s3opts, s3.WithInsecureSkipVerify())
-	}
 	health := &engineHealth{log: log}
 	q, err := engine.New(obj, reg,
-		engine.WithCheckpointS3(s3.Opener(s3opts...)),
-		engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)),
 		engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),
 		engine.WithStartGuard(compatGuard(log)),
 		engine.WithLogger(log),

@@ -18,9 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/sink"
@@ -109,8 +107,6 @@ func runQuery(ctx context.Context, file, location, progress string, stdout, stde
 	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	opts := []engine.Option{
-		engine.WithCheckpointS3(s3.Opener()),
-		engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)),
 		engine.WithLogger(logger),
 		engine.WithObserver(obs),
 		engine.WithStdout(stdout),

@@ -8,9 +8,9 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 )
 
 var (
@@ -26,13 +26,9 @@ var (
 	ErrInvalidLocation = errors.New("invalid location")
 )
 
-// Object describes one stored object.
-type Object struct {
-	// Key is the object's slash-separated path relative to the folder.
-	Key     string
-	Size    int64
-	ModTime time.Time
-}
+// Object describes one stored object: its slash-separated key relative to
+// the folder, size and modification time.
+type Object = checkpoint.ObjectInfo
 
 // Folder holds the objects under one location. Keys are slash-separated paths
 // relative to it. Implementations are safe for concurrent use.
@@ -61,15 +57,15 @@ type Folder interface {
 
 // Open returns the Folder of a location: a local path (relative paths are
 // resolved against the working directory), a file:// URL, or s3://bucket/prefix,
-// which uses cfg. Open does no I/O for local folders and none but creating
-// the client for S3.
-func Open(location string, cfg S3Config) (Folder, error) {
+// opened with opts over the environment's S3 settings. Open does no I/O for
+// local folders and none but creating the client for S3.
+func Open(location string, opts ...s3.Option) (Folder, error) {
 	loc, err := Parse(location)
 	if err != nil {
 		return nil, err
 	}
 	if loc.Bucket != "" {
-		return OpenS3(cfg, loc.Bucket, loc.Prefix)
+		return OpenS3(loc.Bucket, loc.Prefix, opts...)
 	}
 	return OpenDir(loc.Path)
 }

@@ -17,21 +17,16 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-// s3Config returns the settings of a test S3 server.
-func s3Config(s *testenv.S3Server) blob.S3Config {
-	return blob.S3Config{Endpoint: s.URL, AccessKey: s.AccessKey, SecretKey: s.SecretKey, Region: s.Region}
-}
-
 // folders returns a fresh local folder and a fresh S3 prefix, so that every
 // behaviour is checked on both.
 func folders(t *testing.T) map[string]blob.Folder {
 	t.Helper()
-	dir, err := blob.Open(t.TempDir(), blob.S3Config{})
+	dir, err := blob.Open(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := testenv.S3(t)
-	s3, err := blob.Open("s3://"+s.Bucket+"/some/prefix", s3Config(s))
+	s3, err := blob.Open("s3://"+s.Bucket+"/some/prefix", s.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

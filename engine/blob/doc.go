@@ -9,11 +9,8 @@
 //	/abs/path, rel/path, file:///abs/path   a local folder ([OpenDir])
 //	s3://bucket/prefix                      a prefix of an S3 or MinIO bucket ([OpenS3])
 //
-// S3 connection settings are the checkpoint's: [S3ConfigFromEnv] reads
-// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and LOCKSTEP_S3_ENDPOINT.
-// Nothing here reads the environment by itself.
-//
-// This package is not the checkpoint store: checkpoint.Store has no
-// modification times, and the checkpoint layer owns its own S3 client. The
-// local folder reuses checkpoint.Dir for its atomic writes.
+// There is one S3 layer: an S3 folder is package checkpoint/s3's Store, with
+// its settings (options over the environment variables defined there),
+// retries and resolution of uncertain creates. The local folder reuses
+// checkpoint.Dir for its atomic writes.
 package blob

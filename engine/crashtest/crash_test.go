@@ -16,6 +16,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -71,7 +72,7 @@ type setup struct {
 	t        *testing.T
 	in, out  string // locations
 	ckpt     string
-	cfg      blob.S3Config
+	cfg      []cks3.Option
 	env      []string
 	files    int
 	perBatch int
@@ -89,7 +90,7 @@ func newS3(t *testing.T, perBatch int) *setup {
 	s := testenv.S3(t)
 	root := "s3://" + s.Bucket
 	return &setup{t: t, dir: t.TempDir(), perBatch: perBatch, env: s.Env(),
-		cfg: blob.S3Config{Endpoint: s.URL, AccessKey: s.AccessKey, SecretKey: s.SecretKey, Region: s.Region},
+		cfg: s.Options(),
 		in:  root + "/in", out: root + "/out", ckpt: root + "/ckpt"}
 }
 
@@ -97,7 +98,7 @@ func newS3(t *testing.T, perBatch int) *setup {
 // records are filtered out.
 func (s *setup) addInput(n int) {
 	s.t.Helper()
-	f, err := blob.Open(s.in, s.cfg)
+	f, err := blob.Open(s.in, s.cfg...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -117,7 +118,7 @@ func (s *setup) addInput(n int) {
 		if err := f.Put(context.Background(), fmt.Sprintf("orders-%04d.json", i), b.Bytes()); err != nil {
 			s.t.Fatal(err)
 		}
-		if s.cfg.Endpoint == "" {
+		if s.cfg == nil {
 			// Distinct modification times, in file order.
 			at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
 			_ = os.Chtimes(filepath.Join(s.in, fmt.Sprintf("orders-%04d.json", i)), at, at)
@@ -174,7 +175,7 @@ func (s *setup) finish() {
 
 func (s *setup) output(out string) []engine.Row {
 	s.t.Helper()
-	f, err := blob.Open(out, s.cfg)
+	f, err := blob.Open(out, s.cfg...)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -19,9 +19,7 @@ import (
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/sink"
@@ -64,8 +62,6 @@ func runChild(file string) int {
 	}
 	opts := []engine.Option{
 		engine.WithFeatures(v1.Supported().With(v1.FeatureDeltaSink, v1.FeatureDeltaSource)),
-		engine.WithS3(blob.S3ConfigFromEnv(os.Getenv)),
-		engine.WithCheckpointS3(cks3.Opener()),
 	}
 	if at := os.Getenv(envCrashAt); at != "" {
 		phase, batch, _ := strings.Cut(at, ":")

@@ -50,7 +50,7 @@ type pipeline struct {
 	kind                 string
 	in, table, out       string
 	ckptA, ckptB         string
-	cfg                  blob.S3Config
+	cfg                  []cks3.Option
 	opts                 []engine.Option
 	env                  []string // the S3 settings, for child processes
 	files                int
@@ -74,19 +74,18 @@ func newPipeline(t *testing.T, kind string) *pipeline {
 		// The settings are passed, not set in the environment, so that
 		// tests on S3 can run in parallel.
 		s := testenv.S3(t)
-		p.cfg = blob.S3Config{Endpoint: s.URL, AccessKey: s.AccessKey, SecretKey: s.SecretKey, Region: s.Region}
+		p.cfg = s.Options()
 		p.env = s.Env()
 		b := "s3://" + s.Bucket
 		p.in, p.table, p.out, p.ckptA, p.ckptB = b+"/in", b+"/lake/orders", b+"/out", b+"/ckpt/a", b+"/ckpt/b"
-		p.opts = []engine.Option{engine.WithS3(p.cfg), engine.WithCheckpointS3(cks3.Opener(
-			cks3.WithEndpoint(s.URL), cks3.WithRegion(s.Region), cks3.WithCredentials(s.AccessKey, s.SecretKey, "")))}
+		p.opts = []engine.Option{engine.WithS3(p.cfg...)}
 	}
 	return p
 }
 
 func (p *pipeline) folder(t testing.TB, loc string) blob.Folder {
 	t.Helper()
-	f, err := blob.Open(loc, p.cfg)
+	f, err := blob.Open(loc, p.cfg...)
 	if err != nil {
 		t.Fatal(err)
 	}

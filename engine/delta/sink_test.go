@@ -23,11 +23,11 @@ type tableLocation struct {
 func newTableLocation(t *testing.T, kind string) tableLocation {
 	t.Helper()
 	if kind == "local" {
-		return tableLocation{path: t.TempDir(), open: func(loc string) (blob.Folder, error) { return blob.Open(loc, blob.S3Config{}) }}
+		return tableLocation{path: t.TempDir(), open: func(loc string) (blob.Folder, error) { return blob.Open(loc) }}
 	}
 	srv := testenv.S3(t)
-	cfg := blob.S3Config{Endpoint: srv.URL, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, Region: srv.Region}
-	return tableLocation{path: "s3://" + srv.Bucket + "/lake/table", open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg) }}
+	cfg := srv.Options()
+	return tableLocation{path: "s3://" + srv.Bucket + "/lake/table", open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }}
 }
 
 func (l tableLocation) table(t testing.TB) *delta.Table {

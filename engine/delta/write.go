@@ -150,10 +150,18 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 		if !errors.Is(err, checkpoint.ErrExists) {
 			return Result{}, fmt.Errorf("delta table %s: commit version %d: %w", t.Location(), version, err)
 		}
-		// Lost the race: read what won, and decide.
+		// Lost the race: read what won, and decide. Our files are deleted
+		// only once the commits that won are known not to name them: the
+		// store resolves an uncertain create by reading it back, but should
+		// a commit of ours have landed unrecognised, its files must stay.
 		newer, err := t.Snapshot(ctx)
 		if err != nil {
 			return Result{}, err
+		}
+		if committed, err := t.namesAny(ctx, snap.Version, newer.Version, files); err != nil {
+			return Result{}, err
+		} else if committed {
+			return Result{Version: newer.Version, Files: files, Retries: res.Retries}, nil
 		}
 		if skip(newer, w) {
 			t.deleteFiles(ctx, files)
@@ -183,6 +191,30 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 			return Result{}, fmt.Errorf("delta table %s: %d retries: %w", t.Location(), res.Retries-1, ErrTooManyRetries)
 		}
 	}
+}
+
+// namesAny reports whether a commit in (after, upTo] adds one of files: then
+// that commit is this write's own, whose creation was not recognised.
+func (t *Table) namesAny(ctx context.Context, after, upTo int64, files []Add) (bool, error) {
+	if len(files) == 0 {
+		return false, nil
+	}
+	ours := make(map[string]bool, len(files))
+	for _, f := range files {
+		ours[canonicalPath(f.Path)] = true
+	}
+	for v := after + 1; v <= upTo; v++ {
+		actions, err := t.readCommit(ctx, v)
+		if err != nil {
+			return false, fmt.Errorf("delta table %s: read the commit that won version %d: %w", t.Location(), v, err)
+		}
+		for _, a := range actions {
+			if a.Add != nil && ours[canonicalPath(a.Add.Path)] {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }
 
 func skip(s *Snapshot, w Write) bool {

@@ -160,7 +160,7 @@ func produceOrders(t *testing.T, brokers []string, topic string, partitions int3
 
 func filesOutput(t *testing.T, dir string) []engine.Row {
 	t.Helper()
-	f, err := blob.Open(dir, blob.S3Config{})
+	f, err := blob.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

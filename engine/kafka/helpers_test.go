@@ -129,7 +129,7 @@ func newSource(t *testing.T, spec *v1.Source, dir string, opts ...kafka.Opt) *ka
 	t.Helper()
 	s, err := kafka.SourceWith(opts...)(testContext(t), spec, engine.SourceEnv{
 		Name: spec.Name, QueryID: "q1", Store: sourceStore(t, dir), Logger: testLogger(t),
-		Open: func(loc string) (blob.Folder, error) { return blob.Open(loc, blob.S3Config{}) },
+		Open: func(loc string) (blob.Folder, error) { return blob.Open(loc) },
 	})
 	if err != nil {
 		t.Fatalf("new source: %v", err)

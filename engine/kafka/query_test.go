@@ -111,7 +111,7 @@ func TestQueryKafkaToFiles(t *testing.T) {
 	if lag := rec.Batches()[0].Sources[0].Lag; lag == nil || *lag != 95 {
 		t.Errorf("batch 0 lag %v, want 95", lag)
 	}
-	f, err := blob.Open(out, blob.S3Config{})
+	f, err := blob.Open(out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -142,17 +142,37 @@ func (f *Files) Write(ctx context.Context, b *engine.Batch) error {
 	err = f.folder.Create(ctx, key, append(data, '\n'))
 	if errors.Is(err, blob.ErrExists) {
 		// Another attempt committed the batch first: its files are the
-		// batch's, and ours are never read.
+		// batch's. Ours are orphans unless the entry names them (it is
+		// ours after all), so delete only what it proves unreferenced.
 		f.logger.Info("Found the batch committed by another attempt", "batch", b.ID)
-		for _, df := range m.Files {
-			_ = f.folder.Delete(ctx, df.Path) // an orphan; harmless if it stays
-		}
+		f.deleteUnreferenced(ctx, key, m.Files)
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("commit batch %d: %w", b.ID, err)
 	}
 	return nil
+}
+
+// deleteUnreferenced deletes the files of a failed attempt that the
+// committed manifest entry at key does not name. When the entry cannot be
+// read, it deletes nothing: a leftover file is harmless, readers go by the
+// manifest, and a deleted referenced one would lose the batch.
+func (f *Files) deleteUnreferenced(ctx context.Context, key string, files []DataFile) {
+	data, err := f.folder.Get(ctx, key)
+	var won Manifest
+	if err == nil {
+		err = json.Unmarshal(data, &won)
+	}
+	if err != nil {
+		f.logger.Warn("Left the files of a failed attempt in place: could not read the committed manifest entry", "entry", key, "error", err)
+		return
+	}
+	for _, df := range files {
+		if !slices.ContainsFunc(won.Files, func(w DataFile) bool { return w.Path == df.Path }) {
+			_ = f.folder.Delete(ctx, df.Path) // best effort: an orphan is harmless
+		}
+	}
 }
 
 // ManifestKey is the key, in the output folder, of the manifest entry of

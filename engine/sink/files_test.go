@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -18,8 +19,8 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func filesHarness(location string, cfg blob.S3Config, format v1.FileFormat) enginetest.SinkHarness {
-	open := func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg) }
+func filesHarness(location string, cfg []cks3.Option, format v1.FileFormat) enginetest.SinkHarness {
+	open := func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }
 	return enginetest.SinkHarness{
 		New: func(t *testing.T) engine.Sink {
 			s, err := sink.NewFiles(context.Background(), &v1.Sink{Files: &v1.FilesSink{Path: location, Format: format}},
@@ -43,7 +44,7 @@ func TestFilesSinkLocal(t *testing.T) {
 	for _, format := range []v1.FileFormat{v1.FormatParquet, v1.FormatJSON} {
 		t.Run(string(format), func(t *testing.T) {
 			enginetest.RunSinkSuite(t, func(t *testing.T) enginetest.SinkHarness {
-				return filesHarness(t.TempDir(), blob.S3Config{}, format)
+				return filesHarness(t.TempDir(), nil, format)
 			})
 		})
 	}
@@ -51,7 +52,7 @@ func TestFilesSinkLocal(t *testing.T) {
 
 func TestFilesSinkS3(t *testing.T) {
 	s := testenv.S3(t)
-	cfg := blob.S3Config{Endpoint: s.URL, AccessKey: s.AccessKey, SecretKey: s.SecretKey, Region: s.Region}
+	cfg := s.Options()
 	n := 0
 	enginetest.RunSinkSuite(t, func(t *testing.T) enginetest.SinkHarness {
 		n++
@@ -63,7 +64,7 @@ func TestFilesSinkS3(t *testing.T) {
 // manifest: a data file left by a crash before the manifest is not read.
 func TestFilesSinkIgnoresUnlistedFiles(t *testing.T) {
 	dir := t.TempDir()
-	h := filesHarness(dir, blob.S3Config{}, v1.FormatJSON)
+	h := filesHarness(dir, nil, v1.FormatJSON)
 	f, _ := blob.OpenDir(dir)
 	if err := f.Put(context.Background(), "part-q-00000000000000000000-dead.json", []byte(`{"id":"orphan","n":1}`+"\n")); err != nil {
 		t.Fatal(err)
@@ -77,7 +78,7 @@ func TestFilesSinkCallsHookBeforeCommit(t *testing.T) {
 	dir := t.TempDir()
 	var reached []engine.Phase
 	s, err := sink.NewFiles(context.Background(), &v1.Sink{Files: &v1.FilesSink{Path: dir}}, engine.SinkEnv{
-		Open:    func(loc string) (blob.Folder, error) { return blob.Open(loc, blob.S3Config{}) },
+		Open:    func(loc string) (blob.Folder, error) { return blob.Open(loc) },
 		Reached: func(p engine.Phase, _ int64) { reached = append(reached, p) },
 	})
 	if err != nil {

@@ -62,7 +62,7 @@ func (in *input) source(t *testing.T, edit func(*v1.Source)) engine.Source {
 	}
 	s, err := source.NewFiles(context.Background(), spec, engine.SourceEnv{
 		Name: "in", QueryID: "q1", Store: store,
-		Open: func(loc string) (blob.Folder, error) { return blob.Open(loc, blob.S3Config{}) },
+		Open: func(loc string) (blob.Folder, error) { return blob.Open(loc) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -251,8 +251,8 @@ func TestFilesMalformed(t *testing.T) {
 func TestFilesS3(t *testing.T) {
 	ctx := context.Background()
 	s3 := testenv.S3(t)
-	cfg := blob.S3Config{Endpoint: s3.URL, AccessKey: s3.AccessKey, SecretKey: s3.SecretKey, Region: s3.Region}
-	in, err := blob.Open("s3://"+s3.Bucket+"/in", cfg)
+	cfg := s3.Options()
+	in, err := blob.Open("s3://"+s3.Bucket+"/in", cfg...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -266,7 +266,7 @@ func TestFilesS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := source.NewFiles(ctx, &v1.Source{Name: "in", Files: &v1.FilesSource{Path: "s3://" + s3.Bucket + "/in", Format: v1.FormatJSON}, Schema: &v1.Schema{Columns: schema}},
-		engine.SourceEnv{Name: "in", QueryID: "q", Store: ck, Open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg) }})
+		engine.SourceEnv{Name: "in", QueryID: "q", Store: ck, Open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 )
 
 // S3Server is a real S3 server on loopback and a fresh, empty bucket on it.
@@ -32,6 +34,12 @@ func (s *S3Server) Env() []string {
 		"AWS_REGION=" + s.Region,
 		"LOCKSTEP_S3_ENDPOINT=" + s.URL,
 	}
+}
+
+// Options returns the options that point package checkpoint/s3 (and so every
+// S3 location of the engine) at this server.
+func (s *S3Server) Options() []s3.Option {
+	return []s3.Option{s3.WithEndpoint(s.URL), s3.WithRegion(s.Region), s3.WithCredentials(s.AccessKey, s.SecretKey, "")}
 }
 
 // Client returns a minio-go client for the server, for test set-up and checks.
