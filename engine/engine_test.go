@@ -654,3 +654,71 @@ func TestS3Checkpoint(t *testing.T) {
 		t.Errorf("second run = %+v, want nothing new", sum)
 	}
 }
+
+// TestS3DataOnAnotherServer keeps the checkpoint on one S3 server (the
+// environment's settings) and the input and output on another, with its own
+// keys named by spec.s3: the data locations must not use the checkpoint's
+// server or keys.
+func TestS3DataOnAnotherServer(t *testing.T) {
+	kinds := testenv.S3Kinds()
+	if len(kinds) < 2 {
+		t.Skipf("needs two S3 servers; LOCKSTEP_TEST_S3=%v", kinds)
+	}
+	ckptSrv, dataSrv := testenv.S3Of(t, kinds[0]), testenv.S3Of(t, kinds[1])
+	for _, kv := range ckptSrv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	t.Setenv("LAKE_AWS_ACCESS_KEY_ID", dataSrv.AccessKey)
+	t.Setenv("LAKE_AWS_SECRET_ACCESS_KEY", dataSrv.SecretKey)
+	conn := &v1.S3Connection{Endpoint: dataSrv.URL, Region: dataSrv.Region, CredentialsEnvPrefix: "LAKE_"}
+
+	ctx := context.Background()
+	in, err := blob.Open("s3://"+dataSrv.Bucket+"/in", dataSrv.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		line := fmt.Sprintf(`{"id":"o-%d","country":"fr","amount":%d,"qty":1}`+"\n", i, i)
+		if err := in.Put(ctx, fmt.Sprintf("f%d.json", i), []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o := &orders{in: "s3://" + dataSrv.Bucket + "/in", out: "s3://" + dataSrv.Bucket + "/out", ckpt: "s3://" + ckptSrv.Bucket + "/ckpt"}
+	q := o.query().AvailableNow().
+		EditSource("orders", func(s *v1.Source) { s.Files.S3 = conn }).
+		Obj()
+	q.Spec.Sink.Files.S3 = conn
+	sum := run(t, q)
+	if sum.Batches != 2 || sum.NumOutputRows != 2 {
+		t.Errorf("Summary = %+v, want 2 batches, 2 rows out", sum)
+	}
+	out, err := blob.Open(o.out, dataSrv.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows := enginetest.OutputRows(t, out); len(rows) != 2 {
+		t.Errorf("output on the data server = %v, want 2 rows", rows)
+	}
+	ckpt, err := blob.Open(o.ckpt, ckptSrv.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if objs, err := ckpt.List(ctx, "commits/"); err != nil || len(objs) != 2 {
+		t.Errorf("commits on the checkpoint server = %v, %v; want 2", objs, err)
+	}
+}
+
+// TestS3ConnectionNeedsAnS3Path refuses spec.s3 on a local path, naming the
+// field.
+func TestS3ConnectionNeedsAnS3Path(t *testing.T) {
+	o := newOrders(t)
+	q := o.query().Obj()
+	q.Spec.Sink.Files.S3 = &v1.S3Connection{Endpoint: "ftp://x"}
+	_, err := engine.New(q, enginetest.Registry(t))
+	for _, want := range []string{"spec.sink.files.s3: Invalid value", "s3:// path only", "spec.sink.files.s3.endpoint"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("New error = %v, want it to mention %q", err, want)
+		}
+	}
+}

@@ -27,6 +27,7 @@ type options struct {
 	location   string
 	owner      *checkpoint.Owner
 	s3         []s3.Option
+	getenv     func(string) string
 	logger     *slog.Logger
 	clock      clock.Clock
 	observer   Observer
@@ -46,6 +47,7 @@ func defaultOptions() options {
 		idlePoll:   DefaultIdlePoll,
 		features:   v1.Supported(),
 		purgeEvery: 10,
+		getenv:     os.Getenv,
 	}
 }
 
@@ -73,6 +75,12 @@ func WithOwner(owner checkpoint.Owner) Option {
 // environment alone.
 func WithS3(opts ...s3.Option) Option {
 	return optionFunc(func(o *options) { o.s3 = append(o.s3[:len(o.s3):len(o.s3)], opts...) })
+}
+
+// WithEnv reads the environment — the S3 defaults, the credentials of a
+// source's or sink's own spec.s3 — through getenv instead of os.Getenv.
+func WithEnv(getenv func(string) string) Option {
+	return optionFunc(func(o *options) { o.getenv = getenv })
 }
 
 // WithLogger sets the logger; the default discards everything.

@@ -466,20 +466,51 @@ func (q *Query) hasSource(name string) bool {
 // s3Options are the options of every S3 location the query opens: the
 // engine's, and the counting of retries into the query's stats.
 func (q *Query) s3Options() []s3.Option {
-	return append(q.opts.s3[:len(q.opts.s3):len(q.opts.s3)], s3.WithStats(&q.s3Stats))
+	opts := make([]s3.Option, 0, len(q.opts.s3)+2)
+	opts = append(opts, s3.WithEnv(q.opts.getenv))
+	opts = append(opts, q.opts.s3...)
+	return append(opts, s3.WithStats(&q.s3Stats))
+}
+
+// folderOpener opens the locations of the source or sink called name (""
+// for the sink): with the engine's S3 settings, and its own spec.s3 on top.
+func (q *Query) folderOpener(conn *v1.S3Connection, name string) FolderOpener {
+	opts := q.s3Options()
+	if conn != nil {
+		opts = append(opts, connectionOptions(conn, name, q.opts.getenv)...)
+	}
+	return func(location string) (blob.Folder, error) { return blob.Open(location, opts...) }
+}
+
+// connectionOptions are the S3 options of a source's or sink's own
+// connection: its endpoint and region, its keys from the variables under its
+// prefix, else the standard credential chain (never the checkpoint's keys).
+func connectionOptions(c *v1.S3Connection, name string, getenv func(string) string) []s3.Option {
+	endpoint, region := c.Endpoint, c.Region
+	if endpoint == "" {
+		endpoint = s3.AWSEndpoint
+	}
+	if region == "" {
+		region = s3.DefaultRegion
+	}
+	opts := []s3.Option{s3.WithEndpoint(endpoint), s3.WithRegion(region), s3.WithInsecureSkipVerify(c.InsecureSkipVerify)}
+	prefix := v1.S3CredentialsEnvPrefix(c, name)
+	if id, secret := getenv(prefix+s3.EnvAccessKey), getenv(prefix+s3.EnvSecretKey); id != "" && secret != "" {
+		return append(opts, s3.WithCredentials(id, secret, getenv(prefix+s3.EnvSessionToken)))
+	}
+	return append(opts, s3.WithCredentialChain())
 }
 
 // build constructs the sources and the sink.
 func (r *run) build(ctx context.Context) error {
 	q := r.q
-	open := func(location string) (blob.Folder, error) { return blob.Open(location, q.s3Options()...) }
 	for i := range q.spec.Sources {
 		spec := &q.spec.Sources[i]
 		env := SourceEnv{
 			Name:    spec.Name,
 			QueryID: r.queryID,
 			Store:   prefixStore{store: r.ckpt.Store(), prefix: checkpoint.SourceKey(spec.Name, "")},
-			Open:    open,
+			Open:    q.folderOpener(spec.S3Connection(), spec.Name),
 			Logger:  q.opts.logger.With("source", spec.Name),
 		}
 		src, err := q.reg.sources[spec.Kind()].new(ctx, spec, env)
@@ -501,7 +532,7 @@ func (r *run) build(ctx context.Context) error {
 		QueryID:    r.queryID,
 		Columns:    q.outCols,
 		OutputMode: q.spec.OutputMode,
-		Open:       open,
+		Open:       q.folderOpener(q.spec.Sink.S3Connection(), ""),
 		Stdout:     q.opts.stdout,
 		Logger:     q.opts.logger.With("sink", string(q.spec.Sink.Kind())),
 		Reached:    hook,

@@ -82,6 +82,9 @@ type DeltaSink struct {
 	// Path is the table's folder: a local path, a file:// URL or an s3://bucket/prefix.
 	// +kubebuilder:validation:MinLength=1
 	Path string `json:"path"`
+	// S3 reaches an s3:// path on another server or account than the checkpoint's.
+	// +optional
+	S3 *S3Connection `json:"s3,omitempty"`
 	// PartitionColumns are output columns the table is partitioned by, in order.
 	// +optional
 	// +listType=atomic
@@ -94,6 +97,9 @@ type FilesSink struct {
 	// Path is the output folder: a local path, a file:// URL or an s3://bucket/prefix.
 	// +kubebuilder:validation:MinLength=1
 	Path string `json:"path"`
+	// S3 reaches an s3:// path on another server or account than the checkpoint's.
+	// +optional
+	S3 *S3Connection `json:"s3,omitempty"`
 	// Format is parquet (default) or json (one object per line).
 	// +optional
 	// +kubebuilder:default=parquet

@@ -218,6 +218,9 @@ type FilesSource struct {
 	// Path is the folder to read: a local path, a file:// URL or an s3://bucket/prefix.
 	// +kubebuilder:validation:MinLength=1
 	Path string `json:"path"`
+	// S3 reaches an s3:// path on another server or account than the checkpoint's.
+	// +optional
+	S3 *S3Connection `json:"s3,omitempty"`
 	// Format of the files: json (one object per line), csv (columns in schema order, no
 	// header) or parquet.
 	// +kubebuilder:validation:Enum=json;csv;parquet
@@ -244,6 +247,9 @@ type DeltaSource struct {
 	// Path is the table's folder: a local path, a file:// URL or an s3://bucket/prefix.
 	// +kubebuilder:validation:MinLength=1
 	Path string `json:"path"`
+	// S3 reaches an s3:// path on another server or account than the checkpoint's.
+	// +optional
+	S3 *S3Connection `json:"s3,omitempty"`
 	// MaxFilesPerTrigger caps the data files of one batch. Omitted: no cap.
 	// +optional
 	// +kubebuilder:validation:Minimum=1

@@ -264,6 +264,7 @@ func (t *KafkaTLS) validate(p *field.Path) field.ErrorList {
 
 func (fs *FilesSource) validate(p *field.Path) field.ErrorList {
 	errs := location(p.Child("path"), fs.Path, true)
+	errs = append(errs, fs.S3.validate(p.Child("s3"), fs.Path)...)
 	switch fs.Format {
 	case FormatJSON, FormatCSV, FormatParquet:
 	case "":
@@ -279,6 +280,7 @@ func (fs *FilesSource) validate(p *field.Path) field.ErrorList {
 
 func (d *DeltaSource) validate(p *field.Path) field.ErrorList {
 	errs := location(p.Child("path"), d.Path, true)
+	errs = append(errs, d.S3.validate(p.Child("s3"), d.Path)...)
 	if d.MaxFilesPerTrigger != nil && *d.MaxFilesPerTrigger < 1 {
 		errs = append(errs, field.Invalid(p.Child("maxFilesPerTrigger"), *d.MaxFilesPerTrigger, "must be at least 1"))
 	}
@@ -307,6 +309,7 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowSta
 	if d := k.Delta; d != nil {
 		dp := p.Child("delta")
 		errs = append(errs, location(dp.Child("path"), d.Path, true)...)
+		errs = append(errs, d.S3.validate(dp.Child("s3"), d.Path)...)
 		seen := map[string]bool{}
 		for i, c := range d.PartitionColumns {
 			errs = append(errs, out.column(dp.Child("partitionColumns").Index(i), c)...)
@@ -319,6 +322,7 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowSta
 	if fs := k.Files; fs != nil {
 		fp := p.Child("files")
 		errs = append(errs, location(fp.Child("path"), fs.Path, true)...)
+		errs = append(errs, fs.S3.validate(fp.Child("s3"), fs.Path)...)
 		switch fs.Format {
 		case "", FormatParquet, FormatJSON:
 		default:
@@ -591,6 +595,32 @@ func location(p *field.Path, loc string, required bool) field.ErrorList {
 	}
 	return nil
 }
+
+// validate checks the S3 settings of the location path; c may be nil.
+func (c *S3Connection) validate(p *field.Path, path string) field.ErrorList {
+	if c == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if !strings.HasPrefix(path, "s3://") {
+		errs = append(errs, field.Invalid(p, "", "s3 settings apply to an s3:// path only; remove them or use an s3:// path"))
+	}
+	if c.Endpoint != "" {
+		u, err := url.Parse(c.Endpoint)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" || u.User != nil {
+			errs = append(errs, field.Invalid(p.Child("endpoint"), c.Endpoint, "must be http://host:port or https://host:port, or empty for AWS S3"))
+		}
+	}
+	if c.SecretName != "" {
+		errs = append(errs, dnsSubdomain(p.Child("secretName"), c.SecretName)...)
+	}
+	if c.CredentialsEnvPrefix != "" && !envPrefix.MatchString(c.CredentialsEnvPrefix) {
+		errs = append(errs, field.Invalid(p.Child("credentialsEnvPrefix"), c.CredentialsEnvPrefix, "must be upper-case letters, digits and _, starting with a letter, as in LAKE_"))
+	}
+	return errs
+}
+
+var envPrefix = regexp.MustCompile(`^[A-Z][A-Z0-9_]*$`)
 
 // duration checks a duration field; positive requires it to be greater than zero.
 func duration(p *field.Path, d Duration, positive bool) field.ErrorList {
