@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/minio/minio-go/v7"
@@ -19,75 +15,47 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-// proxy is an HTTP proxy in front of the real S3 server that records the
-// requests and lets a test answer some of them itself, to play a faulty
-// server or a faulty network.
+// proxy is a testenv.S3Proxy whose request log a test can restart, for the
+// tests that check which requests one operation sends.
 type proxy struct {
-	t        *testing.T
-	upstream *testenv.S3Server
-	srv      *httptest.Server
-	forward  *httputil.ReverseProxy
-
-	mu  sync.Mutex
-	log []string
-	// intercept, when set, may answer request number n (from 0, counted
-	// since the last reset) itself by returning true.
-	intercept func(w http.ResponseWriter, r *http.Request, n int) bool
+	*testenv.S3Proxy
+	mark int // requests before this index are not reported
 }
 
 func newProxy(t *testing.T, upstream *testenv.S3Server) *proxy {
-	u, err := url.Parse(upstream.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &proxy{t: t, upstream: upstream, forward: httputil.NewSingleHostReverseProxy(u)}
-	// The client signs the Host header: keep the proxy's, which the
-	// server then checks against the signature.
-	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
-	t.Cleanup(p.srv.Close)
-	return p
+	return &proxy{S3Proxy: testenv.NewS3Proxy(t, upstream, 1)}
 }
 
-func (p *proxy) serve(w http.ResponseWriter, r *http.Request) {
-	desc := r.Method
-	if r.Header.Get("If-None-Match") != "" {
-		desc += " If-None-Match"
-	}
-	p.mu.Lock()
-	n := len(p.log)
-	p.log = append(p.log, desc)
-	intercept := p.intercept
-	p.mu.Unlock()
-	if intercept != nil && intercept(w, r, n) {
-		return
-	}
-	p.forward.ServeHTTP(w, r)
+func (p *proxy) server() *testenv.S3Server { return p.Server() }
+
+// reset removes the proxy's rules and restarts its request log.
+func (p *proxy) reset() {
+	p.Clear()
+	p.mark = p.Requests()
 }
 
-// server describes the proxy as an S3 server with the upstream's bucket and
-// credentials.
-func (p *proxy) server() *testenv.S3Server {
-	s := *p.upstream
-	s.URL = p.srv.URL
-	s.Endpoint = strings.TrimPrefix(p.srv.URL, "http://")
-	return &s
+// inject resets the proxy and adds one rule.
+func (p *proxy) inject(r testenv.Rule) *testenv.Injection {
+	p.reset()
+	return p.Inject(r)
 }
 
-func (p *proxy) setIntercept(f func(w http.ResponseWriter, r *http.Request, n int) bool) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.intercept = f
-	p.log = nil
-}
-
-func (p *proxy) reset() { p.setIntercept(nil) }
-
+// requests describes the requests since the last reset: the method, and
+// " If-None-Match" for a conditional one.
 func (p *proxy) requests() []string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]string(nil), p.log...)
+	var got []string
+	for _, r := range p.Log()[p.mark:] {
+		desc := r.Method
+		if r.IfNoneMatch {
+			desc += " If-None-Match"
+		}
+		got = append(got, desc)
+	}
+	return got
 }
 
+// count returns how many requests since the last reset desc describes,
+// with or without more words.
 func (p *proxy) count(desc string) int {
 	n := 0
 	for _, r := range p.requests() {
@@ -98,37 +66,35 @@ func (p *proxy) count(desc string) int {
 	return n
 }
 
-// s3Error answers with an S3 error document.
-func s3Error(w http.ResponseWriter, status int, code string) {
-	w.Header().Set("Content-Type", "application/xml")
-	w.WriteHeader(status)
-	fmt.Fprintf(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>%s</Code><Message>injected by the test proxy</Message></Error>`, code)
+// answer returns a Custom handler that answers with an S3 error.
+func answer(status int, code string) func(http.ResponseWriter, *http.Request, http.Handler) {
+	return func(w http.ResponseWriter, r *http.Request, _ http.Handler) {
+		testenv.WriteS3Error(w, r, status, code, code+" injected by the test proxy")
+	}
 }
 
-// ignoreConditions plays a server that ignores If-None-Match: it writes a
-// conditional PUT's body unconditionally (with its own signature, since the
-// header is signed) and answers 200.
-func (p *proxy) ignoreConditions(w http.ResponseWriter, r *http.Request, _ int) bool {
-	if r.Method != http.MethodPut || r.Header.Get("If-None-Match") == "" {
-		return false
+// ignoreConditions returns a Custom handler that plays a server ignoring
+// If-None-Match: it writes a conditional PUT's body unconditionally (with
+// its own signature, since the header is signed) and answers 200.
+func ignoreConditions(t *testing.T, upstream *testenv.S3Server) func(http.ResponseWriter, *http.Request, http.Handler) {
+	return func(w http.ResponseWriter, r *http.Request, _ http.Handler) {
+		body, err := readBody(r)
+		if err != nil {
+			t.Errorf("proxy: read body: %v", err)
+			testenv.WriteS3Error(w, r, http.StatusInternalServerError, "InternalError", err.Error())
+			return
+		}
+		key := strings.TrimPrefix(r.URL.Path, "/"+upstream.Bucket+"/")
+		info, err := upstream.Client(t).PutObject(r.Context(), upstream.Bucket, key, bytes.NewReader(body), int64(len(body)),
+			minio.PutObjectOptions{DisableMultipart: true})
+		if err != nil {
+			t.Errorf("proxy: unconditional PUT of %s: %v", key, err)
+			testenv.WriteS3Error(w, r, http.StatusInternalServerError, "InternalError", err.Error())
+			return
+		}
+		w.Header().Set("ETag", `"`+info.ETag+`"`)
+		w.WriteHeader(http.StatusOK)
 	}
-	body, err := readBody(r)
-	if err != nil {
-		p.t.Errorf("proxy: read body: %v", err)
-		s3Error(w, http.StatusInternalServerError, "InternalError")
-		return true
-	}
-	key := strings.TrimPrefix(r.URL.Path, "/"+p.upstream.Bucket+"/")
-	info, err := p.upstream.Client(p.t).PutObject(r.Context(), p.upstream.Bucket, key, bytes.NewReader(body), int64(len(body)),
-		minio.PutObjectOptions{DisableMultipart: true})
-	if err != nil {
-		p.t.Errorf("proxy: unconditional PUT of %s: %v", key, err)
-		s3Error(w, http.StatusInternalServerError, "InternalError")
-		return true
-	}
-	w.Header().Set("ETag", `"`+info.ETag+`"`)
-	w.WriteHeader(http.StatusOK)
-	return true
 }
 
 // readBody returns a PUT's payload, decoding aws-chunked (streaming

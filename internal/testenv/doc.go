@@ -15,6 +15,22 @@
 // namespace or database. A package that uses them should call [Main] from its
 // TestMain so the shared processes stop when the tests end.
 //
+// # Faults on S3
+//
+// [NewS3Proxy] puts a fault-injecting HTTP proxy on a loopback port in front
+// of an [S3Server]; [S3Proxy.Server] describes it as an S3Server, so every
+// helper, client and child process that takes one works through it
+// unchanged. Requests pass through as the client signed them (Host header
+// and body byte for byte). Rules ([S3Proxy.Inject]) aim a fault at the Nth
+// or next K requests, or at a random share of them, matching by method,
+// key, list or If-None-Match: a lost reply after the server applied the
+// request, 503 SlowDown or ServiceUnavailable, 500 InternalError, a reset
+// before forwarding, a delay. [S3Proxy.Random] mixes them for soak tests and
+// [S3Proxy.Outage] refuses, resets or answers 503 to everything for a while.
+// Random choices come from the proxy's seed, so a run that sends the same
+// requests in the same order gets the same faults; every fault is logged
+// with the seed and counted ([S3Proxy.Faults], [S3Proxy.Counts]).
+//
 // To point tests at a service that already runs, set LOCKSTEP_TEST_S3_ENDPOINT
 // (with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), LOCKSTEP_TEST_KAFKA_BROKERS
 // or LOCKSTEP_TEST_POSTGRES_DSN; see docs/development.md.
