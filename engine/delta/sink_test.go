@@ -3,9 +3,12 @@ package delta_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
@@ -107,5 +110,58 @@ func TestSinkRefuses(t *testing.T) {
 			}
 			t.Logf("NewSink() error = %v", err)
 		})
+	}
+}
+
+// TestSinkFaults aims each fault an object store produces (a lost reply, 503
+// SlowDown, 500, a reset, a delay) at each of the sink's operations on S3 —
+// the data files, the commit, the reads of the log — on versitygw and MinIO:
+// every batch lands exactly once and every version of the table reads (no
+// file a commit references is missing).
+func TestSinkFaults(t *testing.T) {
+	targets := []enginetest.FaultTarget{
+		{Name: "data-file", Match: testenv.Match{Method: "PUT", Key: `\.parquet$`}},
+		{Name: "commit", Match: testenv.Match{Method: "PUT", Key: `_delta_log/\d+\.json$`, IfNoneMatch: true}},
+		{Name: "log-read", Match: testenv.Match{Method: "GET", Key: `_delta_log`}},
+	}
+	for _, kind := range testenv.S3Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			srv := testenv.S3Of(t, kind)
+			proxy := testenv.NewS3Proxy(t, srv, 1)
+			cfg := append(proxy.Server().Options(), cks3.WithRetries(0, time.Millisecond))
+			n := 0
+			enginetest.RunSinkFaults(t, proxy, targets, func(t *testing.T) enginetest.SinkHarness {
+				n++
+				l := tableLocation{path: fmt.Sprintf("s3://%s/lake/faults%d", srv.Bucket, n),
+					open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }}
+				return enginetest.SinkHarness{
+					New: func(t *testing.T) engine.Sink { return newSink(t, l, enginetest.SinkColumns, v1.OutputAppend) },
+					Read: func(t *testing.T) []engine.Row {
+						everyVersionReads(t, l.table(t))
+						return l.rows(t)
+					},
+				}
+			})
+		})
+	}
+}
+
+// everyVersionReads reads the table at each of its versions (time travel):
+// a data file that a commit references and that is missing fails t.
+func everyVersionReads(t testing.TB, tbl *delta.Table) {
+	t.Helper()
+	ctx := context.Background()
+	latest, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(0); v <= latest.Version; v++ {
+		s, err := tbl.SnapshotAt(ctx, v)
+		if err != nil {
+			t.Fatalf("snapshot at version %d: %v", v, err)
+		}
+		if _, _, err := tbl.ReadAll(ctx, s); err != nil {
+			t.Errorf("read version %d: %v", v, err)
+		}
 	}
 }

@@ -132,3 +132,27 @@ func TestConsole(t *testing.T) {
 		}
 	}
 }
+
+// TestFilesSinkFaults aims each fault an object store produces at each of
+// the sink's operations on S3 — the data file, the manifest entry, the read
+// of the manifest — on versitygw and MinIO: every batch lands exactly once
+// and every file the manifest names exists.
+func TestFilesSinkFaults(t *testing.T) {
+	targets := []enginetest.FaultTarget{
+		{Name: "data-file", Match: testenv.Match{Method: "PUT", Key: `/part-`}},
+		{Name: "manifest", Match: testenv.Match{Method: "PUT", Key: sink.ManifestDir + "/", IfNoneMatch: true}},
+		{Name: "manifest-read", Match: testenv.Match{Method: "GET", Key: sink.ManifestDir + "/"}},
+	}
+	for _, kind := range testenv.S3Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			srv := testenv.S3Of(t, kind)
+			proxy := testenv.NewS3Proxy(t, srv, 1)
+			cfg := append(proxy.Server().Options(), cks3.WithRetries(0, time.Millisecond))
+			n := 0
+			enginetest.RunSinkFaults(t, proxy, targets, func(t *testing.T) enginetest.SinkHarness {
+				n++
+				return filesHarness(fmt.Sprintf("s3://%s/faults%d", srv.Bucket, n), cfg, v1.FormatParquet)
+			})
+		})
+	}
+}
