@@ -1,0 +1,392 @@
+package crashtest
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/engine/sink"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// faultQuery is the query of a fault soak: files in, a transform, a files or
+// delta sink, everything available now.
+const faultQuery = `apiVersion: streaming.lockstep.dev/v1
+kind: StreamingQuery
+metadata: {name: faults, namespace: test}
+spec:
+  sources:
+  - name: orders
+    files: {path: %q, format: json, maxFilesPerTrigger: 1}
+    schema:
+      columns:
+      - {name: id, type: string}
+      - {name: amount, type: double}
+      - {name: qty, type: long}
+      - {name: ts, type: timestamp}
+  transform:
+%s
+  sink:
+    %s: {path: %q}
+  outputMode: append
+  stateStore: {partitions: 2}
+  trigger: {availableNow: true}
+`
+
+// faultScenarios are the pipelines soaked in faults.
+var faultScenarios = []struct {
+	name, sink, transform string
+}{
+	{"files-to-files", "files", `
+  - filter: "amount > 0.0"
+  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`},
+	{"files-to-delta", "delta", `
+  - filter: "amount > 0.0"
+  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`},
+	{"window-to-delta", "delta", `
+  - watermark: {column: ts, delay: 2s}
+  - aggregate:
+      groupBy: [{window: {column: ts, duration: 10s}}]
+      aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}]`},
+}
+
+// faultReport is what a soak writes to $LOCKSTEP_FAULT_REPORT/<test>.json,
+// for docs/reliability.md.
+type faultReport struct {
+	Store, Scenario string
+	Seed            uint64
+	Requests        int
+	Faults          map[string]int // "<kind> <operation>" → count
+	Runs            map[string]int // "killed", "exit 0", "exit 1", …
+	OutageSeconds   int
+	RowsWanted      int
+	RowsLost        int
+	RowsDuplicated  int
+	MissingFiles    int
+}
+
+// TestFaultSoak runs each pipeline on S3 (versitygw and MinIO) behind a proxy
+// that gives 5% of the requests a fault (a lost reply, 503 SlowDown, 500, a
+// reset, a delay) and takes S3 away for 20 s once, while runs of the real
+// binary are SIGKILLed at random instants and restarted after every exit,
+// as Kubernetes would. The output must equal an uninterrupted run's: no
+// row lost, none duplicated, no file that a manifest entry or a Delta
+// version references missing.
+func TestFaultSoak(t *testing.T) {
+	for _, kind := range testenv.S3Kinds() {
+		for _, sc := range faultScenarios {
+			t.Run(kind+"/"+sc.name, func(t *testing.T) {
+				t.Parallel()
+				soak(t, kind, sc.sink, sc.transform)
+			})
+		}
+	}
+}
+
+func soak(t *testing.T, kind, sinkKind, transform string) {
+	srv := testenv.S3Of(t, kind)
+	seed := uint64(time.Now().UnixNano())
+	proxy := testenv.NewS3Proxy(t, srv, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	root := "s3://" + srv.Bucket
+	dir := t.TempDir()
+	spec := func(out string) string {
+		p := filepath.Join(dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
+		body := fmt.Sprintf(faultQuery, root+"/in", strings.TrimPrefix(transform, "\n"), sinkKind, out)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	command := func(s *testenv.S3Server, ckpt, out string) *exec.Cmd {
+		cmd := exec.Command(lockstep, "run", "-f", spec(out), "--checkpoint", ckpt)
+		cmd.Dir = dir
+		cmd.Env = Env(s.Env()...)
+		return cmd
+	}
+	in, err := blob.Open(root+"/in", srv.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := 0
+	addInput := func(n int) {
+		for range n {
+			var b bytes.Buffer
+			for j := range 10 {
+				at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(files*10+j) * 300 * time.Millisecond)
+				fmt.Fprintf(&b, `{"id":"o-%04d-%d","amount":%g,"qty":%d,"ts":%q}`+"\n", files, j, float64(j%3)-0.5, j+1, at.Format(time.RFC3339Nano))
+			}
+			if err := in.Put(context.Background(), fmt.Sprintf("orders-%04d.json", files), b.Bytes()); err != nil {
+				t.Fatal(err)
+			}
+			files++
+		}
+	}
+
+	const runs, outage = 14, 20 * time.Second
+	outageRun := 3 + rng.IntN(runs-6)
+	proxy.Random(0.05)
+	report := faultReport{Store: kind, Scenario: t.Name(), Seed: seed, Runs: map[string]int{}, OutageSeconds: int(outage.Seconds())}
+	viaProxy := proxy.Server()
+	for run := range runs {
+		addInput(2)
+		cmd := command(viaProxy, root+"/ckpt", root+"/out")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited := make(chan Result, 1)
+		go func() { exited <- wait(cmd, &out) }()
+		var r Result
+		if run == outageRun {
+			// S3 goes away in the middle of the run, which must ride it out.
+			time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
+			mode := []testenv.OutageMode{testenv.OutageRefuse, testenv.OutageReset, testenv.OutageUnavailable}[rng.IntN(3)]
+			t.Logf("run %d: S3 outage of %s (%s)", run, outage, mode)
+			proxy.Outage(outage, mode)
+			r = <-exited
+		} else {
+			select {
+			case r = <-exited:
+			case <-time.After(time.Duration(rng.Int64N(int64(4 * time.Second)))):
+				_ = cmd.Process.Signal(syscall.SIGKILL)
+				r = <-exited
+			}
+		}
+		switch {
+		case r.Killed:
+			report.Runs["killed"]++
+		default:
+			report.Runs[fmt.Sprintf("exit %d", r.Code)]++
+			if r.Code != 0 {
+				t.Logf("run %d: exit %d (restarted, as Kubernetes would):\n%s", run, r.Code, lastLines(r.Stderr, 5))
+			}
+		}
+		if run == outageRun && !r.Killed && r.Code != 0 {
+			t.Errorf("run %d: an outage of %s, shorter than the operation timeout, ended the run: exit %d\n%s", run, outage, r.Code, r.Stderr)
+		}
+	}
+	proxy.Clear()
+	proxy.EndOutage()
+	report.Requests = proxy.Requests()
+	report.Faults = classifyFaults(proxy.Faults())
+	if r := Run(t, command(viaProxy, root+"/ckpt", root+"/out")); r.Code != 0 {
+		t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if r := Run(t, command(srv, root+"/ckpt-reference", root+"/out-reference")); r.Code != 0 {
+		t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	got, missing := soakOutput(t, sinkKind, root+"/out", srv)
+	want, _ := soakOutput(t, sinkKind, root+"/out-reference", srv)
+	report.RowsWanted, report.MissingFiles = len(want), missing
+	report.RowsLost, report.RowsDuplicated = diffRows(want, got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("output differs from an uninterrupted run: %d rows lost, %d duplicated (-uninterrupted +faulted):\n%s",
+			report.RowsLost, report.RowsDuplicated, diff)
+	}
+	if missing > 0 {
+		t.Errorf("%d referenced files are missing", missing)
+	}
+	t.Logf("%d requests, faults %v, runs %v, %d rows", report.Requests, report.Faults, report.Runs, len(got))
+	writeReport(t, report)
+}
+
+// soakOutput returns the committed rows of the output at loc, sorted, and
+// how many files that some committed manifest entry or Delta version
+// references are missing.
+func soakOutput(t *testing.T, sinkKind, loc string, srv *testenv.S3Server) ([]engine.Row, int) {
+	t.Helper()
+	ctx := context.Background()
+	f, err := blob.Open(loc, srv.Options()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs, err := f.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exists := map[string]bool{}
+	for _, o := range objs {
+		exists[o.Key] = true
+	}
+	missing := 0
+	var rows []engine.Row
+	switch sinkKind {
+	case "files":
+		ms, err := sink.ReadManifest(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			for _, df := range m.Files {
+				if !exists[df.Path] {
+					t.Errorf("batch %d's manifest entry names %s, which is missing", m.BatchID, df.Path)
+					missing++
+				}
+			}
+		}
+		if missing == 0 {
+			rows = enginetest.OutputRows(t, f)
+		}
+	case "delta":
+		tbl := delta.Open(delta.FolderStore(f))
+		latest, err := tbl.Snapshot(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for v := int64(0); v <= latest.Version; v++ {
+			s, err := tbl.SnapshotAt(ctx, v)
+			if err != nil {
+				t.Fatalf("version %d: %v", v, err)
+			}
+			for _, a := range s.Files() {
+				if p := unescape(a.Path); !exists[p] {
+					t.Errorf("version %d references %s, which is missing", v, p)
+					missing++
+				}
+			}
+		}
+		if missing == 0 {
+			_, rs, err := tbl.ReadAll(ctx, latest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range rs {
+				rows = append(rows, engine.Row(r))
+			}
+		}
+	}
+	enginetest.SortRows(rows)
+	return rows, missing
+}
+
+// unescape turns a Delta add path (URL-escaped per segment) back into a key.
+func unescape(p string) string {
+	if k, err := url.PathUnescape(p); err == nil {
+		return k
+	}
+	return p
+}
+
+// diffRows counts the rows of want missing from got and the rows of got
+// beyond want's count, both sorted.
+func diffRows(want, got []engine.Row) (lost, dup int) {
+	count := map[string]int{}
+	for _, r := range want {
+		count[fmt.Sprint(r)]++
+	}
+	for _, r := range got {
+		count[fmt.Sprint(r)]--
+	}
+	for _, n := range count {
+		if n > 0 {
+			lost += n
+		} else {
+			dup -= n
+		}
+	}
+	return lost, dup
+}
+
+var (
+	checkpointKey = regexp.MustCompile(`(^|/)ckpt/`)
+	inputKey      = regexp.MustCompile(`(^|/)in/`)
+	commitKey     = regexp.MustCompile(`_delta_log/\d+\.json$|_lockstep_manifest/`)
+)
+
+// classifyFaults counts the injected faults by kind and the operation they
+// hit: the checkpoint, the source's reads, the sink's data files, its commit
+// (Delta log entry, manifest entry) or its reads of its log.
+func classifyFaults(faults []testenv.Fault) map[string]int {
+	out := map[string]int{}
+	for _, f := range faults {
+		var op string
+		switch {
+		case f.Kind == testenv.Outage:
+			op = "outage window"
+		case f.Outage:
+			op = "during the outage"
+		case checkpointKey.MatchString(f.Key):
+			op = "checkpoint " + strings.ToLower(f.Method)
+		case inputKey.MatchString(f.Key):
+			op = "source read"
+		case f.Method == "PUT" && commitKey.MatchString(f.Key):
+			op = "sink commit"
+		case f.Method == "PUT":
+			op = "sink data file"
+		case f.List || f.Method == "GET" || f.Method == "HEAD":
+			op = "sink log read"
+		default:
+			op = "sink " + strings.ToLower(f.Method)
+		}
+		out[string(f.Kind)+" / "+op]++
+	}
+	return out
+}
+
+func writeReport(t *testing.T, r faultReport) {
+	dir := os.Getenv("LOCKSTEP_FAULT_REPORT")
+	if dir == "" {
+		return
+	}
+	b, _ := json.MarshalIndent(r, "", "  ")
+	name := strings.NewReplacer("/", "_").Replace(t.Name()) + ".json"
+	if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+		t.Error(err)
+	}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(len(lines)-n, 0):], "\n")
+}
+
+// TestOutageLongerThanTheOperationTimeout takes S3 away for longer than the
+// operation timeout: the run fails the batch with an error that names the
+// timeout and how to raise it, and the restart replays the batch once S3 is
+// back, exactly once.
+func TestOutageLongerThanTheOperationTimeout(t *testing.T) {
+	t.Parallel()
+	srv := testenv.S3(t)
+	proxy := testenv.NewS3Proxy(t, srv, 7)
+	root := "s3://" + srv.Bucket
+	s := &setup{t: t, dir: t.TempDir(), perBatch: 1, cfg: srv.Options(),
+		env: append(proxy.Server().Env(), "LOCKSTEP_S3_OPERATION_TIMEOUT=2s"),
+		in:  root + "/in", out: root + "/out", ckpt: root + "/ckpt"}
+	s.addInput(3)
+	// The outage starts once the engine has planned batch 0 (offsets/0 is
+	// written) and lasts well beyond the 2 s timeout.
+	inj := proxy.Inject(testenv.Rule{Kind: testenv.Custom, Match: testenv.Match{Method: "PUT", Key: `ckpt/offsets/0+$`},
+		Handler: func(w http.ResponseWriter, r *http.Request, forward http.Handler) {
+			forward.ServeHTTP(w, r)
+			go proxy.Outage(time.Minute, testenv.OutageUnavailable)
+		}})
+	r := s.runOnce(s.ckpt, s.out)
+	if r.Code != 1 || !strings.Contains(r.Stderr, "LOCKSTEP_S3_OPERATION_TIMEOUT") || !strings.Contains(r.Stderr, "gave up after") {
+		t.Fatalf("run during a long outage: exit %d, want 1 with an error naming the operation timeout:\n%s", r.Code, r.Stderr)
+	}
+	if inj.Hits() != 1 {
+		t.Fatalf("the outage did not start at batch 0 (%d hits)", inj.Hits())
+	}
+	proxy.EndOutage()
+	s.finish()
+}
