@@ -95,7 +95,7 @@ func New(bucket, prefix string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", loc, err)
 	}
 	lookup := minio.BucketLookupAuto
-	if *cfg.endpoint != awsEndpoint {
+	if *cfg.endpoint != AWSEndpoint {
 		lookup = minio.BucketLookupPath // MinIO, versitygw and most others
 	}
 	client, err := minio.New(host, &minio.Options{

@@ -43,7 +43,8 @@ const (
 	DefaultBaseDelay        = 50 * time.Millisecond
 	DefaultMaxDelay         = 5 * time.Second
 	DefaultRequestTimeout   = 30 * time.Second
-	awsEndpoint             = "https://s3.amazonaws.com"
+	// AWSEndpoint is AWS S3's endpoint, the default.
+	AWSEndpoint = "https://s3.amazonaws.com"
 )
 
 // An Option configures Open and New. Options apply in order; a later one
@@ -92,7 +93,18 @@ func WithCredentials(accessKey, secretKey, sessionToken string) Option {
 // standard chain (see WithCredentials). A location on another server than
 // the checkpoint's takes it when it names no keys of its own.
 func WithCredentialChain() Option {
-	return func(c *config) { c.creds, c.accessKey = nil, "" }
+	return func(c *config) { c.creds, c.accessKey = standardChain(), "" }
+}
+
+// standardChain is the credential chain after static keys: the shared
+// credentials file, then web identity, then the container and instance
+// metadata endpoints (minio-go's IAM provider tries those in that order,
+// reading the AWS_* variables itself).
+func standardChain() *credentials.Credentials {
+	return credentials.NewChainCredentials([]credentials.Provider{
+		&credentials.FileAWSCredentials{},
+		&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
+	})
 }
 
 // WithCA trusts the CAs in a PEM file as well as the system's. The default
@@ -151,7 +163,7 @@ func newConfig(opts []Option) (*config, error) {
 	if c.endpoint == nil {
 		ep := getenv(EnvEndpoint)
 		if ep == "" {
-			ep = awsEndpoint
+			ep = AWSEndpoint
 		}
 		c.endpoint = &ep
 	}
@@ -167,13 +179,7 @@ func newConfig(opts []Option) (*config, error) {
 			c.creds = credentials.NewStaticV4(id, secret, getenv(EnvSessionToken))
 			c.accessKey = id
 		} else {
-			c.creds = credentials.NewChainCredentials([]credentials.Provider{
-				&credentials.FileAWSCredentials{},
-				// Web identity first, then the container and instance
-				// metadata endpoints: minio-go's IAM provider tries them in
-				// that order, reading the AWS_* variables itself.
-				&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
-			})
+			c.creds = standardChain()
 		}
 	}
 	if c.caFile == nil {
