@@ -23,8 +23,8 @@ import (
 	"time"
 )
 
-// Kind is a fault the S3 proxy injects.
-type Kind string
+// FaultKind is a fault the S3 proxy injects.
+type FaultKind string
 
 // The faults an [S3Proxy] injects, the ones real object stores and the
 // networks in front of them produce.
@@ -32,30 +32,30 @@ const (
 	// LostReply forwards the request, so the server applies it, reads the
 	// whole answer and then closes the client's connection without
 	// replying. The client cannot tell whether its request took effect.
-	LostReply Kind = "LostReply"
+	LostReply FaultKind = "LostReply"
 	// SlowDown answers 503 with an S3 error document, code SlowDown, and a
 	// Retry-After header when the rule sets one. The request is not
 	// forwarded.
-	SlowDown Kind = "SlowDown"
+	SlowDown FaultKind = "SlowDown"
 	// InternalError answers 500 with an S3 error document, code
 	// InternalError. The request is not forwarded.
-	InternalError Kind = "InternalError"
+	InternalError FaultKind = "InternalError"
 	// Unavailable answers 503 with an S3 error document, code
 	// ServiceUnavailable. The request is not forwarded.
-	Unavailable Kind = "Unavailable"
+	Unavailable FaultKind = "Unavailable"
 	// Reset resets the client's connection (TCP RST) before forwarding:
 	// the request is not applied.
-	Reset Kind = "Reset"
+	Reset FaultKind = "Reset"
 	// Delay reads the request, waits for the rule's delay, then forwards
 	// it. A client that gives up first (its timeout, a closed connection)
 	// cancels the request: it is not forwarded.
-	Delay Kind = "Delay"
+	Delay FaultKind = "Delay"
 	// Custom hands the request to the rule's Handler.
-	Custom Kind = "Custom"
+	Custom FaultKind = "Custom"
 	// Outage is recorded once for every outage window, when it starts;
 	// the requests an outage answers are recorded with their own kind
 	// (Reset or Unavailable) and Fault.Outage set.
-	Outage Kind = "Outage"
+	Outage FaultKind = "Outage"
 )
 
 // OutageMode is what an S3 outage looks like to clients.
@@ -121,10 +121,10 @@ type Match struct {
 // Times, that many in a row (default 1; [Always] for all that follow).
 // Matching requests are counted from when the rule is added.
 type Rule struct {
-	Kind Kind
+	Kind FaultKind
 	// OneOf, when set, replaces Kind: each fault is one of these kinds,
 	// drawn from the proxy's seeded source.
-	OneOf []Kind
+	OneOf []FaultKind
 	Match Match
 	Rate  float64
 	Nth   int
@@ -142,8 +142,8 @@ type Rule struct {
 
 // Fault is one injected fault.
 type Fault struct {
-	N      int  // the request's number at the proxy, from 1; 0 for an Outage
-	Kind   Kind // what was done
+	N      int       // the request's number at the proxy, from 1; 0 for an Outage
+	Kind   FaultKind // what was done
 	Method string
 	Key    string // the object key, or a list's prefix
 	List   bool
@@ -151,15 +151,15 @@ type Fault struct {
 	Time   time.Time
 }
 
-// Request is one request the proxy received, as [S3Proxy.Log] reports it.
-type Request struct {
+// S3Request is one request the proxy received, as [S3Proxy.Log] reports it.
+type S3Request struct {
 	N           int // from 1, in order of arrival
 	Method      string
 	Key         string // the object key, or a list's prefix
 	List        bool
 	IfNoneMatch bool
 	// Fault is the fault injected, "" for none.
-	Fault Kind
+	Fault FaultKind
 	// Status is the HTTP status the client got, 0 when it got none
 	// (LostReply, Reset, or a cancelled request).
 	Status int
@@ -229,7 +229,7 @@ type S3Proxy struct {
 	rules    []*Injection
 	outage   *outage
 	n        int
-	log      []Request
+	log      []S3Request
 	faults   []Fault
 }
 
@@ -322,10 +322,10 @@ func (p *S3Proxy) Inject(r Rule) *Injection {
 // gets a fault of one of kinds (by default LostReply, SlowDown,
 // InternalError, Reset and Delay), drawn from the seeded source. Delays
 // last DefaultDelay and SlowDown sends Retry-After: 1.
-func (p *S3Proxy) Random(rate float64, kinds ...Kind) *Injection {
+func (p *S3Proxy) Random(rate float64, kinds ...FaultKind) *Injection {
 	p.t.Helper()
 	if len(kinds) == 0 {
-		kinds = []Kind{LostReply, SlowDown, InternalError, Reset, Delay}
+		kinds = []FaultKind{LostReply, SlowDown, InternalError, Reset, Delay}
 	}
 	return p.Inject(Rule{OneOf: kinds, Rate: rate, RetryAfter: time.Second})
 }
@@ -390,10 +390,10 @@ func (p *S3Proxy) Faults() []Fault {
 }
 
 // Counts returns how many faults of each kind were injected.
-func (p *S3Proxy) Counts() map[Kind]int {
+func (p *S3Proxy) Counts() map[FaultKind]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	counts := map[Kind]int{}
+	counts := map[FaultKind]int{}
 	for _, f := range p.faults {
 		counts[f.Kind]++
 	}
@@ -410,7 +410,7 @@ func (p *S3Proxy) Requests() int {
 
 // Log returns every request the proxy has received, in order of arrival.
 // A request still in progress has Status 0.
-func (p *S3Proxy) Log() []Request {
+func (p *S3Proxy) Log() []S3Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.log)
@@ -431,7 +431,7 @@ func WriteS3Error(w http.ResponseWriter, r *http.Request, status int, code, mess
 
 // action is what the proxy does with one request.
 type action struct {
-	kind   Kind
+	kind   FaultKind
 	outage bool
 	rule   *Injection // nil for an outage
 }
@@ -490,7 +490,7 @@ func (p *S3Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // rule that fires. Every rule tried counts the request and draws from the
 // seeded source only when the request matches, so the same requests in the
 // same order get the same faults.
-func (p *S3Proxy) decideLocked(r *http.Request, req Request) action {
+func (p *S3Proxy) decideLocked(r *http.Request, req S3Request) action {
 	if o := p.outage; o != nil {
 		switch o.mode {
 		case OutageReset, OutageRefuse: // a request on a connection that slipped through
@@ -581,8 +581,8 @@ func (p *S3Proxy) act(w http.ResponseWriter, r *http.Request, act action) {
 }
 
 // describe classifies a request by its path-style URL (/bucket/key).
-func (p *S3Proxy) describe(r *http.Request) Request {
-	req := Request{Method: r.Method, IfNoneMatch: r.Header.Get("If-None-Match") != ""}
+func (p *S3Proxy) describe(r *http.Request) S3Request {
+	req := S3Request{Method: r.Method, IfNoneMatch: r.Header.Get("If-None-Match") != ""}
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	_, key, _ := strings.Cut(path, "/")
 	req.Key = key
@@ -599,7 +599,7 @@ func (p *S3Proxy) describe(r *http.Request) Request {
 	return req
 }
 
-func (i *Injection) matches(r *http.Request, req Request) bool {
+func (i *Injection) matches(r *http.Request, req S3Request) bool {
 	m := i.rule.Match
 	switch {
 	case m.Method != "" && !strings.EqualFold(m.Method, req.Method),
@@ -616,7 +616,7 @@ func (i *Injection) matches(r *http.Request, req Request) bool {
 func (r Rule) check() error {
 	kinds := r.OneOf
 	if len(kinds) == 0 {
-		kinds = []Kind{r.Kind}
+		kinds = []FaultKind{r.Kind}
 	}
 	for _, k := range kinds {
 		switch k {
