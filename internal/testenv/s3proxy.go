@@ -23,8 +23,8 @@ import (
 	"time"
 )
 
-// FaultKind is a fault the S3 proxy injects.
-type FaultKind string
+// Kind is a fault the S3 proxy injects.
+type Kind string
 
 // The faults an [S3Proxy] injects, the ones real object stores and the
 // networks in front of them produce.
@@ -32,30 +32,30 @@ const (
 	// LostReply forwards the request, so the server applies it, reads the
 	// whole answer and then closes the client's connection without
 	// replying. The client cannot tell whether its request took effect.
-	LostReply FaultKind = "LostReply"
+	LostReply Kind = "LostReply"
 	// SlowDown answers 503 with an S3 error document, code SlowDown, and a
 	// Retry-After header when the rule sets one. The request is not
 	// forwarded.
-	SlowDown FaultKind = "SlowDown"
+	SlowDown Kind = "SlowDown"
 	// InternalError answers 500 with an S3 error document, code
 	// InternalError. The request is not forwarded.
-	InternalError FaultKind = "InternalError"
+	InternalError Kind = "InternalError"
 	// Unavailable answers 503 with an S3 error document, code
 	// ServiceUnavailable. The request is not forwarded.
-	Unavailable FaultKind = "Unavailable"
+	Unavailable Kind = "Unavailable"
 	// Reset resets the client's connection (TCP RST) before forwarding:
 	// the request is not applied.
-	Reset FaultKind = "Reset"
+	Reset Kind = "Reset"
 	// Delay reads the request, waits for the rule's delay, then forwards
 	// it. A client that gives up first (its timeout, a closed connection)
 	// cancels the request: it is not forwarded.
-	Delay FaultKind = "Delay"
+	Delay Kind = "Delay"
 	// Custom hands the request to the rule's Handler.
-	Custom FaultKind = "Custom"
+	Custom Kind = "Custom"
 	// Outage is recorded once for every outage window, when it starts;
 	// the requests an outage answers are recorded with their own kind
 	// (Reset or Unavailable) and Fault.Outage set.
-	Outage FaultKind = "Outage"
+	Outage Kind = "Outage"
 )
 
 // OutageMode is what an S3 outage looks like to clients.
@@ -121,10 +121,10 @@ type Match struct {
 // Times, that many in a row (default 1; [Always] for all that follow).
 // Matching requests are counted from when the rule is added.
 type Rule struct {
-	Kind FaultKind
+	Kind Kind
 	// OneOf, when set, replaces Kind: each fault is one of these kinds,
 	// drawn from the proxy's seeded source.
-	OneOf []FaultKind
+	OneOf []Kind
 	Match Match
 	Rate  float64
 	Nth   int
@@ -142,8 +142,8 @@ type Rule struct {
 
 // Fault is one injected fault.
 type Fault struct {
-	N      int       // the request's number at the proxy, from 1; 0 for an Outage
-	Kind   FaultKind // what was done
+	N      int  // the request's number at the proxy, from 1; 0 for an Outage
+	Kind   Kind // what was done
 	Method string
 	Key    string // the object key, or a list's prefix
 	List   bool
@@ -159,7 +159,7 @@ type S3Request struct {
 	List        bool
 	IfNoneMatch bool
 	// Fault is the fault injected, "" for none.
-	Fault FaultKind
+	Fault Kind
 	// Status is the HTTP status the client got, 0 when it got none
 	// (LostReply, Reset, or a cancelled request).
 	Status int
@@ -322,10 +322,10 @@ func (p *S3Proxy) Inject(r Rule) *Injection {
 // gets a fault of one of kinds (by default LostReply, SlowDown,
 // InternalError, Reset and Delay), drawn from the seeded source. Delays
 // last DefaultDelay and SlowDown sends Retry-After: 1.
-func (p *S3Proxy) Random(rate float64, kinds ...FaultKind) *Injection {
+func (p *S3Proxy) Random(rate float64, kinds ...Kind) *Injection {
 	p.t.Helper()
 	if len(kinds) == 0 {
-		kinds = []FaultKind{LostReply, SlowDown, InternalError, Reset, Delay}
+		kinds = []Kind{LostReply, SlowDown, InternalError, Reset, Delay}
 	}
 	return p.Inject(Rule{OneOf: kinds, Rate: rate, RetryAfter: time.Second})
 }
@@ -390,10 +390,10 @@ func (p *S3Proxy) Faults() []Fault {
 }
 
 // Counts returns how many faults of each kind were injected.
-func (p *S3Proxy) Counts() map[FaultKind]int {
+func (p *S3Proxy) Counts() map[Kind]int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	counts := map[FaultKind]int{}
+	counts := map[Kind]int{}
 	for _, f := range p.faults {
 		counts[f.Kind]++
 	}
@@ -431,7 +431,7 @@ func WriteS3Error(w http.ResponseWriter, r *http.Request, status int, code, mess
 
 // action is what the proxy does with one request.
 type action struct {
-	kind   FaultKind
+	kind   Kind
 	outage bool
 	rule   *Injection // nil for an outage
 }
@@ -616,7 +616,7 @@ func (i *Injection) matches(r *http.Request, req S3Request) bool {
 func (r Rule) check() error {
 	kinds := r.OneOf
 	if len(kinds) == 0 {
-		kinds = []FaultKind{r.Kind}
+		kinds = []Kind{r.Kind}
 	}
 	for _, k := range kinds {
 		switch k {

@@ -207,7 +207,7 @@ func TestS3ProxyErrorReplies(t *testing.T) {
 		ctx := t.Context()
 		srv := p.Server()
 		for _, tc := range []struct {
-			kind   testenv.FaultKind
+			kind   testenv.Kind
 			status int
 			code   string
 		}{
@@ -403,7 +403,7 @@ func TestS3ProxyUnderLoad(t *testing.T) {
 		ctx := t.Context()
 		srv := p.Server()
 		p.Inject(testenv.Rule{Rate: 0.3, Delay: 5 * time.Millisecond, RetryAfter: time.Second,
-			OneOf: []testenv.FaultKind{testenv.LostReply, testenv.SlowDown, testenv.InternalError, testenv.Unavailable, testenv.Reset, testenv.Delay}})
+			OneOf: []testenv.Kind{testenv.LostReply, testenv.SlowDown, testenv.InternalError, testenv.Unavailable, testenv.Reset, testenv.Delay}})
 		const writers, puts = 6, 25
 		var wg sync.WaitGroup
 		for w := range writers {
