@@ -151,8 +151,8 @@ type Fault struct {
 	Time   time.Time
 }
 
-// Request is one request the proxy received, as [S3Proxy.Log] reports it.
-type Request struct {
+// S3Request is one request the proxy received, as [S3Proxy.Log] reports it.
+type S3Request struct {
 	N           int // from 1, in order of arrival
 	Method      string
 	Key         string // the object key, or a list's prefix
@@ -229,7 +229,7 @@ type S3Proxy struct {
 	rules    []*Injection
 	outage   *outage
 	n        int
-	log      []Request
+	log      []S3Request
 	faults   []Fault
 }
 
@@ -410,7 +410,7 @@ func (p *S3Proxy) Requests() int {
 
 // Log returns every request the proxy has received, in order of arrival.
 // A request still in progress has Status 0.
-func (p *S3Proxy) Log() []Request {
+func (p *S3Proxy) Log() []S3Request {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.log)
@@ -490,7 +490,7 @@ func (p *S3Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // rule that fires. Every rule tried counts the request and draws from the
 // seeded source only when the request matches, so the same requests in the
 // same order get the same faults.
-func (p *S3Proxy) decideLocked(r *http.Request, req Request) action {
+func (p *S3Proxy) decideLocked(r *http.Request, req S3Request) action {
 	if o := p.outage; o != nil {
 		switch o.mode {
 		case OutageReset, OutageRefuse: // a request on a connection that slipped through
@@ -581,8 +581,8 @@ func (p *S3Proxy) act(w http.ResponseWriter, r *http.Request, act action) {
 }
 
 // describe classifies a request by its path-style URL (/bucket/key).
-func (p *S3Proxy) describe(r *http.Request) Request {
-	req := Request{Method: r.Method, IfNoneMatch: r.Header.Get("If-None-Match") != ""}
+func (p *S3Proxy) describe(r *http.Request) S3Request {
+	req := S3Request{Method: r.Method, IfNoneMatch: r.Header.Get("If-None-Match") != ""}
 	path := strings.TrimPrefix(r.URL.Path, "/")
 	_, key, _ := strings.Cut(path, "/")
 	req.Key = key
@@ -599,7 +599,7 @@ func (p *S3Proxy) describe(r *http.Request) Request {
 	return req
 }
 
-func (i *Injection) matches(r *http.Request, req Request) bool {
+func (i *Injection) matches(r *http.Request, req S3Request) bool {
 	m := i.rule.Match
 	switch {
 	case m.Method != "" && !strings.EqualFold(m.Method, req.Method),

@@ -394,3 +394,65 @@ func TestS3ProxyRandomIsReproducible(t *testing.T) {
 		t.Errorf("seeds 42 and 43 hit the same requests: %v", first)
 	}
 }
+
+// Under concurrent load with mixed faults and an outage, every fault does
+// what it says: a PUT whose reply was lost is on the server, a PUT that was
+// reset or answered with an error is not.
+func TestS3ProxyUnderLoad(t *testing.T) {
+	forEachS3(t, 8, func(t *testing.T, p *testenv.S3Proxy, upstream *testenv.S3Server) {
+		ctx := t.Context()
+		srv := p.Server()
+		p.Inject(testenv.Rule{Rate: 0.3, Delay: 5 * time.Millisecond, RetryAfter: time.Second,
+			OneOf: []testenv.Kind{testenv.LostReply, testenv.SlowDown, testenv.InternalError, testenv.Unavailable, testenv.Reset, testenv.Delay}})
+		const writers, puts = 6, 25
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				c := oneTry(t, srv)
+				for i := range puts {
+					if w == 0 && i == puts/2 {
+						p.Outage(20*time.Millisecond, testenv.OutageRefuse)
+					}
+					key := fmt.Sprintf("load/%d/%02d", w, i)
+					_ = putIfAbsent(ctx, c, srv.Bucket, key, []byte(key))
+				}
+			})
+		}
+		wg.Wait()
+		p.EndOutage()
+
+		log := p.Log()
+		if p.Requests() != len(log) {
+			t.Errorf("Requests() = %d, Log() has %d", p.Requests(), len(log))
+		}
+		total := 0
+		for _, n := range p.Counts() {
+			total += n
+		}
+		if total != len(p.Faults()) {
+			t.Errorf("Counts() sum to %d, Faults() has %d", total, len(p.Faults()))
+		}
+		u := upstream.Client(t)
+		checked := 0
+		for _, r := range log {
+			var want bool
+			switch r.Fault {
+			case "":
+				if r.Status == 0 {
+					continue // cut by the outage: applied or not
+				}
+				want = r.Status == http.StatusOK
+			case testenv.LostReply, testenv.Delay:
+				want = true
+			default:
+				want = false
+			}
+			checked++
+			_, err := u.StatObject(ctx, upstream.Bucket, r.Key, minio.StatObjectOptions{})
+			if got := err == nil; got != want {
+				t.Errorf("request %d PUT %s, fault %q, status %d: on the server = %v (%v), want %v", r.N, r.Key, r.Fault, r.Status, got, err, want)
+			}
+		}
+		t.Logf("%d requests (%d checked), faults %v", len(log), checked, p.Counts())
+	})
+}
