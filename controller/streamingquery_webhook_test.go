@@ -2,6 +2,8 @@ package controller_test
 
 import (
 	"context"
+	"io"
+	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -162,5 +165,90 @@ func TestWebhookRefusesPlacement(t *testing.T) {
 	}
 	if err := f.c.Create(context.Background(), f.query("ok").Obj(), client.DryRunAll); err != nil {
 		t.Errorf("dry-run Create of an acceptable query = %v", err)
+	}
+}
+
+// stallingS3 is an S3 endpoint that accepts connections and reads requests but never
+// answers, as a hung store does. It returns the endpoint's URL.
+func stallingS3(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+		wg    sync.WaitGroup
+	)
+	wg.Go(func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Go(func() { _, _ = io.Copy(io.Discard, c) }) // until the client gives up
+		}
+	})
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+	return "http://" + l.Addr().String()
+}
+
+// TestWebhookAdmitsWhenTheStoreHangs: a store that never answers delays admission by the
+// checkpoint budget only; the change is admitted with a warning that names the location and
+// says it was not judged, and a suspend takes effect.
+func TestWebhookAdmitsWhenTheStoreHangs(t *testing.T) {
+	wh := testenv.ControlPlaneWithWebhooks(t)
+	w := &warnings{}
+	cfg := rest.CopyConfig(wh.Config)
+	cfg.WarningHandler = w
+	f := newFixture(t, cfg)
+	f.startManager(wh, controller.WithReadBudget(2*time.Second))
+	f.store.Spec.S3.Endpoint = stallingS3(t)
+	if err := f.c.Update(context.Background(), f.store); err != nil {
+		t.Fatal(err)
+	}
+	wantWarning := func(what string) {
+		t.Helper()
+		got := strings.Join(w.take(), "\n")
+		t.Logf("%s: warnings:\n%s", what, got)
+		for _, want := range []string{
+			"spec.checkpoint: could not read the checkpoint at " + f.location("orders") + " within " + controller.DefaultCheckpointBudget.String(),
+			"admitted without being judged against the checkpoint",
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("%s: warnings\n%s\nwant one containing %q", what, got, want)
+			}
+		}
+	}
+
+	f.create(f.query("orders").Obj())
+	wantWarning("create")
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = true }); err != nil {
+		t.Fatalf("Update(suspend: true) = %v, want admitted", err)
+	}
+	wantWarning("suspend")
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Transform[0].Filter = "amount > 1.0" }, client.DryRunAll); err != nil {
+		t.Fatalf("dry-run Update = %v, want admitted", err)
+	}
+	wantWarning("dry-run change")
+
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended)
+	if q.Status.Phase != v1.PhaseSuspended {
+		t.Errorf("phase = %s, want Suspended", q.Status.Phase)
+	}
+	if c := condition(q, v1.ConditionCheckpointReachable); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "did not answer within 2s") {
+		t.Errorf("CheckpointReachable = %+v, want False saying the store did not answer within the budget", c)
 	}
 }
