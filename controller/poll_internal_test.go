@@ -4,12 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,50 +25,23 @@ import (
 // requests counts S3 requests by kind: GET (of an object), LIST, PUT, HEAD, DELETE.
 type requests map[string]int
 
-// countingProxy forwards every request to an S3 server unchanged and counts them.
-type countingProxy struct {
-	URL string
-	mu  sync.Mutex
-	n   requests
+// counter counts the requests through a testenv S3 proxy since the last take.
+type counter struct {
+	proxy *testenv.S3Proxy
+	seen  int
 }
 
-func newCountingProxy(t *testing.T, target string) *countingProxy {
-	t.Helper()
-	u, err := url.Parse(target)
-	if err != nil {
-		t.Fatal(err)
+func (c *counter) take() requests {
+	log := c.proxy.Log()
+	n := requests{}
+	for _, r := range log[c.seen:] {
+		kind := r.Method
+		if r.List {
+			kind = "LIST"
+		}
+		n[kind]++
 	}
-	p := &countingProxy{n: requests{}}
-	rp := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
-		r.SetURL(u)
-		r.Out.Host = r.In.Host // the client signed the request for the proxy's host
-	}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p.count(r)
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
-	return p
-}
-
-func (p *countingProxy) count(r *http.Request) {
-	kind := r.Method
-	// Path-style: /bucket is the bucket (a GET lists it), /bucket/key an object.
-	if _, key, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); key == "" && r.Method == http.MethodGet {
-		kind = "LIST"
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.n[kind]++
-}
-
-// take returns the counts since the last take.
-func (p *countingProxy) take() requests {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := p.n
-	p.n = requests{}
+	c.seen = len(log)
 	return n
 }
 
@@ -82,7 +49,7 @@ func (p *countingProxy) take() requests {
 // that writes its checkpoint directly, as its engine would.
 type pollWorld struct {
 	t      *testing.T
-	proxy  *countingProxy
+	proxy  *counter
 	cps    checkpoints
 	q      *v1.StreamingQuery
 	p      placement
@@ -112,7 +79,8 @@ func newPollWorld(t *testing.T) *pollWorld {
 			t.Fatal(err)
 		}
 	}
-	w := &pollWorld{t: t, proxy: newCountingProxy(t, srv.URL), cps: checkpoints{reader: c}}
+	proxy := testenv.NewS3Proxy(t, srv, 1) // it injects nothing: it counts
+	w := &pollWorld{t: t, proxy: &counter{proxy: proxy}, cps: checkpoints{reader: c}}
 	w.q = querytest.Make("orders", ns).
 		FilesSource("orders", "s3://"+srv.Bucket+"/landing/orders", v1.FormatJSON, querytest.Col("id", v1.TypeString)).
 		FilesSink("s3://"+srv.Bucket+"/out/orders", v1.FormatJSON).
@@ -121,7 +89,7 @@ func newPollWorld(t *testing.T) *pollWorld {
 	w.p = placement{location: w.q.Spec.Checkpoint.Location, store: &v1.CheckpointStore{
 		ObjectMeta: metav1.ObjectMeta{Name: "poll", Generation: 1},
 		Spec: v1.CheckpointStoreSpec{
-			S3:                    v1.S3Store{Endpoint: w.proxy.URL, Bucket: srv.Bucket, Region: srv.Region},
+			S3:                    v1.S3Store{Endpoint: proxy.Server().URL, Bucket: srv.Bucket, Region: srv.Region},
 			CredentialsSecretName: "s3",
 		},
 	}}

@@ -3,8 +3,6 @@ package controller_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -169,43 +167,6 @@ func TestWebhookRefusesPlacement(t *testing.T) {
 	}
 }
 
-// stallingS3 is an S3 endpoint that accepts connections and reads requests but never
-// answers, as a hung store does. It returns the endpoint's URL.
-func stallingS3(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var (
-		mu    sync.Mutex
-		conns []net.Conn
-		wg    sync.WaitGroup
-	)
-	wg.Go(func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Go(func() { _, _ = io.Copy(io.Discard, c) }) // until the client gives up
-		}
-	})
-	t.Cleanup(func() {
-		l.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
-	return "http://" + l.Addr().String()
-}
-
 // TestWebhookAdmitsWhenTheStoreHangs: a store that never answers delays admission by the
 // checkpoint budget only; each change is admitted with a warning that names the location and
 // says it was not judged, and a suspend stops the running engine.
@@ -222,7 +183,10 @@ func TestWebhookAdmitsWhenTheStoreHangs(t *testing.T) {
 		t.Fatalf("engine replicas = %d, want 1", *d.Spec.Replicas)
 	}
 
-	f.store.Spec.S3.Endpoint = stallingS3(t)
+	// From now on the store takes every request and never answers, as a hung store does.
+	proxy := testenv.NewS3Proxy(t, f.s3, 1)
+	proxy.Inject(testenv.Rule{Kind: testenv.Delay, Times: testenv.Always, Delay: time.Hour})
+	f.store.Spec.S3.Endpoint = proxy.Server().URL
 	if err := f.c.Update(context.Background(), f.store); err != nil {
 		t.Fatal(err)
 	}
