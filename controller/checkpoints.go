@@ -24,9 +24,6 @@ import (
 // Key of the credentials Secret besides the two required ones.
 const envSessionToken = "AWS_SESSION_TOKEN"
 
-// awsEndpoint is the S3 endpoint of a store that names none.
-const awsEndpoint = "https://s3.amazonaws.com"
-
 // Bounds on the controller's and webhook's checkpoint reads: they run inside a reconcile or
 // an admission request, so they fail fast rather than retry for long.
 const (
@@ -119,7 +116,7 @@ func openStore(ctx context.Context, p placement, sec *corev1.Secret, readOnly bo
 	spec := p.store.Spec
 	id, secret := string(sec.Data[EnvAccessKeyID]), string(sec.Data[EnvSecretAccessKey])
 	opts := []s3.Option{
-		s3.WithEndpoint(orDefault(spec.S3.Endpoint, awsEndpoint)),
+		s3.WithEndpoint(orDefault(spec.S3.Endpoint, s3.AWSEndpoint)),
 		s3.WithRegion(orDefault(spec.S3.Region, defaultRegion)),
 		s3.WithCredentials(id, secret, string(sec.Data[envSessionToken])),
 		s3.WithRetries(checkpointAttempts, 50*time.Millisecond),
