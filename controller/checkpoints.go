@@ -24,9 +24,6 @@ import (
 // Key of the credentials Secret besides the two required ones.
 const envSessionToken = "AWS_SESSION_TOKEN"
 
-// awsEndpoint is the S3 endpoint of a store that names none.
-const awsEndpoint = "https://s3.amazonaws.com"
-
 // Bounds on the controller's and webhook's checkpoint reads: they run inside a reconcile or
 // an admission request, so they fail fast rather than retry for long.
 const (
@@ -88,6 +85,16 @@ func (c checkpoints) locate(ctx context.Context, q *v1.StreamingQuery) (p placem
 // open opens the store at the placement with the credentials in the query's namespace.
 // readOnly opens it without the write probe. A missing Secret wraps errStoreRefused.
 func (c checkpoints) open(ctx context.Context, namespace string, p placement, readOnly bool) (checkpoint.Store, error) {
+	sec, err := c.secret(ctx, namespace, p)
+	if err != nil {
+		return nil, err
+	}
+	return openStore(ctx, p, sec, readOnly)
+}
+
+// secret reads the store's credentials Secret in the query's namespace. A missing Secret, or
+// one without both keys, wraps errStoreRefused.
+func (c checkpoints) secret(ctx context.Context, namespace string, p placement) (*corev1.Secret, error) {
 	spec := p.store.Spec
 	var sec corev1.Secret
 	err := c.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: spec.CredentialsSecretName}, &sec)
@@ -98,12 +105,18 @@ func (c checkpoints) open(ctx context.Context, namespace string, p placement, re
 	if err != nil {
 		return nil, fmt.Errorf("get Secret %s/%s: %w", namespace, spec.CredentialsSecretName, err)
 	}
-	id, secret := string(sec.Data[EnvAccessKeyID]), string(sec.Data[EnvSecretAccessKey])
-	if id == "" || secret == "" {
+	if len(sec.Data[EnvAccessKeyID]) == 0 || len(sec.Data[EnvSecretAccessKey]) == 0 {
 		return nil, fmt.Errorf("%w: Secret %s/%s lacks %s or %s", errStoreRefused, namespace, spec.CredentialsSecretName, EnvAccessKeyID, EnvSecretAccessKey)
 	}
+	return &sec, nil
+}
+
+// openStore opens the store at the placement with the credentials in sec.
+func openStore(ctx context.Context, p placement, sec *corev1.Secret, readOnly bool) (checkpoint.Store, error) {
+	spec := p.store.Spec
+	id, secret := string(sec.Data[EnvAccessKeyID]), string(sec.Data[EnvSecretAccessKey])
 	opts := []s3.Option{
-		s3.WithEndpoint(orDefault(spec.S3.Endpoint, awsEndpoint)),
+		s3.WithEndpoint(orDefault(spec.S3.Endpoint, s3.AWSEndpoint)),
 		s3.WithRegion(orDefault(spec.S3.Region, defaultRegion)),
 		s3.WithCredentials(id, secret, string(sec.Data[envSessionToken])),
 		s3.WithRetries(checkpointAttempts, 50*time.Millisecond),
@@ -133,45 +146,71 @@ type snapshot struct {
 	// exists is false when the location holds no checkpoint yet.
 	exists bool
 	meta   checkpoint.Metadata
-	head   checkpoint.Head
+	// shaped is true when the checkpoint recorded a shape.
+	shaped bool
 	// shape is the newest shape entry; the zero Shape when none was recorded.
 	shape compat.Shape
+	// head is the newest entry of each log; read only for status (see readHead).
+	head checkpoint.Head
 	// committedOffsets is the offsets entry of the newest committed batch, for its timestamp
 	// and watermark; nil when there is none.
 	committedOffsets *checkpoint.Offsets
 }
 
-// read reads the checkpoint in s: metadata, head, newest shape.
-func read(ctx context.Context, s checkpoint.Store) (snapshot, error) {
+// load reads what a change is judged against: the checkpoint's metadata and newest shape.
+// A location without a checkpoint is the zero snapshot and a nil Checkpoint.
+func load(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snapshot, error) {
 	cp, err := checkpoint.Load(ctx, s)
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		return snapshot{}, nil
+		return nil, snapshot{}, nil
 	}
 	if err != nil {
-		return snapshot{}, err
+		return nil, snapshot{}, err
 	}
 	snap := snapshot{exists: true, meta: cp.Metadata()}
-	if snap.head, err = cp.Head(ctx); err != nil {
-		return snapshot{}, err
+	_, data, err := cp.LatestShape(ctx)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+	case err != nil:
+		return nil, snapshot{}, err
+	default:
+		if snap.shape, err = compat.ParseShape(data); err != nil {
+			return nil, snapshot{}, fmt.Errorf("read shape of %s: %w", s.Location(), err)
+		}
+		snap.shaped = true
 	}
-	if c := snap.head.Committed; c != nil {
-		if p := snap.head.Planned; p != nil && p.BatchID == c.BatchID {
+	return cp, snap, nil
+}
+
+// readHead reads the newest entry of each log into snap, and the offsets entry of the
+// newest commit (its timestamp and watermark).
+func readHead(ctx context.Context, cp *checkpoint.Checkpoint, snap *snapshot) error {
+	head, err := cp.Head(ctx)
+	if err != nil {
+		return err
+	}
+	snap.head, snap.committedOffsets = head, nil
+	if c := head.Committed; c != nil {
+		if p := head.Planned; p != nil && p.BatchID == c.BatchID {
 			snap.committedOffsets = p
 		} else if o, err := cp.Offsets(ctx, c.BatchID); err == nil {
 			snap.committedOffsets = &o
 		}
 	}
-	_, data, err := cp.LatestShape(ctx)
-	switch {
-	case errors.Is(err, checkpoint.ErrNotFound):
-	case err != nil:
-		return snapshot{}, err
-	default:
-		if snap.shape, err = compat.ParseShape(data); err != nil {
-			return snapshot{}, fmt.Errorf("read shape of %s: %w", s.Location(), err)
-		}
+	return nil
+}
+
+// read reads all of the checkpoint in s that the controller shows: metadata, newest shape,
+// head. It is what every status poll read before polls remembered (see poller).
+func read(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snapshot, error) {
+	cp, snap, err := load(ctx, s)
+	if err != nil || cp == nil {
+		return cp, snap, err
 	}
-	return snap, nil
+	if err := readHead(ctx, cp, &snap); err != nil {
+		return nil, snapshot{}, err
+	}
+	return cp, snap, nil
 }
 
 // ownedBy reports whether the checkpoint belongs to query q: its metadata names q's namespace

@@ -11,7 +11,9 @@
 // change reaches the ConfigMap it is checked with compat against the newest shape in the
 // checkpoint: a rejected change sets Compatible=False and the previous spec keeps running.
 // Status is read from the checkpoint (query id, batches, progress, lag) and from the engine
-// pod (restarts, termination message), and refreshed every [WithResync] interval.
+// pod (restarts, termination message), and refreshed every [WithResync] interval. A refresh
+// reads two small objects of a checkpoint it has read before (the next entry of each log; see
+// poll.go), and its reads are bounded by [WithReadBudget].
 //
 // # Webhooks
 //
@@ -20,7 +22,9 @@
 // allowed namespace, location under the namespace's prefix, no shared or nested locations)
 // and, on update, compat against the checkpoint. Findings that compat allows with a warning
 // become admission warnings; rejected ones are a Forbidden field error naming the rule, the
-// old and new values and the remedy.
+// old and new values and the remedy. The checkpoint reads of one request are bounded by
+// [WithCheckpointBudget]: a store that does not answer in time admits the change with a
+// warning that it was not judged, and the controller judges it before the engine runs it.
 //
 // See docs/kubernetes.md for installation and the meaning of each condition.
 package controller

@@ -32,6 +32,10 @@ import (
 // Defaults of the reconciler's options.
 const (
 	DefaultResync = 30 * time.Second
+	// DefaultReadBudget bounds the checkpoint reads of one reconcile: a store that hangs
+	// delays the reconcile (and so a suspend) by at most this much, then the checkpoint is
+	// reported unreachable.
+	DefaultReadBudget = 10 * time.Second
 	// deletionPoll is how often a deletion with retention Delete checks that the engine has
 	// stopped before it deletes the checkpoint.
 	deletionPoll = 2 * time.Second
@@ -56,6 +60,8 @@ type QueryReconciler struct {
 	clock    clock.PassiveClock
 	engine   EngineSettings
 	resync   time.Duration
+	budget   time.Duration
+	polls    *poller
 }
 
 // Option configures a QueryReconciler.
@@ -71,6 +77,11 @@ func WithEngine(s EngineSettings) Option { return func(r *QueryReconciler) { r.e
 // Default 30s.
 func WithResync(d time.Duration) Option { return func(r *QueryReconciler) { r.resync = d } }
 
+// WithReadBudget bounds the checkpoint reads of one reconcile (the store's access check
+// included): when they take longer the checkpoint counts as unreachable for this reconcile.
+// Default 10s.
+func WithReadBudget(d time.Duration) Option { return func(r *QueryReconciler) { r.budget = d } }
+
 // NewQueryReconciler returns a reconciler that uses the manager's client (cached), its API
 // reader (for Secrets and Namespaces, which are never cached) and an event recorder named
 // lockstep-controller.
@@ -82,6 +93,8 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 		recorder: mgr.GetEventRecorder(fieldOwner),
 		clock:    clock.RealClock{},
 		resync:   DefaultResync,
+		budget:   DefaultReadBudget,
+		polls:    &poller{},
 	}
 	for _, opt := range opts {
 		opt(r)
@@ -118,6 +131,9 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *QueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var q v1.StreamingQuery
 	if err := r.client.Get(ctx, req.NamespacedName, &q); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.polls.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !q.DeletionTimestamp.IsZero() {
@@ -214,15 +230,18 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 		return o, nil
 	}
 
-	store, err := cps.open(ctx, q.Namespace, o.placement, true)
+	rctx, cancel := context.WithTimeout(ctx, r.budget)
+	o.snap, err = r.polls.poll(rctx, cps, q, o.placement, o.pods)
+	overBudget := rctx.Err() != nil && ctx.Err() == nil
+	cancel()
 	if errors.Is(err, errStoreRefused) {
 		o.refused, o.refusedReason = err, v1.ReasonStoreRefused
 		return o, nil
 	}
-	if err == nil {
-		o.snap, err = read(ctx, store)
-	}
 	if err != nil {
+		if overBudget {
+			err = fmt.Errorf("the store did not answer within %s: %w", r.budget, err)
+		}
 		o.unreachable = err
 	} else {
 		v := compat.Check(o.snap.shape, &located.Spec)
@@ -357,6 +376,7 @@ func (r *QueryReconciler) finalize(ctx context.Context, q *v1.StreamingQuery) (c
 	if err := r.client.Update(ctx, q); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	r.polls.forget(client.ObjectKeyFromObject(q))
 	return ctrl.Result{}, nil
 }
 
@@ -390,7 +410,7 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 		var s snapshot
 		store, oerr := cps.open(ctx, q.Namespace, p, false)
 		if oerr == nil {
-			s, oerr = read(ctx, store)
+			_, s, oerr = load(ctx, store)
 		}
 		switch {
 		case oerr != nil:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,16 +23,37 @@ var (
 	_ admission.Validator[*v1.StreamingQuery] = (*QueryWebhook)(nil)
 )
 
+// DefaultCheckpointBudget is how long admission waits for the checkpoint, by default: well
+// below the webhooks' timeout (10s), so that a slow or hung store admits the change with a
+// warning instead of failing the request.
+const DefaultCheckpointBudget = 3 * time.Second
+
 // QueryWebhook defaults and validates StreamingQueries at admission, compat check included.
 // It is safe for concurrent use.
 type QueryWebhook struct {
 	client client.Reader // StreamingQueries (cached)
 	reader client.Reader // CheckpointStores, Secrets, Namespaces (uncached)
+	budget time.Duration
+}
+
+// A WebhookOption configures a QueryWebhook.
+type WebhookOption func(*QueryWebhook)
+
+// WithCheckpointBudget bounds the checkpoint reads of one admission request, the store's
+// access check included. When they take longer, the change is admitted with a warning that
+// it was not judged against the checkpoint (the controller judges it before the engine runs
+// it). Keep it well below the webhooks' timeoutSeconds (10). Default 3s.
+func WithCheckpointBudget(d time.Duration) WebhookOption {
+	return func(w *QueryWebhook) { w.budget = d }
 }
 
 // NewQueryWebhook returns the webhook with the manager's clients.
-func NewQueryWebhook(mgr ctrl.Manager) *QueryWebhook {
-	return &QueryWebhook{client: mgr.GetClient(), reader: mgr.GetAPIReader()}
+func NewQueryWebhook(mgr ctrl.Manager, opts ...WebhookOption) *QueryWebhook {
+	w := &QueryWebhook{client: mgr.GetClient(), reader: mgr.GetAPIReader(), budget: DefaultCheckpointBudget}
+	for _, opt := range opts {
+		opt(w)
+	}
+	return w
 }
 
 // SetupWithManager registers the defaulting and validating webhooks of StreamingQuery.
@@ -117,17 +139,14 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 		return nil, invalid(q, errs)
 	}
 
-	store, err := cps.open(ctx, q.Namespace, p, true)
-	var snap snapshot
-	if err == nil {
-		snap, err = read(ctx, store)
-	}
+	snap, err := w.readCheckpoint(ctx, cps, q.Namespace, p)
 	if errors.Is(err, errStoreRefused) {
 		return nil, invalid(q, field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())})
 	}
 	if err != nil {
-		logf.FromContext(ctx).Info("Could not read checkpoint at admission", "streamingQuery", client.ObjectKeyFromObject(q), "location", p.location, "error", err.Error())
-		return admission.Warnings{fmt.Sprintf("spec.checkpoint: could not read the checkpoint at %s to check the change (%v); the controller checks it before the engine starts", p.location, err)}, nil
+		logf.FromContext(ctx).Info("Admitted a change not judged against its checkpoint", "streamingQuery", client.ObjectKeyFromObject(q), "reason", err.Error())
+		return admission.Warnings{"spec.checkpoint: " + err.Error() + ": the change was admitted without being judged against the checkpoint; " +
+			"the controller judges it before the engine runs it, and keeps the running spec until it can"}, nil
 	}
 	if !snap.ownedBy(q) {
 		return nil, invalid(q, field.ErrorList{field.Forbidden(field.NewPath("spec", "checkpoint", "location"),
@@ -135,6 +154,29 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 	}
 	v := compat.Check(snap.shape, &located.Spec)
 	return ValidateVerdict(v)
+}
+
+// readCheckpoint reads what the change is judged against (metadata and newest shape) within
+// the budget. Its errors other than errStoreRefused are phrased for the admission warning:
+// they name the location and, when the budget ran out, the budget.
+func (w *QueryWebhook) readCheckpoint(ctx context.Context, cps checkpoints, namespace string, p placement) (snapshot, error) {
+	bctx, cancel := context.WithTimeout(ctx, w.budget)
+	defer cancel()
+	store, err := cps.open(bctx, namespace, p, true)
+	var snap snapshot
+	if err == nil {
+		_, snap, err = load(bctx, store)
+	}
+	switch {
+	case err == nil || errors.Is(err, errStoreRefused):
+		return snap, err
+	case bctx.Err() != nil && ctx.Err() == nil:
+		// What the store was doing when the budget ran out says nothing more; the log has it.
+		logf.FromContext(ctx).Info("Could not read checkpoint at admission", "location", p.location, "budget", w.budget, "error", err.Error())
+		return snapshot{}, fmt.Errorf("could not read the checkpoint at %s within %s (the store is slow or unreachable)", p.location, w.budget)
+	default:
+		return snapshot{}, fmt.Errorf("could not read the checkpoint at %s: %w", p.location, err)
+	}
 }
 
 // ValidateVerdict turns a compat verdict into admission's terms: each rejected finding is a

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -162,5 +164,65 @@ func TestWebhookRefusesPlacement(t *testing.T) {
 	}
 	if err := f.c.Create(context.Background(), f.query("ok").Obj(), client.DryRunAll); err != nil {
 		t.Errorf("dry-run Create of an acceptable query = %v", err)
+	}
+}
+
+// TestWebhookAdmitsWhenTheStoreHangs: a store that never answers delays admission by the
+// checkpoint budget only; each change is admitted with a warning that names the location and
+// says it was not judged, and a suspend stops the running engine.
+func TestWebhookAdmitsWhenTheStoreHangs(t *testing.T) {
+	wh := testenv.ControlPlaneWithWebhooks(t)
+	w := &warnings{}
+	cfg := rest.CopyConfig(wh.Config)
+	cfg.WarningHandler = w
+	f := newFixture(t, cfg)
+	f.startManager(wh, controller.WithReadBudget(2*time.Second))
+	f.create(f.query("orders").Obj())
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
+	if _, d := f.engine("orders"); *d.Spec.Replicas != 1 {
+		t.Fatalf("engine replicas = %d, want 1", *d.Spec.Replicas)
+	}
+
+	// From now on the store takes every request and never answers, as a hung store does.
+	proxy := testenv.NewS3Proxy(t, f.s3, 1)
+	proxy.Inject(testenv.Rule{Kind: testenv.Delay, Times: testenv.Always, Delay: time.Hour})
+	f.store.Spec.S3.Endpoint = proxy.Server().URL
+	if err := f.c.Update(context.Background(), f.store); err != nil {
+		t.Fatal(err)
+	}
+	w.take()
+	wantWarning := func(what, name string) {
+		t.Helper()
+		got := strings.Join(w.take(), "\n")
+		t.Logf("%s: warnings:\n%s", what, got)
+		want := "spec.checkpoint: could not read the checkpoint at " + f.location(name) + " within " + controller.DefaultCheckpointBudget.String() +
+			" (the store is slow or unreachable): the change was admitted without being judged against the checkpoint"
+		if !strings.Contains(got, want) {
+			t.Errorf("%s: warnings\n%s\nwant one containing %q", what, got, want)
+		}
+	}
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = true }); err != nil {
+		t.Fatalf("Update(suspend: true) = %v, want admitted", err)
+	}
+	wantWarning("suspend", "orders")
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Transform[0].Filter = "amount > 1.0" }, client.DryRunAll); err != nil {
+		t.Fatalf("dry-run Update = %v, want admitted", err)
+	}
+	wantWarning("dry-run change", "orders")
+	f.create(f.query("other").Obj())
+	wantWarning("create", "other")
+
+	eventually(t, "the engine scaled to 0", func() error {
+		if _, d := f.engine("orders"); *d.Spec.Replicas != 0 {
+			return fmt.Errorf("replicas = %d", *d.Spec.Replicas)
+		}
+		return nil
+	})
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended)
+	if q.Status.Phase != v1.PhaseSuspended {
+		t.Errorf("phase = %s, want Suspended", q.Status.Phase)
+	}
+	if c := condition(q, v1.ConditionCheckpointReachable); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "did not answer within 2s") {
+		t.Errorf("CheckpointReachable = %+v, want False saying the store did not answer within the budget", c)
 	}
 }

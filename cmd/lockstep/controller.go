@@ -32,6 +32,8 @@ type controllerConfig struct {
 	webhookCertDir          string
 	engine                  controller.EngineSettings
 	resync                  time.Duration
+	readBudget              time.Duration
+	webhookBudget           time.Duration
 }
 
 func newControllerCommand() *cobra.Command {
@@ -63,6 +65,9 @@ or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 	f.StringVar(&cfg.engine.ServiceAccountName, "engine-service-account", "", "service account of engine pods (default: the namespace's default)")
 	f.DurationVar(&cfg.engine.GracePeriod, "engine-grace-period", 2*time.Minute, "how long a stopping engine may take to finish its batch")
 	f.DurationVar(&cfg.resync, "resync", controller.DefaultResync, "how often a query's status is refreshed from its checkpoint")
+	f.DurationVar(&cfg.readBudget, "checkpoint-read-budget", controller.DefaultReadBudget, "how long one reconcile may spend reading a checkpoint before it counts as unreachable")
+	f.DurationVar(&cfg.webhookBudget, "webhook-checkpoint-budget", controller.DefaultCheckpointBudget,
+		"how long admission may spend reading a checkpoint before it admits the change with a warning that it was not judged; keep it well below the webhooks' 10s timeout")
 	return cmd
 }
 
@@ -95,12 +100,12 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync)).SetupWithManager(mgr); err != nil {
+	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithReadBudget(cfg.readBudget)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the StreamingQuery controller: %w", err)
 	}
 	ready := healthz.Ping
 	if cfg.webhooks {
-		if err := controller.NewQueryWebhook(mgr).SetupWithManager(mgr); err != nil {
+		if err := controller.NewQueryWebhook(mgr, controller.WithCheckpointBudget(cfg.webhookBudget)).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up the webhooks: %w", err)
 		}
 		ready = mgr.GetWebhookServer().StartedChecker()
