@@ -14,6 +14,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/storetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -217,3 +218,23 @@ type discard struct{}
 func (discard) Header() http.Header         { return http.Header{} }
 func (discard) Write(b []byte) (int, error) { return len(b), nil }
 func (discard) WriteHeader(int)             {}
+
+// TestStoreUnderFaults runs the conformance suite through the fault proxy,
+// one fault kind at a time at 20% of the requests, on every server kind:
+// the store's promises (atomic create-if-absent, exactly one winner of a
+// race, listings) hold when S3 loses replies, throttles, fails and resets.
+func TestStoreUnderFaults(t *testing.T) {
+	for _, kind := range testenv.S3Kinds() {
+		for _, fault := range []testenv.Kind{testenv.LostReply, testenv.SlowDown, testenv.InternalError, testenv.Reset} {
+			t.Run(kind+"/"+string(fault), func(t *testing.T) {
+				storetest.Run(t, func(t *testing.T) checkpoint.Store {
+					proxy := testenv.NewS3Proxy(t, testenv.S3Of(t, kind), 13)
+					s := open(t, proxy.Server(), "faults", s3.WithRetries(0, time.Millisecond))
+					proxy.Random(0.2, fault)
+					t.Cleanup(func() { t.Logf("%d requests, %v", proxy.Requests(), proxy.Counts()) })
+					return s
+				})
+			})
+		}
+	}
+}
