@@ -271,7 +271,7 @@ func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
 			return errors.Join(err, cerr)
 		}
 		if found {
-			s.log.Warn("Another producer of this query committed the batch", "batch", b.ID)
+			s.log.Warn("Another producer of this query committed the batch", "batch", b.ID, "error", err)
 			return nil
 		}
 		select {
