@@ -261,7 +261,7 @@ func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
 	if aerr := s.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
 		s.log.Warn("Aborting the Kafka transaction failed; the next start aborts it", "batch", b.ID, "error", aerr)
 	}
-	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.InvalidProducerEpoch) {
+	if !fenced(err) {
 		return err
 	}
 	deadline := time.Now().Add(s.opts.brokerTimeout)
@@ -271,7 +271,7 @@ func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
 			return errors.Join(err, cerr)
 		}
 		if found {
-			s.log.Warn("Another producer of this query committed the batch", "batch", b.ID)
+			s.log.Warn("Another producer of this query committed the batch", "batch", b.ID, "error", err)
 			return nil
 		}
 		select {
@@ -281,6 +281,19 @@ func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
 		}
 	}
 	return fmt.Errorf("%w: another engine runs query %s (its producer fenced this one)", err, b.QueryID)
+}
+
+// fenced reports whether err means that another producer took over the
+// query's transactional id. Besides PRODUCER_FENCED and INVALID_PRODUCER_EPOCH
+// that is INVALID_TXN_STATE: under KIP-890 (transaction version 2) a commit
+// sent after another producer's InitProducerID bumped the epoch by one and
+// aborted this transaction, before that producer began its own, looks to the
+// coordinator like a retry of an EndTxn that ended in an abort, and a commit
+// cannot follow an abort (kfake answers so, and so can Apache Kafka's
+// endTransaction, "retryOnEpochBump"). Two engines starting the same query,
+// or a restart while the old run commits, meet this race.
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)
 }
 
 // produce produces the batch's rows, and the marker when transactional, and

@@ -232,6 +232,47 @@ func TestSinkExactlyOnceCrashBeforeCommit(t *testing.T) {
 	}
 }
 
+// TestSinkExactlyOnceFencedBeforeCommit starts a producer of the query
+// between the batch's last acknowledgement and its commit, as a second
+// engine of the query does: the broker answers the fenced commit as a
+// retry of an aborted one (INVALID_TXN_STATE, not PRODUCER_FENCED). The
+// sink must read that as a fence and wait for the other producer, not fail
+// with the broker's error; here none commits, so it fails saying so, and
+// the next run writes the batch once.
+func TestSinkExactlyOnceFencedBeforeCommit(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	createTopic(t, brokers, "out", 2, nil)
+	spec := sinkSpec(brokers, "out", true)
+	b := &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: enginetest.SinkColumns, Rows: []engine.Row{{"a", int64(1)}}}
+	// No producer commits in its place, so a short wait for one suffices.
+	s, err := kafka.SinkWith(kafka.WithBrokerTimeout(time.Second))(testContext(t), spec, engine.SinkEnv{QueryID: "q1",
+		Columns: enginetest.SinkColumns, OutputMode: v1.OutputAppend, Logger: testLogger(t),
+		Reached: func(p engine.Phase, _ int64) {
+			if p == engine.PhaseSinkWrite {
+				other := client(t, brokers, kgo.TransactionalID(kafka.TransactionalIDPrefix+"q1"))
+				if _, _, err := other.ProducerID(testContext(t)); err != nil {
+					t.Errorf("fence: %v", err)
+				}
+			}
+		}})
+	if err != nil {
+		t.Fatalf("new sink: %v", err)
+	}
+	t.Cleanup(func() { s.(*kafka.Sink).Close() })
+	if err := s.Write(testContext(t), b); err == nil || !contains(err.Error(), "another engine runs query q1") {
+		t.Fatalf("Write of a fenced batch: %v, want the fence reported", err)
+	}
+	if got := consume(t, brokers, "out"); len(got) != 0 {
+		t.Fatalf("read_committed saw %v of a fenced transaction", got)
+	}
+	if err := newSink(t, spec, "q1", enginetest.SinkColumns, nil).Write(testContext(t), b); err != nil {
+		t.Fatal(err)
+	}
+	if got := consume(t, brokers, "out"); len(got) != 1 {
+		t.Fatalf("consumed %v, want the batch once", got)
+	}
+}
+
 func TestSinkUnknownKeyColumn(t *testing.T) {
 	spec := sinkSpec([]string{"127.0.0.1:1"}, "out", false)
 	spec.Kafka.KeyColumn = "nope"
