@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
@@ -35,7 +36,7 @@ metadata: {name: faults, namespace: test}
 spec:
   sources:
   - name: orders
-    files: {path: %q, format: json, maxFilesPerTrigger: 1}
+    %s
     schema:
       columns:
       - {name: id, type: string}
@@ -53,15 +54,17 @@ spec:
 
 // faultScenarios are the pipelines soaked in faults.
 var faultScenarios = []struct {
-	name, sink, transform string
+	name, source, sink, transform string
 }{
-	{"files-to-files", "files", `
+	{"files-to-files", "files", "files", `
   - filter: "amount > 0.0"
   - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`},
-	{"files-to-delta", "delta", `
+	{"files-to-delta", "files", "delta", `
   - filter: "amount > 0.0"
   - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`},
-	{"window-to-delta", "delta", `
+	{"kafka-to-delta", "kafka", "delta", `
+  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`},
+	{"window-to-delta", "files", "delta", `
   - watermark: {column: ts, delay: 2s}
   - aggregate:
       groupBy: [{window: {column: ts, duration: 10s}}]
@@ -95,22 +98,28 @@ func TestFaultSoak(t *testing.T) {
 		for _, sc := range faultScenarios {
 			t.Run(kind+"/"+sc.name, func(t *testing.T) {
 				t.Parallel()
-				soak(t, kind, sc.sink, sc.transform)
+				soak(t, kind, sc.source, sc.sink, sc.transform)
 			})
 		}
 	}
 }
 
-func soak(t *testing.T, kind, sinkKind, transform string) {
+func soak(t *testing.T, kind, sourceKind, sinkKind, transform string) {
 	srv := testenv.S3Of(t, kind)
 	seed := uint64(time.Now().UnixNano())
 	proxy := testenv.NewS3Proxy(t, srv, seed)
 	rng := rand.New(rand.NewPCG(seed, 1))
 	root := "s3://" + srv.Bucket
 	dir := t.TempDir()
+	var brokers []string
+	source := fmt.Sprintf("files: {path: %q, format: json, maxFilesPerTrigger: 1}", root+"/in")
+	if sourceKind == "kafka" {
+		brokers = testenv.Kafka(t)
+		source = fmt.Sprintf("kafka: {bootstrapServers: [%q], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: 10, format: json}", brokers[0])
+	}
 	spec := func(out string) string {
 		p := filepath.Join(dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
-		body := fmt.Sprintf(faultQuery, root+"/in", strings.TrimPrefix(transform, "\n"), sinkKind, out)
+		body := fmt.Sprintf(faultQuery, source, strings.TrimPrefix(transform, "\n"), sinkKind, out)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -122,24 +131,7 @@ func soak(t *testing.T, kind, sinkKind, transform string) {
 		cmd.Env = Env(s.Env()...)
 		return cmd
 	}
-	in, err := blob.Open(root+"/in", srv.Options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	files := 0
-	addInput := func(n int) {
-		for range n {
-			var b bytes.Buffer
-			for j := range 10 {
-				at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(files*10+j) * 300 * time.Millisecond)
-				fmt.Fprintf(&b, `{"id":"o-%04d-%d","amount":%g,"qty":%d,"ts":%q}`+"\n", files, j, float64(j%3)-0.5, j+1, at.Format(time.RFC3339Nano))
-			}
-			if err := in.Put(context.Background(), fmt.Sprintf("orders-%04d.json", files), b.Bytes()); err != nil {
-				t.Fatal(err)
-			}
-			files++
-		}
-	}
+	addInput := soakInput(t, srv, root+"/in", brokers)
 
 	const runs, outage = 14, 20 * time.Second
 	outageRun := 3 + rng.IntN(runs-6)
@@ -208,6 +200,51 @@ func soak(t *testing.T, kind, sinkKind, transform string) {
 	}
 	t.Logf("%d requests, faults %v, runs %v, %d rows", report.Requests, report.Faults, report.Runs, len(got))
 	writeReport(t, report)
+}
+
+// soakInput returns a function that adds n more input files (or batches of
+// Kafka records, when brokers are given) of 10 orders each, directly to the
+// server, not through the proxy.
+func soakInput(t *testing.T, srv *testenv.S3Server, in string, brokers []string) func(n int) {
+	var put func(name string, lines [][]byte)
+	if brokers != nil {
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("orders"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(cl.Close)
+		put = func(_ string, lines [][]byte) {
+			var recs []*kgo.Record
+			for _, l := range lines {
+				recs = append(recs, &kgo.Record{Value: l})
+			}
+			if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	} else {
+		f, err := blob.Open(in, srv.Options()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		put = func(name string, lines [][]byte) {
+			if err := f.Put(context.Background(), name, bytes.Join(lines, []byte("\n"))); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	files := 0
+	return func(n int) {
+		for range n {
+			var lines [][]byte
+			for j := range 10 {
+				at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(files*10+j) * 300 * time.Millisecond)
+				lines = append(lines, fmt.Appendf(nil, `{"id":"o-%04d-%d","amount":%g,"qty":%d,"ts":%q}`, files, j, float64(j%3)-0.5, j+1, at.Format(time.RFC3339Nano)))
+			}
+			put(fmt.Sprintf("orders-%04d.json", files), lines)
+			files++
+		}
+	}
 }
 
 // soakOutput returns the committed rows of the output at loc, sorted, and
