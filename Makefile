@@ -16,8 +16,12 @@ all: build
 help: ## Show the targets.
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
+# VERSION is linked into the binaries (`lockstep version`; the controller's default engine
+# image is the release of its version): the newest v* tag, else the commit. Empty: Go's build info.
+VERSION ?= $(shell git describe --tags --match 'v*' --always --dirty 2>/dev/null)
+
 build: ## Build bin/lockstep and bin/terraform-provider-lockstep.
-	go build -o bin/ ./cmd/...
+	go build -ldflags "-X main.version=$(VERSION)" -o bin/ ./cmd/...
 
 tools: ## Build every test tool into $(LOCKSTEP_TOOLS) (cached; skips what is current).
 	hack/tools.sh

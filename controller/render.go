@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,27 +25,32 @@ import (
 // Environment variables of the engine container. The S3 ones are those every Lockstep
 // command reads (DESIGN.md §3).
 const (
-	EnvAccessKeyID        = "AWS_ACCESS_KEY_ID"
-	EnvSecretAccessKey    = "AWS_SECRET_ACCESS_KEY"
-	EnvRegion             = "AWS_REGION"
-	EnvS3Endpoint         = "LOCKSTEP_S3_ENDPOINT"
-	EnvS3InsecureSkipTLS  = "LOCKSTEP_S3_INSECURE_SKIP_VERIFY"
-	EnvCABundle           = "AWS_CA_BUNDLE"
-	defaultRegion         = "us-east-1"
-	defaultGracePeriod    = 2 * time.Minute
-	defaultEngineImage    = "ghcr.io/lockstep-dev/lockstep:latest"
+	EnvAccessKeyID       = "AWS_ACCESS_KEY_ID"
+	EnvSecretAccessKey   = "AWS_SECRET_ACCESS_KEY"
+	EnvRegion            = "AWS_REGION"
+	EnvS3Endpoint        = "LOCKSTEP_S3_ENDPOINT"
+	EnvS3InsecureSkipTLS = "LOCKSTEP_S3_INSECURE_SKIP_VERIFY"
+	EnvCABundle          = "AWS_CA_BUNDLE"
+	defaultRegion        = "us-east-1"
+	defaultGracePeriod   = 2 * time.Minute
+	// EngineImageRepository is the repository of released engine images; the default image
+	// is its tag of the controller's own version.
+	EngineImageRepository = "ghcr.io/lockstep-dev/lockstep"
 	engineBinary          = "/lockstep"
 	tmpMountPath          = "/tmp"
 	engineUID             = 65532
-	livenessFailures      = 6
+	livenessFailures      = 3
 	readinessPeriod       = 5
 	livenessPeriodSeconds = 10
+	probeTimeoutSeconds   = 5
 )
 
 // EngineSettings are the cluster-wide settings of engine pods, from the controller's flags.
 type EngineSettings struct {
-	// Image runs `lockstep engine`. Default ghcr.io/lockstep-dev/lockstep:latest; the
-	// manager's Deployment sets it to its own image.
+	// Image runs `lockstep engine`; required. The controller's command sets it to
+	// --engine-image, $LOCKSTEP_ENGINE_IMAGE or DefaultEngineImage of its own version, never a
+	// moving tag: an engine must run the code its controller judged the spec with. Without
+	// it the API server refuses the workload, and the query's status says so.
 	Image string
 	// PullPolicy of the image. Default: Kubernetes' (IfNotPresent unless the tag is latest).
 	PullPolicy corev1.PullPolicy
@@ -54,27 +61,50 @@ type EngineSettings struct {
 	GracePeriod time.Duration
 }
 
-func (s EngineSettings) withDefaults() EngineSettings {
-	if s.Image == "" {
-		s.Image = defaultEngineImage
+// DefaultEngineImage returns the released engine image of a controller version
+// (ghcr.io/lockstep-dev/lockstep:v1.2.3), or an error for a version that has no image: a
+// development build must be told its engine image.
+func DefaultEngineImage(version string) (string, error) {
+	if !releaseVersion.MatchString(version) || pseudoVersion.MatchString(version) {
+		return "", fmt.Errorf("version %q has no released engine image: set the engine image (--engine-image or $LOCKSTEP_ENGINE_IMAGE)", version)
 	}
+	return EngineImageRepository + ":" + version, nil
+}
+
+// releaseVersion matches the versions released images are tagged with: v1.2.3, v1.2.3-rc.1.
+// Go's pseudo-versions of untagged commits (v0.0.0-20260726120000-1a347cf4f2a1) match it too,
+// and have none.
+var (
+	releaseVersion = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
+	pseudoVersion  = regexp.MustCompile(`[0-9]{14}-[0-9a-f]{12}$`)
+)
+
+func (s EngineSettings) withDefaults() EngineSettings {
 	if s.GracePeriod <= 0 {
 		s.GracePeriod = defaultGracePeriod
 	}
 	return s
 }
 
-// EngineQuery returns the query as the engine reads it: its identity (name, namespace, uid,
-// generation) and its spec with defaults and the checkpoint location filled in.
+// EngineQuery returns the query as the engine reads it: its identity (name, namespace, uid;
+// not the generation, which the ConfigMap's annotation carries, so that a change the engine
+// does not see, such as suspend, does not roll it) and its spec with defaults and the checkpoint location filled in, suspend left
+// to the workload, and the file
+// fields of the Secrets it names (tls.caFile, certFile, keyFile) pointing where the pod mounts
+// them. It holds Secret names, never their values.
 func EngineQuery(q *v1.StreamingQuery) *v1.StreamingQuery {
 	out := &v1.StreamingQuery{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: v1.KindStreamingQuery},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: q.Name, Namespace: q.Namespace, UID: q.UID, Generation: q.Generation,
+			Name: q.Name, Namespace: q.Namespace, UID: q.UID,
 		},
 		Spec: *q.Spec.DeepCopy(),
 	}
 	out.Spec.Default()
+	secretUses(&out.Spec)
+	// The workload stops a suspended engine (replicas 0, a suspended Job); the engine itself
+	// always runs, and suspending does not change the spec it runs (nor roll it).
+	out.Spec.Suspend = false
 	return out
 }
 
@@ -109,21 +139,76 @@ func SpecHash(cm *corev1.ConfigMap) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-// RenderDeployment returns the engine Deployment of a query running the spec in cm: one
-// replica (none when suspended or replicas is 0), Recreate so that two engines never run on
-// one checkpoint, the store's credentials from the query's namespace, the spec's resources,
-// health probes and a termination message.
+// Defaults of the engine pod that a spec may override.
+var (
+	// defaultRequests are the requests of a resource that spec.resources neither requests nor
+	// limits: enough for the scheduler to place the engine honestly, no limit that would kill
+	// a batch.
+	defaultRequests = corev1.ResourceList{
+		corev1.ResourceCPU:    resource.MustParse("100m"),
+		corev1.ResourceMemory: resource.MustParse("256Mi"),
+	}
+)
+
+// jobBackoffLimit is how often a once or availableNow engine is restarted after a failure
+// before its Job fails (Kubernetes' default); the query's status then says Failed.
+const jobBackoffLimit = 6
+
+// RenderDeployment returns the engine Deployment of a query that runs until stopped, running
+// the spec in cm: one replica (none when suspended or replicas is 0), Recreate so that two
+// engines never run on one checkpoint, and the pod of RenderPodTemplate.
 func RenderDeployment(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.ConfigMap, replicas int32, s EngineSettings) *appsv1.Deployment {
-	s = s.withDefaults()
-	labels := EngineLabels(q)
 	if q.Spec.Suspend {
 		replicas = 0
 	}
-	env := []corev1.EnvVar{
-		{Name: EnvAccessKeyID, ValueFrom: secretKey(store.Spec.CredentialsSecretName, EnvAccessKeyID)},
-		{Name: EnvSecretAccessKey, ValueFrom: secretKey(store.Spec.CredentialsSecretName, EnvSecretAccessKey)},
-		{Name: EnvRegion, Value: orDefault(store.Spec.S3.Region, defaultRegion)},
+	return &appsv1.Deployment{
+		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: EngineName(q.Name), Namespace: q.Namespace, Labels: EngineLabels(q),
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: &replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: engineSelector(q)},
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
+			Template: RenderPodTemplate(q, store, cm, s),
+		},
 	}
+}
+
+// RenderJob returns the engine Job of a query whose trigger ends by itself (once,
+// availableNow): an engine that exits 0 has finished and is not started again, one that fails
+// is restarted in its pod (restartPolicy OnFailure, as a Deployment's would be) up to
+// jobBackoffLimit times. Suspend maps to the Job's suspend, which stops its pod.
+func RenderJob(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.ConfigMap, s EngineSettings) *batchv1.Job {
+	tmpl := RenderPodTemplate(q, store, cm, s)
+	tmpl.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+	return &batchv1.Job{
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: EngineName(q.Name), Namespace: q.Namespace, Labels: EngineLabels(q),
+		},
+		Spec: batchv1.JobSpec{
+			Parallelism:  ptr.To(int32(1)),
+			Completions:  ptr.To(int32(1)),
+			BackoffLimit: ptr.To(int32(jobBackoffLimit)),
+			Suspend:      ptr.To(q.Spec.Suspend),
+			Template:     tmpl,
+		},
+	}
+}
+
+// RenderPodTemplate returns the engine pod: the `lockstep engine` container running the spec
+// in cm with the store's credentials and every Secret the spec names (secretUses), from the
+// query's namespace; the spec's resources (defaultRequests where it sets none) and
+// spec.engine's scheduling, identity, metadata and envFrom; a liveness probe that fails when
+// no trigger finished within the spec's ProgressTimeout, a readiness probe, a termination
+// message; a non-root, read-only container without the API token.
+func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.ConfigMap, s EngineSettings) corev1.PodTemplateSpec {
+	s = s.withDefaults()
+	es := &q.Spec.Engine
+	uses := append([]secretUse{storeSecretUse(store)}, secretUses(q.Spec.DeepCopy())...)
+	env := secretEnvVars(uses)
+	env = append(env, corev1.EnvVar{Name: EnvRegion, Value: orDefault(store.Spec.S3.Region, defaultRegion)})
 	if e := store.Spec.S3.Endpoint; e != "" {
 		env = append(env, corev1.EnvVar{Name: EnvS3Endpoint, Value: e})
 	}
@@ -133,11 +218,13 @@ func RenderDeployment(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev
 	if store.Spec.S3.InsecureSkipVerify {
 		env = append(env, corev1.EnvVar{Name: EnvS3InsecureSkipTLS, Value: "true"})
 	}
+	secretVols, secretMounts := secretVolumes(uses)
 	health := intstr.FromString("health")
 	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: health}},
 			PeriodSeconds:    period,
+			TimeoutSeconds:   probeTimeoutSeconds,
 			FailureThreshold: failures,
 		}
 	}
@@ -149,59 +236,77 @@ func RenderDeployment(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev
 			"--query=" + ConfigMountPath + "/" + QueryKey,
 			fmt.Sprintf("--health-addr=:%d", HealthPort),
 			"--termination-message-path=" + TerminationMessagePath,
+			"--webhook-headers-dir=" + WebhookHeadersDir,
 		},
-		Env:                      env,
-		Ports:                    []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
-		Resources:                resources(q.Spec.Resources),
+		// envFrom first: variables of env win over it, so a ConfigMap cannot redirect the
+		// checkpoint's credentials.
+		EnvFrom:   slices.Clone(es.EnvFrom),
+		Env:       env,
+		Ports:     []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
+		Resources: resources(q.Spec.Resources),
+		// /healthz itself judges progress against the spec's bound; a few failed probes
+		// in a row only absorb a slow answer.
 		LivenessProbe:            probe("/healthz", livenessPeriodSeconds, livenessFailures),
 		ReadinessProbe:           probe("/readyz", readinessPeriod, 3),
 		TerminationMessagePath:   TerminationMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		ImagePullPolicy:          s.PullPolicy,
-		VolumeMounts: []corev1.VolumeMount{
+		VolumeMounts: append([]corev1.VolumeMount{
 			{Name: "query", MountPath: ConfigMountPath, ReadOnly: true},
 			{Name: "tmp", MountPath: tmpMountPath},
-		},
+		}, secretMounts...),
 		SecurityContext: &corev1.SecurityContext{
 			AllowPrivilegeEscalation: ptr.To(false),
 			ReadOnlyRootFilesystem:   ptr.To(true),
 			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
 		},
 	}
-	return &appsv1.Deployment{
-		TypeMeta: metav1.TypeMeta{APIVersion: "apps/v1", Kind: "Deployment"},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: EngineName(q.Name), Namespace: q.Namespace, Labels: labels,
-		},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: &replicas,
-			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{LabelQuery: q.Name, LabelComponent: componentEngine}},
-			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{
-					Labels:      labels,
-					Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)},
-				},
-				Spec: corev1.PodSpec{
-					Containers:                    []corev1.Container{container},
-					ServiceAccountName:            s.ServiceAccountName,
-					AutomountServiceAccountToken:  ptr.To(false),
-					TerminationGracePeriodSeconds: ptr.To(int64(s.GracePeriod / time.Second)),
-					SecurityContext: &corev1.PodSecurityContext{
-						RunAsNonRoot:   ptr.To(true),
-						RunAsUser:      ptr.To(int64(engineUID)),
-						SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-					},
-					Volumes: []corev1.Volume{
-						{Name: "query", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-							LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name},
-						}}},
-						{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-					},
-				},
+	labels := EngineLabels(q)
+	annotations := map[string]string{AnnotationSpecHash: SpecHash(cm)}
+	// The controller's labels and annotations win: the workload selects its pods by them.
+	for k, v := range es.Labels {
+		if _, ours := labels[k]; !ours {
+			labels[k] = v
+		}
+	}
+	for k, v := range es.Annotations {
+		if _, ours := annotations[k]; !ours {
+			annotations[k] = v
+		}
+	}
+	return corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			Containers:                    []corev1.Container{container},
+			ServiceAccountName:            orDefault(es.ServiceAccountName, s.ServiceAccountName),
+			AutomountServiceAccountToken:  ptr.To(false),
+			TerminationGracePeriodSeconds: ptr.To(int64(s.GracePeriod / time.Second)),
+			NodeSelector:                  maps.Clone(es.NodeSelector),
+			Tolerations:                   slices.Clone(es.Tolerations),
+			Affinity:                      es.Affinity.DeepCopy(),
+			PriorityClassName:             es.PriorityClassName,
+			ImagePullSecrets:              slices.Clone(es.ImagePullSecrets),
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: ptr.To(true),
+				RunAsUser:    ptr.To(int64(engineUID)),
+				// The group of the Secret files (mode 0440) and of the tmp volume.
+				RunAsGroup:     ptr.To(int64(engineUID)),
+				FSGroup:        ptr.To(int64(engineUID)),
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
+			Volumes: append([]corev1.Volume{
+				{Name: "query", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name},
+				}}},
+				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+			}, secretVols...),
 		},
 	}
+}
+
+// engineSelector selects a query's engine pods.
+func engineSelector(q *v1.StreamingQuery) map[string]string {
+	return map[string]string{LabelQuery: q.Name, LabelComponent: componentEngine}
 }
 
 func secretKey(secret, key string) *corev1.EnvVarSource {
@@ -210,6 +315,9 @@ func secretKey(secret, key string) *corev1.EnvVarSource {
 	}}
 }
 
+// resources converts the spec's resources and requests defaultRequests of cpu and memory
+// where the spec neither requests nor limits them (with only a limit, Kubernetes requests
+// the limit).
 func resources(r v1.ResourceRequirements) corev1.ResourceRequirements {
 	conv := func(m map[string]resource.Quantity) corev1.ResourceList {
 		if len(m) == 0 {
@@ -221,7 +329,19 @@ func resources(r v1.ResourceRequirements) corev1.ResourceRequirements {
 		}
 		return out
 	}
-	return corev1.ResourceRequirements{Requests: conv(r.Requests), Limits: conv(r.Limits)}
+	out := corev1.ResourceRequirements{Requests: conv(r.Requests), Limits: conv(r.Limits)}
+	for name, q := range defaultRequests {
+		_, requested := out.Requests[name]
+		_, limited := out.Limits[name]
+		if requested || limited {
+			continue
+		}
+		if out.Requests == nil {
+			out.Requests = corev1.ResourceList{}
+		}
+		out.Requests[name] = q.DeepCopy()
+	}
+	return out
 }
 
 func orDefault(s, def string) string {

@@ -144,8 +144,7 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 
 	// Phase, Ready
 	runningGen := generationOf(o.desiredCM)
-	deploymentCurrent := o.deployment != nil && o.desiredCM != nil &&
-		o.deployment.Spec.Template.Annotations[AnnotationSpecHash] == SpecHash(o.desiredCM)
+	deploymentCurrent := o.workloadCurrent()
 	switch {
 	case q.Spec.Suspend:
 		st.Phase = v1.PhaseSuspended

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -102,13 +104,14 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 	return r
 }
 
-// SetupWithManager registers the reconciler: it watches StreamingQueries, the Deployments
-// and ConfigMaps they own, and the engine pods (by label), and CheckpointStores (every query
+// SetupWithManager registers the reconciler: it watches StreamingQueries, the Deployments,
+// Jobs and ConfigMaps they own, and the engine pods (by label), and CheckpointStores (every query
 // of a changed store is reconciled again).
 func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.StreamingQuery{}).
 		Owns(&appsv1.Deployment{}).
+		Owns(&batchv1.Job{}).
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(queryOfPod)).
 		Watches(&v1.CheckpointStore{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfStore)).
@@ -121,6 +124,7 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=streamingqueries/finalizers,verbs=update
 // +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=checkpointstores,verbs=get;list;watch
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -182,6 +186,7 @@ type observation struct {
 	blocked     bool            // the checkpoint refuses the spec: keep the running one
 	configMap   *corev1.ConfigMap
 	deployment  *appsv1.Deployment
+	job         *batchv1.Job // the engine's workload when the trigger ends by itself
 	pods        []corev1.Pod
 	// desiredCM is the ConfigMap to run: the new spec's, or the existing one when blocked.
 	desiredCM *corev1.ConfigMap
@@ -200,13 +205,16 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	if o.deployment, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &appsv1.Deployment{}); err != nil {
 		return o, err
 	}
+	if o.job, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &batchv1.Job{}); err != nil {
+		return o, err
+	}
 	var pods corev1.PodList
 	if err := r.client.List(ctx, &pods, client.InNamespace(q.Namespace), client.MatchingLabels{LabelQuery: q.Name, LabelComponent: componentEngine}); err != nil {
 		return o, fmt.Errorf("list engine pods: %w", err)
 	}
 	o.pods = pods.Items
 
-	if errs := q.Validate(v1.Supported()); len(errs) > 0 {
+	if errs := append(q.Validate(v1.Supported()), ValidateSecretRefs(q)...); len(errs) > 0 {
 		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonInvalidSpec
 		return o, nil
 	}
@@ -264,19 +272,19 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	if o.desiredCM != nil {
 		hash = SpecHash(o.desiredCM)
 	}
-	o.engine = inspectPods(o.pods, hash)
+	o.engine = jobState(inspectPods(o.pods, hash), o.job, hash)
 	old := q.Status
 	o.completed = endsByItself(&q.Spec) && !o.blocked &&
 		(o.engine.completed || old.Phase == v1.PhaseCompleted && old.ObservedGeneration == q.Generation)
 	return o, nil
 }
 
-// apply creates or updates the ConfigMap and Deployment.
+// apply creates or updates the ConfigMap and the engine's workload (workload.go).
 func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *observation) error {
 	log := logf.FromContext(ctx)
 	if o.desiredCM == nil || o.store == nil {
-		if o.deployment != nil && o.refused != nil && deploymentReplicas(o.deployment) > 0 && q.Spec.Suspend {
-			return r.scale(ctx, o.deployment, 0)
+		if o.refused != nil && q.Spec.Suspend {
+			return r.suspendWorkload(ctx, o)
 		}
 		return nil
 	}
@@ -299,53 +307,32 @@ func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *ob
 		log.Info("Updated ConfigMap", "configMap", client.ObjectKeyFromObject(cm), "generation", q.Generation)
 	}
 
+	if o.refused != nil {
+		// The spec or store is refused: keep what runs as is, unless suspended.
+		if q.Spec.Suspend {
+			return r.suspendWorkload(ctx, o)
+		}
+		return nil
+	}
 	replicas := int32(1)
-	if o.completed || o.refused != nil {
+	if o.completed {
 		replicas = 0
 	}
-	if o.refused != nil && o.deployment != nil {
-		// The spec or store is refused: keep what runs as is, unless suspended.
-		if q.Spec.Suspend && deploymentReplicas(o.deployment) > 0 {
-			return r.scale(ctx, o.deployment, 0)
+	return r.applyWorkload(ctx, q, o, cm, replicas)
+}
+
+// suspendWorkload stops the engine of a refused query that is suspended.
+func (r *QueryReconciler) suspendWorkload(ctx context.Context, o *observation) error {
+	if o.deployment != nil && deploymentReplicas(o.deployment) > 0 {
+		return r.scale(ctx, o.deployment, 0)
+	}
+	if j := o.job; j != nil && (j.Spec.Suspend == nil || !*j.Spec.Suspend) {
+		upd := j.DeepCopy()
+		upd.Spec.Suspend = ptr.To(true)
+		if err := r.client.Update(ctx, upd); err != nil {
+			return fmt.Errorf("suspend Job %s: %w", j.Name, err)
 		}
-		return nil
 	}
-	if o.refused != nil {
-		return nil
-	}
-	want := RenderDeployment(q, o.store, cm, replicas, r.engine)
-	want.Annotations = map[string]string{annotationTemplateHash: templateHash(want)}
-	if o.deployment == nil {
-		if err := controllerutil.SetControllerReference(q, want, r.scheme); err != nil {
-			return err
-		}
-		if err := r.client.Create(ctx, want); err != nil {
-			return fmt.Errorf("create Deployment: %w", err)
-		}
-		log.Info("Created Deployment", "deployment", client.ObjectKeyFromObject(want))
-		r.recorder.Eventf(q, want, corev1.EventTypeNormal, EventEngineCreated, "Create", "Created Deployment %s running generation %d", want.Name, q.Generation)
-		o.deployment = want
-		return nil
-	}
-	d := o.deployment
-	if d.Annotations[annotationTemplateHash] == want.Annotations[annotationTemplateHash] {
-		return nil
-	}
-	rolled := d.Spec.Template.Annotations[AnnotationSpecHash] != want.Spec.Template.Annotations[AnnotationSpecHash]
-	upd := d.DeepCopy()
-	upd.Annotations = mergeMaps(upd.Annotations, want.Annotations)
-	upd.Labels = want.Labels
-	upd.Spec.Replicas = want.Spec.Replicas
-	upd.Spec.Strategy = want.Spec.Strategy
-	upd.Spec.Template = want.Spec.Template
-	if err := r.client.Update(ctx, upd); err != nil {
-		return fmt.Errorf("update Deployment: %w", err)
-	}
-	log.Info("Updated Deployment", "deployment", client.ObjectKeyFromObject(upd), "replicas", *want.Spec.Replicas)
-	if rolled {
-		r.recorder.Eventf(q, upd, corev1.EventTypeNormal, EventEngineRolled, "Roll", "Rolled the engine to generation %d: the old engine stops at a batch boundary, then the new one starts from the checkpoint", q.Generation)
-	}
-	o.deployment = upd
 	return nil
 }
 
@@ -391,6 +378,16 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 	if d != nil {
 		if err := r.client.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
 			return false, fmt.Errorf("delete Deployment: %w", err)
+		}
+		return false, nil
+	}
+	j, err := getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &batchv1.Job{})
+	if err != nil {
+		return false, err
+	}
+	if j != nil {
+		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+			return false, fmt.Errorf("delete Job: %w", err)
 		}
 		return false, nil
 	}

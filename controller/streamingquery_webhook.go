@@ -117,7 +117,7 @@ func (w *QueryWebhook) ValidateDelete(context.Context, *v1.StreamingQuery) (admi
 }
 
 func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admission.Warnings, error) {
-	errs := q.Validate(v1.Supported())
+	errs := append(q.Validate(v1.Supported()), ValidateSecretRefs(q)...)
 	if len(errs) > 0 {
 		return nil, invalid(q, errs)
 	}

@@ -39,6 +39,8 @@ const (
 	interval = 100 * time.Millisecond
 	// resync is the reconciler's status refresh in tests.
 	resync = 500 * time.Millisecond
+	// testEngineImage is the engine image the tests' reconcilers render (no pod pulls it).
+	testEngineImage = "ghcr.io/lockstep-dev/lockstep:v0.0.0-test"
 )
 
 func TestMain(m *testing.M) {
@@ -132,7 +134,7 @@ func (f *fixture) startManager(wh *testenv.WebhookControlPlane, opts ...controll
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	opts = append([]controller.Option{controller.WithResync(resync)}, opts...)
+	opts = append([]controller.Option{controller.WithResync(resync), controller.WithEngine(controller.EngineSettings{Image: testEngineImage})}, opts...)
 	if err := controller.NewQueryReconciler(mgr, opts...).SetupWithManager(mgr); err != nil {
 		f.t.Fatal(err)
 	}

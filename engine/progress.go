@@ -17,6 +17,15 @@ type Observer interface {
 	Committed(Progress)
 }
 
+// IdleObserver is an Observer that is also told, from the engine's goroutine, each time a
+// trigger found no new data and so ran no batch. With Committed it tells an idle engine from a
+// stuck one: a run that is neither committing nor finding nothing new is blocked.
+type IdleObserver interface {
+	Observer
+	// Idle is called with the time the trigger found no new data.
+	Idle(at time.Time)
+}
+
 // Start describes a run as it begins.
 type Start struct {
 	QueryID  string           `json:"queryId"`

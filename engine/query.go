@@ -186,8 +186,14 @@ func (q *Query) Run(ctx context.Context) (Summary, error) {
 	step := func(limit bool) (ran bool, err error) {
 		began := q.opts.clock.Now()
 		bp, durations, err := r.plan(ctx, limit)
-		if err != nil || bp == nil {
+		if err != nil {
 			return false, err
+		}
+		if bp == nil {
+			if idle, ok := q.opts.observer.(IdleObserver); ok {
+				idle.Idle(q.opts.clock.Now())
+			}
+			return false, nil
 		}
 		p, err := r.execute(ctx, bp, began, durations)
 		if err != nil {

@@ -116,11 +116,8 @@ func matchType(f *field, typ reflect.Type, at string) []string {
 		}
 		var problems []string
 		seen := map[string]bool{}
-		for sf := range typ.Fields() {
+		for _, sf := range jsonFields(typ) {
 			name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
-			if name == "-" || !sf.IsExported() {
-				continue
-			}
 			c := f.child(name)
 			if c == nil {
 				problems = append(problems, fmt.Sprintf("%s.%s: Go field %s has no attribute", at, name, sf.Name))
@@ -137,6 +134,24 @@ func matchType(f *field, typ reflect.Type, at string) []string {
 		return problems
 	}
 	return []string{fmt.Sprintf("%s: unexpected Go type %s", at, typ)}
+}
+
+// jsonFields returns the fields of a struct as JSON sees them: embedded structs without a
+// JSON name (corev1's LocalObjectReference, inline) contribute their own fields.
+func jsonFields(typ reflect.Type) []reflect.StructField {
+	var out []reflect.StructField
+	for sf := range typ.Fields() {
+		name, _, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		if sf.Anonymous && name == "" && sf.Type.Kind() == reflect.Struct {
+			out = append(out, jsonFields(sf.Type)...)
+			continue
+		}
+		if name == "-" || !sf.IsExported() {
+			continue
+		}
+		out = append(out, sf)
+	}
+	return out
 }
 
 // TestRoundTrip fills every field of each Go type, converts the value to its Terraform form

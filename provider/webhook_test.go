@@ -80,7 +80,7 @@ func (c *lockstepCluster) startController(t *testing.T, wh *testenv.WebhookContr
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := controller.NewQueryReconciler(mgr, controller.WithResync(500*time.Millisecond)).SetupWithManager(mgr); err != nil {
+	if err := controller.NewQueryReconciler(mgr, controller.WithResync(500*time.Millisecond), controller.WithEngine(controller.EngineSettings{Image: "ghcr.io/lockstep-dev/lockstep:v0.0.0-test"})).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
 	if err := controller.NewQueryWebhook(mgr).SetupWithManager(mgr); err != nil {

@@ -17,7 +17,9 @@
 //     ([CompileFilter], [CompileProjection]) and evaluated.
 //
 // Besides apimachinery, the package imports cel-go (the expression checks the engine
-// shares) and sigs.k8s.io/yaml and sigs.k8s.io/json (strict reading, as the API server does).
+// shares), sigs.k8s.io/yaml and sigs.k8s.io/json (strict reading, as the API server does),
+// and the types of k8s.io/api/core/v1 that [EngineSpec] shares with every pod spec
+// (tolerations, affinity, envFrom, object references): users write them as in any pod.
 //
 // The user-facing description of every field is docs/spec.md.
 //

@@ -81,9 +81,16 @@ type StreamingQuerySpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
-	// Resources are the compute resources of the engine pod on Kubernetes.
+	// Resources are the compute resources of the engine pod on Kubernetes. A resource (cpu,
+	// memory) with neither a request nor a limit gets the controller's default request
+	// (cpu 100m, memory 256Mi).
 	// +optional
 	Resources ResourceRequirements `json:"resources,omitzero"`
+
+	// Engine shapes the engine pod on Kubernetes: service account, scheduling, labels and
+	// annotations, image pull secrets, extra environment and the liveness bound.
+	// +optional
+	Engine EngineSpec `json:"engine,omitzero"`
 }
 
 // OutputMode says which rows each batch writes to the sink.

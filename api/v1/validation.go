@@ -53,6 +53,7 @@ func (s *StreamingQuerySpec) Validate(f Features) field.ErrorList {
 	errs = append(errs, s.Checkpoint.validate(spec.Child("checkpoint"))...)
 	errs = append(errs, s.StateStore.validate(spec.Child("stateStore"))...)
 	errs = append(errs, s.Resources.validate(spec.Child("resources"))...)
+	errs = append(errs, s.Engine.validate(spec.Child("engine"))...)
 	return errs
 }
 

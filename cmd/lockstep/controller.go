@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -47,9 +48,11 @@ queries (compat against the checkpoint included). It uses the in-cluster configu
 or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if cfg.engine.Image == "" {
-				cfg.engine.Image = os.Getenv(envEngineImage)
+			image, err := engineImage(cfg.engine.Image, os.Getenv(envEngineImage), buildVersion())
+			if err != nil {
+				return withExitCode(exitInvalid, err)
 			}
+			cfg.engine.Image = image
 			return runController(cmd, cfg)
 		},
 	}
@@ -61,7 +64,7 @@ or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 	f.BoolVar(&cfg.webhooks, "webhooks", true, "serve the admission webhooks")
 	f.IntVar(&cfg.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	f.StringVar(&cfg.webhookCertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key for the webhook server (default: controller-runtime's)")
-	f.StringVar(&cfg.engine.Image, "engine-image", "", "image of engine pods (default $"+envEngineImage+")")
+	f.StringVar(&cfg.engine.Image, "engine-image", "", "image of engine pods (default $"+envEngineImage+", else "+controller.EngineImageRepository+":<this controller's version>)")
 	f.StringVar(&cfg.engine.ServiceAccountName, "engine-service-account", "", "service account of engine pods (default: the namespace's default)")
 	f.DurationVar(&cfg.engine.GracePeriod, "engine-grace-period", 2*time.Minute, "how long a stopping engine may take to finish its batch")
 	f.DurationVar(&cfg.resync, "resync", controller.DefaultResync, "how often a query's status is refreshed from its checkpoint")
@@ -118,4 +121,21 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 	}
 	log.Info("Starting controller", "version", buildVersion(), "engineImage", cfg.engine.Image, "webhooks", cfg.webhooks, "leaderElect", cfg.leaderElect)
 	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+// engineImage returns the image of engine pods: the flag, else the variable, else the released
+// image of the controller's own version. A development build without either is refused, as is
+// a moving :latest tag (an engine must run the code that judged its spec).
+func engineImage(flag, env, version string) (string, error) {
+	image := flag
+	if image == "" {
+		image = env
+	}
+	if image == "" {
+		return controller.DefaultEngineImage(version)
+	}
+	if strings.HasSuffix(image, ":latest") {
+		return "", fmt.Errorf("engine image %s: pin a version or a digest, not :latest", image)
+	}
+	return image, nil
 }

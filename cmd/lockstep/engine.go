@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,10 +14,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"k8s.io/utils/clock"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/webhook"
 )
 
 // maxTerminationMessage is what Kubernetes keeps of a termination message.
@@ -34,8 +37,10 @@ ends or the pod is stopped. It is 'lockstep run' for a pod:
     name, so a query deleted with checkpoint retention Retain and created again continues.
   - Before the first batch the spec is checked with compat against the checkpoint's newest
     shape (exit 3 when refused), and the new shape is recorded when it changed.
-  - /healthz answers while the process runs; /readyz once the checkpoint is claimed and
-    until a stop begins.
+  - /healthz fails when no trigger has finished (a batch committed, or no new data
+    found) within the spec's progress timeout (spec.engine.progressTimeout; default three
+    processingTime intervals, at least 5m), so that a liveness probe restarts a stuck
+    engine; /readyz answers once the checkpoint is claimed and until a stop begins.
   - SIGTERM stops after the current batch commits (set the pod's grace period long enough
     for a batch); a second SIGTERM exits at once (the next start replays that batch).
   - Before it exits the engine writes one line to --termination-message-path: the error, or
@@ -44,22 +49,30 @@ ends or the pod is stopped. It is 'lockstep run' for a pod:
 Progress is logged as JSON on standard error, one line per committed batch.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg.stderr = cmd.ErrOrStderr()
 			return runEngine(cmd.Context(), cfg)
 		},
 	}
 	cmd.Flags().StringVar(&cfg.query, "query", "/etc/lockstep/query.yaml", "the StreamingQuery manifest the controller rendered")
 	cmd.Flags().StringVar(&cfg.healthAddr, "health-addr", ":8081", "address of the health endpoint (/healthz, /readyz); empty disables it")
 	cmd.Flags().StringVar(&cfg.terminationPath, "termination-message-path", "/dev/termination-log", "file that receives the reason the engine exited; empty disables it")
+	cmd.Flags().StringVar(&cfg.webhookHeadersDir, "webhook-headers-dir", webhook.DefaultHeadersDir, "folder where the webhook sink's headersSecretName is mounted, one file per header")
 	return cmd
 }
 
 type engineConfig struct {
-	query, healthAddr, terminationPath string
+	query, healthAddr, terminationPath, webhookHeadersDir string
+	// stderr receives the JSON log; os.Stderr when nil.
+	stderr io.Writer
 }
 
 // runEngine runs the query and writes the termination message; its error decides the exit code.
 func runEngine(ctx context.Context, cfg engineConfig) error {
-	log := slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	stderr := cfg.stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	log := slog.New(slog.NewJSONHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	msg, err := runEngineQuery(ctx, cfg, log)
 	if err != nil {
 		msg = err.Error()
@@ -81,11 +94,11 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 	if err != nil {
 		return "", withExitCode(exitInvalid, err)
 	}
-	reg, err := newRegistry()
+	reg, err := newRegistry(webhook.WithHeadersDir(cfg.webhookHeadersDir))
 	if err != nil {
 		return "", err
 	}
-	health := &engineHealth{log: log}
+	health := newEngineHealth(log, clock.RealClock{}, obj.Spec.ProgressTimeout())
 	q, err := engine.New(obj, reg,
 		engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),
 		engine.WithStartGuard(compatGuard(log)),
@@ -186,29 +199,58 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 }
 
 // engineHealth serves the health endpoint and logs progress; it is the run's Observer.
+// /healthz fails once no trigger has finished (a batch committed, or no new data found)
+// within bound since the last one or since the process started: the engine is stuck (a source
+// or sink that blocks, a deadlock), and the kubelet's liveness probe restarts it. /readyz
+// answers once the checkpoint is claimed and until a stop begins.
 type engineHealth struct {
 	log      *slog.Logger
+	clock    clock.PassiveClock
+	bound    time.Duration
 	started  atomic.Bool
 	stopping atomic.Bool
+	// progress is when the engine last showed progress, in Unix nanoseconds.
+	progress atomic.Int64
 }
 
-var _ engine.Observer = (*engineHealth)(nil)
+var _ engine.IdleObserver = (*engineHealth)(nil)
+
+func newEngineHealth(log *slog.Logger, clk clock.PassiveClock, bound time.Duration) *engineHealth {
+	h := &engineHealth{log: log, clock: clk, bound: bound}
+	h.progressed(clk.Now())
+	return h
+}
+
+func (h *engineHealth) progressed(at time.Time) { h.progress.Store(at.UnixNano()) }
 
 func (h *engineHealth) Started(s engine.Start) {
+	h.progressed(h.clock.Now())
 	h.started.Store(true)
 	h.log.Info("Engine started", "queryId", s.QueryID, "checkpoint", s.Location, "nextBatch", s.NextBatch,
-		"replay", s.Replay, "new", s.New, "trigger", s.Trigger, "guarantee", s.Guarantee.String())
+		"replay", s.Replay, "new", s.New, "trigger", s.Trigger, "guarantee", s.Guarantee.String(),
+		"progressTimeout", h.bound.String())
 }
 
 func (h *engineHealth) Committed(p engine.Progress) {
+	h.progressed(h.clock.Now())
 	h.log.Info("Batch committed", "batch", p.Batch, "inputRows", p.NumInputRows, "outputRows", p.NumOutputRows,
 		"durationMs", p.DurationMs["triggerExecution"], "replay", p.Replay)
 }
 
-// serve starts the health endpoint on addr; the returned function stops it.
-func (h *engineHealth) serve(addr string) (func(), error) {
+func (h *engineHealth) Idle(at time.Time) { h.progressed(at) }
+
+// handler returns the health endpoint's handler.
+func (h *engineHealth) handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		since := h.clock.Since(time.Unix(0, h.progress.Load()))
+		if since > h.bound {
+			http.Error(w, fmt.Sprintf("stuck: no trigger finished for %s, more than the progress timeout %s (spec.engine.progressTimeout)",
+				since.Round(time.Second), h.bound), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintf(w, "ok: last progress %s ago\n", since.Round(time.Millisecond))
+	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		switch {
 		case h.stopping.Load():
@@ -219,11 +261,16 @@ func (h *engineHealth) serve(addr string) (func(), error) {
 			fmt.Fprintln(w, "ok")
 		}
 	})
+	return mux
+}
+
+// serve starts the health endpoint on addr; the returned function stops it.
+func (h *engineHealth) serve(addr string) (func(), error) {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("health endpoint: %w", err)
 	}
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Handler: h.handler(), ReadHeaderTimeout: 5 * time.Second}
 	go func() { _ = srv.Serve(l) }() // ends when stop closes the server
 	return func() { _ = srv.Close() }, nil
 }

@@ -72,8 +72,8 @@ is running on it).`,
 }
 
 // newRegistry returns the registry of every source and sink kind this
-// program runs.
-func newRegistry() (*engine.Registry, error) {
+// program runs; opts configure the webhook sink.
+func newRegistry(opts ...webhook.Opt) (*engine.Registry, error) {
 	reg := engine.NewRegistry()
 	return reg, errors.Join(
 		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
@@ -82,7 +82,7 @@ func newRegistry() (*engine.Registry, error) {
 		reg.RegisterSink(v1.SinkConsole, sink.ConsoleSpec(), sink.NewConsole),
 		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),
 		reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink),
-		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.NewSink),
+		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.SinkWith(opts...)),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 	)

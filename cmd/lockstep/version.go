@@ -7,7 +7,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-// version is set at link time: -ldflags "-X main.version=v1.2.3".
+// version is set at link time: -ldflags "-X main.version=v1.2.3" (the Makefile's build and
+// the image build do).
 var version = ""
 
 func newVersionCommand() *cobra.Command {
@@ -22,12 +23,42 @@ func newVersionCommand() *cobra.Command {
 	}
 }
 
+// buildVersion is the binary's version: the linked one, else the module version `go install
+// …@v1.2.3` records, else the commit `go build` in a checkout records (devel+<commit>[-dirty]),
+// else (devel).
 func buildVersion() string {
-	if version != "" {
-		return version
+	bi, ok := debug.ReadBuildInfo()
+	return versionOf(version, bi, ok)
+}
+
+func versionOf(linked string, bi *debug.BuildInfo, ok bool) string {
+	if linked != "" {
+		return linked
 	}
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
+	if !ok {
+		return "(devel)"
 	}
-	return "(devel)"
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev string
+	dirty := false
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			dirty = s.Value == "true"
+		}
+	}
+	if rev == "" {
+		return "(devel)"
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if dirty {
+		rev += "-dirty"
+	}
+	return "devel+" + rev
 }
