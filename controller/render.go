@@ -20,18 +20,19 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 )
 
-// Environment variables of the engine container. The S3 ones are those every Lockstep
-// command reads (DESIGN.md §3).
+// Environment variables of the engine container. The S3 ones are checkpoint/s3's, which
+// every Lockstep command reads (DESIGN.md §3).
 const (
-	EnvAccessKeyID       = "AWS_ACCESS_KEY_ID"
-	EnvSecretAccessKey   = "AWS_SECRET_ACCESS_KEY"
-	EnvRegion            = "AWS_REGION"
-	EnvS3Endpoint        = "LOCKSTEP_S3_ENDPOINT"
-	EnvS3InsecureSkipTLS = "LOCKSTEP_S3_INSECURE_SKIP_VERIFY"
-	EnvCABundle          = "AWS_CA_BUNDLE"
-	defaultRegion        = "us-east-1"
+	EnvAccessKeyID       = s3.EnvAccessKey
+	EnvSecretAccessKey   = s3.EnvSecretKey
+	EnvRegion            = s3.EnvRegion
+	EnvS3Endpoint        = s3.EnvEndpoint
+	EnvS3InsecureSkipTLS = s3.EnvInsecureSkipVerify
+	EnvCABundle          = s3.EnvCABundle
+	defaultRegion        = s3.DefaultRegion
 	defaultGracePeriod   = 2 * time.Minute
 	// EngineImageRepository is the repository of released engine images; the default image
 	// is its tag of the controller's own version.

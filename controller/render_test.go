@@ -308,3 +308,40 @@ func TestDefaultEngineImage(t *testing.T) {
 		}
 	}
 }
+
+// A files source and a delta sink on their own S3 servers get their keys from their own
+// Secrets, under their prefixes, never mixed with the checkpoint's.
+func TestRenderWiresS3ConnectionSecrets(t *testing.T) {
+	q := querytest.Make("lake", "payments").
+		FilesSource("orders", "s3://landing/orders", v1.FormatJSON, querytest.Col("id", v1.TypeString)).
+		EditSource("orders", func(s *v1.Source) {
+			s.Files.S3 = &v1.S3Connection{Endpoint: "https://s3.eu-west-1.amazonaws.com", SecretName: "landing-keys"}
+		}).
+		DeltaSink("s3://lake/orders", "").
+		Edit(func(s *v1.StreamingQuerySpec) {
+			s.Sink.Delta.PartitionColumns = nil
+			s.Sink.Delta.S3 = &v1.S3Connection{SecretName: "lake-keys", CredentialsEnvPrefix: "LAKE_"}
+		}).Checkpoint("s3://checkpoints/payments/lake").Obj()
+	if errs := controller.ValidateSecretRefs(q); len(errs) > 0 {
+		t.Fatalf("ValidateSecretRefs = %v, want none", errs)
+	}
+	_, pod := render(t, q)
+	got := map[string]string{}
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			got[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	for name, want := range map[string]string{
+		"LOCKSTEP_ORDERS_AWS_ACCESS_KEY_ID":     "landing-keys/AWS_ACCESS_KEY_ID",
+		"LOCKSTEP_ORDERS_AWS_SECRET_ACCESS_KEY": "landing-keys/AWS_SECRET_ACCESS_KEY",
+		"LOCKSTEP_ORDERS_AWS_SESSION_TOKEN":     "landing-keys/AWS_SESSION_TOKEN",
+		"LAKE_AWS_ACCESS_KEY_ID":                "lake-keys/AWS_ACCESS_KEY_ID",
+		"LAKE_AWS_SECRET_ACCESS_KEY":            "lake-keys/AWS_SECRET_ACCESS_KEY",
+		controller.EnvAccessKeyID:               "s3-credentials/AWS_ACCESS_KEY_ID",
+	} {
+		if got[name] != want {
+			t.Errorf("$%s from %q, want %q", name, got[name], want)
+		}
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 )
 
 // Where the engine container receives the Secrets a query names. Each Secret is mounted
@@ -33,7 +34,7 @@ const (
 
 // EnvSessionToken is the optional key of the store's credentials Secret (and the variable)
 // with an S3 session token, for temporary credentials.
-const EnvSessionToken = "AWS_SESSION_TOKEN"
+const EnvSessionToken = s3.EnvSessionToken
 
 // secretUse is one Secret reference of a spec and how the engine pod receives it: some keys
 // as environment variables (secretKeyRef), or the whole Secret mounted as a folder whose
@@ -95,6 +96,23 @@ func secretUses(spec *v1.StreamingQuerySpec) []secretUse {
 	if k := spec.Sink.Kafka; k != nil {
 		kafka(sink.Child("kafka"), k.SASL, k.TLS)
 	}
+	s3conn := func(p *field.Path, c *v1.S3Connection, name string) {
+		if c == nil || c.SecretName == "" {
+			return
+		}
+		prefix := v1.S3CredentialsEnvPrefix(c, name)
+		uses = append(uses, secretUse{field: p.Child("s3", "secretName"), secret: c.SecretName, env: []secretEnv{
+			{name: prefix + EnvAccessKeyID, key: EnvAccessKeyID},
+			{name: prefix + EnvSecretAccessKey, key: EnvSecretAccessKey},
+			{name: prefix + EnvSessionToken, key: EnvSessionToken, optional: true},
+		}})
+	}
+	for i := range spec.Sources {
+		src := &spec.Sources[i]
+		kind := string(src.Kind())
+		s3conn(sources.Index(i).Child(kind), src.S3Connection(), src.Name)
+	}
+	s3conn(sink.Child(string(spec.Sink.Kind())), spec.Sink.S3Connection(), "")
 	if w := spec.Sink.Webhook; w != nil && w.HeadersSecretName != "" {
 		uses = append(uses, secretUse{field: sink.Child("webhook", "headersSecretName"), secret: w.HeadersSecretName, dir: WebhookHeadersDir})
 	}
