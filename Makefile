@@ -28,7 +28,7 @@ test: tools ## Build the test tools, then run every test against the real servic
 
 # The real-node suite (e2e/, build tag e2e): needs root. -count=1 because it builds the image
 # from the checkout, which Go's test cache cannot see.
-E2E_FLAGS ?= -count=1 -timeout 45m
+E2E_FLAGS ?= -count=1 -timeout 45m -parallel 9
 e2e: tools ## Build the tools, then run the end-to-end suite on a real node (kubelet, containerd; needs root).
 	go test -tags e2e $(E2E_FLAGS) ./e2e/
 

@@ -6,8 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,6 +118,7 @@ func contiguous(values []int64) error {
 // status shows the committed batches, the lag and the guarantee, and the sink holds each
 // input row once.
 func TestQueryRunsInPod(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	for i := range 3 {
 		tn.putOrders(fmt.Sprintf("%04d.json", i), 4*i, 4)
@@ -157,6 +162,7 @@ func TestQueryRunsInPod(t *testing.T) {
 // pod resumes from the checkpoint: the same query id, and the sink's values are 0..n-1
 // with no gap and no duplicate.
 func TestDeletedPodResumes(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
 	q := tn.committed("ticks", 2)
@@ -194,6 +200,7 @@ func TestDeletedPodResumes(t *testing.T) {
 // TestAllowedChangeRollsPod: a change the checkpoint allows (a new filter) replaces the
 // engine pod; the new one continues the same checkpoint.
 func TestAllowedChangeRollsPod(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
 	q := tn.committed("ticks", 1)
@@ -231,6 +238,7 @@ func TestAllowedChangeRollsPod(t *testing.T) {
 // under the same name) is refused by the API server, naming the field; the running pod
 // and the query's generation stay as they were.
 func TestRefusedChangeLeavesPodUntouched(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
 	q := tn.committed("ticks", 1)
@@ -265,6 +273,7 @@ func TestRefusedChangeLeavesPodUntouched(t *testing.T) {
 // TestSuspendResume: suspend: true stops the engine pod and the phase is Suspended;
 // suspend: false starts one that continues the checkpoint.
 func TestSuspendResume(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
 	q := tn.committed("ticks", 1)
@@ -294,7 +303,7 @@ func TestSuspendResume(t *testing.T) {
 // testRunsToCompletion: a query whose trigger ends (once, availableNow) runs to the end,
 // its phase is Completed, and its engine is not started again: no container restart, no
 // pod left running.
-func testRunsToCompletion(t *testing.T, trigger string, wantRows int) {
+func testRunsToCompletion(t *testing.T, trigger string, lastBatch int64) {
 	tn := newTenant(t)
 	for i := range 3 {
 		tn.putOrders(fmt.Sprintf("%04d.json", i), 4*i, 4)
@@ -342,24 +351,33 @@ func testRunsToCompletion(t *testing.T, trigger string, wantRows int) {
 	if q := tn.query("orders"); q.Status.Restarts != 0 {
 		t.Errorf("status.restarts = %d, want 0", q.Status.Restarts)
 	}
-	if _, rows := tn.sinkRows("out/orders"); len(rows) != wantRows {
-		t.Errorf("sink rows = %d, want %d", len(rows), wantRows)
+	if q := tn.query("orders"); q.Status.LatestCommittedBatch == nil || *q.Status.LatestCommittedBatch != lastBatch {
+		t.Errorf("latest committed batch %s, want %d", ptrString(q.Status.LatestCommittedBatch), lastBatch)
+	}
+	if _, rows := tn.sinkRows("out/orders"); len(rows) != 12 {
+		t.Errorf("sink rows = %d, want the 12 orders", len(rows))
 	}
 }
 
-// TestTriggerOnceRunsToCompletion: trigger once runs one batch (one file) and is done.
-func TestTriggerOnceRunsToCompletion(t *testing.T) { testRunsToCompletion(t, "{once: true}", 4) }
+// TestTriggerOnceRunsToCompletion: trigger once runs one batch of everything there is
+// (maxFilesPerTrigger is lifted, as in Spark) and is done.
+func TestTriggerOnceRunsToCompletion(t *testing.T) {
+	t.Parallel()
+	testRunsToCompletion(t, "{once: true}", 0)
+}
 
 // TestTriggerAvailableNowRunsToCompletion: availableNow reads every file there is, one a
 // batch, and is done.
 func TestTriggerAvailableNowRunsToCompletion(t *testing.T) {
-	testRunsToCompletion(t, "{availableNow: true}", 12)
+	t.Parallel()
+	testRunsToCompletion(t, "{availableNow: true}", 2)
 }
 
 // TestEngineHangRestartedByLiveness: the Kafka broker hangs (its process is stopped with
 // its connections open), so the engine's batch blocks without an error; the liveness
 // probe restarts the engine container, which continues once the broker is back.
 func TestEngineHangRestartedByLiveness(t *testing.T) {
+	t.Parallel()
 	tn := newTenant(t)
 	broker := testenv.KafkaProcessAt(t, tn.in.node.IP)
 	kc, err := kgo.NewClient(kgo.SeedBrokers(broker.Addr), kgo.DefaultProduceTopic("clicks"))
@@ -425,6 +443,71 @@ spec:
 		}
 		return nil
 	})
+}
+
+// TestEngineFrozenRestartedByLiveness: the engine process stops answering altogether (it
+// is frozen with SIGSTOP, as a process stuck in the kernel or in a deadlock would be); the
+// kubelet's liveness probe fails and the engine container is restarted, and the new
+// process continues the checkpoint.
+func TestEngineFrozenRestartedByLiveness(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
+	tn.committed("ticks", 1)
+	pod, err := tn.runningPod("ticks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := enginePID(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatalf("freeze the engine (pid %d): %v", pid, err)
+	}
+	tn.eventually("the liveness probe restarts the frozen engine", func() error {
+		var p corev1.Pod
+		if err := tn.in.c.Get(context.Background(), client.ObjectKeyFromObject(pod), &p); err != nil {
+			return err
+		}
+		if restarts(&p) > restarts(pod) && podReady(&p) {
+			return nil
+		}
+		return fmt.Errorf("engine container of %s: restarts %d, ready %t", p.Name, restarts(&p), podReady(&p))
+	})
+	events := string(tn.kubectl(nil, "-n", tn.ns, "get", "events", "--field-selector", "involvedObject.name="+pod.Name))
+	if !strings.Contains(events, "Liveness probe failed") {
+		t.Errorf("the engine was restarted, but not by its liveness probe; events:\n%s", events)
+	}
+	before := *tn.query("ticks").Status.LatestCommittedBatch
+	tn.committed("ticks", before+1)
+	if err := contiguous(tn.values("out/ticks")); err != nil {
+		t.Error(err)
+	}
+}
+
+// enginePID finds the engine process of pod on this machine: the `lockstep engine`
+// process in the pod's cgroup (the kubelet's cgroupfs driver names it pod<UID>).
+func enginePID(pod *corev1.Pod) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.HasPrefix(string(cmdline), "/lockstep\x00engine") {
+			continue
+		}
+		cgroup, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cgroup"))
+		if err == nil && strings.Contains(string(cgroup), "pod"+string(pod.UID)) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no lockstep engine process in the cgroup of pod %s (%s)", pod.Name, pod.UID)
 }
 
 // metaCondition returns the query's condition of type typ, or nil.
