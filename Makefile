@@ -9,7 +9,7 @@ TOOLS_BIN := $(LOCKSTEP_TOOLS)/bin
 GO_TEST_FLAGS ?= -race -timeout 30m
 PKGS ?= ./...
 
-.PHONY: all build tools test test-short lint generate manifests bench clean-tools help
+.PHONY: all build tools test test-short e2e e2e-short image lint generate manifests bench clean-tools help
 
 all: build
 
@@ -26,8 +26,23 @@ build: ## Build bin/lockstep and bin/terraform-provider-lockstep.
 tools: ## Build every test tool into $(LOCKSTEP_TOOLS) (cached; skips what is current).
 	hack/tools.sh
 
-test: tools ## Build the test tools, then run every test against the real services.
+test: tools ## Build the test tools, then run every test against the real services; with PKGS=./... the e2e suite last.
 	go test $(GO_TEST_FLAGS) $(PKGS)
+	@if [ "$(PKGS)" = "./..." ]; then $(MAKE) --no-print-directory e2e-short; fi
+
+# The real-node suite (e2e/, build tag e2e): needs root. -count=1 because it builds the image
+# from the checkout, which Go's test cache cannot see.
+E2E_FLAGS ?= -count=1 -timeout 45m -parallel 9
+e2e: tools ## Build the tools, then run the end-to-end suite on a real node (kubelet, containerd; needs root).
+	go test -tags e2e $(E2E_FLAGS) ./e2e/
+
+e2e-short: ## Run the end-to-end suite without (re)building the tools.
+	go test -tags e2e $(E2E_FLAGS) ./e2e/
+
+image: ## Build the lockstep image tarball bin/lockstep-image.tar without Docker (IMAGE=ref, VERSION=v).
+	go run ./hack/image -ref $(IMAGE) -version $(VERSION) -out bin/lockstep-image.tar
+IMAGE ?= ghcr.io/lockstep-dev/lockstep:dev
+VERSION ?= dev
 
 test-short: ## Run the tests without (re)building the tools.
 	go test $(GO_TEST_FLAGS) $(PKGS)
@@ -35,6 +50,7 @@ test-short: ## Run the tests without (re)building the tools.
 lint: ## gofmt check, go vet and staticcheck.
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet ./...
+	go vet -tags e2e ./e2e/
 	@hack/tools.sh staticcheck >/dev/null
 	$(TOOLS_BIN)/staticcheck ./...
 

@@ -49,26 +49,73 @@ build_etcd() {
   timed "etcd $ETCD_VERSION" bash -c "cd '$dir' && go mod tidy >/dev/null 2>&1 && go build -trimpath -o '$BIN/etcd' go.etcd.io/etcd/server/v3"
 }
 
-build_kube_apiserver() {
-  has_version "$BIN/kube-apiserver" "Kubernetes v$KUBE_VERSION\$" && { log "kube-apiserver v$KUBE_VERSION: cached"; return; }
-  local dir=$SRC/kube-apiserver
-  rm -rf "$dir"; mkdir -p "$dir"
-  # kubernetes requires its staging modules at v0.0.0 and replaces them with local
-  # folders; repeat those replaces against the published versions.
-  local info
+# kube_wrapper DIR: writes the wrapper module through which kubernetes' commands build:
+# kubernetes requires its staging modules at v0.0.0 and replaces them with local
+# folders, so the wrapper repeats those replaces against the published versions.
+kube_wrapper() {
+  local dir=$1 info gomod
   info=$(GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@v$KUBE_VERSION")
-  local gomod
   gomod=$(printf '%s' "$info" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
   {
-    printf 'module lockstep.tools/kube-apiserver\n\ngo 1.26\n\nrequire k8s.io/kubernetes v%s\n\n' "$KUBE_VERSION"
+    printf 'module lockstep.tools/kube\n\ngo 1.26\n\nrequire k8s.io/kubernetes v%s\n\n' "$KUBE_VERSION"
     grep -E '^\s+k8s\.io/[a-z0-9-]+ v0\.0\.0$' "$gomod" | awk '{print $1}' |
       grep -vE '^k8s.io/(sample-cli-plugin|sample-controller)$' |
       while read -r m; do printf 'replace %s => %s v%s\n' "$m" "$m" "$KUBE_STAGING_VERSION"; done
   } >"$dir/go.mod"
-  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/kube-apiserver"\n' >"$dir/tools.go"
-  local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=${KUBE_VERSION#*.}"
-  ldflags=${ldflags%.*}
-  timed "kube-apiserver v$KUBE_VERSION (6-9 min on 2 cores)" bash -c "cd '$dir' && go mod tidy >/dev/null 2>&1 && go build -trimpath -ldflags '$ldflags' -o '$BIN/kube-apiserver' k8s.io/kubernetes/cmd/kube-apiserver"
+}
+
+# kube_build NAME CMD...: builds k8s.io/kubernetes/cmd/CMD... at $KUBE_VERSION into $BIN
+# in one go build (the commands share most packages), in the wrapper folder $SRC/NAME.
+kube_build() {
+  local name=$1; shift
+  local dir=$SRC/$name c pkgs=()
+  rm -rf "$dir"; mkdir -p "$dir"
+  kube_wrapper "$dir"
+  { printf '//go:build tools\n\npackage tools\n\nimport (\n'; for c in "$@"; do printf '\t_ "k8s.io/kubernetes/cmd/%s"\n' "$c"; done; printf ')\n'; } >"$dir/tools.go"
+  for c in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$c"); done
+  local minor=${KUBE_VERSION#*.}; minor=${minor%%.*}
+  local ldflags="-s -w -X k8s.io/component-base/version.gitVersion=v$KUBE_VERSION -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+  (cd "$dir" && go mod tidy >/dev/null 2>&1 && go build -trimpath -ldflags "$ldflags" -o "$BIN/" "${pkgs[@]}")
+}
+
+# has_kube BIN: BIN reports exactly Kubernetes v$KUBE_VERSION.
+has_kube() {
+  [ -x "$1" ] && [ "$("$1" --version 2>/dev/null)" = "Kubernetes v$KUBE_VERSION" ]
+}
+
+build_kube_apiserver() {
+  has_kube "$BIN/kube-apiserver" && { log "kube-apiserver v$KUBE_VERSION: cached"; return; }
+  timed "kube-apiserver v$KUBE_VERSION (6-9 min on 2 cores)" kube_build kube-apiserver kube-apiserver
+}
+
+# build_kube_node: the rest of a real single-node cluster, for the e2e suite (e2e/): kubelet,
+# kube-scheduler, kube-controller-manager, kube-proxy and kubectl at $KUBE_VERSION.
+build_kube_node() {
+  local want=() c v
+  for c in kubelet kube-scheduler kube-controller-manager kube-proxy; do has_kube "$BIN/$c" || want+=("$c"); done
+  v=$("$BIN/kubectl" version --client 2>/dev/null || true)
+  [[ $v == *"Client Version: v$KUBE_VERSION"* ]] || want+=(kubectl)
+  [ ${#want[@]} -eq 0 ] && { log "kubelet, kube-scheduler, kube-controller-manager, kube-proxy, kubectl v$KUBE_VERSION: cached"; return; }
+  timed "${want[*]} v$KUBE_VERSION (~10 min on 2 cores)" kube_build kube-node "${want[@]}"
+}
+
+# build_node_packages: the container runtime of the e2e node, from Debian: containerd, runc,
+# the CNI plugins (bridge, host-local, portmap), and iptables and conntrack for kube-proxy.
+# Installed with apt-get when absent; linked into the cache so tests find them in one place.
+build_node_packages() {
+  local need=()
+  command -v containerd >/dev/null || need+=(containerd)
+  command -v runc >/dev/null || need+=(runc)
+  [ -x /usr/lib/cni/bridge ] || need+=(containernetworking-plugins)
+  command -v iptables >/dev/null || need+=(iptables)
+  command -v conntrack >/dev/null || need+=(conntrack)
+  if [ ${#need[@]} -gt 0 ]; then
+    local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+    timed "${need[*]} (apt-get install)" bash -c "$sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${need[*]} >/dev/null"
+  fi
+  for c in containerd containerd-shim-runc-v2 ctr runc; do ln -sf "$(command -v "$c")" "$BIN/$c"; done
+  ln -sfn /usr/lib/cni "$BIN/cni"
+  log "node packages: containerd $(containerd --version | awk '{print $3}'), runc $(runc --version | awk 'NR==1{print $3}'), CNI plugins in /usr/lib/cni"
 }
 
 go_install() { # NAME PKG@VERSION
@@ -149,7 +196,7 @@ build_duckdb() {
   timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
 }
 
-all=(etcd kube_apiserver versitygw minio controller_gen staticcheck terraform kafka_broker postgres duckdb)
+all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck terraform kafka_broker postgres duckdb)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 

@@ -2,9 +2,11 @@ package testenv
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -45,18 +47,28 @@ type KafkaBroker struct {
 // they would be gone after a restart.
 func KafkaProcess(t testing.TB, configs ...string) *KafkaBroker {
 	t.Helper()
+	return KafkaProcessAt(t, "127.0.0.1", configs...)
+}
+
+// KafkaProcessAt is KafkaProcess for a broker that listens on, and advertises, host
+// instead of loopback: the e2e node's IP (Node.IP), so that pods reach it.
+func KafkaProcessAt(t testing.TB, host string, configs ...string) *KafkaBroker {
+	t.Helper()
 	bin := Tool(t, "kafka-broker")
-	port, err := FreePort()
+	port, err := freePortOn(host)
 	if err != nil {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
 	b := &KafkaBroker{
-		Addr:    fmt.Sprintf("127.0.0.1:%d", port),
+		Addr:    net.JoinHostPort(host, fmt.Sprint(port)),
 		t:       t,
 		bin:     bin,
 		args:    []string{"-ports", fmt.Sprint(port), "-data-dir", filepath.Join(dir, "data")},
 		logPath: filepath.Join(dir, "kafka-broker.log"),
+	}
+	if host != "127.0.0.1" {
+		b.args = append(b.args, "-host", host)
 	}
 	if len(configs) > 0 {
 		b.args = append(b.args, "-configs", strings.Join(configs, ","))
@@ -79,10 +91,26 @@ func (b *KafkaBroker) Start() {
 	b.proc = p
 }
 
-// Stop stops the broker gracefully (SIGTERM).
+// Stop stops the broker gracefully (SIGTERM), a frozen one too.
 func (b *KafkaBroker) Stop() {
 	if b.proc != nil {
+		b.Thaw()
 		b.proc.stop()
+	}
+}
+
+// Freeze suspends the broker's process (SIGSTOP) with its connections open: clients wait
+// on it as on a hung broker, without an error. Thaw resumes it.
+func (b *KafkaBroker) Freeze() {
+	if b.proc != nil && !b.proc.exited() {
+		_ = b.proc.cmd.Process.Signal(syscall.SIGSTOP)
+	}
+}
+
+// Thaw resumes a frozen broker (SIGCONT).
+func (b *KafkaBroker) Thaw() {
+	if b.proc != nil && !b.proc.exited() {
+		_ = b.proc.cmd.Process.Signal(syscall.SIGCONT)
 	}
 }
 

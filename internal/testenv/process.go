@@ -105,7 +105,12 @@ func (p *process) logTail() string {
 
 // waitReady polls ready until it succeeds, the process exits or startTimeout passes.
 func (p *process) waitReady(ready func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	return p.waitReadyWithin(startTimeout, ready)
+}
+
+// waitReadyWithin is waitReady with another bound, for services slower than startTimeout.
+func (p *process) waitReadyWithin(timeout time.Duration, ready func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	var last error
 	for {
@@ -118,7 +123,7 @@ func (p *process) waitReady(ready func(context.Context) error) error {
 		select {
 		case <-ctx.Done():
 			p.kill()
-			return fmt.Errorf("%s did not answer within %s: %w; log %s:\n%s", p.name, startTimeout, last, p.logPath, p.logTail())
+			return fmt.Errorf("%s did not answer within %s: %w; log %s:\n%s", p.name, timeout, last, p.logPath, p.logTail())
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -157,7 +162,12 @@ func httpReady(url string) func(context.Context) error {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	return freePortOn("127.0.0.1")
+}
+
+// freePortOn returns a TCP port on host that was free a moment ago.
+func freePortOn(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, fmt.Errorf("find a free port: %w", err)
 	}

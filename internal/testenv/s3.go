@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -85,15 +86,23 @@ func S3Kinds() []string {
 // started on first use, with a new bucket for this test.
 func S3Of(t testing.TB, kind string) *S3Server {
 	t.Helper()
+	return S3At(t, kind, "127.0.0.1")
+}
+
+// S3At is S3Of for a server listening on host instead of loopback: the e2e node's IP
+// (Node.IP), so that pods reach it. Each (kind, host) is one shared server.
+func S3At(t testing.TB, kind, host string) *S3Server {
+	t.Helper()
 	shared.mu.Lock()
-	svc, ok := shared.s3[kind]
+	key := kind + "@" + host
+	svc, ok := shared.s3[key]
 	var err error
 	if !ok {
-		svc, err = startS3(kind)
+		svc, err = startS3(kind, host)
 		if shared.s3 == nil {
 			shared.s3 = map[string]*s3Service{}
 		}
-		shared.s3[kind] = svc // nil after a failed start: later tests fail fast too
+		shared.s3[key] = svc // nil after a failed start: later tests fail fast too
 	} else if svc == nil {
 		err = fmt.Errorf("s3 server %s failed to start earlier in this test binary", kind)
 	}
@@ -124,7 +133,7 @@ func bucketName(test string, n int) string {
 	return prefix + name
 }
 
-func startS3(kind string) (*s3Service, error) {
+func startS3(kind, host string) (*s3Service, error) {
 	const access, secret, region = "lockstep-test", "lockstep-test-secret", "us-east-1"
 	if ep := os.Getenv("LOCKSTEP_TEST_S3_ENDPOINT"); ep != "" && kind == "external" {
 		s := &s3Service{S3Server: S3Server{
@@ -141,12 +150,16 @@ func startS3(kind string) (*s3Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := FreePort()
+	port, err := freePortOn(host)
 	if err != nil {
 		return nil, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", port)
-	data := filepath.Join(dir, kind+"-data")
+	addr := net.JoinHostPort(host, fmt.Sprint(port))
+	name := kind
+	if host != "127.0.0.1" {
+		name = kind + "-" + host
+	}
+	data := filepath.Join(dir, name+"-data")
 	if err := os.MkdirAll(data, 0o755); err != nil {
 		return nil, err
 	}
@@ -159,11 +172,11 @@ func startS3(kind string) (*s3Service, error) {
 		args = []string{"--port", addr, "--access", access, "--secret", secret, "--region", region, "posix", data}
 		ready = "http://" + addr + "/"
 	case "minio":
-		cport, err := FreePort()
+		cport, err := freePortOn(host)
 		if err != nil {
 			return nil, err
 		}
-		args = []string{"server", "--quiet", "--address", addr, "--console-address", fmt.Sprintf("127.0.0.1:%d", cport), data}
+		args = []string{"server", "--quiet", "--address", addr, "--console-address", net.JoinHostPort(host, fmt.Sprint(cport)), data}
 		env = []string{"MINIO_ROOT_USER=" + access, "MINIO_ROOT_PASSWORD=" + secret, "MINIO_BROWSER=off", "MINIO_REGION=" + region}
 		ready = "http://" + addr + "/minio/health/ready"
 	default:
@@ -173,7 +186,7 @@ func startS3(kind string) (*s3Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := startProcess(kind, bin, args, env, filepath.Join(dir, kind+".log"))
+	p, err := startProcess(kind, bin, args, env, filepath.Join(dir, name+".log"))
 	if err != nil {
 		return nil, err
 	}

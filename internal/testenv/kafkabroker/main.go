@@ -9,6 +9,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -27,6 +28,7 @@ func main() {
 		clusterID  = flag.String("cluster-id", "lockstep-test", "the cluster id brokers report")
 		partitions = flag.Int("partitions", 4, "partitions of auto-created topics")
 		configs    = flag.String("configs", "", "broker configs, k=v,k=v (e.g. log.cleaner.backoff.ms=100)")
+		host       = flag.String("host", "127.0.0.1", "address to listen on and advertise (e.g. the e2e node's IP, for pods)")
 		showVer    = flag.Bool("version", false, "print the version and exit")
 	)
 	flag.Parse()
@@ -50,6 +52,16 @@ func main() {
 			ps = append(ps, n)
 		}
 		opts = append(opts, kfake.NumBrokers(len(ps)), kfake.Ports(ps...))
+	}
+	if *host != "127.0.0.1" {
+		// kfake listens on 127.0.0.1 and advertises its listener's address: listen elsewhere.
+		opts = append(opts, kfake.ListenFn(func(network, address string) (net.Listener, error) {
+			_, port, err := net.SplitHostPort(address)
+			if err != nil {
+				return nil, err
+			}
+			return net.Listen(network, net.JoinHostPort(*host, port))
+		}))
 	}
 	if *dataDir != "" {
 		opts = append(opts, kfake.DataDir(*dataDir), kfake.SyncWrites())

@@ -1,0 +1,13 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"testing"
+
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// TestMain stops the node, the S3 server and the brokers after the last test, and undoes
+// the node's changes to the host.
+func TestMain(m *testing.M) { testenv.Main(m) }
