@@ -240,7 +240,7 @@ func (tn *tenant) putOrders(file string, first, n int) {
 // its manifest, so only committed batches count.
 func (tn *tenant) sinkRows(path string) (v1.Columns, []engine.Row) {
 	tn.t.Helper()
-	folder, err := blob.OpenS3(blob.S3Config{Endpoint: tn.s3.URL, AccessKey: tn.s3.AccessKey, SecretKey: tn.s3.SecretKey, Region: tn.s3.Region}, tn.s3.Bucket, path)
+	folder, err := blob.OpenS3(tn.s3.Bucket, path, tn.s3.Options()...)
 	if err != nil {
 		tn.t.Fatal(err)
 	}
