@@ -50,6 +50,10 @@ func replayable(k v1.SourceKind) bool {
 	return false
 }
 
+// Weaker reports whether guarantee g is weaker than than: exactly-once, then at-least-once,
+// then none. It is the one ranking of guarantees; the provider's plan uses it too.
+func Weaker(g, than v1.Guarantee) bool { return guaranteeRank(g) < guaranteeRank(than) }
+
 func guaranteeRank(g v1.Guarantee) int {
 	switch g {
 	case v1.GuaranteeExactlyOnce:

@@ -10,6 +10,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
@@ -26,6 +27,9 @@ const FieldManager = "terraform-provider-lockstep"
 var (
 	queriesResource = v1.GroupVersion.WithResource("streamingqueries")
 	storesResource  = v1.GroupVersion.WithResource("checkpointstores")
+	// secretsResource is read only for the credentials of a query's store, so that a plan
+	// can read the query's checkpoint (checkpoint_read.go).
+	secretsResource = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
 // connection is how the provider reaches the API server, from the provider's configuration.

@@ -9,168 +9,288 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
 )
 
-// ModifyPlan makes the plan tell the truth about the checkpoint. It sends the planned query
-// to the API server as a server-side dry run, so that the admission webhook judges the change
-// against what the query's checkpoint recorded: a refusal fails the plan on the attribute it
-// names, with the rule, the old and new values and the remedy; warnings become warning
-// diagnostics. It also plans the delivery guarantee (compat.GuaranteeOf, which needs no
-// cluster), the checkpoint location the webhook derives, and a changed checkpoint location as
-// a fresh start: a new query id, said in a warning, never a silent replacement.
+// ModifyPlan makes the plan tell the truth about the query and its checkpoint. It runs small
+// steps, each deciding one thing and stopping the plan when it fails it:
+//
+//   - planGuarantee: the delivery guarantee, from the spec alone (compat.GuaranteeOf);
+//   - planIdentity: the namespace and id; an unknown namespace stays unknown;
+//   - planTakeOver: a new query must not take over one Terraform does not manage, while the
+//     create half of a replacement takes over the one it replaces;
+//   - checkWithServer: the server-side dry run, in which the admission webhook judges the
+//     change against what the checkpoint recorded;
+//   - planLocation: the checkpoint location in force after apply;
+//   - planCheckpoint: what apply does to the checkpoint — keeps it, resumes from one, starts
+//     afresh, or deletes it with a replaced query — read from the real checkpoint;
+//   - report: the server's warnings, and a weakened guarantee.
 func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	if req.Plan.Raw.IsNull() || r.kinds.err != nil {
 		return // destroy
 	}
-	var planned, prior queryMeta
-	resp.Diagnostics.Append(planned.get(ctx, req.Plan)...)
-	hasPrior := !req.State.Raw.IsNull()
-	if hasPrior {
-		resp.Diagnostics.Append(prior.get(ctx, req.State)...)
+	p, ok := r.startPlan(ctx, req, resp)
+	if !ok {
+		return
+	}
+	for _, step := range []func(context.Context, *queryPlan) bool{
+		r.planGuarantee, r.planIdentity, r.planTakeOver, r.checkWithServer, r.planLocation, r.planCheckpoint,
+	} {
+		if !step(ctx, p) || resp.Diagnostics.HasError() {
+			return
+		}
+	}
+	r.report(p)
+}
+
+// queryPlan is what the steps of ModifyPlan read and decide.
+type queryPlan struct {
+	req  resource.ModifyPlanRequest
+	resp *resource.ModifyPlanResponse
+
+	planned, prior queryMeta
+	hasPrior       bool
+	planSpec       map[string]any // the planned spec, API form, unknown parts left out
+	configKnown    bool           // the configured spec holds no unknown value
+	changed        bool           // the spec differs from the prior state's (always, on create)
+
+	// replacing is the query in the cluster that the create half of a replacement takes over
+	// (its delete runs first); nil otherwise.
+	replacing *unstructured.Unstructured
+	// dryRun is the API server's answer to the dry run; nil when there was none.
+	dryRun         *unstructured.Unstructured
+	serverWarnings []string
+	// location is the checkpoint location in force after apply; unknown when the plan cannot
+	// tell.
+	location types.String
+	// fresh is set when the query moves to a new checkpoint location.
+	fresh bool
+	// weakened says why the delivery guarantee drops, when it does.
+	weakened string
+}
+
+func (p *queryPlan) set(ctx context.Context, at path.Path, v any) {
+	p.resp.Diagnostics.Append(p.resp.Plan.SetAttribute(ctx, at, v)...)
+}
+
+func (p *queryPlan) namespace() string { return p.planned.Namespace.ValueString() }
+func (p *queryPlan) name() string      { return p.planned.Name.ValueString() }
+
+// startPlan reads the planned and prior attributes and the planned spec.
+func (r *queryResource) startPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) (*queryPlan, bool) {
+	p := &queryPlan{req: req, resp: resp, hasPrior: !req.State.Raw.IsNull(), location: types.StringUnknown()}
+	resp.Diagnostics.Append(p.planned.get(ctx, req.Plan)...)
+	if p.hasPrior {
+		resp.Diagnostics.Append(p.prior.get(ctx, req.State)...)
 	}
 	if resp.Diagnostics.HasError() {
-		return
+		return nil, false
 	}
-	spec := r.kinds.query
-
-	if planned.Namespace.IsUnknown() && r.cluster != nil {
-		planned.Namespace = types.StringValue(r.cluster.namespace)
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrNamespace), planned.Namespace)...)
-	}
-	if planned.Namespace.IsUnknown() || planned.Name.IsUnknown() {
-		return
-	}
-	if known(planned.Name) {
-		planned.ID = types.StringValue(planned.Namespace.ValueString() + "/" + planned.Name.ValueString())
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrID), planned.ID)...)
-	}
-
-	_, configKnown, err := specOf(spec, req.Config.Raw)
-	if err != nil {
+	var err error
+	if _, p.configKnown, err = specOf(r.kinds.query, req.Config.Raw); err != nil {
 		resp.Diagnostics.AddError("Internal Error", "Read the configured spec: "+err.Error())
-		return
+		return nil, false
 	}
-	planSpec, _, err := specOf(spec, req.Plan.Raw)
+	if !r.readPlannedSpec(p) {
+		return nil, false
+	}
+	return p, true
+}
+
+// readPlannedSpec (re)reads the planned spec from the plan, after a step changed it.
+func (r *queryResource) readPlannedSpec(p *queryPlan) bool {
+	var err error
+	if p.planSpec, _, err = specOf(r.kinds.query, p.resp.Plan.Raw); err != nil {
+		p.resp.Diagnostics.AddError("Internal Error", "Read the planned spec: "+err.Error())
+		return false
+	}
+	p.changed = !p.hasPrior || specChanged(r.kinds.query, p.resp.Plan.Raw, p.req.State.Raw)
+	return true
+}
+
+// planGuarantee plans the delivery guarantee, which follows from the spec alone, and notes
+// when a change lowers it.
+func (r *queryResource) planGuarantee(ctx context.Context, p *queryPlan) bool {
+	if !p.configKnown {
+		return true
+	}
+	typed, err := typedSpec(p.planSpec)
 	if err != nil {
-		resp.Diagnostics.AddError("Internal Error", "Read the planned spec: "+err.Error())
-		return
+		p.resp.Diagnostics.AddError("Internal Error", "Read the planned spec: "+err.Error())
+		return false
 	}
-	changed := !hasPrior || specChanged(spec, req.Plan.Raw, req.State.Raw)
-	var weakened string // why the delivery guarantee drops, when it does
+	g, reason := compat.GuaranteeOf(typed)
+	p.set(ctx, path.Root(attrDeliveryGuarantee), string(g))
+	p.set(ctx, path.Root(attrDeliveryGuaranteeReason), reason)
+	if p.hasPrior && known(p.prior.DeliveryGuarantee) && compat.Weaker(g, v1.Guarantee(p.prior.DeliveryGuarantee.ValueString())) {
+		p.weakened = fmt.Sprintf("This change lowers the query's delivery guarantee from %s to %s. %s",
+			p.prior.DeliveryGuarantee.ValueString(), g, reason)
+	}
+	return true
+}
 
-	// The delivery guarantee follows from the spec alone.
-	if configKnown {
-		typed, err := typedSpec(planSpec)
-		if err != nil {
-			resp.Diagnostics.AddError("Internal Error", "Read the planned spec: "+err.Error())
-			return
+// planIdentity plans the namespace and the id. An unset namespace is the provider's; a
+// namespace from a value known only after apply stays unknown, and so does everything the
+// plan would have asked the cluster.
+func (r *queryResource) planIdentity(ctx context.Context, p *queryPlan) bool {
+	var configured types.String
+	p.resp.Diagnostics.Append(p.req.Config.GetAttribute(ctx, path.Root(attrNamespace), &configured)...)
+	if configured.IsNull() && p.planned.Namespace.IsUnknown() && r.cluster != nil {
+		p.planned.Namespace = types.StringValue(r.cluster.namespace)
+		p.set(ctx, path.Root(attrNamespace), p.planned.Namespace)
+	}
+	if p.hasPrior && (!p.planned.Name.Equal(p.prior.Name) || !p.planned.Namespace.Equal(p.prior.Namespace)) {
+		// A new name or namespace replaces the query: the plan of the create half, which
+		// Terraform asks for next without a prior state, says what happens.
+		return false
+	}
+	if p.planned.Namespace.IsUnknown() || p.planned.Name.IsUnknown() {
+		if p.changed {
+			p.resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
+				"The query's namespace or name is known only after apply, so this plan could not ask the cluster "+
+					"whether the query's checkpoint allows the change. The admission webhook checks it at apply.")
 		}
-		g, reason := compat.GuaranteeOf(typed)
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrDeliveryGuarantee), string(g))...)
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrDeliveryGuaranteeReason), reason)...)
-		if hasPrior && known(prior.DeliveryGuarantee) && guaranteeRank(g) < guaranteeRank(v1.Guarantee(prior.DeliveryGuarantee.ValueString())) {
-			weakened = fmt.Sprintf("This change lowers the query's delivery guarantee from %s to %s. %s",
-				prior.DeliveryGuarantee.ValueString(), g, reason)
+		return false
+	}
+	p.planned.ID = types.StringValue(p.namespace() + "/" + p.name())
+	p.set(ctx, path.Root(attrID), p.planned.ID)
+	return true
+}
+
+// planTakeOver refuses to create a query that exists outside Terraform: server-side apply
+// would silently take it over. A query that this provider wrote (its field manager applied
+// it) is the one a replacement deletes first — terraform plan -replace, a tainted resource,
+// a changed name or namespace — and the create half plans over it.
+func (r *queryResource) planTakeOver(ctx context.Context, p *queryPlan) bool {
+	if p.hasPrior || r.cluster == nil {
+		return true
+	}
+	cur, err := r.cluster.getQuery(ctx, p.namespace(), p.name())
+	if err != nil {
+		return true // absent; or unreadable, which the dry run reports
+	}
+	if !appliedByProvider(cur) {
+		p.resp.Diagnostics.AddAttributeError(path.Root(attrName), "Streaming Query Already Exists", alreadyExists(p.namespace(), p.name()))
+		return false
+	}
+	p.replacing = cur
+	return true
+}
+
+// appliedByProvider reports whether this provider wrote the query with server-side apply.
+func appliedByProvider(u *unstructured.Unstructured) bool {
+	for _, m := range u.GetManagedFields() {
+		if m.Manager == FieldManager && m.Operation == metav1.ManagedFieldsOperationApply {
+			return true
 		}
 	}
+	return false
+}
 
-	// A new query must not take over one that exists outside Terraform.
-	if !hasPrior && r.cluster != nil && known(planned.Name) {
-		_, err := r.cluster.getQuery(ctx, planned.Namespace.ValueString(), planned.Name.ValueString())
-		if err == nil {
-			resp.Diagnostics.AddAttributeError(path.Root(attrName), "Streaming Query Already Exists",
-				alreadyExists(planned.Namespace.ValueString(), planned.Name.ValueString()))
-			return
-		}
-	}
-
-	// Ask the API server: defaulting, validation and the admission webhook's compat check.
-	var dryRun *unstructured.Unstructured
-	var serverWarnings []string
+// checkWithServer sends the planned query to the API server as a server-side dry run:
+// defaulting, validation and the admission webhook's compat check against the checkpoint.
+func (r *queryResource) checkWithServer(ctx context.Context, p *queryPlan) bool {
 	switch {
-	case !changed:
+	case !p.changed:
+		return true
 	case r.cluster == nil:
-		resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
+		p.resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
 			"The lockstep provider's connection settings are known only after apply, so this plan could not ask "+
 				"the cluster whether the query's checkpoint allows the change. The admission webhook checks it at apply.")
-	case !configKnown:
-		resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
+		return true
+	case !p.configKnown:
+		p.resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
 			"Some attributes of the query are known only after apply, so this plan could not ask the cluster "+
 				"whether the query's checkpoint allows the change. The admission webhook checks it at apply.")
-	default:
-		namespace, name := planned.Namespace.ValueString(), planned.Name.ValueString()
-		wctx, warns := withWarnings(ctx)
-		dryRun, err = r.cluster.applyQuery(wctx, queryObject(namespace, name, planSpec), true)
-		serverWarnings = warns.list()
-		switch {
-		case err == nil:
-		case !hasPrior && apierrors.IsNotFound(err):
-			// The namespace does not exist yet (it may be created by this same apply).
-			dryRun = nil
-			resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
-				fmt.Sprintf("The cluster could not check the new query: %v. The admission webhook checks it at apply.", err))
-		default:
-			for _, w := range serverWarnings {
-				addWarning(&resp.Diagnostics, spec, w)
-			}
-			addAPIError(&resp.Diagnostics, spec, fmt.Sprintf("check StreamingQuery %s/%s with a server-side dry run", namespace, name), err)
-			return
-		}
+		return true
 	}
+	spec := r.kinds.query
+	wctx, warns := withWarnings(ctx)
+	dryRun, err := r.cluster.applyQuery(wctx, queryObject(p.namespace(), p.name(), p.planSpec), true)
+	p.serverWarnings = warns.list()
+	switch {
+	case err == nil:
+		p.dryRun = dryRun
+	case !p.hasPrior && apierrors.IsNotFound(err):
+		// The namespace does not exist yet (it may be created by this same apply).
+		p.resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
+			fmt.Sprintf("The cluster could not check the new query: %v. The admission webhook checks it at apply.", err))
+	default:
+		for _, w := range p.serverWarnings {
+			addWarning(&p.resp.Diagnostics, spec, w)
+		}
+		addAPIError(&p.resp.Diagnostics, spec, fmt.Sprintf("check StreamingQuery %s/%s with a server-side dry run", p.namespace(), p.name()), err)
+		return false
+	}
+	return true
+}
 
-	// The checkpoint location in force after apply.
+// planLocation plans the checkpoint location in force after apply: the configured one, else
+// the one the webhook derived in the dry run, else the prior one when the store is the same.
+func (r *queryResource) planLocation(ctx context.Context, p *queryPlan) bool {
 	locPath := path.Root("checkpoint").AtName("location")
 	var loc types.String
-	resp.Diagnostics.Append(resp.Plan.GetAttribute(ctx, locPath, &loc)...)
+	p.resp.Diagnostics.Append(p.resp.Plan.GetAttribute(ctx, locPath, &loc)...)
 	if loc.IsUnknown() {
 		switch {
-		case dryRun != nil:
-			if l, _, _ := unstructured.NestedString(dryRun.Object, "spec", "checkpoint", "location"); l != "" {
+		case p.dryRun != nil:
+			if l, _, _ := unstructured.NestedString(p.dryRun.Object, "spec", "checkpoint", "location"); l != "" {
 				loc = types.StringValue(l)
 			}
-		case hasPrior && sameStore(ctx, req):
-			loc = prior.CheckpointLocation
+		case p.hasPrior && sameStore(ctx, p.req):
+			loc = p.prior.CheckpointLocation
 		}
 		if known(loc) {
-			resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, locPath, loc)...)
+			p.set(ctx, locPath, loc)
 		}
 	}
 	if !loc.IsUnknown() {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrCheckpointLocation), loc)...)
+		p.set(ctx, path.Root(attrCheckpointLocation), loc)
 	}
+	p.location = loc
+	p.fresh = p.hasPrior && known(p.prior.CheckpointLocation) && !loc.IsUnknown() && loc.ValueString() != p.prior.CheckpointLocation.ValueString()
+	return true
+}
 
-	fresh := hasPrior && known(prior.CheckpointLocation) && !loc.IsUnknown() && loc.ValueString() != prior.CheckpointLocation.ValueString()
-	for _, w := range serverWarnings {
-		f, isFinding := parseFinding(w)
-		if fresh && !isFinding && warningField(w) == "spec.checkpoint.location" {
-			continue // the webhook's note of the new location: the fresh-start warning below says more
-		}
-		if isFinding && f.rule == ruleSinkGuarantee {
-			weakened = "" // the checkpoint's own finding says it, with the remedy
-		}
-		addWarning(&resp.Diagnostics, spec, w)
+// planCheckpoint plans the query id: kept while the location stays, unknown at a new one.
+func (r *queryResource) planCheckpoint(ctx context.Context, p *queryPlan) bool {
+	if !p.hasPrior {
+		return true
 	}
-	if weakened != "" {
-		resp.Diagnostics.AddAttributeWarning(path.Root("sink"), "Delivery Guarantee Weakens", weakened)
-	}
-	if !hasPrior {
-		return
-	}
-	if !fresh {
-		if known(prior.QueryID) {
-			resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrQueryID), prior.QueryID)...)
+	if !p.fresh {
+		if known(p.prior.QueryID) {
+			p.set(ctx, path.Root(attrQueryID), p.prior.QueryID)
 		}
-		return
+		return true
 	}
 	// A new location is a new checkpoint: plan it as the fresh start it is.
-	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrQueryID), types.StringUnknown())...)
-	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrLatestCommittedBatch), types.Int64Unknown())...)
-	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root(attrPhase), types.StringUnknown())...)
-	resp.Diagnostics.AddAttributeWarning(diagnosticPath(locPath), "Query Starts Afresh", freshStartDetail(prior.CheckpointLocation.ValueString(), loc.ValueString()))
+	p.set(ctx, path.Root(attrQueryID), types.StringUnknown())
+	p.set(ctx, path.Root(attrLatestCommittedBatch), types.Int64Unknown())
+	p.set(ctx, path.Root(attrPhase), types.StringUnknown())
+	p.resp.Diagnostics.AddAttributeWarning(path.Root("checkpoint"), "Query Starts Afresh",
+		freshStartDetail(p.prior.CheckpointLocation.ValueString(), p.location.ValueString()))
+	return true
+}
+
+// report adds the admission webhook's warnings and a weakened delivery guarantee.
+func (r *queryResource) report(p *queryPlan) {
+	for _, w := range p.serverWarnings {
+		f, isFinding := parseFinding(w)
+		if p.fresh && !isFinding && warningField(w) == "spec.checkpoint.location" {
+			continue // the webhook's note of the new location: the plan's own warning says more
+		}
+		if isFinding && f.rule == ruleSinkGuarantee {
+			p.weakened = "" // the checkpoint's own finding says it, with the remedy
+		}
+		addWarning(&p.resp.Diagnostics, r.kinds.query, w)
+	}
+	if p.weakened != "" {
+		p.resp.Diagnostics.AddAttributeWarning(path.Root("sink"), "Delivery Guarantee Weakens", p.weakened)
+	}
 }
 
 // ruleSinkGuarantee is the compat rule that warns of a weaker delivery guarantee; when the
@@ -222,14 +342,4 @@ func sameStore(ctx context.Context, req resource.ModifyPlanRequest) bool {
 		return false
 	}
 	return !planStore.IsUnknown() && planStore.Equal(stateStore)
-}
-
-func guaranteeRank(g v1.Guarantee) int {
-	switch g {
-	case v1.GuaranteeExactlyOnce:
-		return 2
-	case v1.GuaranteeAtLeastOnce:
-		return 1
-	}
-	return 0
 }

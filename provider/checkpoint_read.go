@@ -1,0 +1,155 @@
+package provider
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+)
+
+// checkpointBudget bounds the checkpoint reads of one plan, as the admission webhook bounds
+// its own: a slow store makes the plan say it could not read, never hang.
+const checkpointBudget = 3 * time.Second
+
+// checkpointFacts is what a plan needs to know of the checkpoint at a location to say what
+// applying will do to the query: whether there is one, whose it is, and how far it got.
+type checkpointFacts struct {
+	Location string
+	Exists   bool
+	QueryID  string
+	Owner    checkpoint.Owner
+	// Committed is the newest committed batch; nil before the first commit.
+	Committed *int64
+}
+
+// ownedBy reports whether the checkpoint is the one of the query namespace/name, as the
+// controller decides it: a re-created query (new UID) continues its predecessor's checkpoint.
+func (f checkpointFacts) ownedBy(namespace, name string) bool {
+	return f.Exists && f.Owner.Name == name && (f.Owner.Namespace == "" || f.Owner.Namespace == namespace)
+}
+
+// progress says how far the checkpoint got, for a diagnostic.
+func (f checkpointFacts) progress() string {
+	if f.Committed == nil {
+		return "no batch committed yet"
+	}
+	return fmt.Sprintf("batches 0 to %d committed", *f.Committed)
+}
+
+// readCheckpoint reads the checkpoint at location as the controller does: with the
+// CheckpointStore's S3 settings and the credentials Secret in the query's namespace, read
+// only. It needs read access to that Secret; without it, or without a store, it returns an
+// error that says why, for the plan to report that it could not tell.
+func (c *cluster) readCheckpoint(ctx context.Context, namespace, storeName, location string) (checkpointFacts, error) {
+	facts := checkpointFacts{Location: location}
+	if storeName == "" {
+		return facts, errors.New("the query names no checkpoint.store, whose credentials the plan would read it with")
+	}
+	ctx, cancel := context.WithTimeout(ctx, checkpointBudget)
+	defer cancel()
+	obj, err := c.stores().Get(ctx, storeName, metav1.GetOptions{})
+	if err != nil {
+		return facts, fmt.Errorf("read CheckpointStore %s: %w", storeName, err)
+	}
+	var store v1.CheckpointStore
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &store); err != nil {
+		return facts, fmt.Errorf("read CheckpointStore %s: %w", storeName, err)
+	}
+	opts, err := c.storeOptions(ctx, namespace, &store)
+	if err != nil {
+		return facts, err
+	}
+	st, err := checkpoint.Open(ctx, location, checkpoint.WithS3(s3.Opener(opts...)))
+	if err != nil {
+		return facts, fmt.Errorf("open the checkpoint at %s: %w", location, err)
+	}
+	cp, err := checkpoint.Load(ctx, st)
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		return facts, nil
+	}
+	if err != nil {
+		return facts, fmt.Errorf("read the checkpoint at %s: %w", location, err)
+	}
+	meta := cp.Metadata()
+	facts.Exists, facts.QueryID, facts.Owner = true, meta.ID, meta.Owner
+	head, err := cp.Head(ctx)
+	if err != nil {
+		return facts, fmt.Errorf("read the newest batch of the checkpoint at %s: %w", location, err)
+	}
+	if head.Committed != nil {
+		b := head.Committed.BatchID
+		facts.Committed = &b
+	}
+	return facts, nil
+}
+
+// storeOptions returns the S3 options of a store for a query in namespace: the store's
+// endpoint, region and TLS settings, and the credentials of its Secret there. Nothing comes
+// from the environment of the machine running Terraform.
+func (c *cluster) storeOptions(ctx context.Context, namespace string, store *v1.CheckpointStore) ([]s3.Option, error) {
+	spec := store.Spec
+	secret, err := c.dyn.Resource(secretsResource).Namespace(namespace).Get(ctx, spec.CredentialsSecretName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("the store's credentials Secret %s/%s does not exist", namespace, spec.CredentialsSecretName)
+	case err != nil:
+		return nil, fmt.Errorf("read the store's credentials Secret %s/%s: %w", namespace, spec.CredentialsSecretName, err)
+	}
+	data := func(key string) string {
+		s, _, _ := unstructured.NestedString(secret.Object, "data", key)
+		b, err := base64.StdEncoding.DecodeString(s)
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+	id, key := data(s3.EnvAccessKey), data(s3.EnvSecretKey)
+	if id == "" || key == "" {
+		return nil, fmt.Errorf("the store's credentials Secret %s/%s lacks %s or %s", namespace, spec.CredentialsSecretName, s3.EnvAccessKey, s3.EnvSecretKey)
+	}
+	opts := []s3.Option{
+		s3.WithEnv(func(string) string { return "" }),
+		s3.WithEndpoint(orDefault(spec.S3.Endpoint, s3.AWSEndpoint)),
+		s3.WithRegion(orDefault(spec.S3.Region, s3.DefaultRegion)),
+		s3.WithCredentials(id, key, data("AWS_SESSION_TOKEN")),
+		s3.WithRetries(2, 50*time.Millisecond),
+		s3.WithRequestTimeout(checkpointBudget),
+		s3.ReadOnly(),
+	}
+	if len(spec.S3.CABundle) > 0 {
+		pool, err := x509.SystemCertPool()
+		if err != nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(spec.S3.CABundle) {
+			return nil, fmt.Errorf("CheckpointStore %s: caBundle holds no PEM certificate", store.Name)
+		}
+		opts = append(opts, s3.WithTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}))
+	}
+	if spec.S3.InsecureSkipVerify {
+		opts = append(opts, s3.WithInsecureSkipVerify())
+	}
+	return opts, nil
+}
+
+// retentionOf returns the retention policy of a query read from the API server: what its
+// deletion does to its checkpoint.
+func retentionOf(u *unstructured.Unstructured) v1.RetentionPolicy {
+	r, _, _ := unstructured.NestedString(u.Object, "spec", "checkpoint", "retention")
+	if r == "" {
+		return v1.RetentionRetain
+	}
+	return v1.RetentionPolicy(r)
+}

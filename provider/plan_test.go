@@ -1,0 +1,126 @@
+package provider
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// workspace is a Terraform working folder run with the real CLI against a cluster with the
+// real webhook and controller: what a user types, and what the plan prints.
+type workspace struct {
+	t     *testing.T
+	c     *lockstepCluster
+	dir   string
+	tf    *terraformCLI
+	names *strings.Replacer
+}
+
+func newWorkspace(t *testing.T, c *lockstepCluster) *workspace {
+	t.Helper()
+	dir := t.TempDir()
+	return &workspace{t: t, c: c, dir: dir, tf: newTerraformCLI(t, dir),
+		names: strings.NewReplacer(c.s3.Bucket, "BUCKET", c.namespace, "NAMESPACE")}
+}
+
+// write makes main.tf the provider block and the given resources.
+func (w *workspace) write(resources string) {
+	w.t.Helper()
+	main := fmt.Sprintf(`terraform {
+  required_providers {
+    lockstep = { source = "lockstep-dev/lockstep" }
+  }
+}
+
+provider "lockstep" {
+  kubeconfig_path = %q
+}
+%s`, w.c.kubeconfig, resources)
+	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(main), 0o644); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// apply runs terraform init (once) and apply with args, and fails the test when apply fails.
+func (w *workspace) apply(args ...string) string {
+	w.t.Helper()
+	if _, err := os.Stat(filepath.Join(w.dir, ".terraform.lock.hcl")); err != nil {
+		w.tf.must("init", "-input=false")
+	}
+	return w.tf.must(append([]string{"apply", "-auto-approve", "-input=false", "-lock=false"}, args...)...)
+}
+
+// plan runs terraform plan -json with args and renders what it says as a user reads it: the
+// planned change of each resource (with Terraform's reason), then the diagnostics.
+func (w *workspace) plan(args ...string) (string, error) {
+	w.t.Helper()
+	if _, err := os.Stat(filepath.Join(w.dir, ".terraform.lock.hcl")); err != nil {
+		w.tf.must("init", "-input=false")
+	}
+	out, err := w.tf.run(append([]string{"plan", "-json", "-input=false", "-lock=false"}, args...)...)
+	var changes []string
+	var diags []diagnostic
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var line struct {
+			Type       string      `json:"type"`
+			Diagnostic *diagnostic `json:"diagnostic"`
+			Change     *struct {
+				Resource struct {
+					Addr string `json:"addr"`
+				} `json:"resource"`
+				Action string `json:"action"`
+				Reason string `json:"reason"`
+			} `json:"change"`
+		}
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
+			continue
+		}
+		switch {
+		case line.Type == "planned_change" && line.Change != nil:
+			c := fmt.Sprintf("%s: %s", line.Change.Resource.Addr, line.Change.Action)
+			if line.Change.Reason != "" {
+				c += " (" + line.Change.Reason + ")"
+			}
+			changes = append(changes, c)
+		case line.Type == "diagnostic" && line.Diagnostic != nil:
+			if line.Diagnostic.Address == "" && strings.Contains(line.Diagnostic.Summary, "Provider development overrides") {
+				continue
+			}
+			diags = append(diags, *line.Diagnostic)
+		}
+	}
+	sort.Strings(changes)
+	var b strings.Builder
+	for _, c := range changes {
+		fmt.Fprintf(&b, "Change: %s\n", c)
+	}
+	if len(changes) == 0 && err == nil {
+		b.WriteString("No changes.\n")
+	}
+	b.WriteString("\n")
+	b.WriteString(render(diags, w.names))
+	return scrubIDs(b.String()), err
+}
+
+// uuidPattern matches query ids and Kubernetes UIDs, which change from run to run.
+var uuidPattern = regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+
+func scrubIDs(s string) string { return uuidPattern.ReplaceAllString(s, "UUID") }
+
+// mustPlan plans and fails the test when the plan fails.
+func (w *workspace) mustPlan(args ...string) string {
+	w.t.Helper()
+	out, err := w.plan(args...)
+	if err != nil {
+		w.t.Fatalf("plan %v failed: %v\n%s", args, err, out)
+	}
+	return out
+}
