@@ -11,6 +11,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-dev/lockstep/compat"
 )
 
 // attributePath converts a Kubernetes field path of the spec, as in
@@ -216,11 +218,31 @@ func addWarning(diags *diag.Diagnostics, spec *field, text string) {
 	fieldPath, msg, _ := strings.Cut(text, ": ")
 	summary, detail := "Warning From The Cluster", terraformPaths(spec, text)
 	if f, ok := parseFinding(msg); ok {
-		summary, detail = "Change Allowed With A Warning", f.detail(spec, warnedLead)
+		summary, detail = warningSummary(f.rule), f.detail(spec, warnedLead)
 	}
 	if p, ok := attributePath(spec, fieldPath); ok {
 		diags.AddAttributeWarning(diagnosticPath(p), summary, detail)
 		return
 	}
 	diags.AddWarning(summary, detail)
+}
+
+// warningSummary is the summary of a warning finding of rule: the rule's title, so that each
+// rule has its own. Terraform folds warnings that share a summary into "(and one more similar
+// warning elsewhere)", which would hide every finding but the first.
+func warningSummary(rule string) string {
+	title := ""
+	for _, r := range compat.Rules() {
+		if r.ID == rule {
+			title = r.Title
+		}
+	}
+	if title == "" {
+		return "Change Allowed With A Warning (" + rule + ")"
+	}
+	words := strings.Fields(title)
+	for i, w := range words {
+		words[i] = capitalize(w)
+	}
+	return strings.Join(words, " ")
 }

@@ -124,3 +124,33 @@ func (w *workspace) mustPlan(args ...string) string {
 	}
 	return out
 }
+
+// TestPlanWarningsOnePerRule plans a change with warnings of two rules (a source added, the
+// sink's guarantee lowered): each has its own summary, so that Terraform's human output shows
+// both instead of folding the second into "(and one more similar warning elsewhere)".
+func TestPlanWarningsOnePerRule(t *testing.T) {
+	c := newLockstepCluster(t)
+	w := newWorkspace(t, c)
+	q := c.query()
+	w.write(q.hcl())
+	w.apply()
+	c.writeCheckpoint(t, "orders")
+
+	changed := q
+	changed.Returns = c.path("landing/returns")
+	changed.Sink = ""
+	w.write(changed.hcl())
+	golden(t, "plan-two-rules.golden", w.mustPlan())
+	human, err := w.tf.run("plan", "-input=false", "-lock=false")
+	if err != nil {
+		t.Fatalf("plan: %v\n%s", err, human)
+	}
+	if strings.Contains(human, "similar warning") {
+		t.Errorf("terraform plan folded warnings:\n%s", human)
+	}
+	for _, summary := range []string{"Warning: A Source Is Added", "Warning: The Delivery Guarantee Changes"} {
+		if !strings.Contains(human, summary) {
+			t.Errorf("terraform plan does not show %q:\n%s", summary, human)
+		}
+	}
+}

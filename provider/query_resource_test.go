@@ -28,6 +28,7 @@ import (
 type queryConfig struct {
 	Name           string
 	Source         string // files source folder
+	Returns        string // a second files source, "returns", with the same columns; "" leaves it out
 	Filter         string
 	ProcessingTime string
 	Sink           string // files sink folder; "" is a console sink
@@ -50,7 +51,18 @@ resource "lockstep_streaming_query" "q" {
         { name = "amount", type = "double" },
       ]
     }
-  }]
+  }
+{{- if .Returns}}, {
+    name  = "returns"
+    files = { path = {{printf "%q" .Returns}}, format = "json" }
+    schema = {
+      columns = [
+        { name = "order_id", type = "string" },
+        { name = "amount", type = "double" },
+      ]
+    }
+  }
+{{- end}}]
   transform = [
     { filter = {{printf "%q" .Filter}} },
     { select = [{ name = "order_id", expr = "order_id" }, { name = "cents", expr = "int(amount * 100.0)" }] },
