@@ -95,6 +95,23 @@ func (c *cluster) readCheckpoint(ctx context.Context, namespace, storeName, loca
 	return facts, nil
 }
 
+// storeLocation returns the checkpoint location the store gives the query namespace/name,
+// as the admission webhook derives it.
+func (c *cluster) storeLocation(ctx context.Context, storeName, namespace, name string) (string, error) {
+	if storeName == "" {
+		return "", errors.New("no checkpoint.store")
+	}
+	obj, err := c.stores().Get(ctx, storeName, metav1.GetOptions{})
+	if err != nil {
+		return "", fmt.Errorf("read CheckpointStore %s: %w", storeName, err)
+	}
+	var store v1.CheckpointStore
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &store); err != nil {
+		return "", fmt.Errorf("read CheckpointStore %s: %w", storeName, err)
+	}
+	return store.Spec.Location(namespace, name)
+}
+
 // storeOptions returns the S3 options of a store for a query in namespace: the store's
 // endpoint, region and TLS settings, and the credentials of its Secret there. Nothing comes
 // from the environment of the machine running Terraform.

@@ -154,3 +154,34 @@ func TestPlanWarningsOnePerRule(t *testing.T) {
 		}
 	}
 }
+
+// planned runs terraform plan -out with args and returns attr of the query's planned new
+// value, or "(known after apply)".
+func (w *workspace) planned(attr string, args ...string) string {
+	w.t.Helper()
+	out := filepath.Join(w.t.TempDir(), "plan")
+	w.tf.must(append([]string{"plan", "-input=false", "-lock=false", "-out=" + out}, args...)...)
+	var plan struct {
+		ResourceChanges []struct {
+			Address string `json:"address"`
+			Change  struct {
+				After        map[string]any `json:"after"`
+				AfterUnknown map[string]any `json:"after_unknown"`
+			} `json:"change"`
+		} `json:"resource_changes"`
+	}
+	if err := json.Unmarshal([]byte(w.tf.must("show", "-json", out)), &plan); err != nil {
+		w.t.Fatal(err)
+	}
+	for _, rc := range plan.ResourceChanges {
+		if rc.Address != address {
+			continue
+		}
+		if u, _ := rc.Change.AfterUnknown[attr].(bool); u {
+			return "(known after apply)"
+		}
+		return fmt.Sprint(rc.Change.After[attr])
+	}
+	w.t.Fatalf("the plan has no change of %s", address)
+	return ""
+}

@@ -212,8 +212,9 @@ func (r *queryResource) schema(ctx context.Context) (schema.Schema, error) {
 			"Every plan sends the planned query to the API server as a server-side dry run, so the admission " +
 			"webhook judges the change against what the query's checkpoint recorded. A change the checkpoint " +
 			"cannot survive fails the plan with the rule, the old and new values and the remedy; a change that " +
-			"is allowed with a warning shows the warning. Changing `checkpoint.location` is a fresh start: the " +
-			"query gets a new query id and reads its sources again from their starting positions, and the plan says so.",
+			"is allowed with a warning shows the warning. Changing `checkpoint.location` is a fresh start — the " +
+			"query gets a new query id and reads its sources again from their starting positions — unless the new " +
+			"location already holds this query's checkpoint, from which it resumes; the plan reads the checkpoint and says which.",
 		Attributes: attrs,
 	}, nil
 }

@@ -34,6 +34,7 @@ type queryConfig struct {
 	Sink           string // files sink folder; "" is a console sink
 	Location       string // checkpoint.location; "" leaves it out
 	Store          string // checkpoint.store; "" leaves it out
+	Retention      string // checkpoint.retention; "" leaves it out
 	Suspend        bool
 	WaitFor        string
 	Extra          string // more attributes, verbatim
@@ -79,6 +80,9 @@ resource "lockstep_streaming_query" "q" {
 {{- end}}
 {{- if .Store}}
     store = {{printf "%q" .Store}}
+{{- end}}
+{{- if .Retention}}
+    retention = {{printf "%q" .Retention}}
 {{- end}}
   }
 {{- if .Suspend}}

@@ -1,6 +1,9 @@
 package provider
 
 import (
+	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -18,8 +21,15 @@ func TestPlanReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	w.tf.must("apply", "-refresh-only", "-auto-approve", "-input=false", "-lock=false")
+	id := w.output(t, "query_id")
 	t.Run("replace", func(t *testing.T) {
+		// Terraform shows no warning of the create half of -replace; the planned query id,
+		// read from the checkpoint that the replacement keeps, says that the query resumes.
 		golden(t, "plan-replace.golden", w.mustPlan("-replace="+address))
+		if got := w.planned("query_id", "-replace="+address); got != id {
+			t.Errorf("planned query_id = %s, want the checkpoint's %s", got, id)
+		}
 		before := c.uid(t, "orders")
 		w.apply("-replace=" + address)
 		if after := c.uid(t, "orders"); after == before {
@@ -34,6 +44,13 @@ func TestPlanReplace(t *testing.T) {
 			t.Errorf("plan after replacing the tainted query:\n%s", out)
 		}
 	})
+	t.Run("renamed", func(t *testing.T) {
+		renamed := c.query()
+		renamed.Name = "orders-renamed"
+		w.write(renamed.hcl())
+		golden(t, "plan-renamed.golden", w.mustPlan())
+		w.apply()
+	})
 	w.tf.must("destroy", "-auto-approve", "-input=false", "-lock=false")
 }
 
@@ -45,4 +62,113 @@ func (c *lockstepCluster) uid(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return string(u.GetUID())
+}
+
+// TestPlanReplaceDeletesCheckpoint replaces a tainted query whose checkpoint.retention is Delete: the
+// plan says that the delete removes its checkpoint and that the new query starts afresh
+// (the webhook's findings against the doomed checkpoint do not apply), and after apply the
+// checkpoint is gone.
+func TestPlanReplaceDeletesCheckpoint(t *testing.T) {
+	c := newLockstepCluster(t)
+	w := newWorkspace(t, c)
+	q := c.query()
+	q.Retention = "Delete"
+	w.write(q.hcl())
+	w.apply()
+	c.writeCheckpoint(t, "orders")
+
+	// A change the old checkpoint refuses is no refusal when that checkpoint goes first.
+	moved := q
+	moved.Source = c.path("landing/orders-v2")
+	w.write(moved.hcl())
+	w.tf.must("taint", "-lock=false", address)
+	golden(t, "plan-replace-delete.golden", w.mustPlan())
+	w.apply()
+	f, err := c.readCheckpoint(t, "orders")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.Exists {
+		t.Errorf("the checkpoint at %s survived the replacement with retention Delete: %+v", f.Location, f)
+	}
+}
+
+// TestPlanResumes plans the two changes that resume from a checkpoint instead of starting
+// afresh: moving back to a location that holds this query's checkpoint, and creating again a
+// query whose predecessor of the same name left its checkpoint (retention Retain). The plan
+// says so and plans the query id read from the checkpoint.
+func TestPlanResumes(t *testing.T) {
+	c := newLockstepCluster(t)
+	w := newWorkspace(t, c)
+	q := c.query()
+	q.Location = c.location("orders")
+	w.write(q.hcl())
+	w.apply()
+	c.writeCheckpoint(t, "orders")
+	f, err := c.readCheckpoint(t, "orders")
+	if err != nil || !f.Exists {
+		t.Fatalf("read the checkpoint written: %+v, %v", f, err)
+	}
+	names := strings.NewReplacer(f.QueryID, "QUERY_ID")
+
+	away := q
+	away.Location = c.location("orders-b")
+	w.write(away.hcl())
+	golden(t, "plan-move-fresh.golden", names.Replace(w.mustPlan()))
+	w.apply()
+
+	t.Run("move back", func(t *testing.T) {
+		w.write(q.hcl())
+		golden(t, "plan-move-back.golden", names.Replace(w.mustPlan()))
+		w.apply()
+		if got := w.output(t, "query_id"); got != f.QueryID {
+			t.Errorf("query_id after moving back = %q, want the checkpoint's %q", got, f.QueryID)
+		}
+	})
+	t.Run("recreate over a retained checkpoint", func(t *testing.T) {
+		w.tf.must("destroy", "-auto-approve", "-input=false", "-lock=false")
+		golden(t, "plan-recreate-retained.golden", names.Replace(w.mustPlan()))
+		w.apply()
+		if got := w.output(t, "query_id"); got != f.QueryID {
+			t.Errorf("query_id after creating the query again = %q, want the checkpoint's %q", got, f.QueryID)
+		}
+	})
+}
+
+// output reads an attribute of the query from Terraform's state.
+func (w *workspace) output(t *testing.T, attr string) string {
+	t.Helper()
+	out := w.tf.must("show", "-json")
+	var state struct {
+		Values struct {
+			RootModule struct {
+				Resources []struct {
+					Address string         `json:"address"`
+					Values  map[string]any `json:"values"`
+				} `json:"resources"`
+			} `json:"root_module"`
+		} `json:"values"`
+	}
+	if err := json.Unmarshal([]byte(out), &state); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range state.Values.RootModule.Resources {
+		if r.Address == address {
+			s, _ := r.Values[attr].(string)
+			return s
+		}
+	}
+	t.Fatalf("no %s in state", address)
+	return ""
+}
+
+// readCheckpoint reads the checkpoint of a query of the test's namespace at the store's
+// location for its name, as the provider's plan reads it.
+func (c *lockstepCluster) readCheckpoint(t *testing.T, name string) (checkpointFacts, error) {
+	t.Helper()
+	cl, err := newCluster(c.cfg, c.namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl.readCheckpoint(context.Background(), c.namespace, c.store, c.location(name))
 }
