@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -24,6 +25,8 @@ import (
 //
 //   - planGuarantee: the delivery guarantee, from the spec alone (compat.GuaranteeOf);
 //   - planIdentity: the namespace and id; an unknown namespace stays unknown;
+//   - planLocationRemoval: an explicit checkpoint.location removed from the configuration
+//     makes the location the store's, which the plan shows and judges;
 //   - planTakeOver: a new query must not take over one Terraform does not manage, while the
 //     create half of a replacement takes over the one it replaces;
 //   - checkWithServer: the server-side dry run, in which the admission webhook judges the
@@ -41,7 +44,7 @@ func (r *queryResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanR
 		return
 	}
 	for _, step := range []func(context.Context, *queryPlan) bool{
-		r.planGuarantee, r.planIdentity, r.planTakeOver, r.checkWithServer, r.planLocation, r.planCheckpoint,
+		r.planGuarantee, r.planIdentity, r.planLocationRemoval, r.planTakeOver, r.checkWithServer, r.planLocation, r.planCheckpoint,
 	} {
 		if !step(ctx, p) || resp.Diagnostics.HasError() {
 			return
@@ -72,6 +75,9 @@ type queryPlan struct {
 	location types.String
 	// fresh is set when the query moves to a new checkpoint location.
 	fresh bool
+	// removedLocation is the explicit checkpoint.location that the configuration no longer
+	// sets; "" otherwise.
+	removedLocation string
 	// weakened says why the delivery guarantee drops, when it does.
 	weakened string
 }
@@ -165,6 +171,45 @@ func (r *queryResource) planIdentity(ctx context.Context, p *queryPlan) bool {
 	return true
 }
 
+// planLocationRemoval sees an explicit checkpoint.location removed from the configuration.
+// The framework would plan the old value (the attribute is computed), so that the plan says
+// "No changes" while the API server, given no location, derives the store's: the plan makes
+// the location unknown instead, for the dry run to tell the one in force.
+func (r *queryResource) planLocationRemoval(ctx context.Context, p *queryPlan) bool {
+	if !p.hasPrior {
+		return true
+	}
+	locPath := path.Root("checkpoint").AtName("location")
+	var configured, prior types.String
+	p.resp.Diagnostics.Append(p.req.Config.GetAttribute(ctx, locPath, &configured)...)
+	p.resp.Diagnostics.Append(p.req.State.GetAttribute(ctx, locPath, &prior)...)
+	origin, diags := p.req.Private.GetKey(ctx, privateLocation)
+	p.resp.Diagnostics.Append(diags...)
+	var o struct {
+		Configured bool `json:"configured"`
+	}
+	if !configured.IsNull() || !known(prior) || json.Unmarshal(origin, &o) != nil || !o.Configured {
+		return true
+	}
+	p.removedLocation = prior.ValueString()
+	p.set(ctx, locPath, types.StringUnknown())
+	p.set(ctx, path.Root(attrCheckpointLocation), types.StringUnknown())
+	return r.readPlannedSpec(p)
+}
+
+// noteRemovedLocation warns that removing checkpoint.location moves the query to the
+// location its store derives, to.
+func (p *queryPlan) noteRemovedLocation(to string) {
+	if to == "" {
+		to = "the one its checkpoint.store derives"
+	}
+	p.resp.Diagnostics.AddAttributeWarning(path.Root("checkpoint"), "Checkpoint Location Removed From The Configuration",
+		fmt.Sprintf("checkpoint.location = %q is no longer in the configuration, so the API server gives the query the "+
+			"location of its checkpoint.store: %s. The query moves there, and the change is judged against the "+
+			"checkpoint found there. To stay where it is, keep checkpoint.location = %q in the configuration.",
+			p.removedLocation, to, p.removedLocation))
+}
+
 // planTakeOver refuses to create a query that exists outside Terraform: server-side apply
 // would silently take it over. A query that this provider wrote (its field manager applied
 // it) is the one a replacement deletes first — terraform plan -replace, a tainted resource,
@@ -232,6 +277,10 @@ func (r *queryResource) checkWithServer(ctx context.Context, p *queryPlan) bool 
 		p.resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
 			fmt.Sprintf("The cluster could not check the new query: %v. The admission webhook checks it at apply.", err))
 	default:
+		if p.removedLocation != "" {
+			loc, _ := r.cluster.storeLocation(ctx, p.plannedStore(), p.namespace(), p.name())
+			p.noteRemovedLocation(loc)
+		}
 		for _, w := range p.serverWarnings {
 			addWarning(&p.resp.Diagnostics, spec, w)
 		}
@@ -312,7 +361,7 @@ func (r *queryResource) planLocation(ctx context.Context, p *queryPlan) bool {
 			if l, _, _ := unstructured.NestedString(p.dryRun.Object, "spec", "checkpoint", "location"); l != "" {
 				loc = types.StringValue(l)
 			}
-		case p.hasPrior && sameStore(ctx, p.req):
+		case p.hasPrior && p.removedLocation == "" && sameStore(ctx, p.req):
 			loc = p.prior.CheckpointLocation
 		}
 		if known(loc) {
@@ -323,6 +372,9 @@ func (r *queryResource) planLocation(ctx context.Context, p *queryPlan) bool {
 		p.set(ctx, path.Root(attrCheckpointLocation), loc)
 	}
 	p.location = loc
+	if p.removedLocation != "" && known(loc) && loc.ValueString() != p.removedLocation {
+		p.noteRemovedLocation(loc.ValueString())
+	}
 	p.fresh = p.hasPrior && known(p.prior.CheckpointLocation) && !loc.IsUnknown() && loc.ValueString() != p.prior.CheckpointLocation.ValueString()
 	return true
 }

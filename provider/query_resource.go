@@ -231,6 +231,7 @@ func (r *queryResource) Create(ctx context.Context, req resource.CreateRequest, 
 		return
 	}
 	r.apply(ctx, req.Plan, m, timeout, true, &resp.State, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateLocation, locationOrigin(ctx, req.Config))...)
 }
 
 func (r *queryResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
@@ -245,6 +246,22 @@ func (r *queryResource) Update(ctx context.Context, req resource.UpdateRequest, 
 		return
 	}
 	r.apply(ctx, req.Plan, m, timeout, false, &resp.State, &resp.Diagnostics)
+	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateLocation, locationOrigin(ctx, req.Config))...)
+}
+
+// privateLocation is the key of the resource's private state that records whether the
+// configuration set checkpoint.location: the state cannot tell, since it holds the location
+// the webhook derived too. A plan needs it to see that an explicit location was removed.
+const privateLocation = "checkpoint_location"
+
+// locationOrigin is the private state value of privateLocation for a configuration.
+func locationOrigin(ctx context.Context, config tfsdk.Config) []byte {
+	var loc types.String
+	config.GetAttribute(ctx, path.Root("checkpoint").AtName("location"), &loc)
+	if loc.IsNull() {
+		return []byte(`{"configured":false}`)
+	}
+	return []byte(`{"configured":true}`)
 }
 
 // apply writes the planned query with server-side apply, waits as wait_for says, and records
