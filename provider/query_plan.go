@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	fielderr "k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
@@ -276,6 +278,14 @@ func (r *queryResource) checkWithServer(ctx context.Context, p *queryPlan) bool 
 		// The namespace does not exist yet (it may be created by this same apply).
 		p.resp.Diagnostics.AddWarning("Change Not Checked Against The Checkpoint",
 			fmt.Sprintf("The cluster could not check the new query: %v. The admission webhook checks it at apply.", err))
+	case storeMissing(err) && (!p.hasPrior || !sameStore(ctx, p.req)):
+		// The store may be created by this same apply, before the query (depends_on, or a
+		// reference to its name).
+		p.resp.Diagnostics.AddAttributeWarning(path.Root("checkpoint"), "Checkpoint Store Not Found Yet",
+			fmt.Sprintf("CheckpointStore %q does not exist yet, so the plan could not check the query against the "+
+				"cluster, and its checkpoint location is known only after apply. If this apply creates the store "+
+				"before the query, the admission webhook checks the query then; otherwise the apply fails.", p.plannedStore()))
+		p.serverWarnings = nil
 	default:
 		if p.removedLocation != "" {
 			loc, _ := r.cluster.storeLocation(ctx, p.plannedStore(), p.namespace(), p.name())
@@ -288,6 +298,19 @@ func (r *queryResource) checkWithServer(ctx context.Context, p *queryPlan) bool 
 		return false
 	}
 	return true
+}
+
+// storeMissing reports whether an API error says only that the query's CheckpointStore
+// does not exist: one NotFound cause at spec.checkpoint.store.
+func storeMissing(err error) bool {
+	var se apierrors.APIStatus
+	if !errors.As(err, &se) || se.Status().Details == nil {
+		return false
+	}
+	causes := se.Status().Details.Causes
+	return len(causes) > 0 && !slices.ContainsFunc(causes, func(c metav1.StatusCause) bool {
+		return c.Field != "spec.checkpoint.store" || c.Type != metav1.CauseType(fielderr.ErrorTypeNotFound)
+	})
 }
 
 // checkpointGoes reports whether the planned query is the create half of a replacement whose
