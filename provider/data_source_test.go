@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/terraform-plugin-testing/compare"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
@@ -95,8 +96,39 @@ data "lockstep_checkpoint_store" "s" {
 				statecheck.ExpectKnownValue(data, tfjsonpath.New("location"), knownvalue.StringExact("s3://checkpoints/teams/"+c.namespace+"/orders")),
 				statecheck.ExpectKnownValue(data, tfjsonpath.New("ready"), knownvalue.Bool(false)),
 			},
+		}, {
+			// What the CheckpointStore reconciler writes once it has reached the bucket.
+			PreConfig: func() { c.setStoreReady(t, store) },
+			Config: c.provider() + fmt.Sprintf(`
+data "lockstep_checkpoint_store" "s" {
+  name = %q
+}
+`, store),
+			ConfigStateChecks: []statecheck.StateCheck{
+				statecheck.ExpectKnownValue(data, tfjsonpath.New("ready"), knownvalue.Bool(true)),
+			},
 		}},
 	})
+}
+
+// setStoreReady writes the status condition Ready=True on a CheckpointStore, as its
+// reconciler does when the bucket is reachable.
+func (c *testCluster) setStoreReady(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	res := c.dyn.Resource(storesResource)
+	u, err := res.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cond := map[string]any{"type": "Ready", "status": "True", "reason": "BucketReachable", "message": "test",
+		"lastTransitionTime": time.Now().UTC().Format(time.RFC3339), "observedGeneration": u.GetGeneration()}
+	if err := unstructured.SetNestedSlice(u.Object, []any{cond}, "status", "conditions"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := res.UpdateStatus(ctx, u, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("update status of CheckpointStore %s: %v", name, err)
+	}
 }
 
 // createStore creates a cluster-scoped CheckpointStore, deleted when the test ends.

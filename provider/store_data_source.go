@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -28,6 +29,10 @@ type storeDataSource struct {
 func newStoreDataSourceFor(k *kinds) func() datasource.DataSource {
 	return func() datasource.DataSource { return &storeDataSource{kinds: k} }
 }
+
+// storeConditionReady is the condition type that the CheckpointStore reconciler sets True
+// when the store's bucket is reachable.
+const storeConditionReady = "Ready"
 
 // Attributes of lockstep_checkpoint_store besides the spec's.
 const (
@@ -113,13 +118,9 @@ func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	resp.Diagnostics.Append(setSpec(ctx, &resp.State, d.kinds.store, spec, req.Config.Raw)...)
 	set := func(name string, v any) { resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(name), v)...) }
 	set(attrID, obj.GetName())
-	ready := false
-	for _, c := range store.Status.Conditions {
-		if c.Type == "Ready" {
-			ready = c.Status == metav1.ConditionTrue
-		}
-	}
-	set(attrReady, ready)
+	// The CheckpointStore reconciler reports condition Ready (type "Ready", status True)
+	// once it has reached the store's bucket; until a reconciler runs, ready is false.
+	set(attrReady, meta.IsStatusConditionTrue(store.Status.Conditions, storeConditionReady))
 	if known(queryName) {
 		ns := orDefault(queryNamespace.ValueString(), d.cluster.namespace)
 		loc, err := store.Spec.Location(ns, queryName.ValueString())
