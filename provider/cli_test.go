@@ -32,7 +32,7 @@ const registryAddress = "registry.terraform.io/lockstep-dev/lockstep"
 // terraformCLI runs the Terraform CLI in a folder against the provider served by this test
 // binary (reattached, so init downloads nothing), as a user would run it.
 type terraformCLI struct {
-	t   *testing.T
+	t   testing.TB
 	bin string
 	dir string
 	env []string
@@ -42,7 +42,7 @@ type terraformCLI struct {
 // provider answers to its own address and to hashicorp/lockstep (what Terraform assumes for
 // examples without required_providers); a schema-only stand-in answers to
 // hashicorp/kubernetes (see kubernetesStandIn).
-func newTerraformCLI(t *testing.T, dir string) *terraformCLI {
+func newTerraformCLI(t testing.TB, dir string) *terraformCLI {
 	t.Helper()
 	bin := testenv.Terraform(t)
 	lockstep := serveProvider(t, registryAddress, providerserver.NewProtocol6(New("test")()))
@@ -71,7 +71,7 @@ func newTerraformCLI(t *testing.T, dir string) *terraformCLI {
 
 // serveProvider serves a provider in the test binary until the test ends, and returns its
 // entry of TF_REATTACH_PROVIDERS.
-func serveProvider(t *testing.T, address string, server func() tfprotov6.ProviderServer) map[string]any {
+func serveProvider(t testing.TB, address string, server func() tfprotov6.ProviderServer) map[string]any {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	reattach := make(chan *plugin.ReattachConfig, 1)
@@ -175,7 +175,7 @@ func render(diags []diagnostic, replacer *strings.Replacer) string {
 }
 
 // golden compares got with testdata/name, or rewrites it with -update.
-func golden(t *testing.T, name, got string) {
+func golden(t testing.TB, name, got string) {
 	t.Helper()
 	path := filepath.Join("testdata", name)
 	if *update {

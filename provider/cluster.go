@@ -129,10 +129,26 @@ type cluster struct {
 	namespace string // the default namespace
 }
 
-// newCluster returns a client for cfg. The API server's warnings on each request are handed
-// to the collector in the request's context (see withWarnings).
-func newCluster(cfg *rest.Config, namespace string) (*cluster, error) {
+// Default client rate limits (provider settings client_qps and client_burst). client-go's
+// own, 5 and 10, queue the requests of a plan that changes tens of queries for seconds; these
+// let a plan of 50 changed queries (about 100 requests) through at once, and keep a runaway
+// loop to what a kubectl would do. See docs/benchmarks.md.
+const (
+	defaultClientQPS   = 50
+	defaultClientBurst = 100
+)
+
+// clientLimits is the client-side rate limit of the provider's requests.
+type clientLimits struct {
+	QPS   float32
+	Burst int
+}
+
+// newCluster returns a client for cfg with the rate limit limits. The API server's warnings
+// on each request are handed to the collector in the request's context (see withWarnings).
+func newCluster(cfg *rest.Config, namespace string, limits clientLimits) (*cluster, error) {
 	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = limits.QPS, limits.Burst
 	cfg.UserAgent = FieldManager
 	cfg.WarningHandler = nil
 	cfg.WarningHandlerWithContext = warningRouter{}

@@ -113,7 +113,7 @@ data "lockstep_checkpoint_store" "s" {
 
 // setStoreReady writes the status condition Ready=True on a CheckpointStore, as its
 // reconciler does when the bucket is reachable.
-func (c *testCluster) setStoreReady(t *testing.T, name string) {
+func (c *testCluster) setStoreReady(t testing.TB, name string) {
 	t.Helper()
 	ctx := context.Background()
 	res := c.dyn.Resource(storesResource)
@@ -132,7 +132,7 @@ func (c *testCluster) setStoreReady(t *testing.T, name string) {
 }
 
 // createStore creates a cluster-scoped CheckpointStore, deleted when the test ends.
-func (c *testCluster) createStore(t *testing.T, name string, spec map[string]any) {
+func (c *testCluster) createStore(t testing.TB, name string, spec map[string]any) {
 	t.Helper()
 	if b, ok := spec["s3"].(map[string]any)["caBundle"].([]byte); ok {
 		spec["s3"].(map[string]any)["caBundle"] = base64.StdEncoding.EncodeToString(b)

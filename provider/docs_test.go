@@ -56,7 +56,7 @@ func TestDocsAreCurrent(t *testing.T) {
 }
 
 // tfplugindocsArgs returns the arguments of go in generate.go's tfplugindocs line.
-func tfplugindocsArgs(t *testing.T) []string {
+func tfplugindocsArgs(t testing.TB) []string {
 	t.Helper()
 	src, err := os.ReadFile("generate.go")
 	if err != nil {
@@ -71,7 +71,7 @@ func tfplugindocsArgs(t *testing.T) []string {
 	return nil
 }
 
-func readTree(t *testing.T, root string) map[string][]byte {
+func readTree(t testing.TB, root string) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

@@ -21,7 +21,7 @@ import (
 var examplesDir = filepath.Join("..", "examples", "terraform")
 
 // exampleRoots are the folders of examplesDir that are Terraform root modules.
-func exampleRoots(t *testing.T) []string {
+func exampleRoots(t testing.TB) []string {
 	t.Helper()
 	var roots []string
 	err := filepath.WalkDir(examplesDir, func(p string, d fs.DirEntry, err error) error {
@@ -81,7 +81,7 @@ func TestExamplesValidate(t *testing.T) {
 
 // copyExample copies an example folder (and the modules next to it) to a temporary folder,
 // so that init writes nothing into the source tree.
-func copyExample(t *testing.T, root string) string {
+func copyExample(t testing.TB, root string) string {
 	t.Helper()
 	dir := t.TempDir()
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {

@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
-func mustKinds(t *testing.T) *kinds {
+func mustKinds(t testing.TB) *kinds {
 	t.Helper()
 	k := loadKinds()
 	if k.err != nil {
@@ -129,7 +129,7 @@ func TestLeftovers(t *testing.T) {
 
 // rootValue makes the resource's raw value with the given spec (API form) and the other
 // attributes null.
-func rootValue(t *testing.T, spec *field, apiSpec map[string]any) tftypes.Value {
+func rootValue(t testing.TB, spec *field, apiSpec map[string]any) tftypes.Value {
 	t.Helper()
 	r := &queryResource{kinds: mustKinds(t)}
 	s, err := r.schema(context.Background())
@@ -178,7 +178,7 @@ func TestEveryAttributeIsDescribed(t *testing.T) {
 	}
 }
 
-func checkResourceDescriptions(t *testing.T, at string, a rschema.Attribute) {
+func checkResourceDescriptions(t testing.TB, at string, a rschema.Attribute) {
 	t.Helper()
 	if strings.TrimSpace(a.GetMarkdownDescription()) == "" {
 		t.Errorf("resource attribute %s has no MarkdownDescription", at)
@@ -195,7 +195,7 @@ func checkResourceDescriptions(t *testing.T, at string, a rschema.Attribute) {
 	}
 }
 
-func checkDataSourceDescriptions(t *testing.T, at string, a dschema.Attribute) {
+func checkDataSourceDescriptions(t testing.TB, at string, a dschema.Attribute) {
 	t.Helper()
 	if strings.TrimSpace(a.GetMarkdownDescription()) == "" {
 		t.Errorf("data source attribute %s has no MarkdownDescription", at)

@@ -15,14 +15,16 @@ import (
 // workspace is a Terraform working folder run with the real CLI against a cluster with the
 // real webhook and controller: what a user types, and what the plan prints.
 type workspace struct {
-	t     *testing.T
+	t     testing.TB
 	c     *lockstepCluster
 	dir   string
 	tf    *terraformCLI
 	names *strings.Replacer
+	// providerSettings are more attributes of the provider block, verbatim.
+	providerSettings string
 }
 
-func newWorkspace(t *testing.T, c *lockstepCluster) *workspace {
+func newWorkspace(t testing.TB, c *lockstepCluster) *workspace {
 	t.Helper()
 	dir := t.TempDir()
 	return &workspace{t: t, c: c, dir: dir, tf: newTerraformCLI(t, dir),
@@ -40,8 +42,8 @@ func (w *workspace) write(resources string) {
 
 provider "lockstep" {
   kubeconfig_path = %q
-}
-%s`, w.c.kubeconfig, resources)
+%s}
+%s`, w.c.kubeconfig, w.providerSettings, resources)
 	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(main), 0o644); err != nil {
 		w.t.Fatal(err)
 	}

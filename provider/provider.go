@@ -2,11 +2,15 @@ package provider
 
 import (
 	"context"
+	"fmt"
 
+	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 )
 
@@ -30,15 +34,17 @@ type lockstepProvider struct {
 
 // providerModel is the provider block.
 type providerModel struct {
-	KubeconfigPath       types.String `tfsdk:"kubeconfig_path"`
-	KubeconfigContext    types.String `tfsdk:"kubeconfig_context"`
-	Host                 types.String `tfsdk:"host"`
-	Token                types.String `tfsdk:"token"`
-	ClusterCACertificate types.String `tfsdk:"cluster_ca_certificate"`
-	ClientCertificate    types.String `tfsdk:"client_certificate"`
-	ClientKey            types.String `tfsdk:"client_key"`
-	Insecure             types.Bool   `tfsdk:"insecure"`
-	Namespace            types.String `tfsdk:"namespace"`
+	KubeconfigPath       types.String  `tfsdk:"kubeconfig_path"`
+	KubeconfigContext    types.String  `tfsdk:"kubeconfig_context"`
+	Host                 types.String  `tfsdk:"host"`
+	Token                types.String  `tfsdk:"token"`
+	ClusterCACertificate types.String  `tfsdk:"cluster_ca_certificate"`
+	ClientCertificate    types.String  `tfsdk:"client_certificate"`
+	ClientKey            types.String  `tfsdk:"client_key"`
+	Insecure             types.Bool    `tfsdk:"insecure"`
+	Namespace            types.String  `tfsdk:"namespace"`
+	ClientQPS            types.Float64 `tfsdk:"client_qps"`
+	ClientBurst          types.Int64   `tfsdk:"client_burst"`
 }
 
 func (p *lockstepProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -72,6 +78,18 @@ func (p *lockstepProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 				MarkdownDescription: "Skip verifying the API server's certificate. For tests only."},
 			"namespace": str("Namespace of queries that name none. Omitted: the kubeconfig context's "+
 				"namespace, else the pod's namespace in a cluster, else `default`.", false),
+			"client_qps": schema.Float64Attribute{Optional: true,
+				Description: fmt.Sprintf("Requests per second the provider makes to the API server, on average (client-go's "+
+					"rate limit). Omitted: %d. A plan makes about two requests per changed query (a read and the "+
+					"dry run), so client-go's own default, 5, makes a plan of 50 changed queries wait seconds.", defaultClientQPS),
+				MarkdownDescription: fmt.Sprintf("Requests per second the provider makes to the API server, on average (client-go's "+
+					"rate limit). Omitted: `%d`. A plan makes about two requests per changed query (a read and the "+
+					"dry run), so client-go's own default, 5, makes a plan of 50 changed queries wait seconds.", defaultClientQPS),
+				Validators: []validator.Float64{float64validator.AtLeast(1)}},
+			"client_burst": schema.Int64Attribute{Optional: true,
+				Description:         fmt.Sprintf("Requests the provider may make at once above client_qps. Omitted: %d.", defaultClientBurst),
+				MarkdownDescription: fmt.Sprintf("Requests the provider may make at once above `client_qps`. Omitted: `%d`.", defaultClientBurst),
+				Validators:          []validator.Int64{int64validator.AtLeast(1)}},
 		},
 	}
 }
@@ -91,7 +109,7 @@ func (p *lockstepProvider) Configure(ctx context.Context, req provider.Configure
 			return
 		}
 	}
-	if m.Insecure.IsUnknown() {
+	if m.Insecure.IsUnknown() || m.ClientQPS.IsUnknown() || m.ClientBurst.IsUnknown() {
 		resp.ResourceData, resp.DataSourceData = (*cluster)(nil), (*cluster)(nil)
 		return
 	}
@@ -111,7 +129,14 @@ func (p *lockstepProvider) Configure(ctx context.Context, req provider.Configure
 		resp.Diagnostics.AddError("Cannot Connect To Kubernetes", "The provider could not build its connection to the API server: "+err.Error()+".")
 		return
 	}
-	c, err := newCluster(cfg, ns)
+	limits := clientLimits{QPS: defaultClientQPS, Burst: defaultClientBurst}
+	if !m.ClientQPS.IsNull() {
+		limits.QPS = float32(m.ClientQPS.ValueFloat64())
+	}
+	if !m.ClientBurst.IsNull() {
+		limits.Burst = int(m.ClientBurst.ValueInt64())
+	}
+	c, err := newCluster(cfg, ns, limits)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot Connect To Kubernetes", err.Error()+".")
 		return

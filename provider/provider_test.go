@@ -67,7 +67,7 @@ type testCluster struct {
 }
 
 // newTestCluster makes a namespace for t on the control plane cfg, named after the test.
-func newTestCluster(t *testing.T, cfg *rest.Config) *testCluster {
+func newTestCluster(t testing.TB, cfg *rest.Config) *testCluster {
 	t.Helper()
 	testenv.Terraform(t) // fails with the command that installs it when it is missing
 	c := &testCluster{cfg: cfg, namespace: namespaceName(t.Name())}
@@ -99,7 +99,7 @@ func namespaceName(test string) string {
 
 // writeKubeconfig writes a kubeconfig for cfg with one context, "test", whose namespace is
 // namespace.
-func writeKubeconfig(t *testing.T, cfg *rest.Config, namespace string) string {
+func writeKubeconfig(t testing.TB, cfg *rest.Config, namespace string) string {
 	t.Helper()
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
@@ -120,7 +120,7 @@ func (c *testCluster) provider() string {
 }
 
 // get reads a StreamingQuery of the test's namespace.
-func (c *testCluster) get(t *testing.T, name string) (*unstructured.Unstructured, error) {
+func (c *testCluster) get(t testing.TB, name string) (*unstructured.Unstructured, error) {
 	t.Helper()
 	return c.dyn.Resource(queriesResource).Namespace(c.namespace).Get(context.Background(), name, metav1.GetOptions{})
 }

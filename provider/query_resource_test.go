@@ -293,7 +293,7 @@ func (c *testCluster) deleteQuery(name string) resource.TestCheckFunc {
 
 // edit changes the query outside Terraform, as kubectl edit would (a plain update, under
 // another field manager).
-func (c *testCluster) edit(t *testing.T, name string, change func(*unstructured.Unstructured)) {
+func (c *testCluster) edit(t testing.TB, name string, change func(*unstructured.Unstructured)) {
 	t.Helper()
 	ctx := context.Background()
 	res := c.dyn.Resource(queriesResource).Namespace(c.namespace)

@@ -19,7 +19,7 @@ import (
 // fakeController plays the controller's part in status, which envtest cannot run (it has no
 // kubelet for the engine pod): once the query exists, it reports status for its generation.
 // It stops when the test ends.
-func (c *testCluster) fakeController(t *testing.T, name string, status map[string]any) {
+func (c *testCluster) fakeController(t testing.TB, name string, status map[string]any) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -54,7 +54,7 @@ func TestPlanReplace(t *testing.T) {
 }
 
 // uid returns the Kubernetes UID of a query of the test's namespace.
-func (c *lockstepCluster) uid(t *testing.T, name string) string {
+func (c *lockstepCluster) uid(t testing.TB, name string) string {
 	t.Helper()
 	u, err := c.get(t, name)
 	if err != nil {
@@ -134,7 +134,7 @@ func TestPlanResumes(t *testing.T) {
 }
 
 // output reads an attribute of the query from Terraform's state.
-func (w *workspace) output(t *testing.T, attr string) string {
+func (w *workspace) output(t testing.TB, attr string) string {
 	t.Helper()
 	out := w.tf.must("show", "-json")
 	var state struct {
@@ -162,9 +162,9 @@ func (w *workspace) output(t *testing.T, attr string) string {
 
 // readCheckpoint reads the checkpoint of a query of the test's namespace at the store's
 // location for its name, as the provider's plan reads it.
-func (c *lockstepCluster) readCheckpoint(t *testing.T, name string) (checkpointFacts, error) {
+func (c *lockstepCluster) readCheckpoint(t testing.TB, name string) (checkpointFacts, error) {
 	t.Helper()
-	cl, err := newCluster(c.cfg, c.namespace)
+	cl, err := newCluster(c.cfg, c.namespace, clientLimits{QPS: defaultClientQPS, Burst: defaultClientBurst})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,7 +34,7 @@ type lockstepCluster struct {
 	store string
 }
 
-func newLockstepCluster(t *testing.T) *lockstepCluster {
+func newLockstepCluster(t testing.TB) *lockstepCluster {
 	t.Helper()
 	wh := testenv.ControlPlaneWithWebhooks(t)
 	c := &lockstepCluster{testCluster: newTestCluster(t, wh.Config), s3: testenv.S3(t)}
@@ -58,7 +58,7 @@ func newLockstepCluster(t *testing.T) *lockstepCluster {
 
 // startController runs the controller's manager, reconciler and webhooks, until the test
 // ends.
-func (c *lockstepCluster) startController(t *testing.T, wh *testenv.WebhookControlPlane) {
+func (c *lockstepCluster) startController(t testing.TB, wh *testenv.WebhookControlPlane) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -129,7 +129,7 @@ func (c *lockstepCluster) query() queryConfig {
 // writeCheckpoint writes, at the query's checkpoint location, what an engine running the
 // query as it is stored now would have written after batch 0: metadata claiming the
 // checkpoint for the query, the query's shape, and batch 0's offsets and commit.
-func (c *lockstepCluster) writeCheckpoint(t *testing.T, name string) {
+func (c *lockstepCluster) writeCheckpoint(t testing.TB, name string) {
 	t.Helper()
 	ctx := context.Background()
 	u, err := c.get(t, name)
