@@ -54,6 +54,7 @@ const (
 	waitNothing        = "nothing"
 	waitRunning        = "running"
 	waitCommittedBatch = "committed_batch"
+	waitCaughtUp       = "caught_up"
 )
 
 // Default timeouts of the waits.
@@ -190,13 +191,19 @@ func (r *queryResource) schema(ctx context.Context) (schema.Schema, error) {
 			"exactly-once, at-least-once or none.", false),
 		attrDeliveryGuaranteeReason: computed("Why the query has its delivery guarantee, and what readers must do for at-least-once.", false),
 		attrWaitFor: schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(waitNothing),
-			Description: "What apply waits for after creating or changing the query: nothing (default), running " +
-				"(the controller reports phase Running or Completed for this spec) or committed_batch (a batch newer " +
-				"than before the apply is committed). Failed or Blocked ends the wait with an error.",
-			MarkdownDescription: "What apply waits for after creating or changing the query: `nothing` (default), `running` " +
-				"(the controller reports phase `Running` or `Completed` for this spec) or `committed_batch` (a batch newer " +
-				"than before the apply is committed). `Failed` or `Blocked` ends the wait with an error.",
-			Validators: []validator.String{stringvalidator.OneOf(waitNothing, waitRunning, waitCommittedBatch)}},
+			Description: "What apply waits for after creating or changing the query, for this spec: nothing (default); " +
+				"running (the controller reports phase Running or Completed: the engine started, no batch has necessarily " +
+				"succeeded); committed_batch (a batch newer than before the apply is committed: for a new query, its first " +
+				"committed batch, which proves that it reads, computes and writes); or caught_up (such a batch is committed " +
+				"and the sources' lag is 0, or the query completed). Failed or Blocked ends the wait with an error.",
+			MarkdownDescription: "What apply waits for after creating or changing the query, for this spec:\n" +
+				"  - `nothing` (default);\n" +
+				"  - `running`: the controller reports phase `Running` or `Completed` — the engine started; no batch has necessarily succeeded;\n" +
+				"  - `committed_batch`: a batch newer than before the apply is committed — for a new query its first committed batch, " +
+				"which proves that it reads, computes and writes;\n" +
+				"  - `caught_up`: such a batch is committed and the sources' `lag` is 0 (nothing left to read), or the query completed.\n\n" +
+				"  `Failed` or `Blocked` ends the wait with an error.",
+			Validators: []validator.String{stringvalidator.OneOf(waitNothing, waitRunning, waitCommittedBatch, waitCaughtUp)}},
 		attrTimeouts: to,
 	}
 	for name, a := range meta {

@@ -56,8 +56,9 @@ func (r *queryResource) wait(ctx context.Context, obj *unstructured.Unstructured
 		case waitRunning:
 			return st.Phase == v1.PhaseRunning || st.Phase == v1.PhaseCompleted || suspended && st.Phase == v1.PhaseSuspended, nil
 		case waitCommittedBatch:
-			b := st.LatestCommittedBatch
-			return b != nil && (before == nil || *b > *before), nil
+			return committedSince(st, before), nil
+		case waitCaughtUp:
+			return st.Phase == v1.PhaseCompleted || committedSince(st, before) && st.Lag != nil && *st.Lag == 0, nil
 		}
 		return true, nil
 	})
@@ -68,6 +69,12 @@ func (r *queryResource) wait(ctx context.Context, obj *unstructured.Unstructured
 		phase := string(st.Phase)
 		if phase == "" {
 			phase = "not reported yet"
+		}
+		if st.LatestCommittedBatch != nil {
+			phase += fmt.Sprintf(", the newest committed batch %d", *st.LatestCommittedBatch)
+		}
+		if st.Lag != nil {
+			phase += fmt.Sprintf(", the lag %d", *st.Lag)
 		}
 		return last, fmt.Errorf("StreamingQuery %s/%s: waited %s for wait_for = %q; the phase is %s (observed generation %d of %d). "+
 			"The query was written; raise timeouts or check the controller (kubectl describe streamingquery -n %s %s)",
@@ -95,4 +102,11 @@ func (r *queryResource) waitGone(ctx context.Context, namespace, name string, ti
 		return fmt.Errorf("StreamingQuery %s/%s was deleted but is not gone after %s: %v", namespace, name, timeout, lastErr)
 	}
 	return nil
+}
+
+// committedSince reports whether the status shows a batch committed after before, the newest
+// committed batch when the apply began (nil: none, as for a new query).
+func committedSince(st v1.StreamingQueryStatus, before *int64) bool {
+	b := st.LatestCommittedBatch
+	return b != nil && (before == nil || *b > *before)
 }

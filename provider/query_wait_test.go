@@ -107,3 +107,31 @@ func TestAccStreamingQuery_waitTimeout(t *testing.T) {
 		}},
 	})
 }
+
+// TestAccStreamingQuery_waitCaughtUp waits for a committed batch with no lag left; while the
+// sources lag, the wait ends at the timeout saying how far the query got.
+func TestAccStreamingQuery_waitCaughtUp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		lag     int64
+		wantErr *regexp.Regexp
+	}{
+		{"caught up", 0, nil},
+		{"lagging", 7, regexp.MustCompile(`waited\s+2s\s+for\s+wait_for\s+=\s+"caught_up";\s+the\s+phase\s+is\s+Running,\s+the\s+newest\s+committed\s+batch\s+0,\s+the\s+lag\s+7`)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCluster(t, testenv.ControlPlane(t))
+			c.fakeController(t, "orders", map[string]any{"phase": "Running", "latestCommittedBatch": int64(0), "lag": tc.lag})
+			q := baseQuery()
+			q.WaitFor = waitCaughtUp
+			q.Extra = `  timeouts = { create = "2s" }`
+			step := resource.TestStep{Config: c.provider() + q.hcl(), ExpectError: tc.wantErr}
+			if tc.wantErr == nil {
+				step.ConfigStateChecks = []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(address, tfjsonpath.New("latest_committed_batch"), knownvalue.Int64Exact(0)),
+				}
+			}
+			resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: providers, Steps: []resource.TestStep{step}})
+		})
+	}
+}
