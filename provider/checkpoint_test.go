@@ -122,3 +122,40 @@ func TestAccStreamingQuery_warningChange(t *testing.T) {
 		},
 	})
 }
+
+// TestAccStreamingQuery_queryIDAfterMove changes the checkpoint location without waiting
+// (wait_for = "nothing"): state must not keep the old checkpoint's query id, which the
+// controller still reports until it has seen the new location.
+func TestAccStreamingQuery_queryIDAfterMove(t *testing.T) {
+	c := newLockstepCluster(t)
+	q := c.query()
+	moved := q
+	moved.Location = c.location("orders-moved")
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{
+			{Config: c.provider() + q.hcl()},
+			{
+				PreConfig: func() { c.writeCheckpoint(t, "orders") },
+				Config:    c.provider() + q.hcl(),
+				Check:     c.checkQueryIDEventually("orders"),
+			},
+			{
+				Config: c.provider() + q.hcl(),
+				ConfigStateChecks: []statecheck.StateCheck{
+					statecheck.ExpectKnownValue(address, tfjsonpath.New("query_id"), knownvalue.NotNull()),
+				},
+			},
+			{
+				Config: c.provider() + moved.hcl(),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectUnknownValue(address, tfjsonpath.New("query_id")),
+				}},
+				ConfigStateChecks: []statecheck.StateCheck{
+					// No checkpoint at the new location yet: no query id, not the old one.
+					statecheck.ExpectKnownValue(address, tfjsonpath.New("query_id"), knownvalue.Null()),
+				},
+			},
+		},
+	})
+}

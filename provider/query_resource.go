@@ -346,12 +346,18 @@ func (r *queryResource) setObserved(ctx context.Context, dst attributeSetter, pl
 	m.Namespace = types.StringValue(obj.GetNamespace())
 	m.Name = types.StringValue(obj.GetName())
 	m.UID = types.StringValue(string(obj.GetUID()))
+	loc, _, _ := unstructured.NestedString(obj.Object, "spec", "checkpoint", "location")
 	if !known(planned.QueryID) {
-		m.QueryID = stringOrNull(st.QueryID)
+		m.QueryID = types.StringNull()
+		// The status's query id is the one of the checkpoint the controller last read: take it
+		// only once the controller has seen this spec at this location, else it is the
+		// previous checkpoint's (a location change applied without waiting).
+		if st.ObservedGeneration >= obj.GetGeneration() && (loc == "" || st.CheckpointLocation == "" || st.CheckpointLocation == loc) {
+			m.QueryID = stringOrNull(st.QueryID)
+		}
 	}
 	m.Phase = stringOrNull(string(st.Phase))
 	m.LatestCommittedBatch = types.Int64PointerValue(st.LatestCommittedBatch)
-	loc, _, _ := unstructured.NestedString(obj.Object, "spec", "checkpoint", "location")
 	m.CheckpointLocation = stringOrNull(orDefault(loc, st.CheckpointLocation))
 	spec, err := typedSpec(objectSpec(obj))
 	if err != nil {
