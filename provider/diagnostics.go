@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -111,7 +112,11 @@ func (f finding) detail(spec *field, lead string) string {
 	if p, ok := attributePath(spec, f.path); ok {
 		fmt.Fprintf(&b, "Attribute: %s\n", p)
 	}
-	fmt.Fprintf(&b, "Rule: %s\nChange: %s → %s\n\n%s", f.rule, orAbsent(f.old), orAbsent(f.new), terraformPaths(spec, f.message))
+	fmt.Fprintf(&b, "Rule: %s\n", f.rule)
+	if f.old != "" || f.new != "" {
+		fmt.Fprintf(&b, "Change: %s → %s\n", orAbsent(f.old), orAbsent(f.new))
+	}
+	fmt.Fprintf(&b, "\n%s", terraformPaths(spec, f.message))
 	if f.remedy != "" {
 		fmt.Fprintf(&b, "\n\nWhat to do: %s", terraformPaths(spec, f.remedy))
 	}
@@ -161,7 +166,21 @@ const (
 		"existing checkpoint recorded, and refused it: the restarted query would fail or compute wrong results."
 	warnedLead = "The API server's admission webhook compared this change with what the query's " +
 		"existing checkpoint recorded. It is allowed, with an effect you should know about."
+	// warnedAloneLead is for the rules that judge the new spec alone, which hold with no
+	// checkpoint too (compat.Rule.Fresh).
+	warnedAloneLead = "The API server's admission webhook judged the query's spec on its own (this rule needs " +
+		"no checkpoint). It is allowed, with an effect you should know about."
 )
+
+// judgesSpecAlone reports whether compat rule id judges the new spec without a checkpoint.
+func judgesSpecAlone(id string) bool {
+	for _, r := range compat.Rules() {
+		if r.ID == id {
+			return r.Fresh
+		}
+	}
+	return false
+}
 
 // addAPIError turns an error of the API server into diagnostics. An Invalid or Forbidden
 // status with field causes becomes one error per cause on the attribute it names; a compat
@@ -177,8 +196,8 @@ func addAPIError(diags *diag.Diagnostics, spec *field, op string, err error) {
 	if st.Details != nil {
 		causes = st.Details.Causes
 	}
-	if len(causes) == 0 {
-		diags.AddError(statusSummary(st), fmt.Sprintf("%s: %s", capitalize(op), st.Message))
+	if len(causes) == 0 || st.Reason == metav1.StatusReasonInternalError || !slices.ContainsFunc(causes, func(c metav1.StatusCause) bool { return c.Field != "" }) {
+		diags.AddError(statusSummary(st), fmt.Sprintf("%s: %s", capitalize(op), st.Message)+hint(st))
 		return
 	}
 	for _, c := range causes {
@@ -200,8 +219,20 @@ func addAPIError(diags *diag.Diagnostics, spec *field, op string, err error) {
 	}
 }
 
+// hint adds what to check to an error of the API server that no field explains.
+func hint(st metav1.Status) string {
+	if st.Reason == metav1.StatusReasonInternalError {
+		return "\n\nThe API server could not complete the request, most often because it could not call " +
+			"Lockstep's admission webhook: check that the Lockstep controller is running and ready " +
+			"(kubectl get pods -A -l app.kubernetes.io/name=lockstep) and that its webhook Service answers."
+	}
+	return ""
+}
+
 func statusSummary(st metav1.Status) string {
 	switch st.Reason {
+	case metav1.StatusReasonInternalError:
+		return "Cluster Could Not Check The Query"
 	case metav1.StatusReasonForbidden:
 		return "Not Allowed By The Cluster"
 	case metav1.StatusReasonNotFound:
@@ -218,7 +249,11 @@ func addWarning(diags *diag.Diagnostics, spec *field, text string) {
 	fieldPath, msg, _ := strings.Cut(text, ": ")
 	summary, detail := "Warning From The Cluster", terraformPaths(spec, text)
 	if f, ok := parseFinding(msg); ok {
-		summary, detail = warningSummary(f.rule), f.detail(spec, warnedLead)
+		lead := warnedLead
+		if judgesSpecAlone(f.rule) {
+			lead = warnedAloneLead
+		}
+		summary, detail = warningSummary(f.rule), f.detail(spec, lead)
 	}
 	if p, ok := attributePath(spec, fieldPath); ok {
 		diags.AddAttributeWarning(diagnosticPath(p), summary, detail)

@@ -313,6 +313,11 @@ func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta,
 		}
 	}
 	for _, w := range warns.list() {
+		// The plan's dry run showed the webhook's findings and its note of a new location;
+		// saying them again after apply would only repeat them.
+		if _, msg, _ := strings.Cut(w, ": "); isFinding(msg) || warningField(w) == "spec.checkpoint.location" {
+			continue
+		}
 		addWarning(diags, r.kinds.query, w)
 	}
 	if err != nil {

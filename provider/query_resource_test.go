@@ -30,6 +30,7 @@ type queryConfig struct {
 	Source         string // files source folder
 	Returns        string // a second files source, "returns", with the same columns; "" leaves it out
 	Filter         string
+	Transform      string // the transform attribute, verbatim; "" is the filter and select below
 	ProcessingTime string
 	Sink           string // files sink folder; "" is a console sink
 	Location       string // checkpoint.location; "" leaves it out
@@ -64,10 +65,14 @@ resource "lockstep_streaming_query" "q" {
     }
   }
 {{- end}}]
+{{- if .Transform}}
+  transform = {{.Transform}}
+{{- else}}
   transform = [
     { filter = {{printf "%q" .Filter}} },
     { select = [{ name = "order_id", expr = "order_id" }, { name = "cents", expr = "int(amount * 100.0)" }] },
   ]
+{{- end}}
 {{- if .Sink}}
   sink    = { files = { path = {{printf "%q" .Sink}} } }
 {{- else}}

@@ -92,12 +92,17 @@ func (r *queryResource) waitGone(ctx context.Context, namespace, name string, ti
 		if apierrors.IsNotFound(err) {
 			return true, nil
 		}
-		lastErr = err
+		// Keep the error of a read that failed on its own, not of one cut short because the
+		// timeout was near (client-go's rate limiter refuses to wait past the deadline).
+		if deadline, ok := ctx.Deadline(); err == nil || !ok || time.Until(deadline) > pollInterval {
+			lastErr = err
+		}
 		return false, nil
 	})
 	if err != nil {
 		if lastErr == nil {
-			lastErr = errors.New("it still exists; its finalizer may be waiting for the controller")
+			lastErr = errors.New("it still exists; its finalizer waits for the controller to apply checkpoint.retention " +
+				"(check that the Lockstep controller is running)")
 		}
 		return fmt.Errorf("StreamingQuery %s/%s was deleted but is not gone after %s: %v", namespace, name, timeout, lastErr)
 	}

@@ -284,8 +284,9 @@ func (v oneOf) ValidateObject(ctx context.Context, req validator.ObjectRequest, 
 	if len(set) == 1 || len(set) == 0 && v.atMostOne {
 		return
 	}
-	detail := fmt.Sprintf("%s; set: %s.", capitalize(v.MarkdownDescription(ctx)), orNone(set))
-	resp.Diagnostics.AddAttributeError(req.Path, "Invalid Attribute Combination", detail)
+	detail := fmt.Sprintf("At %s: %s; set: %s.", req.Path, v.MarkdownDescription(ctx), orNone(set))
+	// Terraform can point only at a top-level attribute; the detail names the full path.
+	resp.Diagnostics.AddAttributeError(diagnosticPath(req.Path), "Invalid Attribute Combination", detail)
 }
 
 func capitalize(s string) string {
