@@ -23,10 +23,15 @@
 //
 // # Planning
 //
-// ModifyPlan (query_plan.go) sends the planned query as a server-side dry run. The API server
-// runs the CRD's validation and the admission webhooks, which judge the change against the
-// query's checkpoint (compat.Check): a refusal is an error on the attribute the finding names,
-// laid out as rule, change, reason and remedy; admission warnings are warnings. The delivery
-// guarantee is computed with compat.GuaranteeOf, and a changed checkpoint.location is planned
-// as the fresh start it is. See docs/terraform/ for the user's view.
+// ModifyPlan (query_plan.go) runs small steps, each named for what it decides: the delivery
+// guarantee (compat.GuaranteeOf, weaker by compat.Weaker, the one ranking); the identity (an
+// unknown namespace stays unknown); a removed explicit checkpoint.location; the take-over
+// check (the create half of a replacement takes over the query it replaces, nothing else);
+// the server-side dry run, in which the API server runs the CRD's validation and the
+// admission webhooks judge the change against the query's checkpoint (compat.Check) — a
+// refusal is an error on the attribute the finding names, laid out as rule, change, reason and
+// remedy, admission warnings are warnings with one summary per rule; the location in force;
+// and what apply does to the checkpoint (kept, fresh start, resumed, deleted with a replaced
+// query), read from the real checkpoint with the store's credentials (checkpoint_read.go). See
+// docs/terraform/ for the user's view.
 package provider

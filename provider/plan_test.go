@@ -187,3 +187,18 @@ func (w *workspace) planned(attr string, args ...string) string {
 	w.t.Fatalf("the plan has no change of %s", address)
 	return ""
 }
+
+// TestPlanGuaranteeWeakens plans a sink that lowers the delivery guarantee on a query with
+// no checkpoint yet, where no compat finding says it: the plan's own warning does, ranked by
+// compat.Weaker, the one ranking the webhook's sink-guarantee rule uses too.
+func TestPlanGuaranteeWeakens(t *testing.T) {
+	c := newLockstepCluster(t)
+	w := newWorkspace(t, c)
+	q := c.query()
+	w.write(q.hcl())
+	w.apply()
+	console := q
+	console.Sink = ""
+	w.write(console.hcl())
+	golden(t, "plan-guarantee-weakens.golden", w.mustPlan())
+}
