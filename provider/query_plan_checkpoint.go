@@ -204,4 +204,3 @@ func (r *queryResource) describeReplacement(ctx context.Context, p *queryPlan, o
 	diags.AddAttributeWarning(path.Root(attrName), "Query Is Replaced", b.String())
 	return diags
 }
-
