@@ -83,3 +83,34 @@ deploy: manifests ## Install Lockstep into the current kubectl context (OVERLAY=
 
 undeploy: ## Remove what deploy installed (CRDs included: every StreamingQuery goes).
 	$(KUSTOMIZE) $(OVERLAY) | kubectl delete --ignore-not-found -f -
+
+# The Terraform provider, installed without a registry (docs/terraform/guides/install.md).
+# PROVIDER_VERSION is semver without the v: the newest v* tag, else 0.0.1 (Terraform skips 0.0.0).
+.PHONY: install-provider provider-release
+PROVIDER_VERSION ?= $(patsubst v%,%,$(shell git describe --tags --match 'v*' --abbrev=0 2>/dev/null || echo v0.0.1))
+PROVIDER_MIRROR ?= $(HOME)/.terraform.d/plugins
+PROVIDER_PLATFORMS ?= linux_amd64 linux_arm64 darwin_amd64 darwin_arm64 windows_amd64
+PROVIDER_DIST ?= dist/provider
+PROVIDER_SOURCE := registry.terraform.io/lockstep-dev/lockstep
+
+install-provider: ## Build the Terraform provider for this machine into a filesystem mirror (PROVIDER_MIRROR, PROVIDER_VERSION).
+	dir="$(PROVIDER_MIRROR)/$(PROVIDER_SOURCE)/$(PROVIDER_VERSION)/$$(go env GOOS)_$$(go env GOARCH)"; \
+	mkdir -p "$$dir"; \
+	go build -ldflags "-X main.version=$(PROVIDER_VERSION)" -o "$$dir/terraform-provider-lockstep_v$(PROVIDER_VERSION)$$(go env GOEXE)" ./cmd/terraform-provider-lockstep; \
+	echo "Installed $(PROVIDER_SOURCE) $(PROVIDER_VERSION) in $$dir"
+
+provider-release: ## Build the provider's release artifacts in PROVIDER_DIST: a zip per platform, the manifest, SHA256SUMS (signed when GPG_KEY is set).
+	rm -rf "$(PROVIDER_DIST)"; mkdir -p "$(PROVIDER_DIST)"; \
+	name=terraform-provider-lockstep_$(PROVIDER_VERSION); \
+	for p in $(PROVIDER_PLATFORMS); do \
+	  os=$${p%_*}; arch=$${p#*_}; ext=; if [ "$$os" = windows ]; then ext=.exe; fi; \
+	  tmp=$$(mktemp -d); \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch go build -trimpath -ldflags "-s -w -X main.version=$(PROVIDER_VERSION)" \
+	    -o "$$tmp/terraform-provider-lockstep_v$(PROVIDER_VERSION)$$ext" ./cmd/terraform-provider-lockstep; \
+	  (cd "$$tmp" && zip -q -X "$$name"_"$$p".zip "terraform-provider-lockstep_v$(PROVIDER_VERSION)$$ext"); \
+	  mv "$$tmp/$$name"_"$$p".zip "$(PROVIDER_DIST)/"; rm -rf "$$tmp"; \
+	done; \
+	cp cmd/terraform-provider-lockstep/terraform-registry-manifest.json "$(PROVIDER_DIST)/$${name}_manifest.json"; \
+	(cd "$(PROVIDER_DIST)" && sha256sum "$$name"_*.zip "$${name}_manifest.json" > "$${name}_SHA256SUMS"); \
+	if [ -n "$${GPG_KEY:-}" ]; then gpg --batch --local-user "$$GPG_KEY" --detach-sign "$(PROVIDER_DIST)/$${name}_SHA256SUMS"; fi; \
+	ls -1 "$(PROVIDER_DIST)"
