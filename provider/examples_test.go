@@ -229,3 +229,43 @@ func (standInResource) Update(_ context.Context, _ resource.UpdateRequest, resp 
 }
 
 func (standInResource) Delete(context.Context, resource.DeleteRequest, *resource.DeleteResponse) {}
+
+// TestExamplePlatformQueriesApply plans and applies the platform example's team-queries
+// module, unchanged (with a provider block beside it), as a root module against a cluster with the real webhook and
+// controller: the namespace and CheckpointStore that the team module would make with the
+// kubernetes provider are the test's. Then it plans again (nothing to do) and destroys.
+func TestExamplePlatformQueriesApply(t *testing.T) {
+	c := newLockstepCluster(t)
+	dir := copyExample(t, filepath.Join(examplesDir, "platform", "modules", "team-queries"))
+	// The root that calls the module configures the provider; here, a file next to it.
+	if err := os.WriteFile(filepath.Join(dir, "provider_test.tf"), []byte(c.provider()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf := newTerraformCLI(t, dir)
+	tf.env = append(tf.env,
+		"TF_VAR_namespace="+c.namespace, "TF_VAR_checkpoint_store="+c.store,
+		"TF_VAR_landing="+strings.TrimSuffix(c.path("landing"), "/"), "TF_VAR_lake="+strings.TrimSuffix(c.path("lake"), "/"),
+		"TF_VAR_alerts_url=https://alerts.example.com/hooks/big-orders")
+	tf.must("init", "-input=false")
+	w := &workspace{t: t, c: c, dir: dir, tf: tf, names: strings.NewReplacer(c.s3.Bucket, "BUCKET", c.namespace, "NAMESPACE")}
+	golden(t, "plan-platform-queries.golden", w.mustPlan())
+	tf.must("apply", "-auto-approve", "-input=false")
+
+	var outputs map[string]struct {
+		Value map[string]map[string]string `json:"value"`
+	}
+	if err := json.Unmarshal([]byte(tf.must("output", "-json")), &outputs); err != nil {
+		t.Fatal(err)
+	}
+	queries := outputs["queries"].Value
+	if got, want := queries["orders-clean"]["checkpoint"], c.location("orders-clean"); got != want {
+		t.Errorf("orders-clean checkpoint = %q, want %q", got, want)
+	}
+	if got := queries["big-orders"]["guarantee"]; got != "at-least-once" {
+		t.Errorf("big-orders guarantee = %q, want at-least-once", got)
+	}
+	if out, err := tf.run("plan", "-detailed-exitcode", "-input=false"); err != nil {
+		t.Errorf("plan after apply is not empty (%v):\n%s", err, out)
+	}
+	tf.must("destroy", "-auto-approve", "-input=false")
+}

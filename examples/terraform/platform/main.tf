@@ -1,7 +1,7 @@
 # A platform module: what a platform team gives each product team to run streaming queries.
-# The module makes the team's namespace, its S3 credentials Secret and a CheckpointStore that
-# only the team's namespace may use, and runs the team's two queries with their checkpoints
-# in the store.
+# The team module makes the team's namespace, its S3 credentials Secret and a CheckpointStore
+# that only the team's namespace may use; the team-queries module runs the team's two queries
+# with their checkpoints in the store.
 #
 #   terraform init
 #   terraform apply -var s3_access_key_id=... -var s3_secret_access_key=...
@@ -53,11 +53,21 @@ module "payments" {
   s3_endpoint          = "https://minio.storage.svc:9000"
   s3_access_key_id     = var.s3_access_key_id
   s3_secret_access_key = var.s3_secret_access_key
-  landing              = "s3://landing/payments"
-  lake                 = "s3://lake/payments"
-  alerts_url           = "https://alerts.payments.example.com/hooks/big-orders"
+}
+
+module "payments_queries" {
+  source = "./modules/team-queries"
+
+  namespace        = module.payments.namespace
+  checkpoint_store = module.payments.checkpoint_store
+  landing          = "s3://landing/payments"
+  lake             = "s3://lake/payments"
+  alerts_url       = "https://alerts.payments.example.com/hooks/big-orders"
+
+  # The engines and the webhook read the checkpoints with the team's Secret.
+  depends_on = [module.payments]
 }
 
 output "payments" {
-  value = module.payments.queries
+  value = module.payments_queries.queries
 }

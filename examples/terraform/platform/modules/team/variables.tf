@@ -32,18 +32,3 @@ variable "s3_secret_access_key" {
   type      = string
   sensitive = true
 }
-
-variable "landing" {
-  type        = string
-  description = "s3:// folder where the team's order files land."
-}
-
-variable "lake" {
-  type        = string
-  description = "s3:// folder where the team's cleaned data goes."
-}
-
-variable "alerts_url" {
-  type        = string
-  description = "URL that receives big orders as they arrive."
-}

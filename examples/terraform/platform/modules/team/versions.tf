@@ -4,8 +4,5 @@ terraform {
       source  = "hashicorp/kubernetes"
       version = ">= 2.23"
     }
-    lockstep = {
-      source = "lockstep-dev/lockstep"
-    }
   }
 }

@@ -1,0 +1,7 @@
+terraform {
+  required_providers {
+    lockstep = {
+      source = "lockstep-dev/lockstep"
+    }
+  }
+}
