@@ -127,6 +127,23 @@ func orDefault(s, def string) string {
 type cluster struct {
 	dyn       dynamic.Interface
 	namespace string // the default namespace
+	// managed holds the UIDs of the queries that resources of Terraform's state read or wrote
+	// in this run of the provider (one plan or apply): the query that a replacement's create
+	// half finds is one of them.
+	managed sync.Map
+}
+
+// noteManaged records that a resource in Terraform's state holds the query with uid.
+func (c *cluster) noteManaged(uid types.UID) {
+	if uid != "" {
+		c.managed.Store(uid, struct{}{})
+	}
+}
+
+// isManaged reports whether noteManaged recorded uid in this run.
+func (c *cluster) isManaged(uid types.UID) bool {
+	_, ok := c.managed.Load(uid)
+	return ok
 }
 
 // Default client rate limits (provider settings client_qps and client_burst). client-go's

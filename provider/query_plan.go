@@ -213,8 +213,9 @@ func (p *queryPlan) noteRemovedLocation(to string) {
 
 // planTakeOver refuses to create a query that exists outside Terraform: server-side apply
 // would silently take it over. A query that this provider wrote (its field manager applied
-// it) is the one a replacement deletes first — terraform plan -replace, a tainted resource,
-// a changed name or namespace — and the create half plans over it.
+// it) and that a resource of this state holds (its refresh read it in this run) is the one a
+// replacement deletes first — terraform plan -replace, a tainted resource — and the create
+// half plans over it.
 func (r *queryResource) planTakeOver(ctx context.Context, p *queryPlan) bool {
 	if p.hasPrior || r.cluster == nil {
 		return true
@@ -223,8 +224,14 @@ func (r *queryResource) planTakeOver(ctx context.Context, p *queryPlan) bool {
 	if err != nil {
 		return true // absent; or unreadable, which the dry run reports
 	}
-	if !appliedByProvider(cur) {
+	switch {
+	case !appliedByProvider(cur):
 		p.resp.Diagnostics.AddAttributeError(path.Root(attrName), "Streaming Query Already Exists", alreadyExists(p.namespace(), p.name()))
+		return false
+	case !r.cluster.isManaged(cur.GetUID()):
+		// Written by Terraform, but not by a resource of this state: Terraform refreshes
+		// (reads) every resource of the state before it plans, replaced ones included.
+		p.resp.Diagnostics.AddAttributeError(path.Root(attrName), "Streaming Query Already Exists", alreadyWritten(p.namespace(), p.name()))
 		return false
 	}
 	p.replacing = cur

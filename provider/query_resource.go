@@ -381,6 +381,16 @@ func (r *queryResource) setObserved(ctx context.Context, dst attributeSetter, pl
 	return diags
 }
 
+// alreadyWritten explains a query that this provider wrote but that no resource of this
+// state holds (it was not refreshed in this plan).
+func alreadyWritten(namespace, name string) string {
+	return fmt.Sprintf("StreamingQuery %s/%s already exists and was written by Terraform (field manager %s), but no "+
+		"resource that this plan refreshed holds it. If it is this configuration's tainted or replaced query and "+
+		"the plan ran with -refresh=false, plan again with refresh. Otherwise another configuration manages it: "+
+		"import it (terraform import <address> %s/%s) to manage it here, or choose another name.",
+		namespace, name, FieldManager, namespace, name)
+}
+
 func alreadyExists(namespace, name string) string {
 	return fmt.Sprintf("StreamingQuery %s/%s already exists and Terraform does not manage it. Import it "+
 		"(terraform import <address> %s/%s) to manage it here, or choose another name.", namespace, name, namespace, name)
@@ -414,6 +424,7 @@ func (r *queryResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		resp.Diagnostics.AddError("Cannot Read Streaming Query", fmt.Sprintf("Read StreamingQuery %s/%s: %v.", namespace, m.Name.ValueString(), err))
 		return
 	}
+	r.cluster.noteManaged(obj.GetUID())
 	resp.Diagnostics.Append(setSpec(ctx, &resp.State, r.kinds.query, objectSpec(obj), req.State.Raw)...)
 	m.QueryID = types.StringUnknown() // a refresh takes the query id from status
 	resp.Diagnostics.Append(r.setObserved(ctx, &resp.State, m, obj)...)

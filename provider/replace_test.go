@@ -170,3 +170,20 @@ func (c *lockstepCluster) readCheckpoint(t testing.TB, name string) (checkpointF
 	}
 	return cl.readCheckpoint(context.Background(), c.namespace, c.store, c.location(name))
 }
+
+// TestPlanRefusesAnotherConfigurationsQuery plans, in a second configuration, a query that a
+// first one wrote: it is not a replacement of this state's query, so the plan refuses it and
+// says how to import it.
+func TestPlanRefusesAnotherConfigurationsQuery(t *testing.T) {
+	c := newLockstepCluster(t)
+	first := newWorkspace(t, c)
+	first.write(c.query().hcl())
+	first.apply()
+	second := newWorkspace(t, c)
+	second.write(c.query().hcl())
+	out, err := second.plan()
+	if err == nil {
+		t.Fatalf("the second configuration's plan succeeded:\n%s", out)
+	}
+	golden(t, "plan-other-configuration.golden", out)
+}
