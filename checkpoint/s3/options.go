@@ -31,6 +31,9 @@ const (
 	// credential chain when no static keys are set.
 	EnvWebIdentityTokenFile = "AWS_WEB_IDENTITY_TOKEN_FILE"
 	EnvRoleARN              = "AWS_ROLE_ARN"
+	// EnvSTSEndpoint is the STS server web identity asks for credentials
+	// (the AWS SDKs' name); unset means AWS STS in $AWS_REGION.
+	EnvSTSEndpoint = "AWS_ENDPOINT_URL_STS"
 )
 
 // Defaults of the options.
@@ -93,18 +96,21 @@ func WithCredentials(accessKey, secretKey, sessionToken string) Option {
 // standard chain (see WithCredentials). A location on another server than
 // the checkpoint's takes it when it names no keys of its own.
 func WithCredentialChain() Option {
-	return func(c *config) { c.creds, c.accessKey = standardChain(), "" }
+	return func(c *config) { c.creds, c.accessKey = standardChain(c.getenv), "" }
 }
 
 // standardChain is the credential chain after static keys: the shared
 // credentials file, then web identity, then the container and instance
 // metadata endpoints (minio-go's IAM provider tries those in that order,
 // reading the AWS_* variables itself).
-func standardChain() *credentials.Credentials {
-	return credentials.NewChainCredentials([]credentials.Provider{
-		&credentials.FileAWSCredentials{},
-		&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
-	})
+func standardChain(getenv func(string) string) *credentials.Credentials {
+	iam := &credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}}
+	if getenv(EnvWebIdentityTokenFile) != "" {
+		// The provider's Endpoint is STS's for web identity, the metadata
+		// endpoint's otherwise: set it only for the first.
+		iam.Endpoint = getenv(EnvSTSEndpoint)
+	}
+	return credentials.NewChainCredentials([]credentials.Provider{&credentials.FileAWSCredentials{}, iam})
 }
 
 // WithCA trusts the CAs in a PEM file as well as the system's. The default
@@ -179,7 +185,7 @@ func newConfig(opts []Option) (*config, error) {
 			c.creds = credentials.NewStaticV4(id, secret, getenv(EnvSessionToken))
 			c.accessKey = id
 		} else {
-			c.creds = standardChain()
+			c.creds = standardChain(getenv)
 		}
 	}
 	if c.caFile == nil {
