@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
@@ -124,26 +123,17 @@ func TestSinkFaults(t *testing.T) {
 		{Name: "commit", Match: testenv.Match{Method: "PUT", Key: `_delta_log/\d+\.json$`, IfNoneMatch: true}},
 		{Name: "log-read", Match: testenv.Match{Method: "GET", Key: `_delta_log`}},
 	}
-	for _, kind := range testenv.S3Kinds() {
-		t.Run(kind, func(t *testing.T) {
-			srv := testenv.S3Of(t, kind)
-			proxy := testenv.NewS3Proxy(t, srv, 1)
-			cfg := append(proxy.Server().Options(), cks3.WithRetries(0, time.Millisecond))
-			n := 0
-			enginetest.RunSinkFaults(t, proxy, targets, func(t *testing.T) enginetest.SinkHarness {
-				n++
-				l := tableLocation{path: fmt.Sprintf("s3://%s/lake/faults%d", srv.Bucket, n),
-					open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }}
-				return enginetest.SinkHarness{
-					New: func(t *testing.T) engine.Sink { return newSink(t, l, enginetest.SinkColumns, v1.OutputAppend) },
-					Read: func(t *testing.T) []engine.Row {
-						everyVersionReads(t, l.table(t))
-						return l.rows(t)
-					},
-				}
-			})
-		})
-	}
+	enginetest.RunSinkFaultsOnS3(t, targets, func(t *testing.T, srv *testenv.S3Server, opts []cks3.Option, n int) enginetest.SinkHarness {
+		l := tableLocation{path: fmt.Sprintf("s3://%s/lake/faults%d", srv.Bucket, n),
+			open: func(loc string) (blob.Folder, error) { return blob.Open(loc, opts...) }}
+		return enginetest.SinkHarness{
+			New: func(t *testing.T) engine.Sink { return newSink(t, l, enginetest.SinkColumns, v1.OutputAppend) },
+			Read: func(t *testing.T) []engine.Row {
+				everyVersionReads(t, l.table(t))
+				return l.rows(t)
+			},
+		}
+	})
 }
 
 // everyVersionReads reads the table at each of its versions (time travel):
