@@ -37,12 +37,13 @@ import (
 // its newest commit by up to 3 batches committed within that second, and its status shows
 // no batch in flight. A query whose batches are a second or more apart has an exact hint.
 // A query that stops right after a burst is caught up one log entry per poll (at most 7
-// polls, 3 batches); the status of an idle query is exact.
+// polls for 3 batches); the status of an idle query is exact.
 //
 // When the hint names a commit that is missing (someone deleted the newest commit to have
 // the batch replayed), the poll reads the head afresh (the metadata and Checkpoint.Head,
-// from the hint: 14-15 GETs, a listing for the log that lost its entry) and ignores that
-// hint until it moves on. The metadata and the shape change only when an engine starts (it
+// from the hint: about 18 GETs and a listing of the log that lost its entry) and ignores
+// that hint until it moves on. A hint from an engine older than the controller carries no
+// batch timestamp and watermark: the poll then reads the batch's offsets entry too (3 GETs). The metadata and the shape change only when an engine starts (it
 // claims the checkpoint and records the shape of the spec it runs before its first batch)
 // or someone else writes the location, so the whole checkpoint is read again when anything
 // that could have caused that changed: the query's uid or generation, its placement or
