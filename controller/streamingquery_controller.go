@@ -179,6 +179,10 @@ type observation struct {
 	// when it can.
 	refused       error
 	refusedReason string
+	// revoked is true when the store no longer lets the query write (deleted, being
+	// deleted, its namespace no longer allowed, its credentials gone): the engine is stopped
+	// rather than left writing where it may not.
+	revoked bool
 	// unreachable is why the checkpoint could not be read; nil when it was.
 	unreachable error
 	snap        snapshot
@@ -223,8 +227,11 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	if err != nil {
 		return o, err
 	}
+	if len(refused) == 0 {
+		refused = storeDeleting(o.store)
+	}
 	if len(refused) > 0 {
-		o.refused, o.refusedReason = refused.ToAggregate(), v1.ReasonStoreRefused
+		o.refused, o.refusedReason, o.revoked = revokedError(refused.ToAggregate()), v1.ReasonStoreRefused, true
 		return o, nil
 	}
 	var all v1.StreamingQueryList
@@ -243,7 +250,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	overBudget := rctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if errors.Is(err, errStoreRefused) {
-		o.refused, o.refusedReason = err, v1.ReasonStoreRefused
+		o.refused, o.refusedReason, o.revoked = revokedError(err), v1.ReasonStoreRefused, true
 		return o, nil
 	}
 	if err != nil {
@@ -282,6 +289,11 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 // apply creates or updates the ConfigMap and the engine's workload (workload.go).
 func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *observation) error {
 	log := logf.FromContext(ctx)
+	if o.revoked {
+		// The store no longer lets this query write: stop the engine (the checkpoint keeps
+		// its progress) until it does again.
+		return r.stopRevoked(ctx, o)
+	}
 	if o.desiredCM == nil || o.store == nil {
 		if o.refused != nil && q.Spec.Suspend {
 			return r.suspendWorkload(ctx, o)
@@ -334,6 +346,23 @@ func (r *QueryReconciler) suspendWorkload(ctx context.Context, o *observation) e
 		}
 	}
 	return nil
+}
+
+// stopRevoked stops the engine of a query its store no longer admits. The Deployment loses
+// its template hash, so that the store's admitting the query again renders it afresh (with
+// one replica) rather than finding it current.
+func (r *QueryReconciler) stopRevoked(ctx context.Context, o *observation) error {
+	if d := o.deployment; d != nil && deploymentReplicas(d) > 0 {
+		upd := d.DeepCopy()
+		upd.Spec.Replicas = ptr.To(int32(0))
+		delete(upd.Annotations, annotationTemplateHash)
+		if err := r.client.Update(ctx, upd); err != nil {
+			return fmt.Errorf("scale Deployment %s to 0: %w", d.Name, err)
+		}
+		logf.FromContext(ctx).Info("Stopped the engine: its CheckpointStore refuses the query", "deployment", client.ObjectKeyFromObject(d))
+		return nil
+	}
+	return r.suspendWorkload(ctx, o)
 }
 
 func (r *QueryReconciler) scale(ctx context.Context, d *appsv1.Deployment, replicas int32) error {

@@ -67,8 +67,8 @@ func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 			MarkdownDescription: "The checkpoint location the store gives the query `query_namespace`/`query_name` " +
 				"(`s3://bucket/` and the rendered `location_template`); null without `query_name`."},
 		attrReady: schema.BoolAttribute{Computed: true,
-			Description:         "Whether the controller reports the store Ready (its bucket reachable).",
-			MarkdownDescription: "Whether the controller reports the store `Ready` (its bucket reachable)."},
+			Description:         "Whether the controller reports the store Ready: its probe, with the credentials of an allowed namespace, reached the bucket and saw it honour conditional writes. status.conditions says why not.",
+			MarkdownDescription: "Whether the controller reports the store `Ready`: its probe, with the credentials of an allowed namespace, reached the bucket and saw it honour conditional writes. `status.conditions` says why not (`BucketMissing`, `CredentialsRejected`, `ConditionalWritesIgnored`, `Unreachable`, ...)."},
 		"status": dataSourceAttribute(d.kinds.storeStatus),
 	}
 	if !mergeAttributes(attrs, meta, &resp.Diagnostics) {
@@ -115,7 +115,7 @@ func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	set(attrID, obj.GetName())
 	ready := false
 	for _, c := range store.Status.Conditions {
-		if c.Type == "Ready" {
+		if c.Type == v1.ConditionReady {
 			ready = c.Status == metav1.ConditionTrue
 		}
 	}

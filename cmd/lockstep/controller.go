@@ -35,6 +35,7 @@ type controllerConfig struct {
 	resync                  time.Duration
 	readBudget              time.Duration
 	webhookBudget           time.Duration
+	storeProbe              time.Duration
 }
 
 func newControllerCommand() *cobra.Command {
@@ -71,6 +72,8 @@ or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 	f.DurationVar(&cfg.readBudget, "checkpoint-read-budget", controller.DefaultReadBudget, "how long one reconcile may spend reading a checkpoint before it counts as unreachable")
 	f.DurationVar(&cfg.webhookBudget, "webhook-checkpoint-budget", controller.DefaultCheckpointBudget,
 		"how long admission may spend reading a checkpoint before it admits the change with a warning that it was not judged; keep it well below the webhooks' 10s timeout")
+	f.DurationVar(&cfg.storeProbe, "store-probe-interval", controller.DefaultProbeInterval,
+		"how often each CheckpointStore is probed (a listing and a conditional write with an allowed namespace's credentials) for its Ready condition")
 	return cmd
 }
 
@@ -105,6 +108,9 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 	}
 	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithReadBudget(cfg.readBudget)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the StreamingQuery controller: %w", err)
+	}
+	if err := controller.NewStoreReconciler(mgr, controller.WithProbeInterval(cfg.storeProbe)).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the CheckpointStore controller: %w", err)
 	}
 	ready := healthz.Ping
 	if cfg.webhooks {
