@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -375,7 +376,10 @@ func TestTriggerAvailableNowRunsToCompletion(t *testing.T) {
 
 // TestEngineHangRestartedByLiveness: the Kafka broker hangs (its process is stopped with
 // its connections open), so the engine's batch blocks without an error; the liveness
-// probe restarts the engine container, which continues once the broker is back.
+// probe restarts the engine container, which continues once the broker is back. The query
+// sets spec.engine.progressTimeout to 30s, as a user whose batches take a second would: the
+// default bound (5 min at least) is longer than the Kafka client's own 2 min timeout, which
+// would end the hung batch with an error first.
 func TestEngineHangRestartedByLiveness(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
@@ -413,6 +417,7 @@ spec:
   outputMode: append
   trigger: {processingTime: 1s}
   checkpoint: {store: %s}
+  engine: {progressTimeout: 30s}
 `, broker.Addr, tn.location("out/clicks"), tn.store))
 	tn.committed("clicks", 0)
 	pod, err := tn.runningPod("clicks")
@@ -421,19 +426,24 @@ spec:
 	}
 	broker.Freeze()
 	defer broker.Thaw()
-	tn.eventuallyWithin(8*time.Minute, "the liveness probe restarts the hung engine", func() error {
-		var p corev1.Pod
-		if err := tn.in.c.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
+	var restarted corev1.Pod
+	tn.eventually("the liveness probe restarts the hung engine", func() error {
+		if err := tn.in.c.Get(ctx, client.ObjectKeyFromObject(pod), &restarted); err != nil {
 			return err
 		}
-		if restarts(&p) > restarts(pod) {
+		if restarts(&restarted) > restarts(pod) {
 			return nil
 		}
-		return fmt.Errorf("engine container of %s not restarted (restarts %d)", p.Name, restarts(&p))
+		return fmt.Errorf("engine container of %s not restarted (restarts %d)", restarted.Name, restarts(&restarted))
 	})
 	events := string(tn.kubectl(nil, "-n", tn.ns, "get", "events", "--field-selector", "involvedObject.name="+pod.Name))
 	if !strings.Contains(events, "Liveness probe failed") {
 		t.Errorf("the engine was restarted, but not by its liveness probe; events:\n%s", events)
+	}
+	// The probe, not the Kafka client giving up, ended the hung engine, and its termination
+	// message says why.
+	if last := lastTermination(&restarted); last == nil || !strings.Contains(last.Message, "stopped while stuck: no trigger finished") {
+		t.Errorf("the engine's last termination %+v: want it stopped by the probe as stuck, not failed by the Kafka client's timeout", last)
 	}
 	broker.Thaw()
 	produce(10, 10)
@@ -508,6 +518,16 @@ func enginePID(pod *corev1.Pod) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no lockstep engine process in the cgroup of pod %s (%s)", pod.Name, pod.UID)
+}
+
+// lastTermination is how the engine container of pod p last ended, or nil.
+func lastTermination(p *corev1.Pod) *corev1.ContainerStateTerminated {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == controller.EngineContainer {
+			return cs.LastTerminationState.Terminated
+		}
+	}
+	return nil
 }
 
 // metaCondition returns the query's condition of type typ, or nil.
