@@ -120,10 +120,7 @@ spec:
 	})
 
 	// The pod got the Secrets by reference: variables from secretKeyRef, files from mounts.
-	pod, err := tn.runningPod("orders")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := tn.readyPod("orders")
 	var mounted []string
 	for _, v := range pod.Spec.Volumes {
 		if v.Secret != nil {
