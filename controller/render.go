@@ -44,6 +44,11 @@ const (
 	readinessPeriod       = 5
 	livenessPeriodSeconds = 10
 	probeTimeoutSeconds   = 5
+	// livenessGraceSeconds is the grace period of a container the liveness probe restarts,
+	// instead of the pod's (--engine-grace-period, for a batch to finish): an engine that
+	// failed the probe has finished no trigger within its progress timeout, so it will not
+	// reach the batch boundary SIGTERM waits for, and its batch is replayed anyway.
+	livenessGraceSeconds = 10
 )
 
 // EngineSettings are the cluster-wide settings of engine pods, from the controller's flags.
@@ -229,6 +234,8 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 			FailureThreshold: failures,
 		}
 	}
+	liveness := probe("/healthz", livenessPeriodSeconds, livenessFailures)
+	liveness.TerminationGracePeriodSeconds = ptr.To(int64(livenessGraceSeconds))
 	container := corev1.Container{
 		Name:    EngineContainer,
 		Image:   s.Image,
@@ -247,7 +254,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 		Resources: resources(q.Spec.Resources),
 		// /healthz itself judges progress against the spec's bound; a few failed probes
 		// in a row only absorb a slow answer.
-		LivenessProbe:            probe("/healthz", livenessPeriodSeconds, livenessFailures),
+		LivenessProbe:            liveness,
 		ReadinessProbe:           probe("/readyz", readinessPeriod, 3),
 		TerminationMessagePath:   TerminationMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,

@@ -121,8 +121,17 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 	}
 
 	defer stopOnSignals(q.Stop, func() {
-		log.Info("Stopping after the current batch")
 		health.stopping.Store(true)
+		if stuck := health.stuck(); stuck != "" {
+			// Most likely the liveness probe's restart: the kubelet kills the engine after a
+			// short grace period, before it can say why; say it now.
+			log.Warn("Stopping a stuck engine; the next start replays the interrupted batch", "reason", stuck)
+			if cfg.terminationPath != "" {
+				_ = os.WriteFile(cfg.terminationPath, []byte("stopped while stuck: "+stuck), 0o644)
+			}
+			return
+		}
+		log.Info("Stopping after the current batch")
 	}, func() {
 		log.Warn("Exiting at once; the next start replays the interrupted batch")
 		if cfg.terminationPath != "" {
@@ -239,16 +248,25 @@ func (h *engineHealth) Committed(p engine.Progress) {
 
 func (h *engineHealth) Idle(at time.Time) { h.progressed(at) }
 
+// stuck says how long no trigger has finished when that is longer than the bound, else "".
+func (h *engineHealth) stuck() string {
+	since := h.clock.Since(time.Unix(0, h.progress.Load()))
+	if since <= h.bound {
+		return ""
+	}
+	return fmt.Sprintf("no trigger finished for %s, more than the progress timeout %s (spec.engine.progressTimeout)",
+		since.Round(time.Second), h.bound)
+}
+
 // handler returns the health endpoint's handler.
 func (h *engineHealth) handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		since := h.clock.Since(time.Unix(0, h.progress.Load()))
-		if since > h.bound {
-			http.Error(w, fmt.Sprintf("stuck: no trigger finished for %s, more than the progress timeout %s (spec.engine.progressTimeout)",
-				since.Round(time.Second), h.bound), http.StatusServiceUnavailable)
+		if stuck := h.stuck(); stuck != "" {
+			http.Error(w, "stuck: "+stuck, http.StatusServiceUnavailable)
 			return
 		}
+		since := h.clock.Since(time.Unix(0, h.progress.Load()))
 		fmt.Fprintf(w, "ok: last progress %s ago\n", since.Round(time.Millisecond))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
