@@ -302,9 +302,15 @@ func verdictMessage(v *compat.Verdict) string {
 }
 
 // FindingText renders one compat finding on one line, as the webhook's messages and the
-// Compatible condition show it: "[rejected] rule at path: old → new: message Remedy: remedy".
+// Compatible condition show it: "[rejected] rule at path: "old" → "new": message Remedy:
+// remedy". A finding without values (both absent, as for a rule about the spec as a whole)
+// has no "old → new" part. The Terraform provider reads this text back (provider/diagnostics.go).
 func FindingText(f compat.Finding) string {
-	s := fmt.Sprintf("[%s] %s at %s: %q → %q: %s", f.Severity, f.Rule, f.Path, f.Old, f.New, f.Message)
+	s := fmt.Sprintf("[%s] %s at %s: ", f.Severity, f.Rule, f.Path)
+	if f.Old != "" || f.New != "" {
+		s += fmt.Sprintf("%q → %q: ", f.Old, f.New)
+	}
+	s += f.Message
 	if f.Remedy != "" {
 		s += " Remedy: " + f.Remedy
 	}

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/lockstep-dev/lockstep/compat"
 )
 
 func TestInspectPods(t *testing.T) {
@@ -46,6 +48,28 @@ func TestInspectPods(t *testing.T) {
 			}
 			if tt.want.failing && (failure == nil || failure.Message != "boom") {
 				t.Errorf("inspectPods().failure = %+v, want the termination message", failure)
+			}
+		})
+	}
+}
+
+func TestFindingText(t *testing.T) {
+	tests := []struct {
+		name string
+		f    compat.Finding
+		want string
+	}{
+		{"changed", compat.Finding{Rule: "files-path", Severity: compat.Rejected, Path: "spec.sources[0].files.path", Old: "a", New: "b", Message: "Moved.", Remedy: "Revert."},
+			`[rejected] files-path at spec.sources[0].files.path: "a" → "b": Moved. Remedy: Revert.`},
+		{"added", compat.Finding{Rule: "source-added", Severity: compat.Allowed, Path: "spec.sources", New: "orders", Message: "Added."},
+			`[allowed] source-added at spec.sources: "" → "orders": Added.`},
+		{"no values", compat.Finding{Rule: "guarantee", Severity: compat.Warning, Path: "spec", Message: "Weaker."},
+			`[warning] guarantee at spec: Weaker.`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := FindingText(tt.f); got != tt.want {
+				t.Errorf("FindingText() = %q, want %q", got, tt.want)
 			}
 		})
 	}
