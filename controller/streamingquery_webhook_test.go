@@ -14,8 +14,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -281,5 +284,33 @@ func TestWebhookTypeErrorsAreSchemaErrors(t *testing.T) {
 	causes := statusCauses(err)
 	if !apierrors.IsInvalid(err) || !strings.Contains(causes, "spec.sources[0].files.path: ") || !strings.Contains(err.Error(), "must be of type string") {
 		t.Errorf("Create with a number for spec.sources[0].files.path = %v (causes:\n%s), want the schema's Invalid with the field path", err, causes)
+	}
+}
+
+func TestValidateVerdictNamesTheQuery(t *testing.T) {
+	rejected := compat.Verdict{Severity: compat.Rejected, Findings: []compat.Finding{{Rule: "files-path", Severity: compat.Rejected, Path: "spec.sources[0].files.path", Old: "a", New: "b", Message: "Moved."}}}
+	named := querytest.Make("orders", "ns").Obj()
+	unnamed := querytest.Make("", "ns").Obj()
+	unnamed.GenerateName = "orders-"
+	tests := []struct {
+		name string
+		q    *v1.StreamingQuery
+		req  string // the admission request's name
+		want string
+	}{
+		{"named", named, "", `StreamingQuery.streaming.lockstep.dev "orders" is invalid`},
+		{"named by the request", unnamed, "orders-x1", `StreamingQuery.streaming.lockstep.dev "orders-x1" is invalid`},
+		{"generateName", unnamed, "", `StreamingQuery.streaming.lockstep.dev "orders-" is invalid`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var req admission.Request
+			req.Name = tt.req
+			ctx := admission.NewContextWithRequest(context.Background(), req)
+			_, err := controller.ValidateVerdict(ctx, tt.q, rejected)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ValidateVerdict() = %v, want Invalid containing %q", err, tt.want)
+			}
+		})
 	}
 }
