@@ -160,6 +160,9 @@ func (r *QueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if c := compatibilityEvent(old.Conditions, q.Status.Conditions); c != nil {
 		r.recorder.Eventf(&q, nil, corev1.EventTypeWarning, c.Reason, "Check", "%s", truncate(fmt.Sprintf("Refused generation %d: %s", q.Generation, c.Message), maxEventNote))
 	}
+	if e := phaseEvent(old, &q.Status); e != nil {
+		r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
+	}
 	if !equality.Semantic.DeepEqual(old, &q.Status) {
 		if err := r.client.Status().Update(ctx, &q); err != nil {
 			return ctrl.Result{}, fmt.Errorf("update status: %w", err)

@@ -15,7 +15,7 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=cs,categories=lockstep
+// +kubebuilder:resource:scope=Cluster,shortName=ckpts,categories=lockstep
 // +kubebuilder:printcolumn:name="Bucket",type=string,JSONPath=`.spec.s3.bucket`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.s3.endpoint`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
