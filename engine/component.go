@@ -164,6 +164,11 @@ type SinkEnv struct {
 	// Columns are the columns of the rows the sink receives.
 	Columns    v1.Columns
 	OutputMode v1.OutputMode
+	// Keys are the output columns that identify a row, for sinks that upsert
+	// in update mode (the spec's UpsertKeys: declared keys, else the
+	// aggregation's grouping keys); nil when the query has none. An empty,
+	// non-nil Keys is a global aggregation: one row, replaced each batch.
+	Keys []string
 	// Open returns the folder of a location with the engine's S3 settings.
 	Open FolderOpener
 	// Stdout is where a console sink prints; os.Stdout by default.

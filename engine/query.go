@@ -534,10 +534,12 @@ func (r *run) build(ctx context.Context) error {
 	if hook == nil {
 		hook = func(Phase, int64) {}
 	}
+	keys, _ := q.spec.UpsertKeys()
 	sink, err := q.reg.sinks[q.spec.Sink.Kind()].new(ctx, &q.spec.Sink, SinkEnv{
 		QueryID:    r.queryID,
 		Columns:    q.outCols,
 		OutputMode: q.spec.OutputMode,
+		Keys:       keys,
 		Open:       q.folderOpener(q.spec.Sink.S3Connection(), ""),
 		Stdout:     q.opts.stdout,
 		Logger:     q.opts.logger.With("sink", string(q.spec.Sink.Kind())),
