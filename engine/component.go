@@ -175,6 +175,9 @@ type SinkEnv struct {
 	Stdout io.Writer
 	// Logger is the engine's logger; it discards by default.
 	Logger *slog.Logger
+	// Getenv reads the engine's environment (a sink's connection settings);
+	// os.Getenv unless the engine was given WithEnv.
+	Getenv func(string) string
 	// Reached reports that the sink is in the middle of writing a batch:
 	// after its data is written, before the data is committed. Sinks call
 	// it with PhaseSinkWrite; crash tests stop the process there.

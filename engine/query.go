@@ -543,6 +543,7 @@ func (r *run) build(ctx context.Context) error {
 		Open:       q.folderOpener(q.spec.Sink.S3Connection(), ""),
 		Stdout:     q.opts.stdout,
 		Logger:     q.opts.logger.With("sink", string(q.spec.Sink.Kind())),
+		Getenv:     q.opts.getenv,
 		Reached:    hook,
 	})
 	if err != nil {
