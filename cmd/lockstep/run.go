@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/engine/postgres"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
@@ -85,6 +86,7 @@ func newRegistry(opts ...webhook.Opt) (*engine.Registry, error) {
 		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.SinkWith(opts...)),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
+		reg.RegisterSink(v1.SinkPostgres, postgres.SinkSpec(), postgres.NewSink),
 	)
 }
 
