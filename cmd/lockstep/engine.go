@@ -100,7 +100,8 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 		return "", err
 	}
 	health := newEngineHealth(log, clock.RealClock{}, obj.Spec.ProgressTimeout())
-	srv := newQueryServer(obj, metrics.WithProcessCollectors())
+	srv := newQueryServer(obj, "", metrics.WithProcessCollectors())
+	log = slog.New(srv.ring.LogHandler(log.Handler()))
 	q, err := engine.New(obj, reg,
 		engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),
 		engine.WithStartGuard(compatGuard(log)),
@@ -135,6 +136,7 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 	})()
 
 	sum, err := q.Run(ctx)
+	srv.ring.Ended(time.Now(), err)
 	if err != nil {
 		if errors.Is(err, engine.ErrRefused) {
 			return "", withExitCode(exitRefused, err)

@@ -107,10 +107,12 @@ func runQuery(ctx context.Context, file, location, progress, httpAddr string, st
 		return withExitCode(exitInvalid, err)
 	}
 	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var logs slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
 	var observer engine.Observer = obs
+	var srv *queryServer
 	if httpAddr != "" {
-		srv := newQueryServer(obj)
+		srv = newQueryServer(obj, location)
+		logs = srv.ring.LogHandler(logs)
 		mux := http.NewServeMux()
 		srv.register(mux)
 		addr, stop, err := serveHTTP(httpAddr, mux)
@@ -121,6 +123,7 @@ func runQuery(ctx context.Context, file, location, progress, httpAddr string, st
 		obs.printf("lockstep: query page on http://%s/ (metrics at /metrics)", addr)
 		observer = append(observers{obs}, srv.observers()...)
 	}
+	logger := slog.New(logs)
 	opts := []engine.Option{
 		engine.WithLogger(logger),
 		engine.WithObserver(observer),
@@ -150,6 +153,9 @@ func runQuery(ctx context.Context, file, location, progress, httpAddr string, st
 	})()
 
 	sum, err := q.Run(ctx)
+	if srv != nil {
+		srv.ring.Ended(time.Now(), err)
+	}
 	if err != nil {
 		if errors.Is(err, engine.ErrRefused) {
 			return withExitCode(exitRefused, err)
