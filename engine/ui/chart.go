@@ -10,13 +10,13 @@ import (
 // The charts are drawn on the server as inline SVG: a few hundred points need
 // no charting library, and the page stays one request with no build step.
 const (
-	chartW, chartH          = 560, 190
-	padLeft, padRight       = 70, 10
-	padTop, padBottom       = 10, 24
-	plotW, plotH            = chartW - padLeft - padRight, chartH - padTop - padBottom
-	maxSeries               = 8 // colours in page.css: .s0 … .s7
-	gridLines               = 3
-	barFill         float64 = 0.8
+	chartW, chartH            = 560, 190
+	padLeft, padRight         = 70, 10
+	padTop, padBottom         = 10, 24
+	plotW, plotH              = chartW - padLeft - padRight, chartH - padTop - padBottom
+	maxSeries                 = 8 // colours in page.css: .s0 … .s7
+	gridLines                 = 3
+	barFill           float64 = 0.8
 )
 
 // series is one line (or one layer of stacked bars): a value per batch, NaN
