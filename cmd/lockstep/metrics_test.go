@@ -63,9 +63,10 @@ func (b *lockedBuffer) String() string {
 
 // liveRun is `lockstep run --http 127.0.0.1:0 --progress json` running in the test.
 type liveRun struct {
-	url    string // http://host:port
-	stderr *lockedBuffer
-	stop   func() // cancels the run and waits for it to return
+	url        string // http://host:port
+	checkpoint string // the checkpoint's folder
+	stderr     *lockedBuffer
+	stop       func() // cancels the run and waits for it to return
 }
 
 var pageLine = regexp.MustCompile(`query page on (http://[^/ ]+)/`)
@@ -80,12 +81,12 @@ func startRun(t *testing.T, yaml string) *liveRun {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
-	r := &liveRun{stderr: &lockedBuffer{}}
+	r := &liveRun{stderr: &lockedBuffer{}, checkpoint: filepath.Join(dir, "checkpoint")}
 	done := make(chan struct{})
 	var runErr error
 	go func() {
 		defer close(done)
-		runErr = runQuery(ctx, file, filepath.Join(dir, "checkpoint"), progressJSON, "127.0.0.1:0", io.Discard, r.stderr)
+		runErr = runQuery(ctx, file, r.checkpoint, progressJSON, "127.0.0.1:0", io.Discard, r.stderr)
 	}()
 	var once sync.Once
 	r.stop = func() {

@@ -136,3 +136,77 @@ func TestRunServesPage(t *testing.T) {
 		prev = id
 	}
 }
+
+// TestUIServesHistory runs a query, stops it, and loads `lockstep ui`'s page of
+// its checkpoint in a real browser: the table and charts are the commit log's.
+func TestUIServesHistory(t *testing.T) {
+	run := startRun(t, windowedTicks)
+	run.scrapeUntil(t, 3)
+	run.stop()
+	c, err := loadCheckpoint(t.Context(), run.checkpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged, err := c.Batches(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed := map[int64]int64{} // batch → input rows
+	for _, b := range logged {
+		if b.Commit != nil {
+			committed[b.ID] = b.Commit.Progress.NumInputRows
+		}
+	}
+
+	ctx, cancel := context.WithCancel(t.Context())
+	stderr := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- serveHistory(ctx, run.checkpoint, "127.0.0.1:0", stderr) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("lockstep ui: %v", err)
+		}
+	}()
+	var url string
+	for url == "" {
+		if m := pageLine.FindStringSubmatch(stderr.String()); m != nil {
+			url = m[1]
+			break
+		}
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("lockstep ui ended: %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	dom := pageDOM(t, url+"/", "history-page")
+	for _, want := range []string{`data-live="false"`, `data-status="stopped"`, "history of a stopped query",
+		c.Metadata().ID, "metrics-test/ticks-per-second", "<strong>none</strong>", "processingTime=100ms",
+		"No stateful operator, or its state is not in this history."} {
+		if !strings.Contains(dom, want) {
+			t.Errorf("the page lacks %q", want)
+		}
+	}
+	if strings.Contains(dom, `href="/metrics"`) {
+		t.Errorf("the history page links /metrics, which it does not serve")
+	}
+	rows := regexp.MustCompile(`(?s)<tr data-batch="(\d+)"><td>\d+</td><td class="l">[^<]*</td><td>(\d+)</td>`).FindAllStringSubmatch(dom, -1)
+	want := min(len(committed), 25)
+	if len(rows) != want {
+		t.Fatalf("the table lists %d batches, want %d of the %d committed", len(rows), want, len(committed))
+	}
+	for _, r := range rows {
+		id, _ := strconv.ParseInt(r[1], 10, 64)
+		in, _ := strconv.ParseInt(r[2], 10, 64)
+		if logged, ok := committed[id]; !ok || logged != in {
+			t.Errorf("table: batch %d with %d input rows; the commit log has %d (found %v)", id, in, logged, ok)
+		}
+	}
+	for _, id := range []string{"rates", "durations", "watermark"} {
+		if svg := svgOf(t, dom, id); !strings.Contains(svg, `data-batches="`+strconv.Itoa(len(committed))+`"`) {
+			t.Errorf("chart %s does not draw the %d committed batches", id, len(committed))
+		}
+	}
+}

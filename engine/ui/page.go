@@ -154,13 +154,13 @@ func charts(batches []engine.Progress) []chart {
 	return []chart{
 		{ID: "rates", Title: "Input rate and processing rate (rows/s)", Batches: ids, Format: rate,
 			Series: []series{{"input rows/s", input}, {"processed rows/s", processed}}, Empty: "No batch yet."},
-		{ID: "durations", Title: "Batch duration by phase", Batches: ids, Format: func(v float64) string { return millis(int64(v)) },
+		{ID: "durations", Title: "Batch duration by phase", Batches: ids, Format: axisMillis,
 			Series: phases, Stacked: true, Empty: "No batch yet."},
 		{ID: "lag", Title: "Source lag (records beyond the batch's end, when planned)", Batches: ids, Format: rows,
 			Series: lag, Empty: "No source of this query reports its lag."},
 		{ID: "state", Title: "State rows per operator", Batches: ids, Format: rows,
 			Series: state, Empty: "No stateful operator, or its state is not in this history."},
-		{ID: "watermark", Title: "Event-time watermark (UTC)", Batches: ids, Format: func(v float64) string { return clock(int64(v)) },
+		{ID: "watermark", Title: "Event-time watermark (UTC)", Batches: ids, Format: clockFor(watermark),
 			Series: []series{{"watermark", watermark}}, FromMin: true, Empty: "The query has no watermark, or it has not moved yet."},
 	}
 }
@@ -216,6 +216,30 @@ func millis(ms int64) string {
 		return fmt.Sprintf("%d ms", ms)
 	}
 	return fmt.Sprintf("%.1f s", float64(ms)/1e3)
+}
+
+// axisMillis writes a duration in milliseconds, with a decimal below 10 ms
+// so that a short batch's axis does not read 0, 0, 0.
+func axisMillis(ms float64) string {
+	if ms < 10 && ms != math.Trunc(ms) {
+		return fmt.Sprintf("%.1f ms", ms)
+	}
+	return millis(int64(ms))
+}
+
+// clockFor returns the watermark axis' format: with milliseconds when the
+// values span less than ten seconds.
+func clockFor(values []float64) func(float64) string {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, v := range values {
+		if !math.IsNaN(v) {
+			lo, hi = math.Min(lo, v), math.Max(hi, v)
+		}
+	}
+	if hi-lo >= 10_000 {
+		return func(v float64) string { return clock(int64(v)) }
+	}
+	return func(v float64) string { return time.UnixMilli(int64(v)).UTC().Format("15:04:05.000") }
 }
 
 func clock(ms int64) string {
