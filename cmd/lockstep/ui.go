@@ -205,4 +205,3 @@ func sinkGuarantee(kind v1.SinkKind) *engine.Guarantee {
 	}
 	return &engine.Guarantee{Level: spec.Guarantee.Level, Reason: spec.Guarantee.Reason}
 }
-
