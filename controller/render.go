@@ -225,7 +225,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 		env = append(env, corev1.EnvVar{Name: EnvS3InsecureSkipTLS, Value: "true"})
 	}
 	secretVols, secretMounts := secretVolumes(uses)
-	health := intstr.FromString("health")
+	health := intstr.FromString(EnginePortName)
 	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: health}},
@@ -250,7 +250,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 		// checkpoint's credentials.
 		EnvFrom:   slices.Clone(es.EnvFrom),
 		Env:       env,
-		Ports:     []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
+		Ports:     []corev1.ContainerPort{{Name: EnginePortName, ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
 		Resources: resources(q.Spec.Resources),
 		// /healthz itself judges progress against the spec's bound; a few failed probes
 		// in a row only absorb a slow answer.

@@ -64,10 +64,14 @@ type QueryReconciler struct {
 	resync   time.Duration
 	budget   time.Duration
 	polls    *poller
+	metrics  *Metrics
 }
 
 // Option configures a QueryReconciler.
 type Option func(*QueryReconciler)
+
+// WithMetrics counts reconcile errors in m; the default counts nothing.
+func WithMetrics(m *Metrics) Option { return func(r *QueryReconciler) { r.metrics = m } }
 
 // WithClock sets the clock that stamps conditions and judges progress. Default: the real clock.
 func WithClock(c clock.PassiveClock) Option { return func(r *QueryReconciler) { r.clock = c } }
@@ -133,6 +137,14 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile brings one query's engine and status in line with its spec and checkpoint.
 func (r *QueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if err != nil {
+		r.metrics.reconcileFailed(req.Namespace, req.Name)
+	}
+	return res, err
+}
+
+func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var q v1.StreamingQuery
 	if err := r.client.Get(ctx, req.NamespacedName, &q); err != nil {
 		if apierrors.IsNotFound(err) {

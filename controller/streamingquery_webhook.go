@@ -32,13 +32,18 @@ const DefaultCheckpointBudget = 3 * time.Second
 // QueryWebhook defaults and validates StreamingQueries at admission, compat check included.
 // It is safe for concurrent use.
 type QueryWebhook struct {
-	client client.Reader // StreamingQueries (cached)
-	reader client.Reader // CheckpointStores, Secrets, Namespaces (uncached)
-	budget time.Duration
+	client  client.Reader // StreamingQueries (cached)
+	reader  client.Reader // CheckpointStores, Secrets, Namespaces (uncached)
+	budget  time.Duration
+	metrics *Metrics
 }
 
 // A WebhookOption configures a QueryWebhook.
 type WebhookOption func(*QueryWebhook)
+
+// WithVerdictMetrics counts the compat findings of admitted and refused changes in m; the
+// default counts nothing.
+func WithVerdictMetrics(m *Metrics) WebhookOption { return func(w *QueryWebhook) { w.metrics = m } }
 
 // WithCheckpointBudget bounds the checkpoint reads of one admission request, the store's
 // access check included. When they take longer, the change is admitted with a warning that
@@ -180,6 +185,7 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", p.location, snap.meta.Owner))})
 	}
 	v := compat.Check(snap.shape, &located.Spec)
+	w.metrics.verdict(v)
 	return ValidateVerdict(ctx, q, v)
 }
 

@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -106,7 +107,12 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithReadBudget(cfg.readBudget)).SetupWithManager(mgr); err != nil {
+	metrics, err := controller.NewMetrics(ctrlmetrics.Registry, mgr.GetClient())
+	if err != nil {
+		return fmt.Errorf("controller metrics: %w", err)
+	}
+	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithReadBudget(cfg.readBudget),
+		controller.WithMetrics(metrics)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the StreamingQuery controller: %w", err)
 	}
 	if err := controller.NewStoreReconciler(mgr, controller.WithProbeInterval(cfg.storeProbe)).SetupWithManager(mgr); err != nil {
@@ -114,7 +120,7 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 	}
 	ready := healthz.Ping
 	if cfg.webhooks {
-		if err := controller.NewQueryWebhook(mgr, controller.WithCheckpointBudget(cfg.webhookBudget)).SetupWithManager(mgr); err != nil {
+		if err := controller.NewQueryWebhook(mgr, controller.WithCheckpointBudget(cfg.webhookBudget), controller.WithVerdictMetrics(metrics)).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up the webhooks: %w", err)
 		}
 		ready = mgr.GetWebhookServer().StartedChecker()
