@@ -14,7 +14,7 @@ PKGS ?= ./...
 all: build
 
 help: ## Show the targets.
-	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+	@grep -E '^[a-z.-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
 
 # VERSION is linked into the binaries (`lockstep version`; the controller's default engine
 # image is the release of its version): the newest v* tag, else the commit. Empty: Go's build info.
@@ -42,7 +42,6 @@ e2e-short: ## Run the end-to-end suite without (re)building the tools.
 image: ## Build the lockstep image tarball bin/lockstep-image.tar without Docker (IMAGE=ref, VERSION=v).
 	go run ./hack/image -ref $(IMAGE) -version $(VERSION) -out bin/lockstep-image.tar
 IMAGE ?= ghcr.io/lockstep-dev/lockstep:dev
-VERSION ?= dev
 
 test-short: ## Run the tests without (re)building the tools.
 	go test $(GO_TEST_FLAGS) $(PKGS)
@@ -58,6 +57,7 @@ generate: ## Regenerate deepcopy, CRDs and reference docs.
 	@hack/tools.sh controller_gen >/dev/null
 	$(TOOLS_BIN)/controller-gen object paths=./api/...
 	$(TOOLS_BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	cp config/crd/bases/*.yaml charts/lockstep/crds/
 	go generate ./compat/...
 	@hack/tools.sh terraform >/dev/null
 	PATH="$(TOOLS_BIN):$$PATH" go generate ./provider/...
@@ -71,18 +71,34 @@ bench: ## Run the benchmarks and print their tables.
 clean-tools: ## Remove the tool cache.
 	rm -rf $(LOCKSTEP_TOOLS)
 
-.PHONY: render deploy undeploy
+.PHONY: render deploy undeploy install.yaml
 KUSTOMIZE ?= kubectl kustomize
+export KUSTOMIZE
 OVERLAY ?= config/default
+# RELEASE is the Lockstep release this checkout installs: the chart's appVersion.
+RELEASE ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/lockstep/Chart.yaml)
+# INSTALL_IMAGE is the controller's and engines' image in what render, install.yaml and deploy write.
+INSTALL_IMAGE ?= ghcr.io/lockstep-dev/lockstep:$(RELEASE)
 
-render: manifests ## Print the install manifests of $(OVERLAY) (config/default: cert-manager; config/dev: self-signed).
-	$(KUSTOMIZE) $(OVERLAY)
+render: ## Print the install manifests of $(OVERLAY) with the image pinned to $(INSTALL_IMAGE).
+	@hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE)
 
-deploy: manifests ## Install Lockstep into the current kubectl context (OVERLAY=config/dev without cert-manager).
-	$(KUSTOMIZE) $(OVERLAY) | kubectl apply --server-side -f -
+install.yaml: ## Write bin/install.yaml, the release's manifests: config/default (cert-manager), image $(INSTALL_IMAGE).
+	@mkdir -p bin
+	hack/install-manifests.sh config/default $(INSTALL_IMAGE) > bin/install.yaml
+	@echo "wrote bin/install.yaml for $(INSTALL_IMAGE)"
 
-undeploy: ## Remove what deploy installed (CRDs included: every StreamingQuery goes).
-	$(KUSTOMIZE) $(OVERLAY) | kubectl delete --ignore-not-found -f -
+# deploy and undeploy change no tracked file and regenerate nothing: run `make manifests` first
+# when the markers changed.
+deploy: ## Install Lockstep into the current kubectl context (OVERLAY=config/dev without cert-manager).
+	hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE) | kubectl apply --server-side -f -
+
+# The queries and stores go first, while the controller still runs to release their
+# finalizers; then everything else, CRDs included.
+undeploy: ## Remove every StreamingQuery and CheckpointStore, then what deploy installed.
+	-kubectl delete streamingqueries --all --all-namespaces --timeout=5m
+	-kubectl delete checkpointstores --all --timeout=2m
+	hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE) | kubectl delete --ignore-not-found -f -
 
 # The Terraform provider, installed without a registry (docs/terraform/guides/install.md).
 # PROVIDER_VERSION is semver without the v: the newest v* tag, else 0.0.1 (Terraform skips 0.0.0).

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,6 +51,8 @@ type Checkpoint struct {
 	meta     Metadata
 	readOnly bool
 	known    atomic.Int64 // 1 + the newest committed batch seen; 0 for none
+	now      func() time.Time
+	hint     hintState // when _latest was written, and what it carries (head.go)
 }
 
 // A ClaimOption configures Claim.
@@ -68,8 +69,9 @@ type claimOptions struct {
 // owner is an *OwnerMismatchError.
 func Adopt() ClaimOption { return func(o *claimOptions) { o.adopt = true } }
 
-// WithClock sets the clock that stamps the metadata of a new checkpoint. The
-// default is time.Now.
+// WithClock sets the clock that stamps the metadata of a new checkpoint and
+// times the writes of the _latest hint (see HintMaxAge). The default is
+// time.Now.
 func WithClock(now func() time.Time) ClaimOption { return func(o *claimOptions) { o.now = now } }
 
 // Claim opens the checkpoint in s for writing on behalf of owner.
@@ -87,7 +89,7 @@ func Claim(ctx context.Context, s Store, owner Owner, opts ...ClaimOption) (*Che
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &Checkpoint{store: s}
+	c := &Checkpoint{store: s, now: o.now}
 	for attempt := 0; ; attempt++ {
 		meta, err := c.readMetadata(ctx)
 		if errors.Is(err, ErrNotFound) {
@@ -130,7 +132,7 @@ func Claim(ctx context.Context, s Store, owner Owner, opts ...ClaimOption) (*Che
 // with ErrReadOnly. A location without a checkpoint is an error wrapping
 // ErrNotFound.
 func Load(ctx context.Context, s Store) (*Checkpoint, error) {
-	c := &Checkpoint{store: s, readOnly: true}
+	c := &Checkpoint{store: s, readOnly: true, now: time.Now}
 	meta, err := c.readMetadata(ctx)
 	if errors.Is(err, ErrNotFound) {
 		raced, err := c.checkEmpty(ctx)
@@ -169,14 +171,19 @@ func (c *Checkpoint) AddOffsets(ctx context.Context, o Offsets) error {
 	if err != nil {
 		return fmt.Errorf("add offsets for batch %d: %w", o.BatchID, err)
 	}
-	return c.add(ctx, OffsetsKey, o.BatchID, data)
+	if err := c.add(ctx, OffsetsKey, o.BatchID, data); err != nil {
+		return err
+	}
+	c.hint.plan(o)
+	return nil
 }
 
 // AddCommit adds cm to the commit log: call it after the sink has committed
 // batch cm.BatchID. A lost race is an error wrapping ErrFenced. Every
-// HintInterval batches it then updates the _latest hint that a restarted
-// process's Head starts from; a failure to do so is not reported, since the
-// hint only saves requests.
+// HintInterval batches, and whenever HintMaxAge passed since this Checkpoint
+// last did so, it then updates the _latest hint that a restarted process's
+// Head and the controller's status polls start from; a failure to do so is
+// not reported, since the hint only saves requests.
 func (c *Checkpoint) AddCommit(ctx context.Context, cm Commit) error {
 	data, err := encodeCommit(cm)
 	if err != nil {
@@ -186,10 +193,7 @@ func (c *Checkpoint) AddCommit(ctx context.Context, cm Commit) error {
 		return err
 	}
 	c.remember(cm.BatchID)
-	if cm.BatchID%HintInterval == 0 {
-		hint, _ := json.Marshal(latestHint{Commit: cm.BatchID})
-		_ = c.store.Put(ctx, latestKey, append(hint, '\n')) // a stale or missing hint costs requests, not correctness
-	}
+	c.writeHint(ctx, cm.BatchID)
 	return nil
 }
 

@@ -1,11 +1,13 @@
 package checkpoint
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 )
 
 // Head is what a restart finds at the end of the logs.
@@ -36,15 +38,112 @@ func (h Head) Next() int64 {
 	}
 }
 
-// latestHint is the content of the _latest object.
-type latestHint struct {
+// Hint is the content of the _latest object: a recent commit, written by
+// AddCommit (see HintInterval and HintMaxAge). It is only ever trusted as a
+// place to start looking: Head reads forward from it.
+type Hint struct {
+	// Commit is a committed batch: the newest one when the hint was written.
 	Commit int64 `json:"commit"`
+	// BatchTimestampMs and BatchWatermarkMs are those of Commit's offsets
+	// entry, so that a reader of the hint and the commit it names has the
+	// batch's timestamp and watermark without reading a third object. Both
+	// are nil when the writer had neither written nor read that entry, and in
+	// hints written before Lockstep recorded them.
+	BatchTimestampMs *int64 `json:"batchTimestampMs,omitempty"`
+	BatchWatermarkMs *int64 `json:"batchWatermarkMs,omitempty"`
 }
 
 // HintInterval is how often, in batches, AddCommit rewrites the _latest hint.
-// An overwrite costs more than a create on S3 servers; a hint lagging by up to
-// HintInterval-1 batches costs a restarting process as many extra reads, once.
+// An overwrite costs more than a create on S3 servers (and a request costs
+// money on AWS); a hint lagging by up to HintInterval-1 batches costs a
+// restarting process as many extra reads, once.
 const HintInterval = 4
+
+// HintMaxAge is how long a writer lets its hint lag: AddCommit also rewrites
+// _latest when at least this long passed since this Checkpoint last wrote it
+// (or it never did). A query whose batches commit HintMaxAge or more apart
+// thus always has an exact hint, at one overwrite per batch, while a busy one
+// still writes it every HintInterval batches; in between a writer adds at most
+// one overwrite per HintMaxAge. Either way the hint lags the newest commit by
+// at most HintInterval-1 batches, committed within HintMaxAge of the hint's.
+const HintMaxAge = time.Second
+
+// hintState is what a writing Checkpoint knows of the hint: when it last
+// wrote it, and the newest offsets entry it wrote or read, whose timestamp
+// and watermark the next hint carries.
+type hintState struct {
+	mu      sync.Mutex
+	written time.Time // zero: never
+	planned *Offsets  // only BatchID, BatchTimestampMs and BatchWatermarkMs
+}
+
+// plan records that o is the newest offsets entry this Checkpoint has seen.
+func (s *hintState) plan(o Offsets) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.planned == nil || s.planned.BatchID <= o.BatchID {
+		s.planned = &Offsets{BatchID: o.BatchID, BatchTimestampMs: o.BatchTimestampMs, BatchWatermarkMs: o.BatchWatermarkMs}
+	}
+}
+
+// due reports whether the commit of batch at now rewrites the hint, and with
+// what; a write that is due counts as written at now.
+func (s *hintState) due(batch int64, now time.Time) (Hint, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if batch%HintInterval != 0 && !s.written.IsZero() && now.Sub(s.written) < HintMaxAge {
+		return Hint{}, false
+	}
+	s.written = now
+	h := Hint{Commit: batch}
+	if p := s.planned; p != nil && p.BatchID == batch {
+		ts, wm := p.BatchTimestampMs, p.BatchWatermarkMs
+		h.BatchTimestampMs, h.BatchWatermarkMs = &ts, &wm
+	}
+	return h, true
+}
+
+// failed undoes the record of the write at at, so that the next commit
+// writes the hint again.
+func (s *hintState) failed(at time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.written.Equal(at) {
+		s.written = time.Time{}
+	}
+}
+
+// writeHint rewrites _latest after the commit of batch, when it is due.
+func (c *Checkpoint) writeHint(ctx context.Context, batch int64) {
+	now := c.now()
+	h, due := c.hint.due(batch, now)
+	if !due {
+		return
+	}
+	data, _ := json.Marshal(h) // integers only: cannot fail
+	if err := c.store.Put(ctx, latestKey, append(data, '\n')); err != nil {
+		c.hint.failed(now) // a stale or missing hint costs requests, not correctness
+	}
+}
+
+// LatestHint reads the _latest hint. A missing hint is an error wrapping
+// ErrNotFound, an unparsable one ErrDamaged. The hint names a commit that
+// existed when it was written; newer commits may exist (see HintMaxAge), and
+// a user may have deleted the one it names since.
+func (c *Checkpoint) LatestHint(ctx context.Context) (Hint, error) {
+	data, err := c.get(ctx, latestKey)
+	if err != nil {
+		return Hint{}, err
+	}
+	var h Hint
+	if err := json.Unmarshal(data, &h); err != nil {
+		return Hint{}, fmt.Errorf("read %s: %w: %w", c.name(latestKey), ErrDamaged, err)
+	}
+	if h.Commit < 0 || (h.BatchTimestampMs == nil) != (h.BatchWatermarkMs == nil) {
+		return Hint{}, fmt.Errorf("read %s: %w: %s", c.name(latestKey), ErrDamaged, bytes.TrimSpace(data))
+	}
+	return h, nil
+}
 
 // maxProbes bounds how far Head reads forward from the hint before it lists
 // the log instead.
@@ -57,7 +156,7 @@ const maxProbes = 2 * HintInterval
 //
 // Its cost does not grow with the number of retained batches: it starts from
 // the newest commit this Checkpoint has seen, else from the _latest hint (a
-// recent commit, see HintInterval), and reads that entry of each log and the
+// recent commit, see HintInterval and HintMaxAge), and reads that entry of each log and the
 // few after it at once, all concurrently: one round of six reads for the
 // writer, one round of twelve plus the hint for a restarted process. Only
 // when the hint is missing, points at a missing entry or lags by more than
@@ -90,6 +189,7 @@ func (c *Checkpoint) Head(ctx context.Context) (Head, error) {
 			return Head{}, err
 		}
 		h.Planned = &o
+		c.hint.plan(o)
 	}
 	if cb >= 0 {
 		cm, err := c.decodeCommit(cb, cdata)
@@ -125,13 +225,9 @@ func (c *Checkpoint) remember(batch int64) {
 
 // readHint returns the batch in _latest, or -1 when there is no usable hint.
 func (c *Checkpoint) readHint(ctx context.Context) int64 {
-	data, err := c.store.Get(ctx, latestKey)
+	h, err := c.LatestHint(ctx)
 	if err != nil {
 		return -1 // missing or unreadable: Head lists instead
-	}
-	var h latestHint
-	if err := json.Unmarshal(data, &h); err != nil || h.Commit < 0 {
-		return -1
 	}
 	return h.Commit
 }

@@ -1,12 +1,14 @@
 package checkpoint_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 )
@@ -210,14 +212,98 @@ func copyBatches(t *testing.T, d *checkpoint.Dir, from, to int64) {
 	}
 }
 
+// hintOf renders the hint AddCommit writes after batch b of runBatches.
+func hintOf(b int64) string {
+	return fmt.Sprintf(`{"commit":%d,"batchTimestampMs":%d,"batchWatermarkMs":%d}`, b, 1_777_000_000_000+b, 1000*b)
+}
+
 func TestCommitsUpdateTheHint(t *testing.T) {
 	d := newDir(t)
-	c := claim(t, d)
-	for b, want := range []string{`{"commit":0}`, `{"commit":0}`, `{"commit":0}`, `{"commit":0}`, `{"commit":4}`, `{"commit":4}`} {
+	c := claim(t, d) // its clock stands still: only HintInterval moves the hint
+	for b, want := range []int64{0, 0, 0, 0, 4, 4} {
 		runBatches(t, c, int64(b), int64(b)+1)
 		got, err := d.Get(t.Context(), "_latest")
-		if err != nil || strings.TrimSpace(string(got)) != want {
-			t.Errorf("after batch %d the hint is %q, %v; want %s", b, got, err, want)
+		if err != nil || strings.TrimSpace(string(got)) != hintOf(want) {
+			t.Errorf("after batch %d the hint is %q, %v; want %s", b, got, err, hintOf(want))
+		}
+	}
+}
+
+// A writer rewrites the hint every HintInterval batches, and also whenever
+// HintMaxAge passed since it last did: a query whose batches are that far
+// apart always has an exact hint; a busy one pays no more overwrites than
+// before. A restarted writer writes it at its first commit. Whatever the
+// hint, Head from it finds the newest entries.
+func TestHintFollowsTheClock(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		every time.Duration // between commits
+		want  []int64       // the hint after batches 0, 1, ...
+	}{
+		{"busy", 100 * time.Millisecond, []int64{0, 0, 0, 0, 4, 4, 4, 4, 8, 8}},
+		{"a commit every 400ms", 400 * time.Millisecond, []int64{0, 0, 0, 3, 4, 4, 4, 7, 8, 8}},
+		{"a commit every 600ms", 600 * time.Millisecond, []int64{0, 0, 2, 2, 4, 4, 6, 6, 8, 8}},
+		{"slow", checkpoint.HintMaxAge, []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDir(t)
+			now := created
+			c := claim(t, d, checkpoint.WithClock(func() time.Time { return now }))
+			check := func(c *checkpoint.Checkpoint, b, want int64) {
+				t.Helper()
+				got, err := c.LatestHint(t.Context())
+				if err != nil {
+					t.Fatalf("after batch %d: LatestHint error = %v", b, err)
+				}
+				data, _ := json.Marshal(got)
+				if string(data) != hintOf(want) {
+					t.Errorf("after batch %d the hint is %s; want %s", b, data, hintOf(want))
+				}
+				fresh, err := checkpoint.Load(t.Context(), d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if p, cm, _, _ := headOf(t, fresh); p != b || cm != b {
+					t.Errorf("after batch %d: Head from the hint = planned %d committed %d", b, p, cm)
+				}
+			}
+			for b, want := range tc.want {
+				runBatches(t, c, int64(b), int64(b)+1)
+				check(c, int64(b), want)
+				now = now.Add(tc.every)
+			}
+			// A restarted writer: the hint is written at its first commit,
+			// with the timestamp and watermark of the batch it replays.
+			n := int64(len(tc.want))
+			if err := c.AddOffsets(t.Context(), offsets(n)); err != nil {
+				t.Fatal(err)
+			}
+			restarted := claim(t, d, checkpoint.WithClock(func() time.Time { return now }))
+			if h, err := restarted.Head(t.Context()); err != nil || !h.Replay() {
+				t.Fatalf("restarted Head = %+v, %v; want batch %d replayed", h, err, n)
+			}
+			if err := restarted.AddCommit(t.Context(), commit(n)); err != nil {
+				t.Fatal(err)
+			}
+			check(restarted, n, n)
+		})
+	}
+}
+
+func TestLatestHint(t *testing.T) {
+	d := newDir(t)
+	c := claim(t, d)
+	if _, err := c.LatestHint(t.Context()); !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Errorf("LatestHint of a new checkpoint: error = %v, want ErrNotFound", err)
+	}
+	write(t, d, "_latest", `{"commit":12}`+"\n") // as Lockstep wrote it before the timestamp and watermark
+	if h, err := c.LatestHint(t.Context()); err != nil || h.Commit != 12 || h.BatchTimestampMs != nil || h.BatchWatermarkMs != nil {
+		t.Errorf("LatestHint = %+v, %v; want commit 12 without timestamp and watermark", h, err)
+	}
+	for _, damaged := range []string{"garbage", `{"commit":-1}`, `{"commit":3,"batchTimestampMs":5}`} {
+		write(t, d, "_latest", damaged)
+		if _, err := c.LatestHint(t.Context()); !errors.Is(err, checkpoint.ErrDamaged) || !strings.Contains(err.Error(), "_latest") {
+			t.Errorf("LatestHint of %s: error = %v, want ErrDamaged naming _latest", damaged, err)
 		}
 	}
 }

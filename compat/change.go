@@ -255,7 +255,18 @@ func freshSink(s SinkShape, mode v1.OutputMode) string {
 		if mode == v1.OutputComplete {
 			return fmt.Sprintf("the Delta table %s is overwritten with the rebuilt result", s.Path)
 		}
+		if mode == v1.OutputUpdate {
+			return fmt.Sprintf("the Delta table %s has its rows merged by key again, with results rebuilt from that data only", s.Path)
+		}
 		return fmt.Sprintf("the Delta table %s receives that data after the rows it already holds (use a new table to avoid duplicates)", s.Path)
+	case v1.SinkPostgres:
+		switch mode {
+		case v1.OutputComplete:
+			return fmt.Sprintf("the PostgreSQL table %s is overwritten with the rebuilt result", s.Table)
+		case v1.OutputUpdate:
+			return fmt.Sprintf("the PostgreSQL table %s has its rows upserted by key again, with results rebuilt from that data only", s.Table)
+		}
+		return fmt.Sprintf("the PostgreSQL table %s receives that data after the rows it already holds (use a new table to avoid duplicates)", s.Table)
 	case v1.SinkFiles:
 		return fmt.Sprintf("the folder %s receives that data next to the files it already holds (use an empty folder to avoid duplicates)", s.Path)
 	case v1.SinkKafka:

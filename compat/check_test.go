@@ -893,6 +893,32 @@ func ruleCases() []ruleCase {
 			passes: []string{"delta-sink-path"},
 		},
 		{
+			name:   "postgres-sink-table/another table",
+			old:    pgRevenue("revenue", v1.OutputUpdate).Spec(),
+			new:    pgRevenue("revenue_v2", v1.OutputUpdate).Spec(),
+			want:   []finding{{Rule: "postgres-sink-table", Severity: compat.Rejected, Path: "spec.sink.postgres.table", Old: "postgres table revenue (connection secret/db)", New: "postgres table revenue_v2 (connection secret/db)"}},
+			passes: []string{"sink-update-keys"},
+		},
+		{
+			name: "postgres-sink-table/another table in complete mode",
+			old:  pgRevenue("revenue", v1.OutputComplete).Spec(),
+			new:  pgRevenue("revenue_v2", v1.OutputComplete).Spec(),
+			want: []finding{{Rule: "postgres-sink-table", Severity: compat.Warning, Path: "spec.sink.postgres.table", Old: "postgres table revenue (connection secret/db)", New: "postgres table revenue_v2 (connection secret/db)"}},
+		},
+		{
+			name:   "postgres-sink-table/createTable is not a table change",
+			old:    pgRevenue("revenue", v1.OutputUpdate).Spec(),
+			new:    edit(pgRevenue("revenue", v1.OutputUpdate), func(s *v1.StreamingQuerySpec) { s.Sink.Postgres.CreateTable = true }),
+			passes: []string{"postgres-sink-table", "sink-update-keys"},
+		},
+		{
+			name:   "sink-update-keys/another merge key",
+			old:    cleanMerge("order_id").Spec(),
+			new:    cleanMerge("country").Spec(),
+			want:   []finding{{Rule: "sink-update-keys", Severity: compat.Rejected, Path: "spec.sink.delta.mergeKeys", Old: "(order_id)", New: "(country)"}},
+			passes: []string{"delta-sink-path"},
+		},
+		{
 			name: "kafka-sink-topic/another topic",
 			old:  cleanKafka().Spec(),
 			new:  cleanKafka().KafkaSink("kafka:9092", "clean-v2").Spec(),

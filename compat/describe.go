@@ -151,6 +151,8 @@ func describeSink(s SinkShape) string {
 		return "kafka topic " + s.Topic
 	case v1.SinkWebhook:
 		return "webhook " + s.URL
+	case v1.SinkPostgres:
+		return fmt.Sprintf("postgres table %s (connection %s)", s.Table, s.Connection)
 	case v1.SinkConsole:
 		return "console"
 	}

@@ -139,3 +139,18 @@ const (
 func agg(s *v1.StreamingQuerySpec) *v1.Aggregate { return s.Transform[revAggregate].Aggregate }
 
 func ptr[T any](v T) *T { return &v }
+
+// pgRevenue is the revenue aggregation into a PostgreSQL table, without the append mode's
+// watermark needs.
+func pgRevenue(table string, mode v1.OutputMode) *qt.Query {
+	return revenue().
+		Sink(v1.Sink{Postgres: &v1.PostgresSink{Connection: v1.PostgresConnection{SecretName: "db"}, Table: table}}).
+		OutputMode(mode)
+}
+
+// cleanMerge is clean merged into a Delta table by keys.
+func cleanMerge(keys ...string) *qt.Query {
+	return clean().
+		Sink(v1.Sink{Delta: &v1.DeltaSink{Path: "s3://lake/clean", MergeKeys: keys}}).
+		OutputMode(v1.OutputUpdate)
+}

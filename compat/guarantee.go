@@ -6,7 +6,7 @@ import (
 
 // GuaranteeOf returns the delivery guarantee of the query spec describes, and why (DESIGN
 // §4). Exactly-once needs a replayable source and a sink that makes a replayed batch
-// harmless: delta and files always, kafka with exactlyOnce; kafka without it and webhook are
+// harmless: delta, files and postgres always, kafka with exactlyOnce; kafka without it and webhook are
 // at-least-once; console is none. Every source kind (rate, files, kafka, delta) is
 // replayable. The reason says what a reader must do where that matters.
 func GuaranteeOf(spec *v1.StreamingQuerySpec) (v1.Guarantee, string) {
@@ -33,6 +33,8 @@ func guarantee(sources []v1.SourceKind, sink SinkShape) (v1.Guarantee, string) {
 			return v1.GuaranteeExactlyOnce, "The sources are replayable and the Kafka sink produces each batch in one transaction keyed by the query id and batch id, so a replayed batch is not produced again; consumers must read with isolation.level=read_committed."
 		}
 		return v1.GuaranteeAtLeastOnce, "A batch replayed after a failure may be produced to Kafka again, so consumers may see duplicates; set spec.sink.kafka.exactlyOnce: true to produce each batch in a transaction."
+	case v1.SinkPostgres:
+		return v1.GuaranteeExactlyOnce, "The sources are replayable and the PostgreSQL sink writes each batch's rows and its row in lockstep_batches(query_id, batch_id) in one transaction, so a batch replayed after a failure finds its row and writes nothing."
 	case v1.SinkWebhook:
 		return v1.GuaranteeAtLeastOnce, "A batch replayed after a failure may be posted again; the receiver must de-duplicate by the Idempotency-Key header, <query id>:<batch id>."
 	case v1.SinkConsole:

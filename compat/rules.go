@@ -379,6 +379,20 @@ func Rules() []Rule {
 			check:       checkDeltaSinkPartitioning,
 		},
 		{
+			ID: "postgres-sink-table", Area: AreaOutput, Title: "The PostgreSQL sink's table or connection changes",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "As delta-sink-path: neither table would hold the whole output. The shape records the table and where the connection string comes from (a Secret's or a variable's name), not the server and database behind it. In complete mode the new table receives the whole result at the next batch, so it is only a warning.",
+			Example:     Example{Old: "postgres: {table: revenue, connection: {secretName: db}}", New: "postgres: {table: revenue_v2, connection: {secretName: db}}"},
+			check:       checkPostgresSinkTable,
+		},
+		{
+			ID: "sink-update-keys", Area: AreaOutput, Title: "The key an update-mode delta or postgres sink upserts by changes",
+			Severities:  []Severity{Rejected},
+			Description: "The table holds one row per old key; upserting by another key would leave rows that no new row replaces. Changing an aggregation's grouping keys is also refused by the state rules.",
+			Example:     Example{Old: "delta: {path: s3://lake/users, mergeKeys: [user_id]}", New: "delta: {path: s3://lake/users, mergeKeys: [email]}"},
+			check:       checkSinkKeys,
+		},
+		{
 			ID: "kafka-sink-topic", Area: AreaOutput, Title: "The Kafka sink's topic changes",
 			Severities:  []Severity{Warning},
 			Description: "Allowed by Spark: the new topic sees only records from the next batch on (a batch replayed at restart included), and the old topic stops receiving them. A warning for the consumers of both.",

@@ -83,15 +83,15 @@ func checkOutputColumns(c *change) []Finding {
 // A change to kafka or webhook is a warning: they see only new data, as Spark allows for file
 // to Kafka. A change to files or delta is rejected: a folder or table is read as the query's
 // whole output, and the new one would hold only rows from the next batch on (Spark forbids
-// Kafka to file for the same reason) — except to delta in complete mode, which rewrites the
-// whole result each batch (a warning).
+// Kafka to file for the same reason), as is a change to postgres — except to delta or
+// postgres in complete mode, which rewrite the whole result each batch (a warning).
 func SinkSwitch(from, to v1.SinkKind, mode v1.OutputMode) Severity {
 	switch {
 	case from == to || to == v1.SinkConsole:
 		return Allowed
 	case to == v1.SinkKafka || to == v1.SinkWebhook:
 		return Warning
-	case to == v1.SinkDelta && mode == v1.OutputComplete:
+	case (to == v1.SinkDelta || to == v1.SinkPostgres) && mode == v1.OutputComplete:
 		return Warning
 	}
 	return Rejected
@@ -115,8 +115,8 @@ func checkSinkKind(c *change) []Finding {
 		f.Remedy = c.revertOrFresh("Revert the sink to " + describeSink(o))
 	case n.Kind == v1.SinkConsole:
 		f.Message = fmt.Sprintf("The sink changed from %s to console; rows from the next batch on are printed and kept nowhere, and %s stops receiving them.", o.Kind, describeSink(o))
-	case n.Kind == v1.SinkDelta:
-		f.Message = fmt.Sprintf("The sink changed from %s to delta; in complete mode the table receives the whole result at the next batch, and %s stops receiving rows.", o.Kind, describeSink(o))
+	case n.Kind == v1.SinkDelta || n.Kind == v1.SinkPostgres:
+		f.Message = fmt.Sprintf("The sink changed from %s to %s; in complete mode the table receives the whole result at the next batch, and %s stops receiving rows.", o.Kind, n.Kind, describeSink(o))
 	default:
 		f.Message = fmt.Sprintf("The sink changed from %s to %s; %s sees only new data, from the next batch on, and %s stops receiving rows.", o.Kind, n.Kind, describeSink(n), describeSink(o))
 	}
@@ -175,6 +175,65 @@ func checkDeltaSinkPath(c *change) []Finding {
 		f.Remedy = fmt.Sprintf("Revert spec.sink.delta.path to %s if readers of the old table must keep seeing updates.", o.Path)
 	}
 	return []Finding{f}
+}
+
+func checkPostgresSinkTable(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkPostgres || n.Kind != v1.SinkPostgres || o.Table == n.Table && o.Connection == n.Connection {
+		return nil
+	}
+	path := "spec.sink.postgres.table"
+	if o.Table == n.Table {
+		path = "spec.sink.postgres.connection"
+	}
+	f := Finding{
+		Severity: Rejected,
+		Path:     path,
+		Old:      describeSink(o),
+		New:      describeSink(n),
+		Message: fmt.Sprintf("The PostgreSQL sink now writes %s instead of %s; the new table would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output.",
+			describeSink(n), describeSink(o)),
+		Remedy: c.revertOrFresh("Revert spec.sink.postgres to " + describeSink(o)),
+	}
+	if c.new.OutputMode == v1.OutputComplete {
+		f.Severity = Warning
+		f.Message = fmt.Sprintf("The PostgreSQL sink now writes %s instead of %s; in complete mode the new table receives the whole result at the next batch, and the old one stops changing.", describeSink(n), describeSink(o))
+		f.Remedy = fmt.Sprintf("Revert spec.sink.postgres to %s if readers of the old table must keep seeing updates.", describeSink(o))
+	}
+	return []Finding{f}
+}
+
+// sameTable reports whether two sink shapes write the same delta or postgres table.
+func sameTable(o, n SinkShape) bool {
+	switch {
+	case o.Kind != n.Kind:
+		return false
+	case o.Kind == v1.SinkDelta:
+		return o.Path == n.Path
+	case o.Kind == v1.SinkPostgres:
+		return o.Table == n.Table && o.Connection == n.Connection
+	}
+	return false
+}
+
+func checkSinkKeys(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if !sameTable(o, n) || o.Keys == nil || n.Keys == nil || slices.Equal(o.Keys, n.Keys) {
+		return nil
+	}
+	field := "mergeKeys"
+	if n.Kind == v1.SinkPostgres {
+		field = "keyColumns"
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.sink." + string(n.Kind) + "." + field,
+		Old:      describeList(o.Keys),
+		New:      describeList(n.Keys),
+		Message: fmt.Sprintf("The %s sink's update key changed from %s to %s; %s holds one row per old key, and upserting by the new key would leave rows the new key never replaces next to the rows it writes.",
+			n.Kind, describeList(o.Keys), describeList(n.Keys), describeSink(n)),
+		Remedy: c.revertOrFresh("Revert the key to " + describeList(o.Keys) + ", or write to a new table"),
+	}}
 }
 
 func checkDeltaSinkPartitioning(c *change) []Finding {

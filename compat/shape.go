@@ -141,6 +141,14 @@ type SinkShape struct {
 	// URL is a webhook's URL without user information, query or fragment, which may hold
 	// credentials.
 	URL string `json:"url,omitempty"`
+	// Connection and Table identify a Postgres sink's table: the connection's source
+	// ("secret/<name>" or "env/<variable>": the server and database behind it are not in the
+	// spec) and the table as written.
+	Connection string `json:"connection,omitempty"`
+	Table      string `json:"table,omitempty"`
+	// Keys are the columns a delta or postgres sink in update mode replaces rows by (the
+	// spec's UpsertKeys); nil in other modes.
+	Keys []string `json:"keys,omitempty"`
 }
 
 // Pinned are the settings that the checkpoint pins at its first batch.
@@ -165,7 +173,7 @@ func ShapeOf(spec *v1.StreamingQuerySpec) (Shape, error) {
 		Version:    ShapeVersion,
 		OutputMode: s.OutputMode,
 		Output:     cols[len(cols)-1],
-		Sink:       sinkShape(&s.Sink),
+		Sink:       querySinkShape(s),
 		Trigger:    s.Trigger,
 		Pinned:     Pinned{StatePartitions: s.StateStore.Partitions},
 	}
@@ -348,6 +356,24 @@ func sinkShape(s *v1.Sink) SinkShape {
 		k.ExactlyOnce = s.Kafka.ExactlyOnce
 	case s.Webhook != nil:
 		k.URL = redactURL(s.Webhook.URL)
+	case s.Postgres != nil:
+		k.Table = s.Postgres.Table
+		if c := s.Postgres.Connection; c.SecretName != "" {
+			k.Connection = "secret/" + c.SecretName
+		} else {
+			k.Connection = "env/" + c.DSNEnvName()
+		}
+	}
+	return k
+}
+
+// querySinkShape is the sink's shape with the keys it upserts by in update mode.
+func querySinkShape(s *v1.StreamingQuerySpec) SinkShape {
+	k := sinkShape(&s.Sink)
+	if s.OutputMode == v1.OutputUpdate && (k.Kind == v1.SinkDelta || k.Kind == v1.SinkPostgres) {
+		if keys, ok := s.UpsertKeys(); ok {
+			k.Keys = append([]string{}, keys...)
+		}
 	}
 	return k
 }

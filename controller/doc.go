@@ -15,6 +15,16 @@
 // reads two small objects of a checkpoint it has read before (the next entry of each log; see
 // poll.go), and its reads are bounded by [WithReadBudget].
 //
+// # Stores
+//
+// [StoreReconciler] keeps each CheckpointStore's status: Ready from a probe made as an engine
+// opens the store (a listing and a create-if-absent that must be refused the second time),
+// with the credentials of a namespace the store allows, and the reason when it fails; the
+// number of queries that name it; and the in-use finalizer [StoreFinalizer], released when no
+// query names the store. The QueryReconciler stops the engines of queries whose store is being
+// deleted, gone, or no longer allows their namespace (phase Blocked, no replica), and starts
+// them again when it does.
+//
 // # Webhooks
 //
 // [QueryWebhook] defaults the checkpoint location from the store's template and validates a

@@ -28,8 +28,12 @@ const (
 	ConfigMountPath = "/etc/lockstep"
 	// EngineContainer is the name of the engine's container.
 	EngineContainer = "engine"
-	// HealthPort is the engine's health endpoint port (/healthz, /readyz).
+	// HealthPort is the engine's HTTP port: health (/healthz, /readyz), Prometheus metrics
+	// (/metrics) and the query page (/).
 	HealthPort = 8081
+	// EnginePortName names HealthPort on the pod; probes and the PodMonitor
+	// (config/prometheus) refer to it.
+	EnginePortName = "http-metrics"
 	// TerminationMessagePath is where the engine writes its last error before it exits.
 	TerminationMessagePath = "/dev/termination-log"
 

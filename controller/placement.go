@@ -99,3 +99,20 @@ func ValidateUniqueLocation(q *v1.StreamingQuery, others []v1.StreamingQuery) fi
 	}
 	return errs
 }
+
+// storeDeleting refuses a store that is being deleted: its queries' engines stop, and the
+// store goes once no query names it (see StoreFinalizer). It is not part of
+// ValidatePlacement because a query's own deletion still uses the store, to apply its
+// retention.
+func storeDeleting(store *v1.CheckpointStore) field.ErrorList {
+	if store == nil || store.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return field.ErrorList{field.Forbidden(field.NewPath("spec", "checkpoint", "store"),
+		fmt.Sprintf("CheckpointStore %q is being deleted: point the query at another store, or delete the query", store.Name))}
+}
+
+// revokedError says, after why the store refuses the query, that no engine runs meanwhile.
+func revokedError(err error) error {
+	return fmt.Errorf("%w; no engine runs until the store lets the query write again", err)
+}

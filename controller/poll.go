@@ -19,19 +19,36 @@ import (
 // (the store's access check, metadata, the _latest hint and three entries of each log from
 // it, the offsets of the newest commit, a listing of shape/ and the newest shape: 2 LISTs
 // and 15-16 GETs) would make the controller the busiest client of every store. So the
-// poller remembers, per query, the store it opened and what it read, and a poll reads only
-// what can have changed since: the offsets entry after the newest planned batch and the
-// commit after the newest committed one, 2 GETs, which pin the logs down when the query
-// took at most one step (a batch started, or the running one committed) since the last
-// poll. Only a query that moved further has its head read afresh from the hint (a GET of
-// the metadata and Checkpoint.Head: 14-15 GETs, a listing only when the hint is missing or
-// stale), and the poll after such a one starts there.
+// poller remembers, per query, the store it opened and what it read, and a steady poll
+// reads at most 2 small objects and lists nothing:
 //
-// The metadata and the shape change only when an engine starts (it claims the checkpoint
-// and records the shape of the spec it runs before its first batch) or someone else writes
-// the location, so the whole checkpoint is read again when anything that could have caused
-// that changed: the query's uid or generation, its placement or credentials, its engine
-// pods, a read that failed, a checkpoint that does not exist or has no shape yet.
+//   - the _latest hint, and when it names a commit newer than the one in memory, that
+//     commit. The status is built from it: the commit carries the batch's rows, durations,
+//     end offsets and lag, the hint the batch's timestamp and watermark (see
+//     checkpoint.Hint), and the newest planned batch is shown as the commit's own, as the
+//     logs stood the moment it committed.
+//   - else one log entry after the head in memory: the offsets entry after the newest
+//     planned batch when that one committed (a batch started), else the commit of the
+//     planned batch (it committed).
+//
+// So the status is always one the checkpoint went through, and it may be behind: a writer
+// rewrites the hint every checkpoint.HintInterval (4) batches and whenever
+// checkpoint.HintMaxAge (1 s) passed since it last did, so the hint of a busy query lags
+// its newest commit by up to 3 batches committed within that second, and its status shows
+// no batch in flight. A query whose batches are a second or more apart has an exact hint.
+// A query that stops right after a burst is caught up one log entry per poll (at most 7
+// polls for 3 batches); the status of an idle query is exact.
+//
+// When the hint names a commit that is missing (someone deleted the newest commit to have
+// the batch replayed), the poll reads the head afresh (the metadata and Checkpoint.Head,
+// from the hint: about 18 GETs and a listing of the log that lost its entry) and ignores
+// that hint until it moves on. A hint from an engine older than the controller carries no
+// batch timestamp and watermark: the poll then reads the batch's offsets entry too (3 GETs). The metadata and the shape change only when an engine starts (it
+// claims the checkpoint and records the shape of the spec it runs before its first batch)
+// or someone else writes the location, so the whole checkpoint is read again when anything
+// that could have caused that changed: the query's uid or generation, its placement or
+// credentials, its engine pods, a read that failed, a checkpoint that does not exist or has
+// no shape yet.
 
 // poller holds the memory of status polls, per query. It is safe for concurrent use; the
 // reconciler never polls one query twice at once.
@@ -47,9 +64,9 @@ type pollEntry struct {
 	read   readKey
 	cp     *checkpoint.Checkpoint // nil when there was no checkpoint
 	snap   snapshot
-	// moved is set when the last poll found the query more than one step further than the
-	// poll before: two reads would not have pinned the logs down, and will not next time.
-	moved bool
+	// badHint is 1 + a hint that named a missing commit, 0 for none: polls step along the
+	// logs instead of trusting it, until the hint names a newer commit.
+	badHint int64
 }
 
 // storeKey is what an opened store depends on.
@@ -134,20 +151,18 @@ func (e pollEntry) advance(ctx context.Context, rk readKey) (pollEntry, error) {
 		if err != nil {
 			return e, err
 		}
-		next.cp, next.snap, next.moved = cp, snap, false
+		next.cp, next.snap, next.badHint = cp, snap, 0
 		return next, nil
 	}
-	if !e.moved {
-		snap, pinned, err := step(ctx, e.cp, e.snap)
-		if err != nil {
-			return e, err
-		}
-		if pinned {
-			next.snap = snap
-			return next, nil
-		}
+	snap, hint, err := follow(ctx, e.cp, e.snap, e.badHint-1)
+	if err != nil {
+		return e, err
 	}
-	// The query moved further: read its head afresh, from the hint.
+	if hint < 0 {
+		next.snap = snap
+		return next, nil
+	}
+	// The hint names a missing commit: read the head afresh.
 	cp, err := checkpoint.Load(ctx, e.store)
 	if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
 		return e, err
@@ -155,54 +170,77 @@ func (e pollEntry) advance(ctx context.Context, rk readKey) (pollEntry, error) {
 	if err != nil || cp.Metadata().ID != e.snap.meta.ID || cp.Metadata().Owner != e.snap.meta.Owner {
 		return pollEntry{opened: e.opened, store: e.store}.advance(ctx, rk) // gone, or another checkpoint now
 	}
-	snap := e.snap
+	snap = e.snap
 	if err := readHead(ctx, cp, &snap); err != nil {
 		return e, err
 	}
-	next.cp, next.snap = cp, snap
-	next.moved = steps(e.snap.head, snap.head) > 1
+	next.cp, next.snap, next.badHint = cp, snap, hint+1
 	return next, nil
 }
 
-// step reads the offsets entry after the newest planned batch of snap and the commit after
-// its newest commit, at once. pinned is false when the two do not tell the head: the query
-// took more than one step, or wrote between the two reads.
-func step(ctx context.Context, cp *checkpoint.Checkpoint, snap snapshot) (_ snapshot, pinned bool, _ error) {
+// follow brings snap up to date with at most two reads (see the top of this file), ignoring
+// a hint that names batch badHint or an older one. It returns the hint's batch when the
+// commit the hint names is missing (snap is then unchanged), else -1.
+func follow(ctx context.Context, cp *checkpoint.Checkpoint, snap snapshot, badHint int64) (_ snapshot, missing int64, _ error) {
 	planned, committed := plannedBatch(snap.head), committedBatch(snap.head)
-	var (
-		o    checkpoint.Offsets
-		oerr error
-		wg   sync.WaitGroup
-	)
-	wg.Go(func() { o, oerr = cp.Offsets(ctx, planned+1) })
-	c, cerr := cp.Commit(ctx, committed+1)
-	wg.Wait()
-	for _, err := range []error{oerr, cerr} {
-		if err != nil && !errors.Is(err, checkpoint.ErrNotFound) {
-			return snap, false, fmt.Errorf("poll %s: %w", cp.Location(), err)
-		}
-	}
-	newPlanned, newCommit := oerr == nil, cerr == nil
+	h, err := cp.LatestHint(ctx)
 	switch {
-	case !newPlanned && !newCommit:
-		return snap, true, nil
-	case newPlanned && !newCommit && planned == committed:
-		// The batch after the newest commit started.
-		snap.head.Planned = &o
-		return snap, true, nil
-	case newCommit && !newPlanned && committed+1 == planned:
+	case errors.Is(err, checkpoint.ErrNotFound), errors.Is(err, checkpoint.ErrDamaged):
+		h = checkpoint.Hint{Commit: -1} // no commit yet, or the hint was removed: step along the logs
+	case err != nil:
+		return snap, -1, fmt.Errorf("poll %s: %w", cp.Location(), err)
+	}
+	if h.Commit > committed && h.Commit > badHint {
+		c, err := cp.Commit(ctx, h.Commit)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+			return snap, h.Commit, nil
+		case err != nil:
+			return snap, -1, fmt.Errorf("poll %s: %w", cp.Location(), err)
+		}
+		// As the logs stood when the hinted batch committed. The planned entry holds only
+		// what the status shows of it, the batch, timestamp and watermark, not its sources.
+		o := &checkpoint.Offsets{BatchID: h.Commit}
+		snap.head = checkpoint.Head{Planned: o, Committed: &c}
+		snap.committedOffsets = o
+		if h.BatchTimestampMs != nil {
+			o.BatchTimestampMs, o.BatchWatermarkMs = *h.BatchTimestampMs, *h.BatchWatermarkMs
+			return snap, -1, nil
+		}
+		// A hint from a writer that did not record them: a third read.
+		full, err := cp.Offsets(ctx, h.Commit)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+			snap.committedOffsets = nil // purged: the status shows the commit's own time
+		case err != nil:
+			return snap, -1, fmt.Errorf("poll %s: %w", cp.Location(), err)
+		default:
+			snap.head.Planned, snap.committedOffsets = &full, &full
+		}
+		return snap, -1, nil
+	}
+	if planned == committed {
+		o, err := cp.Offsets(ctx, planned+1)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+		case err != nil:
+			return snap, -1, fmt.Errorf("poll %s: %w", cp.Location(), err)
+		default:
+			snap.head.Planned = &o // the batch after the newest commit started
+		}
+		return snap, -1, nil
+	}
+	c, err := cp.Commit(ctx, planned)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+	case err != nil:
+		return snap, -1, fmt.Errorf("poll %s: %w", cp.Location(), err)
+	default:
 		// The running batch committed; its offsets entry is the planned one in memory.
 		snap.head.Committed = &c
 		snap.committedOffsets = snap.head.Planned
-		return snap, true, nil
-	default:
-		return snap, false, nil
 	}
-}
-
-// steps counts the log entries added between two heads.
-func steps(old, now checkpoint.Head) int64 {
-	return plannedBatch(now) - plannedBatch(old) + committedBatch(now) - committedBatch(old)
+	return snap, -1, nil
 }
 
 // plannedBatch is the newest planned batch, -1 for none.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -55,6 +56,13 @@ type pollWorld struct {
 	p      placement
 	writer *checkpoint.Checkpoint
 	direct checkpoint.Store
+	// now is the writer's clock, which times its hint writes; every commit moves it on by
+	// every, the time between the query's batches.
+	now   time.Time
+	every time.Duration
+	// history holds the status a whole read showed after each write of the writer: a
+	// poll's status must be one of them.
+	history []v1.StreamingQueryStatus
 }
 
 func newPollWorld(t *testing.T) *pollWorld {
@@ -80,7 +88,8 @@ func newPollWorld(t *testing.T) *pollWorld {
 		}
 	}
 	proxy := testenv.NewS3Proxy(t, srv, 1) // it injects nothing: it counts
-	w := &pollWorld{t: t, proxy: &counter{proxy: proxy}, cps: checkpoints{reader: c}}
+	w := &pollWorld{t: t, proxy: &counter{proxy: proxy}, cps: checkpoints{reader: c},
+		now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC), every: 2 * checkpoint.HintMaxAge}
 	w.q = querytest.Make("orders", ns).
 		FilesSource("orders", "s3://"+srv.Bucket+"/landing/orders", v1.FormatJSON, querytest.Col("id", v1.TypeString)).
 		FilesSink("s3://"+srv.Bucket+"/out/orders", v1.FormatJSON).
@@ -97,7 +106,8 @@ func newPollWorld(t *testing.T) *pollWorld {
 		s3.WithEndpoint(srv.URL), s3.WithRegion(srv.Region), s3.WithCredentials(srv.AccessKey, srv.SecretKey, "")); err != nil {
 		t.Fatal(err)
 	}
-	if w.writer, err = checkpoint.Claim(ctx, w.direct, checkpoint.Owner{Namespace: ns, Name: "orders", UID: "uid-1"}); err != nil {
+	if w.writer, err = checkpoint.Claim(ctx, w.direct, checkpoint.Owner{Namespace: ns, Name: "orders", UID: "uid-1"},
+		checkpoint.WithClock(func() time.Time { return w.now })); err != nil {
 		t.Fatal(err)
 	}
 	shape, err := compat.ShapeOf(&w.q.Spec)
@@ -122,10 +132,12 @@ func (w *pollWorld) plan(b int64) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.record()
 }
 
 func (w *pollWorld) commit(b int64) {
 	w.t.Helper()
+	w.now = w.now.Add(w.every)
 	lag := 100 - b
 	err := w.writer.AddCommit(context.Background(), checkpoint.Commit{BatchID: b, Progress: checkpoint.Progress{
 		Timestamp: time.UnixMilli(1_700_000_001_000 + b).UTC(), NumInputRows: 10 + b, NumOutputRows: 7,
@@ -135,6 +147,29 @@ func (w *pollWorld) commit(b int64) {
 	if err != nil {
 		w.t.Fatal(err)
 	}
+	w.record()
+}
+
+// batches plans and commits batches [from, to), and plans batch to when planNext is set.
+func (w *pollWorld) batches(from, to int64, planNext bool) {
+	w.t.Helper()
+	for b := from; b < to; b++ {
+		w.plan(b)
+		w.commit(b)
+	}
+	if planNext {
+		w.plan(to)
+	}
+}
+
+// record appends the status a whole read shows now to the history.
+func (w *pollWorld) record() {
+	w.t.Helper()
+	_, snap, err := read(context.Background(), w.direct)
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	w.history = append(w.history, statusOf(snap))
 }
 
 // statusOf is what the status shows of a snapshot.
@@ -144,9 +179,9 @@ func statusOf(s snapshot) v1.StreamingQueryStatus {
 	return st
 }
 
-// check polls once and compares what the status would show with a whole read of the
-// checkpoint made directly; it returns the requests the poll made.
-func (w *pollWorld) check(pl *poller, pods []corev1.Pod) requests {
+// poll polls once; it returns what the status would show and the requests the poll made.
+// It checks the metadata and shape the poll holds against a whole read made directly.
+func (w *pollWorld) poll(pl *poller, pods []corev1.Pod) (v1.StreamingQueryStatus, requests) {
 	w.t.Helper()
 	w.proxy.take()
 	got, err := pl.poll(context.Background(), w.cps, w.q, w.p, pods)
@@ -158,63 +193,145 @@ func (w *pollWorld) check(pl *poller, pods []corev1.Pod) requests {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	if diff := cmp.Diff(statusOf(want), statusOf(got)); diff != "" {
-		w.t.Errorf("status from the poll (-whole read +poll):\n%s", diff)
-	}
 	if diff := cmp.Diff(want.shape, got.shape); diff != "" || got.meta != want.meta {
 		w.t.Errorf("poll read metadata %+v, shape diff %s; want %+v", got.meta, diff, want.meta)
+	}
+	return statusOf(got), n
+}
+
+// check polls once and compares what the status would show with a whole read of the
+// checkpoint made directly; it returns the requests the poll made.
+func (w *pollWorld) check(pl *poller, pods []corev1.Pod) requests {
+	w.t.Helper()
+	got, n := w.poll(pl, pods)
+	if diff := cmp.Diff(w.history[len(w.history)-1], got); diff != "" {
+		w.t.Errorf("status from the poll (-whole read +poll):\n%s", diff)
 	}
 	return n
 }
 
+// checkRecent polls once and checks that the status shows one the checkpoint went
+// through, at most HintInterval-1 batches behind its newest commit; it returns the
+// requests the poll made, whether the status is the current one, and by how many batches
+// its commit is behind.
+func (w *pollWorld) checkRecent(pl *poller) (_ requests, exact bool, behind int64) {
+	w.t.Helper()
+	got, n := w.poll(pl, nil)
+	now := w.history[len(w.history)-1]
+	i := slices.IndexFunc(w.history, func(st v1.StreamingQueryStatus) bool { return cmp.Equal(st, got) })
+	switch {
+	case i < 0:
+		w.t.Errorf("status from the poll is none the checkpoint went through: planned %v committed %v, progress %+v",
+			ptrValue(got.LatestPlannedBatch), ptrValue(got.LatestCommittedBatch), got.LastProgress)
+	case *got.LatestCommittedBatch < *now.LatestCommittedBatch-(checkpoint.HintInterval-1):
+		w.t.Errorf("status from the poll shows batch %d committed, the newest is %d: more than %d behind",
+			*got.LatestCommittedBatch, *now.LatestCommittedBatch, checkpoint.HintInterval-1)
+	}
+	if got.LatestCommittedBatch != nil {
+		behind = *now.LatestCommittedBatch - *got.LatestCommittedBatch
+	}
+	return n, i == len(w.history)-1 || cmp.Equal(now, got), behind
+}
+
+func ptrValue(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+// steady checks that a poll made at most 2 GETs of small objects and nothing else.
+func steady(t *testing.T, what string, n requests) {
+	t.Helper()
+	t.Logf("%s: %v", what, n)
+	if n["GET"] > 2 || n["LIST"] > 0 || n["PUT"] > 0 || n["HEAD"] > 0 || n["DELETE"] > 0 {
+		t.Errorf("%s: requests %v, want at most 2 GETs and nothing else", what, n)
+	}
+}
+
 // TestPollReadsAtMostTwoObjects counts the S3 requests of status polls through a proxy in
-// front of a real S3 server, while a writer adds batches as an engine would.
+// front of a real S3 server, while a writer adds batches as an engine would: slowly (a
+// batch every 2 s: the hint is exact) and busily (a batch every 100 ms: the hint is
+// rewritten every HintInterval batches).
 func TestPollReadsAtMostTwoObjects(t *testing.T) {
 	w := newPollWorld(t)
-	for b := range int64(3) {
-		w.plan(b)
-		w.commit(b)
-	}
-	w.plan(3)
+	w.batches(0, 3, true)
 	pl := &poller{}
 
 	first := w.check(pl, nil)
 	t.Logf("first poll (every poll before polls remembered): %v", first)
 
-	steady := func(what string, pods []corev1.Pod) {
-		t.Helper()
-		n := w.check(pl, pods)
-		t.Logf("%s: %v", what, n)
-		if n["GET"] > 2 || n["LIST"] > 0 || n["PUT"] > 0 || n["HEAD"] > 0 {
-			t.Errorf("%s: requests %v, want at most 2 GETs and nothing else", what, n)
-		}
-	}
-	steady("unchanged", nil)
-	steady("unchanged again", nil)
+	steady(t, "unchanged", w.check(pl, nil))
+	steady(t, "unchanged again", w.check(pl, nil))
 	w.commit(3)
-	steady("the running batch committed", nil)
-	steady("unchanged", nil)
+	steady(t, "the running batch committed", w.check(pl, nil))
+	steady(t, "unchanged", w.check(pl, nil))
 	w.plan(4)
-	steady("the next batch started", nil)
+	steady(t, "the next batch started", w.check(pl, nil))
 	w.commit(4)
-	steady("that batch committed", nil)
+	steady(t, "that batch committed", w.check(pl, nil))
 
-	// Several batches since the last poll: the two reads do not pin the logs down, so the
-	// head is read afresh from the hint (metadata, hint, 6 entries of each log, the offsets of
-	// the newest commit); the next poll does that at once, then the polls are cheap again.
-	for b := int64(5); b < 11; b++ {
-		w.plan(b)
-		w.commit(b)
+	// A slow query that ran several batches since the last poll: its hint is exact.
+	w.batches(5, 8, false)
+	steady(t, "three slow batches later", w.check(pl, nil))
+	w.batches(8, 11, true)
+	// The hint and the commit it names show the logs as they stood when it committed, without
+	// the batch that started since; the next poll's probe finds it.
+	n, exact, _ := w.checkRecent(pl)
+	steady(t, "three slow batches later, the next one running", n)
+	if exact {
+		t.Errorf("the poll after three slow batches shows the running batch: want the logs as the commit left them")
 	}
-	w.plan(11)
-	for _, what := range []string{"six batches later", "after a jump"} {
-		n := w.check(pl, nil)
-		t.Logf("%s: %v", what, n)
-		if n["LIST"] > 0 || n["GET"] > 17 {
-			t.Errorf("%s: requests %v, want no LIST and at most 17 GETs", what, n)
-		}
+	steady(t, "unchanged, the batch running", w.check(pl, nil))
+
+	// A busy query: many batches between polls, the hint rewritten every 4th. Every poll
+	// reads the hint and the commit it names, and shows the logs as they stood then.
+	w.every = 100 * time.Millisecond
+	next := int64(11) // the running batch
+	lagged := false
+	for round, n := range []int64{6, 7, 5, 9, 4, 8} {
+		w.commit(next)
+		w.batches(next+1, next+n, true)
+		next += n
+		got, _, behind := w.checkRecent(pl)
+		steady(t, fmt.Sprintf("busy, %d batches since the last poll (round %d, %d behind)", n, round, behind), got)
+		lagged = lagged || behind > 0
 	}
-	steady("unchanged after the jump", nil)
+	if !lagged {
+		t.Errorf("no busy poll found the hint behind the newest commit: the test does not cover that case")
+	}
+	// It stops: the hint stays where the last burst left it, and polls catch up one log
+	// entry at a time.
+	w.commit(next)
+	next++
+	caughtUp := false
+	for i := 0; i < 2*(checkpoint.HintInterval-1)+1 && !caughtUp; i++ {
+		var n requests
+		n, caughtUp, _ = w.checkRecent(pl)
+		steady(t, fmt.Sprintf("stopped after a burst, poll %d", i+1), n)
+	}
+	if !caughtUp {
+		t.Errorf("the status did not catch up with a stopped query within %d polls", 2*(checkpoint.HintInterval-1)+1)
+	}
+	steady(t, "stopped, caught up", w.check(pl, nil))
+
+	// Someone deletes the newest commit to have its batch replayed: the hint names a missing
+	// commit, so the poll reads the head afresh, and later polls do not trust that hint.
+	w.every = 2 * checkpoint.HintMaxAge
+	w.plan(next)
+	w.commit(next)
+	if err := w.direct.Delete(context.Background(), checkpoint.CommitKey(next)); err != nil {
+		t.Fatal(err)
+	}
+	w.record()
+	if n := w.check(pl, nil); n["GET"] <= 2 {
+		t.Errorf("after the newest commit was deleted: requests %v, want the head read afresh", n)
+	} else {
+		t.Logf("the hinted commit was deleted: %v", n)
+	}
+	steady(t, "unchanged after the deletion", w.check(pl, nil))
+	w.commit(next) // the replay
+	steady(t, "the replayed batch committed", w.check(pl, nil))
 
 	// An engine that starts may record a new shape: the next poll reads the checkpoint whole.
 	pods := []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{UID: "pod-1"}, Status: corev1.PodStatus{
@@ -222,12 +339,12 @@ func TestPollReadsAtMostTwoObjects(t *testing.T) {
 	if n := w.check(pl, pods); n["LIST"] == 0 {
 		t.Errorf("after an engine start: requests %v, want a whole read (with the shape listing)", n)
 	}
-	steady("unchanged engine", pods)
+	steady(t, "unchanged engine", w.check(pl, pods))
 
 	// So does a new generation: the controller judges it against a fresh shape.
 	w.q.Generation++
 	if n := w.check(pl, pods); n["LIST"] == 0 {
 		t.Errorf("after a spec change: requests %v, want a whole read", n)
 	}
-	steady("unchanged spec", pods)
+	steady(t, "unchanged spec", w.check(pl, pods))
 }

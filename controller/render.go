@@ -44,6 +44,11 @@ const (
 	readinessPeriod       = 5
 	livenessPeriodSeconds = 10
 	probeTimeoutSeconds   = 5
+	// livenessGraceSeconds is the grace period of a container the liveness probe restarts,
+	// instead of the pod's (--engine-grace-period, for a batch to finish): an engine that
+	// failed the probe has finished no trigger within its progress timeout, so it will not
+	// reach the batch boundary SIGTERM waits for, and its batch is replayed anyway.
+	livenessGraceSeconds = 10
 )
 
 // EngineSettings are the cluster-wide settings of engine pods, from the controller's flags.
@@ -220,7 +225,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 		env = append(env, corev1.EnvVar{Name: EnvS3InsecureSkipTLS, Value: "true"})
 	}
 	secretVols, secretMounts := secretVolumes(uses)
-	health := intstr.FromString("health")
+	health := intstr.FromString(EnginePortName)
 	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: health}},
@@ -229,6 +234,8 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 			FailureThreshold: failures,
 		}
 	}
+	liveness := probe("/healthz", livenessPeriodSeconds, livenessFailures)
+	liveness.TerminationGracePeriodSeconds = ptr.To(int64(livenessGraceSeconds))
 	container := corev1.Container{
 		Name:    EngineContainer,
 		Image:   s.Image,
@@ -243,11 +250,11 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 		// checkpoint's credentials.
 		EnvFrom:   slices.Clone(es.EnvFrom),
 		Env:       env,
-		Ports:     []corev1.ContainerPort{{Name: "health", ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
+		Ports:     []corev1.ContainerPort{{Name: EnginePortName, ContainerPort: HealthPort, Protocol: corev1.ProtocolTCP}},
 		Resources: resources(q.Spec.Resources),
 		// /healthz itself judges progress against the spec's bound; a few failed probes
 		// in a row only absorb a slow answer.
-		LivenessProbe:            probe("/healthz", livenessPeriodSeconds, livenessFailures),
+		LivenessProbe:            liveness,
 		ReadinessProbe:           probe("/readyz", readinessPeriod, 3),
 		TerminationMessagePath:   TerminationMessagePath,
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,

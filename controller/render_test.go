@@ -251,6 +251,11 @@ func TestRenderEngineSettings(t *testing.T) {
 	if c.LivenessProbe == nil || c.LivenessProbe.HTTPGet == nil || c.LivenessProbe.HTTPGet.Path != "/healthz" {
 		t.Errorf("liveness probe = %+v, want /healthz", c.LivenessProbe)
 	}
+	// A restart by the liveness probe does not wait the pod's grace period for a batch
+	// boundary that a stuck engine will not reach.
+	if g := c.LivenessProbe.TerminationGracePeriodSeconds; g == nil || *g >= *ps.TerminationGracePeriodSeconds {
+		t.Errorf("liveness grace period = %v, want one shorter than the pod's %d s", g, *ps.TerminationGracePeriodSeconds)
+	}
 }
 
 func TestRenderDefaultRequests(t *testing.T) {

@@ -113,6 +113,11 @@ func secretUses(spec *v1.StreamingQuerySpec) []secretUse {
 		s3conn(sources.Index(i).Child(kind), src.S3Connection(), src.Name)
 	}
 	s3conn(sink.Child(string(spec.Sink.Kind())), spec.Sink.S3Connection(), "")
+	if pg := spec.Sink.Postgres; pg != nil && pg.Connection.SecretName != "" {
+		uses = append(uses, secretUse{field: sink.Child("postgres", "connection", "secretName"), secret: pg.Connection.SecretName, env: []secretEnv{
+			{name: v1.PostgresDSNEnv, key: v1.PostgresDSNSecretKey},
+		}})
+	}
 	if w := spec.Sink.Webhook; w != nil && w.HeadersSecretName != "" {
 		uses = append(uses, secretUse{field: sink.Child("webhook", "headersSecretName"), secret: w.HeadersSecretName, dir: WebhookHeadersDir})
 	}

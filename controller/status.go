@@ -36,8 +36,10 @@ type engineState struct {
 	ready     bool // a pod of the current spec is ready
 	completed bool // the engine of the current spec exited 0 (its trigger ended)
 	failing   bool // the engine of the current spec is crashing
-	restarts  int32
-	failure   *v1.Failure
+	// restarts is the engine container's restart count in the current pod (of the current
+	// spec, not being deleted): an old pod's restarts say nothing of the engine running now.
+	restarts int32
+	failure  *v1.Failure
 }
 
 // inspectPods reads the engine pods; hash is the spec hash in force ("" for none).
@@ -50,7 +52,6 @@ func inspectPods(pods []corev1.Pod, hash string) engineState {
 			if cs.Name != EngineContainer {
 				continue
 			}
-			st.restarts += cs.RestartCount
 			for _, term := range []*corev1.ContainerStateTerminated{cs.LastTerminationState.Terminated, cs.State.Terminated} {
 				if term == nil {
 					continue
@@ -66,6 +67,7 @@ func inspectPods(pods []corev1.Pod, hash string) engineState {
 			if !current || p.DeletionTimestamp != nil {
 				continue
 			}
+			st.restarts = max(st.restarts, cs.RestartCount)
 			if cs.Ready {
 				st.ready = true
 			}
@@ -97,7 +99,10 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	if o.location != "" {
 		st.CheckpointLocation = o.location
 	}
-	st.Restarts = max(st.Restarts, o.engine.restarts)
+	if o.refused == nil {
+		// A refused spec's reconcile does not look at the pods: keep what was seen.
+		st.Restarts = o.engine.restarts
+	}
 	if o.engine.failure != nil {
 		st.LastFailure = o.engine.failure
 	}
@@ -106,6 +111,14 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	}
 	if o.refused == nil && o.unreachable == nil {
 		r.fromCheckpoint(&st, &o.snap)
+	}
+	if q.Spec.Suspend {
+		// The engine measures lag at each batch; a suspended one measures nothing, and the
+		// lag of its last batch only grows stale.
+		st.Lag = nil
+		for i := range st.Sources {
+			st.Sources[i].Lag = nil
+		}
 	}
 	conds := &st.Conditions
 
@@ -139,7 +152,14 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	case o.verdict.Fresh || !o.snap.exists:
 		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint, "No shape recorded in the checkpoint yet: every spec is compatible")
 	default:
-		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonCompatibleChange, verdictMessage(o.verdict))
+		msg := verdictMessage(o.verdict)
+		if p := meta.FindStatusCondition(old.Conditions, v1.ConditionCompatible); o.verdict.Severity == compat.Allowed && p != nil &&
+			p.ObservedGeneration == gen && p.Reason == v1.ReasonCompatibleChange && strings.HasPrefix(p.Message, headWithWarnings) {
+			// The engine has run this generation and recorded its shape, which the spec now
+			// matches; the warnings of the change it made still hold until the next one.
+			msg = p.Message
+		}
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonCompatibleChange, msg)
 	}
 
 	// Phase, Ready
@@ -189,15 +209,24 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonSuspended, "Suspended")
 	case st.Phase == v1.PhaseCompleted:
 		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonCompleted, "The trigger ended")
+	case o.refused != nil:
+		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionUnknown, o.refusedReason, "Not known: the spec or its store is refused")
+	case o.unreachable != nil:
+		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable, "Not known: the checkpoint cannot be read")
 	case st.LastProgress == nil:
 		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle, "No batch has committed yet")
 	default:
 		at := o.committedAt()
 		window := max(minProgressWindow, 3*processingTime(&q.Spec))
-		if !at.IsZero() && r.clock.Since(at) <= window {
+		switch {
+		case !at.IsZero() && r.clock.Since(at) <= window:
 			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionTrue, v1.ReasonBatchesCommitting,
 				fmt.Sprintf("Batch %d committed at %s", st.LastProgress.Batch, at.UTC().Format(time.RFC3339)))
-		} else {
+		case at.IsZero():
+			// A commit without a timestamp: say so rather than print the zero time.
+			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle,
+				fmt.Sprintf("Batch %d is the newest committed; its commit recorded no time", st.LastProgress.Batch))
+		default:
 			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle,
 				fmt.Sprintf("No batch committed within %s (the last, %d, at %s)", window, st.LastProgress.Batch, at.UTC().Format(time.RFC3339)))
 		}
@@ -267,6 +296,36 @@ func compatibilityEvent(old, now []metav1.Condition) *metav1.Condition {
 	return c
 }
 
+// Event reasons of phase changes (besides v1.ReasonSuspended and v1.ReasonEngineFailed).
+const EventResumed = "Resumed"
+
+// event is an Event to record about a query.
+type event struct {
+	typ, reason, action, note string
+}
+
+// phaseEvent returns the Event that announces a change of phase from old to now, or nil:
+// a suspend, a resume, and an engine that started failing (a crash loop, a failed Job). The
+// note of a failure holds only its message, so that the same failure repeating (each crash
+// of a crash loop) makes a series of one Event rather than one Event per crash.
+func phaseEvent(old, now *v1.StreamingQueryStatus) *event {
+	switch {
+	case now.Phase == old.Phase:
+		return nil
+	case now.Phase == v1.PhaseSuspended:
+		return &event{corev1.EventTypeNormal, v1.ReasonSuspended, "Suspend", "Suspended: the engine stops at a batch boundary; the checkpoint stays"}
+	case old.Phase == v1.PhaseSuspended:
+		return &event{corev1.EventTypeNormal, EventResumed, "Resume", "Resumed: the engine starts again from the checkpoint"}
+	case now.Phase == v1.PhaseFailed:
+		note := "The engine failed"
+		if f := now.LastFailure; f != nil {
+			note += ": " + f.Message
+		}
+		return &event{corev1.EventTypeWarning, v1.ReasonEngineFailed, "Run", note}
+	}
+	return nil
+}
+
 // committedAt is when the newest batch committed; zero when none did.
 func (o *observation) committedAt() time.Time {
 	if c := o.snap.head.Committed; c != nil {
@@ -280,6 +339,9 @@ func processingTime(s *v1.StreamingQuerySpec) time.Duration {
 	return d
 }
 
+// headWithWarnings starts the Compatible message of a change allowed with warnings.
+const headWithWarnings = "Compatible with the checkpoint, with warnings"
+
 // verdictMessage renders a verdict's findings for a condition message: one line per finding
 // that is not plainly allowed, each with its rule, path, values, reason and remedy.
 func verdictMessage(v *compat.Verdict) string {
@@ -288,7 +350,7 @@ func verdictMessage(v *compat.Verdict) string {
 	case compat.Rejected:
 		fmt.Fprintf(&b, "The checkpoint refuses this spec (%d rejected)", len(v.Rejected()))
 	case compat.Warning:
-		b.WriteString("Compatible with the checkpoint, with warnings")
+		b.WriteString(headWithWarnings)
 	default:
 		b.WriteString("Compatible with the checkpoint")
 	}
@@ -302,9 +364,15 @@ func verdictMessage(v *compat.Verdict) string {
 }
 
 // FindingText renders one compat finding on one line, as the webhook's messages and the
-// Compatible condition show it: "[rejected] rule at path: old → new: message Remedy: remedy".
+// Compatible condition show it: "[rejected] rule at path: "old" → "new": message Remedy:
+// remedy". A finding without values (both absent, as for a rule about the spec as a whole)
+// has no "old → new" part. The Terraform provider reads this text back (provider/diagnostics.go).
 func FindingText(f compat.Finding) string {
-	s := fmt.Sprintf("[%s] %s at %s: %q → %q: %s", f.Severity, f.Rule, f.Path, f.Old, f.New, f.Message)
+	s := fmt.Sprintf("[%s] %s at %s: ", f.Severity, f.Rule, f.Path)
+	if f.Old != "" || f.New != "" {
+		s += fmt.Sprintf("%q → %q: ", f.Old, f.New)
+	}
+	s += f.Message
 	if f.Remedy != "" {
 		s += " Remedy: " + f.Remedy
 	}

@@ -64,10 +64,14 @@ type QueryReconciler struct {
 	resync   time.Duration
 	budget   time.Duration
 	polls    *poller
+	metrics  *Metrics
 }
 
 // Option configures a QueryReconciler.
 type Option func(*QueryReconciler)
+
+// WithMetrics counts reconcile errors in m; the default counts nothing.
+func WithMetrics(m *Metrics) Option { return func(r *QueryReconciler) { r.metrics = m } }
 
 // WithClock sets the clock that stamps conditions and judges progress. Default: the real clock.
 func WithClock(c clock.PassiveClock) Option { return func(r *QueryReconciler) { r.clock = c } }
@@ -133,6 +137,14 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // Reconcile brings one query's engine and status in line with its spec and checkpoint.
 func (r *QueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	res, err := r.reconcile(ctx, req)
+	if err != nil {
+		r.metrics.reconcileFailed(req.Namespace, req.Name)
+	}
+	return res, err
+}
+
+func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var q v1.StreamingQuery
 	if err := r.client.Get(ctx, req.NamespacedName, &q); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -160,6 +172,9 @@ func (r *QueryReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if c := compatibilityEvent(old.Conditions, q.Status.Conditions); c != nil {
 		r.recorder.Eventf(&q, nil, corev1.EventTypeWarning, c.Reason, "Check", "%s", truncate(fmt.Sprintf("Refused generation %d: %s", q.Generation, c.Message), maxEventNote))
 	}
+	if e := phaseEvent(old, &q.Status); e != nil {
+		r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
+	}
 	if !equality.Semantic.DeepEqual(old, &q.Status) {
 		if err := r.client.Status().Update(ctx, &q); err != nil {
 			return ctrl.Result{}, fmt.Errorf("update status: %w", err)
@@ -179,6 +194,10 @@ type observation struct {
 	// when it can.
 	refused       error
 	refusedReason string
+	// revoked is true when the store no longer lets the query write (deleted, being
+	// deleted, its namespace no longer allowed, its credentials gone): the engine is stopped
+	// rather than left writing where it may not.
+	revoked bool
 	// unreachable is why the checkpoint could not be read; nil when it was.
 	unreachable error
 	snap        snapshot
@@ -223,8 +242,11 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	if err != nil {
 		return o, err
 	}
+	if len(refused) == 0 {
+		refused = storeDeleting(o.store)
+	}
 	if len(refused) > 0 {
-		o.refused, o.refusedReason = refused.ToAggregate(), v1.ReasonStoreRefused
+		o.refused, o.refusedReason, o.revoked = revokedError(refused.ToAggregate()), v1.ReasonStoreRefused, true
 		return o, nil
 	}
 	var all v1.StreamingQueryList
@@ -243,7 +265,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	overBudget := rctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if errors.Is(err, errStoreRefused) {
-		o.refused, o.refusedReason = err, v1.ReasonStoreRefused
+		o.refused, o.refusedReason, o.revoked = revokedError(err), v1.ReasonStoreRefused, true
 		return o, nil
 	}
 	if err != nil {
@@ -282,6 +304,11 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 // apply creates or updates the ConfigMap and the engine's workload (workload.go).
 func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *observation) error {
 	log := logf.FromContext(ctx)
+	if o.revoked {
+		// The store no longer lets this query write: stop the engine (the checkpoint keeps
+		// its progress) until it does again.
+		return r.stopRevoked(ctx, o)
+	}
 	if o.desiredCM == nil || o.store == nil {
 		if o.refused != nil && q.Spec.Suspend {
 			return r.suspendWorkload(ctx, o)
@@ -334,6 +361,23 @@ func (r *QueryReconciler) suspendWorkload(ctx context.Context, o *observation) e
 		}
 	}
 	return nil
+}
+
+// stopRevoked stops the engine of a query its store no longer admits. The Deployment loses
+// its template hash, so that the store's admitting the query again renders it afresh (with
+// one replica) rather than finding it current.
+func (r *QueryReconciler) stopRevoked(ctx context.Context, o *observation) error {
+	if d := o.deployment; d != nil && deploymentReplicas(d) > 0 {
+		upd := d.DeepCopy()
+		upd.Spec.Replicas = ptr.To(int32(0))
+		delete(upd.Annotations, annotationTemplateHash)
+		if err := r.client.Update(ctx, upd); err != nil {
+			return fmt.Errorf("scale Deployment %s to 0: %w", d.Name, err)
+		}
+		logf.FromContext(ctx).Info("Stopped the engine: its CheckpointStore refuses the query", "deployment", client.ObjectKeyFromObject(d))
+		return nil
+	}
+	return r.suspendWorkload(ctx, o)
 }
 
 func (r *QueryReconciler) scale(ctx context.Context, d *appsv1.Deployment, replicas int32) error {

@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -248,11 +250,42 @@ func TestIncompatibleChangeIsBlocked(t *testing.T) {
 	})
 }
 
+// event waits for an Event of the query with the reason and returns it.
+func (f *fixture) event(name, reason string) eventsv1.Event {
+	f.t.Helper()
+	var found eventsv1.Event
+	eventually(f.t, "a "+reason+" event", func() error {
+		var evs eventsv1.EventList
+		if err := f.c.List(context.Background(), &evs, client.InNamespace(f.ns)); err != nil {
+			return err
+		}
+		var reasons []string
+		for _, e := range evs.Items {
+			if e.Reason == reason && e.Regarding.Name == name {
+				found = e
+				return nil
+			}
+			reasons = append(reasons, e.Reason)
+		}
+		return fmt.Errorf("events: %v", reasons)
+	})
+	return found
+}
+
+// TestSuspend: a suspend scales the engine to 0 with a Suspended event and shows no lag
+// (nothing measures it); a resume scales it back with a Resumed event.
 func TestSuspend(t *testing.T) {
 	f := newFixture(t, testenv.ControlPlane(t))
 	f.startManager(nil)
 	f.create(f.query("orders").Obj())
 	f.engine("orders")
+	f.writeCheckpoint(f.get("orders"), 1, 1, time.Now())
+	eventually(t, "lag 2", func() error {
+		if l := f.get("orders").Status.Lag; l == nil || *l != 2 {
+			return fmt.Errorf("lag = %v", l)
+		}
+		return nil
+	})
 	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = true }); err != nil {
 		t.Fatal(err)
 	}
@@ -266,6 +299,12 @@ func TestSuspend(t *testing.T) {
 	if q.Status.Phase != v1.PhaseSuspended {
 		t.Errorf("phase = %s, want Suspended", q.Status.Phase)
 	}
+	if q.Status.Lag != nil || len(q.Status.Sources) != 1 || q.Status.Sources[0].Lag != nil {
+		t.Errorf("suspended: lag %v, sources %+v; want no lag", q.Status.Lag, q.Status.Sources)
+	}
+	if e := f.event("orders", v1.ReasonSuspended); e.Type != corev1.EventTypeNormal {
+		t.Errorf("Suspended event type = %s, want Normal", e.Type)
+	}
 	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = false }); err != nil {
 		t.Fatal(err)
 	}
@@ -275,6 +314,118 @@ func TestSuspend(t *testing.T) {
 		}
 		return nil
 	})
+	if e := f.event("orders", controller.EventResumed); e.Type != corev1.EventTypeNormal {
+		t.Errorf("Resumed event type = %s, want Normal", e.Type)
+	}
+}
+
+// TestEngineCrashLoop: an engine that crash-loops makes the query Failed with a Warning
+// event carrying its termination message; status.restarts counts the current pod's restarts,
+// not those of older pods.
+func TestEngineCrashLoop(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	ctx := context.Background()
+
+	// A pod of an older spec that restarted often, still terminating.
+	old := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-old", Namespace: f.ns, Labels: d.Spec.Template.Labels,
+			Annotations: map[string]string{controller.AnnotationSpecHash: "older"}},
+		Spec: d.Spec.Template.Spec,
+	}
+	f.create(old)
+	old.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: controller.EngineContainer, RestartCount: 7, Image: d.Spec.Template.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}},
+	}}}
+	if err := f.c.Status().Update(ctx, old); err != nil {
+		t.Fatal(err)
+	}
+	pod := f.runPod(d)
+	pod.Status.ContainerStatuses[0] = corev1.ContainerStatus{
+		Name: controller.EngineContainer, RestartCount: 3, Image: pod.Spec.Containers[0].Image,
+		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "read sasl password: no such file", FinishedAt: metav1.Now()}},
+	}
+	if err := f.c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineFailed)
+	if q.Status.Phase != v1.PhaseFailed || q.Status.Restarts != 3 {
+		t.Errorf("phase %s, restarts %d; want Failed, 3 (the current pod's)", q.Status.Phase, q.Status.Restarts)
+	}
+	e := f.event("orders", v1.ReasonEngineFailed)
+	if e.Type != corev1.EventTypeWarning || !strings.Contains(e.Note, "read sasl password: no such file") {
+		t.Errorf("EngineFailed event = %s %q, want a Warning with the termination message", e.Type, e.Note)
+	}
+
+	// A new pod of the current spec starts with no restarts.
+	if err := f.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the crashed pod is gone", func() error {
+		if err := f.c.Get(ctx, client.ObjectKeyFromObject(pod), &corev1.Pod{}); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("get = %v", err)
+		}
+		return nil
+	})
+	f.runPod(d)
+	eventually(t, "restarts 0", func() error {
+		if q := f.get("orders"); q.Status.Restarts != 0 || q.Status.Phase == v1.PhaseFailed {
+			return fmt.Errorf("phase %s, restarts %d", q.Status.Phase, q.Status.Restarts)
+		}
+		return nil
+	})
+}
+
+// TestCompatibleKeepsWarnings: a change allowed with a warning keeps the warning in the
+// Compatible condition after the engine has recorded the new shape, until the next change.
+func TestCompatibleKeepsWarnings(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	f.engine("orders")
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
+	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
+
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Sink = v1.Sink{Console: &v1.ConsoleSink{}} }); err != nil {
+		t.Fatal(err)
+	}
+	var q *v1.StreamingQuery
+	hasWarning := func() error {
+		q = f.get("orders")
+		c := condition(q, v1.ConditionCompatible)
+		if c.ObservedGeneration != q.Generation || c.Reason != v1.ReasonCompatibleChange || !strings.Contains(c.Message, "[warning]") || !strings.Contains(c.Message, "spec.sink") {
+			return fmt.Errorf("Compatible of generation %d is %s (generation %d): %s", q.Generation, c.Reason, c.ObservedGeneration, c.Message)
+		}
+		return nil
+	}
+	eventually(t, "a Compatible condition with the sink's warning", hasWarning)
+
+	// The engine runs the new spec: it records its shape at batch 1 and commits.
+	_, d := f.engine("orders")
+	cp, err := checkpoint.Claim(context.Background(), f.openCheckpoint("orders"), checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	shape, err := compat.ShapeOf(&q.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.AddShape(context.Background(), 1, data); err != nil {
+		t.Fatal(err)
+	}
+	f.runPod(d)
+	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+	if err := hasWarning(); err != nil {
+		t.Errorf("after the engine recorded the new shape: %v", err)
+	}
 }
 
 func TestRetention(t *testing.T) {

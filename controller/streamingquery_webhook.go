@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	admissionv1 "k8s.io/api/admission/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -31,13 +32,18 @@ const DefaultCheckpointBudget = 3 * time.Second
 // QueryWebhook defaults and validates StreamingQueries at admission, compat check included.
 // It is safe for concurrent use.
 type QueryWebhook struct {
-	client client.Reader // StreamingQueries (cached)
-	reader client.Reader // CheckpointStores, Secrets, Namespaces (uncached)
-	budget time.Duration
+	client  client.Reader // StreamingQueries (cached)
+	reader  client.Reader // CheckpointStores, Secrets, Namespaces (uncached)
+	budget  time.Duration
+	metrics *Metrics
 }
 
 // A WebhookOption configures a QueryWebhook.
 type WebhookOption func(*QueryWebhook)
+
+// WithVerdictMetrics counts the compat findings of admitted and refused changes in m; the
+// default counts nothing.
+func WithVerdictMetrics(m *Metrics) WebhookOption { return func(w *QueryWebhook) { w.metrics = m } }
 
 // WithCheckpointBudget bounds the checkpoint reads of one admission request, the store's
 // access check included. When they take longer, the change is admitted with a warning that
@@ -56,11 +62,37 @@ func NewQueryWebhook(mgr ctrl.Manager, opts ...WebhookOption) *QueryWebhook {
 	return w
 }
 
+// mutatePath is where the defaulting webhook is served (the marker below names it too).
+const mutatePath = "/mutate-streaming-lockstep-dev-v1-streamingquery"
+
 // SetupWithManager registers the defaulting and validating webhooks of StreamingQuery.
 func (w *QueryWebhook) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &v1.StreamingQuery{}).WithDefaulter(w).WithValidator(w).Complete()
+	mutate := admission.WithDefaulter(mgr.GetScheme(), w)
+	mutate.Handler = schemaFirst{decoder: admission.NewDecoder(mgr.GetScheme()), next: mutate.Handler}
+	mgr.GetWebhookServer().Register(mutatePath, mutate)
+	return ctrl.NewWebhookManagedBy(mgr, &v1.StreamingQuery{}).WithValidator(w).Complete()
 }
 
+// schemaFirst admits unchanged a request whose object does not decode into a StreamingQuery
+// (a value of the wrong type, such as a number for a path). Mutating webhooks run before the
+// API server checks the CRD's schema; left to the defaulter, such a request would be denied
+// with a Go decoding error ("cannot unmarshal number into Go struct field …") instead of the
+// schema's Invalid error that names the field path. Admitted here, the schema refuses it.
+type schemaFirst struct {
+	decoder admission.Decoder
+	next    admission.Handler
+}
+
+func (h schemaFirst) Handle(ctx context.Context, req admission.Request) admission.Response {
+	if req.Operation != admissionv1.Delete && len(req.Object.Raw) > 0 {
+		if err := h.decoder.DecodeRaw(req.Object, &v1.StreamingQuery{}); err != nil {
+			return admission.Allowed("not defaulted: the object does not match the schema, whose validation says where")
+		}
+	}
+	return h.next.Handle(ctx, req)
+}
+
+// The path must be mutatePath.
 // +kubebuilder:webhook:path=/mutate-streaming-lockstep-dev-v1-streamingquery,mutating=true,failurePolicy=fail,sideEffects=None,groups=streaming.lockstep.dev,resources=streamingqueries,verbs=create;update,versions=v1,name=mstreamingquery.lockstep.dev,admissionReviewVersions=v1,timeoutSeconds=10
 
 // Default fills spec.checkpoint.location from the store's location template when it is
@@ -119,7 +151,7 @@ func (w *QueryWebhook) ValidateDelete(context.Context, *v1.StreamingQuery) (admi
 func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admission.Warnings, error) {
 	errs := append(q.Validate(v1.Supported()), ValidateSecretRefs(q)...)
 	if len(errs) > 0 {
-		return nil, invalid(q, errs)
+		return nil, invalid(ctx, q, errs)
 	}
 	cps := checkpoints{reader: w.reader}
 	p, refused, err := cps.locate(ctx, q)
@@ -127,7 +159,7 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 		return nil, err
 	}
 	if len(refused) > 0 {
-		return nil, invalid(q, refused)
+		return nil, invalid(ctx, q, refused)
 	}
 	var all v1.StreamingQueryList
 	if err := w.client.List(ctx, &all); err != nil {
@@ -136,12 +168,12 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 	located := q.DeepCopy()
 	located.Spec.Checkpoint.Location = p.location
 	if errs := ValidateUniqueLocation(located, all.Items); len(errs) > 0 {
-		return nil, invalid(q, errs)
+		return nil, invalid(ctx, q, errs)
 	}
 
 	snap, err := w.readCheckpoint(ctx, cps, q.Namespace, p)
 	if errors.Is(err, errStoreRefused) {
-		return nil, invalid(q, field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())})
+		return nil, invalid(ctx, q, field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())})
 	}
 	if err != nil {
 		logf.FromContext(ctx).Info("Admitted a change not judged against its checkpoint", "streamingQuery", client.ObjectKeyFromObject(q), "reason", err.Error())
@@ -149,11 +181,12 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 			"the controller judges it before the engine runs it, and keeps the running spec until it can"}, nil
 	}
 	if !snap.ownedBy(q) {
-		return nil, invalid(q, field.ErrorList{field.Forbidden(field.NewPath("spec", "checkpoint", "location"),
+		return nil, invalid(ctx, q, field.ErrorList{field.Forbidden(field.NewPath("spec", "checkpoint", "location"),
 			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", p.location, snap.meta.Owner))})
 	}
 	v := compat.Check(snap.shape, &located.Spec)
-	return ValidateVerdict(v)
+	w.metrics.verdict(v)
+	return ValidateVerdict(ctx, q, v)
 }
 
 // readCheckpoint reads what the change is judged against (metadata and newest shape) within
@@ -181,8 +214,9 @@ func (w *QueryWebhook) readCheckpoint(ctx context.Context, cps checkpoints, name
 
 // ValidateVerdict turns a compat verdict into admission's terms: each rejected finding is a
 // Forbidden error on its spec path, each warning an admission warning "<path>: <finding>".
-// The error, when not nil, is an Invalid API status whose causes carry the paths.
-func ValidateVerdict(v compat.Verdict) (admission.Warnings, error) {
+// The error, when not nil, is an Invalid API status that names q and whose causes carry the
+// paths.
+func ValidateVerdict(ctx context.Context, q *v1.StreamingQuery, v compat.Verdict) (admission.Warnings, error) {
 	var warnings admission.Warnings
 	var errs field.ErrorList
 	for _, f := range v.Findings {
@@ -194,11 +228,22 @@ func ValidateVerdict(v compat.Verdict) (admission.Warnings, error) {
 		}
 	}
 	if len(errs) > 0 {
-		return warnings, apierrors.NewInvalid(v1.GroupVersion.WithKind(v1.KindStreamingQuery).GroupKind(), "", errs)
+		return warnings, invalid(ctx, q, errs)
 	}
 	return warnings, nil
 }
 
-func invalid(q *v1.StreamingQuery, errs field.ErrorList) error {
-	return apierrors.NewInvalid(v1.GroupVersion.WithKind(v1.KindStreamingQuery).GroupKind(), q.Name, errs)
+// invalid is the Invalid API status of q's errors. It names q as the API server's own errors
+// do; a query without a name yet (the API server generates the name of a query created with
+// generateName before the validating webhooks run, but not before the defaulting one) is
+// named by the admission request, else by its generateName.
+func invalid(ctx context.Context, q *v1.StreamingQuery, errs field.ErrorList) error {
+	name := q.Name
+	if req, err := admission.RequestFromContext(ctx); name == "" && err == nil {
+		name = req.Name
+	}
+	if name == "" {
+		name = q.GenerateName
+	}
+	return apierrors.NewInvalid(v1.GroupVersion.WithKind(v1.KindStreamingQuery).GroupKind(), name, errs)
 }

@@ -10,10 +10,15 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -224,5 +229,88 @@ func TestWebhookAdmitsWhenTheStoreHangs(t *testing.T) {
 	}
 	if c := condition(q, v1.ConditionCheckpointReachable); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "did not answer within 2s") {
 		t.Errorf("CheckpointReachable = %+v, want False saying the store did not answer within the budget", c)
+	}
+}
+
+// TestWebhookRejectionsNameTheQuery: a refusal names the query, as the API server's own
+// errors do ("StreamingQuery.streaming.lockstep.dev "orders" is invalid"), also when the name
+// is generated.
+func TestWebhookRejectionsNameTheQuery(t *testing.T) {
+	f, _ := webhookFixture(t)
+	f.create(f.query("orders").Obj())
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
+
+	err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Sources[0].Files.Path = "s3://" + f.s3.Bucket + "/landing/other" })
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `StreamingQuery.streaming.lockstep.dev "orders" is invalid`) {
+		t.Errorf("incompatible Update = %v, want Invalid naming the query", err)
+	}
+	err = f.c.Create(context.Background(), f.query("bad").Filter("amount +").Obj())
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `StreamingQuery.streaming.lockstep.dev "bad" is invalid`) {
+		t.Errorf("invalid Create = %v, want Invalid naming the query", err)
+	}
+	for _, dryRun := range []bool{true, false} {
+		var opts []client.CreateOption
+		if dryRun {
+			opts = append(opts, client.DryRunAll)
+		}
+		q := f.query("").Filter("amount +").Obj()
+		q.GenerateName = "gen-"
+		err = f.c.Create(context.Background(), q, opts...)
+		if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), `StreamingQuery.streaming.lockstep.dev "gen-`) {
+			t.Errorf("invalid Create with generateName (dryRun=%v) = %v, want Invalid naming the query", dryRun, err)
+		}
+	}
+}
+
+// TestWebhookTypeErrorsAreSchemaErrors: a value of the wrong type is refused by the API
+// server's schema, with its field path, not by the defaulting webhook failing to decode it.
+func TestWebhookTypeErrorsAreSchemaErrors(t *testing.T) {
+	f, _ := webhookFixture(t)
+	q := f.query("typed").Obj()
+	raw, err := runtime.DefaultUnstructuredConverter.ToUnstructured(q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: raw}
+	u.SetGroupVersionKind(v1.GroupVersion.WithKind(v1.KindStreamingQuery))
+	sources, _, _ := unstructured.NestedSlice(u.Object, "spec", "sources")
+	if err := unstructured.SetNestedField(sources[0].(map[string]any), int64(5), "files", "path"); err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedSlice(u.Object, sources, "spec", "sources"); err != nil {
+		t.Fatal(err)
+	}
+	err = f.c.Create(context.Background(), u)
+	causes := statusCauses(err)
+	if !apierrors.IsInvalid(err) || !strings.Contains(causes, "spec.sources[0].files.path: ") || !strings.Contains(err.Error(), "must be of type string") {
+		t.Errorf("Create with a number for spec.sources[0].files.path = %v (causes:\n%s), want the schema's Invalid with the field path", err, causes)
+	}
+}
+
+func TestValidateVerdictNamesTheQuery(t *testing.T) {
+	rejected := compat.Verdict{Severity: compat.Rejected, Findings: []compat.Finding{{Rule: "files-path", Severity: compat.Rejected, Path: "spec.sources[0].files.path", Old: "a", New: "b", Message: "Moved."}}}
+	named := querytest.Make("orders", "ns").Obj()
+	unnamed := querytest.Make("", "ns").Obj()
+	unnamed.GenerateName = "orders-"
+	tests := []struct {
+		name string
+		q    *v1.StreamingQuery
+		req  string // the admission request's name
+		want string
+	}{
+		{"named", named, "", `StreamingQuery.streaming.lockstep.dev "orders" is invalid`},
+		{"named by the request", unnamed, "orders-x1", `StreamingQuery.streaming.lockstep.dev "orders-x1" is invalid`},
+		{"generateName", unnamed, "", `StreamingQuery.streaming.lockstep.dev "orders-" is invalid`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var req admission.Request
+			req.Name = tt.req
+			ctx := admission.NewContextWithRequest(context.Background(), req)
+			_, err := controller.ValidateVerdict(ctx, tt.q, rejected)
+			if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ValidateVerdict() = %v, want Invalid containing %q", err, tt.want)
+			}
+		})
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -138,10 +139,7 @@ func TestQueryRunsInPod(t *testing.T) {
 	if q.Status.QueryID == "" || q.Status.LastProgress == nil || len(q.Status.Sources) != 1 {
 		t.Errorf("status = %+v, want the query id, the last progress and the source's offsets", q.Status)
 	}
-	pod, err := tn.runningPod("orders")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := tn.readyPod("orders")
 	if pod.Spec.NodeName != tn.in.node.Name {
 		t.Errorf("engine pod on node %q, want %q", pod.Spec.NodeName, tn.in.node.Name)
 	}
@@ -167,10 +165,7 @@ func TestDeletedPodResumes(t *testing.T) {
 	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
 	q := tn.committed("ticks", 2)
 	id := q.Status.QueryID
-	old, err := tn.runningPod("ticks")
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := tn.readyPod("ticks")
 	tn.kubectl(nil, "-n", tn.ns, "delete", "pod", old.Name)
 	var pod *corev1.Pod
 	tn.eventually("a new engine pod runs", func() error {
@@ -205,10 +200,7 @@ func TestAllowedChangeRollsPod(t *testing.T) {
 	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
 	q := tn.committed("ticks", 1)
 	id, gen := q.Status.QueryID, q.Generation
-	old, err := tn.runningPod("ticks")
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := tn.readyPod("ticks")
 	tn.apply(tn.rateQuery("ticks", "value % 2 == 0", false))
 	tn.eventually("the changed spec runs in a new pod", func() error {
 		q := tn.query("ticks")
@@ -243,13 +235,10 @@ func TestRefusedChangeLeavesPodUntouched(t *testing.T) {
 	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
 	q := tn.committed("ticks", 1)
 	gen := q.Generation
-	old, err := tn.runningPod("ticks")
-	if err != nil {
-		t.Fatal(err)
-	}
+	old := tn.readyPod("ticks")
 	changed := strings.Replace(tn.rateQuery("ticks", "value >= 0", false), "    rate: {rowsPerSecond: 20}",
 		fmt.Sprintf("    files: {path: %s, format: json}\n    schema: {columns: [{name: value, type: long}]}", tn.location("landing/ticks")), 1)
-	err = tn.tryApply(changed)
+	err := tn.tryApply(changed)
 	if err == nil {
 		t.Fatal("kubectl apply of a changed source kind succeeded, want it refused at admission")
 	}
@@ -261,10 +250,7 @@ func TestRefusedChangeLeavesPodUntouched(t *testing.T) {
 	}
 	before := *tn.query("ticks").Status.LatestCommittedBatch
 	tn.committed("ticks", before+1)
-	p, err := tn.runningPod("ticks")
-	if err != nil {
-		t.Fatal(err)
-	}
+	p := tn.readyPod("ticks")
 	if p.UID != old.UID || restarts(p) != restarts(old) {
 		t.Errorf("engine pod %s (restarts %d) after the refused change, want %s untouched (restarts %d)", p.Name, restarts(p), old.Name, restarts(old))
 	}
@@ -337,13 +323,21 @@ func testRunsToCompletion(t *testing.T, trigger string, lastBatch int64) {
 		return nil
 	})
 	tn.eventually("no engine pod runs", func() error {
-		for _, p := range tn.pods("orders") {
+		pods := tn.pods("orders")
+		if len(pods) == 0 {
+			// The finished Job keeps its pod (for kubectl logs), under the query's label.
+			return fmt.Errorf("no pod labelled %s=orders", controller.LabelQuery)
+		}
+		for _, p := range pods {
 			if p.Status.Phase != corev1.PodSucceeded {
 				return fmt.Errorf("pod %s is %s", p.Name, p.Status.Phase)
 			}
 		}
 		return nil
 	})
+	if jobs := tn.kubectl(nil, "-n", tn.ns, "get", "jobs", "-l", controller.LabelQuery+"=orders", "-o", "name"); !strings.Contains(string(jobs), "job.batch/") {
+		t.Errorf("no Job runs the query's engine: kubectl get jobs = %q", jobs)
+	}
 	cancel()
 	if n := <-maxRestarts; n > 0 {
 		t.Errorf("an engine container was restarted %d times after it exited: a query whose trigger ends must not be run again", n)
@@ -375,7 +369,10 @@ func TestTriggerAvailableNowRunsToCompletion(t *testing.T) {
 
 // TestEngineHangRestartedByLiveness: the Kafka broker hangs (its process is stopped with
 // its connections open), so the engine's batch blocks without an error; the liveness
-// probe restarts the engine container, which continues once the broker is back.
+// probe restarts the engine container, which continues once the broker is back. The query
+// sets spec.engine.progressTimeout to 30s, as a user whose batches take a second would: the
+// default bound (5 min at least) is longer than the Kafka client's own 2 min timeout, which
+// would end the hung batch with an error first.
 func TestEngineHangRestartedByLiveness(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
@@ -413,27 +410,30 @@ spec:
   outputMode: append
   trigger: {processingTime: 1s}
   checkpoint: {store: %s}
+  engine: {progressTimeout: 30s}
 `, broker.Addr, tn.location("out/clicks"), tn.store))
 	tn.committed("clicks", 0)
-	pod, err := tn.runningPod("clicks")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := tn.readyPod("clicks")
 	broker.Freeze()
 	defer broker.Thaw()
-	tn.eventuallyWithin(8*time.Minute, "the liveness probe restarts the hung engine", func() error {
-		var p corev1.Pod
-		if err := tn.in.c.Get(ctx, client.ObjectKeyFromObject(pod), &p); err != nil {
+	var restarted corev1.Pod
+	tn.eventually("the liveness probe restarts the hung engine", func() error {
+		if err := tn.in.c.Get(ctx, client.ObjectKeyFromObject(pod), &restarted); err != nil {
 			return err
 		}
-		if restarts(&p) > restarts(pod) {
+		if restarts(&restarted) > restarts(pod) {
 			return nil
 		}
-		return fmt.Errorf("engine container of %s not restarted (restarts %d)", p.Name, restarts(&p))
+		return fmt.Errorf("engine container of %s not restarted (restarts %d)", restarted.Name, restarts(&restarted))
 	})
 	events := string(tn.kubectl(nil, "-n", tn.ns, "get", "events", "--field-selector", "involvedObject.name="+pod.Name))
 	if !strings.Contains(events, "Liveness probe failed") {
 		t.Errorf("the engine was restarted, but not by its liveness probe; events:\n%s", events)
+	}
+	// The probe, not the Kafka client giving up, ended the hung engine, and its termination
+	// message says why.
+	if last := lastTermination(&restarted); last == nil || !strings.Contains(last.Message, "stopped while stuck: no trigger finished") {
+		t.Errorf("the engine's last termination %+v: want it stopped by the probe as stuck, not failed by the Kafka client's timeout", last)
 	}
 	broker.Thaw()
 	produce(10, 10)
@@ -454,10 +454,7 @@ func TestEngineFrozenRestartedByLiveness(t *testing.T) {
 	tn := newTenant(t)
 	tn.apply(tn.rateQuery("ticks", "value >= 0", false))
 	tn.committed("ticks", 1)
-	pod, err := tn.runningPod("ticks")
-	if err != nil {
-		t.Fatal(err)
-	}
+	pod := tn.readyPod("ticks")
 	pid, err := enginePID(pod)
 	if err != nil {
 		t.Fatal(err)
@@ -508,6 +505,16 @@ func enginePID(pod *corev1.Pod) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no lockstep engine process in the cgroup of pod %s (%s)", pod.Name, pod.UID)
+}
+
+// lastTermination is how the engine container of pod p last ended, or nil.
+func lastTermination(p *corev1.Pod) *corev1.ContainerStateTerminated {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == controller.EngineContainer {
+			return cs.LastTerminationState.Terminated
+		}
+	}
+	return nil
 }
 
 // metaCondition returns the query's condition of type typ, or nil.

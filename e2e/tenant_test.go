@@ -142,6 +142,18 @@ func (tn *tenant) runningPod(name string) (*corev1.Pod, error) {
 	return &running[0], nil
 }
 
+// readyPod waits for the query's one ready engine pod and returns it. The status may show a
+// committed batch before the kubelet has reported the pod ready.
+func (tn *tenant) readyPod(name string) *corev1.Pod {
+	tn.t.Helper()
+	var pod *corev1.Pod
+	tn.eventually("the engine pod of "+name+" is ready", func() (err error) {
+		pod, err = tn.runningPod(name)
+		return err
+	})
+	return pod
+}
+
 func podReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {

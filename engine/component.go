@@ -164,12 +164,20 @@ type SinkEnv struct {
 	// Columns are the columns of the rows the sink receives.
 	Columns    v1.Columns
 	OutputMode v1.OutputMode
+	// Keys are the output columns that identify a row, for sinks that upsert
+	// in update mode (the spec's UpsertKeys: declared keys, else the
+	// aggregation's grouping keys); nil when the query has none. An empty,
+	// non-nil Keys is a global aggregation: one row, replaced each batch.
+	Keys []string
 	// Open returns the folder of a location with the engine's S3 settings.
 	Open FolderOpener
 	// Stdout is where a console sink prints; os.Stdout by default.
 	Stdout io.Writer
 	// Logger is the engine's logger; it discards by default.
 	Logger *slog.Logger
+	// Getenv reads the engine's environment (a sink's connection settings);
+	// os.Getenv unless the engine was given WithEnv.
+	Getenv func(string) string
 	// Reached reports that the sink is in the middle of writing a batch:
 	// after its data is written, before the data is committed. Sinks call
 	// it with PhaseSinkWrite; crash tests stop the process there.

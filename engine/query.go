@@ -534,13 +534,16 @@ func (r *run) build(ctx context.Context) error {
 	if hook == nil {
 		hook = func(Phase, int64) {}
 	}
+	keys, _ := q.spec.UpsertKeys()
 	sink, err := q.reg.sinks[q.spec.Sink.Kind()].new(ctx, &q.spec.Sink, SinkEnv{
 		QueryID:    r.queryID,
 		Columns:    q.outCols,
 		OutputMode: q.spec.OutputMode,
+		Keys:       keys,
 		Open:       q.folderOpener(q.spec.Sink.S3Connection(), ""),
 		Stdout:     q.opts.stdout,
 		Logger:     q.opts.logger.With("sink", string(q.spec.Sink.Kind())),
+		Getenv:     q.opts.getenv,
 		Reached:    hook,
 	})
 	if err != nil {

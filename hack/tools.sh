@@ -143,6 +143,12 @@ build_staticcheck() {
   go_install "staticcheck $STATICCHECK_VERSION" "honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION"
 }
 
+build_helm() {
+  # The chart's lint and template tests (charts/) and the e2e quickstart's `helm install`.
+  has_module "$BIN/helm" helm.sh/helm/v3 "v$HELM_VERSION" && { log "helm v$HELM_VERSION: cached"; return; }
+  go_install "helm v$HELM_VERSION (~4 min)" "helm.sh/helm/v3/cmd/helm@v$HELM_VERSION"
+}
+
 build_terraform() {
   # A terraform already on PATH (any 1.x) is used as is; else build the pinned MPL-2.0 release.
   local onpath
@@ -196,7 +202,7 @@ build_duckdb() {
   timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
 }
 
-all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck terraform kafka_broker postgres duckdb)
+all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka_broker postgres duckdb)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 

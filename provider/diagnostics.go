@@ -82,8 +82,9 @@ func splitFieldPath(s string) []fieldStep {
 }
 
 // findingPattern matches the text the admission webhook gives a compat finding:
-// "[rejected] files-path at spec.sources[0].files.path: "a" → "b": message Remedy: remedy".
-var findingPattern = regexp.MustCompile(`(?s)\[(rejected|warning|allowed)\] (\S+) at (\S+): (".*?") → (".*?"): (.*?)(?: Remedy: (.*))?$`)
+// "[rejected] files-path at spec.sources[0].files.path: "a" → "b": message Remedy: remedy",
+// without the "a" → "b" part when both values are absent.
+var findingPattern = regexp.MustCompile(`(?s)\[(rejected|warning|allowed)\] (\S+) at (\S+): (?:(".*?") → (".*?"): )?(.*?)(?: Remedy: (.*))?$`)
 
 // finding is a compat finding read back from the webhook's text.
 type finding struct {
@@ -95,10 +96,14 @@ func parseFinding(text string) (finding, bool) {
 	if m == nil {
 		return finding{}, false
 	}
-	old, err1 := strconv.Unquote(m[4])
-	new, err2 := strconv.Unquote(m[5])
-	if err1 != nil || err2 != nil {
-		old, new = m[4], m[5]
+	var old, new string
+	if m[4] != "" {
+		var err1, err2 error
+		old, err1 = strconv.Unquote(m[4])
+		new, err2 = strconv.Unquote(m[5])
+		if err1 != nil || err2 != nil {
+			old, new = m[4], m[5]
+		}
 	}
 	return finding{severity: m[1], rule: m[2], path: m[3], old: old, new: new, message: m[6], remedy: m[7]}, true
 }

@@ -58,6 +58,13 @@ func TestParseFinding(t *testing.T) {
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(finding{})); diff != "" {
 		t.Errorf("parseFinding (-want +got):\n%s", diff)
 	}
+	// A finding without values has no "old → new" part.
+	text = `[warning] guarantee at spec: The guarantee weakens. Remedy: Keep it.`
+	got, ok = parseFinding(text)
+	want2 := finding{severity: "warning", rule: "guarantee", path: "spec", message: "The guarantee weakens.", remedy: "Keep it."}
+	if diff := cmp.Diff(want2, got, cmp.AllowUnexported(finding{})); !ok || diff != "" {
+		t.Errorf("parseFinding(%q) = %v (-want +got):\n%s", text, ok, diff)
+	}
 	if _, ok := parseFinding("spec.checkpoint: could not read the checkpoint"); ok {
 		t.Error("parseFinding found a finding in a plain warning")
 	}

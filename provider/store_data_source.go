@@ -30,10 +30,6 @@ func newStoreDataSourceFor(k *kinds) func() datasource.DataSource {
 	return func() datasource.DataSource { return &storeDataSource{kinds: k} }
 }
 
-// storeConditionReady is the condition type that the CheckpointStore reconciler sets True
-// when the store's bucket is reachable.
-const storeConditionReady = "Ready"
-
 // Attributes of lockstep_checkpoint_store besides the spec's.
 const (
 	attrQueryNamespace = "query_namespace"
@@ -72,8 +68,8 @@ func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 			MarkdownDescription: "The checkpoint location the store gives the query `query_namespace`/`query_name` " +
 				"(`s3://bucket/` and the rendered `location_template`); null without `query_name`."},
 		attrReady: schema.BoolAttribute{Computed: true,
-			Description:         "Whether the controller reports the store Ready (its bucket reachable).",
-			MarkdownDescription: "Whether the controller reports the store `Ready` (its bucket reachable)."},
+			Description:         "Whether the controller reports the store Ready: its probe, with the credentials of an allowed namespace, reached the bucket and saw it honour conditional writes. status.conditions says why not.",
+			MarkdownDescription: "Whether the controller reports the store `Ready`: its probe, with the credentials of an allowed namespace, reached the bucket and saw it honour conditional writes. `status.conditions` says why not (`BucketMissing`, `CredentialsRejected`, `ConditionalWritesIgnored`, `Unreachable`, ...)."},
 		"status": dataSourceAttribute(d.kinds.storeStatus),
 	}
 	if !mergeAttributes(attrs, meta, &resp.Diagnostics) {
@@ -119,8 +115,8 @@ func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	set := func(name string, v any) { resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root(name), v)...) }
 	set(attrID, obj.GetName())
 	// The CheckpointStore reconciler reports condition Ready (type "Ready", status True)
-	// once it has reached the store's bucket; until a reconciler runs, ready is false.
-	set(attrReady, meta.IsStatusConditionTrue(store.Status.Conditions, storeConditionReady))
+	// once its probe has reached the store's bucket.
+	set(attrReady, meta.IsStatusConditionTrue(store.Status.Conditions, v1.ConditionReady))
 	if known(queryName) {
 		ns := orDefault(queryNamespace.ValueString(), d.cluster.namespace)
 		loc, err := store.Spec.Location(ns, queryName.ValueString())

@@ -15,9 +15,12 @@ import (
 //
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
-// +kubebuilder:resource:scope=Cluster,shortName=cs,categories=lockstep
+// +kubebuilder:resource:scope=Cluster,shortName=ckpts,categories=lockstep
 // +kubebuilder:printcolumn:name="Bucket",type=string,JSONPath=`.spec.s3.bucket`
 // +kubebuilder:printcolumn:name="Endpoint",type=string,JSONPath=`.spec.s3.endpoint`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Queries",type=integer,JSONPath=`.status.queries`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type CheckpointStore struct {
 	metav1.TypeMeta   `json:",inline"`
@@ -86,15 +89,56 @@ type S3Store struct {
 
 // CheckpointStoreStatus is what the controller observed of a store.
 type CheckpointStoreStatus struct {
-	// Conditions: Ready (the bucket is reachable with the controller's view of it).
+	// Conditions: Ready, True when the controller's probe with the credentials of an allowed
+	// namespace listed the bucket and saw it refuse a second create-if-absent of one object
+	// (what checkpoints depend on); False with the reason when it did not (BucketMissing,
+	// CredentialsRejected, AccessDenied, ConditionalWritesIgnored, Unreachable,
+	// InvalidSettings), or while the store is being deleted (Deleting); Unknown when no allowed
+	// namespace holds the credentials Secret yet (NoCredentials).
 	// +optional
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Queries counts the StreamingQueries that name this store. While it is above zero a
+	// deletion of the store waits (finalizer streaming.lockstep.dev/store-in-use).
+	// +optional
+	Queries int32 `json:"queries"`
+	// ProbedNamespace is the namespace whose credentials Secret the last probe used.
+	// +optional
+	ProbedNamespace string `json:"probedNamespace,omitempty"`
+	// LastProbeTime is when the controller last probed the store.
+	// +optional
+	LastProbeTime *metav1.Time `json:"lastProbeTime,omitempty"`
 	// ObservedGeneration is the generation of the spec this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 }
+
+// Condition reasons of a CheckpointStore's Ready condition.
+const (
+	// ReasonProbed: the probe listed the bucket and the server honoured If-None-Match.
+	ReasonProbed = "Probed"
+	// ReasonBucketMissing: the bucket does not exist.
+	ReasonBucketMissing = "BucketMissing"
+	// ReasonCredentialsRejected: the server does not know the access key, or the secret is wrong.
+	ReasonCredentialsRejected = "CredentialsRejected"
+	// ReasonAccessDenied: the credentials are valid but may not list or write the namespace's prefix.
+	ReasonAccessDenied = "AccessDenied"
+	// ReasonConditionalWritesIgnored: a second create-if-absent of one object succeeded, so
+	// two engines could both write one batch: the store must not hold checkpoints.
+	ReasonConditionalWritesIgnored = "ConditionalWritesIgnored"
+	// ReasonUnreachable: the endpoint did not answer, or answered with an error that says
+	// nothing of the store (a retry may succeed).
+	ReasonUnreachable = "Unreachable"
+	// ReasonInvalidSettings: the store's own settings cannot work (a caBundle without a
+	// certificate, a location template that renders no location).
+	ReasonInvalidSettings = "InvalidSettings"
+	// ReasonNoCredentials: no namespace the store allows holds its credentials Secret, so
+	// there is nothing to probe with.
+	ReasonNoCredentials = "NoCredentials"
+	// ReasonDeleting: the store is being deleted and waits for the queries that use it.
+	ReasonDeleting = "Deleting"
+)
 
 // DefaultLocationTemplate is the default CheckpointStoreSpec.LocationTemplate.
 const DefaultLocationTemplate = "{{namespace}}/{{name}}"

@@ -24,11 +24,12 @@ const (
 	FeatureAggregate      Feature = "step.aggregate"
 	FeatureDropDuplicates Feature = "step.dropDuplicates"
 
-	FeatureDeltaSink   Feature = "sink.delta"
-	FeatureFilesSink   Feature = "sink.files"
-	FeatureKafkaSink   Feature = "sink.kafka"
-	FeatureWebhookSink Feature = "sink.webhook"
-	FeatureConsoleSink Feature = "sink.console"
+	FeatureDeltaSink    Feature = "sink.delta"
+	FeatureFilesSink    Feature = "sink.files"
+	FeatureKafkaSink    Feature = "sink.kafka"
+	FeaturePostgresSink Feature = "sink.postgres"
+	FeatureWebhookSink  Feature = "sink.webhook"
+	FeatureConsoleSink  Feature = "sink.console"
 
 	FeatureUpdateMode   Feature = "outputMode.update"
 	FeatureCompleteMode Feature = "outputMode.complete"
@@ -43,7 +44,7 @@ func Supported() Features {
 	return NewFeatures(
 		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
 		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
-		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeatureWebhookSink, FeatureConsoleSink,
+		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeaturePostgresSink, FeatureWebhookSink, FeatureConsoleSink,
 		FeatureUpdateMode, FeatureCompleteMode,
 	)
 }
@@ -53,7 +54,7 @@ func AllFeatures() Features {
 	return NewFeatures(
 		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
 		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
-		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeatureWebhookSink, FeatureConsoleSink,
+		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeaturePostgresSink, FeatureWebhookSink, FeatureConsoleSink,
 		FeatureUpdateMode, FeatureCompleteMode,
 	)
 }

@@ -1,10 +1,10 @@
 package v1
 
 // Sink is where a query's output rows go. Exactly one field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.delta), has(self.files), has(self.kafka), has(self.webhook), has(self.console)].filter(x, x).size() == 1",message="exactly one of delta, files, kafka, webhook, console must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.delta), has(self.files), has(self.kafka), has(self.postgres), has(self.webhook), has(self.console)].filter(x, x).size() == 1",message="exactly one of delta, files, kafka, postgres, webhook, console must be set"
 type Sink struct {
-	// Delta appends each batch to a Delta table in one commit (exactly-once). Output modes
-	// append and complete.
+	// Delta writes each batch to a Delta table in one commit (exactly-once). Output modes
+	// append, update (a MERGE by the query's key) and complete.
 	// +optional
 	Delta *DeltaSink `json:"delta,omitempty"`
 	// Files writes each batch as files and lists them in a manifest log in the output folder
@@ -14,6 +14,10 @@ type Sink struct {
 	// Kafka produces each row as a record (at-least-once; exactly-once with ExactlyOnce).
 	// +optional
 	Kafka *KafkaSink `json:"kafka,omitempty"`
+	// Postgres writes each batch to a PostgreSQL table in one transaction with a progress row
+	// (exactly-once). Output modes append, update (an upsert by key) and complete.
+	// +optional
+	Postgres *PostgresSink `json:"postgres,omitempty"`
 	// Webhook POSTs each batch to a URL (at-least-once, with an idempotency key).
 	// +optional
 	Webhook *WebhookSink `json:"webhook,omitempty"`
@@ -27,11 +31,12 @@ type SinkKind string
 
 // Sink kinds.
 const (
-	SinkDelta   SinkKind = "delta"
-	SinkFiles   SinkKind = "files"
-	SinkKafka   SinkKind = "kafka"
-	SinkWebhook SinkKind = "webhook"
-	SinkConsole SinkKind = "console"
+	SinkDelta    SinkKind = "delta"
+	SinkFiles    SinkKind = "files"
+	SinkKafka    SinkKind = "kafka"
+	SinkPostgres SinkKind = "postgres"
+	SinkWebhook  SinkKind = "webhook"
+	SinkConsole  SinkKind = "console"
 )
 
 // Kinds returns the kinds that are set on s, in spec order; a valid sink has exactly one.
@@ -45,6 +50,9 @@ func (s *Sink) Kinds() []SinkKind {
 	}
 	if s.Kafka != nil {
 		kinds = append(kinds, SinkKafka)
+	}
+	if s.Postgres != nil {
+		kinds = append(kinds, SinkPostgres)
 	}
 	if s.Webhook != nil {
 		kinds = append(kinds, SinkWebhook)
@@ -64,13 +72,11 @@ func (s *Sink) Kind() SinkKind {
 }
 
 // OutputModes returns the output modes the sink kind accepts (DESIGN §2): files append and
-// update; delta append and complete; kafka, webhook and console all three.
+// update; delta, postgres, kafka, webhook and console all three.
 func (k SinkKind) OutputModes() []OutputMode {
 	switch k {
 	case SinkFiles:
 		return []OutputMode{OutputAppend, OutputUpdate}
-	case SinkDelta:
-		return []OutputMode{OutputAppend, OutputComplete}
 	default:
 		return OutputModes()
 	}
@@ -89,6 +95,65 @@ type DeltaSink struct {
 	// +optional
 	// +listType=atomic
 	PartitionColumns []string `json:"partitionColumns,omitempty"`
+	// MergeKeys are the output columns that identify a row of the table in update mode: each
+	// batch's rows replace the table's rows with the same key values (nulls equal) and add the
+	// others. Omitted with an aggregation: its grouping keys (window_start and window_end for
+	// a window). Required for update mode without an aggregation; with one, it must name the
+	// grouping key columns.
+	// +optional
+	// +listType=atomic
+	MergeKeys []string `json:"mergeKeys,omitempty"`
+}
+
+// PostgresSink writes a PostgreSQL table. Each batch is one transaction that also inserts the
+// row (query id, batch id) into lockstep_batches, in the table's schema, so a replayed batch
+// finds its row and writes nothing.
+type PostgresSink struct {
+	// Connection says where the connection string (a libpq URL or key=value DSN, with its TLS
+	// settings such as sslmode and sslrootcert) comes from.
+	Connection PostgresConnection `json:"connection"`
+	// Table is the table written: name or schema.name (unquoted identifiers: lowercase letters,
+	// digits and _).
+	// +kubebuilder:validation:MinLength=1
+	Table string `json:"table"`
+	// KeyColumns are the output columns of the table's primary key, the conflict target of
+	// update mode's upsert. Omitted with an aggregation: its grouping keys. Required for update
+	// mode without an aggregation; with one, it must name the grouping key columns.
+	// +optional
+	// +listType=atomic
+	KeyColumns []string `json:"keyColumns,omitempty"`
+	// CreateTable creates the table (with the key columns as primary key) when it does not
+	// exist. Default false: a missing table stops the query.
+	// +optional
+	CreateTable bool `json:"createTable,omitempty"`
+}
+
+// PostgresConnection names the source of a PostgreSQL connection string. Exactly one field
+// is set.
+type PostgresConnection struct {
+	// SecretName names a Secret in the query's namespace whose key "dsn" holds the connection
+	// string; the controller passes it to the engine as LOCKSTEP_SINK_POSTGRES_DSN.
+	// +optional
+	SecretName string `json:"secretName,omitempty"`
+	// DSNEnv names the engine's environment variable holding the connection string (for
+	// lockstep run, or a pod whose environment the platform sets).
+	// +optional
+	DSNEnv string `json:"dsnEnv,omitempty"`
+}
+
+// PostgresDSNEnv is the environment variable that carries the connection string of a
+// Postgres sink whose connection names a Secret.
+const PostgresDSNEnv = "LOCKSTEP_SINK_POSTGRES_DSN"
+
+// PostgresDSNSecretKey is the key of the connection string in a Postgres sink's Secret.
+const PostgresDSNSecretKey = "dsn"
+
+// DSNEnvName returns the environment variable the engine reads the connection string from.
+func (c PostgresConnection) DSNEnvName() string {
+	if c.DSNEnv != "" {
+		return c.DSNEnv
+	}
+	return PostgresDSNEnv
 }
 
 // FilesSink writes files into a folder with a manifest log (_lockstep_manifest) that lists

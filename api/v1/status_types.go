@@ -28,7 +28,9 @@ type StreamingQueryStatus struct {
 	// +listType=map
 	// +listMapKey=name
 	Sources []SourceStatus `json:"sources,omitempty"`
-	// Lag is the total of the sources' lag: records (Kafka) or files not yet read.
+	// Lag is the total of the sources' lag: records (Kafka) or files not yet read, as the
+	// engine measured it at the newest committed batch. Unset while the query is suspended:
+	// nothing measures it then, and the last measure would only grow stale.
 	// +optional
 	Lag *int64 `json:"lag,omitempty"`
 	// Guarantee is the query's delivery guarantee, from its sources and sink.
@@ -43,9 +45,10 @@ type StreamingQueryStatus struct {
 	// +listType=map
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
-	// Restarts counts the engine's restarts after a failure.
+	// Restarts is how often the engine container of the current engine pod has restarted
+	// (its restartCount); a new pod, after a roll or a deleted pod, starts again from 0.
 	// +optional
-	Restarts int32 `json:"restarts,omitempty"`
+	Restarts int32 `json:"restarts"`
 	// LastFailure is the engine's last error.
 	// +optional
 	LastFailure *Failure `json:"lastFailure,omitempty"`
@@ -130,6 +133,7 @@ type SourceStatus struct {
 	// +optional
 	Offsets string `json:"offsets,omitempty"`
 	// Lag is what the source has not read yet: records for Kafka, files for files and delta.
+	// Unset while the query is suspended.
 	// +optional
 	Lag *int64 `json:"lag,omitempty"`
 }

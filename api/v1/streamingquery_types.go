@@ -17,6 +17,9 @@ import (
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
 // +kubebuilder:printcolumn:name="Guarantee",type=string,JSONPath=`.status.guarantee`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:printcolumn:name="Store",type=string,JSONPath=`.spec.checkpoint.store`,priority=1
+// +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.checkpointLocation`,priority=1
+// +kubebuilder:printcolumn:name="Restarts",type=integer,JSONPath=`.status.restarts`,priority=1
 type StreamingQuery struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

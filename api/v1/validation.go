@@ -297,14 +297,14 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowSta
 	kinds := k.Kinds()
 	switch len(kinds) {
 	case 0:
-		errs = append(errs, field.Required(p, "exactly one of delta, files, kafka, webhook, console must be set"))
+		errs = append(errs, field.Required(p, "exactly one of delta, files, kafka, postgres, webhook, console must be set"))
 	case 1:
 	default:
-		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of delta, files, kafka, webhook, console must be set"))
+		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of delta, files, kafka, postgres, webhook, console must be set"))
 	}
 	for _, kind := range kinds {
 		if !f.Has(sinkFeature(kind)) {
-			errs = append(errs, notSupportedYet(p.Child(string(kind)), kind, supportedKinds(f, SinkDelta, SinkFiles, SinkKafka, SinkWebhook, SinkConsole)))
+			errs = append(errs, notSupportedYet(p.Child(string(kind)), kind, supportedKinds(f, SinkDelta, SinkFiles, SinkKafka, SinkPostgres, SinkWebhook, SinkConsole)))
 		}
 	}
 	if d := k.Delta; d != nil {
@@ -319,6 +319,10 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowSta
 			}
 			seen[c] = true
 		}
+		errs = append(errs, keyColumns(dp.Child("mergeKeys"), d.MergeKeys, out)...)
+	}
+	if pg := k.Postgres; pg != nil {
+		errs = append(errs, pg.validate(p.Child("postgres"), out)...)
 	}
 	if fs := k.Files; fs != nil {
 		fp := p.Child("files")
@@ -394,6 +398,9 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, f Features, fl *f
 		e := field.NotSupported(p, mode, k.OutputModes())
 		e.Detail = fmt.Sprintf("the %s sink supports %s", k, e.Detail)
 		errs = append(errs, e)
+	}
+	if mode == OutputUpdate {
+		errs = append(errs, s.validateUpsertKeys(fl)...)
 	}
 	switch {
 	case mode == OutputComplete && fl.aggregate < 0:

@@ -350,10 +350,11 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
-			name:     "the delta sink refuses update mode",
+			name:     "the delta sink in update mode needs merge keys without an aggregation",
 			query:    orders().DeltaSink("s3://lake/t").OutputMode(v1.OutputUpdate),
 			features: all,
-			want:     field.ErrorList{field.NotSupported(mode, v1.OutputUpdate, []v1.OutputMode{v1.OutputAppend, v1.OutputComplete})},
+			want: field.ErrorList{field.Required(field.NewPath("spec", "sink", "delta", "mergeKeys"),
+				"update mode replaces rows by key: a query without an aggregation must name the output columns that identify a row")},
 		},
 		{
 			name:     "update mode is not supported yet",

@@ -16,8 +16,11 @@ var (
 	// ErrNoSuchBucket means the bucket does not exist.
 	ErrNoSuchBucket = errors.New("no such bucket")
 
-	// ErrCredentials means the server rejected the credentials: an unknown
-	// access key or a wrong secret.
+	// ErrCredentials means the server rejected the credentials (an unknown
+	// access key, a wrong secret, an expired session) or, with no static
+	// keys, the credential chain found none: STS refused the web identity
+	// token or did not answer, or the metadata endpoint gave none. The
+	// message says which and why.
 	ErrCredentials = errors.New("credentials rejected")
 
 	// ErrAccessDenied means the credentials are valid but may not do what

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/minio/minio-go/v7"
@@ -31,6 +32,9 @@ const (
 	// credential chain when no static keys are set.
 	EnvWebIdentityTokenFile = "AWS_WEB_IDENTITY_TOKEN_FILE"
 	EnvRoleARN              = "AWS_ROLE_ARN"
+	// EnvSTSEndpoint is the STS server web identity asks for credentials
+	// (the AWS SDKs' name); unset means AWS STS in $AWS_REGION.
+	EnvSTSEndpoint = "AWS_ENDPOINT_URL_STS"
 )
 
 // Defaults of the options.
@@ -55,7 +59,8 @@ type config struct {
 	endpoint  *string
 	region    *string
 	creds     *credentials.Credentials
-	accessKey string // for messages
+	accessKey string       // for messages
+	chain     *chainSource // the standard chain's last failure; nil with static keys
 	caFile    *string
 	insecure  *bool
 	tls       *tls.Config
@@ -85,7 +90,7 @@ func WithRegion(region string) Option { return func(c *config) { c.region = &reg
 func WithCredentials(accessKey, secretKey, sessionToken string) Option {
 	return func(c *config) {
 		c.creds = credentials.NewStaticV4(accessKey, secretKey, sessionToken)
-		c.accessKey = accessKey
+		c.accessKey, c.chain = accessKey, nil
 	}
 }
 
@@ -93,18 +98,80 @@ func WithCredentials(accessKey, secretKey, sessionToken string) Option {
 // standard chain (see WithCredentials). A location on another server than
 // the checkpoint's takes it when it names no keys of its own.
 func WithCredentialChain() Option {
-	return func(c *config) { c.creds, c.accessKey = standardChain(), "" }
+	return func(c *config) {
+		c.creds, c.chain = standardChain(c.getenv)
+		c.accessKey = ""
+	}
 }
 
 // standardChain is the credential chain after static keys: the shared
 // credentials file, then web identity, then the container and instance
 // metadata endpoints (minio-go's IAM provider tries those in that order,
-// reading the AWS_* variables itself).
-func standardChain() *credentials.Credentials {
-	return credentials.NewChainCredentials([]credentials.Provider{
-		&credentials.FileAWSCredentials{},
-		&credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}},
-	})
+// reading the AWS_* variables itself). minio-go's chain drops the reason a
+// provider failed and signs nothing, so the server answers a bare "access
+// denied"; the chainSource it also returns keeps that reason for classify.
+func standardChain(getenv func(string) string) (*credentials.Credentials, *chainSource) {
+	iam := &credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}}
+	src := &chainSource{source: "the instance or container metadata endpoint"}
+	if f := getenv(EnvWebIdentityTokenFile); f != "" {
+		// The provider's Endpoint is STS's for web identity, the metadata
+		// endpoint's otherwise: set it only for the first.
+		iam.Endpoint = getenv(EnvSTSEndpoint)
+		sts := iam.Endpoint
+		if sts == "" {
+			sts = "AWS STS"
+		}
+		src.source = fmt.Sprintf("web identity (STS %s, %s=%s, %s=%s)",
+			sts, EnvWebIdentityTokenFile, f, EnvRoleARN, getenv(EnvRoleARN))
+	}
+	src.Provider = iam
+	return credentials.NewChainCredentials([]credentials.Provider{&credentials.FileAWSCredentials{}, src}), src
+}
+
+// chainSource is the standard chain's last provider, remembering why its
+// latest retrieval failed. It is safe for concurrent use.
+type chainSource struct {
+	credentials.Provider
+	source string // what it asks, for messages
+	err    atomic.Pointer[error]
+	ok     atomic.Bool // the latest retrieval succeeded
+}
+
+// Retrieve is RetrieveWithCredContext with the default context, as
+// minio-go's providers implement it.
+func (p *chainSource) Retrieve() (credentials.Value, error) { return p.RetrieveWithCredContext(nil) }
+
+func (p *chainSource) RetrieveWithCredContext(cc *credentials.CredContext) (credentials.Value, error) {
+	return p.note(p.Provider.RetrieveWithCredContext(cc))
+}
+
+func (p *chainSource) note(v credentials.Value, err error) (credentials.Value, error) {
+	if err != nil {
+		p.err.Store(&err)
+	} else {
+		p.err.Store(nil)
+	}
+	p.ok.Store(err == nil)
+	return v, err
+}
+
+// used names where the chain's credentials came from, for messages.
+func (p *chainSource) used() string {
+	if p.ok.Load() {
+		return p.source
+	}
+	return "the AWS shared credentials file" // the chain never asked p
+}
+
+// failure returns why the latest retrieval failed, or nil.
+func (p *chainSource) failure() error {
+	if p == nil {
+		return nil
+	}
+	if err := p.err.Load(); err != nil {
+		return *err
+	}
+	return nil
 }
 
 // WithCA trusts the CAs in a PEM file as well as the system's. The default
@@ -179,7 +246,7 @@ func newConfig(opts []Option) (*config, error) {
 			c.creds = credentials.NewStaticV4(id, secret, getenv(EnvSessionToken))
 			c.accessKey = id
 		} else {
-			c.creds = standardChain()
+			c.creds, c.chain = standardChain(getenv)
 		}
 	}
 	if c.caFile == nil {

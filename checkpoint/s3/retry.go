@@ -111,7 +111,7 @@ func (s *Store) retry(ctx context.Context, o op, f func(ctx context.Context) err
 		actx, cancelAttempt := context.WithTimeout(context.WithValue(opCtx, retryHintKey{}, &hint), s.cfg.timeout)
 		err := f(actx)
 		cancelAttempt()
-		if err == nil || !transient(opCtx, err) || (s.cfg.attempts > 0 && attempt >= s.cfg.attempts) {
+		if err == nil || !(transient(opCtx, err) || s.credentialsTransient(opCtx)) || (s.cfg.attempts > 0 && attempt >= s.cfg.attempts) {
 			if err != nil && ctx.Err() == nil && opCtx.Err() != nil {
 				return fmt.Errorf("gave up after %d attempts in %s (the operation timeout; set %s to wait longer): %w",
 					attempt, time.Since(start).Round(time.Millisecond), EnvOperationTimeout, err)
@@ -140,6 +140,15 @@ func (s *Store) retry(ctx context.Context, o op, f func(ctx context.Context) err
 		case <-t.C:
 		}
 	}
+}
+
+// credentialsTransient reports whether the credential chain's latest
+// retrieval failed in a way that may pass: STS or the metadata endpoint
+// unreachable, or answering 5xx. minio-go then sends the request unsigned
+// and the server's refusal would read as final.
+func (s *Store) credentialsTransient(ctx context.Context) bool {
+	err := s.cfg.chain.failure()
+	return err != nil && transient(ctx, err)
 }
 
 // transient reports whether a failed request may succeed when tried again.

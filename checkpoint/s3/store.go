@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 )
@@ -216,17 +217,39 @@ func (s *Store) classify(err error) error {
 		}
 		return fmt.Errorf("%s: %w", s.endpoint, err)
 	}
+	rejected := false
 	switch er.Code {
 	case minio.NoSuchBucket:
 		return fmt.Errorf("bucket %s does not exist on %s: %w", s.bucket, s.endpoint, ErrNoSuchBucket)
 	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
 		"XAdminUserNotFound": // versitygw's answer to an unknown access key
-		return fmt.Errorf("%s rejected the credentials (access key %q; set %s and %s): %s: %w",
-			s.endpoint, s.cfg.accessKey, EnvAccessKey, EnvSecretKey, er.Message, ErrCredentials)
+		rejected = true
 	case minio.AccessDenied:
+	default:
+		return fmt.Errorf("%s: %w", s.endpoint, err)
+	}
+	if s.cfg.chain == nil {
+		if rejected {
+			return fmt.Errorf("%s rejected the credentials (access key %q; set %s and %s): %s: %w",
+				s.endpoint, s.cfg.accessKey, EnvAccessKey, EnvSecretKey, er.Message, ErrCredentials)
+		}
 		return fmt.Errorf("%s denied access to bucket %s (access key %q): %s: %w", s.endpoint, s.bucket, s.cfg.accessKey, er.Message, ErrAccessDenied)
 	}
-	return fmt.Errorf("%s: %w", s.endpoint, err)
+	// No static keys: the credentials came from the standard chain. When it
+	// found none, minio-go sent the request unsigned and the server's
+	// answer hides the cause, which the chain's last source kept.
+	if cerr := s.cfg.chain.failure(); cerr != nil {
+		var sts credentials.ErrorResponse
+		if errors.As(cerr, &sts) && sts.STSError.Code != "" {
+			cerr = fmt.Errorf("%s: %w", sts.STSError.Code, cerr)
+		}
+		return fmt.Errorf("no credentials for %s: no static keys (%s, %s) and %s gave none: %v: %w",
+			s.endpoint, EnvAccessKey, EnvSecretKey, s.cfg.chain.source, cerr, ErrCredentials)
+	}
+	if rejected {
+		return fmt.Errorf("%s rejected the credentials from %s: %s: %w", s.endpoint, s.cfg.chain.used(), er.Message, ErrCredentials)
+	}
+	return fmt.Errorf("%s denied access to bucket %s (credentials from %s): %s: %w", s.endpoint, s.bucket, s.cfg.chain.used(), er.Message, ErrAccessDenied)
 }
 
 func notFound(err error) bool {

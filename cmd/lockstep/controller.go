@@ -13,6 +13,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
@@ -35,6 +36,7 @@ type controllerConfig struct {
 	resync                  time.Duration
 	readBudget              time.Duration
 	webhookBudget           time.Duration
+	storeProbe              time.Duration
 }
 
 func newControllerCommand() *cobra.Command {
@@ -71,6 +73,8 @@ or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 	f.DurationVar(&cfg.readBudget, "checkpoint-read-budget", controller.DefaultReadBudget, "how long one reconcile may spend reading a checkpoint before it counts as unreachable")
 	f.DurationVar(&cfg.webhookBudget, "webhook-checkpoint-budget", controller.DefaultCheckpointBudget,
 		"how long admission may spend reading a checkpoint before it admits the change with a warning that it was not judged; keep it well below the webhooks' 10s timeout")
+	f.DurationVar(&cfg.storeProbe, "store-probe-interval", controller.DefaultProbeInterval,
+		"how often each CheckpointStore is probed (a listing and a conditional write with an allowed namespace's credentials) for its Ready condition")
 	return cmd
 }
 
@@ -103,12 +107,20 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
-	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithReadBudget(cfg.readBudget)).SetupWithManager(mgr); err != nil {
+	metrics, err := controller.NewMetrics(ctrlmetrics.Registry, mgr.GetClient())
+	if err != nil {
+		return fmt.Errorf("controller metrics: %w", err)
+	}
+	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithReadBudget(cfg.readBudget),
+		controller.WithMetrics(metrics)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the StreamingQuery controller: %w", err)
+	}
+	if err := controller.NewStoreReconciler(mgr, controller.WithProbeInterval(cfg.storeProbe)).SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("set up the CheckpointStore controller: %w", err)
 	}
 	ready := healthz.Ping
 	if cfg.webhooks {
-		if err := controller.NewQueryWebhook(mgr, controller.WithCheckpointBudget(cfg.webhookBudget)).SetupWithManager(mgr); err != nil {
+		if err := controller.NewQueryWebhook(mgr, controller.WithCheckpointBudget(cfg.webhookBudget), controller.WithVerdictMetrics(metrics)).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("set up the webhooks: %w", err)
 		}
 		ready = mgr.GetWebhookServer().StartedChecker()

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -19,6 +18,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
 )
 
@@ -41,6 +41,7 @@ ends or the pod is stopped. It is 'lockstep run' for a pod:
     found) within the spec's progress timeout (spec.engine.progressTimeout; default three
     processingTime intervals, at least 5m), so that a liveness probe restarts a stuck
     engine; /readyz answers once the checkpoint is claimed and until a stop begins.
+  - The same port serves the query's Prometheus metrics at /metrics (docs/metrics.md).
   - SIGTERM stops after the current batch commits (set the pod's grace period long enough
     for a batch); a second SIGTERM exits at once (the next start replays that batch).
   - Before it exits the engine writes one line to --termination-message-path: the error, or
@@ -54,7 +55,7 @@ Progress is logged as JSON on standard error, one line per committed batch.`,
 		},
 	}
 	cmd.Flags().StringVar(&cfg.query, "query", "/etc/lockstep/query.yaml", "the StreamingQuery manifest the controller rendered")
-	cmd.Flags().StringVar(&cfg.healthAddr, "health-addr", ":8081", "address of the health endpoint (/healthz, /readyz); empty disables it")
+	cmd.Flags().StringVar(&cfg.healthAddr, "health-addr", ":8081", "address of the HTTP port: health (/healthz, /readyz), Prometheus metrics (/metrics), the query page (/); empty disables it")
 	cmd.Flags().StringVar(&cfg.terminationPath, "termination-message-path", "/dev/termination-log", "file that receives the reason the engine exited; empty disables it")
 	cmd.Flags().StringVar(&cfg.webhookHeadersDir, "webhook-headers-dir", webhook.DefaultHeadersDir, "folder where the webhook sink's headersSecretName is mounted, one file per header")
 	return cmd
@@ -99,11 +100,13 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 		return "", err
 	}
 	health := newEngineHealth(log, clock.RealClock{}, obj.Spec.ProgressTimeout())
+	srv := newQueryServer(obj, "", metrics.WithProcessCollectors())
+	log = slog.New(srv.ring.LogHandler(log.Handler()))
 	q, err := engine.New(obj, reg,
 		engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),
 		engine.WithStartGuard(compatGuard(log)),
 		engine.WithLogger(log),
-		engine.WithObserver(health),
+		engine.WithObserver(append(observers{health}, srv.observers()...)),
 		engine.WithStdout(os.Stdout),
 	)
 	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
@@ -113,16 +116,27 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 		return "", err
 	}
 	if cfg.healthAddr != "" {
-		stopHealth, err := health.serve(cfg.healthAddr)
+		mux := health.handler()
+		srv.register(mux)
+		_, stop, err := serveHTTP(cfg.healthAddr, mux)
 		if err != nil {
-			return "", err
+			return "", fmt.Errorf("health endpoint: %w", err)
 		}
-		defer stopHealth()
+		defer stop()
 	}
 
 	defer stopOnSignals(q.Stop, func() {
-		log.Info("Stopping after the current batch")
 		health.stopping.Store(true)
+		if stuck := health.stuck(); stuck != "" {
+			// Most likely the liveness probe's restart: the kubelet kills the engine after a
+			// short grace period, before it can say why; say it now.
+			log.Warn("Stopping a stuck engine; the next start replays the interrupted batch", "reason", stuck)
+			if cfg.terminationPath != "" {
+				_ = os.WriteFile(cfg.terminationPath, []byte("stopped while stuck: "+stuck), 0o644)
+			}
+			return
+		}
+		log.Info("Stopping after the current batch")
 	}, func() {
 		log.Warn("Exiting at once; the next start replays the interrupted batch")
 		if cfg.terminationPath != "" {
@@ -131,6 +145,7 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 	})()
 
 	sum, err := q.Run(ctx)
+	srv.ring.Ended(time.Now(), err)
 	if err != nil {
 		if errors.Is(err, engine.ErrRefused) {
 			return "", withExitCode(exitRefused, err)
@@ -239,16 +254,25 @@ func (h *engineHealth) Committed(p engine.Progress) {
 
 func (h *engineHealth) Idle(at time.Time) { h.progressed(at) }
 
-// handler returns the health endpoint's handler.
-func (h *engineHealth) handler() http.Handler {
+// stuck says how long no trigger has finished when that is longer than the bound, else "".
+func (h *engineHealth) stuck() string {
+	since := h.clock.Since(time.Unix(0, h.progress.Load()))
+	if since <= h.bound {
+		return ""
+	}
+	return fmt.Sprintf("no trigger finished for %s, more than the progress timeout %s (spec.engine.progressTimeout)",
+		since.Round(time.Second), h.bound)
+}
+
+// handler returns the health endpoint's handler; the query's page and metrics are added to it.
+func (h *engineHealth) handler() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-		since := h.clock.Since(time.Unix(0, h.progress.Load()))
-		if since > h.bound {
-			http.Error(w, fmt.Sprintf("stuck: no trigger finished for %s, more than the progress timeout %s (spec.engine.progressTimeout)",
-				since.Round(time.Second), h.bound), http.StatusServiceUnavailable)
+		if stuck := h.stuck(); stuck != "" {
+			http.Error(w, "stuck: "+stuck, http.StatusServiceUnavailable)
 			return
 		}
+		since := h.clock.Since(time.Unix(0, h.progress.Load()))
 		fmt.Fprintf(w, "ok: last progress %s ago\n", since.Round(time.Millisecond))
 	})
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
@@ -262,15 +286,4 @@ func (h *engineHealth) handler() http.Handler {
 		}
 	})
 	return mux
-}
-
-// serve starts the health endpoint on addr; the returned function stops it.
-func (h *engineHealth) serve(addr string) (func(), error) {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("health endpoint: %w", err)
-	}
-	srv := &http.Server{Handler: h.handler(), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = srv.Serve(l) }() // ends when stop closes the server
-	return func() { _ = srv.Close() }, nil
 }

@@ -17,11 +17,12 @@ func TestPlannerAndEngineAgreeOnGuarantees(t *testing.T) {
 		t.Fatal(err)
 	}
 	sinks := map[v1.SinkKind]v1.Sink{
-		v1.SinkFiles:   {Files: &v1.FilesSink{Path: "/out", Format: v1.FormatJSON}},
-		v1.SinkConsole: {Console: &v1.ConsoleSink{}},
-		v1.SinkKafka:   {Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t"}},
-		v1.SinkWebhook: {Webhook: &v1.WebhookSink{URL: "http://h/"}},
-		v1.SinkDelta:   {Delta: &v1.DeltaSink{Path: "/table"}},
+		v1.SinkFiles:    {Files: &v1.FilesSink{Path: "/out", Format: v1.FormatJSON}},
+		v1.SinkConsole:  {Console: &v1.ConsoleSink{}},
+		v1.SinkKafka:    {Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t"}},
+		v1.SinkWebhook:  {Webhook: &v1.WebhookSink{URL: "http://h/"}},
+		v1.SinkDelta:    {Delta: &v1.DeltaSink{Path: "/table"}},
+		v1.SinkPostgres: {Postgres: &v1.PostgresSink{Connection: v1.PostgresConnection{DSNEnv: "PG_DSN"}, Table: "t"}},
 	}
 	for _, kind := range reg.SinkKinds() {
 		sink, ok := sinks[kind]

@@ -17,6 +17,7 @@ func newRootCommand() *cobra.Command {
 		newPlanCommand(),
 		newEngineCommand(),
 		newControllerCommand(),
+		newUICommand(),
 	)
 	return root
 }

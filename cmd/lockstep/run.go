@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -21,6 +22,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/engine/postgres"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
@@ -38,7 +40,7 @@ const (
 )
 
 func newRunCommand() *cobra.Command {
-	var file, location, progress string
+	var file, location, progress, httpAddr string
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
 		Short: "Run a streaming query on this machine",
@@ -61,12 +63,13 @@ is running on it).`,
 			if progress != progressText && progress != progressJSON {
 				return withExitCode(exitInvalid, fmt.Errorf("--progress %q: want text or json", progress))
 			}
-			return runQuery(cmd.Context(), file, location, progress, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			return runQuery(cmd.Context(), file, location, progress, httpAddr, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the StreamingQuery manifest (YAML or JSON)")
 	cmd.Flags().StringVar(&location, "checkpoint", "", "the checkpoint location: a path, file:///path or s3://bucket/prefix (default: the spec's, else ./.lockstep/checkpoints/<namespace>/<name>)")
 	cmd.Flags().StringVar(&progress, "progress", progressText, "progress output on standard error: text or json")
+	cmd.Flags().StringVar(&httpAddr, "http", "", "serve the query's page (/), progress (/api/progress) and Prometheus metrics (/metrics) on this address, e.g. 127.0.0.1:4040 (default: off)")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
@@ -85,10 +88,11 @@ func newRegistry(opts ...webhook.Opt) (*engine.Registry, error) {
 		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.SinkWith(opts...)),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
+		reg.RegisterSink(v1.SinkPostgres, postgres.SinkSpec(), postgres.NewSink),
 	)
 }
 
-func runQuery(ctx context.Context, file, location, progress string, stdout, stderr io.Writer) error {
+func runQuery(ctx context.Context, file, location, progress, httpAddr string, stdout, stderr io.Writer) error {
 	obj, err := readQueryFile(file)
 	if err != nil {
 		return withExitCode(exitInvalid, err)
@@ -105,10 +109,26 @@ func runQuery(ctx context.Context, file, location, progress string, stdout, stde
 		return withExitCode(exitInvalid, err)
 	}
 	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var logs slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	var observer engine.Observer = obs
+	var srv *queryServer
+	if httpAddr != "" {
+		srv = newQueryServer(obj, location)
+		logs = srv.ring.LogHandler(logs)
+		mux := http.NewServeMux()
+		srv.register(mux)
+		addr, stop, err := serveHTTP(httpAddr, mux)
+		if err != nil {
+			return withExitCode(exitInvalid, fmt.Errorf("--http: %w", err))
+		}
+		defer stop()
+		obs.printf("lockstep: query page on http://%s/ (metrics at /metrics)", addr)
+		observer = append(observers{obs}, srv.observers()...)
+	}
+	logger := slog.New(logs)
 	opts := []engine.Option{
 		engine.WithLogger(logger),
-		engine.WithObserver(obs),
+		engine.WithObserver(observer),
 		engine.WithStdout(stdout),
 		// The checkpoint refuses an incompatible change here too, as in the
 		// pod (defence in depth behind `lockstep plan`).
@@ -135,6 +155,9 @@ func runQuery(ctx context.Context, file, location, progress string, stdout, stde
 	})()
 
 	sum, err := q.Run(ctx)
+	if srv != nil {
+		srv.ring.Ended(time.Now(), err)
+	}
 	if err != nil {
 		if errors.Is(err, engine.ErrRefused) {
 			return withExitCode(exitRefused, err)

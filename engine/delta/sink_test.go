@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
@@ -63,8 +62,12 @@ func (l tableLocation) rows(t testing.TB) []engine.Row {
 
 func newSink(t *testing.T, l tableLocation, cols v1.Columns, mode v1.OutputMode, partitions ...string) engine.Sink {
 	t.Helper()
+	var keys []string
+	if mode == v1.OutputUpdate {
+		keys = enginetest.SinkKeys
+	}
 	s, err := delta.NewSink(context.Background(), &v1.Sink{Delta: &v1.DeltaSink{Path: l.path, PartitionColumns: partitions}},
-		engine.SinkEnv{QueryID: "unused", Columns: cols, OutputMode: mode, Open: l.open})
+		engine.SinkEnv{QueryID: "unused", Columns: cols, OutputMode: mode, Keys: keys, Open: l.open})
 	if err != nil {
 		t.Fatalf("NewSink() error = %v", err)
 	}
@@ -75,15 +78,18 @@ func newSink(t *testing.T, l tableLocation, cols v1.Columns, mode v1.OutputMode,
 // batch N is harmless, and a fresh query id is neither skipped nor skips.
 func TestSinkSuite(t *testing.T) {
 	for _, kind := range storeKinds {
-		t.Run(kind, func(t *testing.T) {
-			enginetest.RunSinkSuite(t, func(t *testing.T) enginetest.SinkHarness {
-				l := newTableLocation(t, kind)
-				return enginetest.SinkHarness{
-					New:  func(t *testing.T) engine.Sink { return newSink(t, l, enginetest.SinkColumns, v1.OutputAppend) },
-					Read: func(t *testing.T) []engine.Row { return l.rows(t) },
-				}
+		for _, mode := range []v1.OutputMode{v1.OutputAppend, v1.OutputUpdate} {
+			t.Run(kind+"/"+string(mode), func(t *testing.T) {
+				enginetest.RunSinkSuite(t, func(t *testing.T) enginetest.SinkHarness {
+					l := newTableLocation(t, kind)
+					return enginetest.SinkHarness{
+						New:    func(t *testing.T) engine.Sink { return newSink(t, l, enginetest.SinkColumns, mode) },
+						Read:   func(t *testing.T) []engine.Row { return l.rows(t) },
+						Upsert: mode == v1.OutputUpdate,
+					}
+				})
 			})
-		})
+		}
 	}
 }
 
@@ -99,7 +105,7 @@ func TestSinkRefuses(t *testing.T) {
 		mode    v1.OutputMode
 		wantErr error
 	}{
-		{"update mode", cols, v1.OutputUpdate, nil},
+		{"update mode without keys", cols, v1.OutputUpdate, nil},
 		{"a changed column type", v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeDouble}}, v1.OutputAppend, delta.ErrSchemaMismatch},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,26 +130,17 @@ func TestSinkFaults(t *testing.T) {
 		{Name: "commit", Match: testenv.Match{Method: "PUT", Key: `_delta_log/\d+\.json$`, IfNoneMatch: true}},
 		{Name: "log-read", Match: testenv.Match{Method: "GET", Key: `_delta_log`}},
 	}
-	for _, kind := range testenv.S3Kinds() {
-		t.Run(kind, func(t *testing.T) {
-			srv := testenv.S3Of(t, kind)
-			proxy := testenv.NewS3Proxy(t, srv, 1)
-			cfg := append(proxy.Server().Options(), cks3.WithRetries(0, time.Millisecond))
-			n := 0
-			enginetest.RunSinkFaults(t, proxy, targets, func(t *testing.T) enginetest.SinkHarness {
-				n++
-				l := tableLocation{path: fmt.Sprintf("s3://%s/lake/faults%d", srv.Bucket, n),
-					open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }}
-				return enginetest.SinkHarness{
-					New: func(t *testing.T) engine.Sink { return newSink(t, l, enginetest.SinkColumns, v1.OutputAppend) },
-					Read: func(t *testing.T) []engine.Row {
-						everyVersionReads(t, l.table(t))
-						return l.rows(t)
-					},
-				}
-			})
-		})
-	}
+	enginetest.RunSinkFaultsOnS3(t, targets, func(t *testing.T, srv *testenv.S3Server, opts []cks3.Option, n int) enginetest.SinkHarness {
+		l := tableLocation{path: fmt.Sprintf("s3://%s/lake/faults%d", srv.Bucket, n),
+			open: func(loc string) (blob.Folder, error) { return blob.Open(loc, opts...) }}
+		return enginetest.SinkHarness{
+			New: func(t *testing.T) engine.Sink { return newSink(t, l, enginetest.SinkColumns, v1.OutputAppend) },
+			Read: func(t *testing.T) []engine.Row {
+				everyVersionReads(t, l.table(t))
+				return l.rows(t)
+			},
+		}
+	})
 }
 
 // everyVersionReads reads the table at each of its versions (time travel):

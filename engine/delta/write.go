@@ -26,11 +26,21 @@ const (
 	// removes every active file and adds the new ones. It conflicts with a
 	// concurrent commit that adds or removes files.
 	Complete
+	// Merge replaces the table's rows whose Keys equal those of a row of
+	// the write and adds the other rows: one commit that removes the files
+	// holding replaced rows and adds their other rows with the write's
+	// (copy-on-write, no deletion vectors). Only files whose partition
+	// values and stats allow one of the keys are read. It conflicts with a
+	// concurrent commit that adds or removes files.
+	Merge
 )
 
 func (m Mode) String() string {
-	if m == Complete {
+	switch m {
+	case Complete:
 		return "Complete"
+	case Merge:
+		return "Merge"
 	}
 	return "Append"
 }
@@ -68,6 +78,11 @@ type Write struct {
 
 	Mode Mode
 
+	// Keys are the columns (of Columns) that identify a row in Merge mode;
+	// null key values equal each other. No keys: every row matches, and a
+	// merge replaces the table's content.
+	Keys []string
+
 	// Operation and OperationParameters go to the commitInfo action, for
 	// people reading the table's history. Default "WRITE".
 	Operation           string
@@ -88,6 +103,9 @@ type Result struct {
 	Skipped bool
 	// Files are the data files added.
 	Files []Add
+	// Removed counts the data files removed: by a merge, the files
+	// rewritten without their replaced rows; by a complete write, all.
+	Removed int
 	// Retries counts the commit races lost to non-conflicting commits.
 	Retries int
 	// CheckpointErr is set when the commit succeeded but writing the Delta
@@ -117,12 +135,25 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	files, err := t.writeFiles(ctx, plan, w.Rows)
+	rows := w.Rows
+	if w.Mode == Merge {
+		m, err := t.planMerge(ctx, snap, w, plan)
+		if err != nil {
+			return Result{}, err
+		}
+		plan, rows = m.plan, m.rows
+		plan.removes = m.removes
+	}
+	files, err := t.writeFiles(ctx, plan, rows)
 	if err != nil {
 		return Result{}, err
 	}
 	var res Result
 	res.Files = files
+	res.Removed = len(plan.removes)
+	if w.Mode == Complete {
+		res.Removed = snap.NumFiles()
+	}
 	if w.beforeCommit != nil {
 		w.beforeCommit()
 	}
@@ -161,7 +192,7 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 		if committed, err := t.namesAny(ctx, snap.Version, newer.Version, files); err != nil {
 			return Result{}, err
 		} else if committed {
-			return Result{Version: newer.Version, Files: files, Retries: res.Retries}, nil
+			return Result{Version: newer.Version, Files: files, Removed: res.Removed, Retries: res.Retries}, nil
 		}
 		if skip(newer, w) {
 			t.deleteFiles(ctx, files)
@@ -174,7 +205,7 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 		// Re-plan against the new metadata: a concurrent schema change must
 		// still fit the rows (the files written need no change, since the
 		// data columns of a file are its own).
-		p2, err := t.plan(newer, w)
+		p2, err := t.plan(newer, plan.write(w))
 		if err != nil {
 			t.deleteFiles(ctx, files)
 			return Result{}, err
@@ -240,7 +271,7 @@ func (t *Table) checkConflicts(ctx context.Context, base, newer *Snapshot, w Wri
 	if newer.Protocol.MinWriterVersion > WriterVersion {
 		return fmt.Errorf("delta table %s needs writer version %d: %w", t.Location(), newer.Protocol.MinWriterVersion, ErrUnsupportedProtocol)
 	}
-	if w.Mode != Complete {
+	if w.Mode == Append {
 		return nil // blind appends commute with everything else
 	}
 	for v := base.Version + 1; v <= newer.Version; v++ {
@@ -250,7 +281,7 @@ func (t *Table) checkConflicts(ctx context.Context, base, newer *Snapshot, w Wri
 		}
 		for _, a := range actions {
 			if a.Add != nil && a.Add.DataChange || a.Remove != nil && a.Remove.DataChange {
-				return fmt.Errorf("delta table %s: version %d changed the files a complete write replaces: %w", t.Location(), v, ErrConflict)
+				return fmt.Errorf("delta table %s: version %d changed the files a %s write replaces: %w", t.Location(), v, strings.ToLower(w.Mode.String()), ErrConflict)
 			}
 		}
 	}
@@ -266,10 +297,18 @@ type writePlan struct {
 	dataIdx          []int      // position of each data column in the rows
 	partCols         v1.Columns
 	partIdx          []int
+	columns          v1.Columns // the columns planned (a merge plans the table's)
+	removes          []Add      // files a merge removes
+}
+
+// write returns w with the columns p was planned for, to plan it again.
+func (p writePlan) write(w Write) Write {
+	w.Columns = p.columns
+	return w
 }
 
 func (t *Table) plan(snap *Snapshot, w Write) (writePlan, error) {
-	var p writePlan
+	p := writePlan{columns: w.Columns}
 	for _, c := range w.Columns {
 		if _, err := deltaType(c.Type); err != nil {
 			return p, fmt.Errorf("delta table %s: column %q: %w", t.Location(), c.Name, err)
@@ -280,8 +319,8 @@ func (t *Table) plan(snap *Snapshot, w Write) (writePlan, error) {
 			return p, fmt.Errorf("delta table %s needs writer version %d, this writer implements %d: %w",
 				t.Location(), snap.Protocol.MinWriterVersion, WriterVersion, ErrUnsupportedProtocol)
 		}
-		if w.Mode == Complete && snap.Metadata.Configuration["delta.appendOnly"] == "true" {
-			return p, fmt.Errorf("delta table %s is append-only (delta.appendOnly): a complete write removes files: %w", t.Location(), ErrConflict)
+		if w.Mode != Append && snap.Metadata.Configuration["delta.appendOnly"] == "true" {
+			return p, fmt.Errorf("delta table %s is append-only (delta.appendOnly): a %s write removes files: %w", t.Location(), strings.ToLower(w.Mode.String()), ErrConflict)
 		}
 		p.partitionColumns = nonNilSlice(snap.Metadata.PartitionColumns)
 		if w.PartitionColumns != nil && !slices.Equal(w.PartitionColumns, p.partitionColumns) {
@@ -415,11 +454,13 @@ func (t *Table) actions(snap *Snapshot, w Write, p writePlan, files []Add) ([]Ac
 	if w.AppID != "" {
 		actions = append(actions, Action{Txn: &Txn{AppID: w.AppID, Version: w.Version, LastUpdated: now}})
 	}
+	removes := p.removes
 	if w.Mode == Complete {
-		for _, f := range snap.Files() {
-			actions = append(actions, Action{Remove: &Remove{Path: f.Path, DeletionTimestamp: now, DataChange: true,
-				ExtendedFileMetadata: true, PartitionValues: f.PartitionValues, Size: f.Size}})
-		}
+		removes = snap.Files()
+	}
+	for _, f := range removes {
+		actions = append(actions, Action{Remove: &Remove{Path: f.Path, DeletionTimestamp: now, DataChange: true,
+			ExtendedFileMetadata: true, PartitionValues: f.PartitionValues, Size: f.Size}})
 	}
 	for i := range files {
 		actions = append(actions, Action{Add: &files[i]})

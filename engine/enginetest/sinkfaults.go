@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -22,6 +23,25 @@ type FaultTarget struct {
 
 // SinkFaultKinds are the faults RunSinkFaults aims at every target.
 var SinkFaultKinds = []testenv.Kind{testenv.LostReply, testenv.SlowDown, testenv.InternalError, testenv.Reset, testenv.Delay}
+
+// RunSinkFaultsOnS3 runs RunSinkFaults on every S3 server kind
+// (testenv.S3Kinds), each behind its own fault proxy. newOutput returns the
+// n-th fresh output in srv's bucket, reached with opts (the proxy's
+// settings, with retries quick to start).
+func RunSinkFaultsOnS3(t *testing.T, targets []FaultTarget, newOutput func(t *testing.T, srv *testenv.S3Server, opts []s3.Option, n int) SinkHarness) {
+	for _, kind := range testenv.S3Kinds() {
+		t.Run(kind, func(t *testing.T) {
+			srv := testenv.S3Of(t, kind)
+			proxy := testenv.NewS3Proxy(t, srv, 1)
+			opts := append(proxy.Server().Options(), s3.WithRetries(0, time.Millisecond))
+			n := 0
+			RunSinkFaults(t, proxy, targets, func(t *testing.T) SinkHarness {
+				n++
+				return newOutput(t, srv, opts, n)
+			})
+		})
+	}
+}
 
 // RunSinkFaults aims each fault kind at each target of an exactly-once sink
 // on S3 behind proxy, the first matching request and then the next two, and

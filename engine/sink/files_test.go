@@ -143,16 +143,7 @@ func TestFilesSinkFaults(t *testing.T) {
 		{Name: "manifest", Match: testenv.Match{Method: "PUT", Key: sink.ManifestDir + "/", IfNoneMatch: true}},
 		{Name: "manifest-read", Match: testenv.Match{Method: "GET", Key: sink.ManifestDir + "/"}},
 	}
-	for _, kind := range testenv.S3Kinds() {
-		t.Run(kind, func(t *testing.T) {
-			srv := testenv.S3Of(t, kind)
-			proxy := testenv.NewS3Proxy(t, srv, 1)
-			cfg := append(proxy.Server().Options(), cks3.WithRetries(0, time.Millisecond))
-			n := 0
-			enginetest.RunSinkFaults(t, proxy, targets, func(t *testing.T) enginetest.SinkHarness {
-				n++
-				return filesHarness(fmt.Sprintf("s3://%s/faults%d", srv.Bucket, n), cfg, v1.FormatParquet)
-			})
-		})
-	}
+	enginetest.RunSinkFaultsOnS3(t, targets, func(t *testing.T, srv *testenv.S3Server, opts []cks3.Option, n int) enginetest.SinkHarness {
+		return filesHarness(fmt.Sprintf("s3://%s/faults%d", srv.Bucket, n), opts, v1.FormatParquet)
+	})
 }

@@ -31,6 +31,13 @@
 // requests in the same order gets the same faults; every fault is logged
 // with the seed and counted ([S3Proxy.Faults], [S3Proxy.Counts]).
 //
+// # Web identity
+//
+// [MinIOWithOIDC] starts a MinIO of the test's own that trusts an OpenID
+// Connect provider served by the test ([OIDC]), so that its STS answers
+// AssumeRoleWithWebIdentity with temporary credentials for the provider's
+// tokens ([OIDC.Token]): IRSA and Workload Identity without a cloud.
+//
 // To point tests at a service that already runs, set LOCKSTEP_TEST_S3_ENDPOINT
 // (with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), LOCKSTEP_TEST_KAFKA_BROKERS
 // or LOCKSTEP_TEST_POSTGRES_DSN; see docs/development.md.

@@ -163,8 +163,8 @@ func renderGuarantees(w io.Writer) {
 
 // renderSinkMatrix writes compat.SinkSwitch as a table.
 func renderSinkMatrix(w io.Writer) {
-	kinds := []v1.SinkKind{v1.SinkDelta, v1.SinkFiles, v1.SinkKafka, v1.SinkWebhook, v1.SinkConsole}
-	fmt.Fprint(w, "\n## Changing the sink's kind\n\nRule `sink-kind`, by old sink (rows) and new sink (columns), in append or update mode. In\ncomplete mode a change to delta is a warning instead of a rejection, since the table receives the\nwhole result at the next batch.\n\n")
+	kinds := []v1.SinkKind{v1.SinkDelta, v1.SinkFiles, v1.SinkKafka, v1.SinkPostgres, v1.SinkWebhook, v1.SinkConsole}
+	fmt.Fprint(w, "\n## Changing the sink's kind\n\nRule `sink-kind`, by old sink (rows) and new sink (columns), in append or update mode. In\ncomplete mode a change to delta or postgres is a warning instead of a rejection, since the table receives the\nwhole result at the next batch.\n\n")
 	fmt.Fprint(w, "| from \\ to |")
 	for _, to := range kinds {
 		fmt.Fprintf(w, " %s |", to)

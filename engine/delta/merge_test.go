@@ -1,0 +1,285 @@
+package delta_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sort"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	deltago "github.com/rivian/delta-go"
+	"github.com/rivian/delta-go/lock/nillock"
+	"github.com/rivian/delta-go/state/localstate"
+	"github.com/rivian/delta-go/storage"
+	"github.com/rivian/delta-go/storage/filestore"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
+)
+
+var counterColumns = v1.Columns{{Name: "country", Type: v1.TypeString}, {Name: "id", Type: v1.TypeLong}, {Name: "n", Type: v1.TypeLong}}
+
+// counters returns rows (country, id, n) for ids [from, to), each country in
+// turn.
+func counters(from, to int, n int64) []delta.Row {
+	countries := []string{"DE", "FR", "US"}
+	var rows []delta.Row
+	for id := from; id < to; id++ {
+		rows = append(rows, delta.Row{countries[id%3], int64(id), n})
+	}
+	return rows
+}
+
+// A merge rewrites only the files that hold one of the batch's keys: the
+// others are ruled out by their partition values or their min/max stats
+// (or, when the stats cannot rule a file out, read and left alone).
+func TestMergeRewritesOnlyTheFilesThatHoldTheKeys(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name         string
+		partitions   []string
+		keys         []string
+		update       []delta.Row // batch 10's rows
+		wantRemoved  int
+		wantAdded    int
+		wantReplaced map[int64]int64 // id → new n
+	}{
+		{"stats rule out files", nil, []string{"id"},
+			[]delta.Row{{"DE", int64(42), int64(7)}, {"FR", int64(44), int64(7)}}, 1, 1, map[int64]int64{42: 7, 44: 7}},
+		{"two files of keys and a new key", nil, []string{"id"},
+			[]delta.Row{{"DE", int64(12), int64(7)}, {"US", int64(95), int64(7)}, {"US", int64(1000), int64(7)}}, 2, 1, map[int64]int64{12: 7, 95: 7}},
+		{"partitions rule out files", []string{"country"}, []string{"country", "id"},
+			[]delta.Row{{"US", int64(41), int64(7)}}, 1, 1, map[int64]int64{41: 7}},
+		{"new keys only: nothing rewritten", nil, []string{"id"},
+			[]delta.Row{{"DE", int64(5000), int64(7)}}, 0, 1, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, err := checkpoint.OpenDir(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tbl := delta.Open(store)
+			// Ten batches of ten keys each: ids [10b, 10b+10).
+			for b := range 10 {
+				if _, err := tbl.Write(ctx, delta.Write{AppID: "q", Version: int64(b), Columns: counterColumns, Rows: counters(10*b, 10*b+10, 1),
+					Mode: delta.Merge, Keys: tc.keys, PartitionColumns: tc.partitions}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before, err := tbl.Snapshot(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := tbl.Write(ctx, delta.Write{AppID: "q", Version: 10, Columns: counterColumns, Rows: tc.update, Mode: delta.Merge, Keys: tc.keys})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Partitioned tables write one file per partition per batch.
+			if res.Removed != tc.wantRemoved || len(res.Files) != tc.wantAdded {
+				t.Errorf("merge removed %d and added %d files of %d, want %d and %d", res.Removed, len(res.Files), before.NumFiles(), tc.wantRemoved, tc.wantAdded)
+			}
+			_, _, got := readAll(t, store)
+			want := map[int64]int64{}
+			for id := range 100 {
+				want[int64(id)] = 1
+			}
+			for id, n := range tc.wantReplaced {
+				want[id] = n
+			}
+			for _, r := range tc.update {
+				if _, old := want[r[1].(int64)]; !old {
+					want[r[1].(int64)] = r[2].(int64)
+				}
+			}
+			gotByID := map[int64]int64{}
+			for _, r := range got {
+				id := r[1].(int64)
+				if _, dup := gotByID[id]; dup {
+					t.Errorf("key %d appears twice", id)
+				}
+				gotByID[id] = r[2].(int64)
+			}
+			if diff := cmp.Diff(want, gotByID); diff != "" {
+				t.Errorf("table content by id (-want +got):\n%s", diff)
+			}
+			// A replay of batch 10 with other rows writes nothing.
+			again, err := tbl.Write(ctx, delta.Write{AppID: "q", Version: 10, Columns: counterColumns, Rows: counters(0, 100, 9), Mode: delta.Merge, Keys: tc.keys})
+			if err != nil || !again.Skipped {
+				t.Errorf("replay of batch 10 = %+v, %v; want skipped", again, err)
+			}
+		})
+	}
+}
+
+// Null keys equal null keys, as an aggregation groups them; timestamps match
+// at the microsecond precision files hold.
+func TestMergeNullAndTimestampKeys(t *testing.T) {
+	ctx := context.Background()
+	cols := v1.Columns{{Name: "k", Type: v1.TypeString}, {Name: "at", Type: v1.TypeTimestamp}, {Name: "n", Type: v1.TypeLong}}
+	store, err := checkpoint.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := delta.Open(store)
+	keys := []string{"k", "at"}
+	at := epoch.Add(123456789) // nanoseconds the file drops
+	for b, n := range []int64{1, 2, 3} {
+		if _, err := tbl.Write(ctx, delta.Write{AppID: "q", Version: int64(b), Columns: cols, Mode: delta.Merge, Keys: keys,
+			Rows: []delta.Row{{nil, at, n}, {"x", at, n * 10}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, _, got := readAll(t, store)
+	want := []delta.Row{{nil, at.Truncate(1000), int64(3)}, {"x", at.Truncate(1000), int64(30)}}
+	if diff := cmp.Diff(sortRows(want), got); diff != "" {
+		t.Errorf("rows (-want +got):\n%s", diff)
+	}
+}
+
+// DuckDB and delta-go read every version of a merged table: the rewritten
+// files are removed (dataChange true) and their kept rows added again.
+func TestMergedTableReadsElsewhere(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	store, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := delta.Open(store)
+	for b := range 14 { // across the checkpoint at version 10
+		rows := counters(7*b, 7*b+10, int64(b)) // 3 keys of the previous batch again
+		if _, err := tbl.Write(ctx, delta.Write{AppID: "q", Version: int64(b), Columns: counterColumns, Rows: rows,
+			Mode: delta.Merge, Keys: []string{"country", "id"}, PartitionColumns: []string{"country"}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	latest, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for v := int64(0); v <= latest.Version; v++ {
+		s, err := tbl.SnapshotAt(ctx, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rows, err := tbl.ReadAll(ctx, s)
+		if err != nil {
+			t.Fatalf("read version %d: %v", v, err)
+		}
+		if want := 7*int(v) + 10; len(rows) != want {
+			t.Errorf("version %d holds %d rows, want %d (one per key)", v, len(rows), want)
+		}
+	}
+
+	_, _, want := readAll(t, store)
+	duck := readWithDuckDB(t, dir)
+	if duck.Version != latest.Version {
+		t.Errorf("DuckDB replayed version %d, want %d", duck.Version, latest.Version)
+	}
+	if diff := cmp.Diff(want, duck.typedRows(t)); diff != "" {
+		t.Errorf("rows diff (-ours +DuckDB):\n%s", diff)
+	}
+
+	dg := deltago.NewTable(filestore.New(storage.NewPath(dir)), nillock.New(), localstate.New(-1))
+	if err := dg.Load(nil); err != nil && !errors.Is(err, deltago.ErrUnsupportedWriterVersion) {
+		t.Fatalf("delta-go Load() error = %v", err)
+	}
+	if dg.State.Version != latest.Version {
+		t.Errorf("delta-go version = %d, want %d", dg.State.Version, latest.Version)
+	}
+	var ours, theirs []string
+	for _, f := range latest.Files() {
+		ours = append(ours, f.Path)
+	}
+	for p := range dg.State.Files {
+		theirs = append(theirs, p)
+	}
+	sort.Strings(ours)
+	sort.Strings(theirs)
+	if diff := cmp.Diff(ours, theirs); diff != "" {
+		t.Errorf("active files (-ours +delta-go):\n%s", diff)
+	}
+	if v := dg.State.AppTransactionVersion["q"]; v != 13 {
+		t.Errorf("delta-go txn version of q = %d, want 13", v)
+	}
+	for _, f := range ours {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("active file %s: %v", f, err)
+		}
+	}
+}
+
+// queryUpdate is files → aggregate (count and sum of total by country) →
+// delta in update mode: the table holds one row per country.
+func (p *pipeline) queryUpdate() *v1.StreamingQuery {
+	return querytest.Make("revenue-by-country", "shop").
+		FilesSource("orders", p.in, v1.FormatJSON,
+			querytest.Col("id", v1.TypeString), querytest.Col("country", v1.TypeString),
+			querytest.Col("amount", v1.TypeDouble), querytest.Col("qty", v1.TypeLong)).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = new(int32(1)) }).
+		Filter("amount > 0.0").
+		Select(querytest.As("country", "country.upperAscii()"), querytest.As("total", "amount * double(qty)")).
+		Aggregate("revenue", []v1.GroupKey{querytest.Key("country")},
+			querytest.Agg("orders", v1.AggCount, ""), querytest.Agg("revenue", v1.AggSum, "total")).
+		DeltaSink(p.table, "country").
+		OutputMode(v1.OutputUpdate).
+		Checkpoint(p.ckptA).
+		AvailableNow().Obj()
+}
+
+// wantAgg is queryAgg's table for the input so far.
+func (p *pipeline) wantAgg() []engine.Row {
+	count, sum := map[string]int64{}, map[string]float64{}
+	for _, r := range p.want {
+		count[r[1].(string)]++
+		sum[r[1].(string)] += r[2].(float64)
+	}
+	var rows []engine.Row
+	for c, n := range count {
+		rows = append(rows, engine.Row{c, n, sum[c]})
+	}
+	return rows
+}
+
+func (p *pipeline) checkAgg(t *testing.T, sum engine.Summary) {
+	t.Helper()
+	s, got := p.tableRows(t)
+	want := p.wantAgg()
+	enginetest.SortRows(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("table content (-want +got):\n%s", diff)
+	}
+	if v, ok := s.TxnVersion(sum.QueryID); !ok || v != sum.LastCommitted {
+		t.Errorf("txn version of query %s = %d, %t; want the last batch, %d", sum.QueryID, v, ok, sum.LastCommitted)
+	}
+	if s.Version != sum.LastCommitted {
+		t.Errorf("table version = %d, want %d: one commit per batch", s.Version, sum.LastCommitted)
+	}
+	everyVersionReads(t, delta.Open(delta.FolderStore(p.folder(t, p.table))))
+}
+
+// An update aggregation into delta, killed (SIGKILL, in a child process) at
+// every phase of a batch — between its data files and its commit among them
+// — then run to the end: the table equals the aggregation of all input,
+// one row per key, one commit per batch.
+func TestAggregateToDeltaUpdateSIGKILLAtEveryPhase(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			for _, phase := range engine.Phases() {
+				t.Run(string(phase), func(t *testing.T) {
+					p := newPipeline(t, kind)
+					p.add(t, 5)
+					p.killAt(t, p.queryUpdate(), phase, 2)
+					p.checkAgg(t, p.runToEnd(t, p.queryUpdate()))
+				})
+			}
+		})
+	}
+}

@@ -1,0 +1,226 @@
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/lockstep-dev/lockstep/engine"
+)
+
+var _ engine.IdleObserver = (*Metrics)(nil)
+
+// Prefix starts every metric name this package exports.
+const Prefix = "lockstep_"
+
+// phaseTotal is the progress' durationMs key of the whole batch.
+const phaseTotal = "triggerExecution"
+
+// durationBuckets spans a few milliseconds (an empty local batch) to minutes
+// (a large batch on S3), in seconds.
+var durationBuckets = prometheus.ExponentialBuckets(0.005, 2.5, 12)
+
+// Metrics holds one query's metrics. Its Observer methods are called from the
+// engine's goroutine; Handler and Gather may be called concurrently. A scrape
+// sees whole batches: it never sees a batch's row counts without its duration.
+type Metrics struct {
+	// mu is held by an observer method while it records, and by Gather, so
+	// that a scrape is consistent with some batch's progress.
+	mu  sync.Mutex
+	reg *prometheus.Registry
+
+	info                 *prometheus.GaugeVec
+	committed, replayed  prometheus.Counter
+	lastBatch, lastTime  prometheus.Gauge
+	idle                 prometheus.Counter
+	inputRows, malformed *prometheus.CounterVec
+	outputRows           prometheus.Counter
+	duration             prometheus.Histogram
+	phase                *prometheus.HistogramVec
+	lag                  *prometheus.GaugeVec
+	watermark            prometheus.Gauge
+	stateRows, stateMem  *prometheus.GaugeVec
+	stateDropped         *prometheus.CounterVec
+	stateCommit          *prometheus.HistogramVec
+	s3RetriesBy          *prometheus.CounterVec
+	s3Uncertain          prometheus.Counter
+}
+
+// Option configures New.
+type Option func(*settings)
+
+type settings struct{ process bool }
+
+// WithProcessCollectors adds the Go runtime and process collectors (go_*,
+// process_*) to the registry, as a pod's /metrics usually has. Off by default
+// so that tests and `lockstep ui` export only the query's metrics.
+func WithProcessCollectors() Option { return func(s *settings) { s.process = true } }
+
+// New returns the metrics of the query namespace/name on a registry of their
+// own; namespace and name become the labels namespace and query of every
+// metric.
+func New(namespace, name string, opts ...Option) *Metrics {
+	var s settings
+	for _, o := range opts {
+		o(&s)
+	}
+	reg := prometheus.NewRegistry()
+	if s.process {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	f := factory{prometheus.WrapRegistererWith(prometheus.Labels{"namespace": namespace, "query": name}, reg)}
+	m := &Metrics{
+		reg: reg,
+		info: f.gaugeVec("query_info", "The running query: its checkpoint's query id, delivery guarantee and trigger; always 1.",
+			"query_id", "guarantee", "trigger"),
+		committed: f.counter("batches_committed_total", "Batches committed by this process."),
+		replayed: f.counter("batches_replayed_total",
+			"Committed batches that re-ran a batch an earlier run planned but did not commit, with its logged offsets."),
+		lastBatch:  f.gauge("last_committed_batch", "The id of the newest batch this process committed."),
+		lastTime:   f.gauge("last_commit_timestamp_seconds", "The timestamp of the newest committed batch, in Unix seconds."),
+		idle:       f.counter("idle_triggers_total", "Triggers that found no new data in any source and so ran no batch."),
+		inputRows:  f.counterVec("input_rows_total", "Rows read from the source.", "source"),
+		malformed:  f.counterVec("malformed_rows_total", "Records of the source skipped or dead-lettered by its onMalformed policy.", "source"),
+		outputRows: f.counter("output_rows_total", "Rows handed to the sink."),
+		duration: f.histogram(prometheus.HistogramOpts{Name: "batch_duration_seconds",
+			Help: "A batch's time from planning to the commit entry (the progress' triggerExecution).", Buckets: durationBuckets}),
+		phase: f.histogramVec(prometheus.HistogramOpts{Name: "batch_phase_duration_seconds",
+			Help:    "A batch's time per phase (the progress' durationMs keys: latestOffset, walCommit, getBatch, transform, addBatch, commitOffsets).",
+			Buckets: durationBuckets}, "phase"),
+		lag: f.gaugeVec("source_lag_records",
+			"Records the source held beyond the batch's end offset when the batch was planned; absent when the source cannot tell.", "source"),
+		watermark: f.gauge("watermark_seconds", "The batch's event-time watermark in Unix seconds; 0 when the query has none."),
+		stateRows: f.gaugeVec("state_rows", "Keys in the stateful operator's state after the batch.", "operator"),
+		stateMem:  f.gaugeVec("state_memory_bytes", "Estimated memory used by the stateful operator's state.", "operator"),
+		stateDropped: f.counterVec("state_rows_dropped_by_watermark_total",
+			"Input rows the stateful operator dropped as later than the watermark.", "operator"),
+		stateCommit: f.histogramVec(prometheus.HistogramOpts{Name: "state_commit_duration_seconds",
+			Help: "Time to write a batch's state files, per stateful operator.", Buckets: durationBuckets}, "operator"),
+		s3RetriesBy: f.counterVec("s3_retries_total",
+			"S3 requests retried, by operation (get, create, put, list, delete), over the checkpoint, the sources and the sink.", "operation"),
+		s3Uncertain: f.counter("s3_uncertain_writes_total",
+			"S3 creates whose outcome was unknown (a lost reply, a timeout) and that were resolved by reading the object back."),
+	}
+	return m
+}
+
+// Registry returns the registry holding the query's metrics, to register more
+// collectors on. Gather it through Metrics.Gather, which is consistent.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Gather gathers the registry between two batches.
+func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.reg.Gather()
+}
+
+// Handler serves the metrics in the Prometheus text format (or OpenMetrics,
+// when the scraper asks for it).
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m, promhttp.HandlerOpts{EnableOpenMetrics: true})
+}
+
+// Started records the run's identity in lockstep_query_info.
+func (m *Metrics) Started(s engine.Start) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.info.Reset()
+	m.info.WithLabelValues(s.QueryID, string(s.Guarantee.Level), s.Trigger).Set(1)
+	if s.LastCommitted >= 0 {
+		m.lastBatch.Set(float64(s.LastCommitted))
+	}
+}
+
+// Committed adds a committed batch.
+func (m *Metrics) Committed(p engine.Progress) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.committed.Inc()
+	if p.Replay {
+		m.replayed.Inc()
+	}
+	m.lastBatch.Set(float64(p.Batch))
+	if !p.Timestamp.IsZero() {
+		m.lastTime.Set(float64(p.Timestamp.UnixMilli()) / 1e3)
+	}
+	for _, s := range p.Sources {
+		m.inputRows.WithLabelValues(s.Name).Add(float64(s.NumInputRows))
+		m.malformed.WithLabelValues(s.Name).Add(float64(s.NumMalformedRows))
+		if s.Lag != nil {
+			m.lag.WithLabelValues(s.Name).Set(float64(*s.Lag))
+		}
+	}
+	m.outputRows.Add(float64(p.NumOutputRows))
+	m.duration.Observe(p.Duration.Seconds())
+	for phase, ms := range p.DurationMs {
+		if phase == phaseTotal {
+			continue // that is lockstep_batch_duration_seconds
+		}
+		m.phase.WithLabelValues(phase).Observe(seconds(ms))
+	}
+	m.watermark.Set(float64(p.WatermarkMs) / 1e3)
+	for _, op := range p.StateOperators {
+		m.stateRows.WithLabelValues(op.Operator).Set(float64(op.NumRowsTotal))
+		m.stateMem.WithLabelValues(op.Operator).Set(float64(op.MemoryUsedBytes))
+		m.stateDropped.WithLabelValues(op.Operator).Add(float64(op.NumRowsDroppedByWatermark))
+		m.stateCommit.WithLabelValues(op.Operator).Observe(seconds(op.CommitTimeMs))
+	}
+	if p.S3 != nil {
+		for op, n := range p.S3.Retries {
+			m.s3RetriesBy.WithLabelValues(op).Add(float64(n))
+		}
+		m.s3Uncertain.Add(float64(p.S3.UncertainWrites))
+	}
+}
+
+// Idle counts a trigger that found no new data.
+func (m *Metrics) Idle(time.Time) { m.idle.Inc() } // one counter: consistent alone
+
+func seconds(ms int64) float64 { return float64(ms) / 1e3 }
+
+// factory registers metrics named Prefix+name on one registerer.
+type factory struct{ reg prometheus.Registerer }
+
+func (f factory) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: Prefix + name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + name, Help: help})
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + name, Help: help}, labels)
+	f.reg.MustRegister(g)
+	return g
+}
+
+func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
+	o.Name = Prefix + o.Name
+	h := prometheus.NewHistogram(o)
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(o prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
+	o.Name = Prefix + o.Name
+	h := prometheus.NewHistogramVec(o, labels)
+	f.reg.MustRegister(h)
+	return h
+}
