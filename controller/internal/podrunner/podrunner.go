@@ -304,14 +304,20 @@ func (r *Runner) report(ctx context.Context, namespace string, p *proc) error {
 		return client.IgnoreNotFound(err)
 	}
 	cs := corev1.ContainerStatus{Name: controller.EngineContainer, Ready: p.ready, RestartCount: p.restarts, Image: p.spec.Containers[0].Image}
-	cs.LastTerminationState.Terminated = p.last
+	last := p.last
+	if last == nil && p.exited() {
+		// It exited after tend looked, before its exit was recorded (an engine that
+		// ends before its first report): report the exit code, the message comes next.
+		last = &corev1.ContainerStateTerminated{ExitCode: int32(p.exitCode), Reason: reason(p.exitCode), FinishedAt: metav1.Now()}
+	}
+	cs.LastTerminationState.Terminated = last
 	switch {
 	case !p.exited():
 		cs.State.Running = &corev1.ContainerStateRunning{StartedAt: metav1.Now()}
-	case p.last.ExitCode == 0:
-		cs.State.Terminated, cs.LastTerminationState.Terminated = p.last, nil
+	case last.ExitCode == 0:
+		cs.State.Terminated, cs.LastTerminationState.Terminated = last, nil
 	default:
-		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: p.last.Message}
+		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff", Message: last.Message}
 	}
 	pod.Status.Phase = corev1.PodRunning
 	pod.Status.ContainerStatuses = []corev1.ContainerStatus{cs}
