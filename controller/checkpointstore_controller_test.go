@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -138,18 +137,6 @@ func (f *fixture) eventuallyStoreReady(name string, status metav1.ConditionStatu
 	return st
 }
 
-// closedPort returns a loopback address where nothing listens.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
-
 // TestStoreProbe probes stores that fail in each way the probe tells apart, against the
 // real S3 server (and, for conditional writes, a proxy in front of it that acknowledges every
 // create-if-absent without writing).
@@ -181,7 +168,7 @@ func TestStoreProbe(t *testing.T) {
 			status: metav1.ConditionFalse, reason: v1.ReasonBucketMissing, message: "does not exist"},
 		{name: "credentials", edit: func(st *v1.CheckpointStore) { st.Spec.CredentialsSecretName = "wrong-credentials" },
 			status: metav1.ConditionFalse, reason: v1.ReasonCredentialsRejected, message: "rejected the credentials"},
-		{name: "unreachable", edit: func(st *v1.CheckpointStore) { st.Spec.S3.Endpoint = "http://" + closedPort(t) },
+		{name: "unreachable", edit: func(st *v1.CheckpointStore) { st.Spec.S3.Endpoint = "http://" + testenv.ClosedAddr(t) },
 			status: metav1.ConditionFalse, reason: v1.ReasonUnreachable, message: "connection refused"},
 		{name: "conditional", edit: func(st *v1.CheckpointStore) { st.Spec.S3.Endpoint = ignoring.Server().URL },
 			status: metav1.ConditionFalse, reason: v1.ReasonConditionalWritesIgnored, message: "If-None-Match"},

@@ -3,7 +3,6 @@ package s3_test
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -99,7 +98,7 @@ func TestWebIdentityPolicyFromToken(t *testing.T) {
 // request that minio-go sends when the chain found no credentials.
 func TestWebIdentityRejected(t *testing.T) {
 	srv, idp := testenv.MinIOWithOIDC(t)
-	closed := "http://" + closedAddr(t)
+	closed := "http://" + testenv.ClosedAddr(t)
 	for _, tt := range []struct {
 		name    string
 		claims  map[string]any
@@ -136,16 +135,4 @@ func TestWebIdentityRejected(t *testing.T) {
 			}
 		})
 	}
-}
-
-// closedAddr returns a loopback address where nothing listens.
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
 }

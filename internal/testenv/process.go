@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 )
 
@@ -216,4 +217,17 @@ func Main(m interface{ Run() int }) {
 	}
 	shared.mu.Unlock()
 	os.Exit(code)
+}
+
+// ClosedAddr returns a loopback host:port where nothing listens, for tests of
+// an unreachable server.
+func ClosedAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
 }
