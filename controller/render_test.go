@@ -350,3 +350,27 @@ func TestRenderWiresS3ConnectionSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A postgres sink's connection Secret reaches the engine as the DSN variable the sink reads,
+// by reference.
+func TestRenderWiresPostgresConnectionSecret(t *testing.T) {
+	q := querytest.Make("totals", "payments").
+		RateSource("ticks", 1).
+		Sink(v1.Sink{Postgres: &v1.PostgresSink{Connection: v1.PostgresConnection{SecretName: "orders-db"}, Table: "totals"}}).
+		Checkpoint("s3://checkpoints/payments/totals").Obj()
+	if errs := controller.ValidateSecretRefs(q); len(errs) > 0 {
+		t.Fatalf("ValidateSecretRefs = %v, want none", errs)
+	}
+	_, pod := render(t, q)
+	for _, e := range pod.Spec.Containers[0].Env {
+		if e.Name != v1.PostgresDSNEnv {
+			continue
+		}
+		if e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil ||
+			e.ValueFrom.SecretKeyRef.Name != "orders-db" || e.ValueFrom.SecretKeyRef.Key != v1.PostgresDSNSecretKey {
+			t.Errorf("$%s = %+v, want key %s of Secret orders-db", e.Name, e, v1.PostgresDSNSecretKey)
+		}
+		return
+	}
+	t.Errorf("no $%s in the engine's environment", v1.PostgresDSNEnv)
+}
