@@ -41,7 +41,7 @@ ends or the pod is stopped. It is 'lockstep run' for a pod:
     found) within the spec's progress timeout (spec.engine.progressTimeout; default three
     processingTime intervals, at least 5m), so that a liveness probe restarts a stuck
     engine; /readyz answers once the checkpoint is claimed and until a stop begins.
-  - The same port serves the query's Prometheus metrics at /metrics (docs/metrics.md).
+  - The same port serves the query's Prometheus metrics at /metrics (docs/observability.md).
   - SIGTERM stops after the current batch commits (set the pod's grace period long enough
     for a batch); a second SIGTERM exits at once (the next start replays that batch).
   - Before it exits the engine writes one line to --termination-message-path: the error, or

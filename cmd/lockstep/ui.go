@@ -93,7 +93,7 @@ func newUICommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ui --checkpoint LOCATION",
 		Short: "Serve the query page of a stopped query, from its checkpoint",
-		Long: `Serve the page that 'lockstep run --http' and the engine's port show (see docs/metrics.md) for
+		Long: `Serve the page that 'lockstep run --http' and the engine's port show (see docs/observability.md) for
 the query whose checkpoint is at --checkpoint: the batches still in its commit log with their
 rows, durations per phase, source lag and watermark, the query's shape and the delivery
 guarantee of its sink. The checkpoint is only read. State rows are not in the commit log, so
