@@ -3,6 +3,7 @@ package compat
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
@@ -160,21 +161,7 @@ func checkDeltaSinkPath(c *change) []Finding {
 	if o.Kind != v1.SinkDelta || n.Kind != v1.SinkDelta || o.Path == n.Path {
 		return nil
 	}
-	f := Finding{
-		Severity: Rejected,
-		Path:     "spec.sink.delta.path",
-		Old:      o.Path,
-		New:      n.Path,
-		Message: fmt.Sprintf("The Delta sink now writes the table at %s instead of %s; the new table would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output.",
-			n.Path, o.Path),
-		Remedy: c.revertOrFresh("Revert spec.sink.delta.path to " + o.Path),
-	}
-	if c.new.OutputMode == v1.OutputComplete {
-		f.Severity = Warning
-		f.Message = fmt.Sprintf("The Delta sink now writes the table at %s instead of %s; in complete mode the new table receives the whole result at the next batch, and the old one stops changing.", n.Path, o.Path)
-		f.Remedy = fmt.Sprintf("Revert spec.sink.delta.path to %s if readers of the old table must keep seeing updates.", o.Path)
-	}
-	return []Finding{f}
+	return tableMoved(c, "Delta", "spec.sink.delta.path", o.Path, n.Path, o.Path, "the table at "+n.Path)
 }
 
 func checkPostgresSinkTable(c *change) []Finding {
@@ -186,19 +173,31 @@ func checkPostgresSinkTable(c *change) []Finding {
 	if o.Table == n.Table {
 		path = "spec.sink.postgres.connection"
 	}
+	return tableMoved(c, "PostgreSQL", path, describeSink(o), describeSink(n), describeSink(o), describeSink(n))
+}
+
+// tableMoved is the finding of a sink that now writes another table: rejected, since the new
+// table would hold only the rows from the next batch on and the old one the rows before; a
+// warning in complete mode, where the new table receives the whole result. path is the field
+// that changed, revertTo its old value; oldTable and newTable name the tables in the message.
+func tableMoved(c *change, sink, path, revertTo, newValue, oldTable, newTable string) []Finding {
+	revertField := path
+	if strings.HasPrefix(path, "spec.sink.postgres.") {
+		revertField = "spec.sink.postgres"
+	}
 	f := Finding{
 		Severity: Rejected,
 		Path:     path,
-		Old:      describeSink(o),
-		New:      describeSink(n),
-		Message: fmt.Sprintf("The PostgreSQL sink now writes %s instead of %s; the new table would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output.",
-			describeSink(n), describeSink(o)),
-		Remedy: c.revertOrFresh("Revert spec.sink.postgres to " + describeSink(o)),
+		Old:      revertTo,
+		New:      newValue,
+		Message: fmt.Sprintf("The %s sink now writes %s instead of %s; the new table would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output.",
+			sink, newTable, oldTable),
+		Remedy: c.revertOrFresh("Revert " + revertField + " to " + revertTo),
 	}
 	if c.new.OutputMode == v1.OutputComplete {
 		f.Severity = Warning
-		f.Message = fmt.Sprintf("The PostgreSQL sink now writes %s instead of %s; in complete mode the new table receives the whole result at the next batch, and the old one stops changing.", describeSink(n), describeSink(o))
-		f.Remedy = fmt.Sprintf("Revert spec.sink.postgres to %s if readers of the old table must keep seeing updates.", describeSink(o))
+		f.Message = fmt.Sprintf("The %s sink now writes %s instead of %s; in complete mode the new table receives the whole result at the next batch, and the old one stops changing.", sink, newTable, oldTable)
+		f.Remedy = fmt.Sprintf("Revert %s to %s if readers of the old table must keep seeing updates.", revertField, revertTo)
 	}
 	return []Finding{f}
 }
