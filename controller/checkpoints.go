@@ -2,8 +2,6 @@ package controller
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"strings"
@@ -18,11 +16,11 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/internal/storeconn"
 	"github.com/lockstep-dev/lockstep/compat"
 )
 
 // Key of the credentials Secret besides the two required ones.
-const envSessionToken = "AWS_SESSION_TOKEN"
 
 // Bounds on the controller's and webhook's checkpoint reads: they run inside a reconcile or
 // an admission request, so they fail fast rather than retry for long.
@@ -113,28 +111,11 @@ func (c checkpoints) secret(ctx context.Context, namespace string, p placement) 
 
 // openStore opens the store at the placement with the credentials in sec.
 func openStore(ctx context.Context, p placement, sec *corev1.Secret, readOnly bool) (checkpoint.Store, error) {
-	spec := p.store.Spec
-	id, secret := string(sec.Data[EnvAccessKeyID]), string(sec.Data[EnvSecretAccessKey])
-	opts := []s3.Option{
-		s3.WithEndpoint(orDefault(spec.S3.Endpoint, s3.AWSEndpoint)),
-		s3.WithRegion(orDefault(spec.S3.Region, defaultRegion)),
-		s3.WithCredentials(id, secret, string(sec.Data[envSessionToken])),
-		s3.WithRetries(checkpointAttempts, 50*time.Millisecond),
-		s3.WithRequestTimeout(checkpointTimeout),
+	opts, err := storeconn.Options(p.store, sec.Data)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errStoreRefused, err)
 	}
-	if len(spec.S3.CABundle) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(spec.S3.CABundle) {
-			return nil, fmt.Errorf("%w: CheckpointStore %s: caBundle holds no PEM certificate", errStoreRefused, p.store.Name)
-		}
-		opts = append(opts, s3.WithTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}))
-	}
-	if spec.S3.InsecureSkipVerify {
-		opts = append(opts, s3.WithInsecureSkipVerify())
-	}
+	opts = append(opts, s3.WithRetries(checkpointAttempts, 50*time.Millisecond), s3.WithRequestTimeout(checkpointTimeout))
 	if readOnly {
 		opts = append(opts, s3.ReadOnly())
 	}

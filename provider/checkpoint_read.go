@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/internal/storeconn"
 )
 
 // checkpointBudget bounds the checkpoint reads of one plan, as the admission webhook bounds
@@ -124,41 +123,18 @@ func (c *cluster) storeOptions(ctx context.Context, namespace string, store *v1.
 	case err != nil:
 		return nil, fmt.Errorf("read the store's credentials Secret %s/%s: %w", namespace, spec.CredentialsSecretName, err)
 	}
-	data := func(key string) string {
-		s, _, _ := unstructured.NestedString(secret.Object, "data", key)
-		b, err := base64.StdEncoding.DecodeString(s)
-		if err != nil {
-			return ""
+	data := map[string][]byte{}
+	raw, _, _ := unstructured.NestedStringMap(secret.Object, "data")
+	for k, v := range raw {
+		if b, err := base64.StdEncoding.DecodeString(v); err == nil {
+			data[k] = b
 		}
-		return string(b)
 	}
-	id, key := data(s3.EnvAccessKey), data(s3.EnvSecretKey)
-	if id == "" || key == "" {
-		return nil, fmt.Errorf("the store's credentials Secret %s/%s lacks %s or %s", namespace, spec.CredentialsSecretName, s3.EnvAccessKey, s3.EnvSecretKey)
+	opts, err := storeconn.Options(store, data)
+	if err != nil {
+		return nil, fmt.Errorf("the store's credentials in namespace %s: %w", namespace, err)
 	}
-	opts := []s3.Option{
-		s3.WithEnv(func(string) string { return "" }),
-		s3.WithEndpoint(orDefault(spec.S3.Endpoint, s3.AWSEndpoint)),
-		s3.WithRegion(orDefault(spec.S3.Region, s3.DefaultRegion)),
-		s3.WithCredentials(id, key, data("AWS_SESSION_TOKEN")),
-		s3.WithRetries(2, 50*time.Millisecond),
-		s3.WithRequestTimeout(checkpointBudget),
-		s3.ReadOnly(),
-	}
-	if len(spec.S3.CABundle) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(spec.S3.CABundle) {
-			return nil, fmt.Errorf("CheckpointStore %s: caBundle holds no PEM certificate", store.Name)
-		}
-		opts = append(opts, s3.WithTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}))
-	}
-	if spec.S3.InsecureSkipVerify {
-		opts = append(opts, s3.WithInsecureSkipVerify())
-	}
-	return opts, nil
+	return append(opts, s3.WithRetries(2, 50*time.Millisecond), s3.WithRequestTimeout(checkpointBudget), s3.ReadOnly()), nil
 }
 
 // retentionOf returns the retention policy of a query read from the API server: what its
