@@ -16,8 +16,8 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	"github.com/lockstep-dev/lockstep/internal/storeconn"
 	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/internal/storeconn"
 )
 
 // Key of the credentials Secret besides the two required ones.
