@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
@@ -38,6 +39,8 @@ const (
 	// delays the reconcile (and so a suspend) by at most this much, then the checkpoint is
 	// reported unreachable.
 	DefaultReadBudget = 10 * time.Second
+	// DefaultMaxConcurrentReconciles is how many queries are reconciled at once.
+	DefaultMaxConcurrentReconciles = 4
 	// deletionPoll is how often a deletion with retention Delete checks that the engine has
 	// stopped before it deletes the checkpoint.
 	deletionPoll = 2 * time.Second
@@ -63,6 +66,7 @@ type QueryReconciler struct {
 	engine   EngineSettings
 	resync   time.Duration
 	budget   time.Duration
+	workers  int
 	polls    *poller
 	metrics  *Metrics
 }
@@ -83,6 +87,11 @@ func WithEngine(s EngineSettings) Option { return func(r *QueryReconciler) { r.e
 // Default 30s.
 func WithResync(d time.Duration) Option { return func(r *QueryReconciler) { r.resync = d } }
 
+// WithMaxConcurrentReconciles sets how many queries are reconciled at once. Default 4: a
+// reconcile mostly waits on S3 and the API server, and 1,000 queries at the default resync
+// need about 33 reconciles a second.
+func WithMaxConcurrentReconciles(n int) Option { return func(r *QueryReconciler) { r.workers = n } }
+
 // WithReadBudget bounds the checkpoint reads of one reconcile (the store's access check
 // included): when they take longer the checkpoint counts as unreachable for this reconcile.
 // Default 10s.
@@ -100,6 +109,7 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 		clock:    clock.RealClock{},
 		resync:   DefaultResync,
 		budget:   DefaultReadBudget,
+		workers:  DefaultMaxConcurrentReconciles,
 		polls:    &poller{},
 	}
 	for _, opt := range opts {
@@ -112,6 +122,9 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 // Jobs and ConfigMaps they own, and the engine pods (by label), and CheckpointStores (every query
 // of a changed store is reconciled again).
 func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := indexLocations(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.StreamingQuery{}).
 		Owns(&appsv1.Deployment{}).
@@ -120,6 +133,7 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(queryOfPod)).
 		Watches(&v1.CheckpointStore{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfStore)).
 		Named("streamingquery").
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }
 
@@ -216,7 +230,7 @@ type observation struct {
 // observe reads the query's store, checkpoint, children and pods, and judges the spec.
 func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (observation, error) {
 	var o observation
-	cps := checkpoints{reader: r.reader}
+	cps := checkpoints{reader: r.reader, stores: r.client}
 	var err error
 	if o.configMap, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &corev1.ConfigMap{}); err != nil {
 		return o, err
@@ -249,13 +263,13 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 		o.refused, o.refusedReason, o.revoked = revokedError(refused.ToAggregate()), v1.ReasonStoreRefused, true
 		return o, nil
 	}
-	var all v1.StreamingQueryList
-	if err := r.client.List(ctx, &all); err != nil {
-		return o, fmt.Errorf("list StreamingQueries: %w", err)
+	others, err := overlapping(ctx, r.client, o.location)
+	if err != nil {
+		return o, err
 	}
 	located := q.DeepCopy()
 	located.Spec.Checkpoint.Location = o.location
-	if errs := ValidateUniqueLocation(located, all.Items); len(errs) > 0 {
+	if errs := ValidateUniqueLocation(located, others); len(errs) > 0 {
 		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonStoreRefused
 		return o, nil
 	}
@@ -442,7 +456,7 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 	if len(pods.Items) > 0 {
 		return false, nil // an engine may still write: wait until it has stopped
 	}
-	cps := checkpoints{reader: r.reader}
+	cps := checkpoints{reader: r.reader, stores: r.client}
 	p, refused, err := cps.locate(ctx, q)
 	if err == nil && len(refused) > 0 {
 		err = fmt.Errorf("%w: %w", errStoreRefused, refused.ToAggregate())

@@ -69,7 +69,7 @@ var nsCounter atomic.Int64
 // fixture is one test's world: a namespace, a bucket, a credentials Secret and a
 // CheckpointStore that allows the namespace.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	cfg   *rest.Config
 	c     client.Client // talks to the API server directly, never through a cache
 	ns    string
@@ -77,7 +77,7 @@ type fixture struct {
 	store *v1.CheckpointStore
 }
 
-func newFixture(t *testing.T, cfg *rest.Config) *fixture {
+func newFixture(t testing.TB, cfg *rest.Config) *fixture {
 	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
 	if err != nil {
