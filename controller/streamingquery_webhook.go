@@ -156,7 +156,7 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 	if len(errs) > 0 {
 		return nil, invalid(ctx, q, errs)
 	}
-	cps := checkpoints{reader: w.reader}
+	cps := checkpoints{reader: w.reader, stores: w.client}
 	p, refused, err := cps.locate(ctx, q)
 	if err != nil {
 		return nil, err
