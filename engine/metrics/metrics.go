@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,7 +14,10 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 )
 
-var _ engine.IdleObserver = (*Metrics)(nil)
+var (
+	_ engine.IdleObserver  = (*Metrics)(nil)
+	_ engine.StoreObserver = (*Metrics)(nil)
+)
 
 // Prefix starts every metric name this package exports.
 const Prefix = "lockstep_"
@@ -24,6 +28,10 @@ const phaseTotal = "triggerExecution"
 // durationBuckets spans a few milliseconds (an empty local batch) to minutes
 // (a large batch on S3), in seconds.
 var durationBuckets = prometheus.ExponentialBuckets(0.005, 2.5, 12)
+
+// storeBuckets spans a local file (well under a millisecond) to an S3 request
+// retried for a minute, in seconds.
+var storeBuckets = prometheus.ExponentialBuckets(0.0005, 2.5, 14)
 
 // Metrics holds one query's metrics. Its Observer methods are called from the
 // engine's goroutine; Handler and Gather may be called concurrently. A scrape
@@ -42,13 +50,19 @@ type Metrics struct {
 	outputRows           prometheus.Counter
 	duration             prometheus.Histogram
 	phase                *prometheus.HistogramVec
-	lag                  *prometheus.GaugeVec
+	lag, lagSeconds      *prometheus.GaugeVec
+	partLag, partLagSecs *prometheus.GaugeVec
 	watermark            prometheus.Gauge
 	stateRows, stateMem  *prometheus.GaugeVec
 	stateDropped         *prometheus.CounterVec
 	stateCommit          *prometheus.HistogramVec
 	s3RetriesBy          *prometheus.CounterVec
 	s3Uncertain          prometheus.Counter
+	// The checkpoint store's operations are recorded as they happen, from
+	// any goroutine, without mu: a scrape may see an operation of a batch
+	// before the batch.
+	storeOps               *prometheus.HistogramVec
+	storeRetries, storeErr *prometheus.CounterVec
 }
 
 // Option configures New.
@@ -94,6 +108,13 @@ func New(namespace, name string, opts ...Option) *Metrics {
 			Buckets: durationBuckets}, "phase"),
 		lag: f.gaugeVec("source_lag_records",
 			"Records the source held beyond the batch's end offset when the batch was planned; absent when the source cannot tell.", "source"),
+		lagSeconds: f.gaugeVec("source_lag_seconds",
+			"How old, at the batch's timestamp, the newest record read up to the batch's end was, where records remained beyond it (0 when none did); the largest over the source's partitions; absent when the source cannot tell.", "source"),
+		partLag: f.gaugeVec("source_partition_lag_records",
+			"Records a partition of the source (Kafka) held beyond the batch's end offset when the batch was planned.", "source", "topic", "partition"),
+		partLagSecs: f.gaugeVec("source_partition_lag_seconds",
+			"How old, at the batch's timestamp, the newest record read from the partition up to the batch's end was (its Kafka timestamp), where records remained beyond it; 0 when none did.",
+			"source", "topic", "partition"),
 		watermark: f.gauge("watermark_seconds", "The batch's event-time watermark in Unix seconds; 0 when the query has none."),
 		stateRows: f.gaugeVec("state_rows", "Keys in the stateful operator's state after the batch.", "operator"),
 		stateMem:  f.gaugeVec("state_memory_bytes", "Estimated memory used by the stateful operator's state.", "operator"),
@@ -105,6 +126,18 @@ func New(namespace, name string, opts ...Option) *Metrics {
 			"S3 requests retried, by operation (get, create, put, list, delete), over the checkpoint, the sources and the sink.", "operation"),
 		s3Uncertain: f.counter("s3_uncertain_writes_total",
 			"S3 creates whose outcome was unknown (a lost reply, a timeout) and that were resolved by reading the object back."),
+		storeOps: f.histogramVec(prometheus.HistogramOpts{Name: "checkpoint_operation_duration_seconds",
+			Help:    "Operations on the checkpoint's store (logs, state files, sources' files) by operation: get, create, put, list, delete; retries included.",
+			Buckets: storeBuckets}, "operation"),
+		storeRetries: f.counterVec("checkpoint_operation_retries_total",
+			"Requests retried by operations on the checkpoint's store, by operation (S3 only; a local folder retries nothing).", "operation"),
+		storeErr: f.counterVec("checkpoint_operation_errors_total",
+			"Operations on the checkpoint's store that failed (a missing object or a lost create race is not a failure), by operation.", "operation"),
+	}
+	for _, op := range []string{"get", "create", "put", "list", "delete"} {
+		// Present at 0, so that rate() sees the first failure.
+		m.storeRetries.WithLabelValues(op)
+		m.storeErr.WithLabelValues(op)
 	}
 	return m
 }
@@ -155,6 +188,10 @@ func (m *Metrics) Committed(p engine.Progress) {
 		if s.Lag != nil {
 			m.lag.WithLabelValues(s.Name).Set(float64(*s.Lag))
 		}
+		if s.LagMs != nil {
+			m.lagSeconds.WithLabelValues(s.Name).Set(seconds(*s.LagMs))
+		}
+		m.partitions(s)
 	}
 	m.outputRows.Add(float64(p.NumOutputRows))
 	m.duration.Observe(p.Duration.Seconds())
@@ -176,6 +213,35 @@ func (m *Metrics) Committed(p engine.Progress) {
 			m.s3RetriesBy.WithLabelValues(op).Add(float64(n))
 		}
 		m.s3Uncertain.Add(float64(p.S3.UncertainWrites))
+	}
+}
+
+// partitions sets the lag of the source's partitions, forgetting those the
+// source no longer reads. A batch that does not know its partitions (a
+// replay) leaves the last values.
+func (m *Metrics) partitions(s engine.SourceProgress) {
+	if s.Partitions == nil {
+		return
+	}
+	m.partLag.DeletePartialMatch(prometheus.Labels{"source": s.Name})
+	m.partLagSecs.DeletePartialMatch(prometheus.Labels{"source": s.Name})
+	for _, p := range s.Partitions {
+		part := strconv.Itoa(int(p.Partition))
+		m.partLag.WithLabelValues(s.Name, p.Topic, part).Set(float64(p.Lag))
+		if p.LagMs != nil {
+			m.partLagSecs.WithLabelValues(s.Name, p.Topic, part).Set(seconds(*p.LagMs))
+		}
+	}
+}
+
+// StoreOperation records an operation on the checkpoint's store.
+func (m *Metrics) StoreOperation(op engine.StoreOperation) {
+	m.storeOps.WithLabelValues(op.Op).Observe(op.Duration.Seconds())
+	if op.Retries > 0 {
+		m.storeRetries.WithLabelValues(op.Op).Add(float64(op.Retries))
+	}
+	if op.Failed {
+		m.storeErr.WithLabelValues(op.Op).Inc()
 	}
 }
 
