@@ -119,6 +119,12 @@ func (f *fixture) create(obj client.Object, opts ...client.CreateOption) {
 // served for cp) until the test ends.
 func (f *fixture) startManager(wh *testenv.WebhookControlPlane, opts ...controller.Option) {
 	f.t.Helper()
+	f.startManagerWith(wh, nil, opts...)
+}
+
+// startManagerWith is startManager with options for the webhooks too.
+func (f *fixture) startManagerWith(wh *testenv.WebhookControlPlane, whOpts []controller.WebhookOption, opts ...controller.Option) {
+	f.t.Helper()
 	mo := ctrl.Options{
 		Scheme:                 newScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -139,7 +145,7 @@ func (f *fixture) startManager(wh *testenv.WebhookControlPlane, opts ...controll
 		f.t.Fatal(err)
 	}
 	if wh != nil {
-		if err := controller.NewQueryWebhook(mgr).SetupWithManager(mgr); err != nil {
+		if err := controller.NewQueryWebhook(mgr, whOpts...).SetupWithManager(mgr); err != nil {
 			f.t.Fatal(err)
 		}
 	}
