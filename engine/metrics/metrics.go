@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -63,6 +64,19 @@ type Metrics struct {
 	// before the batch.
 	storeOps               *prometheus.HistogramVec
 	storeRetries, storeErr *prometheus.CounterVec
+
+	catalog []Desc
+}
+
+// Desc describes one metric of the catalog.
+type Desc struct {
+	// Name is the metric's name; a histogram's series add _bucket, _sum
+	// and _count to it.
+	Name string
+	Type dto.MetricType
+	Help string
+	// Labels are the metric's own labels, besides namespace and query.
+	Labels []string
 }
 
 // Option configures New.
@@ -87,7 +101,8 @@ func New(namespace, name string, opts ...Option) *Metrics {
 	if s.process {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	f := factory{prometheus.WrapRegistererWith(prometheus.Labels{"namespace": namespace, "query": name}, reg)}
+	var catalog []Desc
+	f := factory{reg: prometheus.WrapRegistererWith(prometheus.Labels{"namespace": namespace, "query": name}, reg), catalog: &catalog}
 	m := &Metrics{
 		reg: reg,
 		info: f.gaugeVec("query_info", "The running query: its checkpoint's query id, delivery guarantee and trigger; always 1.",
@@ -134,6 +149,7 @@ func New(namespace, name string, opts ...Option) *Metrics {
 		storeErr: f.counterVec("checkpoint_operation_errors_total",
 			"Operations on the checkpoint's store that failed (a missing object or a lost create race is not a failure), by operation.", "operation"),
 	}
+	m.catalog = catalog
 	for _, op := range []string{"get", "create", "put", "list", "delete"} {
 		// Present at 0, so that rate() sees the first failure.
 		m.storeRetries.WithLabelValues(op)
@@ -141,6 +157,10 @@ func New(namespace, name string, opts ...Option) *Metrics {
 	}
 	return m
 }
+
+// Catalog describes every metric the package registers (not the Go and
+// process collectors), in the order of the package documentation.
+func (m *Metrics) Catalog() []Desc { return slices.Clone(m.catalog) }
 
 // Registry returns the registry holding the query's metrics, to register more
 // collectors on. Gather it through Metrics.Gather, which is consistent.
@@ -250,43 +270,54 @@ func (m *Metrics) Idle(time.Time) { m.idle.Inc() } // one counter: consistent al
 
 func seconds(ms int64) float64 { return float64(ms) / 1e3 }
 
-// factory registers metrics named Prefix+name on one registerer.
-type factory struct{ reg prometheus.Registerer }
+// factory registers metrics named Prefix+name on one registerer and
+// describes them in catalog.
+type factory struct {
+	reg     prometheus.Registerer
+	catalog *[]Desc
+}
+
+func (f factory) register(c prometheus.Collector, name, help string, typ dto.MetricType, labels []string) {
+	f.reg.MustRegister(c)
+	*f.catalog = append(*f.catalog, Desc{Name: Prefix + name, Type: typ, Help: help, Labels: labels})
+}
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: Prefix + name, Help: help})
-	f.reg.MustRegister(c)
+	f.register(c, name, help, dto.MetricType_COUNTER, nil)
 	return c
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + name, Help: help}, labels)
-	f.reg.MustRegister(c)
+	f.register(c, name, help, dto.MetricType_COUNTER, labels)
 	return c
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + name, Help: help})
-	f.reg.MustRegister(g)
+	f.register(g, name, help, dto.MetricType_GAUGE, nil)
 	return g
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + name, Help: help}, labels)
-	f.reg.MustRegister(g)
+	f.register(g, name, help, dto.MetricType_GAUGE, labels)
 	return g
 }
 
 func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
+	name := o.Name
 	o.Name = Prefix + o.Name
 	h := prometheus.NewHistogram(o)
-	f.reg.MustRegister(h)
+	f.register(h, name, o.Help, dto.MetricType_HISTOGRAM, nil)
 	return h
 }
 
 func (f factory) histogramVec(o prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
+	name := o.Name
 	o.Name = Prefix + o.Name
 	h := prometheus.NewHistogramVec(o, labels)
-	f.reg.MustRegister(h)
+	f.register(h, name, o.Help, dto.MetricType_HISTOGRAM, labels)
 	return h
 }
