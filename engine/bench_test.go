@@ -277,7 +277,7 @@ func BenchmarkMetricsPerBatch(b *testing.B) {
 		src.Partitions = append(src.Partitions, engine.PartitionLag{Topic: "orders", Partition: p, Lag: 10, LagMs: &lag})
 	}
 	p := engine.Progress{Batch: 1, Timestamp: time.Now(), NumInputRows: 1000, NumOutputRows: 10, Duration: 40 * time.Millisecond,
-		DurationMs: map[string]int64{"latestOffset": 2, "walCommit": 5, "getBatch": 10, "transform": 8, "addBatch": 9, "commitOffsets": 5, "triggerExecution": 40},
+		DurationMs:  map[string]int64{"latestOffset": 2, "walCommit": 5, "getBatch": 10, "transform": 8, "addBatch": 9, "commitOffsets": 5, "triggerExecution": 40},
 		WatermarkMs: time.Now().UnixMilli(), Sources: []engine.SourceProgress{src},
 		StateOperators: []engine.StateOperatorProgress{{Operator: "per-second", NumRowsTotal: 3, MemoryUsedBytes: 4096, CommitTimeMs: 3}}}
 	ops := []string{"create", "get", "put", "put", "get", "list", "create", "put"}

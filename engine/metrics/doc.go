@@ -6,7 +6,8 @@
 // (tests, `lockstep run` twice) do not collide. Every metric carries the
 // query's namespace and name as the labels namespace and query; the other
 // labels are the source, operator, phase and store operation names, all
-// bounded by the spec, and a Kafka partition's topic and number. No label holds a batch id or an offset.
+// bounded by the spec, and a Kafka partition's topic and number. No label
+// holds a batch id or an offset.
 //
 // # Metrics
 //
