@@ -198,7 +198,7 @@ func historyProgress(queryID string, b checkpoint.Batch) engine.Progress {
 	for _, s := range cp.Sources {
 		p.NumMalformedRows += s.NumMalformedRows
 		p.Sources = append(p.Sources, engine.SourceProgress{Name: s.Source, StartOffset: s.StartOffset,
-			EndOffset: s.EndOffset, NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag})
+			EndOffset: s.EndOffset, NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag, LagMs: s.LagMs})
 	}
 	return p
 }
