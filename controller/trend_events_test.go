@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -27,21 +26,7 @@ func TestProgressEvents(t *testing.T) {
 	f.create(f.query("behind").ProcessingTime("1s").Obj())
 	q := f.get("behind")
 	ctx := context.Background()
-	cp, err := checkpoint.Claim(ctx, f.openCheckpoint(q.Name), checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shape, err := compat.ShapeOf(&q.Spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.AddShape(ctx, 0, data); err != nil {
-		t.Fatal(err)
-	}
+	cp := f.claim(q, 0)
 	now := time.Now()
 	for b := range int64(controller.LagGrowthBatches + 1) {
 		end := json.RawMessage(fmt.Sprintf(`{"files":%d}`, b+1))
