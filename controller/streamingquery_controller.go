@@ -68,6 +68,7 @@ type QueryReconciler struct {
 	budget   time.Duration
 	workers  int
 	polls    *poller
+	trends   *trends
 	metrics  *Metrics
 }
 
@@ -111,6 +112,7 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 		budget:   DefaultReadBudget,
 		workers:  DefaultMaxConcurrentReconciles,
 		polls:    &poller{},
+		trends:   &trends{},
 	}
 	for _, opt := range opts {
 		opt(r)
@@ -163,6 +165,7 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.client.Get(ctx, req.NamespacedName, &q); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.polls.forget(req.NamespacedName)
+			r.trends.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -188,6 +191,11 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	if e := phaseEvent(old, &q.Status); e != nil {
 		r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
+	}
+	if c, ok := o.commitSeen(); ok && !q.Spec.Suspend {
+		for _, e := range r.trends.fold(req.NamespacedName, c, processingTime(&q.Spec)) {
+			r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
+		}
 	}
 	if !equality.Semantic.DeepEqual(old, &q.Status) {
 		if err := r.client.Status().Update(ctx, &q); err != nil {
@@ -422,6 +430,7 @@ func (r *QueryReconciler) finalize(ctx context.Context, q *v1.StreamingQuery) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.polls.forget(client.ObjectKeyFromObject(q))
+	r.trends.forget(client.ObjectKeyFromObject(q))
 	return ctrl.Result{}, nil
 }
 
