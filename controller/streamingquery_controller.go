@@ -21,11 +21,14 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -128,7 +131,7 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.StreamingQuery{}).
+		For(&v1.StreamingQuery{}, builder.WithPredicates(notStatusOnly)).
 		Owns(&appsv1.Deployment{}).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.ConfigMap{}).
@@ -138,6 +141,19 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }
+
+// notStatusOnly drops the updates of a query that change only its status: the reconciler
+// writes the status itself, and reconciling again for its own write would double the
+// reconciles of every running query. Spec (generation), labels, annotations, finalizers and
+// deletion still reconcile at once; the resync covers the rest.
+var notStatusOnly = predicate.Funcs{UpdateFunc: func(e crevent.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	return o.GetGeneration() != n.GetGeneration() ||
+		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+		!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp())
+}}
 
 // +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=streamingqueries,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=streamingqueries/status,verbs=get;update;patch
