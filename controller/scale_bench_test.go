@@ -51,7 +51,9 @@ var (
 //   - admission-p50-ms, admission-p99-ms: a changed spec (the filter) judged against the real
 //     checkpoint, as server-side dry runs timed by the client, 200 in a row;
 //
-//   - settle-s: from the first create to every query's status showing its checkpoint's batch.
+//   - settle-s: from the first create to every query's status showing its checkpoint's batch;
+//   - cpu-ms/reconcile, cpu-ms/admission: the controller's CPU time per reconcile of the window
+//     and per admission, which a loaded machine does not inflate as it does latencies.
 //
 //     go test -run '^$' -bench ThousandQueries -benchtime 1x -timeout 30m ./controller/
 func BenchmarkThousandQueries(b *testing.B) {
@@ -115,13 +117,16 @@ func thousandQueries(b *testing.B, n int, window time.Duration) {
 	// The steady window: every status is current; the controller only resyncs.
 	before := scrape(b, metricsURL)
 	requests := proxy.Requests()
+	cpu0 := processCPU(b, ctl.Process.Pid)
 	time.Sleep(window)
 	sent := proxy.Requests() - requests
+	windowCPU := processCPU(b, ctl.Process.Pid) - cpu0
 	after := scrape(b, metricsURL)
 	reconciles := histogramDelta(b, before, after, "controller_runtime_reconcile_time_seconds", "controller", "streamingquery")
 
 	// Admission of a change judged against the checkpoint.
 	var took []time.Duration
+	cpu0 = processCPU(b, ctl.Process.Pid)
 	for i := range 200 {
 		q := f.get(fmt.Sprintf("q-%04d", i%n))
 		q.Spec.Transform[0].Filter = "amount > 1.0"
@@ -131,6 +136,7 @@ func thousandQueries(b *testing.B, n int, window time.Duration) {
 		}
 		took = append(took, time.Since(start))
 	}
+	admissionCPU := processCPU(b, ctl.Process.Pid) - cpu0
 	slices.Sort(took)
 
 	rss, peak := processMemory(b, ctl.Process.Pid)
@@ -143,6 +149,9 @@ func thousandQueries(b *testing.B, n int, window time.Duration) {
 	b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "admission-p50-ms")
 	b.ReportMetric(float64(took[len(took)*99/100].Microseconds())/1000, "admission-p99-ms")
 	b.ReportMetric(settle.Seconds(), "settle-s")
+	// What the machine's load does not distort: the controller's CPU per unit of work.
+	b.ReportMetric(float64(windowCPU.Microseconds())/1000/float64(max(reconciles.count, 1)), "cpu-ms/reconcile")
+	b.ReportMetric(float64(admissionCPU.Microseconds())/1000/float64(len(took)), "cpu-ms/admission")
 	b.ReportMetric(0, "ns/op")
 }
 
@@ -323,6 +332,21 @@ func (h buckets) quantile(q float64) float64 {
 		lower, below = h.bounds[i], c
 	}
 	return lower
+}
+
+// processCPU returns the user and system time a process has used, from /proc/PID/stat.
+func processCPU(b *testing.B, pid int) time.Duration {
+	b.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		b.Fatal(err)
+	}
+	// The fields after the command name, which is in parentheses: utime and stime are the
+	// 12th and 13th of them, in clock ticks (100 a second on Linux).
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	utime, _ := strconv.ParseInt(f[11], 10, 64)
+	stime, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
 // processMemory returns a process's resident set size and its peak, in bytes.
