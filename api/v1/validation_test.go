@@ -70,7 +70,7 @@ func TestValidate(t *testing.T) {
 			}).ConsoleSink().AvailableNow(),
 			features: now,
 			want: field.ErrorList{
-				field.NotSupported[v1.NexmarkTable](sources.Index(0).Child("nexmark", "table"), "bids", nil),
+				field.NotSupported(sources.Index(0).Child("nexmark", "table"), v1.NexmarkTable("bids"), []v1.NexmarkTable(nil)),
 				field.Invalid(sources.Index(0).Child("nexmark", "eventsPerSecond"), int64(-1), ""),
 				field.Invalid(sources.Index(0).Child("nexmark", "maxEventsPerTrigger"), int64(-2), ""),
 				field.Invalid(sources.Index(0).Child("nexmark", "numEvents"), int64(0), ""),
