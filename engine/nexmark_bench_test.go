@@ -91,8 +91,8 @@ func BenchmarkNexmark(b *testing.B) {
 				}
 				used := cpu() - began
 				b.StopTimer()
-				if sum.Batches != b.N {
-					b.Fatalf("%d batches, want %d", sum.Batches, b.N)
+				if sum.Batches < b.N { // a stateful query may add one without data, for the watermark
+					b.Fatalf("%d batches, want at least %d", sum.Batches, b.N)
 				}
 				b.ReportMetric(float64(events)/used.Seconds(), "events/cpu-s")
 				b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
