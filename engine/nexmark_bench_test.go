@@ -16,7 +16,7 @@ import (
 
 var (
 	nexmarkBatch = flag.Int64("nexmark.batch", 500_000, "events per batch of BenchmarkNexmark (maxEventsPerTrigger)")
-	nexmarkRate  = flag.Int64("nexmark.rate", 1_000_000, "event-time rate of BenchmarkNexmark's events (eventsPerSecond)")
+	nexmarkRate  = flag.Int64("nexmark.rate", 100_000, "event-time rate of BenchmarkNexmark's events (eventsPerSecond)")
 )
 
 // nexmarkQueries are the join-free Nexmark queries, as the spec's steps
