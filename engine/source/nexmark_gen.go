@@ -21,7 +21,7 @@ import (
 // the next 10; bidders are hot (the second of the newest hundred people)
 // with probability 3/4, else one of the 1000 newest people or the next 10.
 // Sellers are hot with probability 3/4. Prices are 10^(6u) dollars in cents
-// for u uniform in [0, 1). Each event draws from its own random stream,
+// for u uniform in [0, 1) (nextPrice). Each event draws from its own random stream,
 // seeded by the seed and the event number, so any range can be generated
 // alone.
 //
@@ -140,10 +140,6 @@ func nextAuction(n int64, r *rng) int64 {
 	return oldest + r.intn(newest-oldest+1+auctionIDLead)
 }
 
-func nextPrice(r *rng) int64 {
-	return int64(math.Round(math.Exp(r.float()*6*math.Ln10) * 100))
-}
-
 // timeline stamps events: event n at baseMs + (n-baseEvent)·1000/perSecond.
 type timeline struct {
 	baseEvent, baseMs, perSecond int64
@@ -173,9 +169,6 @@ func (r *rng) intn(n int64) int64 {
 	hi, _ := bits.Mul64(r.next(), uint64(n))
 	return int64(hi)
 }
-
-// float returns a number in [0, 1).
-func (r *rng) float() float64 { return float64(r.next()>>11) / (1 << 53) }
 
 // word returns a random string of 3 to maxLen-1 letters with a space
 // (given) instead of a letter one time in 13, trimmed (Nexmark's nextString).
