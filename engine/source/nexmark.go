@@ -128,7 +128,7 @@ func (s *Nexmark) Plan(_ context.Context, req engine.PlanRequest) (engine.Planne
 	if err != nil {
 		return engine.Planned{}, err
 	}
-	if req.Start == nil {
+	if len(req.Start) == 0 {
 		start = nexmarkOffset{Seed: s.seed, EventsPerSecond: s.perSecond, BaseMs: req.Time.UnixMilli()}
 		if s.hasStart {
 			start.BaseMs = s.startMs
