@@ -268,3 +268,22 @@ func cpuTime() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// TestNexmarkPacedForMonths: the events due after months of pacing at a
+// million a second are counted without overflow.
+func TestNexmarkPacedForMonths(t *testing.T) {
+	ctx := context.Background()
+	s := newNexmark(t, v1.NexmarkSource{EventsPerSecond: 1_000_000, MaxEventsPerTrigger: 10})
+	p0, err := s.Plan(ctx, engine.PlanRequest{Time: nexmarkT0, Limit: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	later := nexmarkT0.Add(90 * 24 * time.Hour)
+	p1, err := s.Plan(ctx, engine.PlanRequest{Batch: 1, Start: p0.End, Time: later, Limit: true})
+	if err != nil || !p1.HasData || p1.Lag == nil {
+		t.Fatalf("plan after 90 days = %+v, %v", p1, err)
+	}
+	if want := int64(90*24*3600)*1_000_000 + 1 - 10; *p1.Lag != want { // event 0 is a person: batch 1 takes events 0..9
+		t.Errorf("lag after 90 days = %d, want %d", *p1.Lag, want)
+	}
+}
