@@ -18,7 +18,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/source"
 )
 
-// Registry returns a registry with the built-in sources (files, rate) and
+// Registry returns a registry with the built-in sources (files, rate, nexmark) and
 // sinks (files, console), as `lockstep run` fills it.
 func Registry(t testing.TB) *engine.Registry {
 	t.Helper()
@@ -26,6 +26,7 @@ func Registry(t testing.TB) *engine.Registry {
 	for _, err := range []error{
 		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
 		reg.RegisterSource(v1.SourceRate, source.RateSpec(), source.NewRate),
+		reg.RegisterSource(v1.SourceNexmark, source.NexmarkSpec(), source.NewNexmark),
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkConsole, sink.ConsoleSpec(), sink.NewConsole),
 	} {
