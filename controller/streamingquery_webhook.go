@@ -149,7 +149,7 @@ func (w *QueryWebhook) ValidateDelete(context.Context, *v1.StreamingQuery) (admi
 }
 
 func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admission.Warnings, error) {
-	errs := append(q.Validate(v1.Supported()), ValidateSecretRefs(q)...)
+	errs := append(q.Validate(), ValidateSecretRefs(q)...)
 	if len(errs) > 0 {
 		return nil, invalid(ctx, q, errs)
 	}

@@ -24,7 +24,7 @@ const (
 // Validate returns every problem of the query: its name, then its spec (see
 // [StreamingQuerySpec.Validate]). The name must be a DNS label because the controller
 // derives the names of the query's objects and its checkpoint location from it.
-func (q *StreamingQuery) Validate(f Features) field.ErrorList {
+func (q *StreamingQuery) Validate() field.ErrorList {
 	var errs field.ErrorList
 	name := field.NewPath("metadata", "name")
 	if q.Name == "" {
@@ -32,23 +32,22 @@ func (q *StreamingQuery) Validate(f Features) field.ErrorList {
 	} else {
 		errs = append(errs, dnsLabel(name, q.Name)...)
 	}
-	return append(errs, q.Spec.Validate(f)...)
+	return append(errs, q.Spec.Validate()...)
 }
 
 // Validate returns every problem of the spec, each with its field path under "spec", without
-// any I/O. It accepts specs with and without defaults applied. Parts of the spec that use a
-// feature outside f are refused as not supported yet; callers pass [Supported]().
+// any I/O. It accepts specs with and without defaults applied.
 //
 // It checks names (DNS labels, unique), one-of fields, required fields and value ranges,
 // paths and URLs, that the sources agree on their columns, that every CEL expression
 // compiles and type-checks against the columns flowing into its step, durations, and the
 // combination of output mode, sink and stateful steps (see docs/spec.md).
-func (s *StreamingQuerySpec) Validate(f Features) field.ErrorList {
+func (s *StreamingQuerySpec) Validate() field.ErrorList {
 	spec := field.NewPath("spec")
-	fl := s.flow(spec, f)
+	fl := s.flow(spec)
 	errs := fl.errs
-	errs = append(errs, s.validateSink(spec.Child("sink"), f, fl.output())...)
-	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"), f, fl)...)
+	errs = append(errs, s.validateSink(spec.Child("sink"), fl.output())...)
+	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"), fl)...)
 	errs = append(errs, s.Trigger.validate(spec.Child("trigger"))...)
 	errs = append(errs, s.Checkpoint.validate(spec.Child("checkpoint"))...)
 	errs = append(errs, s.StateStore.validate(spec.Child("stateStore"))...)
@@ -57,7 +56,7 @@ func (s *StreamingQuerySpec) Validate(f Features) field.ErrorList {
 	return errs
 }
 
-func (s *Source) validate(p *field.Path, f Features) field.ErrorList {
+func (s *Source) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if s.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), "a source needs a stable name"))
@@ -71,11 +70,6 @@ func (s *Source) validate(p *field.Path, f Features) field.ErrorList {
 	case 1:
 	default:
 		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of kafka, files, delta, rate must be set"))
-	}
-	for _, k := range kinds {
-		if !f.Has(sourceFeature(k)) {
-			errs = append(errs, notSupportedYet(p.Child(string(k)), k, supportedKinds(f, SourceKafka, SourceFiles, SourceDelta, SourceRate)))
-		}
 	}
 	if s.Kafka != nil {
 		errs = append(errs, s.Kafka.validate(p.Child("kafka"))...)
@@ -291,7 +285,7 @@ func (d *DeltaSource) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowState) field.ErrorList {
+func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.ErrorList {
 	var errs field.ErrorList
 	k := &s.Sink
 	kinds := k.Kinds()
@@ -301,11 +295,6 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowSta
 	case 1:
 	default:
 		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of delta, files, kafka, postgres, webhook, console must be set"))
-	}
-	for _, kind := range kinds {
-		if !f.Has(sinkFeature(kind)) {
-			errs = append(errs, notSupportedYet(p.Child(string(kind)), kind, supportedKinds(f, SinkDelta, SinkFiles, SinkKafka, SinkPostgres, SinkWebhook, SinkConsole)))
-		}
 	}
 	if d := k.Delta; d != nil {
 		dp := p.Child("delta")
@@ -376,7 +365,7 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowSta
 	return errs
 }
 
-func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, f Features, fl *flowResult) field.ErrorList {
+func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, fl *flowResult) field.ErrorList {
 	mode := s.OutputMode
 	if mode == "" {
 		mode = OutputAppend
@@ -385,15 +374,6 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, f Features, fl *f
 		return field.ErrorList{field.NotSupported(p, s.OutputMode, OutputModes())}
 	}
 	var errs field.ErrorList
-	if feat, ok := modeFeature(mode); ok && !f.Has(feat) {
-		supported := []OutputMode{OutputAppend}
-		for _, m := range []OutputMode{OutputUpdate, OutputComplete} {
-			if feat, _ := modeFeature(m); f.Has(feat) {
-				supported = append(supported, m)
-			}
-		}
-		errs = append(errs, notSupportedYet(p, mode, supported))
-	}
 	if k := s.Sink.Kind(); k != "" && !slices.Contains(k.OutputModes(), mode) {
 		e := field.NotSupported(p, mode, k.OutputModes())
 		e.Detail = fmt.Sprintf("the %s sink supports %s", k, e.Detail)
@@ -475,32 +455,6 @@ func (r *ResourceRequirements) validate(p *field.Path) field.ErrorList {
 		}
 	}
 	return errs
-}
-
-// notSupportedYet reports a value that the spec types but the engine does not implement yet.
-func notSupportedYet[T ~string](p *field.Path, value T, supported []T) *field.Error {
-	e := field.NotSupported(p, value, supported)
-	e.Detail = "not supported yet; " + e.Detail
-	return e
-}
-
-func supportedKinds[T ~string](f Features, all ...T) []T {
-	var out []T
-	for _, k := range all {
-		var feat Feature
-		switch k := any(k).(type) {
-		case SourceKind:
-			feat = sourceFeature(k)
-		case StepKind:
-			feat = stepFeature(k)
-		case SinkKind:
-			feat = sinkFeature(k)
-		}
-		if f.Has(feat) {
-			out = append(out, k)
-		}
-	}
-	return out
 }
 
 func kindList[T ~string](kinds []T) string {

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/compat"
@@ -27,19 +26,16 @@ const (
 // planOptions are the flags of lockstep plan, and what the command validates against.
 type planOptions struct {
 	file, location, from, output string
-	// features are those the new spec may use: v1.Supported(), as in lockstep run.
-	features v1.Features
 	// openOpts open the checkpoint location.
 	openOpts []checkpoint.OpenOption
 }
 
 func newPlanCommand() *cobra.Command { return planCommand(newPlanCommandOptions()) }
 
-// newPlanCommandOptions are the options of the command the binary runs: the engine's
-// supported features, and S3 locations opened read-only with the environment's settings.
+// newPlanCommandOptions are the options of the command the binary runs: S3 locations opened
+// read-only with the environment's settings.
 func newPlanCommandOptions() planOptions {
 	return planOptions{
-		features: v1.Supported(),
 		openOpts: []checkpoint.OpenOption{checkpoint.WithS3(s3.Opener(s3.ReadOnly()))},
 	}
 }
@@ -88,7 +84,7 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
-	if errs := q.Validate(o.features); len(errs) > 0 {
+	if errs := q.Validate(); len(errs) > 0 {
 		return withExitCode(exitInvalid, fieldErrors(o.file, errs.ToAggregate().Errors()))
 	}
 

@@ -20,7 +20,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/minio/minio-go/v7"
 
-	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/compat"
@@ -33,7 +32,7 @@ const planData = "testdata/plan/"
 
 // testPlanOptions let the test queries use every feature of the spec (aggregates, watermarks)
 // whether or not the engine implements it yet; the rules do not depend on it.
-func testPlanOptions() planOptions { return planOptions{features: v1.AllFeatures()} }
+func testPlanOptions() planOptions { return planOptions{} }
 
 // plan runs lockstep plan with args and returns its standard output, exit code and error.
 func plan(t *testing.T, o planOptions, args ...string) (string, int, error) {
@@ -366,7 +365,7 @@ spec:
 		t.Fatalf("the engine recorded no shape; checkpoint holds %v", slices.Sorted(maps.Keys(before)))
 	}
 
-	opts := planOptions{features: v1.Supported()}
+	opts := planOptions{}
 	allowed := query("allowed.yaml", "maxFilesPerTrigger: 1 => maxFilesPerTrigger: 2")
 	got, code, err := plan(t, opts, "-f", allowed, "--checkpoint", ck)
 	if code != exitOK || !strings.Contains(got, "✓ rate-limit spec.sources[0].files.maxFilesPerTrigger") {
@@ -514,7 +513,7 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 		t.Fatalf("the watermark closed no window: the sink's folder holds %v", sink)
 	}
 
-	opts := planOptions{features: v1.Supported()}
+	opts := planOptions{}
 	const revenuePath = "spec.transform[1].aggregate"
 	cases := []struct {
 		name, edit string

@@ -39,9 +39,6 @@ func registry(t testing.TB, opts ...kafka.Opt) *engine.Registry {
 	return reg
 }
 
-// withFeatures switches on this package's kinds.
-var withFeatures = engine.WithFeatures(v1.Supported().With(v1.FeatureKafkaSource, v1.FeatureKafkaSink, v1.FeatureWebhookSink))
-
 // orders returns n order records for partition p of topic: {"id","amount"};
 // every third has a non-positive amount, which the queries filter out.
 func orders(topic string, p int32, from, n int) ([]*kgo.Record, []string) {
@@ -79,7 +76,7 @@ func runQuery(t *testing.T, obj *v1.StreamingQuery, ckpt string, opts ...engine.
 	t.Helper()
 	rec := enginetest.NewRecorder()
 	q, err := engine.New(obj, registry(t), append([]engine.Option{engine.WithCheckpoint(ckpt), engine.WithObserver(rec),
-		engine.WithLogger(testLogger(t)), withFeatures}, opts...)...)
+		engine.WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +177,7 @@ func TestQueryKafkaToKafkaDefaultTrigger(t *testing.T) {
 		Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.BootstrapServers, s.Sink.Kafka.KeyColumn = brokers, "id" }).Obj()
 	rec := enginetest.NewRecorder()
 	q, err := engine.New(obj, registry(t), engine.WithCheckpoint(t.TempDir()), engine.WithObserver(rec),
-		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond), withFeatures)
+		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
