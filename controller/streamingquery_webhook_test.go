@@ -314,3 +314,22 @@ func TestValidateVerdictNamesTheQuery(t *testing.T) {
 		})
 	}
 }
+
+// TestNamesAcceptUnderscores: source and stateful-step names may hold '_' (orders_eu,
+// per_order), as the CRD's pattern and the webhook's validation both allow; a name that is not
+// one path segment is refused by the API server with its field path.
+func TestNamesAcceptUnderscores(t *testing.T) {
+	f, _ := webhookFixture(t)
+	ok := f.query("underscores").EditSource("orders", func(s *v1.Source) { s.Name = "orders_eu" }).DropDuplicates("per_order", "id").Obj()
+	f.create(ok)
+	if got := f.get("underscores").Spec.Sources[0].Name; got != "orders_eu" {
+		t.Errorf("stored source name = %q, want orders_eu", got)
+	}
+	for _, name := range []string{"orders/eu", "orders_", "Orders_EU", ".."} {
+		bad := f.query("bad-name").EditSource("orders", func(s *v1.Source) { s.Name = name }).Obj()
+		err := f.c.Create(context.Background(), bad, client.DryRunAll)
+		if !apierrors.IsInvalid(err) || !strings.Contains(statusCauses(err), "spec.sources[0].name") {
+			t.Errorf("Create with source name %q = %v (causes:\n%s), want Invalid at spec.sources[0].name", name, err, statusCauses(err))
+		}
+	}
+}

@@ -281,7 +281,7 @@ func statefulName(p *field.Path, name string, ids []statefulID, ordinal int) fie
 	if name == "" {
 		return nil
 	}
-	if errs := dnsLabel(p, name); len(errs) > 0 {
+	if errs := segmentName(p, name); len(errs) > 0 {
 		return errs
 	}
 	for j, other := range ids {

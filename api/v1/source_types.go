@@ -5,11 +5,13 @@ package v1
 // +kubebuilder:validation:XValidation:rule="!has(self.rate) || !has(self.schema)",message="a rate source takes no schema: it yields timestamp and value"
 // +kubebuilder:validation:XValidation:rule="(has(self.onMalformed) && self.onMalformed == 'deadLetter') == has(self.deadLetterPath)",message="deadLetterPath is set exactly when onMalformed is deadLetter"
 type Source struct {
-	// Name identifies the source in the checkpoint, which keys its offsets by it: a DNS label,
-	// unique in the query. A new name is a new source, read from its starting position.
+	// Name identifies the source in the checkpoint, which keys its offsets by it: lower-case
+	// letters, digits, '-' and '_', starting and ending with a letter or digit (orders_eu), so
+	// that it is one path segment; unique in the query. A new name is a new source, read from
+	// its starting position.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
 	// +optional

@@ -38,7 +38,7 @@ func (q *StreamingQuery) Validate() field.ErrorList {
 // Validate returns every problem of the spec, each with its field path under "spec", without
 // any I/O. It accepts specs with and without defaults applied.
 //
-// It checks names (DNS labels, unique), one-of fields, required fields and value ranges,
+// It checks names (path segments, unique), one-of fields, required fields and value ranges,
 // paths and URLs, that the sources agree on their columns, that every CEL expression
 // compiles and type-checks against the columns flowing into its step, durations, and the
 // combination of output mode, sink and stateful steps (see docs/spec.md).
@@ -61,7 +61,7 @@ func (s *Source) validate(p *field.Path) field.ErrorList {
 	if s.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), "a source needs a stable name"))
 	} else {
-		errs = append(errs, dnsLabel(p.Child("name"), s.Name)...)
+		errs = append(errs, segmentName(p.Child("name"), s.Name)...)
 	}
 	kinds := s.Kinds()
 	switch len(kinds) {
@@ -497,6 +497,20 @@ func dnsLabel(p *field.Path, name string) field.ErrorList {
 	}
 	return nil
 }
+
+// segmentName checks the name of a source or a stateful step, which the checkpoint uses as
+// one path segment (offsets and state are keyed by it): a DNS label that may also hold '_',
+// as Spark and Terraform users write names (orders_eu, per_country).
+func segmentName(p *field.Path, name string) field.ErrorList {
+	if len(name) > validation.DNS1123LabelMaxLength || !segmentNamePattern.MatchString(name) {
+		return field.ErrorList{field.Invalid(p, name,
+			"must be at most 63 lower-case letters, digits, '-' and '_', starting and ending with a letter or digit, so that it is one path segment")}
+	}
+	return nil
+}
+
+// segmentNamePattern is the pattern of segmentName; the CRD carries the same one.
+var segmentNamePattern = regexp.MustCompile(`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
 
 func dnsSubdomain(p *field.Path, name string) field.ErrorList {
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {

@@ -57,14 +57,26 @@ func TestValidate(t *testing.T) {
 			want:  field.ErrorList{field.Required(sources, "")},
 		},
 		{
-			name: "source names must be DNS labels and unique",
+			name: "source names must be path segments and unique",
 			query: qt.Make("q", "ns").RateSource("Rate_1", 1).RateSource("r", 1).RateSource("r", 1).
-				Source(v1.Source{Rate: &v1.RateSource{}}).ConsoleSink(),
+				Source(v1.Source{Rate: &v1.RateSource{}}).RateSource("a/b", 1).RateSource("_r", 1).RateSource("r_", 1).
+				RateSource("..", 1).RateSource(strings.Repeat("r", 64), 1).ConsoleSink(),
 			want: field.ErrorList{
 				field.Invalid(sources.Index(0).Child("name"), "Rate_1", ""),
 				field.Duplicate(sources.Index(2).Child("name"), "r"),
 				field.Required(sources.Index(3).Child("name"), ""),
+				field.Invalid(sources.Index(4).Child("name"), "a/b", ""),
+				field.Invalid(sources.Index(5).Child("name"), "_r", ""),
+				field.Invalid(sources.Index(6).Child("name"), "r_", ""),
+				field.Invalid(sources.Index(7).Child("name"), "..", ""),
+				field.Invalid(sources.Index(8).Child("name"), strings.Repeat("r", 64), ""),
 			},
+		},
+		{
+			name: "source and stateful-step names may hold underscores",
+			query: qt.Make("q", "ns").RateSource("orders_eu", 1).RateSource("orders-us_2", 1).
+				DropDuplicates("first_seen", "value").
+				Aggregate("per_country", []v1.GroupKey{qt.Key("value")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputComplete).ConsoleSink(),
 		},
 		{
 			name:  "a source needs exactly one kind",
