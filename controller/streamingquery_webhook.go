@@ -136,9 +136,8 @@ func (w *QueryWebhook) ValidateUpdate(ctx context.Context, old, q *v1.StreamingQ
 		return nil, nil
 	}
 	warnings, err := w.validate(ctx, q)
-	if err == nil && old.Spec.Checkpoint.Location != q.Spec.Checkpoint.Location && old.Spec.Checkpoint.Location != "" {
-		warnings = append(warnings, fmt.Sprintf("spec.checkpoint.location: changed from %s to %s: the query starts afresh there (new query id, sources from their startingOffsets); the old checkpoint is kept",
-			old.Spec.Checkpoint.Location, q.Spec.Checkpoint.Location))
+	if err == nil && compat.Moved(old.Spec.Checkpoint.Location, q.Spec.Checkpoint.Location) {
+		warnings = append(warnings, "spec.checkpoint.location: "+compat.MovedText(old.Spec.Checkpoint.Location, q.Spec.Checkpoint.Location))
 	}
 	return warnings, err
 }

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -330,6 +331,32 @@ func TestNamesAcceptUnderscores(t *testing.T) {
 		err := f.c.Create(context.Background(), bad, client.DryRunAll)
 		if !apierrors.IsInvalid(err) || !strings.Contains(statusCauses(err), "spec.sources[0].name") {
 			t.Errorf("Create with source name %q = %v (causes:\n%s), want Invalid at spec.sources[0].name", name, err, statusCauses(err))
+		}
+	}
+}
+
+// TestWebhookWarnsOfMovedLocation: a new checkpoint.location is a fresh start, and the
+// admission warning says so in compat.MovedText's words, which lockstep plan --from prints
+// too; the same location written with a trailing '/' is no move.
+func TestWebhookWarnsOfMovedLocation(t *testing.T) {
+	f, w := webhookFixture(t)
+	f.create(f.query("orders").Obj())
+	from := f.get("orders").Spec.Checkpoint.Location
+	w.take()
+	to := from + "-v2"
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Checkpoint.Location = to }, client.DryRunAll); err != nil {
+		t.Fatalf("Update = %v", err)
+	}
+	want := "spec.checkpoint.location: " + compat.MovedText(from, to)
+	if got := w.take(); !slices.Contains(got, want) {
+		t.Errorf("warnings = %q, want %q", got, want)
+	}
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Checkpoint.Location = from + "/" }, client.DryRunAll); err != nil {
+		t.Fatalf("Update = %v", err)
+	}
+	for _, got := range w.take() {
+		if strings.HasPrefix(got, "spec.checkpoint.location: changed") {
+			t.Errorf("the same location with a trailing '/' warned %q", got)
 		}
 	}
 }

@@ -30,8 +30,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 const planData = "testdata/plan/"
 
-// testPlanOptions let the test queries use every feature of the spec (aggregates, watermarks)
-// whether or not the engine implements it yet; the rules do not depend on it.
+// testPlanOptions are the options of a plan that opens only local checkpoints.
 func testPlanOptions() planOptions { return planOptions{} }
 
 // plan runs lockstep plan with args and returns its standard output, exit code and error.
@@ -135,6 +134,48 @@ func TestPlanGolden(t *testing.T) {
 			}
 			planGolden(t, tc.name+ext, out)
 		})
+	}
+}
+
+// located writes a copy of the manifest file with spec.checkpoint.location set to loc, and
+// returns its path.
+func located(t *testing.T, file, loc string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(file))
+	data = append(data, []byte("  checkpoint: {location: "+loc+"}\n")...)
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPlanFromMovedLocation judges, with --from, a new query whose checkpoint.location is not
+// the old one's: the query starts afresh there, as the admission webhook and the Terraform
+// provider judge it, so the changes the old checkpoint would refuse are allowed and the plan
+// says why. The same location written differently is no move.
+func TestPlanFromMovedLocation(t *testing.T) {
+	old := located(t, planData+"old.yaml", "/checkpoints/payments/revenue")
+	moved := located(t, planData+"new-rejected.yaml", "/checkpoints/payments/revenue-v2")
+	out, code, err := plan(t, testPlanOptions(), "-f", moved, "--from", old)
+	if code != exitOK {
+		t.Fatalf("exit %d (%v), want %d; output:\n%s", code, err, exitOK, out)
+	}
+	out = strings.NewReplacer(moved, "new-moved.yaml", old, "old.yaml").Replace(out)
+	planGolden(t, "from-moved.txt", out)
+
+	same := located(t, planData+"new-rejected.yaml", "file:///checkpoints/payments/revenue/")
+	if out, code, err := plan(t, testPlanOptions(), "-f", same, "--from", old); code != exitRefused {
+		t.Errorf("the same location written as a file URL: exit %d (%v), want %d; output:\n%s", code, err, exitRefused, out)
+	}
+
+	js, code, _ := plan(t, testPlanOptions(), "-f", moved, "--from", old, "-o", "json")
+	var v compat.Verdict
+	if err := json.Unmarshal([]byte(js), &v); err != nil || code != exitOK || !v.Fresh || v.Severity == compat.Rejected {
+		t.Errorf("-o json of a moved query: exit %d, %v, %+v; want a fresh verdict", code, err, v)
 	}
 }
 
