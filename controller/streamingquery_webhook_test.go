@@ -360,3 +360,17 @@ func TestWebhookWarnsOfMovedLocation(t *testing.T) {
 		}
 	}
 }
+
+// TestDeltaSourceRefusesOnMalformedSkip: the CRD refuses onMalformed skip or deadLetter on a
+// delta source, as validation does, naming the source.
+func TestDeltaSourceRefusesOnMalformedSkip(t *testing.T) {
+	f, _ := webhookFixture(t)
+	q := f.query("delta-skip").Edit(func(s *v1.StreamingQuerySpec) {
+		s.Sources[0] = v1.Source{Name: "orders", Delta: &v1.DeltaSource{Path: "s3://" + f.s3.Bucket + "/lake/orders"},
+			Schema: s.Sources[0].Schema, OnMalformed: v1.MalformedSkip}
+	}).Obj()
+	err := f.c.Create(context.Background(), q, client.DryRunAll)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "a delta source takes only onMalformed: fail") || !strings.Contains(statusCauses(err), "spec.sources[0]") {
+		t.Errorf("Create of a delta source with onMalformed skip = %v (causes:\n%s), want Invalid at spec.sources[0]", err, statusCauses(err))
+	}
+}

@@ -4,6 +4,7 @@ package v1
 // +kubebuilder:validation:XValidation:rule="[has(self.kafka), has(self.files), has(self.delta), has(self.rate)].filter(x, x).size() == 1",message="exactly one of kafka, files, delta, rate must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.rate) || !has(self.schema)",message="a rate source takes no schema: it yields timestamp and value"
 // +kubebuilder:validation:XValidation:rule="(has(self.onMalformed) && self.onMalformed == 'deadLetter') == has(self.deadLetterPath)",message="deadLetterPath is set exactly when onMalformed is deadLetter"
+// +kubebuilder:validation:XValidation:rule="!has(self.delta) || !has(self.onMalformed) || self.onMalformed == 'fail'",message="a delta source takes only onMalformed: fail: it reads Parquet files written to the table's schema, and a file it cannot read stops the query"
 type Source struct {
 	// Name identifies the source in the checkpoint, which keys its offsets by it: lower-case
 	// letters, digits, '-' and '_', starting and ending with a letter or digit (orders_eu), so
@@ -30,7 +31,8 @@ type Source struct {
 
 	// OnMalformed says what happens to a record that does not parse against the schema: fail
 	// (default: the query stops, naming the file or partition and the position), skip (counted
-	// in progress), or deadLetter (written as is to DeadLetterPath, and counted).
+	// in progress), or deadLetter (written as is to DeadLetterPath, and counted). A delta
+	// source takes only fail: it reads Parquet files written to the table's schema.
 	// +optional
 	// +kubebuilder:default=fail
 	OnMalformed MalformedPolicy `json:"onMalformed,omitempty"`

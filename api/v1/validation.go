@@ -94,8 +94,17 @@ func (s *Source) validate(p *field.Path) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(p.Child("onMalformed"), s.OnMalformed, []MalformedPolicy{MalformedFail, MalformedSkip, MalformedDeadLetter}))
 	}
+	if s.Delta != nil && (s.OnMalformed == MalformedSkip || s.OnMalformed == MalformedDeadLetter) {
+		errs = append(errs, field.Forbidden(p.Child("onMalformed"), deltaOnMalformed))
+	}
 	return errs
 }
+
+// deltaOnMalformed says why a delta source takes only onMalformed: fail; the CRD's rule on
+// Source says the same.
+const deltaOnMalformed = "a delta source has no malformed records to skip: it reads the Parquet files that the table's " +
+	"writers wrote to its schema, and a file it cannot read stops the query. Leave onMalformed unset (fail); " +
+	"drop unwanted rows with a filter step"
 
 func (s *Source) validateSchema(p *field.Path) field.ErrorList {
 	var errs field.ErrorList

@@ -79,6 +79,14 @@ func TestValidate(t *testing.T) {
 				Aggregate("per_country", []v1.GroupKey{qt.Key("value")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputComplete).ConsoleSink(),
 		},
 		{
+			name: "a delta source takes only onMalformed fail",
+			query: qt.Make("q", "ns").DeltaSource("d", "s3://lake/t", qt.Col("id", v1.TypeString)).
+				EditSource("d", func(s *v1.Source) { s.OnMalformed = v1.MalformedSkip }).
+				DeltaSource("e", "s3://lake/u", qt.Col("id", v1.TypeString)).
+				EditSource("e", func(s *v1.Source) { s.OnMalformed = v1.MalformedFail }).ConsoleSink(),
+			want: field.ErrorList{field.Forbidden(sources.Index(0).Child("onMalformed"), "")},
+		},
+		{
 			name:  "a source needs exactly one kind",
 			query: qt.Make("q", "ns").Source(v1.Source{Name: "none"}).Source(v1.Source{Name: "two", Rate: &v1.RateSource{}, Files: &v1.FilesSource{Path: "/in", Format: "json"}}).ConsoleSink(),
 			want: field.ErrorList{
@@ -426,6 +434,7 @@ func TestValidateDetails(t *testing.T) {
 	}{
 		{"unknown column lists the columns", orders().Filter("price > 0.0"), []string{"undeclared reference to 'price'"}},
 		{"sink's modes", orders().OutputMode(v1.OutputComplete), []string{`the files sink supports supported values: "append", "update"`, "needs an aggregate step"}},
+		{"delta onMalformed", qt.Make("q", "ns").DeltaSource("d", "s3://lake/t", qt.Col("id", v1.TypeString)).EditSource("d", func(s *v1.Source) { s.OnMalformed = v1.MalformedSkip }).ConsoleSink(), []string{"spec.sources[0].onMalformed: Forbidden: a delta source has no malformed records to skip", "Leave onMalformed unset (fail)"}},
 		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{`source "r" yields (timestamp timestamp, value long)`}},
 	}
 	for _, tc := range cases {
