@@ -47,7 +47,7 @@ func Rules() []Rule {
 		{
 			ID: "invalid-spec", Area: AreaQuery, Title: "The new spec does not validate",
 			Severities:  []Severity{Rejected},
-			Description: "A spec that does not validate (with every feature allowed) has no shape, so nothing can be compared; Check rejects it and stops. `lockstep plan` refuses such a spec with exit code 2 before judging it.",
+			Description: "A spec that does not validate has no shape, so nothing can be compared; Check rejects it and stops. `lockstep plan` refuses such a spec with exit code 2 before judging it.",
 			Example:     Example{Old: "sink: {files: {path: /out, format: parquet}}", New: "sink: {}"},
 			check:       checkInvalidSpec,
 		},

@@ -165,7 +165,7 @@ type Pinned struct {
 func ShapeOf(spec *v1.StreamingQuerySpec) (Shape, error) {
 	s := spec.DeepCopy()
 	s.Default()
-	if errs := s.Validate(v1.AllFeatures()); len(errs) > 0 {
+	if errs := s.Validate(); len(errs) > 0 {
 		return Shape{}, fmt.Errorf("the spec does not validate: %w", errs.ToAggregate())
 	}
 	cols, err := s.StepColumns()

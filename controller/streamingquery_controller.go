@@ -271,7 +271,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	}
 	o.pods = pods.Items
 
-	if errs := append(q.Validate(v1.Supported()), ValidateSecretRefs(q)...); len(errs) > 0 {
+	if errs := append(q.Validate(), ValidateSecretRefs(q)...); len(errs) > 0 {
 		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonInvalidSpec
 		return o, nil
 	}

@@ -139,9 +139,8 @@ func (w *QueryWebhook) ValidateUpdate(ctx context.Context, old, q *v1.StreamingQ
 		return nil, nil
 	}
 	warnings, err := w.validate(ctx, q)
-	if err == nil && old.Spec.Checkpoint.Location != q.Spec.Checkpoint.Location && old.Spec.Checkpoint.Location != "" {
-		warnings = append(warnings, fmt.Sprintf("spec.checkpoint.location: changed from %s to %s: the query starts afresh there (new query id, sources from their startingOffsets); the old checkpoint is kept",
-			old.Spec.Checkpoint.Location, q.Spec.Checkpoint.Location))
+	if err == nil && compat.Moved(old.Spec.Checkpoint.Location, q.Spec.Checkpoint.Location) {
+		warnings = append(warnings, "spec.checkpoint.location: "+compat.MovedText(old.Spec.Checkpoint.Location, q.Spec.Checkpoint.Location))
 	}
 	return warnings, err
 }
@@ -152,7 +151,7 @@ func (w *QueryWebhook) ValidateDelete(context.Context, *v1.StreamingQuery) (admi
 }
 
 func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admission.Warnings, error) {
-	errs := append(q.Validate(v1.Supported()), ValidateSecretRefs(q)...)
+	errs := append(q.Validate(), ValidateSecretRefs(q)...)
 	if len(errs) > 0 {
 		return nil, invalid(ctx, q, errs)
 	}

@@ -3,6 +3,7 @@ package controller_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -312,5 +313,64 @@ func TestValidateVerdictNamesTheQuery(t *testing.T) {
 				t.Errorf("ValidateVerdict() = %v, want Invalid containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestNamesAcceptUnderscores: source and stateful-step names may hold '_' (orders_eu,
+// per_order), as the CRD's pattern and the webhook's validation both allow; a name that is not
+// one path segment is refused by the API server with its field path.
+func TestNamesAcceptUnderscores(t *testing.T) {
+	f, _ := webhookFixture(t)
+	ok := f.query("underscores").EditSource("orders", func(s *v1.Source) { s.Name = "orders_eu" }).DropDuplicates("per_order", "id").Obj()
+	f.create(ok)
+	if got := f.get("underscores").Spec.Sources[0].Name; got != "orders_eu" {
+		t.Errorf("stored source name = %q, want orders_eu", got)
+	}
+	for _, name := range []string{"orders/eu", "orders_", "Orders_EU", ".."} {
+		bad := f.query("bad-name").EditSource("orders", func(s *v1.Source) { s.Name = name }).Obj()
+		err := f.c.Create(context.Background(), bad, client.DryRunAll)
+		if !apierrors.IsInvalid(err) || !strings.Contains(statusCauses(err), "spec.sources[0].name") {
+			t.Errorf("Create with source name %q = %v (causes:\n%s), want Invalid at spec.sources[0].name", name, err, statusCauses(err))
+		}
+	}
+}
+
+// TestWebhookWarnsOfMovedLocation: a new checkpoint.location is a fresh start, and the
+// admission warning says so in compat.MovedText's words, which lockstep plan --from prints
+// too; the same location written with a trailing '/' is no move.
+func TestWebhookWarnsOfMovedLocation(t *testing.T) {
+	f, w := webhookFixture(t)
+	f.create(f.query("orders").Obj())
+	from := f.get("orders").Spec.Checkpoint.Location
+	w.take()
+	to := from + "-v2"
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Checkpoint.Location = to }, client.DryRunAll); err != nil {
+		t.Fatalf("Update = %v", err)
+	}
+	want := "spec.checkpoint.location: " + compat.MovedText(from, to)
+	if got := w.take(); !slices.Contains(got, want) {
+		t.Errorf("warnings = %q, want %q", got, want)
+	}
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Checkpoint.Location = from + "/" }, client.DryRunAll); err != nil {
+		t.Fatalf("Update = %v", err)
+	}
+	for _, got := range w.take() {
+		if strings.HasPrefix(got, "spec.checkpoint.location: changed") {
+			t.Errorf("the same location with a trailing '/' warned %q", got)
+		}
+	}
+}
+
+// TestDeltaSourceRefusesOnMalformedSkip: the CRD refuses onMalformed skip or deadLetter on a
+// delta source, as validation does, naming the source.
+func TestDeltaSourceRefusesOnMalformedSkip(t *testing.T) {
+	f, _ := webhookFixture(t)
+	q := f.query("delta-skip").Edit(func(s *v1.StreamingQuerySpec) {
+		s.Sources[0] = v1.Source{Name: "orders", Delta: &v1.DeltaSource{Path: "s3://" + f.s3.Bucket + "/lake/orders"},
+			Schema: s.Sources[0].Schema, OnMalformed: v1.MalformedSkip}
+	}).Obj()
+	err := f.c.Create(context.Background(), q, client.DryRunAll)
+	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "a delta source takes only onMalformed: fail") || !strings.Contains(statusCauses(err), "spec.sources[0]") {
+		t.Errorf("Create of a delta source with onMalformed skip = %v (causes:\n%s), want Invalid at spec.sources[0]", err, statusCauses(err))
 	}
 }

@@ -18,8 +18,11 @@ type batchPlan struct {
 	// starts and ends hold each source's range (start, end]; a source
 	// absent from ends takes no part in the batch.
 	starts, ends map[string]Offset
-	lags         map[string]*int64
-	replay       bool
+	// lags and latest are what each source told of its newest data when the batch was
+	// planned (unknown for a replayed batch).
+	lags   map[string]*int64
+	latest map[string]Offset
+	replay bool
 }
 
 // plan asks every source for the end of the next batch and, when one has new
@@ -34,6 +37,7 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 		starts:      maps.Clone(r.starts),
 		ends:        make(map[string]Offset, len(r.sources)),
 		lags:        make(map[string]*int64, len(r.sources)),
+		latest:      make(map[string]Offset, len(r.sources)),
 	}
 	hasData := false
 	for _, s := range r.sources {
@@ -46,6 +50,7 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 		}
 		bp.ends[s.name] = p.End
 		bp.lags[s.name] = p.Lag
+		bp.latest[s.name] = p.Latest
 		hasData = hasData || p.HasData
 	}
 	if !hasData && !r.noDataBatchDue() {
@@ -106,7 +111,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 		p.NumMalformedRows += res.Malformed
 		p.Sources = append(p.Sources, SourceProgress{
 			Name: s.name, StartOffset: bp.starts[s.name], EndOffset: end,
-			NumInputRows: n, NumMalformedRows: res.Malformed, Lag: bp.lags[s.name],
+			NumInputRows: n, NumMalformedRows: res.Malformed, LatestOffset: bp.latest[s.name], Lag: bp.lags[s.name],
 			LagMs: maxLagMs(res.Partitions), Partitions: res.Partitions,
 		})
 	}
@@ -145,7 +150,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	for _, s := range p.Sources {
 		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{
 			Source: s.Name, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
-			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag, LagMs: s.LagMs,
+			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, LatestOffset: s.LatestOffset, Lag: s.Lag, LagMs: s.LagMs,
 		})
 	}
 	durations["triggerExecution"] = clk.Since(began).Milliseconds()

@@ -73,6 +73,9 @@ type Planned struct {
 	// Lag is how many records or files the source holds beyond End, when it
 	// can tell.
 	Lag *int64
+	// Latest is the newest offset the source holds, in the form of End, when
+	// it can tell; the commit records it as latestOffset.
+	Latest Offset
 }
 
 // ReadRequest is the input of Source.Read.

@@ -479,8 +479,8 @@ func TestInvalidSpecListsEveryProblem(t *testing.T) {
 		Select(querytest.As("x", "id +")).
 		KafkaSink("k:9092", "t").
 		Checkpoint("/tmp/c").Obj()
-	// The features accept a kafka sink; the registry has none.
-	_, err := engine.New(obj, enginetest.Registry(t), engine.WithFeatures(v1.Supported().With(v1.FeatureKafkaSink)))
+	// The registry has no kafka sink.
+	_, err := engine.New(obj, enginetest.Registry(t))
 	var ise *engine.InvalidSpecError
 	if !errors.As(err, &ise) {
 		t.Fatalf("New = %v, want *InvalidSpecError", err)

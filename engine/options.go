@@ -35,7 +35,6 @@ type options struct {
 	guard      StartGuard
 	stdout     io.Writer
 	idlePoll   time.Duration
-	features   v1.Features
 	purgeEvery int64
 }
 
@@ -45,7 +44,6 @@ func defaultOptions() options {
 		clock:      clock.RealClock{},
 		stdout:     os.Stdout,
 		idlePoll:   DefaultIdlePoll,
-		features:   v1.Supported(),
 		purgeEvery: 10,
 		getenv:     os.Getenv,
 	}
@@ -143,10 +141,4 @@ func WithStdout(w io.Writer) Option {
 // new data, overriding DefaultIdlePoll.
 func WithIdlePoll(d time.Duration) Option {
 	return optionFunc(func(o *options) { o.idlePoll = d })
-}
-
-// WithFeatures sets the spec features New accepts; the default is
-// v1.Supported().
-func WithFeatures(f v1.Features) Option {
-	return optionFunc(func(o *options) { o.features = f })
 }

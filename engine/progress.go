@@ -114,7 +114,10 @@ type SourceProgress struct {
 	EndOffset        Offset `json:"endOffset"`
 	NumInputRows     int64  `json:"numInputRows"`
 	NumMalformedRows int64  `json:"numMalformedRows"`
-	Lag              *int64 `json:"lag,omitempty"`
+	// LatestOffset is the newest offset the source had when the batch was planned, in the
+	// form of EndOffset, when the source can tell (kafka: the partitions' high-water marks).
+	LatestOffset Offset `json:"latestOffset,omitempty"`
+	Lag          *int64 `json:"lag,omitempty"`
 	// LagMs is the largest LagMs of the source's partitions, when one
 	// knows it (see PartitionLag).
 	LagMs *int64 `json:"lagMs,omitempty"`

@@ -48,9 +48,8 @@ type Query struct {
 	stop     chan struct{}
 }
 
-// New compiles q with the components of reg. It validates the spec (with
-// the features of WithFeatures, by default v1.Supported()), checks that reg
-// has every source and sink kind it names, and compiles every CEL expression
+// New compiles q with the components of reg. It validates the spec, checks
+// that reg has every source and sink kind it names, and compiles every CEL expression
 // once. It does no I/O. An invalid query is an *InvalidSpecError listing
 // every problem. q is copied and defaulted; later changes to it do not
 // affect the Query.
@@ -63,15 +62,15 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 	obj.Default()
 	spec := &obj.Spec
 	// Every problem at once: the spec's own, then the kinds this program
-	// does not run (a kind the features refuse is reported once, by Validate).
-	errs := obj.Validate(o.features)
+	// does not run.
+	errs := obj.Validate()
 	for i := range spec.Sources {
 		k := spec.Sources[i].Kind()
-		if _, ok := reg.sources[k]; !ok && k != "" && o.features.Has(v1.Feature("source."+string(k))) {
+		if _, ok := reg.sources[k]; !ok && k != "" {
 			errs = append(errs, field.NotSupported(field.NewPath("spec", "sources").Index(i).Child(string(k)), k, reg.SourceKinds()))
 		}
 	}
-	if k := spec.Sink.Kind(); reg.sinks[k].new == nil && k != "" && o.features.Has(v1.Feature("sink."+string(k))) {
+	if k := spec.Sink.Kind(); reg.sinks[k].new == nil && k != "" {
 		errs = append(errs, field.NotSupported(field.NewPath("spec", "sink").Child(string(k)), k, reg.SinkKinds()))
 	}
 	if len(errs) > 0 {

@@ -45,7 +45,7 @@ func readQuery(t *testing.T, name string) *v1.StreamingQuery {
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	if errs := q.Validate(v1.Supported()); len(errs) > 0 {
+	if errs := q.Validate(); len(errs) > 0 {
 		t.Errorf("%s: %v", name, errs.ToAggregate())
 	}
 	return q

@@ -5,6 +5,8 @@ import (
 	"encoding/base64"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +17,10 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -146,4 +150,43 @@ func (c *testCluster) createStore(t testing.TB, name string, spec map[string]any
 		t.Fatalf("create CheckpointStore %s: %v", name, err)
 	}
 	t.Cleanup(func() { _ = res.Delete(context.Background(), name, metav1.DeleteOptions{}) })
+}
+
+// TestCheckpointStoreReadyFromReconciler reads lockstep_checkpoint_store.ready as the real
+// CheckpointStore reconciler writes it, after probing the real bucket (issue 15 #7).
+func TestCheckpointStoreReadyFromReconciler(t *testing.T) {
+	c := newLockstepCluster(t, func(mgr ctrl.Manager) error { return controller.NewStoreReconciler(mgr).SetupWithManager(mgr) })
+	res := c.dyn.Resource(storesResource)
+	deadline := time.Now().Add(eventually)
+	for {
+		u, err := res.Get(context.Background(), c.store, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+		if slices.ContainsFunc(conds, func(x any) bool {
+			m, _ := x.(map[string]any)
+			return m["type"] == "Ready" && m["status"] == "True"
+		}) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the CheckpointStore reconciler did not report %s Ready: conditions %v", c.store, conds)
+		}
+		time.Sleep(tick)
+	}
+	w := newWorkspace(t, c)
+	w.write(fmt.Sprintf(`
+data "lockstep_checkpoint_store" "s" {
+  name = %q
+}
+
+output "ready" {
+  value = data.lockstep_checkpoint_store.s.ready
+}
+`, c.store))
+	w.apply()
+	if got := strings.TrimSpace(w.tf.must("output", "-json", "ready")); got != "true" {
+		t.Errorf("lockstep_checkpoint_store.ready = %s, want true as the reconciler reported", got)
+	}
 }

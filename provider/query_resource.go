@@ -302,8 +302,13 @@ func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta,
 		return
 	}
 
+	desired := queryObject(namespace, name, spec)
+	if err := settingsOf(m).annotate(desired); err != nil {
+		diags.AddError("Internal Error", "Record wait_for and timeouts: "+err.Error())
+		return
+	}
 	wctx, warns := withWarnings(ctx)
-	obj, err := r.cluster.applyQuery(wctx, queryObject(namespace, name, spec), false)
+	obj, err := r.cluster.applyQuery(wctx, desired, false)
 	if err == nil {
 		// Fields another manager set (drift) that the configuration leaves unset survive an
 		// apply; remove them, so that the configuration is the whole spec.
@@ -372,7 +377,7 @@ func (r *queryResource) setObserved(ctx context.Context, dst attributeSetter, pl
 		m.DeliveryGuarantee, m.DeliveryGuaranteeReason = types.StringValue(string(g)), types.StringValue(reason)
 	}
 	if m.WaitFor.IsNull() || m.WaitFor.IsUnknown() {
-		m.WaitFor = types.StringValue(waitNothing) // after an import
+		m.WaitFor = types.StringValue(waitNothing)
 	}
 	if m.Timeouts.IsUnknown() {
 		m.Timeouts.Object = types.ObjectNull(m.Timeouts.AttributeTypes(ctx))
@@ -425,6 +430,7 @@ func (r *queryResource) Read(ctx context.Context, req resource.ReadRequest, resp
 		return
 	}
 	r.cluster.noteManaged(obj.GetUID())
+	resp.Diagnostics.Append(restoreSettings(ctx, &m, obj)...) // after an import, the state holds neither
 	resp.Diagnostics.Append(setSpec(ctx, &resp.State, r.kinds.query, objectSpec(obj), req.State.Raw)...)
 	m.QueryID = types.StringUnknown() // a refresh takes the query id from status
 	resp.Diagnostics.Append(r.setObserved(ctx, &resp.State, m, obj)...)

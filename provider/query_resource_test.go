@@ -157,11 +157,10 @@ func TestAccStreamingQuery_basic(t *testing.T) {
 				}),
 			},
 			{
-				ResourceName:            address,
-				ImportState:             true,
-				ImportStateVerify:       true,
-				ImportStateIdFunc:       func(*terraform.State) (string, error) { return c.namespace + "/orders", nil },
-				ImportStateVerifyIgnore: []string{"timeouts", "wait_for"},
+				ResourceName:      address,
+				ImportState:       true,
+				ImportStateVerify: true,
+				ImportStateIdFunc: func(*terraform.State) (string, error) { return c.namespace + "/orders", nil },
 			},
 			{
 				Config: c.provider() + changed.hcl(),

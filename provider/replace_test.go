@@ -3,6 +3,7 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -76,10 +77,24 @@ func TestPlanReplaceDeletesCheckpoint(t *testing.T) {
 	w.apply()
 	c.writeCheckpoint(t, "orders")
 
+	// Terraform drops the warnings of the create half of -replace (docs/terraform/guides/
+	// how-it-works.md); the planned query_id, unknown, is what says that it starts afresh.
+	if got := w.planned("query_id", "-replace="+address); got != "(known after apply)" {
+		t.Errorf("planned query_id of -replace over a checkpoint that the delete removes = %s, want (known after apply)", got)
+	}
+	if out := w.mustPlan("-replace=" + address); strings.Contains(out, "Warning") {
+		t.Errorf("Terraform now shows the warnings of -replace's create half; say so in how-it-works.md and golden them:\n%s", out)
+	}
+
 	// A change the old checkpoint refuses is no refusal when that checkpoint goes first.
 	moved := q
 	moved.Source = c.path("landing/orders-v2")
 	w.write(moved.hcl())
+	// With -replace, Terraform first plans it as an update, which does not say that a
+	// replacement follows: the checkpoint refuses it there. Tainting is the way (documented).
+	if out, err := w.plan("-replace=" + address); err == nil || !strings.Contains(out, "Checkpoint Refuses The Change") {
+		t.Errorf("-replace with a change the old checkpoint refuses: %v\n%s\nwant the refusal of the update half, as documented", err, out)
+	}
 	w.tf.must("taint", "-lock=false", address)
 	golden(t, "plan-replace-delete.golden", w.mustPlan())
 	w.apply()

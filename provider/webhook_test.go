@@ -34,7 +34,9 @@ type lockstepCluster struct {
 	store string
 }
 
-func newLockstepCluster(t testing.TB) *lockstepCluster {
+// newLockstepCluster starts a lockstepCluster; more registers more of the controller's reconcilers with its manager (the CheckpointStore
+// reconciler, for a test of the store's status).
+func newLockstepCluster(t testing.TB, more ...func(ctrl.Manager) error) *lockstepCluster {
 	t.Helper()
 	wh := testenv.ControlPlaneWithWebhooks(t)
 	c := &lockstepCluster{testCluster: newTestCluster(t, wh.Config), s3: testenv.S3(t)}
@@ -52,13 +54,13 @@ func newLockstepCluster(t testing.TB) *lockstepCluster {
 		"credentialsSecretName": "s3-credentials",
 		"allowedNamespaces":     []any{c.namespace},
 	})
-	c.startController(t, wh)
+	c.startController(t, wh, more...)
 	return c
 }
 
 // startController runs the controller's manager, reconciler and webhooks, until the test
 // ends.
-func (c *lockstepCluster) startController(t testing.TB, wh *testenv.WebhookControlPlane) {
+func (c *lockstepCluster) startController(t testing.TB, wh *testenv.WebhookControlPlane, more ...func(ctrl.Manager) error) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
@@ -85,6 +87,11 @@ func (c *lockstepCluster) startController(t testing.TB, wh *testenv.WebhookContr
 	}
 	if err := controller.NewQueryWebhook(mgr).SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
+	}
+	for _, setup := range more {
+		if err := setup(mgr); err != nil {
+			t.Fatal(err)
+		}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -8,9 +8,7 @@
 //
 //   - [ReadQuery] and [ParseQuery] read a manifest strictly (an unknown field is an error)
 //     and apply the defaults of [StreamingQuery.Default].
-//   - [StreamingQuerySpec.Validate] returns every problem of a spec with its field path. Parts
-//     of the spec that are typed but not implemented yet are refused unless the caller's
-//     [Features] include them; [Supported] is the one list of what works today.
+//   - [StreamingQuerySpec.Validate] returns every problem of a spec with its field path.
 //   - [StreamingQuerySpec.StepColumns] and [StreamingQuerySpec.OutputColumns] follow the
 //     columns from the sources through every transform step to the sink, and [CELEnv] builds
 //     the CEL environment in which the filter and select expressions of a step are compiled

@@ -40,10 +40,9 @@ func (s *Source) Columns() (Columns, bool) {
 
 // StepColumns follows the columns through the query: element i holds the columns flowing into
 // s.Transform[i], and the last element (index len(s.Transform)) the columns the sink receives.
-// It errors, with every problem, when the sources or steps are invalid; features are not
-// checked.
+// It errors, with every problem, when the sources or steps are invalid.
 func (s *StreamingQuerySpec) StepColumns() ([]Columns, error) {
-	fl := s.flow(field.NewPath("spec"), AllFeatures())
+	fl := s.flow(field.NewPath("spec"))
 	if len(fl.errs) > 0 {
 		return nil, fl.errs.ToAggregate()
 	}
@@ -129,9 +128,9 @@ type flowResult struct {
 func (r *flowResult) output() flowState { return r.states[len(r.states)-1] }
 
 // flow validates the sources and transform steps and follows the columns through them.
-func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
+func (s *StreamingQuerySpec) flow(spec *field.Path) *flowResult {
 	r := &flowResult{aggregate: -1}
-	cur := s.sourceFlow(spec.Child("sources"), f, r)
+	cur := s.sourceFlow(spec.Child("sources"), r)
 
 	steps := spec.Child("transform")
 	if len(s.Transform) > MaxSteps {
@@ -151,11 +150,6 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
 		case 1:
 		default:
 			r.errs = append(r.errs, field.Invalid(p, kindList(kinds), "exactly one of filter, select, watermark, aggregate, dropDuplicates must be set"))
-		}
-		for _, k := range kinds {
-			if !f.Has(stepFeature(k)) {
-				r.errs = append(r.errs, notSupportedYet(p.Child(string(k)), k, supportedKinds(f, StepFilter, StepSelect, StepWatermark, StepAggregate, StepDropDuplicates)))
-			}
 		}
 		next := cur
 		if st.Filter != "" {
@@ -224,7 +218,7 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
 }
 
 // sourceFlow validates the sources and returns the columns of their union.
-func (s *StreamingQuerySpec) sourceFlow(p *field.Path, f Features, r *flowResult) flowState {
+func (s *StreamingQuerySpec) sourceFlow(p *field.Path, r *flowResult) flowState {
 	if len(s.Sources) == 0 {
 		r.errs = append(r.errs, field.Required(p, "a query reads at least one source"))
 	}
@@ -237,7 +231,7 @@ func (s *StreamingQuerySpec) sourceFlow(p *field.Path, f Features, r *flowResult
 	for i := range s.Sources {
 		src := &s.Sources[i]
 		sp := p.Index(i)
-		r.errs = append(r.errs, src.validate(sp, f)...)
+		r.errs = append(r.errs, src.validate(sp)...)
 		if src.Name != "" && names[src.Name] {
 			r.errs = append(r.errs, field.Duplicate(sp.Child("name"), src.Name))
 		}
@@ -289,7 +283,7 @@ func statefulName(p *field.Path, name string, ids []statefulID, ordinal int) fie
 	if name == "" {
 		return nil
 	}
-	if errs := dnsLabel(p, name); len(errs) > 0 {
+	if errs := segmentName(p, name); len(errs) > 0 {
 		return errs
 	}
 	for j, other := range ids {

@@ -78,7 +78,6 @@ func TestStepColumnsOfAnInvalidSpec(t *testing.T) {
 	if err == nil {
 		t.Fatal("OutputColumns() of a spec with an unknown column: want an error")
 	}
-	// Features do not matter: the engine's tests ask for columns of features not switched on.
 	if _, err := orders().Watermark("ts", "1m").Spec().OutputColumns(); err != nil {
 		t.Errorf("OutputColumns() error = %v, want none", err)
 	}

@@ -35,31 +35,6 @@ func TestDurationParse(t *testing.T) {
 	}
 }
 
-func TestFeatures(t *testing.T) {
-	now := v1.NewFeatures(v1.FeatureFilesSource)
-	if !now.Has(v1.FeatureFilesSource) || now.Has(v1.FeatureKafkaSource) {
-		t.Errorf("NewFeatures() = %v", now.List())
-	}
-	more := now.With(v1.FeatureKafkaSource)
-	if !more.Has(v1.FeatureKafkaSource) || now.Has(v1.FeatureKafkaSource) {
-		t.Error("With() must return a new set and leave the old one alone")
-	}
-	var none v1.Features
-	if none.Has(v1.FeatureFilter) || !none.With(v1.FeatureFilter).Has(v1.FeatureFilter) {
-		t.Error("the zero Features is the empty set")
-	}
-	for _, f := range v1.Supported().List() {
-		if !v1.AllFeatures().Has(f) {
-			t.Errorf("AllFeatures() lacks %s", f)
-		}
-	}
-	// With no features at all, a spec is refused only for what it uses.
-	errs := qt.Make("q", "ns").RateSource("r", 1).ConsoleSink().Spec().Validate(none)
-	if len(errs) != 2 {
-		t.Errorf("Validate(no features) = %v, want the rate source and the console sink refused", errs)
-	}
-}
-
 func TestScheme(t *testing.T) {
 	s := runtime.NewScheme()
 	if err := v1.AddToScheme(s); err != nil {

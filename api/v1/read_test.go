@@ -148,20 +148,17 @@ func TestReadQueryJSON(t *testing.T) {
 	if q.Namespace != "team" || q.Spec.Sources[0].Rate.RowsPerSecond != 5 || q.Spec.Sink.Console == nil {
 		t.Errorf("ReadQuery() = %+v", q)
 	}
-	if errs := q.Validate(v1.Supported()); len(errs) > 0 {
+	if errs := q.Validate(); len(errs) > 0 {
 		t.Errorf("Validate() = %v, want no errors", errs)
 	}
 }
 
-// TestExamples reads every example query strictly and validates it. The examples that
-// need features not implemented yet must be valid with every feature and refused only for
-// those features today.
+// TestExamples reads every example query strictly and validates it.
 func TestExamples(t *testing.T) {
 	files, err := filepath.Glob("../../examples/queries/*.yaml")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples found: %v", err)
 	}
-	runnableToday := map[string]bool{"quickstart.yaml": true, "files-to-files.yaml": true, "clicks-to-webhook.yaml": true, "revenue-by-country.yaml": true, "nexmark-q5.yaml": true}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			f, err := os.Open(file)
@@ -173,23 +170,8 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ReadQuery(%s) error = %v", file, err)
 			}
-			if errs := q.Validate(v1.AllFeatures()); len(errs) > 0 {
-				t.Errorf("Validate(AllFeatures) = \n%s", describe(errs))
-			}
-			errs := q.Validate(v1.Supported())
-			if runnableToday[filepath.Base(file)] {
-				if len(errs) > 0 {
-					t.Errorf("Validate(Supported) = \n%s", describe(errs))
-				}
-				return
-			}
-			for _, e := range errs {
-				if !strings.Contains(e.Detail, "not supported yet") {
-					t.Errorf("Validate(Supported) refuses %s for another reason than a missing feature", e)
-				}
-			}
-			if len(errs) == 0 {
-				t.Errorf("Validate(Supported) accepts %s; add it to runnableToday", file)
+			if errs := q.Validate(); len(errs) > 0 {
+				t.Errorf("Validate() = \n%s", describe(errs))
 			}
 		})
 	}

@@ -5,12 +5,15 @@ package v1
 // +kubebuilder:validation:XValidation:rule="!has(self.rate) || !has(self.schema)",message="a rate source takes no schema: it yields timestamp and value"
 // +kubebuilder:validation:XValidation:rule="!has(self.nexmark) || !has(self.schema)",message="a nexmark source takes no schema: its table fixes its columns"
 // +kubebuilder:validation:XValidation:rule="(has(self.onMalformed) && self.onMalformed == 'deadLetter') == has(self.deadLetterPath)",message="deadLetterPath is set exactly when onMalformed is deadLetter"
+// +kubebuilder:validation:XValidation:rule="!has(self.delta) || !has(self.onMalformed) || self.onMalformed == 'fail'",message="a delta source takes only onMalformed: fail: it reads Parquet files written to the table's schema, and a file it cannot read stops the query"
 type Source struct {
-	// Name identifies the source in the checkpoint, which keys its offsets by it: a DNS label,
-	// unique in the query. A new name is a new source, read from its starting position.
+	// Name identifies the source in the checkpoint, which keys its offsets by it: lower-case
+	// letters, digits, '-' and '_', starting and ending with a letter or digit (orders_eu), so
+	// that it is one path segment; unique in the query. A new name is a new source, read from
+	// its starting position.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name"`
 
 	// +optional
@@ -32,7 +35,8 @@ type Source struct {
 
 	// OnMalformed says what happens to a record that does not parse against the schema: fail
 	// (default: the query stops, naming the file or partition and the position), skip (counted
-	// in progress), or deadLetter (written as is to DeadLetterPath, and counted).
+	// in progress), or deadLetter (written as is to DeadLetterPath, and counted). A delta
+	// source takes only fail: it reads Parquet files written to the table's schema.
 	// +optional
 	// +kubebuilder:default=fail
 	OnMalformed MalformedPolicy `json:"onMalformed,omitempty"`

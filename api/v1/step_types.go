@@ -114,11 +114,12 @@ type Watermark struct {
 // Aggregate groups rows by keys and computes aggregates per group. Its output columns are
 // the group keys, in order (a window yields window_start and window_end), then the aggregates.
 type Aggregate struct {
-	// Name identifies the step's state in the checkpoint: a DNS label, unique among the
-	// stateful steps. Omitted: the step's ordinal among the stateful steps.
+	// Name identifies the step's state in the checkpoint: lower-case letters, digits, '-' and
+	// '_', starting and ending with a letter or digit (per_country), unique among the stateful
+	// steps. Omitted: the step's ordinal among the stateful steps.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name,omitempty"`
 	// GroupBy lists the grouping keys. Their order is part of the state key. Omitted: one
 	// global group.
@@ -194,7 +195,7 @@ type DropDuplicates struct {
 	// Name identifies the step's state in the checkpoint, as Aggregate.Name.
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
-	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name,omitempty"`
 	// Columns form the deduplication key, in order (the order is part of the state key).
 	// +kubebuilder:validation:MinItems=1

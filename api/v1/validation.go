@@ -25,7 +25,7 @@ const (
 // Validate returns every problem of the query: its name, then its spec (see
 // [StreamingQuerySpec.Validate]). The name must be a DNS label because the controller
 // derives the names of the query's objects and its checkpoint location from it.
-func (q *StreamingQuery) Validate(f Features) field.ErrorList {
+func (q *StreamingQuery) Validate() field.ErrorList {
 	var errs field.ErrorList
 	name := field.NewPath("metadata", "name")
 	if q.Name == "" {
@@ -33,23 +33,22 @@ func (q *StreamingQuery) Validate(f Features) field.ErrorList {
 	} else {
 		errs = append(errs, dnsLabel(name, q.Name)...)
 	}
-	return append(errs, q.Spec.Validate(f)...)
+	return append(errs, q.Spec.Validate()...)
 }
 
 // Validate returns every problem of the spec, each with its field path under "spec", without
-// any I/O. It accepts specs with and without defaults applied. Parts of the spec that use a
-// feature outside f are refused as not supported yet; callers pass [Supported]().
+// any I/O. It accepts specs with and without defaults applied.
 //
-// It checks names (DNS labels, unique), one-of fields, required fields and value ranges,
+// It checks names (path segments, unique), one-of fields, required fields and value ranges,
 // paths and URLs, that the sources agree on their columns, that every CEL expression
 // compiles and type-checks against the columns flowing into its step, durations, and the
 // combination of output mode, sink and stateful steps (see docs/spec.md).
-func (s *StreamingQuerySpec) Validate(f Features) field.ErrorList {
+func (s *StreamingQuerySpec) Validate() field.ErrorList {
 	spec := field.NewPath("spec")
-	fl := s.flow(spec, f)
+	fl := s.flow(spec)
 	errs := fl.errs
-	errs = append(errs, s.validateSink(spec.Child("sink"), f, fl.output())...)
-	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"), f, fl)...)
+	errs = append(errs, s.validateSink(spec.Child("sink"), fl.output())...)
+	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"), fl)...)
 	errs = append(errs, s.Trigger.validate(spec.Child("trigger"))...)
 	errs = append(errs, s.validateBounded(spec.Child("sources"))...)
 	errs = append(errs, s.Checkpoint.validate(spec.Child("checkpoint"))...)
@@ -59,12 +58,12 @@ func (s *StreamingQuerySpec) Validate(f Features) field.ErrorList {
 	return errs
 }
 
-func (s *Source) validate(p *field.Path, f Features) field.ErrorList {
+func (s *Source) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if s.Name == "" {
 		errs = append(errs, field.Required(p.Child("name"), "a source needs a stable name"))
 	} else {
-		errs = append(errs, dnsLabel(p.Child("name"), s.Name)...)
+		errs = append(errs, segmentName(p.Child("name"), s.Name)...)
 	}
 	kinds := s.Kinds()
 	switch len(kinds) {
@@ -73,11 +72,6 @@ func (s *Source) validate(p *field.Path, f Features) field.ErrorList {
 	case 1:
 	default:
 		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of kafka, files, delta, rate, nexmark must be set"))
-	}
-	for _, k := range kinds {
-		if !f.Has(sourceFeature(k)) {
-			errs = append(errs, notSupportedYet(p.Child(string(k)), k, supportedKinds(f, SourceKafka, SourceFiles, SourceDelta, SourceRate, SourceNexmark)))
-		}
 	}
 	if s.Kafka != nil {
 		errs = append(errs, s.Kafka.validate(p.Child("kafka"))...)
@@ -105,8 +99,17 @@ func (s *Source) validate(p *field.Path, f Features) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(p.Child("onMalformed"), s.OnMalformed, []MalformedPolicy{MalformedFail, MalformedSkip, MalformedDeadLetter}))
 	}
+	if s.Delta != nil && (s.OnMalformed == MalformedSkip || s.OnMalformed == MalformedDeadLetter) {
+		errs = append(errs, field.Forbidden(p.Child("onMalformed"), deltaOnMalformed))
+	}
 	return errs
 }
+
+// deltaOnMalformed says why a delta source takes only onMalformed: fail; the CRD's rule on
+// Source says the same.
+const deltaOnMalformed = "a delta source has no malformed records to skip: it reads the Parquet files that the table's " +
+	"writers wrote to its schema, and a file it cannot read stops the query. Leave onMalformed unset (fail); " +
+	"drop unwanted rows with a filter step"
 
 func (s *Source) validateSchema(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
@@ -301,7 +304,7 @@ func (d *DeltaSource) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowState) field.ErrorList {
+func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.ErrorList {
 	var errs field.ErrorList
 	k := &s.Sink
 	kinds := k.Kinds()
@@ -311,11 +314,6 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowSta
 	case 1:
 	default:
 		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of delta, files, kafka, postgres, webhook, console must be set"))
-	}
-	for _, kind := range kinds {
-		if !f.Has(sinkFeature(kind)) {
-			errs = append(errs, notSupportedYet(p.Child(string(kind)), kind, supportedKinds(f, SinkDelta, SinkFiles, SinkKafka, SinkPostgres, SinkWebhook, SinkConsole)))
-		}
 	}
 	if d := k.Delta; d != nil {
 		dp := p.Child("delta")
@@ -386,7 +384,7 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, f Features, out flowSta
 	return errs
 }
 
-func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, f Features, fl *flowResult) field.ErrorList {
+func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, fl *flowResult) field.ErrorList {
 	mode := s.OutputMode
 	if mode == "" {
 		mode = OutputAppend
@@ -395,15 +393,6 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, f Features, fl *f
 		return field.ErrorList{field.NotSupported(p, s.OutputMode, OutputModes())}
 	}
 	var errs field.ErrorList
-	if feat, ok := modeFeature(mode); ok && !f.Has(feat) {
-		supported := []OutputMode{OutputAppend}
-		for _, m := range []OutputMode{OutputUpdate, OutputComplete} {
-			if feat, _ := modeFeature(m); f.Has(feat) {
-				supported = append(supported, m)
-			}
-		}
-		errs = append(errs, notSupportedYet(p, mode, supported))
-	}
 	if k := s.Sink.Kind(); k != "" && !slices.Contains(k.OutputModes(), mode) {
 		e := field.NotSupported(p, mode, k.OutputModes())
 		e.Detail = fmt.Sprintf("the %s sink supports %s", k, e.Detail)
@@ -528,32 +517,6 @@ func (r *ResourceRequirements) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-// notSupportedYet reports a value that the spec types but the engine does not implement yet.
-func notSupportedYet[T ~string](p *field.Path, value T, supported []T) *field.Error {
-	e := field.NotSupported(p, value, supported)
-	e.Detail = "not supported yet; " + e.Detail
-	return e
-}
-
-func supportedKinds[T ~string](f Features, all ...T) []T {
-	var out []T
-	for _, k := range all {
-		var feat Feature
-		switch k := any(k).(type) {
-		case SourceKind:
-			feat = sourceFeature(k)
-		case StepKind:
-			feat = stepFeature(k)
-		case SinkKind:
-			feat = sinkFeature(k)
-		}
-		if f.Has(feat) {
-			out = append(out, k)
-		}
-	}
-	return out
-}
-
 func kindList[T ~string](kinds []T) string {
 	s := make([]string, len(kinds))
 	for i, k := range kinds {
@@ -594,6 +557,20 @@ func dnsLabel(p *field.Path, name string) field.ErrorList {
 	}
 	return nil
 }
+
+// segmentName checks the name of a source or a stateful step, which the checkpoint uses as
+// one path segment (offsets and state are keyed by it): a DNS label that may also hold '_',
+// as Spark and Terraform users write names (orders_eu, per_country).
+func segmentName(p *field.Path, name string) field.ErrorList {
+	if len(name) > validation.DNS1123LabelMaxLength || !segmentNamePattern.MatchString(name) {
+		return field.ErrorList{field.Invalid(p, name,
+			"must be at most 63 lower-case letters, digits, '-' and '_', starting and ending with a letter or digit, so that it is one path segment")}
+	}
+	return nil
+}
+
+// segmentNamePattern is the pattern of segmentName; the CRD carries the same one.
+var segmentNamePattern = regexp.MustCompile(`^[a-z0-9]([-_a-z0-9]*[a-z0-9])?$`)
 
 func dnsSubdomain(p *field.Path, name string) field.ErrorList {
 	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {

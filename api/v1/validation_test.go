@@ -34,32 +34,23 @@ func orders() *qt.Query {
 }
 
 func TestValidate(t *testing.T) {
-	all := v1.AllFeatures()
-	now := v1.Supported()
-	// stateless is the feature set before stateful steps and output modes were supported.
-	stateless := v1.NewFeatures(v1.FeatureFilesSource, v1.FeatureRateSource, v1.FeatureFilter, v1.FeatureSelect,
-		v1.FeatureFilesSink, v1.FeatureConsoleSink)
 	cases := []struct {
-		name     string
-		query    *qt.Query
-		features v1.Features
-		want     field.ErrorList
+		name  string
+		query *qt.Query
+		want  field.ErrorList
 	}{
 		{
-			name:     "files to files with filter and select is valid",
-			query:    orders().Filter("amount > 0.0").Select(qt.As("id", "order_id"), qt.As("country", "country.upperAscii()"), qt.As("total", "amount * double(qty)")).Filter("total > 10.0 && country != 'XX'"),
-			features: now,
+			name:  "files to files with filter and select is valid",
+			query: orders().Filter("amount > 0.0").Select(qt.As("id", "order_id"), qt.As("country", "country.upperAscii()"), qt.As("total", "amount * double(qty)")).Filter("total > 10.0 && country != 'XX'"),
 		},
 		{
-			name:     "rate to console is valid",
-			query:    qt.Make("q", "ns").RateSource("r", 10).Filter("value % 2 == 0").Select(qt.As("at", "timestamp"), qt.As("n", "value")).ConsoleSink(),
-			features: now,
+			name:  "rate to console is valid",
+			query: qt.Make("q", "ns").RateSource("r", 10).Filter("value % 2 == 0").Select(qt.As("at", "timestamp"), qt.As("n", "value")).ConsoleSink(),
 		},
 		{
 			name: "nexmark bids to console is valid",
 			query: qt.Make("q", "ns").NexmarkSource("bids", v1.NexmarkSource{}).Filter("auction % 123 == 0").
 				Select(qt.As("auction", "auction"), qt.As("price", "double(price) * 0.908"), qt.As("at", "dateTime")).ConsoleSink(),
-			features: now,
 		},
 		{
 			name: "nexmark source fields",
@@ -68,7 +59,6 @@ func TestValidate(t *testing.T) {
 				Nexmark: &v1.NexmarkSource{Table: "bids", EventsPerSecond: -1, MaxEventsPerTrigger: -2, NumEvents: ptr(int64(0)), StartTime: "yesterday", AsFastAsPossible: true},
 				Schema:  &v1.Schema{Columns: v1.Columns{qt.Col("x", v1.TypeLong)}},
 			}).ConsoleSink().AvailableNow(),
-			features: now,
 			want: field.ErrorList{
 				field.NotSupported(sources.Index(0).Child("nexmark", "table"), v1.NexmarkTable("bids"), []v1.NexmarkTable(nil)),
 				field.Invalid(sources.Index(0).Child("nexmark", "eventsPerSecond"), int64(-1), ""),
@@ -79,52 +69,60 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
-			name:     "an availableNow run needs a bounded nexmark source",
-			query:    qt.Make("q", "ns").NexmarkSource("n", v1.NexmarkSource{AsFastAsPossible: true}).ConsoleSink().AvailableNow(),
-			features: now,
-			want:     field.ErrorList{field.Required(sources.Index(0).Child("nexmark", "numEvents"), "")},
+			name:  "an availableNow run needs a bounded nexmark source",
+			query: qt.Make("q", "ns").NexmarkSource("n", v1.NexmarkSource{AsFastAsPossible: true}).ConsoleSink().AvailableNow(),
+			want:  field.ErrorList{field.Required(sources.Index(0).Child("nexmark", "numEvents"), "")},
 		},
 		{
-			name:     "defaulted spec is valid",
-			query:    orders().Defaulted(),
-			features: now,
+			name:  "defaulted spec is valid",
+			query: orders().Defaulted(),
 		},
 		{
-			name:     "no sources",
-			query:    qt.Make("q", "ns").ConsoleSink(),
-			features: now,
-			want:     field.ErrorList{field.Required(sources, "")},
+			name:  "no sources",
+			query: qt.Make("q", "ns").ConsoleSink(),
+			want:  field.ErrorList{field.Required(sources, "")},
 		},
 		{
-			name: "source names must be DNS labels and unique",
+			name: "source names must be path segments and unique",
 			query: qt.Make("q", "ns").RateSource("Rate_1", 1).RateSource("r", 1).RateSource("r", 1).
-				Source(v1.Source{Rate: &v1.RateSource{}}).ConsoleSink(),
-			features: now,
+				Source(v1.Source{Rate: &v1.RateSource{}}).RateSource("a/b", 1).RateSource("_r", 1).RateSource("r_", 1).
+				RateSource("..", 1).RateSource(strings.Repeat("r", 64), 1).ConsoleSink(),
 			want: field.ErrorList{
 				field.Invalid(sources.Index(0).Child("name"), "Rate_1", ""),
 				field.Duplicate(sources.Index(2).Child("name"), "r"),
 				field.Required(sources.Index(3).Child("name"), ""),
+				field.Invalid(sources.Index(4).Child("name"), "a/b", ""),
+				field.Invalid(sources.Index(5).Child("name"), "_r", ""),
+				field.Invalid(sources.Index(6).Child("name"), "r_", ""),
+				field.Invalid(sources.Index(7).Child("name"), "..", ""),
+				field.Invalid(sources.Index(8).Child("name"), strings.Repeat("r", 64), ""),
 			},
 		},
 		{
-			name:     "a source needs exactly one kind",
-			query:    qt.Make("q", "ns").Source(v1.Source{Name: "none"}).Source(v1.Source{Name: "two", Rate: &v1.RateSource{}, Files: &v1.FilesSource{Path: "/in", Format: "json"}}).ConsoleSink(),
-			features: now,
+			name: "source and stateful-step names may hold underscores",
+			query: qt.Make("q", "ns").RateSource("orders_eu", 1).RateSource("orders-us_2", 1).
+				DropDuplicates("first_seen", "value").
+				Aggregate("per_country", []v1.GroupKey{qt.Key("value")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputComplete).ConsoleSink(),
+		},
+		{
+			name: "a delta source takes only onMalformed fail",
+			query: qt.Make("q", "ns").DeltaSource("d", "s3://lake/t", qt.Col("id", v1.TypeString)).
+				EditSource("d", func(s *v1.Source) { s.OnMalformed = v1.MalformedSkip }).
+				DeltaSource("e", "s3://lake/u", qt.Col("id", v1.TypeString)).
+				EditSource("e", func(s *v1.Source) { s.OnMalformed = v1.MalformedFail }).ConsoleSink(),
+			want: field.ErrorList{field.Forbidden(sources.Index(0).Child("onMalformed"), "")},
+		},
+		{
+			name:  "a source needs exactly one kind",
+			query: qt.Make("q", "ns").Source(v1.Source{Name: "none"}).Source(v1.Source{Name: "two", Rate: &v1.RateSource{}, Files: &v1.FilesSource{Path: "/in", Format: "json"}}).ConsoleSink(),
 			want: field.ErrorList{
 				field.Required(sources.Index(0), ""),
 				field.Invalid(sources.Index(1), "files, rate", ""),
 			},
 		},
 		{
-			name:     "kafka source is not supported yet",
-			query:    qt.Make("q", "ns").KafkaSource("k", "kafka:9092", "orders", qt.Col("id", v1.TypeString)).ConsoleSink(),
-			features: v1.NewFeatures(v1.FeatureFilesSource, v1.FeatureRateSource, v1.FeatureConsoleSink),
-			want:     field.ErrorList{field.NotSupported(sources.Index(0).Child("kafka"), v1.SourceKafka, []v1.SourceKind{v1.SourceFiles, v1.SourceRate})},
-		},
-		{
-			name:     "kafka source is valid with the feature on",
-			query:    qt.Make("q", "ns").KafkaSource("k", "kafka:9092", "orders", qt.Col("id", v1.TypeString)).Filter("_partition == 0 && _key != '' && id != ''").ConsoleSink(),
-			features: now.With(v1.FeatureKafkaSource),
+			name:  "kafka source is valid",
+			query: qt.Make("q", "ns").KafkaSource("k", "kafka:9092", "orders", qt.Col("id", v1.TypeString)).Filter("_partition == 0 && _key != '' && id != ''").ConsoleSink(),
 		},
 		{
 			name: "kafka source fields",
@@ -137,7 +135,6 @@ func TestValidate(t *testing.T) {
 				},
 				Schema: &v1.Schema{Columns: v1.Columns{qt.Col("_offset", v1.TypeLong)}},
 			}).ConsoleSink(),
-			features: all,
 			want: field.ErrorList{
 				field.Invalid(sources.Index(0).Child("kafka", "bootstrapServers").Index(0), "kafka", ""),
 				field.Forbidden(sources.Index(0).Child("kafka", "topicPattern"), ""),
@@ -155,25 +152,21 @@ func TestValidate(t *testing.T) {
 			name: "kafka startingOffsets must parse",
 			query: qt.Make("q", "ns").KafkaSource("k", "kafka:9092", "orders", qt.Col("id", v1.TypeString)).
 				EditSource("k", func(s *v1.Source) { s.Kafka.StartingOffsets = `{"orders":{"zero":1}}` }).ConsoleSink(),
-			features: all,
-			want:     field.ErrorList{field.Invalid(sources.Index(0).Child("kafka", "startingOffsets"), `{"orders":{"zero":1}}`, "")},
+			want: field.ErrorList{field.Invalid(sources.Index(0).Child("kafka", "startingOffsets"), `{"orders":{"zero":1}}`, "")},
 		},
 		{
-			name:     "kafka raw takes no schema and yields value",
-			query:    qt.Make("q", "ns").KafkaSource("k", "kafka:9092", "t", qt.Col("id", v1.TypeString)).EditSource("k", func(s *v1.Source) { s.Kafka.Format = v1.KafkaRaw }).Filter("value != ''").ConsoleSink(),
-			features: all,
-			want:     field.ErrorList{field.Forbidden(sources.Index(0).Child("schema"), "")},
+			name:  "kafka raw takes no schema and yields value",
+			query: qt.Make("q", "ns").KafkaSource("k", "kafka:9092", "t", qt.Col("id", v1.TypeString)).EditSource("k", func(s *v1.Source) { s.Kafka.Format = v1.KafkaRaw }).Filter("value != ''").ConsoleSink(),
+			want:  field.ErrorList{field.Forbidden(sources.Index(0).Child("schema"), "")},
 		},
 		{
-			name:     "rate takes no schema",
-			query:    qt.Make("q", "ns").RateSource("r", 1).EditSource("r", func(s *v1.Source) { s.Schema = &v1.Schema{Columns: v1.Columns{qt.Col("x", v1.TypeLong)}} }).ConsoleSink(),
-			features: now,
-			want:     field.ErrorList{field.Forbidden(sources.Index(0).Child("schema"), "")},
+			name:  "rate takes no schema",
+			query: qt.Make("q", "ns").RateSource("r", 1).EditSource("r", func(s *v1.Source) { s.Schema = &v1.Schema{Columns: v1.Columns{qt.Col("x", v1.TypeLong)}} }).ConsoleSink(),
+			want:  field.ErrorList{field.Forbidden(sources.Index(0).Child("schema"), "")},
 		},
 		{
-			name:     "files source needs a path, a format and a schema",
-			query:    qt.Make("q", "ns").Source(v1.Source{Name: "in", Files: &v1.FilesSource{MaxFilesPerTrigger: ptr(int32(0))}}).ConsoleSink(),
-			features: now,
+			name:  "files source needs a path, a format and a schema",
+			query: qt.Make("q", "ns").Source(v1.Source{Name: "in", Files: &v1.FilesSource{MaxFilesPerTrigger: ptr(int32(0))}}).ConsoleSink(),
 			want: field.ErrorList{
 				field.Required(sources.Index(0).Child("files", "path"), ""),
 				field.Required(sources.Index(0).Child("files", "format"), ""),
@@ -182,9 +175,8 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
-			name:     "locations are local paths, file:// or s3://",
-			query:    orders().EditSource("orders", func(s *v1.Source) { s.Files.Path = "hdfs://nn/in" }).FilesSink("s3://B/out", "json").Checkpoint("file://relative"),
-			features: now,
+			name:  "locations are local paths, file:// or s3://",
+			query: orders().EditSource("orders", func(s *v1.Source) { s.Files.Path = "hdfs://nn/in" }).FilesSink("s3://B/out", "json").Checkpoint("file://relative"),
 			want: field.ErrorList{
 				field.Invalid(sources.Index(0).Child("files", "path"), "hdfs://nn/in", ""),
 				field.Invalid(sink.Child("files", "path"), "s3://B/out", ""),
@@ -195,7 +187,6 @@ func TestValidate(t *testing.T) {
 			name: "schema columns: names, types, duplicates",
 			query: qt.Make("q", "ns").FilesSource("in", "/in", "csv",
 				qt.Col("1st", v1.TypeString), qt.Col("in", v1.TypeString), qt.Col("a", "int"), qt.Col("a", v1.TypeLong), qt.Col("", v1.TypeLong)).ConsoleSink(),
-			features: now,
 			want: field.ErrorList{
 				field.Invalid(sources.Index(0).Child("schema", "columns").Index(0).Child("name"), "1st", ""),
 				field.Invalid(sources.Index(0).Child("schema", "columns").Index(1).Child("name"), "in", ""),
@@ -205,10 +196,9 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
-			name:     "unioned sources must agree on their columns",
-			query:    qt.Make("q", "ns").RateSource("r", 1).FilesSource("in", "/in", "json", qt.Col("timestamp", v1.TypeTimestamp), qt.Col("value", v1.TypeDouble)).FilesSource("ok", "/ok", "json", qt.Col("timestamp", v1.TypeTimestamp), qt.Col("value", v1.TypeLong)).ConsoleSink(),
-			features: now,
-			want:     field.ErrorList{field.Invalid(sources.Index(1).Child("schema"), "(timestamp timestamp, value double)", "")},
+			name:  "unioned sources must agree on their columns",
+			query: qt.Make("q", "ns").RateSource("r", 1).FilesSource("in", "/in", "json", qt.Col("timestamp", v1.TypeTimestamp), qt.Col("value", v1.TypeDouble)).FilesSource("ok", "/ok", "json", qt.Col("timestamp", v1.TypeTimestamp), qt.Col("value", v1.TypeLong)).ConsoleSink(),
+			want:  field.ErrorList{field.Invalid(sources.Index(1).Child("schema"), "(timestamp timestamp, value double)", "")},
 		},
 		{
 			name: "malformed records: deadLetter needs a path, others take none",
@@ -216,22 +206,19 @@ func TestValidate(t *testing.T) {
 				EditSource("orders", func(s *v1.Source) { s.OnMalformed = v1.MalformedDeadLetter }).
 				FilesSource("more", "/more", "json", qt.Col("order_id", v1.TypeString), qt.Col("country", v1.TypeString), qt.Col("amount", v1.TypeDouble), qt.Col("qty", v1.TypeLong), qt.Col("ts", v1.TypeTimestamp)).
 				EditSource("more", func(s *v1.Source) { s.OnMalformed = v1.MalformedSkip; s.DeadLetterPath = "/dl" }),
-			features: now,
 			want: field.ErrorList{
 				field.Required(sources.Index(0).Child("deadLetterPath"), ""),
 				field.Forbidden(sources.Index(1).Child("deadLetterPath"), ""),
 			},
 		},
 		{
-			name:     "filter must compile",
-			query:    orders().Filter("amount >"),
-			features: now,
-			want:     field.ErrorList{field.Invalid(transform.Index(0).Child("filter"), "amount >", "")},
+			name:  "filter must compile",
+			query: orders().Filter("amount >"),
+			want:  field.ErrorList{field.Invalid(transform.Index(0).Child("filter"), "amount >", "")},
 		},
 		{
-			name:     "filter must type-check against the columns",
-			query:    orders().Filter("amount + 1 > 0.0").Filter("price > 0.0").Filter("country.upperAscii()"),
-			features: now,
+			name:  "filter must type-check against the columns",
+			query: orders().Filter("amount + 1 > 0.0").Filter("price > 0.0").Filter("country.upperAscii()"),
 			want: field.ErrorList{
 				field.Invalid(transform.Index(0).Child("filter"), "amount + 1 > 0.0", ""),
 				field.Invalid(transform.Index(1).Child("filter"), "price > 0.0", ""),
@@ -242,7 +229,6 @@ func TestValidate(t *testing.T) {
 			name: "select replaces the columns",
 			query: orders().Select(qt.As("id", "order_id"), qt.As("id", "country"), qt.As("bad", "[1, 2]"), qt.As("x", ""), qt.As("n", "nope")).
 				Filter("amount > 0.0").Filter("id != ''"),
-			features: now,
 			want: field.ErrorList{
 				field.Duplicate(transform.Index(0).Child("select").Index(1).Child("name"), "id"),
 				field.Invalid(transform.Index(0).Child("select").Index(2).Child("expr"), "[1, 2]", ""),
@@ -252,33 +238,21 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
-			name:     "an empty select",
-			query:    orders().Select(),
-			features: now,
-			want:     field.ErrorList{field.Required(transform.Index(0).Child("select"), "")},
+			name:  "an empty select",
+			query: orders().Select(),
+			want:  field.ErrorList{field.Required(transform.Index(0).Child("select"), "")},
 		},
 		{
-			name:     "a step needs exactly one kind",
-			query:    orders().Step(v1.Step{}).Step(v1.Step{Filter: "true", Watermark: &v1.Watermark{Column: "ts", Delay: "1m"}}),
-			features: all,
+			name:  "a step needs exactly one kind",
+			query: orders().Step(v1.Step{}).Step(v1.Step{Filter: "true", Watermark: &v1.Watermark{Column: "ts", Delay: "1m"}}),
 			want: field.ErrorList{
 				field.Required(transform.Index(0), ""),
 				field.Invalid(transform.Index(1), "filter, watermark", ""),
 			},
 		},
 		{
-			name:     "stateful steps are not supported yet",
-			query:    orders().Watermark("ts", "1m").DropDuplicates("", "order_id"),
-			features: stateless,
-			want: field.ErrorList{
-				field.NotSupported(transform.Index(0).Child("watermark"), v1.StepWatermark, []v1.StepKind{v1.StepFilter, v1.StepSelect}),
-				field.NotSupported(transform.Index(1).Child("dropDuplicates"), v1.StepDropDuplicates, []v1.StepKind{v1.StepFilter, v1.StepSelect}),
-			},
-		},
-		{
-			name:     "watermark needs a timestamp column and a delay",
-			query:    orders().Watermark("amount", "ten minutes").Step(v1.Step{Watermark: &v1.Watermark{Column: "nope"}}),
-			features: all,
+			name:  "watermark needs a timestamp column and a delay",
+			query: orders().Watermark("amount", "ten minutes").Step(v1.Step{Watermark: &v1.Watermark{Column: "nope"}}),
 			want: field.ErrorList{
 				field.Invalid(transform.Index(0).Child("watermark", "column"), "amount", ""),
 				field.Invalid(transform.Index(0).Child("watermark", "delay"), "ten minutes", ""),
@@ -288,47 +262,40 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
-			name:     "a watermark must precede the stateful steps",
-			query:    orders().DropDuplicates("", "order_id").Watermark("ts", "1m"),
-			features: all,
-			want:     field.ErrorList{field.Forbidden(transform.Index(1).Child("watermark"), "")},
+			name:  "a watermark must precede the stateful steps",
+			query: orders().DropDuplicates("", "order_id").Watermark("ts", "1m"),
+			want:  field.ErrorList{field.Forbidden(transform.Index(1).Child("watermark"), "")},
 		},
 		{
 			name: "windowed aggregate in append mode with a watermark is valid",
 			query: orders().Watermark("ts", "10m").DropDuplicates("dedup", "order_id", "ts").
 				Aggregate("revenue", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "5m")}, qt.Agg("orders", v1.AggCount, ""), qt.Agg("revenue", v1.AggSum, "amount")).
 				Filter("revenue > 0.0 && window_end > window_start"),
-			features: all,
 		},
 		{
 			name: "the watermark follows its column through a select",
 			query: orders().Watermark("ts", "10m").Select(qt.As("event_time", "ts"), qt.As("country", "country")).
 				Aggregate("", []v1.GroupKey{qt.SlidingWindow("event_time", "10m", "5m")}, qt.Agg("n", v1.AggCount, "")),
-			features: all,
 		},
 		{
-			name:     "append mode with an aggregate needs a watermark and a window on it",
-			query:    orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")),
-			features: all,
-			want:     field.ErrorList{field.Invalid(mode, v1.OutputAppend, "")},
+			name:  "append mode with an aggregate needs a watermark and a window on it",
+			query: orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")),
+			want:  field.ErrorList{field.Invalid(mode, v1.OutputAppend, "")},
 		},
 		{
-			name:     "append mode with an aggregate on another column than the watermark's",
-			query:    orders().Watermark("ts", "10m").Select(qt.As("t2", "ts + duration('1h')"), qt.As("country", "country")).Aggregate("", []v1.GroupKey{qt.Window("t2", "5m")}, qt.Agg("n", v1.AggCount, "")),
-			features: all,
-			want:     field.ErrorList{field.Invalid(mode, v1.OutputAppend, "")},
+			name:  "append mode with an aggregate on another column than the watermark's",
+			query: orders().Watermark("ts", "10m").Select(qt.As("t2", "ts + duration('1h')"), qt.As("country", "country")).Aggregate("", []v1.GroupKey{qt.Window("t2", "5m")}, qt.Agg("n", v1.AggCount, "")),
+			want:  field.ErrorList{field.Invalid(mode, v1.OutputAppend, "")},
 		},
 		{
-			name:     "update mode with a plain aggregate is valid",
-			query:    orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputUpdate),
-			features: all,
+			name:  "update mode with a plain aggregate is valid",
+			query: orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputUpdate),
 		},
 		{
 			name: "aggregate fields",
 			query: orders().Aggregate("Bad_Name", []v1.GroupKey{qt.Key("country"), qt.Key("country"), qt.Window("country", "5m"), qt.SlidingWindow("ts", "5m", "10m"), {}},
 				qt.Agg("s", v1.AggSum, "country"), qt.Agg("m", v1.AggMax, ""), qt.Agg("m", v1.AggMin, "amount"), qt.Agg("x", "median", "amount"), qt.Agg("d", v1.AggCountDistinct, "")).
 				OutputMode(v1.OutputUpdate),
-			features: all,
 			want: field.ErrorList{
 				field.Invalid(transform.Index(0).Child("aggregate", "name"), "Bad_Name", ""),
 				field.Duplicate(transform.Index(0).Child("aggregate", "groupBy").Index(1).Child("column"), "country"),
@@ -350,7 +317,6 @@ func TestValidate(t *testing.T) {
 			query: orders().Aggregate("a", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")).
 				Aggregate("b", nil, qt.Agg("total", v1.AggSum, "n")).
 				DropDuplicates("c", "total").OutputMode(v1.OutputUpdate),
-			features: all,
 			want: field.ErrorList{
 				field.Forbidden(transform.Index(1).Child("aggregate"), ""),
 				field.Forbidden(transform.Index(2).Child("dropDuplicates"), ""),
@@ -360,7 +326,6 @@ func TestValidate(t *testing.T) {
 			name: "stateful step names are unique, also against ordinals",
 			query: orders().DropDuplicates("1", "order_id").DropDuplicates("", "order_id", "").DropDuplicates("x", "nope").DropDuplicates("x").
 				Aggregate("", nil, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputComplete).Sink(v1.Sink{Console: &v1.ConsoleSink{}}),
-			features: all,
 			want: field.ErrorList{
 				field.Duplicate(transform.Index(0).Child("dropDuplicates", "name"), "1"),
 				field.Required(transform.Index(1).Child("dropDuplicates", "columns").Index(1), ""),
@@ -370,52 +335,39 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
-			name:     "complete mode needs an aggregate, and the files sink refuses it",
-			query:    orders().OutputMode(v1.OutputComplete),
-			features: all,
+			name:  "complete mode needs an aggregate, and the files sink refuses it",
+			query: orders().OutputMode(v1.OutputComplete),
 			want: field.ErrorList{
 				field.NotSupported(mode, v1.OutputComplete, []v1.OutputMode{v1.OutputAppend, v1.OutputUpdate}),
 				field.Invalid(mode, v1.OutputComplete, ""),
 			},
 		},
 		{
-			name:     "the delta sink in update mode needs merge keys without an aggregation",
-			query:    orders().DeltaSink("s3://lake/t").OutputMode(v1.OutputUpdate),
-			features: all,
+			name:  "the delta sink in update mode needs merge keys without an aggregation",
+			query: orders().DeltaSink("s3://lake/t").OutputMode(v1.OutputUpdate),
 			want: field.ErrorList{field.Required(field.NewPath("spec", "sink", "delta", "mergeKeys"),
 				"update mode replaces rows by key: a query without an aggregation must name the output columns that identify a row")},
 		},
 		{
-			name:     "update mode is not supported yet",
-			query:    orders().OutputMode(v1.OutputUpdate),
-			features: stateless,
-			want:     field.ErrorList{field.NotSupported(mode, v1.OutputUpdate, []v1.OutputMode{v1.OutputAppend})},
+			name:  "unknown output mode",
+			query: orders().OutputMode("upsert"),
+			want:  field.ErrorList{field.NotSupported(mode, v1.OutputMode("upsert"), v1.OutputModes())},
 		},
 		{
-			name:     "unknown output mode",
-			query:    orders().OutputMode("upsert"),
-			features: all,
-			want:     field.ErrorList{field.NotSupported(mode, v1.OutputMode("upsert"), v1.OutputModes())},
+			name:  "a sink needs exactly one kind",
+			query: orders().Sink(v1.Sink{}),
+			want:  field.ErrorList{field.Required(sink, "")},
 		},
 		{
-			name:     "a sink needs exactly one kind",
-			query:    orders().Sink(v1.Sink{}),
-			features: now,
-			want:     field.ErrorList{field.Required(sink, "")},
-		},
-		{
-			name:     "two sinks, one not supported yet",
-			query:    orders().Sink(v1.Sink{Console: &v1.ConsoleSink{}, Webhook: &v1.WebhookSink{URL: "https://example.com/hook"}}),
-			features: v1.NewFeatures(v1.FeatureFilesSource, v1.FeatureFilesSink, v1.FeatureConsoleSink),
+			name:  "two sinks",
+			query: orders().Sink(v1.Sink{Console: &v1.ConsoleSink{}, Webhook: &v1.WebhookSink{URL: "https://example.com/hook"}}),
 			want: field.ErrorList{
 				field.Invalid(sink, "webhook, console", ""),
-				field.NotSupported(sink.Child("webhook"), v1.SinkWebhook, []v1.SinkKind{v1.SinkFiles, v1.SinkConsole}),
 			},
 		},
 		{
-			name:     "sink columns must exist in the output",
-			query:    orders().SelectColumns("order_id", "country").DeltaSink("/lake/t", "country", "amount", "country"),
-			features: all,
+			name:  "sink columns must exist in the output",
+			query: orders().SelectColumns("order_id", "country").DeltaSink("/lake/t", "country", "amount", "country"),
 			want: field.ErrorList{
 				field.Invalid(sink.Child("delta", "partitionColumns").Index(1), "amount", ""),
 				field.Duplicate(sink.Child("delta", "partitionColumns").Index(2), "country"),
@@ -425,7 +377,6 @@ func TestValidate(t *testing.T) {
 			name: "kafka sink fields",
 			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, KeyColumn: "key", Format: "csv",
 				TLS: &v1.KafkaTLS{CertFile: "/tls.crt"}}}),
-			features: all,
 			want: field.ErrorList{
 				field.Required(sink.Child("kafka", "topic"), ""),
 				field.Invalid(sink.Child("kafka", "keyColumn"), "key", ""),
@@ -437,7 +388,6 @@ func TestValidate(t *testing.T) {
 			name: "webhook sink fields",
 			query: orders().Sink(v1.Sink{Webhook: &v1.WebhookSink{URL: "ftp://example.com", Headers: map[string]string{"X Bad": "1", "Authorization": "x"},
 				MaxRowsPerRequest: -1, Timeout: "5"}}),
-			features: all,
 			want: field.ErrorList{
 				field.Invalid(sink.Child("webhook", "url"), "ftp://example.com", ""),
 				field.Invalid(sink.Child("webhook", "headers").Key("X Bad"), "X Bad", ""),
@@ -446,15 +396,13 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
-			name:     "files sink format",
-			query:    orders().FilesSink("/out", "csv"),
-			features: now,
-			want:     field.ErrorList{field.NotSupported(sink.Child("files", "format"), v1.FormatCSV, []v1.FileFormat{v1.FormatParquet, v1.FormatJSON})},
+			name:  "files sink format",
+			query: orders().FilesSink("/out", "csv"),
+			want:  field.ErrorList{field.NotSupported(sink.Child("files", "format"), v1.FormatCSV, []v1.FileFormat{v1.FormatParquet, v1.FormatJSON})},
 		},
 		{
-			name:     "at most one trigger, and its duration parses",
-			query:    orders().Edit(func(s *v1.StreamingQuerySpec) { s.Trigger = v1.Trigger{ProcessingTime: "1 minute", Once: true} }),
-			features: now,
+			name:  "at most one trigger, and its duration parses",
+			query: orders().Edit(func(s *v1.StreamingQuerySpec) { s.Trigger = v1.Trigger{ProcessingTime: "1 minute", Once: true} }),
 			want: field.ErrorList{
 				field.Invalid(spec.Child("trigger"), "processingTime, once", ""),
 				field.Invalid(spec.Child("trigger", "processingTime"), "1 minute", ""),
@@ -470,7 +418,6 @@ func TestValidate(t *testing.T) {
 					Limits:   map[string]resource.Quantity{"cpu": resource.MustParse("1")},
 				}
 			}),
-			features: now,
 			want: field.ErrorList{
 				field.Invalid(spec.Child("checkpoint", "store"), "Team Store", ""),
 				field.Invalid(spec.Child("checkpoint", "minBatchesToRetain"), int32(-1), ""),
@@ -483,7 +430,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.query.Spec().Validate(tc.features)
+			got := tc.query.Spec().Validate()
 			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
 			}
@@ -492,12 +439,12 @@ func TestValidate(t *testing.T) {
 }
 
 func TestValidateQueryName(t *testing.T) {
-	got := qt.Make("Bad.Name", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate(v1.Supported())
+	got := qt.Make("Bad.Name", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate()
 	want := field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), "Bad.Name", "")}
 	if diff := cmp.Diff(want, got, ignoreDetail); diff != "" {
 		t.Errorf("Validate() mismatch (-want +got):\n%s", diff)
 	}
-	got = qt.Make("", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate(v1.Supported())
+	got = qt.Make("", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate()
 	want = field.ErrorList{field.Required(field.NewPath("metadata", "name"), "")}
 	if diff := cmp.Diff(want, got, ignoreDetail); diff != "" {
 		t.Errorf("Validate() mismatch (-want +got):\n%s", diff)
@@ -506,26 +453,19 @@ func TestValidateQueryName(t *testing.T) {
 
 // TestValidateDetails checks the messages that tell a user what to do.
 func TestValidateDetails(t *testing.T) {
-	// Every sink is supported now: the first case switches delta off.
-	noDelta := v1.NewFeatures(v1.FeatureFilesSource, v1.FeatureFilesSink, v1.FeatureKafkaSink, v1.FeatureWebhookSink, v1.FeatureConsoleSink)
 	cases := []struct {
-		name     string
-		query    *qt.Query
-		want     []string
-		features *v1.Features // nil: v1.Supported()
+		name  string
+		query *qt.Query
+		want  []string
 	}{
-		{"not supported yet", orders().DeltaSink("/lake/t"), []string{`not supported yet; supported values: "files", "kafka", "webhook", "console"`}, &noDelta},
-		{"unknown column lists the columns", orders().Filter("price > 0.0"), []string{"undeclared reference to 'price'"}, nil},
-		{"sink's modes", orders().OutputMode(v1.OutputComplete), []string{`the files sink supports supported values: "append", "update"`, "needs an aggregate step"}, nil},
-		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{`source "r" yields (timestamp timestamp, value long)`}, nil},
+		{"unknown column lists the columns", orders().Filter("price > 0.0"), []string{"undeclared reference to 'price'"}},
+		{"sink's modes", orders().OutputMode(v1.OutputComplete), []string{`the files sink supports supported values: "append", "update"`, "needs an aggregate step"}},
+		{"delta onMalformed", qt.Make("q", "ns").DeltaSource("d", "s3://lake/t", qt.Col("id", v1.TypeString)).EditSource("d", func(s *v1.Source) { s.OnMalformed = v1.MalformedSkip }).ConsoleSink(), []string{"spec.sources[0].onMalformed: Forbidden: a delta source has no malformed records to skip", "Leave onMalformed unset (fail)"}},
+		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{`source "r" yields (timestamp timestamp, value long)`}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			features := v1.Supported()
-			if tc.features != nil {
-				features = *tc.features
-			}
-			got := tc.query.Spec().Validate(features)
+			got := tc.query.Spec().Validate()
 			msg := got.ToAggregate().Error()
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {

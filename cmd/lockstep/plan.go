@@ -27,19 +27,16 @@ const (
 // planOptions are the flags of lockstep plan, and what the command validates against.
 type planOptions struct {
 	file, location, from, output string
-	// features are those the new spec may use: v1.Supported(), as in lockstep run.
-	features v1.Features
 	// openOpts open the checkpoint location.
 	openOpts []checkpoint.OpenOption
 }
 
 func newPlanCommand() *cobra.Command { return planCommand(newPlanCommandOptions()) }
 
-// newPlanCommandOptions are the options of the command the binary runs: the engine's
-// supported features, and S3 locations opened read-only with the environment's settings.
+// newPlanCommandOptions are the options of the command the binary runs: S3 locations opened
+// read-only with the environment's settings.
 func newPlanCommandOptions() planOptions {
 	return planOptions{
-		features: v1.Supported(),
 		openOpts: []checkpoint.OpenOption{checkpoint.WithS3(s3.Opener(s3.ReadOnly()))},
 	}
 }
@@ -56,7 +53,9 @@ delivery guarantee of the new query. The rules are in docs/compatibility.md.
 --checkpoint reads the newest shape from a checkpoint location (a path, file:///path or
 s3://bucket/prefix), read-only; a location without a checkpoint allows everything, with
 warnings only about the new query itself (such as state that grows without bound).
---from judges against the shape OLD.yaml would have recorded.
+--from judges against the shape OLD.yaml would have recorded; when the two manifests name
+different checkpoint locations, the query starts afresh at the new one and is judged as a
+fresh start, as the admission webhook judges it.
 
 Marks: ✓ allowed, ! allowed with a warning, ✗ rejected.
 
@@ -88,14 +87,14 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
-	if errs := q.Validate(o.features); len(errs) > 0 {
+	if errs := q.Validate(); len(errs) > 0 {
 		return withExitCode(exitInvalid, fieldErrors(o.file, errs.ToAggregate().Errors()))
 	}
 
 	var old *compat.Shape
 	var against string
 	if o.from != "" {
-		old, against, err = o.shapeFrom()
+		old, against, err = o.shapeFrom(&q.Spec)
 	} else {
 		old, against, err = o.shapeInCheckpoint(ctx)
 	}
@@ -122,11 +121,17 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 	return nil
 }
 
-// shapeFrom returns the shape of the --from manifest.
-func (o *planOptions) shapeFrom() (*compat.Shape, string, error) {
+// shapeFrom returns the shape of the --from manifest, which the new spec is judged against.
+// When the new spec moves the checkpoint to another location, the query starts afresh there,
+// as the admission webhook judges it: there is no shape to judge against (nil), and what is
+// judged against says so.
+func (o *planOptions) shapeFrom(spec *v1.StreamingQuerySpec) (*compat.Shape, string, error) {
 	q, err := readQueryFile(o.from)
 	if err != nil {
 		return nil, "", withExitCode(exitInvalid, err)
+	}
+	if from, to := q.Spec.Checkpoint.Location, spec.Checkpoint.Location; compat.Moved(from, to) {
+		return nil, fmt.Sprintf("no checkpoint, as a fresh start.\n\n! spec.checkpoint.location: %s", compat.MovedText(from, to)), nil
 	}
 	sh, err := compat.ShapeOf(&q.Spec)
 	if err != nil {

@@ -20,7 +20,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/minio/minio-go/v7"
 
-	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/compat"
@@ -31,9 +30,8 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 
 const planData = "testdata/plan/"
 
-// testPlanOptions let the test queries use every feature of the spec (aggregates, watermarks)
-// whether or not the engine implements it yet; the rules do not depend on it.
-func testPlanOptions() planOptions { return planOptions{features: v1.AllFeatures()} }
+// testPlanOptions are the options of a plan that opens only local checkpoints.
+func testPlanOptions() planOptions { return planOptions{} }
 
 // plan runs lockstep plan with args and returns its standard output, exit code and error.
 func plan(t *testing.T, o planOptions, args ...string) (string, int, error) {
@@ -136,6 +134,48 @@ func TestPlanGolden(t *testing.T) {
 			}
 			planGolden(t, tc.name+ext, out)
 		})
+	}
+}
+
+// located writes a copy of the manifest file with spec.checkpoint.location set to loc, and
+// returns its path.
+func located(t *testing.T, file, loc string) string {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(file))
+	data = append(data, []byte("  checkpoint: {location: "+loc+"}\n")...)
+	if err := os.WriteFile(out, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestPlanFromMovedLocation judges, with --from, a new query whose checkpoint.location is not
+// the old one's: the query starts afresh there, as the admission webhook and the Terraform
+// provider judge it, so the changes the old checkpoint would refuse are allowed and the plan
+// says why. The same location written differently is no move.
+func TestPlanFromMovedLocation(t *testing.T) {
+	old := located(t, planData+"old.yaml", "/checkpoints/payments/revenue")
+	moved := located(t, planData+"new-rejected.yaml", "/checkpoints/payments/revenue-v2")
+	out, code, err := plan(t, testPlanOptions(), "-f", moved, "--from", old)
+	if code != exitOK {
+		t.Fatalf("exit %d (%v), want %d; output:\n%s", code, err, exitOK, out)
+	}
+	out = strings.NewReplacer(moved, "new-moved.yaml", old, "old.yaml").Replace(out)
+	planGolden(t, "from-moved.txt", out)
+
+	same := located(t, planData+"new-rejected.yaml", "file:///checkpoints/payments/revenue/")
+	if out, code, err := plan(t, testPlanOptions(), "-f", same, "--from", old); code != exitRefused {
+		t.Errorf("the same location written as a file URL: exit %d (%v), want %d; output:\n%s", code, err, exitRefused, out)
+	}
+
+	js, code, _ := plan(t, testPlanOptions(), "-f", moved, "--from", old, "-o", "json")
+	var v compat.Verdict
+	if err := json.Unmarshal([]byte(js), &v); err != nil || code != exitOK || !v.Fresh || v.Severity == compat.Rejected {
+		t.Errorf("-o json of a moved query: exit %d, %v, %+v; want a fresh verdict", code, err, v)
 	}
 }
 
@@ -366,7 +406,7 @@ spec:
 		t.Fatalf("the engine recorded no shape; checkpoint holds %v", slices.Sorted(maps.Keys(before)))
 	}
 
-	opts := planOptions{features: v1.Supported()}
+	opts := planOptions{}
 	allowed := query("allowed.yaml", "maxFilesPerTrigger: 1 => maxFilesPerTrigger: 2")
 	got, code, err := plan(t, opts, "-f", allowed, "--checkpoint", ck)
 	if code != exitOK || !strings.Contains(got, "✓ rate-limit spec.sources[0].files.maxFilesPerTrigger") {
@@ -514,7 +554,7 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 		t.Fatalf("the watermark closed no window: the sink's folder holds %v", sink)
 	}
 
-	opts := planOptions{features: v1.Supported()}
+	opts := planOptions{}
 	const revenuePath = "spec.transform[1].aggregate"
 	cases := []struct {
 		name, edit string

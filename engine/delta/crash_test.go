@@ -60,9 +60,7 @@ func runChild(file string) int {
 			return 2
 		}
 	}
-	opts := []engine.Option{
-		engine.WithFeatures(v1.Supported().With(v1.FeatureDeltaSink, v1.FeatureDeltaSource)),
-	}
+	var opts []engine.Option
 	if at := os.Getenv(envCrashAt); at != "" {
 		phase, batch, _ := strings.Cut(at, ":")
 		n, _ := strconv.ParseInt(batch, 10, 64)

@@ -58,7 +58,6 @@ func TestKafkaToDeltaCrashAtEveryPhase(t *testing.T) {
 						DeltaSink(p.table).
 						Checkpoint(p.ckptA).
 						AvailableNow().Obj()
-					p.features = p.features.With(v1.FeatureKafkaSource)
 					want := produce(t, brokers, "orders", 0, 30)
 					p.crash(t, q, phase, 1)
 					p.run(t, q)

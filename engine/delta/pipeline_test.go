@@ -55,14 +55,12 @@ type pipeline struct {
 	env                  []string // the S3 settings, for child processes
 	files                int
 	want                 []engine.Row // A's output for the input so far
-	features             v1.Features
 	aMaxFiles, bMaxFiles int32
 }
 
 func newPipeline(t *testing.T, kind string) *pipeline {
 	t.Helper()
-	p := &pipeline{kind: kind, aMaxFiles: 2, bMaxFiles: 3,
-		features: v1.Supported().With(v1.FeatureDeltaSink, v1.FeatureDeltaSource)}
+	p := &pipeline{kind: kind, aMaxFiles: 2, bMaxFiles: 3}
 	switch kind {
 	case "local":
 		root := t.TempDir()
@@ -147,8 +145,7 @@ func (p *pipeline) queryB() *v1.StreamingQuery {
 
 func (p *pipeline) query(t testing.TB, q *v1.StreamingQuery, opts ...engine.Option) *engine.Query {
 	t.Helper()
-	all := append([]engine.Option{engine.WithFeatures(p.features)}, p.opts...)
-	eq, err := engine.New(q, registry(t), append(all, opts...)...)
+	eq, err := engine.New(q, registry(t), append(append([]engine.Option{}, p.opts...), opts...)...)
 	if err != nil {
 		t.Fatalf("engine.New(%s): %v", q.Name, err)
 	}

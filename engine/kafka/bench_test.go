@@ -201,7 +201,7 @@ func (lockstepQuery) query(brokers []string, in, out string, availableNow bool) 
 }
 
 func (l lockstepQuery) drain(b *testing.B, brokers []string, in, out string, n int) {
-	q, err := engine.New(l.query(brokers, in, out, true), registry(b), engine.WithCheckpoint(b.TempDir()), withFeatures)
+	q, err := engine.New(l.query(brokers, in, out, true), registry(b), engine.WithCheckpoint(b.TempDir()))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func (l lockstepQuery) drain(b *testing.B, brokers []string, in, out string, n i
 }
 
 func (l lockstepQuery) follow(b *testing.B, brokers []string, in, out string, ready, stop chan struct{}) {
-	q, err := engine.New(l.query(brokers, in, out, false), registry(b), engine.WithCheckpoint(b.TempDir()), withFeatures,
+	q, err := engine.New(l.query(brokers, in, out, false), registry(b), engine.WithCheckpoint(b.TempDir()),
 		engine.WithObserver(readyObserver{ready}))
 	if err != nil {
 		b.Fatal(err)

@@ -34,7 +34,7 @@ func brokerRestart(t *testing.T, exactlyOnce bool) {
 		Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn, s.Sink.Kafka.ExactlyOnce = "id", exactlyOnce }).Obj()
 	rec := enginetest.NewRecorder()
 	q, err := engine.New(obj, registry(t), engine.WithCheckpoint(t.TempDir()), engine.WithObserver(rec),
-		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond), withFeatures)
+		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

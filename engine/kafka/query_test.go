@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -38,9 +39,6 @@ func registry(t testing.TB, opts ...kafka.Opt) *engine.Registry {
 	}
 	return reg
 }
-
-// withFeatures switches on this package's kinds.
-var withFeatures = engine.WithFeatures(v1.Supported().With(v1.FeatureKafkaSource, v1.FeatureKafkaSink, v1.FeatureWebhookSink))
 
 // orders returns n order records for partition p of topic: {"id","amount"};
 // every third has a non-positive amount, which the queries filter out.
@@ -79,7 +77,7 @@ func runQuery(t *testing.T, obj *v1.StreamingQuery, ckpt string, opts ...engine.
 	t.Helper()
 	rec := enginetest.NewRecorder()
 	q, err := engine.New(obj, registry(t), append([]engine.Option{engine.WithCheckpoint(ckpt), engine.WithObserver(rec),
-		engine.WithLogger(testLogger(t)), withFeatures}, opts...)...)
+		engine.WithLogger(testLogger(t))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +99,8 @@ func TestQueryKafkaToFiles(t *testing.T) {
 	}
 	out := t.TempDir()
 	obj := kafkaQuery(brokers, "orders", 25).FilesSink(out, v1.FormatJSON).AvailableNow().Obj()
-	sum, rec := runQuery(t, obj, t.TempDir())
+	ckpt := t.TempDir()
+	sum, rec := runQuery(t, obj, ckpt)
 	if sum.Batches != 5 || sum.NumInputRows != 120 || sum.NumOutputRows != int64(len(want)) {
 		t.Errorf("summary %+v, want 5 batches of at most 25 of 120 records", sum)
 	}
@@ -110,6 +109,22 @@ func TestQueryKafkaToFiles(t *testing.T) {
 	}
 	if lag := rec.Batches()[0].Sources[0].Lag; lag == nil || *lag != 95 {
 		t.Errorf("batch 0 lag %v, want 95", lag)
+	}
+	// The commit records the partitions' high-water marks when the batch was planned.
+	const hw = `{"orders":{"0":40,"1":40,"2":40}}`
+	if got := string(rec.Batches()[0].Sources[0].LatestOffset); got != hw {
+		t.Errorf("batch 0 latestOffset %s, want %s", got, hw)
+	}
+	store, err := checkpoint.OpenDir(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Load(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm, err := c.Commit(t.Context(), 0); err != nil || string(cm.Progress.Sources[0].LatestOffset) != hw {
+		t.Errorf("commits/0 = %+v, %v; want sources[0].latestOffset %s", cm.Progress, err, hw)
 	}
 	f, err := blob.Open(out)
 	if err != nil {
@@ -180,7 +195,7 @@ func TestQueryKafkaToKafkaDefaultTrigger(t *testing.T) {
 		Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.BootstrapServers, s.Sink.Kafka.KeyColumn = brokers, "id" }).Obj()
 	rec := enginetest.NewRecorder()
 	q, err := engine.New(obj, registry(t), engine.WithCheckpoint(t.TempDir()), engine.WithObserver(rec),
-		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond), withFeatures)
+		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}

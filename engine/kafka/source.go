@@ -365,7 +365,7 @@ func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Plann
 			}
 		}
 	}
-	return engine.Planned{End: end.json(), HasData: hasData, Lag: &lag}, nil
+	return engine.Planned{End: end.json(), HasData: hasData, Lag: &lag, Latest: latest.json()}, nil
 }
 
 // Read returns the records of the logged range: from req.Start (or the

@@ -16,6 +16,6 @@ func ExampleMake() {
 		AvailableNow().
 		Obj()
 	cols, err := q.Spec.OutputColumns()
-	fmt.Println(q.Validate(v1.Supported()), cols, err)
+	fmt.Println(q.Validate(), cols, err)
 	// Output: [] [{id string} {cents long}] <nil>
 }

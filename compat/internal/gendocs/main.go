@@ -69,7 +69,9 @@ data to the sink again (each remedy says what that means for the sink at hand).
 With no checkpoint yet, everything is allowed: only the rules that judge the new query alone run
 (marked *also with no checkpoint yet* below), so that ` + "`lockstep plan`" + ` can warn before the first
 run, e.g. about state that would grow without bound. Not part of the shape, so never a finding: the
-checkpoint location itself (a new location is a fresh start), connection details (brokers, SASL,
+checkpoint location itself (a new location is a fresh start, judged against the checkpoint found
+there: ` + "`lockstep plan --from OLD.yaml`" + ` with another location judges the new query as a fresh start, as the
+webhook and the Terraform plan do), connection details (brokers, SASL,
 TLS, headers, secrets), filters, select expressions that feed no stateful step, ` + "`onMalformed`" + `,
 ` + "`failOnDataLoss`" + `, ` + "`suspend`" + ` and resources. The Kafka cluster behind a source is checked by the
 engine's start guard against the cluster id recorded with the offsets.
