@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
@@ -212,5 +213,76 @@ func TestQueryKafkaToKafkaDefaultTrigger(t *testing.T) {
 	slices.Sort(want)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("consumed keys (-want +got):\n%s", diff)
+	}
+}
+
+// idleSignal is a Recorder that also says when a trigger found no new data.
+type idleSignal struct {
+	*enginetest.Recorder
+	idle chan struct{}
+}
+
+func (r idleSignal) Idle(time.Time) {
+	select {
+	case r.idle <- struct{}{}:
+	default:
+	}
+}
+
+// TestDefaultTriggerWakesOnNewRecords: an idle query with the default trigger
+// runs a batch as soon as records arrive, without waiting out its idle poll:
+// the engine's clock never moves here, so only the source's wake-up can
+// start a batch. The topic is empty at the start, so the source also waits
+// on partitions that have had no records yet.
+func TestDefaultTriggerWakesOnNewRecords(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	createTopic(t, brokers, "wake", 2, nil)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	rec := idleSignal{Recorder: enginetest.NewRecorder(), idle: make(chan struct{}, 1)}
+	out := t.TempDir()
+	obj := kafkaQuery(brokers, "wake", 0).FilesSink(out, v1.FormatJSON).Obj()
+	q, err := engine.New(obj, registry(t), engine.WithCheckpoint(t.TempDir()), engine.WithObserver(rec),
+		engine.WithLogger(testLogger(t)), engine.WithClock(clk), engine.WithIdlePoll(time.Hour), withFeatures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := q.Run(testContext(t)); done <- err }()
+	var want []string
+	for round := range 2 {
+		select {
+		case <-rec.idle:
+		case err := <-done:
+			t.Fatalf("run ended: %v", err)
+		case <-time.After(wait):
+			t.Fatal("the query never went idle")
+		}
+		n := 0
+		for p := range int32(2) {
+			recs, kept := orders("wake", p, round*10, 10)
+			produce(t, brokers, recs...)
+			want = append(want, kept...)
+			n += len(recs)
+		}
+		for got := int64(0); got < int64(n); {
+			got += rec.Next(t, wait).NumInputRows
+		}
+	}
+	q.Stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	f, err := blob.Open(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range enginetest.OutputRows(t, f) {
+		got = append(got, r[0].(string))
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("output ids (-want +got):\n%s", diff)
 	}
 }

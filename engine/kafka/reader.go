@@ -23,6 +23,10 @@ type reader struct {
 	cl     *kgo.Client
 	decode func(rows *rowSlab, r *kgo.Record) fetched
 	limit  int
+	// wake is told of every record handed over: the engine's
+	// SourceEnv.Wake, so that an idle query plans as soon as records
+	// arrive rather than at its next idle poll.
+	wake func()
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -73,8 +77,11 @@ type fetched struct {
 	rec *kgo.Record
 }
 
-func newReader(cl *kgo.Client, decode func(*rowSlab, *kgo.Record) fetched) *reader {
-	r := &reader{cl: cl, decode: decode, limit: prefetchLimit, parts: map[topicPartition]*partition{}}
+func newReader(cl *kgo.Client, decode func(*rowSlab, *kgo.Record) fetched, wake func()) *reader {
+	if wake == nil {
+		wake = func() {}
+	}
+	r := &reader{cl: cl, decode: decode, limit: prefetchLimit, wake: wake, parts: map[topicPartition]*partition{}}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -367,6 +374,7 @@ func (r *reader) hand(tp topicPartition, recs []fetched, err error) {
 		p.chunks = append(p.chunks, recs)
 		p.n += len(recs)
 		r.size += len(recs)
+		r.wake()
 	}
 	r.cond.Broadcast()
 }
