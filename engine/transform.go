@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // step is one compiled transform step. apply may reuse the rows' backing
@@ -171,23 +172,35 @@ func (a *rowActivation) ResolveName(name string) (any, bool) {
 		}
 		a.last, a.lastName = i, name
 	}
-	switch v := a.row[i].(type) {
+	// The CEL value shares the row value's storage: converting it, as
+	// types.Double(v), would allocate a copy for every row.
+	v := a.row[i]
+	switch v.(type) {
 	case nil:
 		return types.NullValue, true
 	case string:
-		return types.String(v), true
+		return box.As(v, celString), true
 	case int64:
-		return types.Int(v), true
+		return box.As(v, celInt), true
 	case float64:
-		return types.Double(v), true
+		return box.As(v, celDouble), true
 	case bool:
-		return types.Bool(v), true
+		return types.Bool(v.(bool)), true
 	case time.Time:
-		return types.Timestamp{Time: v}, true
+		return box.As(v, celTimestamp), true
 	default:
 		return v, true
 	}
 }
+
+// The CEL types of row values, each of the memory layout of the Go type it
+// wraps (types.Timestamp is a struct of one time.Time).
+var (
+	celString    = box.TypeOf(types.String(""))
+	celInt       = box.TypeOf(types.Int(0))
+	celDouble    = box.TypeOf(types.Double(0))
+	celTimestamp = box.TypeOf(types.Timestamp{})
+)
 
 func (a *rowActivation) Parent() interpreter.Activation { return nil }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // prefetchLimit is how many decoded records the reader keeps ahead of the
@@ -379,11 +380,13 @@ func (r *reader) hand(tp topicPartition, recs []fetched, err error) {
 	r.cond.Broadcast()
 }
 
-// rowSlab hands out rows cut from large allocations, and shares boxed
-// values that repeat from record to record (the topic, a timestamp), which
-// saves an allocation per value. It is used by one goroutine.
+// rowSlab hands out rows cut from large allocations, boxes their values a
+// few hundred at a time (boxes), and shares boxed values that repeat from
+// record to record (the topic, a timestamp), which saves an allocation per
+// value. It is used by one goroutine.
 type rowSlab struct {
 	vals      []any
+	boxes     box.Slab
 	topics    map[string]any
 	lastTopic string // the topic of the last record, boxed in topicVal
 	topicVal  any
@@ -409,7 +412,7 @@ func (s *rowSlab) topic(t string) any {
 
 func (s *rowSlab) timestamp(t time.Time) any {
 	if s.ts == nil || !t.Equal(s.lastTS) {
-		s.lastTS, s.ts = t, t.UTC()
+		s.lastTS, s.ts = t, s.boxes.Time(t.UTC())
 	}
 	return s.ts
 }
