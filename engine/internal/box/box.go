@@ -65,13 +65,7 @@ func (s *Slab) String(v string) any {
 	if s == nil || v == "" {
 		return v // the runtime boxes "" without allocating
 	}
-	if len(s.strings) == 0 {
-		s.strings = newArray[string]()
-	}
-	p := &s.strings[0]
-	*p = v
-	s.strings = s.strings[1:]
-	return iface(stringType, unsafe.Pointer(p))
+	return put(&s.strings, stringType, v)
 }
 
 // Int64 returns v as an interface.
@@ -79,13 +73,7 @@ func (s *Slab) Int64(v int64) any {
 	if s == nil || uint64(v) < 256 {
 		return v // the runtime boxes small values without allocating
 	}
-	if len(s.int64s) == 0 {
-		s.int64s = newArray[int64]()
-	}
-	p := &s.int64s[0]
-	*p = v
-	s.int64s = s.int64s[1:]
-	return iface(int64Type, unsafe.Pointer(p))
+	return put(&s.int64s, int64Type, v)
 }
 
 // Float64 returns v as an interface.
@@ -93,13 +81,7 @@ func (s *Slab) Float64(v float64) any {
 	if s == nil {
 		return v
 	}
-	if len(s.floats) == 0 {
-		s.floats = newArray[float64]()
-	}
-	p := &s.floats[0]
-	*p = v
-	s.floats = s.floats[1:]
-	return iface(float64Type, unsafe.Pointer(p))
+	return put(&s.floats, float64Type, v)
 }
 
 // Time returns v as an interface.
@@ -107,16 +89,20 @@ func (s *Slab) Time(v time.Time) any {
 	if s == nil {
 		return v
 	}
-	if len(s.times) == 0 {
-		s.times = newArray[time.Time]()
-	}
-	p := &s.times[0]
-	*p = v
-	s.times = s.times[1:]
-	return iface(timeType, unsafe.Pointer(p))
+	return put(&s.times, timeType, v)
 }
 
-func newArray[T any]() []T { return make([]T, slabSize) }
+// put copies v into the next free element of *free, a new array when it
+// is used up, and returns an interface of type typ (v's) pointing at it.
+func put[T any](free *[]T, typ unsafe.Pointer, v T) any {
+	if len(*free) == 0 {
+		*free = make([]T, slabSize)
+	}
+	p := &(*free)[0]
+	*p = v
+	*free = (*free)[1:]
+	return iface(typ, unsafe.Pointer(p))
+}
 
 // Type is the dynamic type of interface values, for As.
 type Type struct{ typ unsafe.Pointer }
