@@ -200,23 +200,29 @@ var (
 	celInt       = box.TypeOf(types.Int(0))
 	celDouble    = box.TypeOf(types.Double(0))
 	celTimestamp = box.TypeOf(types.Timestamp{})
+
+	goString = box.TypeOf("")
+	goInt    = box.TypeOf(int64(0))
+	goDouble = box.TypeOf(float64(0))
 )
 
 func (a *rowActivation) Parent() interpreter.Activation { return nil }
 
-// native converts a CEL result to a row value.
+// native converts a CEL result to a row value. A string, long or double
+// shares the CEL value's storage (which for a column passed through is the
+// input row's): converting it, as string(v), would allocate a copy.
 func native(v ref.Val) any {
-	switch v := v.(type) {
+	switch t := v.(type) {
 	case types.String:
-		return string(v)
+		return box.As(v, goString) // v, not t: boxing t would copy it
 	case types.Int:
-		return int64(v)
+		return box.As(v, goInt)
 	case types.Double:
-		return float64(v)
+		return box.As(v, goDouble)
 	case types.Bool:
-		return bool(v)
+		return bool(t)
 	case types.Timestamp:
-		return v.Time.UTC()
+		return t.Time.UTC()
 	case types.Null:
 		return nil
 	}
