@@ -142,6 +142,14 @@ type SourceEnv struct {
 	Open FolderOpener
 	// Logger is the engine's logger; it discards by default.
 	Logger *slog.Logger
+	// Wake tells an idle query that the source may have new data: with the
+	// default trigger the engine then plans the next batch at once instead
+	// of after its idle poll. A source that learns of new data as it
+	// arrives (a long-poll fetch) calls it then; one that never does is
+	// asked again every idle poll. Wake never blocks and may be called from
+	// any goroutine, as often as the source likes; calls while a batch runs
+	// are folded into one plan after it. Never nil.
+	Wake func()
 }
 
 // SourceConstructor builds a source from its spec. It validates the

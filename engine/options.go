@@ -50,7 +50,8 @@ func defaultOptions() options {
 }
 
 // DefaultIdlePoll is how long the default trigger waits before asking the
-// sources again when none had new data.
+// sources again when none had new data, unless a source wakes it sooner
+// (SourceEnv.Wake: the Kafka source does when records arrive).
 const DefaultIdlePoll = 100 * time.Millisecond
 
 // WithCheckpoint sets the checkpoint location, overriding

@@ -235,12 +235,17 @@ func (q *Query) Run(ctx context.Context) (Summary, error) {
 		}
 	default:
 		for !q.stopped() {
+			// A wake-up from before this plan is answered by it.
+			select {
+			case <-r.wake:
+			default:
+			}
 			ran, err := step(true)
 			if err != nil {
 				return finish("", err)
 			}
 			if !ran {
-				if err := q.wait(ctx, q.opts.idlePoll); err != nil {
+				if err := q.waitIdle(ctx, r.wake); err != nil {
 					return finish("", err)
 				}
 			}
@@ -270,6 +275,24 @@ func (q *Query) wait(ctx context.Context, d time.Duration) error {
 	defer timer.Stop()
 	select {
 	case <-timer.C():
+		return nil
+	case <-q.stop:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// waitIdle waits out the idle poll of the default trigger, or less: until a
+// source wakes the run (new data), Stop is called or ctx ends (then it
+// returns ctx's error).
+func (q *Query) waitIdle(ctx context.Context, wake <-chan struct{}) error {
+	timer := q.opts.clock.NewTimer(q.opts.idlePoll)
+	defer timer.Stop()
+	select {
+	case <-timer.C():
+		return nil
+	case <-wake:
 		return nil
 	case <-q.stop:
 		return nil
@@ -308,6 +331,17 @@ type run struct {
 	state *stateRun
 	// s3Seen is the query's S3 stats when the last batch committed.
 	s3Seen s3.StatsSnapshot
+	// wake holds a wake-up from a source (SourceEnv.Wake) until the
+	// default trigger's next plan.
+	wake chan struct{}
+}
+
+// wakeUp is every source's SourceEnv.Wake.
+func (r *run) wakeUp() {
+	select {
+	case r.wake <- struct{}{}:
+	default: // one is pending already
+	}
 }
 
 // open claims the checkpoint, reads where it stands, asks the start guard,
@@ -347,6 +381,7 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 		next:          head.Next(),
 		starts:        map[string]Offset{},
 		lastCommitted: -1,
+		wake:          make(chan struct{}, 1),
 	}
 	if head.Committed != nil {
 		r.lastCommitted = head.Committed.BatchID
@@ -521,6 +556,7 @@ func (r *run) build(ctx context.Context) error {
 			Store:   prefixStore{store: r.ckpt.Store(), prefix: checkpoint.SourceKey(spec.Name, "")},
 			Open:    q.folderOpener(spec.S3Connection(), spec.Name),
 			Logger:  q.opts.logger.With("source", spec.Name),
+			Wake:    r.wakeUp,
 		}
 		src, err := q.reg.sources[spec.Kind()].new(ctx, spec, env)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // step is one compiled transform step. apply may reuse the rows' backing
@@ -186,39 +187,57 @@ func (a *rowActivation) ResolveName(name string) (any, bool) {
 		}
 		a.last, a.lastName = i, name
 	}
-	switch v := a.row[i].(type) {
+	// The CEL value shares the row value's storage: converting it, as
+	// types.Double(v), would allocate a copy for every row.
+	v := a.row[i]
+	switch v.(type) {
 	case nil:
 		return types.NullValue, true
 	case string:
-		return types.String(v), true
+		return box.As(v, celString), true
 	case int64:
-		return types.Int(v), true
+		return box.As(v, celInt), true
 	case float64:
-		return types.Double(v), true
+		return box.As(v, celDouble), true
 	case bool:
-		return types.Bool(v), true
+		return types.Bool(v.(bool)), true
 	case time.Time:
-		return types.Timestamp{Time: v}, true
+		return box.As(v, celTimestamp), true
 	default:
 		return v, true
 	}
 }
 
+// The CEL types of row values, each of the memory layout of the Go type it
+// wraps (types.Timestamp is a struct of one time.Time).
+var (
+	celString    = box.TypeOf(types.String(""))
+	celInt       = box.TypeOf(types.Int(0))
+	celDouble    = box.TypeOf(types.Double(0))
+	celTimestamp = box.TypeOf(types.Timestamp{})
+
+	goString = box.TypeOf("")
+	goInt    = box.TypeOf(int64(0))
+	goDouble = box.TypeOf(float64(0))
+)
+
 func (a *rowActivation) Parent() interpreter.Activation { return nil }
 
-// native converts a CEL result to a row value.
+// native converts a CEL result to a row value. A string, long or double
+// shares the CEL value's storage (which for a column passed through is the
+// input row's): converting it, as string(v), would allocate a copy.
 func native(v ref.Val) any {
-	switch v := v.(type) {
+	switch t := v.(type) {
 	case types.String:
-		return string(v)
+		return box.As(v, goString) // v, not t: boxing t would copy it
 	case types.Int:
-		return int64(v)
+		return box.As(v, goInt)
 	case types.Double:
-		return float64(v)
+		return box.As(v, goDouble)
 	case types.Bool:
-		return bool(v)
+		return bool(t)
 	case types.Timestamp:
-		return v.Time.UTC()
+		return t.Time.UTC()
 	case types.Null:
 		return nil
 	}

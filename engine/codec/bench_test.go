@@ -9,6 +9,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/codec"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // benchCols and benchRecord are the kafka→kafka benchmark's records
@@ -44,10 +45,11 @@ func BenchmarkDecodeJSON(b *testing.B) {
 			records[i] = benchRecord(i)
 		}
 		row := make(engine.Row, len(benchCols))
+		var vals box.Slab
 		b.ReportAllocs()
 		i := 0
 		for b.Loop() {
-			if err := d.DecodeJSON(records[i%n], row); err != nil {
+			if err := d.DecodeJSON(records[i%n], row, &vals); err != nil {
 				b.Fatal(err)
 			}
 			i++

@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // Malformed is a record that does not parse against the schema.
@@ -76,6 +77,7 @@ func (d *Decoder) jsonLines(data []byte, bad func(Malformed)) []engine.Row {
 	// The rows are cut from one allocation; a malformed record's slot is
 	// reused by the next.
 	vals := make([]any, n*len(d.cols))
+	var boxes box.Slab // the rows' values, boxed a few hundred at a time
 	var line int64
 	for raw := range bytes.Lines(data) {
 		line++
@@ -84,7 +86,7 @@ func (d *Decoder) jsonLines(data []byte, bad func(Malformed)) []engine.Row {
 			continue
 		}
 		row := engine.Row(vals[:len(d.cols):len(d.cols)])
-		if err := d.jsonRecord(text, row); err != nil {
+		if err := d.jsonRecord(text, row, &boxes); err != nil {
 			clear(row)
 			bad(Malformed{Line: line, Reason: err.Error(), Record: string(text)})
 			continue

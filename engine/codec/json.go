@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // DecodeJSON parses text, one JSON object, into row[:len(cols)] with the
@@ -19,28 +20,31 @@ import (
 // the last of duplicate keys wins; other keys are skipped. row must hold at
 // least len(cols) values; the ones after them are left alone. On error,
 // row[:len(cols)] is all nil. It allocates only the values it stores, so a
-// caller that reuses row pays nothing per record beyond them.
+// caller that reuses row pays nothing per record beyond them, and nothing
+// for those but their strings' bytes when it passes vals (nil boxes each
+// value with an allocation of its own).
 //
 // It reads the text once, converting the values of known keys straight to
 // their column's type; it accepts exactly what encoding/json accepts at a
 // fraction of its cost.
-func (d *Decoder) DecodeJSON(text []byte, row engine.Row) error {
+func (d *Decoder) DecodeJSON(text []byte, row engine.Row, vals *box.Slab) error {
 	row = row[:len(d.cols)]
 	for i, v := range row {
 		if v != nil { // a fresh row costs no writes
 			row[i] = nil
 		}
 	}
-	if err := d.jsonRecord(text, row); err != nil {
+	if err := d.jsonRecord(text, row, vals); err != nil {
 		clear(row)
 		return err
 	}
 	return nil
 }
 
-// jsonRecord parses one JSON object into row, whose values are nil.
-func (d *Decoder) jsonRecord(text []byte, row engine.Row) error {
-	s := jsonScanner{b: text}
+// jsonRecord parses one JSON object into row, whose values are nil, boxing
+// them from vals.
+func (d *Decoder) jsonRecord(text []byte, row engine.Row, vals *box.Slab) error {
+	s := jsonScanner{b: text, vals: vals}
 	s.space()
 	if !s.eat('{') {
 		return syntaxf("not an object: starts with %s", s.what())
@@ -124,10 +128,12 @@ func syntaxf(format string, args ...any) error {
 // maxDepth bounds the nesting of skipped values.
 const maxDepth = 1000
 
-// jsonScanner reads JSON from b at i.
+// jsonScanner reads JSON from b at i; the values it returns are boxed from
+// vals.
 type jsonScanner struct {
-	b []byte
-	i int
+	b    []byte
+	i    int
+	vals *box.Slab
 }
 
 func (s *jsonScanner) peek() byte {
@@ -188,7 +194,10 @@ func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
 	case v1.TypeString:
 		if s.peek() == '"' {
 			b, err := s.str()
-			return string(b), err
+			if err != nil {
+				return nil, err
+			}
+			return s.vals.String(string(b)), nil
 		}
 	case v1.TypeLong:
 		if n, ok := s.number(); ok {
@@ -196,7 +205,7 @@ func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s is not a long", n)
 			}
-			return i, nil
+			return s.vals.Int64(i), nil
 		}
 	case v1.TypeDouble:
 		if n, ok := s.number(); ok {
@@ -204,7 +213,7 @@ func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s is not a double", n)
 			}
-			return f, nil
+			return s.vals.Float64(f), nil
 		}
 	case v1.TypeBoolean:
 		if s.literal("true") {
@@ -219,14 +228,18 @@ func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			return parseTimestamp(string(b))
+			t, err := parseTimestamp(string(b))
+			if err != nil {
+				return nil, err
+			}
+			return s.vals.Time(t), nil
 		}
 		if n, ok := s.number(); ok {
 			ms, err := parseInt(n)
 			if err != nil {
 				return nil, fmt.Errorf("%s is not a timestamp in epoch milliseconds", n)
 			}
-			return time.UnixMilli(ms).UTC(), nil
+			return s.vals.Time(time.UnixMilli(ms).UTC()), nil
 		}
 	}
 	// Nothing was read: the value is of another type.

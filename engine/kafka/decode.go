@@ -6,6 +6,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine/codec"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // decoder fills the record columns of a row from a record's value, in the
@@ -23,18 +24,18 @@ func newDecoder(format v1.KafkaFormat, cols v1.Columns) *decoder {
 	return &decoder{format: format, cols: cols, dec: codec.NewDecoder(cols)}
 }
 
-// decode fills row[:len(d.cols)] from value.
-func (d *decoder) decode(value []byte, row []any) error {
+// decode fills row[:len(d.cols)] from value, boxing the values from vals.
+func (d *decoder) decode(value []byte, row []any, vals *box.Slab) error {
 	switch d.format {
 	case v1.KafkaRaw:
 		if value != nil {
-			row[0] = string(value)
+			row[0] = vals.String(string(value))
 		}
 		return nil
 	case v1.KafkaCSV:
 		return d.csv(value, row)
 	default:
-		return d.dec.DecodeJSON(value, row)
+		return d.dec.DecodeJSON(value, row, vals)
 	}
 }
 

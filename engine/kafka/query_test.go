@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
@@ -126,6 +127,13 @@ func TestQueryKafkaToFiles(t *testing.T) {
 	if cm, err := c.Commit(t.Context(), 0); err != nil || string(cm.Progress.Sources[0].LatestOffset) != hw {
 		t.Errorf("commits/0 = %+v, %v; want sources[0].latestOffset %s", cm.Progress, err, hw)
 	}
+	checkOutputIDs(t, out, want)
+}
+
+// checkOutputIDs checks that the files in out hold rows whose first columns
+// are want, in any order.
+func checkOutputIDs(t *testing.T, out string, want []string) {
+	t.Helper()
 	f, err := blob.Open(out)
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +145,7 @@ func TestQueryKafkaToFiles(t *testing.T) {
 	slices.Sort(got)
 	slices.Sort(want)
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("output (-want +got):\n%s", diff)
+		t.Errorf("output ids (-want +got):\n%s", diff)
 	}
 }
 
@@ -228,4 +236,63 @@ func TestQueryKafkaToKafkaDefaultTrigger(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("consumed keys (-want +got):\n%s", diff)
 	}
+}
+
+// idleSignal is a Recorder that also says when a trigger found no new data.
+type idleSignal struct {
+	*enginetest.Recorder
+	idle chan struct{}
+}
+
+func (r idleSignal) Idle(time.Time) {
+	select {
+	case r.idle <- struct{}{}:
+	default:
+	}
+}
+
+// TestDefaultTriggerWakesOnNewRecords: an idle query with the default trigger
+// runs a batch as soon as records arrive, without waiting out its idle poll:
+// the engine's clock never moves here, so only the source's wake-up can
+// start a batch. The topic is empty at the start, so the source also waits
+// on partitions that have had no records yet.
+func TestDefaultTriggerWakesOnNewRecords(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	createTopic(t, brokers, "wake", 2, nil)
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
+	rec := idleSignal{Recorder: enginetest.NewRecorder(), idle: make(chan struct{}, 1)}
+	out := t.TempDir()
+	obj := kafkaQuery(brokers, "wake", 0).FilesSink(out, v1.FormatJSON).Obj()
+	q, err := engine.New(obj, registry(t), engine.WithCheckpoint(t.TempDir()), engine.WithObserver(rec),
+		engine.WithLogger(testLogger(t)), engine.WithClock(clk), engine.WithIdlePoll(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := q.Run(testContext(t)); done <- err }()
+	var want []string
+	for round := range 2 {
+		select {
+		case <-rec.idle:
+		case err := <-done:
+			t.Fatalf("run ended: %v", err)
+		case <-time.After(wait):
+			t.Fatal("the query never went idle")
+		}
+		n := 0
+		for p := range int32(2) {
+			recs, kept := orders("wake", p, round*10, 10)
+			produce(t, brokers, recs...)
+			want = append(want, kept...)
+			n += len(recs)
+		}
+		for got := int64(0); got < int64(n); {
+			got += rec.Next(t, wait).NumInputRows
+		}
+	}
+	q.Stop()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	checkOutputIDs(t, out, want)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // prefetchLimit is how many decoded records the reader keeps ahead of the
@@ -23,6 +24,10 @@ type reader struct {
 	cl     *kgo.Client
 	decode func(rows *rowSlab, r *kgo.Record) fetched
 	limit  int
+	// wake is told of every record handed over: the engine's
+	// SourceEnv.Wake, so that an idle query plans as soon as records
+	// arrive rather than at its next idle poll.
+	wake func()
 
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -73,8 +78,11 @@ type fetched struct {
 	rec *kgo.Record
 }
 
-func newReader(cl *kgo.Client, decode func(*rowSlab, *kgo.Record) fetched) *reader {
-	r := &reader{cl: cl, decode: decode, limit: prefetchLimit, parts: map[topicPartition]*partition{}}
+func newReader(cl *kgo.Client, decode func(*rowSlab, *kgo.Record) fetched, wake func()) *reader {
+	if wake == nil {
+		wake = func() {}
+	}
+	r := &reader{cl: cl, decode: decode, limit: prefetchLimit, wake: wake, parts: map[topicPartition]*partition{}}
 	r.cond = sync.NewCond(&r.mu)
 	return r
 }
@@ -367,15 +375,18 @@ func (r *reader) hand(tp topicPartition, recs []fetched, err error) {
 		p.chunks = append(p.chunks, recs)
 		p.n += len(recs)
 		r.size += len(recs)
+		r.wake()
 	}
 	r.cond.Broadcast()
 }
 
-// rowSlab hands out rows cut from large allocations, and shares boxed
-// values that repeat from record to record (the topic, a timestamp), which
-// saves an allocation per value. It is used by one goroutine.
+// rowSlab hands out rows cut from large allocations, boxes their values a
+// few hundred at a time (boxes), and shares boxed values that repeat from
+// record to record (the topic, a timestamp), which saves an allocation per
+// value. It is used by one goroutine.
 type rowSlab struct {
 	vals      []any
+	boxes     box.Slab
 	topics    map[string]any
 	lastTopic string // the topic of the last record, boxed in topicVal
 	topicVal  any
@@ -401,7 +412,7 @@ func (s *rowSlab) topic(t string) any {
 
 func (s *rowSlab) timestamp(t time.Time) any {
 	if s.ts == nil || !t.Equal(s.lastTS) {
-		s.lastTS, s.ts = t, t.UTC()
+		s.lastTS, s.ts = t, s.boxes.Time(t.UTC())
 	}
 	return s.ts
 }

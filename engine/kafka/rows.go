@@ -68,18 +68,18 @@ func (s *Source) decode(slab *rowSlab, r *kgo.Record) fetched {
 		return f
 	}
 	row := slab.row(s.width)
-	if err := s.dec.decode(r.Value, row); err != nil {
+	if err := s.dec.decode(r.Value, row, &slab.boxes); err != nil {
 		clear(row)
 		f.bad, f.rec = err, r
 		return f
 	}
 	n := len(s.dec.cols)
 	if r.Key != nil {
-		row[n] = string(r.Key)
+		row[n] = slab.boxes.String(string(r.Key))
 	}
 	row[n+1] = slab.topic(r.Topic)
-	row[n+2] = int64(r.Partition)
-	row[n+3] = r.Offset
+	row[n+2] = slab.boxes.Int64(int64(r.Partition))
+	row[n+3] = slab.boxes.Int64(r.Offset)
 	row[n+4] = slab.timestamp(r.Timestamp)
 	f.row = row
 	return f

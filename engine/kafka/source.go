@@ -208,7 +208,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		return nil, err
 	}
 	s.adm = kadm.NewClient(s.cl)
-	s.reader = newReader(s.cl, s.decode)
+	s.reader = newReader(s.cl, s.decode, env.Wake)
 	if s.clusterID, err = connect(ctx, s.cl, c, o.connectTimeout); err != nil {
 		s.cl.Close()
 		return nil, err
@@ -336,10 +336,13 @@ func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Plann
 	if req.Limit && s.maxOffsets > 0 {
 		limit(spans, s.maxOffsets)
 	}
-	// Start fetching the batch while the engine logs it.
+	// Start fetching the batch while the engine logs it. Outside an
+	// availableNow run, partitions without new records are read too: the
+	// reader waits on them for the next records, and wakes the engine when
+	// they come.
 	var reading []span
 	for _, sp := range spans {
-		if sp.from < sp.to {
+		if sp.from < sp.to || s.until == nil {
 			reading = append(reading, sp)
 		}
 	}

@@ -1,0 +1,81 @@
+package box
+
+import (
+	"reflect"
+	"runtime"
+	"testing"
+	"time"
+)
+
+type double float64
+
+type stamp struct{ time.Time }
+
+func TestSlabValuesAreTheRuntimes(t *testing.T) {
+	var s Slab
+	now := time.Date(2026, 12, 1, 14, 0, 0, 123, time.UTC)
+	var got []any
+	for i := range 3 * slabSize {
+		got = append(got, s.String("id-"+string(rune('a'+i%26))), s.Int64(int64(i)*1000), s.Float64(float64(i)/4), s.Time(now.Add(time.Duration(i))))
+	}
+	runtime.GC() // the values survive a collection: the arrays are reachable
+	for i := range 3 * slabSize {
+		want := []any{"id-" + string(rune('a'+i%26)), int64(i) * 1000, float64(i) / 4, now.Add(time.Duration(i))}
+		for j, w := range want {
+			g := got[4*i+j]
+			if g != w || !reflect.DeepEqual(g, w) || reflect.TypeOf(g) != reflect.TypeOf(w) {
+				t.Fatalf("value %d.%d = %#v (%T), want %#v", i, j, g, g, w)
+			}
+		}
+		if s, ok := got[4*i].(string); !ok || s != want[0] {
+			t.Fatalf("type switch: %#v", got[4*i])
+		}
+	}
+	var none *Slab
+	if v := none.Float64(2.5); v != any(2.5) {
+		t.Errorf("nil slab: %v", v)
+	}
+	if v := s.Int64(-1); v != any(int64(-1)) {
+		t.Errorf("negative: %v", v)
+	}
+}
+
+func TestSlabAllocatesPerArray(t *testing.T) {
+	var s Slab
+	var sink []any = make([]any, 0, 4*slabSize)
+	allocs := testing.AllocsPerRun(10, func() {
+		sink = sink[:0]
+		for i := range slabSize {
+			sink = append(sink, s.String("x"), s.Int64(int64(i)+1000), s.Float64(1.5), s.Time(time.Time{}))
+		}
+	})
+	if allocs > 4 {
+		t.Errorf("%v allocations for %d values of each type, want at most 4 (one array each)", allocs, slabSize)
+	}
+}
+
+func TestAs(t *testing.T) {
+	d, st := TypeOf(double(0)), TypeOf(stamp{})
+	if v := As(any(2.5), d); v != any(double(2.5)) {
+		t.Errorf("As(2.5) = %#v", v)
+	}
+	now := time.Now()
+	if v, ok := As(any(now), st).(stamp); !ok || !v.Equal(now) {
+		t.Errorf("As(now) = %#v", v)
+	}
+	var s Slab
+	f := s.Float64(-7.25)
+	if allocs := testing.AllocsPerRun(100, func() { _ = As(f, d) }); allocs != 0 {
+		t.Errorf("As allocates %v", allocs)
+	}
+	for _, v := range []any{nil, new(int), map[string]int{}, struct{ p *int }{}} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("TypeOf(%T) did not panic", v)
+				}
+			}()
+			TypeOf(v)
+		}()
+	}
+}
