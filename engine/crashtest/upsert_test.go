@@ -1,6 +1,7 @@
 package crashtest
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -296,7 +297,7 @@ func (u *upsertSetup) checkVersions() []string {
 	u.t.Helper()
 	dir := u.table
 	if u.cfg != nil {
-		dir = u.localCopy()
+		dir = localCopy(u.t, u.table, u.cfg)
 	}
 	prefix := map[string]int{} // the aggregation of the first k files → k
 	for k := 0; k <= u.files; k++ {
@@ -334,31 +335,31 @@ func (u *upsertSetup) checkVersions() []string {
 	return rows
 }
 
-// localCopy copies the delta table on S3 to a local folder, for DuckDB and
-// delta-go.
-func (u *upsertSetup) localCopy() string {
-	u.t.Helper()
+// localCopy copies the objects under loc (on S3) to a new local folder,
+// for DuckDB and delta-go, which read delta tables from folders.
+func localCopy(t testing.TB, loc string, cfg []cks3.Option) string {
+	t.Helper()
 	ctx := context.Background()
-	f, err := blob.Open(u.table, u.cfg...)
+	f, err := blob.Open(loc, cfg...)
 	if err != nil {
-		u.t.Fatal(err)
+		t.Fatal(err)
 	}
 	objs, err := f.List(ctx, "")
 	if err != nil {
-		u.t.Fatal(err)
+		t.Fatal(err)
 	}
-	dir := u.t.TempDir()
+	dir := t.TempDir()
 	for _, o := range objs {
 		b, err := f.Get(ctx, o.Key)
 		if err != nil {
-			u.t.Fatal(err)
+			t.Fatal(err)
 		}
 		p := filepath.Join(dir, filepath.FromSlash(o.Key))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			u.t.Fatal(err)
+			t.Fatal(err)
 		}
 		if err := os.WriteFile(p, b, 0o644); err != nil {
-			u.t.Fatal(err)
+			t.Fatal(err)
 		}
 	}
 	return dir
@@ -477,4 +478,95 @@ func TestUpsertRandomKills(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestUpsertPostgresRestart stops PostgreSQL (fast: sessions ended, the
+// transaction in flight rolled back; or immediately, as a crash) in the
+// middle of runs of each update-mode pipeline into postgres, and starts it
+// again a moment later. A run fails the batch that hits the stopped server
+// and exits 1, as do runs started while it is down; restarted as Kubernetes
+// would, the query replays the batch and loses nothing.
+func TestUpsertPostgresRestart(t *testing.T) {
+	for _, agg := range upsertAggs {
+		t.Run(agg.name, func(t *testing.T) {
+			t.Parallel()
+			srv := testenv.OwnPostgres(t)
+			u := newUpsert(t, agg, "postgres", "local", srv.Database(t))
+			runs := map[string]int{}
+			modes := []testenv.PostgresStop{testenv.PostgresFast, testenv.PostgresImmediate, testenv.PostgresFast, testenv.PostgresImmediate}
+			for i, mode := range modes {
+				u.addInput(12)
+				r := runStoppingPostgres(t, u.command(), srv, mode, time.Duration(i)*500*time.Millisecond)
+				switch {
+				case r.Code == 0:
+					runs["exit 0"]++
+				case r.Code == 1 && strings.Contains(r.Stderr, "postgres"):
+					runs["exit 1 (postgres)"]++
+				default:
+					t.Fatalf("run %d: exit %d\n%s", i, r.Code, r.Stderr)
+				}
+				// Restarts while the server may still be coming back.
+				for attempt := 0; ; attempt++ {
+					r := u.runOnce()
+					if r.Code == 0 {
+						runs["exit 0"]++
+						break
+					}
+					if r.Code != 1 || !strings.Contains(r.Stderr, "postgres") || attempt == 50 {
+						t.Fatalf("restart %d after stop %d: exit %d\n%s", attempt, i, r.Code, r.Stderr)
+					}
+					runs["exit 1 (postgres)"]++
+					time.Sleep(200 * time.Millisecond)
+				}
+			}
+			t.Logf("runs %v; %d input files", runs, u.files)
+			if runs["exit 1 (postgres)"] == 0 {
+				t.Error("no run failed on the stopped server: the stops hit no query")
+			}
+			u.finish()
+		})
+	}
+}
+
+// runStoppingPostgres runs cmd and, once it has committed a batch,
+// stops the server with mode, waits downtime and starts it again, while the
+// run goes on; it returns how the run ended.
+func runStoppingPostgres(t *testing.T, cmd *exec.Cmd, srv *testenv.PostgresServer, mode testenv.PostgresStop, downtime time.Duration) Result {
+	t.Helper()
+	pipe, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(RunTimeout, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	var stderr bytes.Buffer
+	committed := make(chan struct{})
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		lines, batches := bufio.NewScanner(pipe), 0
+		for lines.Scan() {
+			stderr.WriteString(lines.Text() + "\n")
+			if strings.HasPrefix(lines.Text(), "batch ") {
+				if batches++; batches == 1 {
+					close(committed)
+				}
+			}
+		}
+	}()
+	select {
+	case <-committed:
+		srv.Stop(mode)
+		time.Sleep(downtime)
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+	case <-copied:
+		t.Log("the run ended before its first batch; the server was not stopped")
+	}
+	<-copied
+	return wait(cmd, &stderr)
 }

@@ -134,19 +134,19 @@ func (s *PostgresServer) Stop(mode PostgresStop) {
 }
 
 // Start starts the stopped server again, on the same port and data, and
-// waits until it accepts connections.
-func (s *PostgresServer) Start(t testing.TB) {
-	t.Helper()
+// waits until it accepts connections. It may be called from any goroutine.
+func (s *PostgresServer) Start() error {
 	s.svc.mu.Lock()
 	defer s.svc.mu.Unlock()
 	if !s.svc.proc.exited() {
-		return
+		return nil
 	}
 	p, err := s.svc.start()
 	if err != nil {
-		t.Fatalf("restart postgres: %v", err)
+		return fmt.Errorf("restart postgres: %w", err)
 	}
 	s.svc.proc = p
+	return nil
 }
 
 var nonIdentChars = regexp.MustCompile(`[^a-z0-9_]+`)

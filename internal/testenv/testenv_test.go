@@ -220,7 +220,9 @@ func TestOwnPostgresRestarts(t *testing.T) {
 		if _, err := pgx.Connect(ctx, dsn); err == nil {
 			t.Fatalf("stop %d: a connection succeeded while the server was stopped", mode)
 		}
-		srv.Start(t)
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
 		if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
 			t.Errorf("stop %d: the session open across the stop still works", mode)
 		}
