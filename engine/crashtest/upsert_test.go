@@ -496,12 +496,12 @@ func TestUpsertPostgresRestart(t *testing.T) {
 			modes := []testenv.PostgresStop{testenv.PostgresFast, testenv.PostgresImmediate, testenv.PostgresFast, testenv.PostgresImmediate}
 			for i, mode := range modes {
 				u.addInput(12)
-				r := runStoppingPostgres(t, u.command(), srv, mode, time.Duration(i)*500*time.Millisecond)
+				r, started := runStoppingPostgres(t, u.command(), srv, mode, time.Duration(i)*500*time.Millisecond)
 				switch {
 				case r.Code == 0:
-					runs["exit 0"]++
-				case r.Code == 1 && strings.Contains(r.Stderr, "postgres"):
-					runs["exit 1 (postgres)"]++
+					runs["stopped under: exit 0"]++
+				case r.Code == 1 && strings.Contains(r.Stderr, "postgres sink: batch "):
+					runs["stopped under: exit 1, the batch failed"]++
 				default:
 					t.Fatalf("run %d: exit %d\n%s", i, r.Code, r.Stderr)
 				}
@@ -509,29 +509,33 @@ func TestUpsertPostgresRestart(t *testing.T) {
 				for attempt := 0; ; attempt++ {
 					r := u.runOnce()
 					if r.Code == 0 {
-						runs["exit 0"]++
+						runs["restart: exit 0"]++
 						break
 					}
-					if r.Code != 1 || !strings.Contains(r.Stderr, "postgres") || attempt == 50 {
+					if r.Code != 1 || !strings.Contains(r.Stderr, "postgres sink") || attempt == 200 {
 						t.Fatalf("restart %d after stop %d: exit %d\n%s", attempt, i, r.Code, r.Stderr)
 					}
-					runs["exit 1 (postgres)"]++
+					runs["restart: exit 1, server away"]++
 					time.Sleep(200 * time.Millisecond)
+				}
+				if err := <-started; err != nil {
+					t.Fatal(err)
 				}
 			}
 			t.Logf("runs %v; %d input files", runs, u.files)
-			if runs["exit 1 (postgres)"] == 0 {
-				t.Error("no run failed on the stopped server: the stops hit no query")
+			if runs["stopped under: exit 1, the batch failed"] == 0 {
+				t.Error("no batch failed on the stopped server: the stops hit no query")
 			}
 			u.finish()
 		})
 	}
 }
 
-// runStoppingPostgres runs cmd and, once it has committed a batch,
-// stops the server with mode, waits downtime and starts it again, while the
-// run goes on; it returns how the run ended.
-func runStoppingPostgres(t *testing.T, cmd *exec.Cmd, srv *testenv.PostgresServer, mode testenv.PostgresStop, downtime time.Duration) Result {
+// runStoppingPostgres runs cmd and, once it has committed a batch, stops
+// the server with mode and, downtime later, starts it again, while the run
+// goes on. It returns how the run ended, and where the start reports (the
+// server may still be down when the run has ended).
+func runStoppingPostgres(t *testing.T, cmd *exec.Cmd, srv *testenv.PostgresServer, mode testenv.PostgresStop, downtime time.Duration) (Result, <-chan error) {
 	t.Helper()
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
@@ -557,16 +561,18 @@ func runStoppingPostgres(t *testing.T, cmd *exec.Cmd, srv *testenv.PostgresServe
 			}
 		}
 	}()
+	started := make(chan error, 1)
 	select {
 	case <-committed:
 		srv.Stop(mode)
-		time.Sleep(downtime)
-		if err := srv.Start(); err != nil {
-			t.Fatal(err)
-		}
+		go func() {
+			time.Sleep(downtime)
+			started <- srv.Start()
+		}()
 	case <-copied:
 		t.Log("the run ended before its first batch; the server was not stopped")
+		started <- nil
 	}
 	<-copied
-	return wait(cmd, &stderr)
+	return wait(cmd, &stderr), started
 }
