@@ -1,7 +1,6 @@
 package crashtest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -22,31 +21,6 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
-
-// upsertQuery is files → an aggregation → an upserting sink (delta or
-// postgres) in update mode, one input file a batch: the transform and the
-// sink are filled in per scenario.
-const upsertQuery = `apiVersion: streaming.lockstep.dev/v1
-kind: StreamingQuery
-metadata: {name: crash-upsert, namespace: test}
-spec:
-  sources:
-  - name: events
-    files: {path: %q, format: json, maxFilesPerTrigger: 1}
-    schema:
-      columns:
-      - {name: id, type: string}
-      - {name: country, type: string}
-      - {name: amount, type: double}
-      - {name: ts, type: timestamp}
-  transform:
-%s
-  sink:
-    %s
-  outputMode: update
-  stateStore: {partitions: 2}
-  trigger: {availableNow: true}
-`
 
 // pgDSNEnv is the variable the postgres sink of the tests reads its
 // connection string from.
@@ -232,7 +206,7 @@ func (u *upsertSetup) command(env ...string) *exec.Cmd {
 		sink = fmt.Sprintf("postgres: {connection: {dsnEnv: %s}, table: %s, createTable: true}", pgDSNEnv, u.agg.name)
 	}
 	p := filepath.Join(u.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
-	body := fmt.Sprintf(upsertQuery, u.in, strings.TrimPrefix(u.agg.transform, "\n"), sink)
+	body := fmt.Sprintf(statefulQuery, u.in, strings.TrimPrefix(u.agg.transform, "\n"), sink, "update")
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		u.t.Fatal(err)
 	}
@@ -537,42 +511,22 @@ func TestUpsertPostgresRestart(t *testing.T) {
 // server may still be down when the run has ended).
 func runStoppingPostgres(t *testing.T, cmd *exec.Cmd, srv *testenv.PostgresServer, mode testenv.PostgresStop, downtime time.Duration) (Result, <-chan error) {
 	t.Helper()
-	pipe, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	timer := time.AfterFunc(RunTimeout, func() { _ = cmd.Process.Kill() })
-	defer timer.Stop()
-	var stderr bytes.Buffer
-	committed := make(chan struct{})
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		lines, batches := bufio.NewScanner(pipe), 0
-		for lines.Scan() {
-			stderr.WriteString(lines.Text() + "\n")
-			if strings.HasPrefix(lines.Text(), "batch ") {
-				if batches++; batches == 1 {
-					close(committed)
-				}
-			}
-		}
-	}()
 	started := make(chan error, 1)
-	select {
-	case <-committed:
-		srv.Stop(mode)
-		go func() {
-			time.Sleep(downtime)
-			started <- srv.Start()
-		}()
-	case <-copied:
+	stopped := false
+	var stderr bytes.Buffer
+	r := runWatching(t, cmd, &stderr, func(line string) {
+		if !stopped && strings.HasPrefix(line, "batch ") {
+			stopped = true
+			srv.Stop(mode)
+			go func() {
+				time.Sleep(downtime)
+				started <- srv.Start()
+			}()
+		}
+	})
+	if !stopped {
 		t.Log("the run ended before its first batch; the server was not stopped")
 		started <- nil
 	}
-	<-copied
-	return wait(cmd, &stderr), started
+	return r, started
 }
