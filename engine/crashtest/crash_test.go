@@ -356,6 +356,20 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 // the one before.
 func interrupt(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, untilLine string, sigs ...os.Signal) Result {
 	t.Helper()
+	next := untilLine
+	return runWatching(t, cmd, stderr, func(line string) {
+		if len(sigs) > 0 && strings.HasPrefix(line, next) {
+			_ = cmd.Process.Signal(sigs[0])
+			sigs = sigs[1:]
+			next = "lockstep: stopping after the current batch"
+		}
+	})
+}
+
+// runWatching runs cmd to its end, copying its standard error to stderr and
+// handing each line to onLine as it comes, and kills it after RunTimeout.
+func runWatching(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, onLine func(line string)) Result {
+	t.Helper()
 	pipe, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -366,14 +380,9 @@ func interrupt(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, untilLine stri
 	timer := time.AfterFunc(RunTimeout, func() { _ = cmd.Process.Kill() })
 	defer timer.Stop()
 	lines := bufio.NewScanner(pipe)
-	next := untilLine
 	for lines.Scan() {
 		stderr.WriteString(lines.Text() + "\n")
-		if len(sigs) > 0 && strings.HasPrefix(lines.Text(), next) {
-			_ = cmd.Process.Signal(sigs[0])
-			sigs = sigs[1:]
-			next = "lockstep: stopping after the current batch"
-		}
+		onLine(lines.Text())
 	}
 	return wait(cmd, stderr)
 }

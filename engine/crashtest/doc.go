@@ -14,6 +14,14 @@
 //   - run examples/queries/quickstart.yaml, stop it with SIGINT and run it
 //     again.
 //
+// Beyond files→files: stateful queries into files (stateful_test.go); the
+// upserting sinks, a windowed and a keyed update aggregation into Delta
+// (MERGE) and into PostgreSQL, killed at every phase and at random, and
+// PostgreSQL stopped and started under a running query, each table checked
+// against the aggregation of all input computed by the test, every Delta
+// version read by DuckDB and delta-go (upsert_test.go); and soaks behind the
+// S3 fault proxy (faults_test.go).
+//
 // The harness the tests use is exported for the crash tests of other
 // packages (engine/kafka): [Build] builds the binary, [Run] runs it to its
 // end, [Points] and [Point.Env] make it kill itself at a phase boundary

@@ -23,6 +23,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -47,28 +48,40 @@ spec:
 %s
   sink:
     %s: {path: %q}
-  outputMode: append
+  outputMode: %s
   stateStore: {partitions: 2}
   trigger: {availableNow: true}
 `
 
-// faultScenarios are the pipelines soaked in faults.
+// faultScenarios are the pipelines soaked in faults; mode is the output
+// mode, append when empty.
 var faultScenarios = []struct {
-	name, source, sink, transform string
+	name, source, sink, transform, mode string
 }{
 	{"files-to-files", "files", "files", `
   - filter: "amount > 0.0"
-  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`},
+  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`, ""},
 	{"files-to-delta", "files", "delta", `
   - filter: "amount > 0.0"
-  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`},
+  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`, ""},
 	{"kafka-to-delta", "kafka", "delta", `
-  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`},
+  - select: [{name: id, expr: id}, {name: total, expr: "amount * double(qty)"}]`, ""},
 	{"window-to-delta", "files", "delta", `
   - watermark: {column: ts, delay: 2s}
   - aggregate:
       groupBy: [{window: {column: ts, duration: 10s}}]
-      aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}]`},
+      aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}]`, ""},
+	// Update mode: each batch MERGEs the windows and keys it changed into
+	// the table (copy-on-write: files removed and rewritten).
+	{"window-update-to-delta", "files", "delta", `
+  - watermark: {column: ts, delay: 2s}
+  - aggregate:
+      groupBy: [{window: {column: ts, duration: 10s}}]
+      aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}]`, "update"},
+	{"keyed-update-to-delta", "files", "delta", `
+  - aggregate:
+      groupBy: [{column: qty}]
+      aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}, {name: last, function: max, column: ts}]`, "update"},
 }
 
 // faultReport is what a soak writes to $LOCKSTEP_FAULT_REPORT/<test>.json,
@@ -98,13 +111,17 @@ func TestFaultSoak(t *testing.T) {
 		for _, sc := range faultScenarios {
 			t.Run(kind+"/"+sc.name, func(t *testing.T) {
 				t.Parallel()
-				soak(t, kind, sc.source, sc.sink, sc.transform)
+				mode := sc.mode
+				if mode == "" {
+					mode = "append"
+				}
+				soak(t, kind, sc.source, sc.sink, sc.transform, mode)
 			})
 		}
 	}
 }
 
-func soak(t *testing.T, kind, sourceKind, sinkKind, transform string) {
+func soak(t *testing.T, kind, sourceKind, sinkKind, transform, mode string) {
 	srv := testenv.S3Of(t, kind)
 	seed := uint64(time.Now().UnixNano())
 	proxy := testenv.NewS3Proxy(t, srv, seed)
@@ -119,7 +136,7 @@ func soak(t *testing.T, kind, sourceKind, sinkKind, transform string) {
 	}
 	spec := func(out string) string {
 		p := filepath.Join(dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
-		body := fmt.Sprintf(faultQuery, source, strings.TrimPrefix(transform, "\n"), sinkKind, out)
+		body := fmt.Sprintf(faultQuery, source, strings.TrimPrefix(transform, "\n"), sinkKind, out, mode)
 		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -152,9 +169,9 @@ func soak(t *testing.T, kind, sourceKind, sinkKind, transform string) {
 		if run == outageRun {
 			// S3 goes away in the middle of the run, which must ride it out.
 			time.Sleep(time.Duration(rng.Int64N(int64(time.Second))))
-			mode := []testenv.OutageMode{testenv.OutageRefuse, testenv.OutageReset, testenv.OutageUnavailable}[rng.IntN(3)]
-			t.Logf("run %d: S3 outage of %s (%s)", run, outage, mode)
-			proxy.Outage(outage, mode)
+			outageMode := []testenv.OutageMode{testenv.OutageRefuse, testenv.OutageReset, testenv.OutageUnavailable}[rng.IntN(3)]
+			t.Logf("run %d: S3 outage of %s (%s)", run, outage, outageMode)
+			proxy.Outage(outage, outageMode)
 			r = <-exited
 		} else {
 			select {
@@ -197,6 +214,11 @@ func soak(t *testing.T, kind, sourceKind, sinkKind, transform string) {
 	}
 	if missing > 0 {
 		t.Errorf("%d referenced files are missing", missing)
+	}
+	if sinkKind == "delta" && mode == "update" {
+		// The MERGEd table at every version, as DuckDB and delta-go read it.
+		versions := deltatest.EveryVersion(t, localCopy(t, root+"/out", srv.Options()))
+		t.Logf("%d versions read by DuckDB and delta-go", len(versions))
 	}
 	t.Logf("%d requests, faults %v, runs %v, %d rows", report.Requests, report.Faults, report.Runs, len(got))
 	writeReport(t, report)
@@ -351,8 +373,9 @@ var (
 )
 
 // classifyFaults counts the injected faults by kind and the operation they
-// hit: the checkpoint, the source's reads, the sink's data files, its commit
-// (Delta log entry, manifest entry) or its reads of its log.
+// hit: the checkpoint, the source's reads, the sink's data files (written, or
+// read by a MERGE), its commit (Delta log entry, manifest entry) or its reads
+// of its log.
 func classifyFaults(faults []testenv.Fault) map[string]int {
 	out := map[string]int{}
 	for _, f := range faults {
@@ -370,6 +393,8 @@ func classifyFaults(faults []testenv.Fault) map[string]int {
 			op = "sink commit"
 		case f.Method == "PUT":
 			op = "sink data file"
+		case f.Method == "GET" && strings.HasSuffix(f.Key, ".parquet"):
+			op = "sink data file read" // a MERGE reads the files it rewrites
 		case f.List || f.Method == "GET" || f.Method == "HEAD":
 			op = "sink log read"
 		default:

@@ -17,8 +17,8 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
 
-// statefulQuery is a files→files query with stateful steps, one input file
-// a batch: its transform and output mode are filled in per scenario.
+// statefulQuery is a query from files with stateful steps, one input file
+// a batch: its transform, sink and output mode are filled in per scenario.
 const statefulQuery = `apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
 metadata: {name: crash-stateful, namespace: test}
@@ -35,7 +35,7 @@ spec:
   transform:
 %s
   sink:
-    files: {path: %q, format: json}
+    %s
   outputMode: %s
   stateStore: {partitions: 4}
   trigger: {availableNow: true}
@@ -110,7 +110,7 @@ func (s *statefulSetup) addInput(n int) {
 
 func (s *statefulSetup) command(ckpt, out string, env ...string) *exec.Cmd {
 	p := filepath.Join(s.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
-	if err := os.WriteFile(p, fmt.Appendf(nil, statefulQuery, s.in, s.transform, out, s.mode), 0o644); err != nil {
+	if err := os.WriteFile(p, fmt.Appendf(nil, statefulQuery, s.in, s.transform, fmt.Sprintf("files: {path: %q, format: json}", out), s.mode), 0o644); err != nil {
 		s.t.Fatal(err)
 	}
 	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)

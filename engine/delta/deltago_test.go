@@ -2,7 +2,6 @@ package delta_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -11,14 +10,10 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	deltago "github.com/rivian/delta-go"
-	"github.com/rivian/delta-go/lock/nillock"
-	"github.com/rivian/delta-go/state/localstate"
-	"github.com/rivian/delta-go/storage"
-	"github.com/rivian/delta-go/storage/filestore"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 )
 
 // rivian/delta-go, another implementation of the protocol, replays our log:
@@ -60,13 +55,7 @@ func TestDeltaGoReplaysOurLog(t *testing.T) {
 
 	for name, path := range map[string]string{"whole log": dir, "log from checkpoint 20 on": truncated} {
 		t.Run(name, func(t *testing.T) {
-			root := storage.NewPath(path)
-			dg := deltago.NewTable(filestore.New(root), nillock.New(), localstate.New(-1))
-			err := dg.Load(nil)
-			if err != nil && !errors.Is(err, deltago.ErrUnsupportedWriterVersion) {
-				t.Fatalf("delta-go Load() error = %v", err)
-			}
-			st := dg.State
+			st := deltatest.DeltaGo(t, path, nil).State
 			if st.Version != ours.Version {
 				t.Errorf("delta-go version = %d, want %d", st.Version, ours.Version)
 			}

@@ -2,24 +2,16 @@ package delta_test
 
 import (
 	"context"
-	"errors"
-	"os"
-	"path/filepath"
-	"sort"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	deltago "github.com/rivian/delta-go"
-	"github.com/rivian/delta-go/lock/nillock"
-	"github.com/rivian/delta-go/state/localstate"
-	"github.com/rivian/delta-go/storage"
-	"github.com/rivian/delta-go/storage/filestore"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
 
@@ -159,59 +151,23 @@ func TestMergedTableReadsElsewhere(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	latest, err := tbl.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
+	versions := deltatest.EveryVersion(t, dir)
+	if len(versions) != 14 {
+		t.Fatalf("%d versions, want 14", len(versions))
 	}
-	for v := int64(0); v <= latest.Version; v++ {
-		s, err := tbl.SnapshotAt(ctx, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, rows, err := tbl.ReadAll(ctx, s)
-		if err != nil {
-			t.Fatalf("read version %d: %v", v, err)
-		}
-		if want := 7*int(v) + 10; len(rows) != want {
-			t.Errorf("version %d holds %d rows, want %d (one per key)", v, len(rows), want)
+	for _, v := range versions {
+		if want := 7*int(v.Version) + 10; len(v.Rows) != want {
+			t.Errorf("version %d holds %d rows, want %d (one per key)", v.Version, len(v.Rows), want)
 		}
 	}
-
+	if v := versions[13].Txns["q"]; v != 13 {
+		t.Errorf("txn version of q = %d, want 13", v)
+	}
+	// The newest version as DuckDB reads it from the Parquet checkpoint on.
 	_, _, want := readAll(t, store)
-	duck := readWithDuckDB(t, dir)
-	if duck.Version != latest.Version {
-		t.Errorf("DuckDB replayed version %d, want %d", duck.Version, latest.Version)
-	}
-	if diff := cmp.Diff(want, duck.typedRows(t)); diff != "" {
+	duck := deltatest.ReadWithDuckDB(t, dir)
+	if diff := cmp.Diff(want, sortRows(duck.TypedRows(t))); diff != "" {
 		t.Errorf("rows diff (-ours +DuckDB):\n%s", diff)
-	}
-
-	dg := deltago.NewTable(filestore.New(storage.NewPath(dir)), nillock.New(), localstate.New(-1))
-	if err := dg.Load(nil); err != nil && !errors.Is(err, deltago.ErrUnsupportedWriterVersion) {
-		t.Fatalf("delta-go Load() error = %v", err)
-	}
-	if dg.State.Version != latest.Version {
-		t.Errorf("delta-go version = %d, want %d", dg.State.Version, latest.Version)
-	}
-	var ours, theirs []string
-	for _, f := range latest.Files() {
-		ours = append(ours, f.Path)
-	}
-	for p := range dg.State.Files {
-		theirs = append(theirs, p)
-	}
-	sort.Strings(ours)
-	sort.Strings(theirs)
-	if diff := cmp.Diff(ours, theirs); diff != "" {
-		t.Errorf("active files (-ours +delta-go):\n%s", diff)
-	}
-	if v := dg.State.AppTransactionVersion["q"]; v != 13 {
-		t.Errorf("delta-go txn version of q = %d, want 13", v)
-	}
-	for _, f := range ours {
-		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
-			t.Errorf("active file %s: %v", f, err)
-		}
 	}
 }
 

@@ -198,6 +198,44 @@ func TestPostgresRoundTrip(t *testing.T) {
 	}
 }
 
+// An own server stops (fast or as a crash) and starts again on the same
+// port, keeping what was committed; a session open across the stop breaks.
+func TestOwnPostgresRestarts(t *testing.T) {
+	srv := testenv.OwnPostgres(t)
+	dsn := srv.Database(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { conn.Close(ctx) }()
+	if _, err := conn.Exec(ctx, "CREATE TABLE t (id int primary key)"); err != nil {
+		t.Fatal(err)
+	}
+	for i, mode := range []testenv.PostgresStop{testenv.PostgresFast, testenv.PostgresImmediate} {
+		if _, err := conn.Exec(ctx, "INSERT INTO t VALUES ($1)", i); err != nil {
+			t.Fatal(err)
+		}
+		srv.Stop(mode)
+		if _, err := pgx.Connect(ctx, dsn); err == nil {
+			t.Fatalf("stop %d: a connection succeeded while the server was stopped", mode)
+		}
+		if err := srv.Start(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := conn.Exec(ctx, "SELECT 1"); err == nil {
+			t.Errorf("stop %d: the session open across the stop still works", mode)
+		}
+		if conn, err = pgx.Connect(ctx, dsn); err != nil {
+			t.Fatal(err)
+		}
+		var n int
+		if err := conn.QueryRow(ctx, "SELECT count(*) FROM t").Scan(&n); err != nil || n != i+1 {
+			t.Fatalf("stop %d: %d rows (%v), want %d", mode, n, err, i+1)
+		}
+	}
+}
+
 func TestTerraformVersion(t *testing.T) {
 	out, err := exec.Command(testenv.Terraform(t), "version").Output()
 	if err != nil {
