@@ -1036,11 +1036,11 @@ func ruleCases() []ruleCase {
 			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
 				j := s.Transform[enrichedJoin].Join
 				j.Static.Schema.Columns = append(j.Static.Schema.Columns, qt.Col("id", v1.TypeString))
-				j.On = append(j.On, v1.JoinKey{Left: "order_id", Right: "id"})
+				j.Keys = append(j.Keys, v1.JoinKey{Left: "order_id", Right: "id"})
 			}),
 			want: []finding{
 				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[2].join", Old: "(order_id string, country string, amount double, ts timestamp, c_code string, c_region string)", New: "(order_id string, country string, amount double, ts timestamp, c_code string, c_region string, c_id string)"},
-				{Rule: "join-keys", Severity: compat.Rejected, Path: "spec.transform[2].join.on", Old: "(country string = code string)", New: "(country string = code string, order_id string = id string)"},
+				{Rule: "join-keys", Severity: compat.Rejected, Path: "spec.transform[2].join.keys", Old: "(country string = code string)", New: "(country string = code string, order_id string = id string)"},
 			},
 		},
 		{
@@ -1048,14 +1048,14 @@ func ruleCases() []ruleCase {
 			old: edit(enriched(), func(s *v1.StreamingQuerySpec) {
 				j := s.Transform[enrichedJoin].Join
 				j.Static.Schema.Columns = append(j.Static.Schema.Columns, qt.Col("id", v1.TypeString))
-				j.On = append(j.On, v1.JoinKey{Left: "order_id", Right: "id"})
+				j.Keys = append(j.Keys, v1.JoinKey{Left: "order_id", Right: "id"})
 			}),
 			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
 				j := s.Transform[enrichedJoin].Join
 				j.Static.Schema.Columns = append(j.Static.Schema.Columns, qt.Col("id", v1.TypeString))
-				j.On = append([]v1.JoinKey{{Left: "order_id", Right: "id"}}, j.On...)
+				j.Keys = append([]v1.JoinKey{{Left: "order_id", Right: "id"}}, j.Keys...)
 			}),
-			want: []finding{{Rule: "join-keys", Severity: compat.Rejected, Path: "spec.transform[2].join.on", Old: "(country string = code string, order_id string = id string)", New: "(order_id string = id string, country string = code string)"}},
+			want: []finding{{Rule: "join-keys", Severity: compat.Rejected, Path: "spec.transform[2].join.keys", Old: "(country string = code string, order_id string = id string)", New: "(order_id string = id string, country string = code string)"}},
 		},
 		{
 			name: "join-side/the static table changes",

@@ -158,7 +158,7 @@ func cleanMerge(keys ...string) *qt.Query {
 // countriesJoin is a stream–static join of clean's or revenue's orders with a countries table.
 func countriesJoin() v1.Join {
 	return v1.Join{
-		Name: "countries", Type: v1.JoinLeftOuter, On: qt.On("country", "code"),
+		Name: "countries", Type: v1.JoinLeftOuter, Keys: qt.Keys("country", "code"),
 		Static:      qt.StaticDelta("s3://lake/countries", qt.Col("code", v1.TypeString), qt.Col("region", v1.TypeString)),
 		RightPrefix: "c_",
 	}
@@ -188,7 +188,7 @@ func adClicks() *qt.Query {
 		KafkaSource("clicks", "kafka:9092", "clicks", qt.Col("ad_id", v1.TypeString), qt.Col("click_time", v1.TypeTimestamp)).
 		Watermark("imp_time", "10m").
 		Join(v1.Join{
-			Name: "imp-clicks", Type: v1.JoinLeftOuter, On: qt.On("ad_id", "ad_id"),
+			Name: "imp-clicks", Type: v1.JoinLeftOuter, Keys: qt.Keys("ad_id", "ad_id"),
 			Stream: qt.StreamSide("clicks", "imp_time", "click_time", "20m", "0s", "1h"),
 			Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "imp_time"}, {Side: v1.SideRight, Column: "click_time"}},
 		}).

@@ -420,7 +420,7 @@ func Rules() []Rule {
 			ID: "join-added", Area: AreaJoins, Title: "A join is added",
 			Severities:  []Severity{Rejected, Warning},
 			Description: "Rejected when the query keeps state (a stateful step or a stream join): that state was built from unjoined rows, and a new stream join would start with no buffered rows. Added to a stateless query (a query whose only joins are static counts as stateless), a warning: rows are joined from the next batch on, a batch replayed at restart included, and rows already written stay unjoined. Spark finds a new stream–stream join only at restart, as a missing state.",
-			Example:     Example{Old: "transform: [{filter: \"amount > 0.0\"}]", New: "transform: [{filter: \"amount > 0.0\"}, {join: {name: customers, on: [{left: customer_id, right: id}], static: {delta: {path: s3://lake/customers}, …}, rightPrefix: c_}}]"},
+			Example:     Example{Old: "transform: [{filter: \"amount > 0.0\"}]", New: "transform: [{filter: \"amount > 0.0\"}, {join: {name: customers, keys: [{left: customer_id, right: id}], static: {delta: {path: s3://lake/customers}, …}, rightPrefix: c_}}]"},
 			check:       checkJoinAdded,
 		},
 		{
@@ -434,7 +434,7 @@ func Rules() []Rule {
 			ID: "join-renamed", Area: AreaJoins, Title: "A join's id changes",
 			Severities:  []Severity{Rejected, Warning},
 			Description: "A join is known by its name, else join-<ordinal among the joins>. A stream join's buffered rows live under the id: under a new one it would start empty, so the change is rejected. A static join's only record is its snapshot's version: under a new id the next batch reads a fresh snapshot, a warning. Detected when a join of the same type, side, keys and time bound reappears under another id.",
-			Example:     Example{Old: "join: {on: […], stream: {source: clicks, …}}   # stored as join-0", New: "join: {name: imp-clicks, on: […], stream: {source: clicks, …}}"},
+			Example:     Example{Old: "join: {keys: […], stream: {source: clicks, …}}   # stored as join-0", New: "join: {name: imp-clicks, keys: […], stream: {source: clicks, …}}"},
 			check:       checkJoinRenamed,
 		},
 		{
@@ -455,7 +455,7 @@ func Rules() []Rule {
 			ID: "join-keys", Area: AreaJoins, Title: "A join's keys or their order change",
 			Severities:  []Severity{Rejected},
 			Description: "The equality keys (left and right column with their types, in order) decide which rows match; for a stream join they are its state key too, so buffered rows would never be found again. A new order is rejected as well, as for the keys of other stateful steps. Databricks' full-refresh list names join keys.",
-			Example:     Example{Old: "on: [{left: customer_id, right: id}]", New: "on: [{left: customer_id, right: id}, {left: country, right: country}]"},
+			Example:     Example{Old: "keys: [{left: customer_id, right: id}]", New: "keys: [{left: customer_id, right: id}, {left: country, right: country}]"},
 			check:       checkJoinKeys,
 		},
 		{

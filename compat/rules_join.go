@@ -242,11 +242,11 @@ func checkJoinKeys(c *change) []Finding {
 		}
 		out = append(out, Finding{
 			Severity: Rejected,
-			Path:     c.joinPath(p.newIdx) + ".on",
+			Path:     c.joinPath(p.newIdx) + ".keys",
 			Old:      o,
 			New:      n,
 			Message:  joinKeysMessage(p.new, why),
-			Remedy:   c.revertOrFresh("Restore on to " + o),
+			Remedy:   c.revertOrFresh("Restore keys to " + o),
 		})
 	}
 	return out

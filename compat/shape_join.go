@@ -45,7 +45,7 @@ type StreamSideShape struct {
 func joinShape(spec *v1.StreamingQuerySpec, id string, j *v1.Join, in v1.Columns, from map[string]string, _ string) JoinShape {
 	js := JoinShape{ID: id, Type: j.EffectiveType(), Keys: []JoinKeyShape{}}
 	right, _ := j.RightColumns(spec)
-	for _, k := range j.On {
+	for _, k := range j.Keys {
 		rk := columnKey(k.Right, right, map[string]string{k.Right: k.Right})
 		js.Keys = append(js.Keys, JoinKeyShape{Left: columnKey(k.Left, in, from), Right: rk})
 	}
