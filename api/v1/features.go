@@ -46,6 +46,7 @@ func Supported() Features {
 	return NewFeatures(
 		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
 		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
+		FeatureStaticJoin,
 		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeaturePostgresSink, FeatureWebhookSink, FeatureConsoleSink,
 		FeatureUpdateMode, FeatureCompleteMode,
 	)
