@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"runtime"
 	"syscall"
 	"testing"
 	"time"
@@ -35,9 +36,11 @@ func BenchmarkStaticJoin(b *testing.B) {
 	for i := range customers {
 		customers[i] = Row{fmt.Sprintf("c%07d", i), fmt.Sprintf("customer %d", i), int64(i % 5)}
 	}
+	heap0 := heapInUse()
 	began := cpuNow()
 	js.index = newHashIndex(customers, js.rightKeys, js.keyType)
 	build := cpuNow() - began
+	indexBytes := heapInUse() - heap0
 	orders := make([]Row, batch)
 	for i := range orders {
 		c := fmt.Sprintf("c%07d", (i*7919)%static)
@@ -105,6 +108,15 @@ func BenchmarkStaticJoin(b *testing.B) {
 	b.ReportMetric(rows/plainCPU.Seconds(), "plain-rows/cpu-s")
 	b.ReportMetric(plainCPU.Seconds()/engineCPU.Seconds(), "ratio")
 	b.ReportMetric(float64(build.Nanoseconds())/static, "build-cpu-ns/row")
+	b.ReportMetric(float64(indexBytes)/static, "index-B/row")
+}
+
+// heapInUse returns the live heap after a collection.
+func heapInUse() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 // cpuNow returns the process's user and system CPU time.
