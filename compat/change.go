@@ -313,6 +313,8 @@ func startDesc(s SourceShape) string {
 		return "from its table's current content"
 	case v1.SourceRate:
 		return "from value 0"
+	case v1.SourceNexmark:
+		return "from event 0"
 	}
 	return "from its starting position"
 }
