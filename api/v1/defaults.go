@@ -25,6 +25,11 @@ func (s *StreamingQuerySpec) Default() {
 	for i := range s.Sources {
 		s.Sources[i].Default()
 	}
+	for i := range s.Transform {
+		if j := s.Transform[i].Join; j != nil && j.Type == "" {
+			j.Type = JoinInner
+		}
+	}
 	s.Sink.Default()
 	if s.OutputMode == "" {
 		s.OutputMode = DefaultOutputMode

@@ -23,6 +23,8 @@ const (
 	FeatureWatermark      Feature = "step.watermark"
 	FeatureAggregate      Feature = "step.aggregate"
 	FeatureDropDuplicates Feature = "step.dropDuplicates"
+	FeatureStaticJoin     Feature = "step.join.static"
+	FeatureStreamJoin     Feature = "step.join.stream"
 
 	FeatureDeltaSink    Feature = "sink.delta"
 	FeatureFilesSink    Feature = "sink.files"
@@ -54,6 +56,7 @@ func AllFeatures() Features {
 	return NewFeatures(
 		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
 		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
+		FeatureStaticJoin, FeatureStreamJoin,
 		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeaturePostgresSink, FeatureWebhookSink, FeatureConsoleSink,
 		FeatureUpdateMode, FeatureCompleteMode,
 	)

@@ -122,13 +122,15 @@ type flowResult struct {
 	aggregate int
 	// aggregateOnWatermark: the aggregate groups by the watermark column or a window on it.
 	aggregateOnWatermark bool
+	// streamJoin is the index of the stream join step, -1 if none.
+	streamJoin int
 }
 
 func (r *flowResult) output() flowState { return r.states[len(r.states)-1] }
 
 // flow validates the sources and transform steps and follows the columns through them.
 func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
-	r := &flowResult{aggregate: -1}
+	r := &flowResult{aggregate: -1, streamJoin: -1}
 	cur := s.sourceFlow(spec.Child("sources"), f, r)
 
 	steps := spec.Child("transform")
@@ -136,7 +138,8 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
 		r.errs = append(r.errs, field.TooMany(steps, len(s.Transform), MaxSteps))
 	}
 	statefulNames := s.statefulNames()
-	ordinal := 0
+	joinNames, _ := s.JoinNames()
+	ordinal, joinOrdinal := 0, 0
 	watermarkSeen, statefulSeen := false, false
 	for i := range s.Transform {
 		st := &s.Transform[i]
@@ -145,13 +148,13 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
 		kinds := st.Kinds()
 		switch len(kinds) {
 		case 0:
-			r.errs = append(r.errs, field.Required(p, "exactly one of filter, select, watermark, aggregate, dropDuplicates must be set"))
+			r.errs = append(r.errs, field.Required(p, "exactly one of filter, select, watermark, aggregate, dropDuplicates, join must be set"))
 		case 1:
 		default:
-			r.errs = append(r.errs, field.Invalid(p, kindList(kinds), "exactly one of filter, select, watermark, aggregate, dropDuplicates must be set"))
+			r.errs = append(r.errs, field.Invalid(p, kindList(kinds), "exactly one of filter, select, watermark, aggregate, dropDuplicates, join must be set"))
 		}
 		for _, k := range kinds {
-			if !f.Has(stepFeature(k)) {
+			if k != StepJoin && !f.Has(stepFeature(k)) {
 				r.errs = append(r.errs, notSupportedYet(p.Child(string(k)), k, supportedKinds(f, StepFilter, StepSelect, StepWatermark, StepAggregate, StepDropDuplicates)))
 			}
 		}
@@ -166,7 +169,7 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
 			wp := p.Child("watermark")
 			switch {
 			case statefulSeen:
-				r.errs = append(r.errs, field.Forbidden(wp, "a watermark must come before the stateful steps (aggregate, dropDuplicates)"))
+				r.errs = append(r.errs, field.Forbidden(wp, "a watermark must come before the stateful steps (aggregate, dropDuplicates, a stream join)"))
 			case watermarkSeen:
 				r.errs = append(r.errs, field.Forbidden(wp, "a query may have only one watermark"))
 			}
@@ -189,6 +192,20 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, f Features) *flowResult {
 			var onWatermark bool
 			next, onWatermark = cur.aggregate(ap, a, &r.errs)
 			r.aggregateOnWatermark = r.aggregateOnWatermark || onWatermark
+		}
+		if (st.Aggregate != nil || st.DropDuplicates != nil) && r.streamJoin >= 0 {
+			r.errs = append(r.errs, field.Forbidden(p.Child(string(st.Kind())), fmt.Sprintf("a stateful step after a stream join (transform[%d]) is not supported yet", r.streamJoin)))
+		}
+		if j := st.Join; j != nil {
+			jc := joinContext{f: f, names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, streamJoinAt: r.streamJoin}
+			next = s.join(p.Child("join"), j, cur, jc, &r.errs)
+			if j.Stream != nil {
+				statefulSeen = true
+				if r.streamJoin < 0 {
+					r.streamJoin = i
+				}
+			}
+			joinOrdinal++
 		}
 		if d := st.DropDuplicates; d != nil {
 			dp := p.Child("dropDuplicates")
@@ -232,6 +249,8 @@ func (s *StreamingQuerySpec) sourceFlow(p *field.Path, f Features, r *flowResult
 	var cur flowState
 	first := ""
 	names := map[string]bool{}
+	joined := s.JoinedSources()
+	unioned := 0
 	for i := range s.Sources {
 		src := &s.Sources[i]
 		sp := p.Index(i)
@@ -240,6 +259,10 @@ func (s *StreamingQuerySpec) sourceFlow(p *field.Path, f Features, r *flowResult
 			r.errs = append(r.errs, field.Duplicate(sp.Child("name"), src.Name))
 		}
 		names[src.Name] = true
+		if joined[src.Name] {
+			continue // a stream join's right side: not unioned
+		}
+		unioned++
 		cols, ok := src.Columns()
 		if !ok {
 			continue
@@ -255,10 +278,27 @@ func (s *StreamingQuerySpec) sourceFlow(p *field.Path, f Features, r *flowResult
 				at = sp.Child("schema")
 			}
 			r.errs = append(r.errs, field.Invalid(at, describeColumns(cols),
-				fmt.Sprintf("sources are unioned and must yield the same columns in the same order; source %q yields %s", first, describeColumns(cur.cols))))
+				fmt.Sprintf("sources are unioned and must yield the same columns in the same order; source %q yields %s (a source a stream join reads is not unioned)", first, describeColumns(cur.cols))))
 		}
 	}
+	if len(s.Sources) > 0 && unioned == 0 {
+		r.errs = append(r.errs, field.Invalid(p, len(s.Sources), "every source is the right side of a stream join: at least one source must feed the transform as its left side"))
+	}
+	s.checkJoinedSources(field.NewPath("spec", "transform"), r)
 	return cur
+}
+
+// checkJoinedSources refuses a source read by two stream joins.
+func (s *StreamingQuerySpec) checkJoinedSources(steps *field.Path, r *flowResult) {
+	seen := map[string]bool{}
+	for i := range s.Transform {
+		if j := s.Transform[i].Join; j != nil && j.Stream != nil && j.Stream.Source != "" {
+			if seen[j.Stream.Source] {
+				r.errs = append(r.errs, field.Duplicate(steps.Index(i).Child("join", "stream", "source"), j.Stream.Source))
+			}
+			seen[j.Stream.Source] = true
+		}
+	}
 }
 
 // statefulID is the name of a stateful step, and whether the spec gives it (else it is the

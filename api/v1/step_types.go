@@ -3,7 +3,7 @@ package v1
 import "strconv"
 
 // Step is one transform step. Exactly one field is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.filter), has(self.select), has(self.watermark), has(self.aggregate), has(self.dropDuplicates)].filter(x, x).size() == 1",message="exactly one of filter, select, watermark, aggregate, dropDuplicates must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.filter), has(self.select), has(self.watermark), has(self.aggregate), has(self.dropDuplicates), has(self.join)].filter(x, x).size() == 1",message="exactly one of filter, select, watermark, aggregate, dropDuplicates, join must be set"
 type Step struct {
 	// Filter keeps the rows for which this CEL expression is true. It sees the columns
 	// flowing into the step as variables.
@@ -25,6 +25,10 @@ type Step struct {
 	// DropDuplicates keeps the first row of each distinct combination of columns. Stateful.
 	// +optional
 	DropDuplicates *DropDuplicates `json:"dropDuplicates,omitempty"`
+	// Join joins the rows with a static table (stream–static) or with a second named source
+	// (stream–stream, stateful). See docs/spec.md.
+	// +optional
+	Join *Join `json:"join,omitempty"`
 }
 
 // StepKind names the kind of a transform step, as its field is named in the spec.
@@ -37,6 +41,7 @@ const (
 	StepWatermark      StepKind = "watermark"
 	StepAggregate      StepKind = "aggregate"
 	StepDropDuplicates StepKind = "dropDuplicates"
+	StepJoin           StepKind = "join"
 )
 
 // Kinds returns the kinds that are set on s, in spec order; a valid step has exactly one.
@@ -58,6 +63,9 @@ func (s *Step) Kinds() []StepKind {
 	if s.DropDuplicates != nil {
 		kinds = append(kinds, StepDropDuplicates)
 	}
+	if s.Join != nil {
+		kinds = append(kinds, StepJoin)
+	}
 	return kinds
 }
 
@@ -69,7 +77,10 @@ func (s *Step) Kind() StepKind {
 	return ""
 }
 
-// Stateful reports whether the step keeps state across batches (aggregate, dropDuplicates).
+// Stateful reports whether the step is an aggregate or a dropDuplicates: a step whose state
+// is named by StatefulName. A join keeps state too (a stream join its buffered rows, a static
+// join its snapshot's version) but is named apart, by JoinName, so that adding or removing a
+// join never moves the ordinals of the other stateful steps.
 func (s *Step) Stateful() bool {
 	k := s.Kind()
 	return k == StepAggregate || k == StepDropDuplicates
@@ -90,6 +101,53 @@ func (s *Step) StatefulName(ordinal int) string {
 		return name
 	}
 	return strconv.Itoa(ordinal)
+}
+
+// JoinName returns the name of a join step: its own Name, if set, else "join-" and its
+// ordinal among the query's joins (counting from 0). The checkpoint keys a stream join's state
+// and a static join's snapshot version by this name.
+func (s *Step) JoinName(ordinal int) string {
+	if s.Join != nil && s.Join.Name != "" {
+		return s.Join.Name
+	}
+	return "join-" + strconv.Itoa(ordinal)
+}
+
+// JoinNames returns the name of every join step of the spec, in order, with the index of its
+// step in spec.transform.
+func (s *StreamingQuerySpec) JoinNames() (names []string, steps []int) {
+	for i := range s.Transform {
+		if s.Transform[i].Join != nil {
+			names = append(names, s.Transform[i].JoinName(len(names)))
+			steps = append(steps, i)
+		}
+	}
+	return names, steps
+}
+
+// JoinedSources returns the names of the sources that a stream join reads as its right side:
+// they are not unioned with the other sources.
+func (s *StreamingQuerySpec) JoinedSources() map[string]bool {
+	out := map[string]bool{}
+	for i := range s.Transform {
+		if j := s.Transform[i].Join; j != nil && j.Stream != nil && j.Stream.Source != "" {
+			out[j.Stream.Source] = true
+		}
+	}
+	return out
+}
+
+// UnionSources returns the sources that are unioned into the stream the transform starts
+// from: every source but those a stream join reads.
+func (s *StreamingQuerySpec) UnionSources() []*Source {
+	joined := s.JoinedSources()
+	var out []*Source
+	for i := range s.Sources {
+		if !joined[s.Sources[i].Name] {
+			out = append(out, &s.Sources[i])
+		}
+	}
+	return out
 }
 
 // Projection is one output column of a select: its name and the CEL expression computing it.

@@ -42,8 +42,10 @@ type StreamingQueryList struct {
 // where they go, and how often. It is the one model of a query that the engine, controller,
 // webhook, Terraform provider and CLI share. See docs/spec.md.
 type StreamingQuerySpec struct {
-	// Sources are read and unioned; they must yield the same columns. Each has a stable name
-	// under which the checkpoint keys its offsets: renaming a source starts it afresh.
+	// Sources are read and unioned; they must yield the same columns. A source that a stream
+	// join names (transform[].join.stream.source) is not unioned: it is the join's right side.
+	// Each has a stable name under which the checkpoint keys its offsets: renaming a source
+	// starts it afresh.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=map

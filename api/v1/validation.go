@@ -402,6 +402,9 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, f Features, fl *f
 	if mode == OutputUpdate {
 		errs = append(errs, s.validateUpsertKeys(fl)...)
 	}
+	if fl.streamJoin >= 0 && mode != OutputAppend {
+		errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("a stream join (transform[%d]) emits each joined row once, when it is found or when the watermark passes its time bound: it needs append mode", fl.streamJoin)))
+	}
 	switch {
 	case mode == OutputComplete && fl.aggregate < 0:
 		errs = append(errs, field.Invalid(p, mode, "complete mode writes the whole result of an aggregation every batch: it needs an aggregate step; use append or update"))

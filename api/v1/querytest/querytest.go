@@ -267,3 +267,36 @@ func schema(cols []v1.Column) *v1.Schema {
 	}
 	return &v1.Schema{Columns: cols}
 }
+
+// Join adds a join step.
+func (w *Query) Join(j v1.Join) *Query { return w.Step(v1.Step{Join: &j}) }
+
+// On returns join keys: pairs of left and right column names, as left, right, left, right….
+func On(pairs ...string) []v1.JoinKey {
+	var keys []v1.JoinKey
+	for i := 0; i+1 < len(pairs); i += 2 {
+		keys = append(keys, v1.JoinKey{Left: pairs[i], Right: pairs[i+1]})
+	}
+	return keys
+}
+
+// StaticDelta returns the static side of a join on the Delta table at path with the given
+// schema columns.
+func StaticDelta(path string, cols ...v1.Column) *v1.StaticSide {
+	return &v1.StaticSide{Delta: &v1.StaticDelta{Path: path}, Schema: schema(cols)}
+}
+
+// StaticFiles returns the static side of a join on the files at path.
+func StaticFiles(path string, format v1.FileFormat, cols ...v1.Column) *v1.StaticSide {
+	return &v1.StaticSide{Files: &v1.StaticFiles{Path: path, Format: format}, Schema: schema(cols)}
+}
+
+// StreamSide returns the right side of a stream join on source, watermarked on column with
+// delay, and matching right rows in [left-lower, left+upper].
+func StreamSide(source, leftColumn, column string, delay, lower, upper v1.Duration) *v1.StreamSide {
+	return &v1.StreamSide{
+		Source:    source,
+		Watermark: v1.Watermark{Column: column, Delay: delay},
+		TimeBound: v1.TimeBound{LeftColumn: leftColumn, RightColumn: column, LowerBound: lower, UpperBound: upper},
+	}
+}

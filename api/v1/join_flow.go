@@ -1,0 +1,394 @@
+package v1
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+)
+
+// RightColumns returns the columns of the join's right side: the static side's schema, or the
+// columns of the source a stream join reads. It reports false when they cannot be known.
+func (j *Join) RightColumns(spec *StreamingQuerySpec) (Columns, bool) {
+	switch {
+	case j.Static != nil:
+		if j.Static.Schema == nil {
+			return nil, false
+		}
+		return slices.Clone(j.Static.Schema.Columns), true
+	case j.Stream != nil:
+		for i := range spec.Sources {
+			if spec.Sources[i].Name == j.Stream.Source {
+				return spec.Sources[i].Columns()
+			}
+		}
+	}
+	return nil, false
+}
+
+// OutputColumn is one column of a join's output: its name, type, and where it comes from.
+type OutputColumn struct {
+	Column
+	// Side and Index say which side's column it is, by index in that side's columns.
+	Side  JoinSide
+	Index int
+}
+
+// Output returns the join's output columns given the columns of both sides: Select's, or
+// every left column then every right column renamed by the prefixes. A column a side does not
+// have is left out; name clashes are not checked (validation does).
+func (j *Join) Output(left, right Columns) []OutputColumn {
+	var out []OutputColumn
+	if len(j.Select) > 0 {
+		for _, c := range j.Select {
+			cols := left
+			if c.Side == SideRight {
+				cols = right
+			}
+			if k := slices.IndexFunc(cols, func(x Column) bool { return x.Name == c.Column }); k >= 0 {
+				out = append(out, OutputColumn{Column: Column{Name: c.OutputName(), Type: cols[k].Type}, Side: c.Side, Index: k})
+			}
+		}
+		return out
+	}
+	for k, c := range left {
+		out = append(out, OutputColumn{Column: Column{Name: j.LeftPrefix + c.Name, Type: c.Type}, Side: SideLeft, Index: k})
+	}
+	for k, c := range right {
+		out = append(out, OutputColumn{Column: Column{Name: j.RightPrefix + c.Name, Type: c.Type}, Side: SideRight, Index: k})
+	}
+	return out
+}
+
+// joinContext is what the validation of a join needs to know of the query around it.
+type joinContext struct {
+	f        Features
+	names    []string // every join's name, in order
+	ordinal  int      // this join's ordinal among the joins
+	stateful []statefulID
+	// aggregateAt is the index of the aggregate step before this one, -1 if none.
+	aggregateAt int
+	// streamJoinAt is the index of an earlier stream join, -1 if none.
+	streamJoinAt int
+}
+
+// join validates a join step and returns the columns flowing out of it.
+func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc joinContext, errs *field.ErrorList) flowState {
+	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
+	add(joinName(p.Child("name"), j, jc)...)
+	if jc.aggregateAt >= 0 {
+		add(field.Forbidden(p, fmt.Sprintf("a join after an aggregate (transform[%d]) is not supported; join before the aggregate", jc.aggregateAt)))
+	}
+	var right Columns
+	rightKnown := false
+	switch {
+	case j.Static == nil && j.Stream == nil:
+		add(field.Required(p, "exactly one of static, stream must be set"))
+	case j.Static != nil && j.Stream != nil:
+		add(field.Invalid(p, "static, stream", "exactly one of static, stream must be set"))
+	case j.Static != nil:
+		if !jc.f.Has(FeatureStaticJoin) {
+			add(notSupportedYet(p.Child("static"), "static", joinKindsSupported(jc.f)))
+		}
+		add(j.Static.validate(p.Child("static"))...)
+		right, rightKnown = j.RightColumns(s)
+		if !slices.Contains(StaticJoinTypes(), j.joinType()) && slices.Contains(JoinTypes(), j.joinType()) {
+			add(field.NotSupported(p.Child("type"), j.Type, StaticJoinTypes()))
+		}
+	default:
+		if !jc.f.Has(FeatureStreamJoin) {
+			add(notSupportedYet(p.Child("stream"), "stream", joinKindsSupported(jc.f)))
+		}
+		if jc.streamJoinAt >= 0 {
+			add(field.Forbidden(p.Child("stream"), fmt.Sprintf("a query may have only one stream join (transform[%d] is one)", jc.streamJoinAt)))
+		}
+		var ok bool
+		right, ok = s.streamSide(p.Child("stream"), j.Stream, cur, errs)
+		rightKnown = ok
+	}
+	if !slices.Contains(JoinTypes(), j.joinType()) {
+		add(field.NotSupported(p.Child("type"), j.Type, JoinTypes()))
+	}
+	rs := flowState{cols: right, known: rightKnown}
+
+	// Keys.
+	op := p.Child("on")
+	if len(j.On) == 0 {
+		add(field.Required(op, "at least one pair of key columns, such as {left: customer_id, right: id}"))
+	}
+	seen := map[JoinKey]bool{}
+	for k, key := range j.On {
+		kp := op.Index(k)
+		le := cur.column(kp.Child("left"), key.Left)
+		re := rs.column(kp.Child("right"), key.Right)
+		add(le...)
+		add(re...)
+		if seen[key] {
+			add(field.Duplicate(kp, key.Left+" = "+key.Right))
+		}
+		seen[key] = true
+		if len(le) == 0 && len(re) == 0 && cur.known && rs.known {
+			lt, rt := cur.typeOf(key.Left), rs.typeOf(key.Right)
+			if lt != rt && lt != unknownType && rt != unknownType {
+				add(field.Invalid(kp.Child("right"), key.Right, fmt.Sprintf("is %s while the left key %s is %s: join keys must have the same type", rt, key.Left, lt)))
+			}
+		}
+	}
+
+	// Time bound of a stream join: its columns are the two watermark columns.
+	if st := j.Stream; st != nil {
+		tp := p.Child("stream", "timeBound")
+		tb := st.TimeBound
+		switch {
+		case cur.watermark == "":
+			add(field.Required(p.Child("stream"), "a stream join needs a watermark on the left side: add a watermark step before the join"))
+		case tb.LeftColumn == "":
+			add(field.Required(tp.Child("leftColumn"), "the left side's event-time column, "+cur.watermark))
+		case tb.LeftColumn != cur.watermark:
+			add(field.Invalid(tp.Child("leftColumn"), tb.LeftColumn, fmt.Sprintf("must be the left side's watermark column, %s", cur.watermark)))
+		}
+		switch {
+		case tb.RightColumn == "":
+			add(field.Required(tp.Child("rightColumn"), "the right side's event-time column, its watermark column"))
+		case st.Watermark.Column != "" && tb.RightColumn != st.Watermark.Column:
+			add(field.Invalid(tp.Child("rightColumn"), tb.RightColumn, fmt.Sprintf("must be the right side's watermark column, %s", st.Watermark.Column)))
+		}
+		for _, b := range []struct {
+			name string
+			d    Duration
+		}{{"lowerBound", tb.LowerBound}, {"upperBound", tb.UpperBound}} {
+			if b.d == "" {
+				add(field.Required(tp.Child(b.name), "a Go duration such as 1h or 10m (0s: none)"))
+				continue
+			}
+			add(duration(tp.Child(b.name), b.d, false)...)
+		}
+	}
+
+	// Output columns.
+	next := flowState{known: cur.known && rightKnown}
+	switch {
+	case len(j.Select) > 0:
+		if j.LeftPrefix != "" || j.RightPrefix != "" {
+			add(field.Forbidden(p.Child("select"), "select and the prefixes are exclusive: select names every output column"))
+		}
+		names := map[string]bool{}
+		for k, c := range j.Select {
+			cp := p.Child("select").Index(k)
+			switch c.Side {
+			case SideLeft:
+				add(cur.column(cp.Child("column"), c.Column)...)
+			case SideRight:
+				add(rs.column(cp.Child("column"), c.Column)...)
+			case "":
+				add(field.Required(cp.Child("side"), "left or right"))
+			default:
+				add(field.NotSupported(cp.Child("side"), c.Side, []JoinSide{SideLeft, SideRight}))
+			}
+			at := cp.Child("name")
+			if c.Name == "" {
+				at = cp.Child("column")
+			}
+			add(columnName(at, c.OutputName())...)
+			if names[c.OutputName()] {
+				add(field.Duplicate(at, c.OutputName()))
+			}
+			names[c.OutputName()] = true
+		}
+	case j.Select != nil:
+		add(field.Required(p.Child("select"), "a select lists at least one column; omit it for every column of both sides"))
+	default:
+		for _, pf := range []struct {
+			name, v string
+		}{{"leftPrefix", j.LeftPrefix}, {"rightPrefix", j.RightPrefix}} {
+			if pf.v != "" && !identifier.MatchString(pf.v) {
+				add(field.Invalid(p.Child(pf.name), pf.v, "a prefix is letters, digits and underscores, not starting with a digit"))
+			}
+		}
+		if next.known {
+			at := p.Child("rightPrefix")
+			leftNames := map[string]bool{}
+			for _, c := range cur.cols {
+				leftNames[j.LeftPrefix+c.Name] = true
+			}
+			for _, c := range right {
+				if n := j.RightPrefix + c.Name; leftNames[n] {
+					add(field.Invalid(at, j.RightPrefix, fmt.Sprintf("both sides would yield a column %s: set leftPrefix or rightPrefix (such as %s_), or list the output columns in select", n, strings.ToLower(j.joinSideHint()))))
+				}
+			}
+		}
+	}
+	if next.known {
+		for _, c := range j.Output(cur.cols, right) {
+			next.cols = append(next.cols, c.Column)
+			if c.Side == SideLeft && cur.watermark != "" && cur.cols[c.Index].Name == cur.watermark && next.watermark == "" {
+				next.watermark = c.Name
+			}
+		}
+	}
+	return next
+}
+
+// joinSideHint suggests a prefix for the right side: the static table's or source's last
+// path element or name.
+func (j *Join) joinSideHint() string {
+	switch {
+	case j.Stream != nil && j.Stream.Source != "":
+		return strings.ReplaceAll(j.Stream.Source, "-", "_")
+	case j.Static != nil:
+		p := strings.TrimRight(j.Static.Path(), "/")
+		if i := strings.LastIndexAny(p, "/"); i >= 0 {
+			p = p[i+1:]
+		}
+		if identifier.MatchString(p) {
+			return p
+		}
+	}
+	return "right"
+}
+
+func (j *Join) joinType() JoinType {
+	if j.Type == "" {
+		return JoinInner
+	}
+	return j.Type
+}
+
+// EffectiveType returns the join's type, inner when it is not set.
+func (j *Join) EffectiveType() JoinType { return j.joinType() }
+
+func joinKindsSupported(f Features) []string {
+	var out []string
+	if f.Has(FeatureStaticJoin) {
+		out = append(out, "static")
+	}
+	if f.Has(FeatureStreamJoin) {
+		out = append(out, "stream")
+	}
+	return out
+}
+
+// joinName checks a join's explicit name: a DNS label, not the id of another join or stateful
+// step.
+func joinName(p *field.Path, j *Join, jc joinContext) field.ErrorList {
+	if j.Name == "" {
+		for _, id := range jc.stateful {
+			if id.name == jc.names[jc.ordinal] {
+				return field.ErrorList{field.Invalid(p, "", fmt.Sprintf("the unnamed join is stored as %s, which a stateful step is named too: name the join", id.name))}
+			}
+		}
+		return nil
+	}
+	if errs := dnsLabel(p, j.Name); len(errs) > 0 {
+		return errs
+	}
+	for k, other := range jc.names {
+		if k != jc.ordinal && other == j.Name {
+			return field.ErrorList{field.Duplicate(p, j.Name)}
+		}
+	}
+	for _, id := range jc.stateful {
+		if id.name == j.Name {
+			return field.ErrorList{field.Invalid(p, j.Name, "is the name of a stateful step too: a join's name must differ from every stateful step's")}
+		}
+	}
+	return nil
+}
+
+func (st *StaticSide) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case st.Delta == nil && st.Files == nil:
+		errs = append(errs, field.Required(p, "exactly one of delta, files must be set"))
+	case st.Delta != nil && st.Files != nil:
+		errs = append(errs, field.Invalid(p, "delta, files", "exactly one of delta, files must be set"))
+	}
+	if d := st.Delta; d != nil {
+		errs = append(errs, location(p.Child("delta", "path"), d.Path, true)...)
+		errs = append(errs, d.S3.validate(p.Child("delta", "s3"), d.Path)...)
+	}
+	if f := st.Files; f != nil {
+		errs = append(errs, location(p.Child("files", "path"), f.Path, true)...)
+		errs = append(errs, f.S3.validate(p.Child("files", "s3"), f.Path)...)
+		switch f.Format {
+		case FormatJSON, FormatCSV, FormatParquet:
+		case "":
+			errs = append(errs, field.Required(p.Child("files", "format"), "json, csv or parquet"))
+		default:
+			errs = append(errs, field.NotSupported(p.Child("files", "format"), f.Format, []FileFormat{FormatJSON, FormatCSV, FormatParquet}))
+		}
+	}
+	if st.Schema == nil {
+		errs = append(errs, field.Required(p.Child("schema"), "the columns of the static side must be declared"))
+	} else {
+		errs = append(errs, validateColumns(p.Child("schema", "columns"), st.Schema.Columns)...)
+	}
+	if r := st.Refresh; r != nil {
+		rp := p.Child("refresh")
+		if r.Every != "" && r.OnNewVersion {
+			errs = append(errs, field.Invalid(rp, "every, onNewVersion", "at most one of every, onNewVersion may be set"))
+		}
+		if r.Every != "" {
+			errs = append(errs, duration(rp.Child("every"), r.Every, true)...)
+		}
+		if r.OnNewVersion && st.Delta == nil {
+			errs = append(errs, field.Invalid(rp.Child("onNewVersion"), true, "needs a delta table: a files folder has no versions; refresh it with every"))
+		}
+	}
+	return errs
+}
+
+// streamSide validates a stream join's right side and returns its columns.
+func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, left flowState, errs *field.ErrorList) (Columns, bool) {
+	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
+	var src *Source
+	for i := range s.Sources {
+		if s.Sources[i].Name == st.Source {
+			src = &s.Sources[i]
+		}
+	}
+	if st.Source == "" {
+		add(field.Required(p.Child("source"), "the name of one of spec.sources"))
+	} else if src == nil {
+		names := make([]string, len(s.Sources))
+		for i := range s.Sources {
+			names[i] = s.Sources[i].Name
+		}
+		add(field.Invalid(p.Child("source"), st.Source, "no such source; the sources are "+strings.Join(names, ", ")))
+	}
+	var cols Columns
+	known := false
+	if src != nil {
+		cols, known = src.Columns()
+	}
+	rs := flowState{cols: cols, known: known}
+	wp := p.Child("watermark")
+	add(rs.timestampColumn(wp.Child("column"), st.Watermark.Column)...)
+	if st.Watermark.Delay == "" {
+		add(field.Required(wp.Child("delay"), "how late right rows may arrive, such as 10m (0s: not at all)"))
+	}
+	add(duration(wp.Child("delay"), st.Watermark.Delay, false)...)
+	return cols, known
+}
+
+// validateColumns checks a declared list of columns: names, uniqueness, types.
+func validateColumns(p *field.Path, cols Columns) field.ErrorList {
+	var errs field.ErrorList
+	if len(cols) == 0 {
+		errs = append(errs, field.Required(p, "a schema needs at least one column"))
+	}
+	seen := map[string]bool{}
+	for i, c := range cols {
+		cp := p.Index(i)
+		errs = append(errs, columnName(cp.Child("name"), c.Name)...)
+		if c.Name != "" && seen[c.Name] {
+			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
+		}
+		seen[c.Name] = true
+		if !c.Type.Valid() {
+			errs = append(errs, field.NotSupported(cp.Child("type"), c.Type, ColumnTypes()))
+		}
+	}
+	return errs
+}

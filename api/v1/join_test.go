@@ -1,0 +1,252 @@
+package v1_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+)
+
+// customers is the static side of an enrichment of orders.
+func customers() *v1.StaticSide {
+	return qt.StaticDelta("/lake/customers",
+		qt.Col("id", v1.TypeString), qt.Col("name", v1.TypeString), qt.Col("country", v1.TypeString))
+}
+
+// enrich is orders with a customer_id, enriched with the customers table.
+func enrich() *qt.Query {
+	return qt.Make("q", "ns").
+		FilesSource("orders", "/data/orders", "json",
+			qt.Col("order_id", v1.TypeString), qt.Col("customer_id", v1.TypeString),
+			qt.Col("amount", v1.TypeDouble), qt.Col("ts", v1.TypeTimestamp))
+}
+
+// impressions joins ad impressions with clicks within an hour.
+func impressions() *qt.Query {
+	return qt.Make("q", "ns").
+		KafkaSource("impressions", "k:9092", "impressions", qt.Col("ad_id", v1.TypeString), qt.Col("imp_time", v1.TypeTimestamp)).
+		KafkaSource("clicks", "k:9092", "clicks", qt.Col("click_ad_id", v1.TypeString), qt.Col("click_time", v1.TypeTimestamp)).
+		SelectColumns("ad_id", "imp_time").
+		Watermark("imp_time", "10m")
+}
+
+func streamJoin() v1.Join {
+	return v1.Join{
+		Name: "imp-clicks", Type: v1.JoinLeftOuter, On: qt.On("ad_id", "click_ad_id"),
+		Stream: qt.StreamSide("clicks", "imp_time", "click_time", "20m", "0s", "1h"),
+		Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "imp_time"}, {Side: v1.SideRight, Column: "click_time"}},
+	}
+}
+
+func TestValidateJoin(t *testing.T) {
+	all := v1.AllFeatures()
+	join := transform.Index(0).Child("join")
+	cases := []struct {
+		name     string
+		query    *qt.Query
+		features v1.Features
+		want     field.ErrorList
+	}{
+		{
+			name:     "a stream–static enrichment with a right prefix is valid",
+			query:    enrich().Join(v1.Join{Type: v1.JoinLeftOuter, On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "c_"}).FilesSink("/out", "json"),
+			features: all,
+		},
+		{
+			name: "a static files side refreshed every 10m, with select, is valid",
+			query: enrich().Join(v1.Join{
+				Name: "customers", On: qt.On("customer_id", "id"),
+				Static: func() *v1.StaticSide {
+					s := qt.StaticFiles("s3://ref/customers", v1.FormatCSV, qt.Col("id", v1.TypeString), qt.Col("name", v1.TypeString))
+					s.Refresh = &v1.Refresh{Every: "10m"}
+					return s
+				}(),
+				Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "order_id"}, {Side: v1.SideRight, Column: "name", Name: "customer"}},
+			}).FilesSink("/out", "json"),
+			features: all,
+		},
+		{
+			name:     "a stream–stream left outer join is valid, and its right source is not unioned",
+			query:    impressions().Join(streamJoin()).FilesSink("/out", "json"),
+			features: all,
+		},
+		{
+			name:     "joins are not supported yet without their features",
+			query:    impressions().Join(streamJoin()).FilesSink("/out", "json"),
+			features: v1.Supported().With(v1.FeatureStaticJoin),
+			want:     field.ErrorList{field.NotSupported(transform.Index(2).Child("join", "stream"), "stream", []string{"static"})},
+		},
+		{
+			name:     "both sides yield a column: refused at the prefix",
+			query:    enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).Join(v1.Join{On: qt.On("id", "id"), Static: customers()}).FilesSink("/out", "json"),
+			features: all,
+			want:     field.ErrorList{field.Invalid(transform.Index(1).Child("join", "rightPrefix"), "", "")},
+		},
+		{
+			name: "select names clash and unknown columns",
+			query: enrich().Join(v1.Join{On: qt.On("customer_id", "id"), Static: customers(), Select: []v1.JoinColumn{
+				{Side: v1.SideLeft, Column: "order_id", Name: "id"}, {Side: v1.SideRight, Column: "id"}, {Side: v1.SideRight, Column: "nope"}, {Column: "amount"},
+			}}).FilesSink("/out", "json"),
+			features: all,
+			want: field.ErrorList{
+				field.Duplicate(join.Child("select").Index(1).Child("column"), "id"),
+				field.Invalid(join.Child("select").Index(2).Child("column"), "nope", ""),
+				field.Required(join.Child("select").Index(3).Child("side"), ""),
+			},
+		},
+		{
+			name:     "keys must exist on their side and have the same type",
+			query:    enrich().Join(v1.Join{On: qt.On("amount", "id", "customer_id", "missing"), Static: customers(), RightPrefix: "c_"}).FilesSink("/out", "json"),
+			features: all,
+			want: field.ErrorList{
+				field.Invalid(join.Child("on").Index(0).Child("right"), "id", ""),
+				field.Invalid(join.Child("on").Index(1).Child("right"), "missing", ""),
+			},
+		},
+		{
+			name: "a static join is inner or leftOuter; onNewVersion needs delta; no keys",
+			query: enrich().Join(v1.Join{Type: v1.JoinRightOuter, Static: func() *v1.StaticSide {
+				s := qt.StaticFiles("/ref/c", v1.FormatJSON, qt.Col("id", v1.TypeString))
+				s.Refresh = &v1.Refresh{OnNewVersion: true}
+				return s
+			}()}).FilesSink("/out", "json"),
+			features: all,
+			want: field.ErrorList{
+				field.Invalid(join.Child("static", "refresh", "onNewVersion"), true, ""),
+				field.NotSupported(join.Child("type"), v1.JoinRightOuter, v1.StaticJoinTypes()),
+				field.Required(join.Child("on"), ""),
+			},
+		},
+		{
+			name: "a static side needs exactly one of delta, files, and a schema",
+			query: enrich().Join(v1.Join{On: qt.On("customer_id", "id"), Static: &v1.StaticSide{
+				Refresh: &v1.Refresh{Every: "0s"},
+			}}).FilesSink("/out", "json"),
+			features: all,
+			want: field.ErrorList{
+				field.Required(join.Child("static"), ""),
+				field.Required(join.Child("static", "schema"), ""),
+				field.Invalid(join.Child("static", "refresh", "every"), "0s", ""),
+			},
+		},
+		{
+			name: "a stream join needs a left watermark, a known source, bounds on the watermark columns, append mode",
+			query: qt.Make("q", "ns").
+				KafkaSource("impressions", "k:9092", "impressions", qt.Col("ad_id", v1.TypeString), qt.Col("imp_time", v1.TypeTimestamp)).
+				Join(v1.Join{On: qt.On("ad_id", "ad_id"), Stream: &v1.StreamSide{
+					Source:    "clickz",
+					Watermark: v1.Watermark{Column: "click_time"},
+					TimeBound: v1.TimeBound{LeftColumn: "imp_time", RightColumn: "imp_time", LowerBound: "-1h"},
+				}}).FilesSink("/out", "json").OutputMode(v1.OutputUpdate).Edit(func(s *v1.StreamingQuerySpec) {
+				s.Sink.Files.Format = v1.FormatJSON
+			}),
+			features: all,
+			want: field.ErrorList{
+				field.Invalid(join.Child("stream", "source"), "clickz", ""),
+				field.Required(join.Child("stream", "watermark", "delay"), ""),
+				field.Required(join.Child("stream"), ""),
+				field.Invalid(join.Child("stream", "timeBound", "rightColumn"), "imp_time", ""),
+				field.Invalid(join.Child("stream", "timeBound", "lowerBound"), "-1h", ""),
+				field.Required(join.Child("stream", "timeBound", "upperBound"), ""),
+				field.Invalid(mode, v1.OutputUpdate, ""),
+			},
+		},
+		{
+			name:     "every source read by a stream join: nothing is left to union",
+			query:    qt.Make("q", "ns").KafkaSource("clicks", "k:9092", "clicks", qt.Col("ad_id", v1.TypeString), qt.Col("t", v1.TypeTimestamp)).Join(v1.Join{On: qt.On("ad_id", "ad_id"), Stream: qt.StreamSide("clicks", "t", "t", "0s", "0s", "0s")}).FilesSink("/out", "json"),
+			features: all,
+			want: field.ErrorList{
+				field.Invalid(sources, 1, ""),
+				field.Required(join.Child("stream"), ""),
+			},
+		},
+		{
+			name: "join names are unique among joins and stateful steps",
+			query: enrich().DropDuplicates("dedup", "order_id").
+				Join(v1.Join{Name: "dedup", On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "a_"}).
+				Join(v1.Join{Name: "c", On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "b_"}).
+				Join(v1.Join{Name: "c", On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "d_"}).FilesSink("/out", "json"),
+			features: all,
+			want: field.ErrorList{
+				field.Invalid(transform.Index(1).Child("join", "name"), "dedup", ""),
+				field.Duplicate(transform.Index(2).Child("join", "name"), "c"),
+				field.Duplicate(transform.Index(3).Child("join", "name"), "c"),
+			},
+		},
+		{
+			name: "no join after an aggregate, no stateful step after a stream join",
+			query: impressions().Join(streamJoin()).DropDuplicates("", "ad_id").
+				Aggregate("", []v1.GroupKey{qt.Window("imp_time", "1h")}, v1.Aggregation{Name: "n", Function: v1.AggCount}).
+				Join(v1.Join{On: qt.On("window_start", "id"), Static: customers()}).FilesSink("/out", "json"),
+			features: all,
+			want: field.ErrorList{
+				field.Forbidden(transform.Index(3).Child("dropDuplicates"), ""),
+				field.Forbidden(transform.Index(4).Child("aggregate"), ""),
+				field.Forbidden(transform.Index(5).Child("join"), ""),
+				field.Invalid(transform.Index(5).Child("join", "on").Index(0).Child("right"), "id", ""),
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.query.Spec().Validate(tc.features)
+			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
+			}
+		})
+	}
+}
+
+func TestJoinColumns(t *testing.T) {
+	q := enrich().Watermark("ts", "5m").
+		Join(v1.Join{Type: v1.JoinLeftOuter, On: qt.On("customer_id", "id"), Static: customers(), LeftPrefix: "o_", RightPrefix: "c_"}).
+		FilesSink("/out", "json")
+	out, err := q.Spec().OutputColumns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := v1.Columns{
+		qt.Col("o_order_id", v1.TypeString), qt.Col("o_customer_id", v1.TypeString), qt.Col("o_amount", v1.TypeDouble), qt.Col("o_ts", v1.TypeTimestamp),
+		qt.Col("c_id", v1.TypeString), qt.Col("c_name", v1.TypeString), qt.Col("c_country", v1.TypeString),
+	}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("OutputColumns() mismatch (-want +got):\n%s", diff)
+	}
+
+	// The stream join's right source is left out of the union; its select picks the columns.
+	s := impressions().Join(streamJoin()).FilesSink("/out", "json").Spec()
+	out, err = s.OutputColumns()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = v1.Columns{qt.Col("ad_id", v1.TypeString), qt.Col("imp_time", v1.TypeTimestamp), qt.Col("click_time", v1.TypeTimestamp)}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("OutputColumns() of the stream join mismatch (-want +got):\n%s", diff)
+	}
+	if got := s.UnionSources(); len(got) != 1 || got[0].Name != "impressions" {
+		t.Errorf("UnionSources() = %v, want only impressions", got)
+	}
+	if names, steps := s.JoinNames(); !cmp.Equal(names, []string{"imp-clicks"}) || !cmp.Equal(steps, []int{2}) {
+		t.Errorf("JoinNames() = %v, %v", names, steps)
+	}
+	unnamed := enrich().Join(v1.Join{On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "c_"}).Spec()
+	if names, _ := unnamed.JoinNames(); !cmp.Equal(names, []string{"join-0"}) {
+		t.Errorf("JoinNames() of an unnamed join = %v, want join-0", names)
+	}
+}
+
+func TestJoinDetails(t *testing.T) {
+	got := enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).
+		Join(v1.Join{On: qt.On("id", "id"), Static: customers()}).FilesSink("/out", "json").Spec().Validate(v1.AllFeatures())
+	msg := got.ToAggregate().Error()
+	for _, want := range []string{"spec.transform[1].join.rightPrefix", "both sides would yield a column id", "customers_"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Validate() = %q, want it to contain %q", msg, want)
+		}
+	}
+}
