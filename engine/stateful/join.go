@@ -12,17 +12,6 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/state"
 )
 
-// JoinType is the kind of a stream–stream join.
-type JoinType string
-
-// Join types. An outer side's rows that never matched are emitted once,
-// with nulls for the other side, when the watermark passes the time bound.
-const (
-	JoinInner      JoinType = "inner"
-	JoinLeftOuter  JoinType = "leftOuter"
-	JoinRightOuter JoinType = "rightOuter"
-)
-
 // Suffixes of the operator names of a join's two state stores:
 // state/<name>.left/ and state/<name>.right/. A step name is an identifier,
 // which holds no dot, so they cannot clash with another step's state.
@@ -40,7 +29,7 @@ const (
 type StreamJoinConfig struct {
 	// Name is the operator's name in the checkpoint (v1.Step.StatefulName).
 	Name        string
-	Type        JoinType
+	Type        v1.JoinType
 	Left, Right v1.Columns
 	// LeftKeys and RightKeys name the equality keys, pairwise; the types of
 	// a pair must be equal.
@@ -69,7 +58,7 @@ type StreamJoinConfig struct {
 // order, then the right rows', then evicted outer rows in key order.
 type StreamJoin struct {
 	name         string
-	typ          JoinType
+	typ          v1.JoinType
 	left, right  joinSide
 	leftN, outN  int
 	lower, upper int64
@@ -120,9 +109,9 @@ const (
 // NewStreamJoin compiles a stream–stream join.
 func NewStreamJoin(cfg StreamJoinConfig) (*StreamJoin, error) {
 	switch cfg.Type {
-	case JoinInner, JoinLeftOuter, JoinRightOuter:
+	case v1.JoinInner, v1.JoinLeftOuter, v1.JoinRightOuter:
 	default:
-		return nil, fmt.Errorf("join %s: unknown join type %q; use %s, %s or %s", cfg.Name, cfg.Type, JoinInner, JoinLeftOuter, JoinRightOuter)
+		return nil, fmt.Errorf("join %s: unknown join type %q; use %s, %s or %s", cfg.Name, cfg.Type, v1.JoinInner, v1.JoinLeftOuter, v1.JoinRightOuter)
 	}
 	if len(cfg.LeftKeys) == 0 || len(cfg.LeftKeys) != len(cfg.RightKeys) {
 		return nil, fmt.Errorf("join %s: %d left keys and %d right keys; name at least one pair", cfg.Name, len(cfg.LeftKeys), len(cfg.RightKeys))
@@ -148,16 +137,16 @@ func NewStreamJoin(cfg StreamJoinConfig) (*StreamJoin, error) {
 		keys = append(keys, keyDesc{cfg.LeftKeys[i], cfg.RightKeys[i], string(cfg.Left[l].Type)})
 	}
 	desc := struct {
-		Kind      string    `json:"kind"`
-		Format    int       `json:"format"`
-		Type      JoinType  `json:"type"`
-		Side      string    `json:"side"`
-		Keys      []keyDesc `json:"keys"`
-		LeftTime  string    `json:"leftTime"`
-		RightTime string    `json:"rightTime"`
-		Lower     string    `json:"lower"`
-		Upper     string    `json:"upper"`
-		Columns   []string  `json:"columns"`
+		Kind      string      `json:"kind"`
+		Format    int         `json:"format"`
+		Type      v1.JoinType `json:"type"`
+		Side      string      `json:"side"`
+		Keys      []keyDesc   `json:"keys"`
+		LeftTime  string      `json:"leftTime"`
+		RightTime string      `json:"rightTime"`
+		Lower     string      `json:"lower"`
+		Upper     string      `json:"upper"`
+		Columns   []string    `json:"columns"`
 	}{Kind: "join", Format: 1, Type: cfg.Type, Keys: keys, LeftTime: cfg.LeftTime, RightTime: cfg.RightTime,
 		Lower: cfg.Lower.String(), Upper: cfg.Upper.String()}
 	build := func(s *joinSide, suffix string, cols v1.Columns, keyNames []string, timeCol string) error {
@@ -202,7 +191,7 @@ func NewStreamJoin(cfg StreamJoinConfig) (*StreamJoin, error) {
 	if err := build(&j.right, JoinRightSuffix, cfg.Right, cfg.RightKeys, cfg.RightTime); err != nil {
 		return nil, err
 	}
-	j.left.outer, j.right.outer = cfg.Type == JoinLeftOuter, cfg.Type == JoinRightOuter
+	j.left.outer, j.right.outer = cfg.Type == v1.JoinLeftOuter, cfg.Type == v1.JoinRightOuter
 	// A left row at l matches right rows in [l - lower, l + upper]; a right
 	// row at r matches left rows in [r - upper, r + lower].
 	j.left.before, j.left.after = j.lower, j.upper
@@ -223,6 +212,15 @@ func (j *StreamJoin) Columns() v1.Columns {
 	return append(slices.Clone(j.left.cols), j.right.cols...)
 }
 
+// JoinMetrics count what a join's Process did.
+type JoinMetrics struct {
+	// LeftDroppedByWatermark and RightDroppedByWatermark count each side's
+	// input rows dropped as late.
+	LeftDroppedByWatermark, RightDroppedByWatermark int64
+	// Emitted counts the rows returned.
+	Emitted int64
+}
+
 // joinItem is one input row on its way into a partition.
 type joinItem struct {
 	row Row
@@ -234,8 +232,8 @@ type joinItem struct {
 // Process joins one batch: leftRows and rightRows are the rows of each
 // side, left and right its loaded stores (the caller commits both). It
 // returns the joined rows (left columns, then right columns).
-func (j *StreamJoin) Process(left, right *state.Store, leftRows, rightRows []Row, b Batch) ([]Row, Metrics, error) {
-	var m Metrics
+func (j *StreamJoin) Process(left, right *state.Store, leftRows, rightRows []Row, b Batch) ([]Row, JoinMetrics, error) {
+	var m JoinMetrics
 	parts := left.Partitions()
 	if err := j.ensureIndex(left, right); err != nil {
 		return nil, m, fmt.Errorf("join %s: %w", j.name, err)
@@ -243,14 +241,14 @@ func (j *StreamJoin) Process(left, right *state.Store, leftRows, rightRows []Row
 	j.idxVersion = -1 // until Process succeeds
 	wm := b.watermarkNanos()
 	var direct []Row // outer rows that can match nothing
-	split := func(s *joinSide, rows []Row, isLeft bool) [][]joinItem {
+	split := func(s *joinSide, rows []Row, isLeft bool, dropped *int64) [][]joinItem {
 		byPart := make([][]joinItem, parts)
 		buf := make([]byte, 0, 32)
 	rows:
 		for i, r := range rows {
 			t, ok := nanos(r[s.time])
 			if ok && t <= wm {
-				m.DroppedByWatermark++
+				*dropped++
 				continue
 			}
 			buf = buf[:0]
@@ -269,7 +267,8 @@ func (j *StreamJoin) Process(left, right *state.Store, leftRows, rightRows []Row
 		}
 		return byPart
 	}
-	lin, rin := split(&j.left, leftRows, true), split(&j.right, rightRows, false)
+	lin := split(&j.left, leftRows, true, &m.LeftDroppedByWatermark)
+	rin := split(&j.right, rightRows, false, &m.RightDroppedByWatermark)
 	outs := make([][]Row, parts)
 	err := state.UpdatePaired(left, right, func(pl, pr *state.Partition) error {
 		out, err := j.processPartition(pl, pr, lin[pl.ID()], rin[pl.ID()], left.Version(), wm)

@@ -40,7 +40,7 @@ func joined(l, r stateful.Row) stateful.Row {
 
 // newJoin compiles a join of impressions and clicks on the ad, with
 // cts BETWEEN its - 5s AND its + 20s.
-func newJoin(t testing.TB, typ stateful.JoinType) *stateful.StreamJoin {
+func newJoin(t testing.TB, typ v1.JoinType) *stateful.StreamJoin {
 	t.Helper()
 	j, err := stateful.NewStreamJoin(stateful.StreamJoinConfig{
 		Name: "j", Type: typ, Left: impressions, Right: clicks,
@@ -97,7 +97,7 @@ func (r *joinRunner) restart(j *stateful.StreamJoin) {
 }
 
 // run runs one batch with watermark wm (seconds after t0).
-func (r *joinRunner) run(wm int, left, right []stateful.Row) ([]stateful.Row, stateful.Metrics) {
+func (r *joinRunner) run(wm int, left, right []stateful.Row) ([]stateful.Row, stateful.JoinMetrics) {
 	r.t.Helper()
 	out, m := r.process(wm, left, right)
 	for _, st := range r.stores {
@@ -110,7 +110,7 @@ func (r *joinRunner) run(wm int, left, right []stateful.Row) ([]stateful.Row, st
 }
 
 // process runs a batch without committing it (a crash before the commit).
-func (r *joinRunner) process(wm int, left, right []stateful.Row) ([]stateful.Row, stateful.Metrics) {
+func (r *joinRunner) process(wm int, left, right []stateful.Row) ([]stateful.Row, stateful.JoinMetrics) {
 	r.t.Helper()
 	wmMs := at(wm).UnixMilli()
 	out, m, err := r.j.Process(r.stores[0], r.stores[1], left, right, stateful.Batch{WatermarkMs: wmMs})
@@ -125,7 +125,7 @@ func (r *joinRunner) rows() (left, right int64) { return r.stores[0].Rows(), r.s
 func rows(rs ...stateful.Row) []stateful.Row { return rs }
 
 func TestStreamJoinMatchesWithinTheBound(t *testing.T) {
-	r := newJoinRunner(t, newJoin(t, stateful.JoinInner))
+	r := newJoinRunner(t, newJoin(t, v1.JoinInner))
 	// cts BETWEEN its - 5s AND its + 20s, both ends included.
 	out, _ := r.run(-100, rows(imp("a", "u1", 10), imp("b", "u2", 10)),
 		rows(click("a", 5, 1), click("a", 4, 2), click("a", 30, 3), click("a", 31, 4), click("c", 10, 5)))
@@ -149,7 +149,7 @@ func TestStreamJoinMatchesWithinTheBound(t *testing.T) {
 }
 
 func TestStreamJoinNoMatchOutsideTheBound(t *testing.T) {
-	r := newJoinRunner(t, newJoin(t, stateful.JoinInner))
+	r := newJoinRunner(t, newJoin(t, v1.JoinInner))
 	if out, _ := r.run(-100, rows(imp("a", "u1", 100)), nil); len(out) != 0 {
 		t.Fatalf("batch 0 emitted %v", out)
 	}
@@ -160,7 +160,7 @@ func TestStreamJoinNoMatchOutsideTheBound(t *testing.T) {
 }
 
 func TestStreamJoinOuterRowsOnceWhenTheWatermarkPassesTheBound(t *testing.T) {
-	r := newJoinRunner(t, newJoin(t, stateful.JoinLeftOuter))
+	r := newJoinRunner(t, newJoin(t, v1.JoinLeftOuter))
 	out, _ := r.run(0, rows(imp("a", "matched", 10), imp("b", "alone", 10), imp("c", "later", 50)), rows(click("a", 12, 1)))
 	if diff := cmp.Diff(rows(joined(imp("a", "matched", 10), click("a", 12, 1))), out); diff != "" {
 		t.Errorf("batch 0 (-want +got):\n%s", diff)
@@ -191,7 +191,7 @@ func TestStreamJoinOuterRowsOnceWhenTheWatermarkPassesTheBound(t *testing.T) {
 }
 
 func TestStreamJoinRightOuter(t *testing.T) {
-	r := newJoinRunner(t, newJoin(t, stateful.JoinRightOuter))
+	r := newJoinRunner(t, newJoin(t, v1.JoinRightOuter))
 	r.run(0, rows(imp("a", "u", 10)), rows(click("a", 12, 1), click("b", 12, 2)))
 	// A click at 12s can match impressions in [-8s, 17s]: at 17s it is done.
 	if out, _ := r.run(16, nil, nil); len(out) != 0 {
@@ -207,7 +207,7 @@ func TestStreamJoinRightOuter(t *testing.T) {
 }
 
 func TestStreamJoinEvictsByTheWatermark(t *testing.T) {
-	r := newJoinRunner(t, newJoin(t, stateful.JoinInner))
+	r := newJoinRunner(t, newJoin(t, v1.JoinInner))
 	r.run(0, rows(imp("a", "u", 10), imp("a", "u", 40)), rows(click("a", 10, 1), click("a", 40, 1)))
 	if l, rr := r.rows(); l != 2 || rr != 2 {
 		t.Fatalf("buffered rows = %d, %d; want 2, 2", l, rr)
@@ -223,8 +223,8 @@ func TestStreamJoinEvictsByTheWatermark(t *testing.T) {
 	}
 	// Rows at or behind the watermark are late: dropped and counted.
 	out, m := r.run(30, rows(imp("a", "late", 30)), rows(click("a", 29, 1), click("a", 36, 1)))
-	if m.DroppedByWatermark != 2 {
-		t.Errorf("DroppedByWatermark = %d, want 2", m.DroppedByWatermark)
+	if m.LeftDroppedByWatermark != 1 || m.RightDroppedByWatermark != 1 {
+		t.Errorf("dropped by watermark = %d left, %d right; want 1, 1", m.LeftDroppedByWatermark, m.RightDroppedByWatermark)
 	}
 	if diff := cmp.Diff(rows(joined(imp("a", "u", 40), click("a", 36, 1))), out); diff != "" {
 		t.Errorf("late rows (-want +got):\n%s", diff)
@@ -236,7 +236,7 @@ func TestStreamJoinEvictsByTheWatermark(t *testing.T) {
 }
 
 func TestStreamJoinNullsMatchNothing(t *testing.T) {
-	r := newJoinRunner(t, newJoin(t, stateful.JoinLeftOuter))
+	r := newJoinRunner(t, newJoin(t, v1.JoinLeftOuter))
 	out, _ := r.run(0, rows(stateful.Row{nil, "nokey", at(10)}, stateful.Row{"a", "notime", nil}),
 		rows(stateful.Row{nil, at(10), 1.0}, stateful.Row{"a", nil, 2.0}))
 	want := rows(joined(stateful.Row{nil, "nokey", at(10)}, nil), joined(stateful.Row{"a", "notime", nil}, nil))
@@ -249,10 +249,10 @@ func TestStreamJoinNullsMatchNothing(t *testing.T) {
 }
 
 func TestStreamJoinStateRefusesAnotherBound(t *testing.T) {
-	r := newJoinRunner(t, newJoin(t, stateful.JoinInner))
+	r := newJoinRunner(t, newJoin(t, v1.JoinInner))
 	r.run(0, rows(imp("a", "u", 10)), nil)
 	other, err := stateful.NewStreamJoin(stateful.StreamJoinConfig{
-		Name: "j", Type: stateful.JoinInner, Left: impressions, Right: clicks,
+		Name: "j", Type: v1.JoinInner, Left: impressions, Right: clicks,
 		LeftKeys: []string{"ad"}, RightKeys: []string{"cad"}, LeftTime: "its", RightTime: "cts",
 		Lower: 5 * time.Second, Upper: time.Minute,
 	})
@@ -267,7 +267,7 @@ func TestStreamJoinStateRefusesAnotherBound(t *testing.T) {
 
 func TestStreamJoinRefusesMismatchedKeyTypes(t *testing.T) {
 	_, err := stateful.NewStreamJoin(stateful.StreamJoinConfig{
-		Name: "j", Type: stateful.JoinInner, Left: impressions, Right: clicks,
+		Name: "j", Type: v1.JoinInner, Left: impressions, Right: clicks,
 		LeftKeys: []string{"ad"}, RightKeys: []string{"cost"}, LeftTime: "its", RightTime: "cts",
 	})
 	if err == nil {
@@ -302,7 +302,7 @@ func randomJoinStream(seed uint64, n int) []joinBatch {
 }
 
 func TestStreamJoinRecoveryGivesTheSameOutput(t *testing.T) {
-	for _, typ := range []stateful.JoinType{stateful.JoinInner, stateful.JoinLeftOuter, stateful.JoinRightOuter} {
+	for _, typ := range []v1.JoinType{v1.JoinInner, v1.JoinLeftOuter, v1.JoinRightOuter} {
 		t.Run(string(typ), func(t *testing.T) {
 			stream := randomJoinStream(uint64(len(typ)), 60)
 			// Uninterrupted: one operator and one pair of stores throughout.
@@ -345,7 +345,7 @@ func TestStreamJoinRecoveryGivesTheSameOutput(t *testing.T) {
 // join of all rows.
 func TestStreamJoinOuterRowsExactlyOnce(t *testing.T) {
 	stream := randomJoinStream(3, 80)
-	r := newJoinRunner(t, newJoin(t, stateful.JoinLeftOuter))
+	r := newJoinRunner(t, newJoin(t, v1.JoinLeftOuter))
 	got := map[string]int{}
 	for _, b := range stream {
 		out, _ := r.run(b.wm, b.left, b.right)
