@@ -45,7 +45,7 @@ const (
 func Supported() Features {
 	return NewFeatures(
 		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
-		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
+		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates, FeatureStreamJoin,
 		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeaturePostgresSink, FeatureWebhookSink, FeatureConsoleSink,
 		FeatureUpdateMode, FeatureCompleteMode,
 	)

@@ -78,7 +78,7 @@ func TestValidateJoin(t *testing.T) {
 		{
 			name:     "joins are not supported yet without their features",
 			query:    impressions().Join(streamJoin()).FilesSink("/out", "json"),
-			features: v1.Supported().With(v1.FeatureStaticJoin),
+			features: v1.NewFeatures(withoutStreamJoin()...).With(v1.FeatureStaticJoin),
 			want:     field.ErrorList{field.NotSupported(transform.Index(2).Child("join", "stream"), "stream", []string{"static"})},
 		},
 		{
@@ -249,4 +249,15 @@ func TestJoinDetails(t *testing.T) {
 			t.Errorf("Validate() = %q, want it to contain %q", msg, want)
 		}
 	}
+}
+
+// withoutStreamJoin lists the supported features but the stream join.
+func withoutStreamJoin() []v1.Feature {
+	var out []v1.Feature
+	for _, f := range v1.Supported().List() {
+		if f != v1.FeatureStreamJoin {
+			out = append(out, f)
+		}
+	}
+	return out
 }
