@@ -196,3 +196,35 @@ func TestStreamJoinQueryResumes(t *testing.T) {
 		t.Errorf("output of three runs (-uninterrupted +resumed):\n%s", diff)
 	}
 }
+
+// TestImpressionsClicksExample runs examples/queries/impressions-clicks.yaml
+// on its bundled data.
+func TestImpressionsClicksExample(t *testing.T) {
+	data, err := os.ReadFile("../examples/queries/impressions-clicks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := v1.ParseQuery(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for i, dir := range []string{"impressions", "clicks"} {
+		obj.Spec.Sources[i].Files.Path = "../examples/queries/data/" + dir
+	}
+	obj.Spec.Sink.Files.Path = out
+	sum := run(t, obj, engine.WithCheckpoint(filepath.Join(t.TempDir(), "ckpt")))
+	if sum.Batches != 3 || sum.NumInputRows != 10 || sum.NumOutputRows != 4 {
+		t.Errorf("Summary = %+v, want 3 batches, 10 rows in, 4 out", sum)
+	}
+	f, _ := blob.OpenDir(out)
+	var users []string
+	for _, r := range enginetest.OutputRows(t, f) {
+		users = append(users, fmt.Sprintf("%s clicked=%t", r[1], r[3] != nil))
+	}
+	sort.Strings(users)
+	want := []string{"u-100 clicked=true", "u-101 clicked=true", "u-102 clicked=false", "u-103 clicked=false"}
+	if diff := cmp.Diff(want, users); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
