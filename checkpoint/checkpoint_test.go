@@ -489,3 +489,37 @@ func (s *countingStore) Put(ctx context.Context, key string, data []byte) error 
 	s.writes.Add(1)
 	return s.Store.Put(ctx, key, data)
 }
+
+// TestOffsetsRecordJoinSnapshots: the snapshot each stream–static join reads is recorded in
+// the entry's header line and read back, so that a replay joins against the same snapshot.
+func TestOffsetsRecordJoinSnapshots(t *testing.T) {
+	d := newDir(t)
+	c := claim(t, d)
+	o := offsets(0)
+	o.Joins = []checkpoint.JoinSnapshot{{Join: "customers", ReadAtMs: 1777000000000, Snapshot: json.RawMessage(`{"version":12}`)}}
+	if err := c.AddOffsets(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Get(t.Context(), "offsets/00000000000000000000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `"joins":[{"join":"customers","readAtMs":1777000000000,"snapshot":{"version":12}}]}` + "\n"; !strings.Contains(string(got), want) {
+		t.Errorf("offsets file = %s, want its header to end with %s", got, want)
+	}
+	back, err := c.Offsets(t.Context(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(o, back); diff != "" {
+		t.Errorf("Offsets(0) mismatch (-want +got):\n%s", diff)
+	}
+	if j, ok := back.Join("customers"); !ok || string(j.Snapshot) != `{"version":12}` {
+		t.Errorf("Join(customers) = %+v, %v", j, ok)
+	}
+	bad := offsets(1)
+	bad.Joins = []checkpoint.JoinSnapshot{{Join: "a", Snapshot: json.RawMessage(`1`)}, {Join: "a", Snapshot: json.RawMessage(`2`)}}
+	if err := c.AddOffsets(t.Context(), bad); err == nil {
+		t.Error("AddOffsets with a join recorded twice: error = nil")
+	}
+}

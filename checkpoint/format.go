@@ -102,6 +102,31 @@ type Offsets struct {
 	// Sources holds the end offset of each source for this batch, one entry
 	// per named source. Offset is the source's own JSON.
 	Sources []SourceOffset `json:"sources"`
+	// Joins holds the snapshot each stream–static join of the batch joins
+	// against, one entry per join, so that a replay joins against the same.
+	Joins []JoinSnapshot `json:"joins,omitempty"`
+}
+
+// JoinSnapshot is the static side's snapshot a batch joins against.
+type JoinSnapshot struct {
+	// Join is the join's name (spec.transform[].join.name, else join-<n>).
+	Join string `json:"join"`
+	// ReadAtMs is the timestamp of the batch that first read the snapshot:
+	// a refresh every D is due when a batch's timestamp is D past it.
+	ReadAtMs int64 `json:"readAtMs"`
+	// Snapshot is the static side's own JSON: a Delta version, or a files
+	// listing and its fingerprint.
+	Snapshot json.RawMessage `json:"snapshot"`
+}
+
+// Join returns the snapshot recorded for join.
+func (o Offsets) Join(join string) (JoinSnapshot, bool) {
+	for _, j := range o.Joins {
+		if j.Join == join {
+			return j, true
+		}
+	}
+	return JoinSnapshot{}, false
 }
 
 // SourceOffset is one source's offset in an Offsets entry.
@@ -125,12 +150,20 @@ type offsetsHeader struct {
 	BatchWatermarkMs *int64            `json:"batchWatermarkMs"`
 	BatchTimestampMs *int64            `json:"batchTimestampMs"`
 	Conf             map[string]string `json:"conf"`
+	Joins            []JoinSnapshot    `json:"joins,omitempty"`
 }
 
 func encodeOffsets(o Offsets) ([]byte, error) {
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "v%d\n", FormatVersion)
-	h, err := json.Marshal(offsetsHeader{BatchWatermarkMs: &o.BatchWatermarkMs, BatchTimestampMs: &o.BatchTimestampMs, Conf: o.Conf})
+	seenJoin := make(map[string]bool, len(o.Joins))
+	for _, j := range o.Joins {
+		if j.Join == "" || seenJoin[j.Join] || len(j.Snapshot) == 0 {
+			return nil, fmt.Errorf("join snapshot %q: want a join named once, with its snapshot", j.Join)
+		}
+		seenJoin[j.Join] = true
+	}
+	h, err := json.Marshal(offsetsHeader{BatchWatermarkMs: &o.BatchWatermarkMs, BatchTimestampMs: &o.BatchTimestampMs, Conf: o.Conf, Joins: o.Joins})
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +206,12 @@ func decodeOffsets(batch int64, data []byte) (Offsets, error) {
 	if h.BatchWatermarkMs == nil || h.BatchTimestampMs == nil {
 		return Offsets{}, fmt.Errorf("%w: line 2: want batchWatermarkMs and batchTimestampMs", ErrDamaged)
 	}
-	o := Offsets{BatchID: batch, BatchWatermarkMs: *h.BatchWatermarkMs, BatchTimestampMs: *h.BatchTimestampMs, Conf: h.Conf, Sources: []SourceOffset{}}
+	for _, j := range h.Joins {
+		if j.Join == "" || len(j.Snapshot) == 0 || string(j.Snapshot) == "null" {
+			return Offsets{}, fmt.Errorf("%w: line 2: a join snapshot needs its join and snapshot", ErrDamaged)
+		}
+	}
+	o := Offsets{BatchID: batch, BatchWatermarkMs: *h.BatchWatermarkMs, BatchTimestampMs: *h.BatchTimestampMs, Conf: h.Conf, Joins: h.Joins, Sources: []SourceOffset{}}
 	for i, line := range lines[1:] {
 		var s SourceOffset
 		if err := json.Unmarshal(line, &s); err != nil {

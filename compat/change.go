@@ -101,7 +101,7 @@ func (c *change) watermarkPath() string {
 // outputPath returns the path of the last step that decides the sink's columns.
 func (c *change) outputPath() string {
 	for k := len(c.spec.Transform) - 1; k >= 0; k-- {
-		if st := &c.spec.Transform[k]; st.Select != nil || st.Aggregate != nil {
+		if st := &c.spec.Transform[k]; st.Select != nil || st.Aggregate != nil || st.Join != nil {
 			return fmt.Sprintf("spec.transform[%d].%s", k, st.Kind())
 		}
 	}

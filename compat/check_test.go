@@ -68,7 +68,7 @@ func ruleCases() []ruleCase {
 			name:     "shape-version/a shape from a newer Lockstep is not judged",
 			oldShape: &compat.Shape{Version: compat.ShapeVersion + 1},
 			new:      revenue().Spec(),
-			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 2", New: "shape version 1"}},
+			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 3", New: "shape version 2"}},
 		},
 
 		// Sources.
@@ -953,6 +953,190 @@ func ruleCases() []ruleCase {
 			old:  cleanKafka().Spec(),
 			new:  edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.ExactlyOnce = true }),
 			want: []finding{{Rule: "sink-guarantee", Severity: compat.Allowed, Path: "spec.sink.kafka.exactlyOnce", Old: "at-least-once", New: "exactly-once"}},
+		},
+
+		// Joins.
+		{
+			name: "join-added/a static join added to a stateless query joins from the next batch on",
+			old:  clean().Spec(),
+			new:  enriched().Spec(),
+			want: []finding{
+				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[2].join", Old: "(order_id string, country string, amount double, ts timestamp)", New: "(order_id string, country string, amount double, ts timestamp, c_code string, c_region string)"},
+				{Rule: "join-added", Severity: compat.Warning, Path: "spec.transform[2].join", New: "leftOuter static join of delta table s3://lake/countries on (country string = code string)"},
+			},
+		},
+		{
+			name: "join-added/a static join added to a stateful query",
+			old:  revenue().Spec(),
+			new:  revenueJoined().Spec(),
+			want: []finding{{Rule: "join-added", Severity: compat.Rejected, Path: "spec.transform[3].join", New: "leftOuter static join of delta table s3://lake/countries on (country string = code string)"}},
+		},
+		{
+			name:   "join-added/the same joins are not added",
+			old:    adClicks().Spec(),
+			new:    adClicks().Spec(),
+			passes: []string{"join-added", "join-removed", "join-renamed", "join-kind", "join-type", "join-keys", "join-side", "join-time-bound", "join-watermark", "join-refresh"},
+		},
+		{
+			name: "join-removed/a static join removed from a stateless query",
+			old:  enriched().Spec(),
+			new:  clean().Spec(),
+			want: []finding{
+				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[1].select", Old: "(order_id string, country string, amount double, ts timestamp, c_code string, c_region string)", New: "(order_id string, country string, amount double, ts timestamp)"},
+				{Rule: "join-removed", Severity: compat.Warning, Path: "spec.transform", Old: "leftOuter static join of delta table s3://lake/countries on (country string = code string)"},
+			},
+		},
+		{
+			name: "join-removed/a static join removed from a stateful query",
+			old:  revenueJoined().Spec(),
+			new:  revenue().Spec(),
+			want: []finding{{Rule: "join-removed", Severity: compat.Rejected, Path: "spec.transform", Old: "leftOuter static join of delta table s3://lake/countries on (country string = code string)"}},
+		},
+		{
+			name: "join-renamed/a stream join's name removed: its state would start empty",
+			old:  adClicks().Spec(),
+			new:  edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Name = "" }),
+			want: []finding{{Rule: "join-renamed", Severity: compat.Rejected, Path: "spec.transform[1].join.name", Old: `"imp-clicks"`, New: `"join-0"`}},
+		},
+		{
+			name: "join-renamed/a static join renamed reads a new snapshot",
+			old:  enriched().Spec(),
+			new:  edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Name = "regions" }),
+			want: []finding{{Rule: "join-renamed", Severity: compat.Warning, Path: "spec.transform[2].join.name", Old: `"countries"`, New: `"regions"`}},
+		},
+		{
+			name: "join-kind/a static join becomes a stream join under the same name",
+			old: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				s.Sources = s.Sources[:1]
+				j := adJoin(s)
+				j.Stream = nil
+				j.Static = qt.StaticDelta("s3://lake/clicks", qt.Col("ad_id", v1.TypeString), qt.Col("click_time", v1.TypeTimestamp))
+			}),
+			new: adClicks().Spec(),
+			want: []finding{
+				{Rule: "source-added", Severity: compat.Warning, Path: "spec.sources[1]", New: "kafka topics [clicks]"},
+				{Rule: "join-kind", Severity: compat.Rejected, Path: "spec.transform[1].join", Old: "static join of delta table s3://lake/clicks", New: "stream join of source clicks"},
+			},
+		},
+		{
+			name: "join-type/left outer becomes inner",
+			old:  adClicks().Spec(),
+			new:  edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Type = v1.JoinInner }),
+			want: []finding{{Rule: "join-type", Severity: compat.Rejected, Path: "spec.transform[1].join.type", Old: "leftOuter", New: "inner"}},
+		},
+		{
+			name:   "join-type/inner written out is the default",
+			old:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = "" }),
+			new:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = v1.JoinInner }),
+			passes: []string{"join-type"},
+		},
+		{
+			name: "join-keys/a key added to a static join",
+			old:  enriched().Spec(),
+			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				j := s.Transform[enrichedJoin].Join
+				j.Static.Schema.Columns = append(j.Static.Schema.Columns, qt.Col("id", v1.TypeString))
+				j.Keys = append(j.Keys, v1.JoinKey{Left: "order_id", Right: "id"})
+			}),
+			want: []finding{
+				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[2].join", Old: "(order_id string, country string, amount double, ts timestamp, c_code string, c_region string)", New: "(order_id string, country string, amount double, ts timestamp, c_code string, c_region string, c_id string)"},
+				{Rule: "join-keys", Severity: compat.Rejected, Path: "spec.transform[2].join.keys", Old: "(country string = code string)", New: "(country string = code string, order_id string = id string)"},
+			},
+		},
+		{
+			name: "join-keys/keys in another order",
+			old: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				j := s.Transform[enrichedJoin].Join
+				j.Static.Schema.Columns = append(j.Static.Schema.Columns, qt.Col("id", v1.TypeString))
+				j.Keys = append(j.Keys, v1.JoinKey{Left: "order_id", Right: "id"})
+			}),
+			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				j := s.Transform[enrichedJoin].Join
+				j.Static.Schema.Columns = append(j.Static.Schema.Columns, qt.Col("id", v1.TypeString))
+				j.Keys = append([]v1.JoinKey{{Left: "order_id", Right: "id"}}, j.Keys...)
+			}),
+			want: []finding{{Rule: "join-keys", Severity: compat.Rejected, Path: "spec.transform[2].join.keys", Old: "(country string = code string, order_id string = id string)", New: "(order_id string = id string, country string = code string)"}},
+		},
+		{
+			name: "join-side/the static table changes",
+			old:  enriched().Spec(),
+			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				s.Transform[enrichedJoin].Join.Static.Delta.Path = "s3://lake/countries_v2"
+			}),
+			want: []finding{{Rule: "join-side", Severity: compat.Rejected, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "delta table s3://lake/countries_v2"}},
+		},
+		{
+			name: "join-side/the same table written another way",
+			old:  enriched().Spec(),
+			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				s.Transform[enrichedJoin].Join.Static.Delta.Path = "s3://lake/countries/"
+			}),
+			passes: []string{"join-side"},
+		},
+		{
+			name: "join-side/the stream join reads another source",
+			old:  adClicks().Spec(),
+			new: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				s.Sources[1].Name = "taps"
+				s.Sources[1].Kafka.Topics = []string{"taps"}
+				adJoin(s).Stream.Source = "taps"
+			}),
+			want: []finding{
+				{Rule: "source-added", Severity: compat.Warning, Path: "spec.sources[1]", New: "kafka topics [taps]"},
+				{Rule: "source-removed", Severity: compat.Warning, Path: "spec.sources", Old: "clicks: kafka topics [clicks]"},
+				{Rule: "join-side", Severity: compat.Rejected, Path: "spec.transform[1].join.stream.source", Old: "source clicks", New: "source taps"},
+			},
+		},
+		{
+			name: "join-time-bound/the upper bound grows",
+			old:  adClicks().Spec(),
+			new:  edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.TimeBound.UpperBound = "2h" }),
+			want: []finding{{Rule: "join-time-bound", Severity: compat.Rejected, Path: "spec.transform[1].join.stream.timeBound", Old: "click_time BETWEEN imp_time - 0s AND imp_time + 1h", New: "click_time BETWEEN imp_time - 0s AND imp_time + 2h"}},
+		},
+		{
+			name:   "join-time-bound/the same bound in other units",
+			old:    adClicks().Spec(),
+			new:    edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.TimeBound.UpperBound = "60m" }),
+			passes: []string{"join-time-bound"},
+		},
+		{
+			name: "join-watermark/the right watermark's delay shrinks",
+			old:  adClicks().Spec(),
+			new:  edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.Watermark.Delay = "5m" }),
+			want: []finding{{Rule: "join-watermark", Severity: compat.Warning, Path: "spec.transform[1].join.stream.watermark.delay", Old: "20m", New: "5m"}},
+		},
+		{
+			name: "join-watermark/the right watermark's column changes",
+			old: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				s.Sources[1].Schema.Columns = append(s.Sources[1].Schema.Columns, qt.Col("seen_time", v1.TypeTimestamp))
+			}),
+			new: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				s.Sources[1].Schema.Columns = append(s.Sources[1].Schema.Columns, qt.Col("seen_time", v1.TypeTimestamp))
+				adJoin(s).Stream.Watermark.Column = "seen_time"
+				adJoin(s).Stream.TimeBound.RightColumn = "seen_time"
+			}),
+			want: []finding{
+				{Rule: "join-time-bound", Severity: compat.Rejected, Path: "spec.transform[1].join.stream.timeBound", Old: "click_time BETWEEN imp_time - 0s AND imp_time + 1h", New: "seen_time BETWEEN imp_time - 0s AND imp_time + 1h"},
+				{Rule: "join-watermark", Severity: compat.Rejected, Path: "spec.transform[1].join.stream.watermark.column", Old: "click_time", New: "seen_time"},
+			},
+		},
+		{
+			name: "join-refresh/a static side refreshed on every new version instead of every 10m",
+			old: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				s.Transform[enrichedJoin].Join.Static.Refresh = &v1.Refresh{Every: "10m"}
+			}),
+			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				s.Transform[enrichedJoin].Join.Static.Refresh = &v1.Refresh{OnNewVersion: true}
+			}),
+			want: []finding{{Rule: "join-refresh", Severity: compat.Allowed, Path: "spec.transform[2].join.static.refresh", Old: "every 10m", New: "onNewVersion"}},
+		},
+		{
+			name: "join-refresh/an empty refresh is no refresh",
+			old:  enriched().Spec(),
+			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				s.Transform[enrichedJoin].Join.Static.Refresh = &v1.Refresh{}
+			}),
+			passes: []string{"join-refresh"},
 		},
 
 		// Settings.

@@ -154,3 +154,46 @@ func cleanMerge(keys ...string) *qt.Query {
 		Sink(v1.Sink{Delta: &v1.DeltaSink{Path: "s3://lake/clean", MergeKeys: keys}}).
 		OutputMode(v1.OutputUpdate)
 }
+
+// countriesJoin is a stream–static join of clean's or revenue's orders with a countries table.
+func countriesJoin() v1.Join {
+	return v1.Join{
+		Name: "countries", Type: v1.JoinLeftOuter, Keys: qt.Keys("country", "code"),
+		Static:      qt.StaticDelta("s3://lake/countries", qt.Col("code", v1.TypeString), qt.Col("region", v1.TypeString)),
+		RightPrefix: "c_",
+	}
+}
+
+// enriched is clean with its orders joined with countries, at spec.transform[2]: a
+// stateless query with a static join.
+func enriched() *qt.Query { return clean().Join(countriesJoin()) }
+
+// The index of enriched's join.
+const enrichedJoin = 2
+
+// revenueJoined is revenue with the countries join before its dropDuplicates, at
+// spec.transform[3]: a stateful query with a static join.
+func revenueJoined() *qt.Query {
+	return revenue().Edit(func(s *v1.StreamingQuerySpec) {
+		j := countriesJoin()
+		s.Transform = slices.Insert(s.Transform, revDedup, v1.Step{Join: &j})
+	})
+}
+
+// adClicks joins ad impressions with the clicks that follow within an hour, left outer, at
+// spec.transform[1]: a stream–stream join.
+func adClicks() *qt.Query {
+	return qt.Make("ads", "web").
+		KafkaSource("impressions", "kafka:9092", "impressions", qt.Col("ad_id", v1.TypeString), qt.Col("imp_time", v1.TypeTimestamp)).
+		KafkaSource("clicks", "kafka:9092", "clicks", qt.Col("ad_id", v1.TypeString), qt.Col("click_time", v1.TypeTimestamp)).
+		Watermark("imp_time", "10m").
+		Join(v1.Join{
+			Name: "imp-clicks", Type: v1.JoinLeftOuter, Keys: qt.Keys("ad_id", "ad_id"),
+			Stream: qt.StreamSide("clicks", "imp_time", "click_time", "20m", "0s", "1h"),
+			Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "imp_time"}, {Side: v1.SideRight, Column: "click_time"}},
+		}).
+		FilesSink("/data/ads", "json")
+}
+
+// adJoin returns adClicks' join in s.
+func adJoin(s *v1.StreamingQuerySpec) *v1.Join { return s.Transform[1].Join }

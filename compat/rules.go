@@ -35,6 +35,7 @@ const (
 	AreaQuery     = "The query as a whole"
 	AreaSources   = "Sources"
 	AreaState     = "Stateful steps"
+	AreaJoins     = "Joins"
 	AreaWatermark = "Watermark"
 	AreaOutput    = "Output and sink"
 	AreaSettings  = "Settings"
@@ -55,7 +56,7 @@ func Rules() []Rule {
 			ID: "shape-version", Area: AreaQuery, Title: "The checkpoint was recorded by a newer Lockstep",
 			Severities:  []Severity{Rejected},
 			Description: "A shape whose version is newer than this Lockstep reads may record things this version does not know to compare, so it refuses to judge rather than allow a change it cannot see. ParseShape refuses such a shape too.",
-			Example:     Example{Old: `{"version": 2, …}  (shape/<N> in the checkpoint)`, New: "any spec"},
+			Example:     Example{Old: `{"version": 3, …}  (shape/<N> in the checkpoint)`, New: "any spec"},
 			check:       checkShapeVersion,
 		},
 
@@ -412,6 +413,78 @@ func Rules() []Rule {
 			Description: "The guarantee follows from the sources and the sink (DESIGN §4). A weaker one (exactly-once → at-least-once, e.g. turning off the Kafka sink's exactlyOnce, or a switch to webhook or console) is a warning; a stronger one is allowed.",
 			Example:     Example{Old: "kafka: {topic: revenue, exactlyOnce: true}", New: "kafka: {topic: revenue}"},
 			check:       checkSinkGuarantee,
+		},
+
+		// Joins.
+		{
+			ID: "join-added", Area: AreaJoins, Title: "A join is added",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "Rejected when the query keeps state (a stateful step or a stream join): that state was built from unjoined rows, and a new stream join would start with no buffered rows. Added to a stateless query (a query whose only joins are static counts as stateless), a warning: rows are joined from the next batch on, a batch replayed at restart included, and rows already written stay unjoined. Spark finds a new stream–stream join only at restart, as a missing state.",
+			Example:     Example{Old: "transform: [{filter: \"amount > 0.0\"}]", New: "transform: [{filter: \"amount > 0.0\"}, {join: {name: customers, keys: [{left: customer_id, right: id}], static: {delta: {path: s3://lake/customers}, …}, rightPrefix: c_}}]"},
+			check:       checkJoinAdded,
+		},
+		{
+			ID: "join-removed", Area: AreaJoins, Title: "A join is removed",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "The mirror of join-added: rejected when the query kept state, which was built from joined rows (a stream join's own state would stay unused); a warning for a stateless query, whose sink receives unjoined rows from the next batch on.",
+			Example:     Example{Old: "transform: [{join: {name: customers, …}}, {aggregate: {…}}]", New: "transform: [{aggregate: {…}}]"},
+			check:       checkJoinRemoved,
+		},
+		{
+			ID: "join-renamed", Area: AreaJoins, Title: "A join's id changes",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "A join is known by its name, else join-<ordinal among the joins>. A stream join's buffered rows live under the id: under a new one it would start empty, so the change is rejected. A static join's only record is its snapshot's version: under a new id the next batch reads a fresh snapshot, a warning. Detected when a join of the same type, side, keys and time bound reappears under another id.",
+			Example:     Example{Old: "join: {keys: […], stream: {source: clicks, …}}   # stored as join-0", New: "join: {name: imp-clicks, keys: […], stream: {source: clicks, …}}"},
+			check:       checkJoinRenamed,
+		},
+		{
+			ID: "join-kind", Area: AreaJoins, Title: "A join changes between static and stream under the same id",
+			Severities:  []Severity{Rejected},
+			Description: "A static join records a snapshot, a stream join buffers both sides' rows; the checkpoint's record of one means nothing to the other.",
+			Example:     Example{Old: "join: {name: clicks, static: {delta: {path: s3://lake/clicks}, …}, …}", New: "join: {name: clicks, stream: {source: clicks, …}, …}"},
+			check:       checkJoinKind,
+		},
+		{
+			ID: "join-type", Area: AreaJoins, Title: "A join's type changes",
+			Severities:  []Severity{Rejected},
+			Description: "inner, leftOuter and rightOuter emit different rows: the output already written (and a stream join's buffered rows, whose outer rows are still due) follows the old type. Spark lists a changed stream–stream join as not allowed; Lockstep says so before the restart, for static joins too.",
+			Example:     Example{Old: "join: {type: inner, …}", New: "join: {type: leftOuter, …}"},
+			check:       checkJoinType,
+		},
+		{
+			ID: "join-keys", Area: AreaJoins, Title: "A join's keys or their order change",
+			Severities:  []Severity{Rejected},
+			Description: "The equality keys (left and right column with their types, in order) decide which rows match; for a stream join they are its state key too, so buffered rows would never be found again. A new order is rejected as well, as for the keys of other stateful steps. Databricks' full-refresh list names join keys.",
+			Example:     Example{Old: "keys: [{left: customer_id, right: id}]", New: "keys: [{left: customer_id, right: id}, {left: country, right: country}]"},
+			check:       checkJoinKeys,
+		},
+		{
+			ID: "join-side", Area: AreaJoins, Title: "A join's right side changes",
+			Severities:  []Severity{Rejected},
+			Description: "A static join's table (kind, path and, for files, format) and a stream join's source are its identity: the recorded snapshot version or the buffered rows belong to them. Join another table or source with a new join under a fresh checkpoint instead.",
+			Example:     Example{Old: "static: {delta: {path: s3://lake/customers}, …}", New: "static: {delta: {path: s3://lake/customers_v2}, …}"},
+			check:       checkJoinSide,
+		},
+		{
+			ID: "join-time-bound", Area: AreaJoins, Title: "A stream join's time bound changes",
+			Severities:  []Severity{Rejected},
+			Description: "The time bound (its columns and both durations, compared by value) decides how long each side's rows are buffered and when outer rows are emitted; rows buffered under the old bound would be matched and evicted by neither.",
+			Example:     Example{Old: "timeBound: {leftColumn: imp_time, rightColumn: click_time, lowerBound: 0s, upperBound: 1h}", New: "timeBound: {…, upperBound: 2h}"},
+			check:       checkJoinTimeBound,
+		},
+		{
+			ID: "join-watermark", Area: AreaJoins, Title: "A stream join's right watermark changes",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "The right side's watermark column keys and evicts the right rows buffered: changing it is rejected (the left side's is the query's watermark, judged by watermark-column). A new delay, like the query's watermark delay, only decides future lateness: a warning.",
+			Example:     Example{Old: "stream: {watermark: {column: click_time, delay: 20m}, …}", New: "stream: {watermark: {column: click_time, delay: 5m}, …}"},
+			check:       checkJoinWatermark,
+		},
+		{
+			ID: "join-refresh", Area: AreaJoins, Title: "A static join's refresh policy changes",
+			Severities:  []Severity{Allowed},
+			Description: "refresh (every D, onNewVersion, or omitted: keep the first snapshot) only decides when a newer snapshot is read, from the next newly planned batch on; a replayed batch joins against the snapshot its offsets entry records.",
+			Example:     Example{Old: "static: {…, refresh: {every: 10m}}", New: "static: {…, refresh: {onNewVersion: true}}"},
+			check:       checkJoinRefresh,
 		},
 
 		// Settings.

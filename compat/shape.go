@@ -16,7 +16,7 @@ import (
 // ShapeVersion is the version of the Shape JSON that this package writes. ParseShape reads
 // this version and refuses newer ones. Any change to the JSON, additive ones included, bumps
 // it, so that an older Lockstep never judges a checkpoint by a record it only partly reads.
-const ShapeVersion = 1
+const ShapeVersion = 2
 
 // ErrNewerShape means a shape was recorded by a newer Lockstep than this one.
 var ErrNewerShape = errors.New("shape recorded by a newer Lockstep")
@@ -34,6 +34,8 @@ type Shape struct {
 	Watermark *WatermarkShape `json:"watermark,omitempty"`
 	// Operators are the stateful steps, in spec order.
 	Operators []OperatorShape `json:"operators,omitempty"`
+	// Joins are the join steps, in spec order (since version 2).
+	Joins []JoinShape `json:"joins,omitempty"`
 	// OutputMode is the output mode, defaulted.
 	OutputMode v1.OutputMode `json:"outputMode"`
 	// Output are the columns the sink receives, in order.
@@ -212,6 +214,21 @@ func ShapeOf(spec *v1.StreamingQuerySpec) (Shape, error) {
 			sh.Operators = append(sh.Operators, aggregateShape(st.StatefulName(ordinal), st.Aggregate, in, from, eventTime))
 			ordinal++
 			from, eventTime = map[string]string{}, "" // nothing stateful may follow an aggregate
+		case st.Join != nil:
+			sh.Joins = append(sh.Joins, joinShape(s, st.JoinName(len(sh.Joins)), st.Join, in, from, eventTime))
+			next, nextEventTime := map[string]string{}, ""
+			right, _ := st.Join.RightColumns(s)
+			for _, oc := range st.Join.Output(in, right) {
+				if oc.Side == v1.SideLeft {
+					next[oc.Name] = from[in[oc.Index].Name]
+					if eventTime != "" && in[oc.Index].Name == eventTime && nextEventTime == "" {
+						nextEventTime = oc.Name
+					}
+				} else {
+					next[oc.Name] = "right." + right[oc.Index].Name
+				}
+			}
+			from, eventTime = next, nextEventTime
 		case st.DropDuplicates != nil:
 			op := OperatorShape{ID: st.StatefulName(ordinal), Kind: v1.StepDropDuplicates}
 			for _, c := range st.DropDuplicates.Columns {
@@ -263,8 +280,12 @@ func (s Shape) Equal(o Shape) bool {
 // the zero Shape.
 func (s Shape) IsZero() bool { return s.Version == 0 }
 
-// Stateful reports whether the query keeps state: whether it has a stateful step.
-func (s Shape) Stateful() bool { return len(s.Operators) > 0 }
+// Stateful reports whether the query keeps state: whether it has a stateful step or a stream
+// join. A static join's snapshot record is not state: a query with only static joins is
+// stateless.
+func (s Shape) Stateful() bool {
+	return len(s.Operators) > 0 || slices.ContainsFunc(s.Joins, func(j JoinShape) bool { return j.Stream != nil })
+}
 
 func (s Shape) source(name string) (SourceShape, bool) {
 	for _, src := range s.Sources {

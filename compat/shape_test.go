@@ -170,13 +170,21 @@ func TestShapeOf(t *testing.T) {
 	})
 }
 
+// TestParseShapeVersion1: a shape recorded before joins (version 1) still reads.
+func TestParseShapeVersion1(t *testing.T) {
+	sh, err := compat.ParseShape([]byte(`{"version": 1, "sources": [], "sink": {"kind": "console"}, "outputMode": "append", "pinned": {"statePartitions": 8}}`))
+	if err != nil || sh.Version != 1 || len(sh.Joins) != 0 {
+		t.Fatalf("ParseShape(version 1) = %+v, %v", sh, err)
+	}
+}
+
 func TestParseShape(t *testing.T) {
 	cases := []struct {
 		name    string
 		data    string
 		wantErr error
 	}{
-		{name: "newer version", data: `{"version": 2, "future": true}`, wantErr: compat.ErrNewerShape},
+		{name: "newer version", data: `{"version": 3, "future": true}`, wantErr: compat.ErrNewerShape},
 		{name: "no version", data: `{"sources": []}`},
 		{name: "unknown field", data: `{"version": 1, "sources": [], "sink": {"kind": "console"}, "pinned": {"statePartitions": 8}, "extra": 1}`},
 		{name: "not JSON", data: `v1`},

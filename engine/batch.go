@@ -19,7 +19,9 @@ type batchPlan struct {
 	// absent from ends takes no part in the batch.
 	starts, ends map[string]Offset
 	lags         map[string]*int64
-	replay       bool
+	// joins holds the snapshot each stream–static join joins against.
+	joins  []checkpoint.JoinSnapshot
+	replay bool
 }
 
 // plan asks every source for the end of the next batch and, when one has new
@@ -51,6 +53,11 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 	if !hasData && !r.noDataBatchDue() {
 		return nil, nil, nil
 	}
+	joins, err := r.planJoins(ctx, bp.time)
+	if err != nil {
+		return nil, nil, fmt.Errorf("plan batch %d: %w", bp.id, err)
+	}
+	bp.joins = joins
 	durations := map[string]int64{"latestOffset": clk.Since(began).Milliseconds()}
 	walBegan := clk.Now()
 	o := checkpoint.Offsets{
@@ -58,6 +65,7 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 		BatchWatermarkMs: bp.watermarkMs,
 		BatchTimestampMs: bp.time.UnixMilli(),
 		Conf:             r.conf,
+		Joins:            bp.joins,
 	}
 	for _, s := range r.sources {
 		o.Sources = append(o.Sources, checkpoint.SourceOffset{Source: s.name, Offset: bp.ends[s.name]})
@@ -118,6 +126,16 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 		})
 	}
 	durations["getBatch"] = clk.Since(phase).Milliseconds()
+
+	if len(r.q.staticJoins()) > 0 {
+		phase = clk.Now()
+		joins, err := r.loadJoins(ctx, bp)
+		if err != nil {
+			return Progress{}, err
+		}
+		p.Joins = joins
+		durations["joinSnapshot"] = clk.Since(phase).Milliseconds()
+	}
 
 	phase = clk.Now()
 	rows, err := r.transform(bp, rows, right)

@@ -212,3 +212,30 @@ const (
 func Phases() []Phase {
 	return []Phase{PhaseOffsetsWritten, PhaseSinkWrite, PhaseSinkCommitted, PhaseCommitted}
 }
+
+// StaticTable is the right side of a stream–static join: a table read whole as a snapshot.
+// A snapshot is named by the table's own JSON (a Delta version, a files listing), which the
+// engine records in the offsets log of each batch that joins against it.
+type StaticTable interface {
+	// Latest returns the name of the table's newest snapshot. It is called once per batch
+	// whose join's refresh is due, so it should be cheap (a log or folder listing).
+	Latest(ctx context.Context) (Snapshot, error)
+	// Read returns every row of exactly the named snapshot, in the static side's schema; a
+	// snapshot that can no longer be read as it was is an error naming what changed.
+	Read(ctx context.Context, snap Snapshot) ([]Row, error)
+}
+
+// Snapshot names one snapshot of a static table, in the table's own JSON.
+type Snapshot = json.RawMessage
+
+// StaticEnv is what a static table's constructor gets besides its spec.
+type StaticEnv struct {
+	// Join is the join's name, for messages and credentials.
+	Join string
+	// Open opens the table's location with the join's S3 settings.
+	Open   FolderOpener
+	Logger *slog.Logger
+}
+
+// StaticConstructor builds the static table of a join's static side.
+type StaticConstructor func(ctx context.Context, spec *v1.StaticSide, env StaticEnv) (StaticTable, error)

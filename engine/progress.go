@@ -76,6 +76,8 @@ type Progress struct {
 	// 0 when the query has none.
 	WatermarkMs int64            `json:"watermarkMs"`
 	Sources     []SourceProgress `json:"sources"`
+	// Joins describes the static side each stream–static join joined against.
+	Joins []JoinProgress `json:"joins,omitempty"`
 	// StateOperators describes the state of each stateful step.
 	StateOperators []StateOperatorProgress `json:"stateOperators,omitempty"`
 	// S3 counts the S3 requests retried (by operation) and the uncertain

@@ -71,6 +71,13 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 			errs = append(errs, field.NotSupported(field.NewPath("spec", "sources").Index(i).Child(string(k)), k, reg.SourceKinds()))
 		}
 	}
+	for i := range spec.Transform {
+		if j := spec.Transform[i].Join; j != nil && j.Static != nil {
+			if k := j.Static.Kind(); k != "" && reg.statics[k].new == nil && o.features.Has(v1.FeatureStaticJoin) {
+				errs = append(errs, field.NotSupported(field.NewPath("spec", "transform").Index(i).Child("join", "static", string(k)), k, reg.StaticKinds()))
+			}
+		}
+	}
 	if k := spec.Sink.Kind(); reg.sinks[k].new == nil && k != "" && o.features.Has(v1.Feature("sink."+string(k))) {
 		errs = append(errs, field.NotSupported(field.NewPath("spec", "sink").Child(string(k)), k, reg.SinkKinds()))
 	}
@@ -309,6 +316,9 @@ type run struct {
 	state *stateRun
 	// s3Seen is the query's S3 stats when the last batch committed.
 	s3Seen s3.StatsSnapshot
+	// joinSnaps holds, per stream–static join, the snapshot the newest planned batch joins
+	// against (join.go).
+	joinSnaps map[string]checkpoint.JoinSnapshot
 }
 
 // open claims the checkpoint, reads where it stands, asks the start guard,
@@ -344,6 +354,7 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 		next:          head.Next(),
 		starts:        map[string]Offset{},
 		lastCommitted: -1,
+		joinSnaps:     map[string]checkpoint.JoinSnapshot{},
 	}
 	if head.Committed != nil {
 		r.lastCommitted = head.Committed.BatchID
@@ -409,6 +420,9 @@ func (r *run) recover(ctx context.Context, head checkpoint.Head) error {
 		return nil
 	}
 	planned := head.Planned
+	for _, j := range planned.Joins {
+		r.joinSnaps[j.Join] = j
+	}
 	r.conf = maps.Clone(planned.Conf)
 	if r.conf == nil {
 		r.conf = map[string]string{}
@@ -445,6 +459,7 @@ func (r *run) recover(ctx context.Context, head checkpoint.Head) error {
 		watermarkMs: planned.BatchWatermarkMs,
 		starts:      starts,
 		ends:        map[string]Offset{},
+		joins:       planned.Joins,
 		replay:      true,
 	}
 	for _, s := range planned.Sources {
@@ -529,6 +544,9 @@ func (r *run) build(ctx context.Context) error {
 				return p.Purge(ctx, oldest)
 			})
 		}
+	}
+	if err := r.buildJoins(ctx); err != nil {
+		return err
 	}
 	hook := q.opts.hook
 	if hook == nil {

@@ -35,6 +35,12 @@ type FieldSpec struct {
 type Registry struct {
 	sources map[v1.SourceKind]sourceEntry
 	sinks   map[v1.SinkKind]sinkEntry
+	statics map[v1.StaticSideKind]staticEntry
+}
+
+type staticEntry struct {
+	spec ComponentSpec
+	new  StaticConstructor
 }
 
 type sourceEntry struct {
@@ -49,7 +55,7 @@ type sinkEntry struct {
 
 // NewRegistry returns an empty registry.
 func NewRegistry() *Registry {
-	return &Registry{sources: map[v1.SourceKind]sourceEntry{}, sinks: map[v1.SinkKind]sinkEntry{}}
+	return &Registry{sources: map[v1.SourceKind]sourceEntry{}, sinks: map[v1.SinkKind]sinkEntry{}, statics: map[v1.StaticSideKind]staticEntry{}}
 }
 
 // RegisterSource registers the constructor of a source kind. It errors if
@@ -77,6 +83,22 @@ func (r *Registry) RegisterSink(kind v1.SinkKind, spec ComponentSpec, c SinkCons
 	r.sinks[kind] = sinkEntry{spec: spec, new: c}
 	return nil
 }
+
+// RegisterStatic registers the constructor of a static join side's kind (delta, files). It
+// errors if the kind is taken or the constructor is nil.
+func (r *Registry) RegisterStatic(kind v1.StaticSideKind, spec ComponentSpec, c StaticConstructor) error {
+	if _, taken := r.statics[kind]; taken {
+		return fmt.Errorf("register static side kind %q: already registered", kind)
+	}
+	if kind == "" || c == nil {
+		return fmt.Errorf("register static side kind %q: want a kind and a constructor", kind)
+	}
+	r.statics[kind] = staticEntry{spec: spec, new: c}
+	return nil
+}
+
+// StaticKinds returns the registered static side kinds, sorted.
+func (r *Registry) StaticKinds() []v1.StaticSideKind { return slices.Sorted(maps.Keys(r.statics)) }
 
 // SourceKinds returns the registered source kinds, sorted.
 func (r *Registry) SourceKinds() []v1.SourceKind { return slices.Sorted(maps.Keys(r.sources)) }

@@ -13,10 +13,10 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/stateful"
 )
 
-// joinStep is a compiled stream–stream join: the rows flowing into it are
+// streamJoinStep is a compiled stream–stream join: the rows flowing into it are
 // the left side, the rows of source the right side. Its state lives in the
 // run (run.state.join); the run calls joinBatch, never apply.
-type joinStep struct {
+type streamJoinStep struct {
 	name   string
 	source string
 	op     *stateful.StreamJoin
@@ -27,12 +27,12 @@ type joinStep struct {
 	out []int
 }
 
-// apply is never called: a joinStep needs its batch (run.transform).
-func (s *joinStep) apply(rows []Row) []Row { return rows }
+// apply is never called: a streamJoinStep needs its batch (run.transform).
+func (s *streamJoinStep) apply(rows []Row) []Row { return rows }
 
-// compileJoinStep compiles step i of spec, a join; cols are the columns
-// flowing into it. Only stream–stream joins run here.
-func compileJoinStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *field.Error) {
+// compileStreamJoin compiles step i of spec, a join with a stream side;
+// cols are the columns flowing into it.
+func compileStreamJoin(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *field.Error) {
 	st := &spec.Transform[i]
 	j := st.Join
 	p := field.NewPath("spec", "transform").Index(i).Child("join")
@@ -63,7 +63,7 @@ func compileJoinStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step,
 		Name: name, Type: j.EffectiveType(), Left: cols, Right: right,
 		LeftTime: tb.LeftColumn, RightTime: tb.RightColumn, Lower: lower, Upper: upper,
 	}
-	for _, k := range j.On {
+	for _, k := range j.Keys {
 		cfg.LeftKeys = append(cfg.LeftKeys, k.Left)
 		cfg.RightKeys = append(cfg.RightKeys, k.Right)
 	}
@@ -75,7 +75,7 @@ func compileJoinStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step,
 	if err != nil {
 		return nil, field.Invalid(p.Child("stream", "watermark"), j.Stream.Watermark.Column, err.Error())
 	}
-	s := &joinStep{name: name, source: j.Stream.Source, op: op, right: wm}
+	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, right: wm}
 	for _, c := range j.Output(cols, right) {
 		k := c.Index
 		if c.Side == v1.SideRight {
@@ -87,9 +87,9 @@ func compileJoinStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step,
 }
 
 // streamJoin returns the query's stream–stream join step, nil if none.
-func (q *Query) streamJoin() *joinStep {
+func (q *Query) streamJoin() *streamJoinStep {
 	for _, st := range q.steps {
-		if j, ok := st.(*joinStep); ok {
+		if j, ok := st.(*streamJoinStep); ok {
 			return j
 		}
 	}
@@ -101,7 +101,7 @@ func (q *Query) hasStreamJoin() bool { return q.streamJoin() != nil }
 // joinRun is the run's part of a stream–stream join: the two sides' stores
 // and watermarks.
 type joinRun struct {
-	step   *joinStep
+	step   *streamJoinStep
 	stores [2]*state.Store
 	// sideMs holds each side's watermark after the last committed batch
 	// (the commit's watermarksMs), keyed by the side's operator name; a
@@ -153,7 +153,7 @@ func (r *run) openJoin(ctx context.Context, head checkpoint.Head, parts int) err
 // right source's rows, and computes the watermarks of the next batch: each
 // side's moves with its own newest event time, the query's is their
 // minimum (Spark's default multipleWatermarkPolicy), never lower than now.
-func (r *run) joinBatch(bp *batchPlan, s *joinStep, left, right []Row) ([]Row, error) {
+func (r *run) joinBatch(bp *batchPlan, s *streamJoinStep, left, right []Row) ([]Row, error) {
 	jr := r.state.join
 	for _, row := range right {
 		s.right.Observe(row)

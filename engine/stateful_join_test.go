@@ -81,7 +81,7 @@ func (e *adEvents) query() *querytest.Query {
 		Join(v1.Join{
 			Name:   "ad-clicks",
 			Type:   v1.JoinLeftOuter,
-			On:     querytest.On("ad_id", "ad_id"),
+			Keys:   querytest.Keys("ad_id", "ad_id"),
 			Stream: querytest.StreamSide("clicks", "imp_ts", "click_ts", "5s", "0s", "30s"),
 			Select: []v1.JoinColumn{
 				{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "user"}, {Side: v1.SideLeft, Column: "imp_ts"},

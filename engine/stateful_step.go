@@ -101,8 +101,6 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (s
 			return nil, field.Invalid(p.Child("dropDuplicates"), name, err.Error())
 		}
 		return &statefulStep{name: name, kind: v1.StepDropDuplicates, op: d}, nil
-	case v1.StepJoin:
-		return compileJoinStep(spec, cols, i)
 	}
 	return nil, field.NotSupported(p, st.Kind(), []v1.StepKind{v1.StepFilter, v1.StepSelect, v1.StepWatermark, v1.StepAggregate, v1.StepDropDuplicates, v1.StepJoin})
 }
@@ -219,7 +217,7 @@ func (r *run) transform(bp *batchPlan, rows, right []Row) ([]Row, error) {
 				rows = append(rows, row)
 			}
 			r.state.metrics = append(r.state.metrics, m)
-		case *joinStep:
+		case *streamJoinStep:
 			out, err := r.joinBatch(bp, s, rows, right)
 			if err != nil {
 				return nil, fmt.Errorf("batch %d: %w", bp.id, err)

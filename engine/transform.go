@@ -73,6 +73,17 @@ func compileSteps(spec *v1.StreamingQuerySpec, cols []v1.Columns) ([]step, field
 				errs = append(errs, field.Invalid(p.Child("select").Index(j).Child("expr"), pr.Expr, err.Error()))
 			}
 			steps = append(steps, s)
+		case v1.StepJoin:
+			compile := compileJoin
+			if st.Join.Stream != nil {
+				compile = compileStreamJoin
+			}
+			s, err := compile(spec, cols[i], i)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			steps = append(steps, s)
 		default:
 			s, err := compileStatefulStep(spec, cols[i], i)
 			if err != nil {

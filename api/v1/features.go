@@ -45,7 +45,8 @@ const (
 func Supported() Features {
 	return NewFeatures(
 		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
-		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates, FeatureStreamJoin,
+		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
+		FeatureStaticJoin, FeatureStreamJoin,
 		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeaturePostgresSink, FeatureWebhookSink, FeatureConsoleSink,
 		FeatureUpdateMode, FeatureCompleteMode,
 	)

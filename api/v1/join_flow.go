@@ -113,12 +113,12 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 	rs := flowState{cols: right, known: rightKnown}
 
 	// Keys.
-	op := p.Child("on")
-	if len(j.On) == 0 {
+	op := p.Child("keys")
+	if len(j.Keys) == 0 {
 		add(field.Required(op, "at least one pair of key columns, such as {left: customer_id, right: id}"))
 	}
 	seen := map[JoinKey]bool{}
-	for k, key := range j.On {
+	for k, key := range j.Keys {
 		kp := op.Index(k)
 		le := cur.column(kp.Child("left"), key.Left)
 		re := rs.column(kp.Child("right"), key.Right)

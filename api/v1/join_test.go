@@ -37,7 +37,7 @@ func impressions() *qt.Query {
 
 func streamJoin() v1.Join {
 	return v1.Join{
-		Name: "imp-clicks", Type: v1.JoinLeftOuter, On: qt.On("ad_id", "click_ad_id"),
+		Name: "imp-clicks", Type: v1.JoinLeftOuter, Keys: qt.Keys("ad_id", "click_ad_id"),
 		Stream: qt.StreamSide("clicks", "imp_time", "click_time", "20m", "0s", "1h"),
 		Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "imp_time"}, {Side: v1.SideRight, Column: "click_time"}},
 	}
@@ -54,13 +54,13 @@ func TestValidateJoin(t *testing.T) {
 	}{
 		{
 			name:     "a stream–static enrichment with a right prefix is valid",
-			query:    enrich().Join(v1.Join{Type: v1.JoinLeftOuter, On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "c_"}).FilesSink("/out", "json"),
+			query:    enrich().Join(v1.Join{Type: v1.JoinLeftOuter, Keys: qt.Keys("customer_id", "id"), Static: customers(), RightPrefix: "c_"}).FilesSink("/out", "json"),
 			features: all,
 		},
 		{
 			name: "a static files side refreshed every 10m, with select, is valid",
 			query: enrich().Join(v1.Join{
-				Name: "customers", On: qt.On("customer_id", "id"),
+				Name: "customers", Keys: qt.Keys("customer_id", "id"),
 				Static: func() *v1.StaticSide {
 					s := qt.StaticFiles("s3://ref/customers", v1.FormatCSV, qt.Col("id", v1.TypeString), qt.Col("name", v1.TypeString))
 					s.Refresh = &v1.Refresh{Every: "10m"}
@@ -83,13 +83,13 @@ func TestValidateJoin(t *testing.T) {
 		},
 		{
 			name:     "both sides yield a column: refused at the prefix",
-			query:    enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).Join(v1.Join{On: qt.On("id", "id"), Static: customers()}).FilesSink("/out", "json"),
+			query:    enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).Join(v1.Join{Keys: qt.Keys("id", "id"), Static: customers()}).FilesSink("/out", "json"),
 			features: all,
 			want:     field.ErrorList{field.Invalid(transform.Index(1).Child("join", "rightPrefix"), "", "")},
 		},
 		{
 			name: "select names clash and unknown columns",
-			query: enrich().Join(v1.Join{On: qt.On("customer_id", "id"), Static: customers(), Select: []v1.JoinColumn{
+			query: enrich().Join(v1.Join{Keys: qt.Keys("customer_id", "id"), Static: customers(), Select: []v1.JoinColumn{
 				{Side: v1.SideLeft, Column: "order_id", Name: "id"}, {Side: v1.SideRight, Column: "id"}, {Side: v1.SideRight, Column: "nope"}, {Column: "amount"},
 			}}).FilesSink("/out", "json"),
 			features: all,
@@ -101,11 +101,11 @@ func TestValidateJoin(t *testing.T) {
 		},
 		{
 			name:     "keys must exist on their side and have the same type",
-			query:    enrich().Join(v1.Join{On: qt.On("amount", "id", "customer_id", "missing"), Static: customers(), RightPrefix: "c_"}).FilesSink("/out", "json"),
+			query:    enrich().Join(v1.Join{Keys: qt.Keys("amount", "id", "customer_id", "missing"), Static: customers(), RightPrefix: "c_"}).FilesSink("/out", "json"),
 			features: all,
 			want: field.ErrorList{
-				field.Invalid(join.Child("on").Index(0).Child("right"), "id", ""),
-				field.Invalid(join.Child("on").Index(1).Child("right"), "missing", ""),
+				field.Invalid(join.Child("keys").Index(0).Child("right"), "id", ""),
+				field.Invalid(join.Child("keys").Index(1).Child("right"), "missing", ""),
 			},
 		},
 		{
@@ -119,12 +119,12 @@ func TestValidateJoin(t *testing.T) {
 			want: field.ErrorList{
 				field.Invalid(join.Child("static", "refresh", "onNewVersion"), true, ""),
 				field.NotSupported(join.Child("type"), v1.JoinRightOuter, v1.StaticJoinTypes()),
-				field.Required(join.Child("on"), ""),
+				field.Required(join.Child("keys"), ""),
 			},
 		},
 		{
 			name: "a static side needs exactly one of delta, files, and a schema",
-			query: enrich().Join(v1.Join{On: qt.On("customer_id", "id"), Static: &v1.StaticSide{
+			query: enrich().Join(v1.Join{Keys: qt.Keys("customer_id", "id"), Static: &v1.StaticSide{
 				Refresh: &v1.Refresh{Every: "0s"},
 			}}).FilesSink("/out", "json"),
 			features: all,
@@ -138,7 +138,7 @@ func TestValidateJoin(t *testing.T) {
 			name: "a stream join needs a left watermark, a known source, bounds on the watermark columns, append mode",
 			query: qt.Make("q", "ns").
 				KafkaSource("impressions", "k:9092", "impressions", qt.Col("ad_id", v1.TypeString), qt.Col("imp_time", v1.TypeTimestamp)).
-				Join(v1.Join{On: qt.On("ad_id", "ad_id"), Stream: &v1.StreamSide{
+				Join(v1.Join{Keys: qt.Keys("ad_id", "ad_id"), Stream: &v1.StreamSide{
 					Source:    "clickz",
 					Watermark: v1.Watermark{Column: "click_time"},
 					TimeBound: v1.TimeBound{LeftColumn: "imp_time", RightColumn: "imp_time", LowerBound: "-1h"},
@@ -158,7 +158,7 @@ func TestValidateJoin(t *testing.T) {
 		},
 		{
 			name:     "every source read by a stream join: nothing is left to union",
-			query:    qt.Make("q", "ns").KafkaSource("clicks", "k:9092", "clicks", qt.Col("ad_id", v1.TypeString), qt.Col("t", v1.TypeTimestamp)).Join(v1.Join{On: qt.On("ad_id", "ad_id"), Stream: qt.StreamSide("clicks", "t", "t", "0s", "0s", "0s")}).FilesSink("/out", "json"),
+			query:    qt.Make("q", "ns").KafkaSource("clicks", "k:9092", "clicks", qt.Col("ad_id", v1.TypeString), qt.Col("t", v1.TypeTimestamp)).Join(v1.Join{Keys: qt.Keys("ad_id", "ad_id"), Stream: qt.StreamSide("clicks", "t", "t", "0s", "0s", "0s")}).FilesSink("/out", "json"),
 			features: all,
 			want: field.ErrorList{
 				field.Invalid(sources, 1, ""),
@@ -168,9 +168,9 @@ func TestValidateJoin(t *testing.T) {
 		{
 			name: "join names are unique among joins and stateful steps",
 			query: enrich().DropDuplicates("dedup", "order_id").
-				Join(v1.Join{Name: "dedup", On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "a_"}).
-				Join(v1.Join{Name: "c", On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "b_"}).
-				Join(v1.Join{Name: "c", On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "d_"}).FilesSink("/out", "json"),
+				Join(v1.Join{Name: "dedup", Keys: qt.Keys("customer_id", "id"), Static: customers(), RightPrefix: "a_"}).
+				Join(v1.Join{Name: "c", Keys: qt.Keys("customer_id", "id"), Static: customers(), RightPrefix: "b_"}).
+				Join(v1.Join{Name: "c", Keys: qt.Keys("customer_id", "id"), Static: customers(), RightPrefix: "d_"}).FilesSink("/out", "json"),
 			features: all,
 			want: field.ErrorList{
 				field.Invalid(transform.Index(1).Child("join", "name"), "dedup", ""),
@@ -182,13 +182,13 @@ func TestValidateJoin(t *testing.T) {
 			name: "no join after an aggregate, no stateful step after a stream join",
 			query: impressions().Join(streamJoin()).DropDuplicates("", "ad_id").
 				Aggregate("", []v1.GroupKey{qt.Window("imp_time", "1h")}, v1.Aggregation{Name: "n", Function: v1.AggCount}).
-				Join(v1.Join{On: qt.On("window_start", "id"), Static: customers()}).FilesSink("/out", "json"),
+				Join(v1.Join{Keys: qt.Keys("window_start", "id"), Static: customers()}).FilesSink("/out", "json"),
 			features: all,
 			want: field.ErrorList{
 				field.Forbidden(transform.Index(3).Child("dropDuplicates"), ""),
 				field.Forbidden(transform.Index(4).Child("aggregate"), ""),
 				field.Forbidden(transform.Index(5).Child("join"), ""),
-				field.Invalid(transform.Index(5).Child("join", "on").Index(0).Child("right"), "id", ""),
+				field.Invalid(transform.Index(5).Child("join", "keys").Index(0).Child("right"), "id", ""),
 			},
 		},
 	}
@@ -204,7 +204,7 @@ func TestValidateJoin(t *testing.T) {
 
 func TestJoinColumns(t *testing.T) {
 	q := enrich().Watermark("ts", "5m").
-		Join(v1.Join{Type: v1.JoinLeftOuter, On: qt.On("customer_id", "id"), Static: customers(), LeftPrefix: "o_", RightPrefix: "c_"}).
+		Join(v1.Join{Type: v1.JoinLeftOuter, Keys: qt.Keys("customer_id", "id"), Static: customers(), LeftPrefix: "o_", RightPrefix: "c_"}).
 		FilesSink("/out", "json")
 	out, err := q.Spec().OutputColumns()
 	if err != nil {
@@ -234,7 +234,7 @@ func TestJoinColumns(t *testing.T) {
 	if names, steps := s.JoinNames(); !cmp.Equal(names, []string{"imp-clicks"}) || !cmp.Equal(steps, []int{2}) {
 		t.Errorf("JoinNames() = %v, %v", names, steps)
 	}
-	unnamed := enrich().Join(v1.Join{On: qt.On("customer_id", "id"), Static: customers(), RightPrefix: "c_"}).Spec()
+	unnamed := enrich().Join(v1.Join{Keys: qt.Keys("customer_id", "id"), Static: customers(), RightPrefix: "c_"}).Spec()
 	if names, _ := unnamed.JoinNames(); !cmp.Equal(names, []string{"join-0"}) {
 		t.Errorf("JoinNames() of an unnamed join = %v, want join-0", names)
 	}
@@ -242,7 +242,7 @@ func TestJoinColumns(t *testing.T) {
 
 func TestJoinDetails(t *testing.T) {
 	got := enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).
-		Join(v1.Join{On: qt.On("id", "id"), Static: customers()}).FilesSink("/out", "json").Spec().Validate(v1.AllFeatures())
+		Join(v1.Join{Keys: qt.Keys("id", "id"), Static: customers()}).FilesSink("/out", "json").Spec().Validate(v1.AllFeatures())
 	msg := got.ToAggregate().Error()
 	for _, want := range []string{"spec.transform[1].join.rightPrefix", "both sides would yield a column id", "customers_"} {
 		if !strings.Contains(msg, want) {

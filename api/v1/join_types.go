@@ -2,7 +2,7 @@ package v1
 
 // Join joins the rows flowing into the step (the left side) with a right side: a static table
 // read as a snapshot (Static), or a second named source (Stream). Exactly one of Static and
-// Stream is set. Rows match when every key pair in On is equal (a null key never matches) and,
+// Stream is set. Rows match when every key pair in Keys is equal (a null key never matches) and,
 // for a stream join, when the right row's event time lies within TimeBound of the left row's.
 //
 // The output has the left side's columns, then the right side's, each side's renamed by its
@@ -24,11 +24,11 @@ type Join struct {
 	// +optional
 	// +kubebuilder:default=inner
 	Type JoinType `json:"type,omitempty"`
-	// On lists the equality keys, in order; the order is part of a stream join's state key.
+	// Keys lists the equality keys, in order; the order is part of a stream join's state key.
 	// +kubebuilder:validation:MinItems=1
 	// +kubebuilder:validation:MaxItems=32
 	// +listType=atomic
-	On []JoinKey `json:"on"`
+	Keys []JoinKey `json:"keys"`
 	// Static: the right side is a Delta table or a files folder, read as a snapshot.
 	// +optional
 	Static *StaticSide `json:"static,omitempty"`

@@ -224,6 +224,17 @@ func writeDescription(w io.Writer, d checkpoint.Description, ops []state.Summary
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		if len(d.Planned.Joins) > 0 {
+			fmt.Fprintf(w, "\nStatic join snapshots of batch %d:\n", d.Planned.BatchID)
+			tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "  JOIN\tSNAPSHOT\tREAD AT")
+			for _, j := range d.Planned.Joins {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\n", j.Join, describeSnapshot(j.Snapshot), millis(j.ReadAtMs))
+			}
+			if err := tw.Flush(); err != nil {
+				return err
+			}
+		}
 		if len(d.Planned.Conf) > 0 {
 			fmt.Fprintln(w, "\nPinned settings:")
 			keys := make([]string, 0, len(d.Planned.Conf))
@@ -312,4 +323,27 @@ func duration(ms int64) string {
 		return "-"
 	}
 	return (time.Duration(ms) * time.Millisecond).String()
+}
+
+// describeSnapshot renders a static join's snapshot name: a Delta table's version, or a files
+// listing's fingerprint and size; anything else as recorded.
+func describeSnapshot(raw json.RawMessage) string {
+	var s struct {
+		Version     *int64            `json:"version"`
+		Fingerprint string            `json:"fingerprint"`
+		Files       []json.RawMessage `json:"files"`
+	}
+	if json.Unmarshal(raw, &s) == nil {
+		switch {
+		case s.Version != nil:
+			return fmt.Sprintf("delta version %d", *s.Version)
+		case s.Fingerprint != "":
+			fp := s.Fingerprint
+			if len(fp) > 19 {
+				fp = fp[:19]
+			}
+			return fmt.Sprintf("files %s… (%d files)", fp, len(s.Files))
+		}
+	}
+	return string(raw)
 }

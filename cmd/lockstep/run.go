@@ -87,6 +87,8 @@ func newRegistry(opts ...webhook.Opt) (*engine.Registry, error) {
 		reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink),
 		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.SinkWith(opts...)),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
+		reg.RegisterStatic(v1.StaticDeltaKind, delta.StaticSpec(), delta.NewStatic),
+		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 		reg.RegisterSink(v1.SinkPostgres, postgres.SinkSpec(), postgres.NewSink),
 	)

@@ -13,6 +13,12 @@
 //     writer" (exit 3);
 //   - run examples/queries/quickstart.yaml, stop it with SIGINT and run it
 //     again.
+//   - enrich orders with a static Delta table into Delta (a stream–static
+//     join refreshed on every new table version), killed at each phase of
+//     batches 0 and 2 and at 50 random instants, with the table moving to a
+//     new version mid-run, locally and on S3: each order is written once,
+//     joined with the version its batch was planned against (a replayed batch
+//     with the one its offsets entry records), as an uninterrupted run.
 //
 // The harness the tests use is exported for the crash tests of other
 // packages (engine/kafka): [Build] builds the binary, [Run] runs it to its

@@ -7,254 +7,242 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"testing"
 	"time"
+
+	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-// joinQuery is an impressions/clicks stream–stream left outer join into
-// files, one file of each side a batch: the clicks on the same ad up to 10s
-// after an impression, both sides watermarked 5s behind.
+// joinQuery enriches orders with a static Delta table of customers, left outer, refreshed on
+// every new version of the table, into a Delta table.
 const joinQuery = `apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
-metadata: {name: crash-join, namespace: test}
+metadata: {name: enrich, namespace: test}
 spec:
   sources:
-  - name: impressions
+  - name: orders
     files: {path: %q, format: json, maxFilesPerTrigger: 1}
     schema:
       columns:
-      - {name: ad_id, type: string}
-      - {name: user, type: string}
-      - {name: imp_ts, type: timestamp}
-  - name: clicks
-    files: {path: %q, format: json, maxFilesPerTrigger: 1}
-    schema:
-      columns:
-      - {name: ad_id, type: string}
-      - {name: click_ts, type: timestamp}
-      - {name: cost, type: double}
+      - {name: id, type: string}
+      - {name: customer_id, type: string}
+      - {name: amount, type: double}
   transform:
-  - watermark: {column: imp_ts, delay: 5s}
   - join:
-      name: ad-clicks
+      name: customers
       type: leftOuter
-      "on": [{left: ad_id, right: ad_id}]
-      stream:
-        source: clicks
-        watermark: {column: click_ts, delay: 5s}
-        timeBound: {leftColumn: imp_ts, rightColumn: click_ts, lowerBound: 0s, upperBound: 10s}
+      keys: [{left: customer_id, right: id}]
+      static:
+        delta: {path: %q}
+        schema: {columns: [{name: id, type: string}, {name: name, type: string}]}
+        refresh: {onNewVersion: true}
       select:
-      - {side: left, column: ad_id}
-      - {side: left, column: user}
-      - {side: left, column: imp_ts}
-      - {side: right, column: click_ts}
-      - {side: right, column: cost}
+      - {side: left, column: id}
+      - {side: left, column: amount}
+      - {side: right, column: name, name: customer}
   sink:
-    files: {path: %q, format: json}
-  outputMode: append
-  stateStore: {partitions: 4}
+    delta: {path: %q}
   trigger: {availableNow: true}
 `
 
-// joinSetup is one join scenario's locations, local or on S3.
+var customerColumns = v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "name", Type: v1.TypeString}}
+
+// joinSetup is a stream–static scenario: the orders folder, the customers table (whose
+// version the test moves on mid-run) and the output table.
 type joinSetup struct {
-	t                  *testing.T
-	dir                string // scratch folder for specs
-	imps, clicks, out  string
-	ckpt               string
-	cfg                []cks3.Option
-	env                []string
-	files, impressions int
+	*setup
+	customers string
+	version   int // of the customers' names: v<version>-<id>
 }
 
-func newJoinLocal(t *testing.T) *joinSetup {
-	dir := t.TempDir()
-	return &joinSetup{t: t, dir: dir, imps: filepath.Join(dir, "impressions"), clicks: filepath.Join(dir, "clicks"),
-		out: filepath.Join(dir, "out"), ckpt: filepath.Join(dir, "ckpt")}
+func newJoinSetup(s *setup) *joinSetup {
+	j := &joinSetup{setup: s, customers: s.in + "-customers"}
+	j.setCustomers(0)
+	return j
 }
 
-func newJoinS3(t *testing.T) *joinSetup {
-	s := testenv.S3(t)
-	root := "s3://" + s.Bucket
-	return &joinSetup{t: t, dir: t.TempDir(), env: s.Env(), cfg: s.Options(),
-		imps: root + "/impressions", clicks: root + "/clicks", out: root + "/out", ckpt: root + "/ckpt"}
+// setCustomers replaces the customers table's content with customers c0..c4 named for
+// version v: a new table version.
+func (j *joinSetup) setCustomers(v int) {
+	j.t.Helper()
+	f, err := blob.Open(j.customers, j.cfg...)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	var rows []delta.Row
+	for c := range 5 {
+		rows = append(rows, delta.Row{fmt.Sprintf("c%d", c), fmt.Sprintf("v%d-c%d", v, c)})
+	}
+	if _, err := delta.Open(delta.FolderStore(f)).Write(context.Background(), delta.Write{Columns: customerColumns, Rows: rows, Mode: delta.Complete}); err != nil {
+		j.t.Fatal(err)
+	}
+	j.version = v
 }
 
-// addInput writes n more files to each side. Event time advances 5s a file
-// with some disorder; 13 ads; a file has 8 impressions (each a distinct
-// user) and 6 clicks, one of each a minute late.
-func (s *joinSetup) addInput(n int) {
-	s.t.Helper()
-	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
-	ts := func(sec int) string { return t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339) }
+// addOrders writes n more order files of 6 orders each, one of an unknown customer, and
+// records the output rows they must produce with the customers' current version.
+func (j *joinSetup) addOrders(n int) {
+	j.t.Helper()
+	f, err := blob.Open(j.in, j.cfg...)
+	if err != nil {
+		j.t.Fatal(err)
+	}
 	for range n {
-		f := s.files
-		s.files++
-		var imps, clicks bytes.Buffer
-		for j := range 8 {
-			sec := f*5 + j%4 - 2
-			if j == 7 {
-				sec = f*5 - 60
+		i := j.files
+		j.files++
+		var b bytes.Buffer
+		for k := range 6 {
+			id, cust := fmt.Sprintf("o-%04d-%d", i, k), fmt.Sprintf("c%d", k)
+			if k == 5 {
+				cust = "unknown"
 			}
-			fmt.Fprintf(&imps, `{"ad_id":"ad-%d","user":"u-%d","imp_ts":%q}`+"\n", (f*8+j)%13, s.impressions, ts(sec))
-			s.impressions++
+			amount := float64(i) + float64(k)/10
+			fmt.Fprintf(&b, `{"id":%q,"customer_id":%q,"amount":%g}`+"\n", id, cust, amount)
+			var name any
+			if k < 5 {
+				name = fmt.Sprintf("v%d-%s", j.version, cust)
+			}
+			j.want = append(j.want, engine.Row{id, amount, name})
 		}
-		for j := range 6 {
-			sec := f*5 + j%5 + 1
-			if j == 5 {
-				sec = f*5 - 60
-			}
-			fmt.Fprintf(&clicks, `{"ad_id":"ad-%d","click_ts":%q,"cost":%d}`+"\n", (f*8+j*3)%13, ts(sec), f*10+j)
+		if err := f.Put(context.Background(), fmt.Sprintf("orders-%04d.json", i), b.Bytes()); err != nil {
+			j.t.Fatal(err)
 		}
-		name := fmt.Sprintf("part-%04d.json", f)
-		for _, side := range []struct {
-			loc  string
-			data []byte
-		}{{s.imps, imps.Bytes()}, {s.clicks, clicks.Bytes()}} {
-			folder, err := blob.Open(side.loc, s.cfg...)
-			if err != nil {
-				s.t.Fatal(err)
-			}
-			if err := folder.Put(context.Background(), name, side.data); err != nil {
-				s.t.Fatal(err)
-			}
-			if s.cfg == nil {
-				at := t0.Add(time.Duration(f) * time.Millisecond) // distinct modification times, in file order
-				_ = os.Chtimes(filepath.Join(side.loc, name), at, at)
-			}
+		if j.cfg == nil {
+			at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
+			_ = os.Chtimes(filepath.Join(j.in, fmt.Sprintf("orders-%04d.json", i)), at, at)
 		}
 	}
 }
 
-func (s *joinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
-	p := filepath.Join(s.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
-	if err := os.WriteFile(p, fmt.Appendf(nil, joinQuery, s.imps, s.clicks, out), 0o644); err != nil {
-		s.t.Fatal(err)
+func (j *joinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
+	p := filepath.Join(j.dir, fmt.Sprintf("join-%d.yaml", time.Now().UnixNano()))
+	if err := os.WriteFile(p, fmt.Appendf(nil, joinQuery, j.in, j.customers, out), 0o644); err != nil {
+		j.t.Fatal(err)
 	}
 	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)
-	cmd.Dir = s.dir
-	cmd.Env = Env(append(s.env, env...)...)
+	cmd.Dir = j.dir
+	cmd.Env = Env(append(j.env, env...)...)
 	return cmd
 }
 
-func (s *joinSetup) runOnce(ckpt, out string, env ...string) Result {
-	s.t.Helper()
-	return Run(s.t, s.command(ckpt, out, env...))
+func (j *joinSetup) runToEnd(ckpt, out string) {
+	j.t.Helper()
+	if r := Run(j.t, j.command(ckpt, out)); r.Code != 0 {
+		j.t.Fatalf("run: exit %d\n%s", r.Code, r.Stderr)
+	}
 }
 
-func (s *joinSetup) output(out string) []engine.Row {
-	s.t.Helper()
-	f, err := blob.Open(out, s.cfg...)
+// output reads the Delta table at out, sorted.
+func (j *joinSetup) output(out string) []engine.Row {
+	j.t.Helper()
+	f, err := blob.Open(out, j.cfg...)
 	if err != nil {
-		s.t.Fatal(err)
+		j.t.Fatal(err)
 	}
-	return enginetest.OutputRows(s.t, f)
-}
-
-// finish runs the query to its end and checks its output: equal to an
-// uninterrupted run's, every impression there once without a click or
-// only with clicks (outer rows once, never beside a match), and
-// `lockstep checkpoint describe` showing both sides' state and watermarks.
-func (s *joinSetup) finish() {
-	s.t.Helper()
-	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
-		s.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	got := s.output(s.out)
-	ref := s.out + "-reference"
-	if r := s.runOnce(s.ckpt+"-reference", ref); r.Code != 0 {
-		s.t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	want := s.output(ref)
-	if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(got)); diff != "" {
-		s.t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
-	}
-	matched, unmatched := map[any]int{}, map[any]int{}
-	for _, r := range got {
-		if r[3] == nil {
-			unmatched[r[1]]++
-		} else {
-			matched[r[1]]++
-		}
-	}
-	if len(matched) == 0 || len(unmatched) == 0 {
-		s.t.Fatalf("the join wrote %d matched and %d unmatched impressions; the input should give both", len(matched), len(unmatched))
-	}
-	for user, n := range unmatched {
-		if n != 1 || matched[user] > 0 {
-			s.t.Errorf("impression %v written %d times without a click and %d times with one; want once, and never both", user, n, matched[user])
-		}
-	}
-	d := exec.Command(lockstep, "checkpoint", "describe", s.ckpt)
-	d.Env = Env(s.env...)
-	out, err := d.CombinedOutput()
+	tbl := delta.Open(delta.FolderStore(f))
+	snap, err := tbl.Snapshot(context.Background())
 	if err != nil {
-		s.t.Fatalf("checkpoint describe: %v\n%s", err, out)
+		j.t.Fatal(err)
 	}
-	for _, line := range []string{"Join watermarks:  ad-clicks.left ", "  ad-clicks.left   join  ad_id,imp_ts", "  ad-clicks.right  join  ad_id,click_ts"} {
-		if !strings.Contains(string(out), line) {
-			s.t.Errorf("checkpoint describe does not show %q:\n%s", line, out)
+	_, rows, err := tbl.ReadAll(context.Background(), snap)
+	if err != nil {
+		j.t.Fatal(err)
+	}
+	got := make([]engine.Row, len(rows))
+	for i, r := range rows {
+		got[i] = engine.Row(r)
+	}
+	enginetest.SortRows(got)
+	return got
+}
+
+func (j *joinSetup) check(out string, against []engine.Row, what string) {
+	j.t.Helper()
+	want := append([]engine.Row(nil), against...)
+	enginetest.SortRows(want)
+	if diff := cmp.Diff(want, j.output(out)); diff != "" {
+		j.t.Errorf("output differs from %s (-want +got):\n%s", what, diff)
+	}
+}
+
+// TestStaticJoinPhaseKills kills the binary at each phase boundary of batch 0 and 2 of an
+// enrichment into Delta, then moves the customers table to a new version before the restart.
+// Batches up to the killed one were planned with version 0 and join against it, the replayed
+// one included; the batches after it join against version 1: what an uninterrupted run whose
+// table moved on after that batch writes, each order once.
+func TestStaticJoinPhaseKills(t *testing.T) {
+	for _, kind := range []string{"local", "s3"} {
+		for _, p := range Points() {
+			t.Run(kind+"/"+p.String(), func(t *testing.T) {
+				t.Parallel()
+				newSetup := newLocal
+				if kind == "s3" {
+					newSetup = newS3
+				}
+				j := newJoinSetup(newSetup(t, 1))
+				j.addOrders(5)
+				r := Run(t, j.command(j.ckpt, j.out, p.Env()))
+				if !r.Killed {
+					t.Fatalf("the run was not killed at %s: exit %d\n%s", p, r.Code, r.Stderr)
+				}
+				// One file a batch: files 0..p.Batch were planned against version 0.
+				for i := int(p.Batch) + 1; i < 5; i++ {
+					for k := range 5 {
+						j.want[i*6+k][2] = fmt.Sprintf("v1-c%d", k)
+					}
+				}
+				j.setCustomers(1)
+				j.runToEnd(j.ckpt, j.out)
+				j.check(j.out, j.want, "each order joined with the version its batch was planned against")
+			})
 		}
 	}
 }
 
-func joinPhaseKills(t *testing.T, newSetup func(*testing.T) *joinSetup) {
-	for _, p := range Points() {
-		t.Run(p.String(), func(t *testing.T) {
+// TestStaticJoinRandomKills kills the binary at ≥ 50 random instants (25 before and 25 after
+// the customers table moves to a new version mid-run) and checks the output against an
+// uninterrupted run that sees the same versions at the same points, and against the orders
+// each joined with the version current when it was written.
+func TestStaticJoinRandomKills(t *testing.T) {
+	for _, kind := range []string{"local", "s3"} {
+		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			s := newSetup(t)
-			s.addInput(6)
-			r := s.runOnce(s.ckpt, s.out, p.Env())
-			if !r.Killed {
-				t.Fatalf("the run was not killed at %s: exit %d\n%s", p, r.Code, r.Stderr)
+			s := newLocal(t, 1)
+			if kind == "s3" {
+				s = newS3(t, 1)
 			}
-			s.finish()
+			j := newJoinSetup(s)
+			ref, refCkpt := j.out+"-reference", j.ckpt+"-reference"
+			// Time a run of 20 batches and one with nothing to do, to aim the kills.
+			j.addOrders(20)
+			began := time.Now()
+			j.runToEnd(j.ckpt+"-timing", j.out+"-timing")
+			full := time.Since(began)
+			began = time.Now()
+			j.runToEnd(j.ckpt+"-timing", j.out+"-timing")
+			startup := time.Since(began)
+			span := startup + 8*(max(full-startup, time.Millisecond)/20)
+			for phase := range 2 {
+				finished := KillRandomly(t, 25, span, func(bool) *exec.Cmd {
+					j.addOrders(2)
+					return j.command(j.ckpt, j.out)
+				})
+				j.runToEnd(j.ckpt, j.out) // every order so far, with this version
+				j.runToEnd(refCkpt, ref)
+				t.Logf("phase %d (customers v%d): 25 runs killed, %d ran to the end; %d order files", phase, j.version, finished, j.files)
+				if phase == 0 {
+					j.setCustomers(1) // the refresh, mid-run
+				}
+			}
+			j.check(j.out, j.output(ref), "an uninterrupted run's")
+			j.check(j.out, j.want, "the orders, each joined once with its version")
 		})
 	}
-}
-
-// joinRandomKills kills the join at 50 random instants, adding input
-// whenever a run got to the end, then lets a run finish.
-func joinRandomKills(t *testing.T, s *joinSetup) {
-	s.addInput(20)
-	began := time.Now()
-	if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.Code != 0 {
-		t.Fatalf("timing run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	span := max(time.Since(began), 200*time.Millisecond)
-	const kills = 50
-	finished := KillRandomly(t, kills, span, func(finishedLast bool) *exec.Cmd {
-		if finishedLast {
-			s.addInput(3)
-		}
-		return s.command(s.ckpt, s.out)
-	})
-	t.Logf("%d runs killed at random instants within %s, %d ran to the end; %d input files a side", kills, span, finished, s.files)
-	s.finish()
-}
-
-// TestJoinPhaseKillsLocal kills the stream–stream join at every phase
-// boundary of batches 0 and 2, with a local checkpoint, input and output.
-func TestJoinPhaseKillsLocal(t *testing.T) { joinPhaseKills(t, newJoinLocal) }
-
-// TestJoinPhaseKillsS3 does the same on S3.
-func TestJoinPhaseKillsS3(t *testing.T) { joinPhaseKills(t, newJoinS3) }
-
-func TestJoinRandomKillsLocal(t *testing.T) {
-	t.Parallel()
-	joinRandomKills(t, newJoinLocal(t))
-}
-
-func TestJoinRandomKillsS3(t *testing.T) {
-	t.Parallel()
-	joinRandomKills(t, newJoinS3(t))
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/source"
 )
 
-// Registry returns a registry with the built-in sources (files, rate) and
-// sinks (files, console), as `lockstep run` fills it.
+// Registry returns a registry with the built-in sources (files, rate), sinks
+// (files, console) and static join side (files), as `lockstep run` fills it.
 func Registry(t testing.TB) *engine.Registry {
 	t.Helper()
 	reg := engine.NewRegistry()
@@ -28,6 +28,7 @@ func Registry(t testing.TB) *engine.Registry {
 		reg.RegisterSource(v1.SourceRate, source.RateSpec(), source.NewRate),
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkConsole, sink.ConsoleSpec(), sink.NewConsole),
+		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
 	} {
 		if err != nil {
 			t.Fatal(err)

@@ -271,8 +271,8 @@ func schema(cols []v1.Column) *v1.Schema {
 // Join adds a join step.
 func (w *Query) Join(j v1.Join) *Query { return w.Step(v1.Step{Join: &j}) }
 
-// On returns join keys: pairs of left and right column names, as left, right, left, right….
-func On(pairs ...string) []v1.JoinKey {
+// Keys returns join keys: pairs of left and right column names, as left, right, left, right….
+func Keys(pairs ...string) []v1.JoinKey {
 	var keys []v1.JoinKey
 	for i := 0; i+1 < len(pairs); i += 2 {
 		keys = append(keys, v1.JoinKey{Left: pairs[i], Right: pairs[i+1]})

@@ -1,0 +1,380 @@
+package compat
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// The checks of the join steps.
+
+// joinMatch pairs the old joins with the new ones, as opMatch pairs the stateful steps.
+type joinMatch struct {
+	// pairs have the same id and kind (static or stream): their type, keys and sides are compared.
+	pairs []joinPair
+	// renamed have different ids and the same content.
+	renamed []joinPair
+	// kind have the same id and another kind.
+	kind []joinPair
+	// added and removed are indexes into the new and old joins.
+	added, removed []int
+}
+
+type joinPair struct {
+	oldIdx, newIdx int
+	old, new       JoinShape
+}
+
+func (c *change) joins() *joinMatch {
+	m := &joinMatch{}
+	olds, news := c.old.Joins, c.new.Joins
+	usedOld, usedNew := make([]bool, len(olds)), make([]bool, len(news))
+	match := func(same func(o, n JoinShape) bool, into *[]joinPair) {
+		for j, n := range news {
+			if usedNew[j] {
+				continue
+			}
+			for i, o := range olds {
+				if !usedOld[i] && same(o, n) {
+					usedOld[i], usedNew[j] = true, true
+					*into = append(*into, joinPair{oldIdx: i, newIdx: j, old: o, new: n})
+					break
+				}
+			}
+		}
+	}
+	match(func(o, n JoinShape) bool { return o.ID == n.ID && joinKind(o) == joinKind(n) }, &m.pairs)
+	match(func(o, n JoinShape) bool { return describeJoinContent(o) == describeJoinContent(n) }, &m.renamed)
+	match(func(o, n JoinShape) bool { return o.ID == n.ID }, &m.kind)
+	for j := range news {
+		if !usedNew[j] {
+			m.added = append(m.added, j)
+		}
+	}
+	for i := range olds {
+		if !usedOld[i] {
+			m.removed = append(m.removed, i)
+		}
+	}
+	return m
+}
+
+// joinPath returns the path of the new spec's join at index i of c.new.Joins.
+func (c *change) joinPath(i int) string {
+	_, steps := c.spec.JoinNames()
+	if i < len(steps) {
+		return fmt.Sprintf("spec.transform[%d].join", steps[i])
+	}
+	return "spec.transform"
+}
+
+func joinKind(j JoinShape) string {
+	if j.Stream != nil {
+		return "stream"
+	}
+	return "static"
+}
+
+func describeJoin(j JoinShape) string {
+	return fmt.Sprintf("%s join %s", joinKind(j), describeJoinID(j.ID))
+}
+
+// describeJoinID quotes a join's id; an unnamed join's is join-<n>.
+func describeJoinID(id string) string { return strconv.Quote(id) }
+
+func describeJoinSide(j JoinShape) string {
+	switch {
+	case j.Static != nil:
+		if j.Static.Kind == "files" {
+			return fmt.Sprintf("files (%s) in %s", j.Static.Format, j.Static.Path)
+		}
+		return "delta table " + j.Static.Path
+	case j.Stream != nil:
+		return "source " + j.Stream.Source
+	}
+	return "?"
+}
+
+func describeJoinKeys(keys []JoinKeyShape) string {
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s = %s", describeKey(k.Left), describeKey(k.Right))
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+func describeTimeBound(j JoinShape) string {
+	if j.Stream == nil {
+		return ""
+	}
+	tb := j.Stream.TimeBound
+	return fmt.Sprintf("%s BETWEEN %s - %s AND %s + %s", tb.RightColumn, tb.LeftColumn, tb.LowerBound, tb.LeftColumn, tb.UpperBound)
+}
+
+func describeRefresh(j JoinShape) string {
+	if j.Static == nil || j.Static.Refresh == nil {
+		return "never (the first snapshot is kept)"
+	}
+	if j.Static.Refresh.OnNewVersion {
+		return "onNewVersion"
+	}
+	return "every " + string(j.Static.Refresh.Every)
+}
+
+// describeJoinContent is what a join computes, without its id.
+func describeJoinContent(j JoinShape) string {
+	s := fmt.Sprintf("%s %s join of %s on %s", j.Type, joinKind(j), describeJoinSide(j), describeJoinKeys(j.Keys))
+	if j.Stream != nil {
+		s += fmt.Sprintf(" where %s, right watermark %s", describeTimeBound(j), j.Stream.Watermark.Column)
+	}
+	return s
+}
+
+func checkJoinAdded(c *change) []Finding {
+	var out []Finding
+	for _, j := range c.joins().added {
+		n := c.new.Joins[j]
+		f := Finding{Path: c.joinPath(j), New: describeJoinContent(n)}
+		if c.old.Stateful() {
+			f.Severity = Rejected
+			f.Message = fmt.Sprintf("The %s is new in a query that keeps state: the state was built from unjoined rows, so from the restart on it would mix rows joined and not joined%s.",
+				describeJoin(n), map[bool]string{true: ", and the join's own state would start empty", false: ""}[n.Stream != nil])
+			f.Remedy = c.revertOrFresh("Remove the join")
+		} else {
+			f.Severity = Warning
+			f.Message = fmt.Sprintf("The %s is new: rows are joined from the next batch on (a batch replayed at restart included); rows the sink already holds stay unjoined.", describeJoin(n))
+			f.Remedy = "To join the rows already written too, " + c.freshStart() + "."
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func checkJoinRemoved(c *change) []Finding {
+	var out []Finding
+	for _, i := range c.joins().removed {
+		o := c.old.Joins[i]
+		f := Finding{Path: "spec.transform", Old: describeJoinContent(o)}
+		if c.old.Stateful() {
+			f.Severity = Rejected
+			f.Message = fmt.Sprintf("The %s is removed from a query that keeps state: the state was built from joined rows, so from the restart on it would mix joined and unjoined rows%s.",
+				describeJoin(o), map[bool]string{true: ", and the join's state would stay in the checkpoint unused", false: ""}[o.Stream != nil])
+			f.Remedy = c.revertOrFresh("Put the join back")
+		} else {
+			f.Severity = Warning
+			f.Message = fmt.Sprintf("The %s is removed: from the next batch on the sink receives the rows unjoined.", describeJoin(o))
+			f.Remedy = "Put the join back if the sink's readers expect its columns."
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func checkJoinRenamed(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().renamed {
+		f := Finding{Path: c.joinPath(p.newIdx) + ".name", Old: describeJoinID(p.old.ID), New: describeJoinID(p.new.ID)}
+		revert := fmt.Sprintf("Name it %q again", p.old.ID)
+		if strings.HasPrefix(p.old.ID, "join-") {
+			revert = fmt.Sprintf("Restore its id %s (remove its name, or the joins added or removed before it)", describeJoinID(p.old.ID))
+		}
+		if p.new.Stream != nil {
+			f.Severity = Rejected
+			f.Message = fmt.Sprintf("The %s is now %s; its state is stored under the join's id, so under the new id it would start empty and miss the matches and outer rows of the rows it buffered.",
+				describeJoin(p.old), describeJoinID(p.new.ID))
+			f.Remedy = c.revertOrFresh(revert)
+		} else {
+			f.Severity = Warning
+			f.Message = fmt.Sprintf("The %s is now %s; its snapshot record is kept under the id, so the next batch reads a new snapshot of %s.",
+				describeJoin(p.old), describeJoinID(p.new.ID), describeJoinSide(p.new))
+			f.Remedy = revert + " to keep joining against the recorded snapshot until its refresh is due."
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func checkJoinKind(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().kind {
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.joinPath(p.newIdx),
+			Old:      joinKind(p.old) + " join of " + describeJoinSide(p.old),
+			New:      joinKind(p.new) + " join of " + describeJoinSide(p.new),
+			Message: fmt.Sprintf("Join %s changed from a %s join to a %s join; the checkpoint holds a %s join's record under that id, which means nothing to a %s join.",
+				describeJoinID(p.new.ID), joinKind(p.old), joinKind(p.new), joinKind(p.old), joinKind(p.new)),
+			Remedy: c.revertOrFresh("Revert the join to a " + joinKind(p.old) + " join"),
+		})
+	}
+	return out
+}
+
+func checkJoinType(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().pairs {
+		if p.old.Type == p.new.Type {
+			continue
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.joinPath(p.newIdx) + ".type",
+			Old:      string(p.old.Type),
+			New:      string(p.new.Type),
+			Message: fmt.Sprintf("The %s changed from %s to %s; the rows already written (and a stream join's buffered rows, whose outer rows are still due) were joined the old way, so the output would change meaning mid-stream.",
+				describeJoin(p.new), p.old.Type, p.new.Type),
+			Remedy: c.revertOrFresh("Revert type to " + string(p.old.Type)),
+		})
+	}
+	return out
+}
+
+func checkJoinKeys(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().pairs {
+		o, n := describeJoinKeys(p.old.Keys), describeJoinKeys(p.new.Keys)
+		if o == n {
+			continue
+		}
+		why := ""
+		if sameKeySet(p.old.Keys, p.new.Keys) {
+			why = " order"
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.joinPath(p.newIdx) + ".keys",
+			Old:      o,
+			New:      n,
+			Message:  joinKeysMessage(p.new, why),
+			Remedy:   c.revertOrFresh("Restore keys to " + o),
+		})
+	}
+	return out
+}
+
+func joinKeysMessage(j JoinShape, why string) string {
+	if j.Stream != nil {
+		return fmt.Sprintf("The keys of %s changed%s; they are its state key, in order, so the rows it buffered would never be found again.", describeJoin(j), why)
+	}
+	return fmt.Sprintf("The keys of %s changed%s; the rows already written were matched by the old keys, so the output would change meaning mid-stream.", describeJoin(j), why)
+}
+
+func sameKeySet(a, b []JoinKeyShape) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	seen := map[string]int{}
+	for _, k := range a {
+		seen[describeKey(k.Left)+"="+describeKey(k.Right)]++
+	}
+	for _, k := range b {
+		seen[describeKey(k.Left)+"="+describeKey(k.Right)]--
+	}
+	for _, v := range seen {
+		if v != 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func checkJoinSide(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().pairs {
+		o, n := describeJoinSide(p.old), describeJoinSide(p.new)
+		if o == n {
+			continue
+		}
+		path := c.joinPath(p.newIdx) + ".static"
+		what := "snapshot"
+		if p.new.Stream != nil {
+			path = c.joinPath(p.newIdx) + ".stream.source"
+			what = "right rows"
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path,
+			Old:      o,
+			New:      n,
+			Message: fmt.Sprintf("The %s now joins %s instead of %s; the %s it recorded came from %s, and the rows already written were joined with it.",
+				describeJoin(p.new), n, o, what, o),
+			Remedy: c.revertOrFresh("Join with " + o + " again (a new join may read " + n + ")"),
+		})
+	}
+	return out
+}
+
+func checkJoinTimeBound(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().pairs {
+		if p.old.Stream == nil || p.new.Stream == nil {
+			continue
+		}
+		ot, nt := p.old.Stream.TimeBound, p.new.Stream.TimeBound
+		if ot.LeftColumn == nt.LeftColumn && ot.RightColumn == nt.RightColumn && sameDuration(ot.LowerBound, nt.LowerBound) && sameDuration(ot.UpperBound, nt.UpperBound) {
+			continue
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     c.joinPath(p.newIdx) + ".stream.timeBound",
+			Old:      describeTimeBound(p.old),
+			New:      describeTimeBound(p.new),
+			Message: fmt.Sprintf("The %s's time bound changed; the rows it buffered were kept, and evicted with their outer rows, by the old bound, so matches and outer rows around the restart would follow neither bound.",
+				describeJoin(p.new)),
+			Remedy: c.revertOrFresh("Restore the time bound " + describeTimeBound(p.old)),
+		})
+	}
+	return out
+}
+
+func checkJoinWatermark(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().pairs {
+		if p.old.Stream == nil || p.new.Stream == nil {
+			continue
+		}
+		ow, nw := p.old.Stream.Watermark, p.new.Stream.Watermark
+		path := c.joinPath(p.newIdx) + ".stream.watermark"
+		switch {
+		case ow.Column != nw.Column:
+			out = append(out, Finding{
+				Severity: Rejected,
+				Path:     path + ".column",
+				Old:      ow.Column,
+				New:      nw.Column,
+				Message: fmt.Sprintf("The right watermark of %s moved from %s to %s; the right rows it buffered are keyed and evicted by %s.",
+					describeJoin(p.new), ow.Column, nw.Column, ow.Column),
+				Remedy: c.revertOrFresh("Restore the right watermark column " + ow.Column),
+			})
+		case !sameDuration(ow.Delay, nw.Delay):
+			out = append(out, Finding{
+				Severity: Warning,
+				Path:     path + ".delay",
+				Old:      string(ow.Delay),
+				New:      string(nw.Delay),
+				Message: fmt.Sprintf("The right watermark delay of %s changed from %s to %s; like the query's watermark it never moves back, so the new delay decides which right rows are late, and when buffered rows are evicted, from the next batch on.",
+					describeJoin(p.new), ow.Delay, nw.Delay),
+				Remedy: fmt.Sprintf("Revert %s.delay to %s if that is not what you want.", path, ow.Delay),
+			})
+		}
+	}
+	return out
+}
+
+func checkJoinRefresh(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().pairs {
+		if p.old.Static == nil || p.new.Static == nil || describeRefresh(p.old) == describeRefresh(p.new) {
+			continue
+		}
+		out = append(out, Finding{
+			Severity: Allowed,
+			Path:     c.joinPath(p.newIdx) + ".static.refresh",
+			Old:      describeRefresh(p.old),
+			New:      describeRefresh(p.new),
+			Message: fmt.Sprintf("The %s's refresh policy changed; it decides only when a newer snapshot is read, from the next newly planned batch on (a replayed batch keeps its recorded snapshot).",
+				describeJoin(p.new)),
+		})
+	}
+	return out
+}
