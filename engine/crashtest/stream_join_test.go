@@ -242,19 +242,19 @@ func streamJoinRandomKills(t *testing.T, s *streamJoinSetup) {
 	s.finish()
 }
 
-// TestJoinPhaseKillsLocal kills the stream–stream join at every phase
+// TestStreamJoinPhaseKillsLocal kills the stream–stream join at every phase
 // boundary of batches 0 and 2, with a local checkpoint, input and output.
-func TestJoinPhaseKillsLocal(t *testing.T) { streamJoinPhaseKills(t, newStreamJoinLocal) }
+func TestStreamJoinPhaseKillsLocal(t *testing.T) { streamJoinPhaseKills(t, newStreamJoinLocal) }
 
-// TestJoinPhaseKillsS3 does the same on S3.
-func TestJoinPhaseKillsS3(t *testing.T) { streamJoinPhaseKills(t, newStreamJoinS3) }
+// TestStreamJoinPhaseKillsS3 does the same on S3.
+func TestStreamJoinPhaseKillsS3(t *testing.T) { streamJoinPhaseKills(t, newStreamJoinS3) }
 
-func TestJoinRandomKillsLocal(t *testing.T) {
+func TestStreamJoinRandomKillsLocal(t *testing.T) {
 	t.Parallel()
 	streamJoinRandomKills(t, newStreamJoinLocal(t))
 }
 
-func TestJoinRandomKillsS3(t *testing.T) {
+func TestStreamJoinRandomKillsS3(t *testing.T) {
 	t.Parallel()
 	streamJoinRandomKills(t, newStreamJoinS3(t))
 }

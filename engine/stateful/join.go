@@ -340,12 +340,14 @@ func (j *StreamJoin) processPartition(pl, pr *state.Partition, lin, rin []joinIt
 				p.Delete(e.key)
 				n++
 			}
-			if n == len(es) {
+			switch {
+			case n == len(es):
 				delete(si.byKey, k)
 				continue
+			case n > 0:
+				es = es[n:]
+				si.byKey[k] = es
 			}
-			es = es[n:]
-			si.byKey[k] = es
 			floor = min(floor, es[0].t)
 		}
 		si.floor = floor
