@@ -65,8 +65,11 @@ generate: ## Regenerate deepcopy, CRDs and reference docs.
 manifests: generate ## Alias of generate, as kubebuilder projects name it.
 	$(TOOLS_BIN)/controller-gen rbac:roleName=controller webhook paths=./controller/... output:rbac:artifacts:config=config/rbac output:webhook:artifacts:config=config/webhook
 
-bench: ## Run the benchmarks and print their tables.
-	go test -run '^$$' -bench . -benchmem $(PKGS)
+BENCH ?= .
+BENCH_FLAGS ?= -benchmem
+bench: ## Run the benchmarks, then print one table of the goals (hack/benchtable/goals.txt): figure, target, met or not.
+	@mkdir -p bin
+	go test -run '^$$' -bench '$(BENCH)' $(BENCH_FLAGS) $(PKGS) | go run ./hack/benchtable -goals hack/benchtable/goals.txt | tee bin/bench.txt
 
 clean-tools: ## Remove the tool cache.
 	rm -rf $(LOCKSTEP_TOOLS)

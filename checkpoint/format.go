@@ -273,6 +273,10 @@ type SourceProgress struct {
 	// Lag is how many records the source held beyond EndOffset when the batch
 	// was planned; nil when the source cannot tell.
 	Lag *int64 `json:"lag,omitempty"`
+	// LagMs is how old, at the batch's timestamp, the newest record read up
+	// to EndOffset was, where records remained beyond it (the largest over
+	// the source's partitions); nil when the source cannot tell.
+	LagMs *int64 `json:"lagMs,omitempty"`
 }
 
 func encodeCommit(c Commit) ([]byte, error) {

@@ -180,19 +180,21 @@ type opMatch struct {
 	added, removed []int
 }
 
-type opPair struct {
+// pair is an old and a new item that stand for the same step, with their indexes.
+type pair[T any] struct {
 	oldIdx, newIdx int
-	old, new       OperatorShape
+	old, new       T
 }
 
-func (c *change) ops() *opMatch {
-	if c.matched != nil {
-		return c.matched
-	}
-	m := &opMatch{}
-	olds, news := c.old.Operators, c.new.Operators
+type opPair = pair[OperatorShape]
+
+// pairUp pairs olds with news by each predicate in turn (an item pairs once, with the first
+// unpaired match), returning the pairs of each predicate and the indexes of the news and olds
+// left unpaired.
+func pairUp[T any](olds, news []T, sames ...func(o, n T) bool) (pairs [][]pair[T], added, removed []int) {
 	usedOld, usedNew := make([]bool, len(olds)), make([]bool, len(news))
-	match := func(same func(o, n OperatorShape) bool, into *[]opPair) {
+	for _, same := range sames {
+		var into []pair[T]
 		for j, n := range news {
 			if usedNew[j] {
 				continue
@@ -200,25 +202,37 @@ func (c *change) ops() *opMatch {
 			for i, o := range olds {
 				if !usedOld[i] && same(o, n) {
 					usedOld[i], usedNew[j] = true, true
-					*into = append(*into, opPair{oldIdx: i, newIdx: j, old: o, new: n})
+					into = append(into, pair[T]{oldIdx: i, newIdx: j, old: o, new: n})
 					break
 				}
 			}
 		}
+		pairs = append(pairs, into)
 	}
-	match(func(o, n OperatorShape) bool { return o.ID == n.ID && o.Kind == n.Kind }, &m.pairs)
-	match(func(o, n OperatorShape) bool { return describeOpContent(o) == describeOpContent(n) }, &m.renamed)
-	match(func(o, n OperatorShape) bool { return o.ID == n.ID }, &m.kind)
 	for j := range news {
 		if !usedNew[j] {
-			m.added = append(m.added, j)
+			added = append(added, j)
 		}
 	}
 	for i := range olds {
 		if !usedOld[i] {
-			m.removed = append(m.removed, i)
+			removed = append(removed, i)
 		}
 	}
+	return pairs, added, removed
+}
+
+func (c *change) ops() *opMatch {
+	if c.matched != nil {
+		return c.matched
+	}
+	m := &opMatch{}
+	var p [][]opPair
+	p, m.added, m.removed = pairUp(c.old.Operators, c.new.Operators,
+		func(o, n OperatorShape) bool { return o.ID == n.ID && o.Kind == n.Kind },
+		func(o, n OperatorShape) bool { return describeOpContent(o) == describeOpContent(n) },
+		func(o, n OperatorShape) bool { return o.ID == n.ID })
+	m.pairs, m.renamed, m.kind = p[0], p[1], p[2]
 	c.matched = m
 	return m
 }
@@ -299,6 +313,8 @@ func startDesc(s SourceShape) string {
 		return "from its table's current content"
 	case v1.SourceRate:
 		return "from value 0"
+	case v1.SourceNexmark:
+		return "from event 0"
 	}
 	return "from its starting position"
 }

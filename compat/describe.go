@@ -21,6 +21,8 @@ func describeSource(s SourceShape) string {
 		return "delta table " + s.Path
 	case v1.SourceRate:
 		return "rate"
+	case v1.SourceNexmark:
+		return "nexmark " + s.Format + " events"
 	}
 	return string(s.Kind)
 }

@@ -46,7 +46,7 @@ func guarantee(sources []v1.SourceKind, sink SinkShape) (v1.Guarantee, string) {
 // replayable reports whether a source of kind k can read a logged batch's range again.
 func replayable(k v1.SourceKind) bool {
 	switch k {
-	case v1.SourceKafka, v1.SourceFiles, v1.SourceDelta, v1.SourceRate:
+	case v1.SourceKafka, v1.SourceFiles, v1.SourceDelta, v1.SourceRate, v1.SourceNexmark:
 		return true
 	}
 	return false

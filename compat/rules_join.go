@@ -20,42 +20,16 @@ type joinMatch struct {
 	added, removed []int
 }
 
-type joinPair struct {
-	oldIdx, newIdx int
-	old, new       JoinShape
-}
+type joinPair = pair[JoinShape]
 
 func (c *change) joins() *joinMatch {
 	m := &joinMatch{}
-	olds, news := c.old.Joins, c.new.Joins
-	usedOld, usedNew := make([]bool, len(olds)), make([]bool, len(news))
-	match := func(same func(o, n JoinShape) bool, into *[]joinPair) {
-		for j, n := range news {
-			if usedNew[j] {
-				continue
-			}
-			for i, o := range olds {
-				if !usedOld[i] && same(o, n) {
-					usedOld[i], usedNew[j] = true, true
-					*into = append(*into, joinPair{oldIdx: i, newIdx: j, old: o, new: n})
-					break
-				}
-			}
-		}
-	}
-	match(func(o, n JoinShape) bool { return o.ID == n.ID && joinKind(o) == joinKind(n) }, &m.pairs)
-	match(func(o, n JoinShape) bool { return describeJoinContent(o) == describeJoinContent(n) }, &m.renamed)
-	match(func(o, n JoinShape) bool { return o.ID == n.ID }, &m.kind)
-	for j := range news {
-		if !usedNew[j] {
-			m.added = append(m.added, j)
-		}
-	}
-	for i := range olds {
-		if !usedOld[i] {
-			m.removed = append(m.removed, i)
-		}
-	}
+	var p [][]joinPair
+	p, m.added, m.removed = pairUp(c.old.Joins, c.new.Joins,
+		func(o, n JoinShape) bool { return o.ID == n.ID && joinKind(o) == joinKind(n) },
+		func(o, n JoinShape) bool { return describeJoinContent(o) == describeJoinContent(n) },
+		func(o, n JoinShape) bool { return o.ID == n.ID })
+	m.pairs, m.renamed, m.kind = p[0], p[1], p[2]
 	return m
 }
 

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,7 +59,8 @@ type SourceShape struct {
 	TopicPattern string   `json:"topicPattern,omitempty"`
 	// Path identifies a files or delta source; normalized (no file:// prefix, no trailing slash).
 	Path string `json:"path,omitempty"`
-	// Format is a files source's file format or a Kafka source's value format.
+	// Format is a files source's file format, a Kafka source's value format or a nexmark
+	// source's table.
 	Format string `json:"format,omitempty"`
 	// StartingOffsets (Kafka) and StartingVersion (delta) say where a source new to the
 	// checkpoint starts.
@@ -69,7 +71,8 @@ type SourceShape struct {
 	MaxOffsetsPerTrigger *int64 `json:"maxOffsetsPerTrigger,omitempty"`
 	MaxFilesPerTrigger   *int32 `json:"maxFilesPerTrigger,omitempty"`
 	RowsPerSecond        int64  `json:"rowsPerSecond,omitempty"`
-	// Columns is the declared schema (Kafka raw: value); nil for rate, whose columns are fixed.
+	// Columns is the declared schema (Kafka raw: value; nexmark: its table's); nil for rate,
+	// whose columns are fixed.
 	Columns v1.Columns `json:"columns,omitempty"`
 }
 
@@ -327,6 +330,11 @@ func sourceShape(src *v1.Source) SourceShape {
 		s.MaxFilesPerTrigger = src.Delta.MaxFilesPerTrigger
 	case src.Rate != nil:
 		s.RowsPerSecond = src.Rate.RowsPerSecond
+	case src.Nexmark != nil:
+		// The table fixes the columns, which the schema rules compare like a declared
+		// schema's; the rest only shapes future events.
+		s.Format = string(cmp.Or(src.Nexmark.Table, v1.DefaultNexmarkTable))
+		s.Columns = v1.NexmarkColumns(src.Nexmark.Table)
 	}
 	return s
 }

@@ -44,6 +44,10 @@ type placement struct {
 // lists nor watches them.
 type checkpoints struct {
 	reader client.Reader
+	// stores, when set, is read for CheckpointStores before reader: the reconciler's cache,
+	// which its watch of stores keeps current. A store it does not hold yet (created a moment
+	// ago) is read from reader.
+	stores client.Reader
 }
 
 // locate returns the query's store and effective checkpoint location: spec.checkpoint.location,
@@ -52,7 +56,13 @@ type checkpoints struct {
 func (c checkpoints) locate(ctx context.Context, q *v1.StreamingQuery) (p placement, refused field.ErrorList, err error) {
 	if name := q.Spec.Checkpoint.Store; name != "" {
 		var st v1.CheckpointStore
-		err := c.reader.Get(ctx, types.NamespacedName{Name: name}, &st)
+		var err error
+		if c.stores != nil {
+			err = c.stores.Get(ctx, types.NamespacedName{Name: name}, &st)
+		}
+		if c.stores == nil || apierrors.IsNotFound(err) {
+			err = c.reader.Get(ctx, types.NamespacedName{Name: name}, &st)
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 		case err != nil:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,7 +48,7 @@ import (
 // claims the checkpoint and records the shape of the spec it runs before its first batch)
 // or someone else writes the location, so the whole checkpoint is read again when anything
 // that could have caused that changed: the query's uid or generation, its placement or
-// credentials, its engine pods, a read that failed, a checkpoint that does not exist or has
+// credentials (the Secret is read again every secretRefresh, 5 min, and after a failed read), its engine pods, a read that failed, a checkpoint that does not exist or has
 // no shape yet.
 
 // poller holds the memory of status polls, per query. It is safe for concurrent use; the
@@ -60,10 +61,12 @@ type poller struct {
 // pollEntry is what the last poll of one query opened and read.
 type pollEntry struct {
 	opened storeKey
-	store  checkpoint.Store
-	read   readKey
-	cp     *checkpoint.Checkpoint // nil when there was no checkpoint
-	snap   snapshot
+	// secretRead is when the credentials Secret was last read (see secretRefresh).
+	secretRead time.Time
+	store      checkpoint.Store
+	read       readKey
+	cp         *checkpoint.Checkpoint // nil when there was no checkpoint
+	snap       snapshot
 	// badHint is 1 + a hint that named a missing commit, 0 for none: polls step along the
 	// logs instead of trusting it, until the hint names a newer commit.
 	badHint int64
@@ -75,6 +78,17 @@ type storeKey struct {
 	storeGeneration int64
 	secretVersion   string
 }
+
+func (k storeKey) withoutSecret() storeKey {
+	k.secretVersion = ""
+	return k
+}
+
+// secretRefresh is how long a poll trusts the credentials Secret it last read: polls in between
+// read no Secret, so that a steady resync costs the API server nothing. A changed store or a
+// failed read re-reads it at once; a deleted or rotated Secret is otherwise noticed within
+// this long.
+const secretRefresh = 5 * time.Minute
 
 // readKey is what the metadata and shape in memory depend on.
 type readKey struct {
@@ -115,25 +129,31 @@ func (pl *poller) remember(q types.NamespacedName, e *pollEntry) {
 // reads it whole.
 func (pl *poller) poll(ctx context.Context, cps checkpoints, q *v1.StreamingQuery, p placement, pods []corev1.Pod) (snapshot, error) {
 	name := types.NamespacedName{Namespace: q.Namespace, Name: q.Name}
-	sec, err := cps.secret(ctx, q.Namespace, p)
-	if err != nil {
-		pl.remember(name, nil)
-		return snapshot{}, err
-	}
-	opened := storeKey{location: p.location, store: p.store.Name, storeGeneration: p.store.Generation, secretVersion: sec.ResourceVersion}
 	rk := readKey{uid: q.UID, generation: q.Generation, engine: engineFingerprint(pods)}
 	e := pl.entry(name)
-	if e == nil || e.opened != opened {
-		store, err := openStore(ctx, p, sec, true)
+	opened := storeKey{location: p.location, store: p.store.Name, storeGeneration: p.store.Generation}
+	if e == nil || e.opened.withoutSecret() != opened || time.Since(e.secretRead) >= secretRefresh {
+		sec, err := cps.secret(ctx, q.Namespace, p)
 		if err != nil {
 			pl.remember(name, nil)
 			return snapshot{}, err
 		}
-		e = &pollEntry{opened: opened, store: store}
+		opened.secretVersion = sec.ResourceVersion
+		if e == nil || e.opened != opened {
+			store, err := openStore(ctx, p, sec, true)
+			if err != nil {
+				pl.remember(name, nil)
+				return snapshot{}, err
+			}
+			e = &pollEntry{opened: opened, store: store}
+		}
+		e.secretRead = time.Now()
 	}
 	next, err := e.advance(ctx, rk)
 	if err != nil {
-		e.cp, e.snap = nil, snapshot{} // read it whole next time, with the store kept
+		// Read it whole next time, with the store kept, and the Secret again: the failure may
+		// be credentials that changed.
+		e.cp, e.snap, e.secretRead = nil, snapshot{}, time.Time{}
 		pl.remember(name, e)
 		return snapshot{}, err
 	}

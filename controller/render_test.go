@@ -322,6 +322,10 @@ func TestRenderWiresS3ConnectionSecrets(t *testing.T) {
 		EditSource("orders", func(s *v1.Source) {
 			s.Files.S3 = &v1.S3Connection{Endpoint: "https://s3.eu-west-1.amazonaws.com", SecretName: "landing-keys"}
 		}).
+		Join(v1.Join{Name: "customers", Keys: querytest.Keys("id", "id"), RightPrefix: "c_", Static: &v1.StaticSide{
+			Delta:  &v1.StaticDelta{Path: "s3://ref/customers", S3: &v1.S3Connection{SecretName: "ref-keys"}},
+			Schema: &v1.Schema{Columns: v1.Columns{{Name: "id", Type: v1.TypeString}}},
+		}}).
 		DeltaSink("s3://lake/orders", "").
 		Edit(func(s *v1.StreamingQuerySpec) {
 			s.Sink.Delta.PartitionColumns = nil
@@ -342,6 +346,7 @@ func TestRenderWiresS3ConnectionSecrets(t *testing.T) {
 		"LOCKSTEP_ORDERS_AWS_SECRET_ACCESS_KEY": "landing-keys/AWS_SECRET_ACCESS_KEY",
 		"LOCKSTEP_ORDERS_AWS_SESSION_TOKEN":     "landing-keys/AWS_SESSION_TOKEN",
 		"LAKE_AWS_ACCESS_KEY_ID":                "lake-keys/AWS_ACCESS_KEY_ID",
+		"LOCKSTEP_CUSTOMERS_AWS_ACCESS_KEY_ID":  "ref-keys/AWS_ACCESS_KEY_ID",
 		"LAKE_AWS_SECRET_ACCESS_KEY":            "lake-keys/AWS_SECRET_ACCESS_KEY",
 		controller.EnvAccessKeyID:               "s3-credentials/AWS_ACCESS_KEY_ID",
 	} {

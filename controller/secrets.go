@@ -113,6 +113,13 @@ func secretUses(spec *v1.StreamingQuerySpec) []secretUse {
 		s3conn(sources.Index(i).Child(kind), src.S3Connection(), src.Name)
 	}
 	s3conn(sink.Child(string(spec.Sink.Kind())), spec.Sink.S3Connection(), "")
+	names, steps := spec.JoinNames()
+	for k, i := range steps {
+		if st := spec.Transform[i].Join.Static; st != nil {
+			p := field.NewPath("spec", "transform").Index(i).Child("join", "static", string(st.Kind()))
+			s3conn(p, st.S3Connection(), names[k]) // the engine reads LOCKSTEP_<JOIN>_AWS_…
+		}
+	}
 	if pg := spec.Sink.Postgres; pg != nil && pg.Connection.SecretName != "" {
 		uses = append(uses, secretUse{field: sink.Child("postgres", "connection", "secretName"), secret: pg.Connection.SecretName, env: []secretEnv{
 			{name: v1.PostgresDSNEnv, key: v1.PostgresDSNSecretKey},

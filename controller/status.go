@@ -326,6 +326,31 @@ func phaseEvent(old, now *v1.StreamingQueryStatus) *event {
 	return nil
 }
 
+// commitSeen is the newest commit the reconcile read, for the trend Events; false when it
+// read none.
+func (o *observation) commitSeen() (commitSeen, bool) {
+	if o.refused != nil || o.unreachable != nil {
+		return commitSeen{}, false
+	}
+	c := o.snap.head.Committed
+	if c == nil {
+		return commitSeen{}, false
+	}
+	cs := commitSeen{batch: c.BatchID, duration: time.Duration(c.Progress.DurationMs["triggerExecution"]) * time.Millisecond}
+	var lag int64
+	known := false
+	for _, s := range c.Progress.Sources {
+		if s.Lag != nil {
+			lag += *s.Lag
+			known = true
+		}
+	}
+	if known {
+		cs.lag = &lag
+	}
+	return cs, true
+}
+
 // committedAt is when the newest batch committed; zero when none did.
 func (o *observation) committedAt() time.Time {
 	if c := o.snap.head.Committed; c != nil {

@@ -21,10 +21,14 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	crevent "sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -38,6 +42,8 @@ const (
 	// delays the reconcile (and so a suspend) by at most this much, then the checkpoint is
 	// reported unreachable.
 	DefaultReadBudget = 10 * time.Second
+	// DefaultMaxConcurrentReconciles is how many queries are reconciled at once.
+	DefaultMaxConcurrentReconciles = 4
 	// deletionPoll is how often a deletion with retention Delete checks that the engine has
 	// stopped before it deletes the checkpoint.
 	deletionPoll = 2 * time.Second
@@ -63,7 +69,9 @@ type QueryReconciler struct {
 	engine   EngineSettings
 	resync   time.Duration
 	budget   time.Duration
+	workers  int
 	polls    *poller
+	trends   *trends
 	metrics  *Metrics
 }
 
@@ -83,6 +91,11 @@ func WithEngine(s EngineSettings) Option { return func(r *QueryReconciler) { r.e
 // Default 30s.
 func WithResync(d time.Duration) Option { return func(r *QueryReconciler) { r.resync = d } }
 
+// WithMaxConcurrentReconciles sets how many queries are reconciled at once. Default 4: a
+// reconcile mostly waits on S3 and the API server, and 1,000 queries at the default resync
+// need about 33 reconciles a second.
+func WithMaxConcurrentReconciles(n int) Option { return func(r *QueryReconciler) { r.workers = n } }
+
 // WithReadBudget bounds the checkpoint reads of one reconcile (the store's access check
 // included): when they take longer the checkpoint counts as unreachable for this reconcile.
 // Default 10s.
@@ -100,7 +113,9 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 		clock:    clock.RealClock{},
 		resync:   DefaultResync,
 		budget:   DefaultReadBudget,
+		workers:  DefaultMaxConcurrentReconciles,
 		polls:    &poller{},
+		trends:   &trends{},
 	}
 	for _, opt := range opts {
 		opt(r)
@@ -112,16 +127,33 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 // Jobs and ConfigMaps they own, and the engine pods (by label), and CheckpointStores (every query
 // of a changed store is reconciled again).
 func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := indexLocations(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.StreamingQuery{}).
+		For(&v1.StreamingQuery{}, builder.WithPredicates(notStatusOnly)).
 		Owns(&appsv1.Deployment{}).
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(queryOfPod)).
 		Watches(&v1.CheckpointStore{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfStore)).
 		Named("streamingquery").
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }
+
+// notStatusOnly drops the updates of a query that change only its status: the reconciler
+// writes the status itself, and reconciling again for its own write would double the
+// reconciles of every running query. Spec (generation), labels, annotations, finalizers and
+// deletion still reconcile at once; the resync covers the rest.
+var notStatusOnly = predicate.Funcs{UpdateFunc: func(e crevent.UpdateEvent) bool {
+	o, n := e.ObjectOld, e.ObjectNew
+	return o.GetGeneration() != n.GetGeneration() ||
+		!equality.Semantic.DeepEqual(o.GetLabels(), n.GetLabels()) ||
+		!equality.Semantic.DeepEqual(o.GetAnnotations(), n.GetAnnotations()) ||
+		!equality.Semantic.DeepEqual(o.GetFinalizers(), n.GetFinalizers()) ||
+		!equality.Semantic.DeepEqual(o.GetDeletionTimestamp(), n.GetDeletionTimestamp())
+}}
 
 // +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=streamingqueries,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=streamingqueries/status,verbs=get;update;patch
@@ -149,6 +181,7 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.client.Get(ctx, req.NamespacedName, &q); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.polls.forget(req.NamespacedName)
+			r.trends.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -174,6 +207,11 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	if e := phaseEvent(old, &q.Status); e != nil {
 		r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
+	}
+	if c, ok := o.commitSeen(); ok && !q.Spec.Suspend {
+		for _, e := range r.trends.fold(req.NamespacedName, c, processingTime(&q.Spec)) {
+			r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
+		}
 	}
 	if !equality.Semantic.DeepEqual(old, &q.Status) {
 		if err := r.client.Status().Update(ctx, &q); err != nil {
@@ -216,7 +254,7 @@ type observation struct {
 // observe reads the query's store, checkpoint, children and pods, and judges the spec.
 func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (observation, error) {
 	var o observation
-	cps := checkpoints{reader: r.reader}
+	cps := checkpoints{reader: r.reader, stores: r.client}
 	var err error
 	if o.configMap, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &corev1.ConfigMap{}); err != nil {
 		return o, err
@@ -249,13 +287,13 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 		o.refused, o.refusedReason, o.revoked = revokedError(refused.ToAggregate()), v1.ReasonStoreRefused, true
 		return o, nil
 	}
-	var all v1.StreamingQueryList
-	if err := r.client.List(ctx, &all); err != nil {
-		return o, fmt.Errorf("list StreamingQueries: %w", err)
+	others, err := overlapping(ctx, r.client, o.location)
+	if err != nil {
+		return o, err
 	}
 	located := q.DeepCopy()
 	located.Spec.Checkpoint.Location = o.location
-	if errs := ValidateUniqueLocation(located, all.Items); len(errs) > 0 {
+	if errs := ValidateUniqueLocation(located, others); len(errs) > 0 {
 		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonStoreRefused
 		return o, nil
 	}
@@ -408,6 +446,7 @@ func (r *QueryReconciler) finalize(ctx context.Context, q *v1.StreamingQuery) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.polls.forget(client.ObjectKeyFromObject(q))
+	r.trends.forget(client.ObjectKeyFromObject(q))
 	return ctrl.Result{}, nil
 }
 
@@ -442,7 +481,7 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 	if len(pods.Items) > 0 {
 		return false, nil // an engine may still write: wait until it has stopped
 	}
-	cps := checkpoints{reader: r.reader}
+	cps := checkpoints{reader: r.reader, stores: r.client}
 	p, refused, err := cps.locate(ctx, q)
 	if err == nil && len(refused) > 0 {
 		err = fmt.Errorf("%w: %w", errStoreRefused, refused.ToAggregate())

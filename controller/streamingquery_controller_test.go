@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -24,7 +23,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -406,21 +404,7 @@ func TestCompatibleKeepsWarnings(t *testing.T) {
 
 	// The engine runs the new spec: it records its shape at batch 1 and commits.
 	_, d := f.engine("orders")
-	cp, err := checkpoint.Claim(context.Background(), f.openCheckpoint("orders"), checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	shape, err := compat.ShapeOf(&q.Spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.AddShape(context.Background(), 1, data); err != nil {
-		t.Fatal(err)
-	}
+	f.claim(q, 1)
 	f.runPod(d)
 	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
 	if err := hasWarning(); err != nil {

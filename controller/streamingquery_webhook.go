@@ -67,6 +67,9 @@ const mutatePath = "/mutate-streaming-lockstep-dev-v1-streamingquery"
 
 // SetupWithManager registers the defaulting and validating webhooks of StreamingQuery.
 func (w *QueryWebhook) SetupWithManager(mgr ctrl.Manager) error {
+	if err := indexLocations(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	mutate := admission.WithDefaulter(mgr.GetScheme(), w)
 	mutate.Handler = schemaFirst{decoder: admission.NewDecoder(mgr.GetScheme()), next: mutate.Handler}
 	mgr.GetWebhookServer().Register(mutatePath, mutate)
@@ -153,7 +156,7 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 	if len(errs) > 0 {
 		return nil, invalid(ctx, q, errs)
 	}
-	cps := checkpoints{reader: w.reader}
+	cps := checkpoints{reader: w.reader, stores: w.client}
 	p, refused, err := cps.locate(ctx, q)
 	if err != nil {
 		return nil, err
@@ -161,13 +164,13 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 	if len(refused) > 0 {
 		return nil, invalid(ctx, q, refused)
 	}
-	var all v1.StreamingQueryList
-	if err := w.client.List(ctx, &all); err != nil {
-		return nil, fmt.Errorf("list StreamingQueries: %w", err)
+	others, err := overlapping(ctx, w.client, p.location)
+	if err != nil {
+		return nil, err
 	}
 	located := q.DeepCopy()
 	located.Spec.Checkpoint.Location = p.location
-	if errs := ValidateUniqueLocation(located, all.Items); len(errs) > 0 {
+	if errs := ValidateUniqueLocation(located, others); len(errs) > 0 {
 		return nil, invalid(ctx, q, errs)
 	}
 

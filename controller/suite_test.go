@@ -69,7 +69,7 @@ var nsCounter atomic.Int64
 // fixture is one test's world: a namespace, a bucket, a credentials Secret and a
 // CheckpointStore that allows the namespace.
 type fixture struct {
-	t     *testing.T
+	t     testing.TB
 	cfg   *rest.Config
 	c     client.Client // talks to the API server directly, never through a cache
 	ns    string
@@ -77,7 +77,7 @@ type fixture struct {
 	store *v1.CheckpointStore
 }
 
-func newFixture(t *testing.T, cfg *rest.Config) *fixture {
+func newFixture(t testing.TB, cfg *rest.Config) *fixture {
 	t.Helper()
 	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
 	if err != nil {
@@ -119,6 +119,12 @@ func (f *fixture) create(obj client.Object, opts ...client.CreateOption) {
 // served for cp) until the test ends.
 func (f *fixture) startManager(wh *testenv.WebhookControlPlane, opts ...controller.Option) {
 	f.t.Helper()
+	f.startManagerWith(wh, nil, opts...)
+}
+
+// startManagerWith is startManager with options for the webhooks too.
+func (f *fixture) startManagerWith(wh *testenv.WebhookControlPlane, whOpts []controller.WebhookOption, opts ...controller.Option) {
+	f.t.Helper()
 	mo := ctrl.Options{
 		Scheme:                 newScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -139,7 +145,7 @@ func (f *fixture) startManager(wh *testenv.WebhookControlPlane, opts ...controll
 		f.t.Fatal(err)
 	}
 	if wh != nil {
-		if err := controller.NewQueryWebhook(mgr).SetupWithManager(mgr); err != nil {
+		if err := controller.NewQueryWebhook(mgr, whOpts...).SetupWithManager(mgr); err != nil {
 			f.t.Fatal(err)
 		}
 	}
@@ -200,21 +206,7 @@ func (f *fixture) openCheckpoint(name string) checkpoint.Store {
 func (f *fixture) writeCheckpoint(q *v1.StreamingQuery, planned, committed int64, commitTime time.Time) checkpoint.Metadata {
 	f.t.Helper()
 	ctx := context.Background()
-	cp, err := checkpoint.Claim(ctx, f.openCheckpoint(q.Name), checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	shape, err := compat.ShapeOf(&q.Spec)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := cp.AddShape(ctx, 0, data); err != nil {
-		f.t.Fatal(err)
-	}
+	cp := f.claim(q, 0)
 	for b := int64(0); b <= planned; b++ {
 		off := checkpoint.Offsets{BatchID: b, BatchTimestampMs: commitTime.UnixMilli() - 1000, Sources: []checkpoint.SourceOffset{
 			{Source: "orders", Offset: json.RawMessage(fmt.Sprintf(`{"files":%d}`, b+1))},
@@ -236,6 +228,29 @@ func (f *fixture) writeCheckpoint(q *v1.StreamingQuery, planned, committed int64
 		}
 	}
 	return cp.Metadata()
+}
+
+// claim claims q's checkpoint as its engine does and records the shape of q's spec from batch
+// shapeAt.
+func (f *fixture) claim(q *v1.StreamingQuery, shapeAt int64) *checkpoint.Checkpoint {
+	f.t.Helper()
+	ctx := context.Background()
+	cp, err := checkpoint.Claim(ctx, f.openCheckpoint(q.Name), checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	shape, err := compat.ShapeOf(&q.Spec)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	data, err := json.Marshal(shape)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := cp.AddShape(ctx, shapeAt, data); err != nil {
+		f.t.Fatal(err)
+	}
+	return cp
 }
 
 // eventually polls check every interval until it returns nil, failing the test with its last

@@ -123,6 +123,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 		p.Sources = append(p.Sources, SourceProgress{
 			Name: s.name, StartOffset: bp.starts[s.name], EndOffset: end,
 			NumInputRows: n, NumMalformedRows: res.Malformed, Lag: bp.lags[s.name],
+			LagMs: maxLagMs(res.Partitions), Partitions: res.Partitions,
 		})
 	}
 	durations["getBatch"] = clk.Since(phase).Milliseconds()
@@ -171,7 +172,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	for _, s := range p.Sources {
 		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{
 			Source: s.Name, StartOffset: s.StartOffset, EndOffset: s.EndOffset,
-			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag,
+			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag, LagMs: s.LagMs,
 		})
 	}
 	durations["triggerExecution"] = clk.Since(began).Milliseconds()
@@ -200,6 +201,17 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	r.lastCommitted = bp.id
 	r.watermarkMs = cm.NextBatchWatermarkMs
 	return p, nil
+}
+
+// maxLagMs is the largest known LagMs of the partitions, nil when none knows.
+func maxLagMs(parts []PartitionLag) *int64 {
+	var most *int64
+	for _, p := range parts {
+		if p.LagMs != nil && (most == nil || *p.LagMs > *most) {
+			most = p.LagMs
+		}
+	}
+	return most
 }
 
 // fenced turns a lost create-if-absent race on a log entry into

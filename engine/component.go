@@ -88,6 +88,26 @@ type ReadResult struct {
 	Rows []Row
 	// Malformed counts the records skipped or dead-lettered.
 	Malformed int64
+	// Partitions is the lag of each partition of a partitioned source
+	// (Kafka) when the batch was planned, in partition order; nil when the
+	// source has no partitions or does not know (a batch replayed by a new
+	// process, whose Plan ran in the old one).
+	Partitions []PartitionLag
+}
+
+// PartitionLag is how far behind one partition of a source was when a batch
+// was planned.
+type PartitionLag struct {
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	// Lag counts the records the partition held beyond the batch's end.
+	Lag int64 `json:"lag"`
+	// LagMs is how old, at the batch's timestamp, the newest record the
+	// query had read from the partition up to the batch's end was (its
+	// Kafka timestamp): the age of the data the query is behind by. 0 when
+	// Lag is 0; nil when Lag is not 0 and the process has read no record of
+	// the partition yet.
+	LagMs *int64 `json:"lagMs,omitempty"`
 }
 
 // An AvailableNowSource fixes, when an availableNow run starts, the data it

@@ -25,9 +25,13 @@ type staticJoinStep struct {
 	outer     bool
 	leftKeys  []int
 	rightKeys []int
-	out       []v1.OutputColumn
-	every     time.Duration
-	onNew     bool
+	// keyType is the type of a single key column; "" for a composite key.
+	keyType v1.ColumnType
+	// fromLeft and fromRight say which output columns come from which side's columns.
+	fromLeft, fromRight []columnCopy
+	out                 []v1.OutputColumn
+	every               time.Duration
+	onNew               bool
 
 	// table is set by the run (build), which opens the static side.
 	table StaticTable
@@ -76,7 +80,19 @@ func compileJoin(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *fi
 		outer: j.EffectiveType() == v1.JoinLeftOuter,
 		out:   j.Output(cols, right),
 	}
+	for k, c := range s.out {
+		if c.Side == v1.SideLeft {
+			s.fromLeft = append(s.fromLeft, columnCopy{out: k, in: c.Index})
+		} else {
+			s.fromRight = append(s.fromRight, columnCopy{out: k, in: c.Index})
+		}
+	}
 	li, ri := columnIndex(cols), columnIndex(right)
+	if len(j.Keys) == 1 {
+		if c, ok := right.Lookup(j.Keys[0].Right); ok {
+			s.keyType = c.Type
+		}
+	}
 	for _, k := range j.Keys {
 		s.leftKeys = append(s.leftKeys, li[k.Left])
 		s.rightKeys = append(s.rightKeys, ri[k.Right])
@@ -100,62 +116,93 @@ func compileJoin(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *fi
 func (s *staticJoinStep) apply(rows []Row) []Row {
 	out := make([]Row, 0, len(rows))
 	w := len(s.out)
-	var slab []any
-	emit := func(l, r Row) {
+	var slab []any // one allocation for many output rows
+	next := func() Row {
 		if len(slab) < w {
 			slab = make([]any, w*max(len(rows), 64))
 		}
 		row := Row(slab[:w:w])
 		slab = slab[w:]
-		for k, c := range s.out {
-			if c.Side == v1.SideLeft {
-				row[k] = l[c.Index]
-			} else if r != nil {
-				row[k] = r[c.Index]
-			}
-		}
-		out = append(out, row)
+		return row
 	}
 	var kb []byte
 	for _, l := range rows {
 		head := int32(-1)
-		if s.index != nil {
+		switch {
+		case s.index == nil:
+		case s.index.str != nil: // the common case, inlined
+			if k, ok := l[s.leftKeys[0]].(string); ok {
+				if h, found := s.index.str[k]; found {
+					head = h
+				}
+			}
+		default:
 			head, kb = s.index.lookup(l, s.leftKeys, kb)
 		}
 		if head < 0 {
 			if s.outer {
-				emit(l, nil)
+				row := next()
+				for _, c := range s.fromLeft {
+					row[c.out] = l[c.in]
+				}
+				out = append(out, row)
 			}
 			continue
 		}
 		for k := head; k >= 0; k = s.index.next[k] {
-			emit(l, s.index.rows[k])
+			row, r := next(), s.index.rows[k]
+			for _, c := range s.fromLeft {
+				row[c.out] = l[c.in]
+			}
+			for _, c := range s.fromRight {
+				row[c.out] = r[c.in]
+			}
+			out = append(out, row)
 		}
 	}
 	return out
 }
 
+// columnCopy copies column in of a side's row to column out of an output row.
+type columnCopy struct{ out, in int }
+
 // hashIndex finds the static rows with a key: a chain per key, in the rows' order.
 type hashIndex struct {
 	rows []Row
 	next []int32
-	// one holds the chains of a single-column key by its value; many those of a composite
-	// key by its encoding.
+	// str and one hold the chains of a single-column key by its value (str for a string
+	// column, the common case, which hashes faster than an interface); many those of a
+	// composite key by its encoding.
+	str  map[string]int32
 	one  map[any]int32
 	many map[string]int32
 }
 
-func newHashIndex(rows []Row, keys []int) *hashIndex {
+func newHashIndex(rows []Row, keys []int, keyType v1.ColumnType) *hashIndex {
 	h := &hashIndex{rows: rows, next: make([]int32, len(rows))}
-	if len(keys) == 1 {
+	switch {
+	case len(keys) == 1 && keyType == v1.TypeString:
+		h.str = make(map[string]int32, len(rows))
+	case len(keys) == 1:
 		h.one = make(map[any]int32, len(rows))
-	} else {
+	default:
 		h.many = make(map[string]int32, len(rows))
 	}
 	var kb []byte
 	// Backwards, so that each chain runs in the rows' order.
 	for i := len(rows) - 1; i >= 0; i-- {
 		h.next[i] = -1
+		if h.str != nil {
+			k, ok := rows[i][keys[0]].(string)
+			if !ok {
+				continue
+			}
+			if head, found := h.str[k]; found {
+				h.next[i] = head
+			}
+			h.str[k] = int32(i)
+			continue
+		}
 		if len(keys) == 1 {
 			k, ok := joinKeyValue(rows[i][keys[0]])
 			if !ok {
@@ -182,6 +229,14 @@ func newHashIndex(rows []Row, keys []int) *hashIndex {
 // lookup returns the first static row whose key equals row's key columns, -1 if none. kb is
 // scratch space, returned for reuse.
 func (h *hashIndex) lookup(row Row, keys []int, kb []byte) (int32, []byte) {
+	if h.str != nil {
+		if k, ok := row[keys[0]].(string); ok {
+			if head, found := h.str[k]; found {
+				return head, kb
+			}
+		}
+		return -1, kb
+	}
 	if h.one != nil {
 		k, ok := joinKeyValue(row[keys[0]])
 		if !ok {
@@ -338,7 +393,7 @@ func (r *run) loadJoins(ctx context.Context, bp *batchPlan) ([]JoinProgress, err
 			if err != nil {
 				return nil, fmt.Errorf("batch %d: join %s: read snapshot %s: %w", bp.id, s.name, rec.Snapshot, err)
 			}
-			s.index = newHashIndex(rows, s.rightKeys)
+			s.index = newHashIndex(rows, s.rightKeys, s.keyType)
 			s.snap = rec.Snapshot
 			loaded = true
 		}

@@ -26,6 +26,29 @@ type IdleObserver interface {
 	Idle(at time.Time)
 }
 
+// A StoreObserver is an Observer that is also told of every operation on the
+// checkpoint's store: the logs, the state files and the sources' private
+// files. StoreOperation is called by the goroutine that made the operation —
+// the engine's, or a state store's snapshot writer — so it must be safe for
+// concurrent use and return quickly.
+type StoreObserver interface {
+	Observer
+	StoreOperation(StoreOperation)
+}
+
+// StoreOperation is one operation on the checkpoint's store.
+type StoreOperation struct {
+	// Op is get, create, put, list or delete.
+	Op string
+	// Duration is the whole operation, its retries included.
+	Duration time.Duration
+	// Retries counts the requests it retried (S3; 0 for a local folder).
+	Retries int
+	// Failed reports an error other than the outcomes a caller expects: a
+	// missing object on get, a lost create-if-absent race on create.
+	Failed bool
+}
+
 // Start describes a run as it begins.
 type Start struct {
 	QueryID  string           `json:"queryId"`
@@ -94,6 +117,11 @@ type SourceProgress struct {
 	NumInputRows     int64  `json:"numInputRows"`
 	NumMalformedRows int64  `json:"numMalformedRows"`
 	Lag              *int64 `json:"lag,omitempty"`
+	// LagMs is the largest LagMs of the source's partitions, when one
+	// knows it (see PartitionLag).
+	LagMs *int64 `json:"lagMs,omitempty"`
+	// Partitions is the lag per partition of a partitioned source (Kafka).
+	Partitions []PartitionLag `json:"partitions,omitempty"`
 }
 
 // StopReason says why a run ended without an error.

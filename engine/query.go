@@ -332,6 +332,10 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}
+	if obs, ok := q.opts.observer.(StoreObserver); ok {
+		// The real clock: a test's fake clock would make every operation take no time.
+		store = observedStore{store: store, obs: obs, now: time.Now}
+	}
 	owner := checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
 	if q.opts.owner != nil {
 		owner = *q.opts.owner

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -66,7 +67,12 @@ func compileSteps(spec *v1.StreamingQuerySpec, cols []v1.Columns) ([]step, field
 				if err == nil {
 					var prg cel.Program
 					if prg, err = program(env, ast); err == nil {
+						from, ok := index[strings.TrimSpace(pr.Expr)]
+						if !ok {
+							from = -1
+						}
 						s.prgs = append(s.prgs, prg)
+						s.from = append(s.from, from)
 						continue
 					}
 				}
@@ -140,7 +146,12 @@ func (s *filterStep) apply(rows []Row) []Row {
 // cannot be evaluated for a row (a null input, a division by zero) yields
 // null, as in SQL.
 type selectStep struct {
-	prgs  []cel.Program
+	prgs []cel.Program
+	// from is, per projection, the input column it copies when its
+	// expression is a bare column name, else -1. Evaluating a bare name
+	// boxes its value twice (to CEL and back), which is most of a
+	// pass-through column's cost.
+	from  []int
 	act   rowActivation
 	frame *interpreter.ExecutionFrame // as filterStep's, for every program
 }
@@ -151,6 +162,10 @@ func (s *selectStep) apply(rows []Row) []Row {
 		s.act.row = r
 		out := Row(vals[i*len(s.prgs) : (i+1)*len(s.prgs) : (i+1)*len(s.prgs)])
 		for j, prg := range s.prgs {
+			if c := s.from[j]; c >= 0 {
+				out[j] = r[c]
+				continue
+			}
 			v, _, err := prg.Eval(s.frame)
 			if err != nil {
 				continue

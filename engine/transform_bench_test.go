@@ -63,7 +63,7 @@ func BenchmarkFilter(b *testing.B) {
 }
 
 // benchSteps compiles the transform of spec.
-func benchSteps(b *testing.B, spec *v1.StreamingQuerySpec) []step {
+func benchSteps(b testing.TB, spec *v1.StreamingQuerySpec) []step {
 	b.Helper()
 	cols, err := spec.StepColumns()
 	if err != nil {

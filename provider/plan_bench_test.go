@@ -10,7 +10,8 @@ import (
 // reattached, the real webhook reading checkpoints on S3 — for 1 and for 50 queries, with
 // none or all of them changed, at the provider's default rate limit and at client-go's
 // (QPS 5, burst 10). One op is one whole plan: the CLI's start, the refresh of every query,
-// and the dry run of every changed one. docs/benchmarks.md has the numbers.
+// and the dry run of every changed one; a changed run also reports change-ms, what the changes
+// cost over the no-change plan just before it. docs/benchmarks.md has the numbers.
 func BenchmarkPlan(b *testing.B) {
 	c := newLockstepCluster(b)
 	for _, n := range []int{1, 50} {
@@ -25,12 +26,19 @@ func BenchmarkPlan(b *testing.B) {
 			{"client-go-default", "  client_qps   = 5\n  client_burst = 10\n"},
 		} {
 			w.providerSettings = limits.settings
+			var unchanged float64 // ms per plan with no change, for the changed run's change-ms
 			for _, changed := range []bool{false, true} {
 				name := fmt.Sprintf("queries=%d/changed=%v/limit=%s", n, changed, limits.name)
 				b.Run(name, func(b *testing.B) {
 					w.write(benchQueries(c, n, changed))
 					for b.Loop() {
 						w.tf.must("plan", "-input=false", "-lock=false")
+					}
+					perPlan := float64(b.Elapsed().Microseconds()) / 1000 / float64(b.N)
+					if !changed {
+						unchanged = perPlan
+					} else if unchanged > 0 {
+						b.ReportMetric(perPlan-unchanged, "change-ms")
 					}
 				})
 			}

@@ -83,6 +83,38 @@ func RateColumns() Columns {
 	return Columns{{Name: ColumnRateTimestamp, Type: TypeTimestamp}, {Name: ColumnRateValue, Type: TypeLong}}
 }
 
+// NexmarkColumns returns the columns of a nexmark source's table (empty: bid), named as in
+// Flink's Nexmark tables:
+//
+//	bid:     auction, bidder, price (long, in cents), channel, url, dateTime, extra
+//	auction: id, itemName, description, initialBid, reserve, dateTime, expires, seller,
+//	         category, extra
+//	person:  id, name, emailAddress, creditCard, city, state, dateTime, extra
+//
+// Ids, prices and category are long; dateTime and expires timestamps; the rest strings.
+func NexmarkColumns(t NexmarkTable) Columns {
+	switch t {
+	case NexmarkPerson:
+		return Columns{
+			{Name: "id", Type: TypeLong}, {Name: "name", Type: TypeString}, {Name: "emailAddress", Type: TypeString},
+			{Name: "creditCard", Type: TypeString}, {Name: "city", Type: TypeString}, {Name: "state", Type: TypeString},
+			{Name: "dateTime", Type: TypeTimestamp}, {Name: "extra", Type: TypeString},
+		}
+	case NexmarkAuction:
+		return Columns{
+			{Name: "id", Type: TypeLong}, {Name: "itemName", Type: TypeString}, {Name: "description", Type: TypeString},
+			{Name: "initialBid", Type: TypeLong}, {Name: "reserve", Type: TypeLong}, {Name: "dateTime", Type: TypeTimestamp},
+			{Name: "expires", Type: TypeTimestamp}, {Name: "seller", Type: TypeLong}, {Name: "category", Type: TypeLong},
+			{Name: "extra", Type: TypeString},
+		}
+	}
+	return Columns{
+		{Name: "auction", Type: TypeLong}, {Name: "bidder", Type: TypeLong}, {Name: "price", Type: TypeLong},
+		{Name: "channel", Type: TypeString}, {Name: "url", Type: TypeString}, {Name: "dateTime", Type: TypeTimestamp},
+		{Name: "extra", Type: TypeString},
+	}
+}
+
 // KafkaMetadataColumns returns the metadata columns every Kafka source yields after the
 // columns of its records.
 func KafkaMetadataColumns() Columns {

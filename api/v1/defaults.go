@@ -2,17 +2,20 @@ package v1
 
 // Defaults of the spec, mirrored by the kubebuilder default markers.
 const (
-	DefaultOutputMode            = OutputAppend
-	DefaultMinBatchesToRetain    = 100
-	DefaultRetention             = RetentionRetain
-	DefaultStatePartitions       = 8
-	DefaultOnMalformed           = MalformedFail
-	DefaultStartingOffsets       = OffsetsLatest
-	DefaultKafkaFormat           = KafkaJSON
-	DefaultFilesSinkFormat       = FormatParquet
-	DefaultRowsPerSecond         = 1
-	DefaultWebhookRowsPerRequest = 1000
-	DefaultWebhookTimeout        = Duration("30s")
+	DefaultOutputMode                 = OutputAppend
+	DefaultMinBatchesToRetain         = 100
+	DefaultRetention                  = RetentionRetain
+	DefaultStatePartitions            = 8
+	DefaultOnMalformed                = MalformedFail
+	DefaultStartingOffsets            = OffsetsLatest
+	DefaultKafkaFormat                = KafkaJSON
+	DefaultFilesSinkFormat            = FormatParquet
+	DefaultRowsPerSecond              = 1
+	DefaultNexmarkTable               = NexmarkBid
+	DefaultNexmarkEventsPerSecond     = 10000
+	DefaultNexmarkMaxEventsPerTrigger = 100000
+	DefaultWebhookRowsPerRequest      = 1000
+	DefaultWebhookTimeout             = Duration("30s")
 )
 
 // Default sets the defaults of the query's spec. It is what the API server's defaulting does
@@ -67,6 +70,17 @@ func (s *Source) Default() {
 	}
 	if r := s.Rate; r != nil && r.RowsPerSecond == 0 {
 		r.RowsPerSecond = DefaultRowsPerSecond
+	}
+	if n := s.Nexmark; n != nil {
+		if n.Table == "" {
+			n.Table = DefaultNexmarkTable
+		}
+		if n.EventsPerSecond == 0 {
+			n.EventsPerSecond = DefaultNexmarkEventsPerSecond
+		}
+		if n.MaxEventsPerTrigger == 0 {
+			n.MaxEventsPerTrigger = DefaultNexmarkMaxEventsPerTrigger
+		}
 	}
 }
 

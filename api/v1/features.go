@@ -13,10 +13,11 @@ type Feature string
 // Features of the spec. Everything not listed here (triggers, checkpoint, onMalformed,
 // append mode, …) is always supported.
 const (
-	FeatureKafkaSource Feature = "source.kafka"
-	FeatureFilesSource Feature = "source.files"
-	FeatureDeltaSource Feature = "source.delta"
-	FeatureRateSource  Feature = "source.rate"
+	FeatureKafkaSource   Feature = "source.kafka"
+	FeatureFilesSource   Feature = "source.files"
+	FeatureDeltaSource   Feature = "source.delta"
+	FeatureRateSource    Feature = "source.rate"
+	FeatureNexmarkSource Feature = "source.nexmark"
 
 	FeatureFilter         Feature = "step.filter"
 	FeatureSelect         Feature = "step.select"
@@ -44,7 +45,7 @@ const (
 // Supported().With(…) or AllFeatures().
 func Supported() Features {
 	return NewFeatures(
-		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
+		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource, FeatureNexmarkSource,
 		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
 		FeatureStaticJoin, FeatureStreamJoin,
 		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeaturePostgresSink, FeatureWebhookSink, FeatureConsoleSink,
@@ -55,7 +56,7 @@ func Supported() Features {
 // AllFeatures returns every feature of the spec.
 func AllFeatures() Features {
 	return NewFeatures(
-		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource,
+		FeatureKafkaSource, FeatureFilesSource, FeatureDeltaSource, FeatureRateSource, FeatureNexmarkSource,
 		FeatureFilter, FeatureSelect, FeatureWatermark, FeatureAggregate, FeatureDropDuplicates,
 		FeatureStaticJoin, FeatureStreamJoin,
 		FeatureDeltaSink, FeatureFilesSink, FeatureKafkaSink, FeaturePostgresSink, FeatureWebhookSink, FeatureConsoleSink,

@@ -13,12 +13,14 @@ import (
 )
 
 // Columns returns the columns the source yields: its schema's columns, rate's timestamp and
-// value, or Kafka raw's value, followed for Kafka by the metadata columns. It reports false
+// value, a nexmark table's columns, or Kafka raw's value, followed for Kafka by the metadata columns. It reports false
 // when they cannot be known because the source is invalid (no kind, or no schema).
 func (s *Source) Columns() (Columns, bool) {
 	switch s.Kind() {
 	case SourceRate:
 		return RateColumns(), true
+	case SourceNexmark:
+		return NexmarkColumns(s.Nexmark.Table), true
 	case SourceKafka:
 		if s.Kafka.Format == KafkaRaw {
 			return append(Columns{{Name: ColumnKafkaValue, Type: TypeString}}, KafkaMetadataColumns()...), true

@@ -161,7 +161,7 @@ func TestExamples(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples found: %v", err)
 	}
-	runnableToday := map[string]bool{"quickstart.yaml": true, "orders-enriched.yaml": true, "files-to-files.yaml": true, "clicks-to-webhook.yaml": true, "revenue-by-country.yaml": true, "impressions-clicks.yaml": true}
+	runnableToday := map[string]bool{"quickstart.yaml": true, "orders-enriched.yaml": true, "files-to-files.yaml": true, "clicks-to-webhook.yaml": true, "revenue-by-country.yaml": true, "nexmark-q5.yaml": true, "impressions-clicks.yaml": true}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			f, err := os.Open(file)

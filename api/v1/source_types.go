@@ -1,8 +1,9 @@
 package v1
 
-// Source is one named input of a query. Exactly one of Kafka, Files, Delta and Rate is set.
-// +kubebuilder:validation:XValidation:rule="[has(self.kafka), has(self.files), has(self.delta), has(self.rate)].filter(x, x).size() == 1",message="exactly one of kafka, files, delta, rate must be set"
+// Source is one named input of a query. Exactly one of Kafka, Files, Delta, Rate and Nexmark is set.
+// +kubebuilder:validation:XValidation:rule="[has(self.kafka), has(self.files), has(self.delta), has(self.rate), has(self.nexmark)].filter(x, x).size() == 1",message="exactly one of kafka, files, delta, rate, nexmark must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.rate) || !has(self.schema)",message="a rate source takes no schema: it yields timestamp and value"
+// +kubebuilder:validation:XValidation:rule="!has(self.nexmark) || !has(self.schema)",message="a nexmark source takes no schema: its table fixes its columns"
 // +kubebuilder:validation:XValidation:rule="(has(self.onMalformed) && self.onMalformed == 'deadLetter') == has(self.deadLetterPath)",message="deadLetterPath is set exactly when onMalformed is deadLetter"
 type Source struct {
 	// Name identifies the source in the checkpoint, which keys its offsets by it: a DNS label,
@@ -20,9 +21,12 @@ type Source struct {
 	Delta *DeltaSource `json:"delta,omitempty"`
 	// +optional
 	Rate *RateSource `json:"rate,omitempty"`
+	// +optional
+	Nexmark *NexmarkSource `json:"nexmark,omitempty"`
 
 	// Schema lists the columns read from each record. Required except for rate (which yields
-	// timestamp and value) and Kafka's raw format (which yields value).
+	// timestamp and value), nexmark (whose table fixes its columns) and Kafka's raw format
+	// (which yields value).
 	// +optional
 	Schema *Schema `json:"schema,omitempty"`
 
@@ -44,10 +48,11 @@ type SourceKind string
 
 // Source kinds.
 const (
-	SourceKafka SourceKind = "kafka"
-	SourceFiles SourceKind = "files"
-	SourceDelta SourceKind = "delta"
-	SourceRate  SourceKind = "rate"
+	SourceKafka   SourceKind = "kafka"
+	SourceFiles   SourceKind = "files"
+	SourceDelta   SourceKind = "delta"
+	SourceRate    SourceKind = "rate"
+	SourceNexmark SourceKind = "nexmark"
 )
 
 // Kinds returns the kinds that are set on s, in spec order; a valid source has exactly one.
@@ -64,6 +69,9 @@ func (s *Source) Kinds() []SourceKind {
 	}
 	if s.Rate != nil {
 		kinds = append(kinds, SourceRate)
+	}
+	if s.Nexmark != nil {
+		kinds = append(kinds, SourceNexmark)
 	}
 	return kinds
 }
@@ -279,6 +287,61 @@ type RateSource struct {
 	// +kubebuilder:validation:Minimum=1
 	RowsPerSecond int64 `json:"rowsPerSecond,omitempty"`
 }
+
+// NexmarkSource generates the events of the Nexmark benchmark, an online auction: people,
+// auctions and bids in the proportions 1:3:46, with ids, prices and timestamps by the rules of
+// its reference generator (Apache Beam's and Flink's). The events are a pure function of the
+// event number and the settings, and the offsets are event numbers, so a replayed batch
+// yields the same rows. The source yields the events of one Table (see NexmarkColumns); the
+// events of the other kinds still take their numbers, so ids and timestamps are those of the
+// whole stream.
+type NexmarkSource struct {
+	// Table is the kind of event yielded: bid (default), auction or person.
+	// +optional
+	// +kubebuilder:default=bid
+	Table NexmarkTable `json:"table,omitempty"`
+	// EventsPerSecond is the stream's rate in event time: event n is stamped
+	// startTime + n/eventsPerSecond. Unless AsFastAsPossible is set it is also the pace of
+	// generation: an event is generated when its time has come since the run started (time
+	// the query was stopped is not made up). Default 10000, Nexmark's.
+	// +optional
+	// +kubebuilder:default=10000
+	// +kubebuilder:validation:Minimum=1
+	EventsPerSecond int64 `json:"eventsPerSecond,omitempty"`
+	// AsFastAsPossible generates events without waiting for them to be due: each batch takes
+	// MaxEventsPerTrigger events, and event time runs ahead of the clock. For benchmarks.
+	// +optional
+	AsFastAsPossible bool `json:"asFastAsPossible,omitempty"`
+	// MaxEventsPerTrigger caps the events of one batch; events of every kind count, and the
+	// batch's rows are the events of Table among them. Default 100000.
+	// +optional
+	// +kubebuilder:default=100000
+	// +kubebuilder:validation:Minimum=1
+	MaxEventsPerTrigger int64 `json:"maxEventsPerTrigger,omitempty"`
+	// NumEvents ends the stream after this many events (of every kind). Omitted: unbounded.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	NumEvents *int64 `json:"numEvents,omitempty"`
+	// Seed selects one of the streams the generator can make; the same seed yields the same
+	// events. Default 0.
+	// +optional
+	Seed int64 `json:"seed,omitempty"`
+	// StartTime is the timestamp of event 0, in RFC 3339. Omitted: the time of the source's
+	// first batch, which its offsets then carry.
+	// +optional
+	StartTime string `json:"startTime,omitempty"`
+}
+
+// NexmarkTable is the kind of Nexmark event a nexmark source yields.
+// +kubebuilder:validation:Enum=bid;auction;person
+type NexmarkTable string
+
+// Nexmark tables.
+const (
+	NexmarkBid     NexmarkTable = "bid"
+	NexmarkAuction NexmarkTable = "auction"
+	NexmarkPerson  NexmarkTable = "person"
+)
 
 // Schema lists the columns of a source's records, in order.
 type Schema struct {

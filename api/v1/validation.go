@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -50,6 +51,7 @@ func (s *StreamingQuerySpec) Validate(f Features) field.ErrorList {
 	errs = append(errs, s.validateSink(spec.Child("sink"), f, fl.output())...)
 	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"), f, fl)...)
 	errs = append(errs, s.Trigger.validate(spec.Child("trigger"))...)
+	errs = append(errs, s.validateBounded(spec.Child("sources"))...)
 	errs = append(errs, s.Checkpoint.validate(spec.Child("checkpoint"))...)
 	errs = append(errs, s.StateStore.validate(spec.Child("stateStore"))...)
 	errs = append(errs, s.Resources.validate(spec.Child("resources"))...)
@@ -67,14 +69,14 @@ func (s *Source) validate(p *field.Path, f Features) field.ErrorList {
 	kinds := s.Kinds()
 	switch len(kinds) {
 	case 0:
-		errs = append(errs, field.Required(p, "exactly one of kafka, files, delta, rate must be set"))
+		errs = append(errs, field.Required(p, "exactly one of kafka, files, delta, rate, nexmark must be set"))
 	case 1:
 	default:
-		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of kafka, files, delta, rate must be set"))
+		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of kafka, files, delta, rate, nexmark must be set"))
 	}
 	for _, k := range kinds {
 		if !f.Has(sourceFeature(k)) {
-			errs = append(errs, notSupportedYet(p.Child(string(k)), k, supportedKinds(f, SourceKafka, SourceFiles, SourceDelta, SourceRate)))
+			errs = append(errs, notSupportedYet(p.Child(string(k)), k, supportedKinds(f, SourceKafka, SourceFiles, SourceDelta, SourceRate, SourceNexmark)))
 		}
 	}
 	if s.Kafka != nil {
@@ -88,6 +90,9 @@ func (s *Source) validate(p *field.Path, f Features) field.ErrorList {
 	}
 	if s.Rate != nil && s.Rate.RowsPerSecond < 0 {
 		errs = append(errs, field.Invalid(p.Child("rate", "rowsPerSecond"), s.Rate.RowsPerSecond, "must be at least 1"))
+	}
+	if s.Nexmark != nil {
+		errs = append(errs, s.Nexmark.validate(p.Child("nexmark"))...)
 	}
 	errs = append(errs, s.validateSchema(p.Child("schema"))...)
 	switch s.OnMalformed {
@@ -109,6 +114,11 @@ func (s *Source) validateSchema(p *field.Path) field.ErrorList {
 	case s.Rate != nil:
 		if s.Schema != nil {
 			errs = append(errs, field.Forbidden(p, "a rate source takes no schema: it yields timestamp (timestamp) and value (long)"))
+		}
+		return errs
+	case s.Nexmark != nil:
+		if s.Schema != nil {
+			errs = append(errs, field.Forbidden(p, "a nexmark source takes no schema: its table fixes its columns"))
 		}
 		return errs
 	case s.Kafka != nil && s.Kafka.Format == KafkaRaw:
@@ -410,6 +420,47 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, f Features, fl *f
 		errs = append(errs, field.Invalid(p, mode, "complete mode writes the whole result of an aggregation every batch: it needs an aggregate step; use append or update"))
 	case mode == OutputAppend && fl.aggregate >= 0 && !fl.aggregateOnWatermark:
 		errs = append(errs, field.Invalid(p, mode, "append mode with an aggregate needs a watermark before it and a window (or group key) on the watermark column, so that a group is written once, when the watermark closes it; use update or complete"))
+	}
+	return errs
+}
+
+func (n *NexmarkSource) validate(p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch n.Table {
+	case "", NexmarkBid, NexmarkAuction, NexmarkPerson:
+	default:
+		errs = append(errs, field.NotSupported(p.Child("table"), n.Table, []NexmarkTable{NexmarkBid, NexmarkAuction, NexmarkPerson}))
+	}
+	if n.EventsPerSecond < 0 {
+		errs = append(errs, field.Invalid(p.Child("eventsPerSecond"), n.EventsPerSecond, "must be at least 1"))
+	}
+	if n.MaxEventsPerTrigger < 0 {
+		errs = append(errs, field.Invalid(p.Child("maxEventsPerTrigger"), n.MaxEventsPerTrigger, "must be at least 1"))
+	}
+	if n.NumEvents != nil && *n.NumEvents < 1 {
+		errs = append(errs, field.Invalid(p.Child("numEvents"), *n.NumEvents, "must be at least 1; omit it for an unbounded stream"))
+	}
+	if n.StartTime != "" {
+		if _, err := time.Parse(time.RFC3339, n.StartTime); err != nil {
+			errs = append(errs, field.Invalid(p.Child("startTime"), n.StartTime, "want an RFC 3339 timestamp such as 2026-01-05T10:00:00Z"))
+		}
+	}
+	return errs
+}
+
+// validateBounded refuses a trigger that runs until the sources are drained (availableNow,
+// once) with a nexmark source that never is: one generating as fast as possible without
+// numEvents.
+func (s *StreamingQuerySpec) validateBounded(p *field.Path) field.ErrorList {
+	if !s.Trigger.AvailableNow && !s.Trigger.Once {
+		return nil
+	}
+	var errs field.ErrorList
+	for i, src := range s.Sources {
+		if n := src.Nexmark; n != nil && n.AsFastAsPossible && n.NumEvents == nil {
+			errs = append(errs, field.Required(p.Index(i).Child("nexmark", "numEvents"),
+				"an availableNow or once trigger runs until the sources have nothing new, which a nexmark source generating as fast as possible never reaches: set numEvents, or use another trigger"))
+		}
 	}
 	return errs
 }

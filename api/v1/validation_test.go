@@ -56,6 +56,35 @@ func TestValidate(t *testing.T) {
 			features: now,
 		},
 		{
+			name: "nexmark bids to console is valid",
+			query: qt.Make("q", "ns").NexmarkSource("bids", v1.NexmarkSource{}).Filter("auction % 123 == 0").
+				Select(qt.As("auction", "auction"), qt.As("price", "double(price) * 0.908"), qt.As("at", "dateTime")).ConsoleSink(),
+			features: now,
+		},
+		{
+			name: "nexmark source fields",
+			query: qt.Make("q", "ns").Source(v1.Source{
+				Name:    "n",
+				Nexmark: &v1.NexmarkSource{Table: "bids", EventsPerSecond: -1, MaxEventsPerTrigger: -2, NumEvents: ptr(int64(0)), StartTime: "yesterday", AsFastAsPossible: true},
+				Schema:  &v1.Schema{Columns: v1.Columns{qt.Col("x", v1.TypeLong)}},
+			}).ConsoleSink().AvailableNow(),
+			features: now,
+			want: field.ErrorList{
+				field.NotSupported(sources.Index(0).Child("nexmark", "table"), v1.NexmarkTable("bids"), []v1.NexmarkTable(nil)),
+				field.Invalid(sources.Index(0).Child("nexmark", "eventsPerSecond"), int64(-1), ""),
+				field.Invalid(sources.Index(0).Child("nexmark", "maxEventsPerTrigger"), int64(-2), ""),
+				field.Invalid(sources.Index(0).Child("nexmark", "numEvents"), int64(0), ""),
+				field.Invalid(sources.Index(0).Child("nexmark", "startTime"), "yesterday", ""),
+				field.Forbidden(sources.Index(0).Child("schema"), ""),
+			},
+		},
+		{
+			name:     "an availableNow run needs a bounded nexmark source",
+			query:    qt.Make("q", "ns").NexmarkSource("n", v1.NexmarkSource{AsFastAsPossible: true}).ConsoleSink().AvailableNow(),
+			features: now,
+			want:     field.ErrorList{field.Required(sources.Index(0).Child("nexmark", "numEvents"), "")},
+		},
+		{
 			name:     "defaulted spec is valid",
 			query:    orders().Defaulted(),
 			features: now,

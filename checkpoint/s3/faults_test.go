@@ -59,7 +59,8 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.rule.Times = 2
 			p.inject(tc.rule)
-			if err := s.Create(t.Context(), "offsets/"+tc.name, []byte("x")); err != nil {
+			var retried int
+			if err := s.Create(s3.CountRetries(t.Context(), &retried), "offsets/"+tc.name, []byte("x")); err != nil {
 				t.Fatalf("Create after two %s answers error = %v", tc.name, err)
 			}
 			want := []string{"PUT If-None-Match", "PUT If-None-Match", "PUT If-None-Match"}
@@ -68,6 +69,9 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 			}
 			if got := p.requests(); !slices.Equal(got, want) {
 				t.Errorf("requests = %q, want %q", got, want)
+			}
+			if retried != len(want)-1 {
+				t.Errorf("CountRetries counted %d retries of the Create, want %d", retried, len(want)-1)
 			}
 			p.inject(tc.rule)
 			if got, err := s.Get(t.Context(), "offsets/"+tc.name); err != nil || string(got) != "x" {

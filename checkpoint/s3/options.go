@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -282,9 +284,48 @@ func parseEndpoint(endpoint string) (host string, secure bool, err error) {
 	return u.Host, u.Scheme == "https", nil
 }
 
-// transport builds the HTTP transport for the TLS settings. It records
-// Retry-After answers for the retry loop.
+// transports holds one HTTP transport per distinct TLS setting, shared by every store opened
+// with it: a process that opens many locations (the controller polls one per query) keeps one
+// pool of connections per endpoint, not one per location. Requests are signed one by one, so
+// stores with different credentials share connections safely.
+var transports sync.Map // transportKey → http.RoundTripper
+
+type transportKey struct {
+	secure, insecure bool
+	ca               [sha256.Size]byte // of the CA bundle's contents; zero for none
+}
+
+// transport returns the HTTP transport for the TLS settings, shared unless the caller gave
+// its own tls.Config. It records Retry-After answers for the retry loop.
 func (c *config) transport(secure bool) (http.RoundTripper, error) {
+	var pem []byte
+	if secure && c.caFile != nil {
+		var err error
+		if pem, err = os.ReadFile(*c.caFile); err != nil {
+			return nil, fmt.Errorf("read CA bundle: %w", err)
+		}
+	}
+	if c.tls != nil {
+		return c.newTransport(secure, pem)
+	}
+	key := transportKey{secure: secure, insecure: secure && *c.insecure}
+	if pem != nil {
+		key.ca = sha256.Sum256(pem)
+	}
+	if tr, ok := transports.Load(key); ok {
+		return tr.(http.RoundTripper), nil
+	}
+	tr, err := c.newTransport(secure, pem)
+	if err != nil {
+		return nil, err
+	}
+	shared, _ := transports.LoadOrStore(key, tr)
+	return shared.(http.RoundTripper), nil
+}
+
+// newTransport builds an HTTP transport for the TLS settings, trusting the CA bundle pem
+// besides the system's when it is not nil.
+func (c *config) newTransport(secure bool, pem []byte) (http.RoundTripper, error) {
 	tr, err := minio.DefaultTransport(secure)
 	if err != nil {
 		return nil, err
@@ -299,11 +340,7 @@ func (c *config) transport(secure bool) (http.RoundTripper, error) {
 		if *c.insecure {
 			tr.TLSClientConfig.InsecureSkipVerify = true
 		}
-		if c.caFile != nil {
-			pem, err := os.ReadFile(*c.caFile)
-			if err != nil {
-				return nil, fmt.Errorf("read CA bundle: %w", err)
-			}
+		if pem != nil {
 			pool, err := x509.SystemCertPool()
 			if err != nil {
 				pool = x509.NewCertPool()

@@ -84,6 +84,17 @@ func (s StatsSnapshot) Sub(earlier StatsSnapshot) StatsSnapshot {
 	return d
 }
 
+// retryCountKey carries the counter of CountRetries in a context.
+type retryCountKey struct{}
+
+// CountRetries returns a context under which a Store operation adds the
+// requests it retried to *n, so that a caller can tell the retries of one
+// operation (Stats counts those of all). n is written by the goroutine that
+// runs the operation, before the operation returns.
+func CountRetries(ctx context.Context, n *int) context.Context {
+	return context.WithValue(ctx, retryCountKey{}, n)
+}
+
 func (st *Stats) retried(o op) {
 	if st != nil {
 		st.retries[o].Add(1)
@@ -128,6 +139,9 @@ func (s *Store) retry(ctx context.Context, o op, f func(ctx context.Context) err
 				attempt, time.Since(start).Round(time.Millisecond), *s.cfg.opTimeout, EnvOperationTimeout, err)
 		}
 		s.cfg.stats.retried(o)
+		if n, ok := ctx.Value(retryCountKey{}).(*int); ok {
+			*n++
+		}
 		t := time.NewTimer(wait)
 		select {
 		case <-opCtx.Done():

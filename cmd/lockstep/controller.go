@@ -37,6 +37,9 @@ type controllerConfig struct {
 	readBudget              time.Duration
 	webhookBudget           time.Duration
 	storeProbe              time.Duration
+	workers                 int
+	qps                     float32
+	burst                   int
 }
 
 func newControllerCommand() *cobra.Command {
@@ -75,6 +78,9 @@ or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 		"how long admission may spend reading a checkpoint before it admits the change with a warning that it was not judged; keep it well below the webhooks' 10s timeout")
 	f.DurationVar(&cfg.storeProbe, "store-probe-interval", controller.DefaultProbeInterval,
 		"how often each CheckpointStore is probed (a listing and a conditional write with an allowed namespace's credentials) for its Ready condition")
+	f.IntVar(&cfg.workers, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles, "how many queries are reconciled at once")
+	f.Float32Var(&cfg.qps, "kube-api-qps", 50, "requests per second the controller may send to the API server (client-go's default of 5 queues a cluster of many queries)")
+	f.IntVar(&cfg.burst, "kube-api-burst", 100, "requests the controller may send to the API server in a burst")
 	return cmd
 }
 
@@ -92,6 +98,7 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 	if err != nil {
 		return withExitCode(exitInvalid, fmt.Errorf("kubernetes configuration: %w", err))
 	}
+	restCfg.QPS, restCfg.Burst = cfg.qps, cfg.burst
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  scheme,
 		Cache:                   controller.CacheOptions(),
@@ -112,6 +119,7 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 		return fmt.Errorf("controller metrics: %w", err)
 	}
 	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithReadBudget(cfg.readBudget),
+		controller.WithMaxConcurrentReconciles(cfg.workers),
 		controller.WithMetrics(metrics)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the StreamingQuery controller: %w", err)
 	}

@@ -81,6 +81,7 @@ func newRegistry(opts ...webhook.Opt) (*engine.Registry, error) {
 	return reg, errors.Join(
 		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
 		reg.RegisterSource(v1.SourceRate, source.RateSpec(), source.NewRate),
+		reg.RegisterSource(v1.SourceNexmark, source.NexmarkSpec(), source.NewNexmark),
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkConsole, sink.ConsoleSpec(), sink.NewConsole),
 		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),

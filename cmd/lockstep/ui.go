@@ -54,7 +54,10 @@ func (s *queryServer) register(mux *http.ServeMux) {
 // observers tells each observer in turn; the engine takes one.
 type observers []engine.Observer
 
-var _ engine.IdleObserver = observers(nil)
+var (
+	_ engine.IdleObserver  = observers(nil)
+	_ engine.StoreObserver = observers(nil)
+)
 
 func (o observers) Started(s engine.Start) {
 	for _, obs := range o {
@@ -72,6 +75,14 @@ func (o observers) Idle(at time.Time) {
 	for _, obs := range o {
 		if idle, ok := obs.(engine.IdleObserver); ok {
 			idle.Idle(at)
+		}
+	}
+}
+
+func (o observers) StoreOperation(op engine.StoreOperation) {
+	for _, obs := range o {
+		if so, ok := obs.(engine.StoreObserver); ok {
+			so.StoreOperation(op)
 		}
 	}
 }
@@ -187,7 +198,7 @@ func historyProgress(queryID string, b checkpoint.Batch) engine.Progress {
 	for _, s := range cp.Sources {
 		p.NumMalformedRows += s.NumMalformedRows
 		p.Sources = append(p.Sources, engine.SourceProgress{Name: s.Source, StartOffset: s.StartOffset,
-			EndOffset: s.EndOffset, NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag})
+			EndOffset: s.EndOffset, NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag, LagMs: s.LagMs})
 	}
 	return p
 }

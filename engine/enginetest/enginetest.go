@@ -18,14 +18,15 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/source"
 )
 
-// Registry returns a registry with the built-in sources (files, rate), sinks
-// (files, console) and static join side (files), as `lockstep run` fills it.
+// Registry returns a registry with the built-in sources (files, rate, nexmark),
+// sinks (files, console) and static join side (files), as `lockstep run` fills it.
 func Registry(t testing.TB) *engine.Registry {
 	t.Helper()
 	reg := engine.NewRegistry()
 	for _, err := range []error{
 		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
 		reg.RegisterSource(v1.SourceRate, source.RateSpec(), source.NewRate),
+		reg.RegisterSource(v1.SourceNexmark, source.NexmarkSpec(), source.NewNexmark),
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkConsole, sink.ConsoleSpec(), sink.NewConsole),
 		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),

@@ -62,7 +62,9 @@ func (p *partition) last() int64 {
 
 // fetched is one decoded record.
 type fetched struct {
-	offset  int64
+	offset int64
+	// tsMs is the record's timestamp, Unix milliseconds.
+	tsMs    int64
 	control bool
 	row     engine.Row
 	// bad is why the record did not decode; rec is kept for the message

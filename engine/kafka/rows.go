@@ -23,16 +23,20 @@ type rowBatch struct {
 	index map[topicPartition]int
 	// last and lastPart are the partition of the last row added and its
 	// index: rows come a partition at a time.
-	last      topicPartition
-	lastPart  int
-	parts     [][]engine.Row
+	last     topicPartition
+	lastPart int
+	parts    [][]engine.Row
+	// newest holds, per partition, the newest record timestamp (Unix ms)
+	// read, 0 for none.
+	newest    []int64
 	malformed int64
 	dead      bytes.Buffer
 	err       error
 }
 
 func (s *Source) newBatch(batch int64, spans []span) *rowBatch {
-	b := &rowBatch{s: s, batch: batch, index: make(map[topicPartition]int, len(spans)), lastPart: -1, parts: make([][]engine.Row, len(spans))}
+	b := &rowBatch{s: s, batch: batch, index: make(map[topicPartition]int, len(spans)), lastPart: -1,
+		parts: make([][]engine.Row, len(spans)), newest: make([]int64, len(spans))}
 	for i, sp := range spans {
 		b.index[sp.tp] = i
 		b.parts[i] = make([]engine.Row, 0, min(sp.to-sp.from, 1<<20))
@@ -59,7 +63,7 @@ func (b *rowBatch) rows() []engine.Row {
 // decode turns a record into a row: the record's columns, then the
 // metadata columns. It runs on the reader's goroutine.
 func (s *Source) decode(slab *rowSlab, r *kgo.Record) fetched {
-	f := fetched{offset: r.Offset, control: r.Attrs.IsControl()}
+	f := fetched{offset: r.Offset, tsMs: r.Timestamp.UnixMilli(), control: r.Attrs.IsControl()}
 	if f.control {
 		return f
 	}
@@ -83,14 +87,15 @@ func (s *Source) decode(slab *rowSlab, r *kgo.Record) fetched {
 
 // add appends the row of a record, or handles it as malformed.
 func (b *rowBatch) add(tp topicPartition, f *fetched) {
+	if b.lastPart < 0 || tp != b.last {
+		b.last, b.lastPart = tp, b.index[tp]
+	}
+	b.newest[b.lastPart] = max(b.newest[b.lastPart], f.tsMs)
 	switch {
 	case b.err != nil || f.control:
 	case f.bad != nil:
 		b.bad(f.rec, f.bad)
 	default:
-		if b.lastPart < 0 || tp != b.last {
-			b.last, b.lastPart = tp, b.index[tp]
-		}
 		b.parts[b.lastPart] = append(b.parts[b.lastPart], f.row)
 	}
 }

@@ -124,6 +124,17 @@ type Source struct {
 	until  offsets
 	reader *reader
 	lost   atomic.Int64
+	// plannedLag is the lag per partition of the batch Plan planned last,
+	// for its Read to report; newest is the newest record timestamp (Unix
+	// ms) read per partition by this process.
+	plannedLag plannedLag
+	newest     map[topicPartition]int64
+}
+
+// plannedLag is the lag of each partition beyond a planned batch's end.
+type plannedLag struct {
+	batch int64
+	lag   offsets
 }
 
 func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o options) (engine.Source, error) {
@@ -335,10 +346,12 @@ func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Plann
 	s.reader.assign(reading)
 	end := offsets{}
 	var lag int64
+	s.plannedLag = plannedLag{batch: req.Batch, lag: offsets{}}
 	for _, sp := range spans {
 		end.set(sp.tp, sp.to)
 		hi, _ := latest.get(sp.tp)
 		lag += max(0, hi-sp.to)
+		s.plannedLag.lag.set(sp.tp, max(0, hi-sp.to))
 		if was, _ := start.get(sp.tp); was != sp.to {
 			hasData = true
 		}
@@ -390,7 +403,7 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 		}
 	}
 	if len(spans) == 0 {
-		return engine.ReadResult{}, nil
+		return engine.ReadResult{Partitions: s.partitionLag(req)}, nil
 	}
 	b := s.newBatch(req.Batch, spans)
 	if err := s.fetch(ctx, spans, b.add); err != nil {
@@ -402,7 +415,38 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 	if err := b.flushDeadLetters(ctx); err != nil {
 		return engine.ReadResult{}, err
 	}
-	return engine.ReadResult{Rows: b.rows(), Malformed: b.malformed}, nil
+	if s.newest == nil {
+		s.newest = make(map[topicPartition]int64, len(spans))
+	}
+	for i, sp := range spans {
+		s.newest[sp.tp] = max(s.newest[sp.tp], b.newest[i])
+	}
+	return engine.ReadResult{Rows: b.rows(), Malformed: b.malformed, Partitions: s.partitionLag(req)}, nil
+}
+
+// partitionLag is the lag per partition of the batch req reads, as its Plan
+// found it: records beyond the end, and the age at the batch's timestamp of
+// the newest record read up to the end (Kafka's time lag). nil for a batch
+// this process did not plan (a replay).
+func (s *Source) partitionLag(req engine.ReadRequest) []engine.PartitionLag {
+	if s.plannedLag.lag == nil || s.plannedLag.batch != req.Batch {
+		return nil
+	}
+	tps := s.plannedLag.lag.partitions()
+	parts := make([]engine.PartitionLag, 0, len(tps))
+	for _, tp := range tps {
+		n, _ := s.plannedLag.lag.get(tp)
+		p := engine.PartitionLag{Topic: tp.topic, Partition: tp.partition, Lag: n}
+		switch ts, read := s.newest[tp]; {
+		case n == 0:
+			p.LagMs = new(int64)
+		case read && ts > 0:
+			ms := max(0, req.Time.UnixMilli()-ts)
+			p.LagMs = &ms
+		}
+		parts = append(parts, p)
+	}
+	return parts
 }
 
 // Close stops the source's background reading and closes its client.

@@ -2,6 +2,8 @@ package metrics
 
 import (
 	"net/http"
+	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -13,7 +15,10 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 )
 
-var _ engine.IdleObserver = (*Metrics)(nil)
+var (
+	_ engine.IdleObserver  = (*Metrics)(nil)
+	_ engine.StoreObserver = (*Metrics)(nil)
+)
 
 // Prefix starts every metric name this package exports.
 const Prefix = "lockstep_"
@@ -24,6 +29,10 @@ const phaseTotal = "triggerExecution"
 // durationBuckets spans a few milliseconds (an empty local batch) to minutes
 // (a large batch on S3), in seconds.
 var durationBuckets = prometheus.ExponentialBuckets(0.005, 2.5, 12)
+
+// storeBuckets spans a local file (well under a millisecond) to an S3 request
+// retried for a minute, in seconds.
+var storeBuckets = prometheus.ExponentialBuckets(0.0005, 2.5, 14)
 
 // Metrics holds one query's metrics. Its Observer methods are called from the
 // engine's goroutine; Handler and Gather may be called concurrently. A scrape
@@ -42,13 +51,32 @@ type Metrics struct {
 	outputRows           prometheus.Counter
 	duration             prometheus.Histogram
 	phase                *prometheus.HistogramVec
-	lag                  *prometheus.GaugeVec
+	lag, lagSeconds      *prometheus.GaugeVec
+	partLag, partLagSecs *prometheus.GaugeVec
 	watermark            prometheus.Gauge
 	stateRows, stateMem  *prometheus.GaugeVec
 	stateDropped         *prometheus.CounterVec
 	stateCommit          *prometheus.HistogramVec
 	s3RetriesBy          *prometheus.CounterVec
 	s3Uncertain          prometheus.Counter
+	// The checkpoint store's operations are recorded as they happen, from
+	// any goroutine, without mu: a scrape may see an operation of a batch
+	// before the batch.
+	storeOps               *prometheus.HistogramVec
+	storeRetries, storeErr *prometheus.CounterVec
+
+	catalog []Desc
+}
+
+// Desc describes one metric of the catalog.
+type Desc struct {
+	// Name is the metric's name; a histogram's series add _bucket, _sum
+	// and _count to it.
+	Name string
+	Type dto.MetricType
+	Help string
+	// Labels are the metric's own labels, besides namespace and query.
+	Labels []string
 }
 
 // Option configures New.
@@ -73,7 +101,8 @@ func New(namespace, name string, opts ...Option) *Metrics {
 	if s.process {
 		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
-	f := factory{prometheus.WrapRegistererWith(prometheus.Labels{"namespace": namespace, "query": name}, reg)}
+	var catalog []Desc
+	f := factory{reg: prometheus.WrapRegistererWith(prometheus.Labels{"namespace": namespace, "query": name}, reg), catalog: &catalog}
 	m := &Metrics{
 		reg: reg,
 		info: f.gaugeVec("query_info", "The running query: its checkpoint's query id, delivery guarantee and trigger; always 1.",
@@ -94,6 +123,13 @@ func New(namespace, name string, opts ...Option) *Metrics {
 			Buckets: durationBuckets}, "phase"),
 		lag: f.gaugeVec("source_lag_records",
 			"Records the source held beyond the batch's end offset when the batch was planned; absent when the source cannot tell.", "source"),
+		lagSeconds: f.gaugeVec("source_lag_seconds",
+			"How old, at the batch's timestamp, the newest record read up to the batch's end was, where records remained beyond it (0 when none did); the largest over the source's partitions; absent when the source cannot tell.", "source"),
+		partLag: f.gaugeVec("source_partition_lag_records",
+			"Records a partition of the source (Kafka) held beyond the batch's end offset when the batch was planned.", "source", "topic", "partition"),
+		partLagSecs: f.gaugeVec("source_partition_lag_seconds",
+			"How old, at the batch's timestamp, the newest record read from the partition up to the batch's end was (its Kafka timestamp), where records remained beyond it; 0 when none did.",
+			"source", "topic", "partition"),
 		watermark: f.gauge("watermark_seconds", "The batch's event-time watermark in Unix seconds; 0 when the query has none."),
 		stateRows: f.gaugeVec("state_rows", "Keys in the stateful operator's state after the batch.", "operator"),
 		stateMem:  f.gaugeVec("state_memory_bytes", "Estimated memory used by the stateful operator's state.", "operator"),
@@ -105,9 +141,26 @@ func New(namespace, name string, opts ...Option) *Metrics {
 			"S3 requests retried, by operation (get, create, put, list, delete), over the checkpoint, the sources and the sink.", "operation"),
 		s3Uncertain: f.counter("s3_uncertain_writes_total",
 			"S3 creates whose outcome was unknown (a lost reply, a timeout) and that were resolved by reading the object back."),
+		storeOps: f.histogramVec(prometheus.HistogramOpts{Name: "checkpoint_operation_duration_seconds",
+			Help:    "Operations on the checkpoint's store (logs, state files, sources' files) by operation: get, create, put, list, delete; retries included.",
+			Buckets: storeBuckets}, "operation"),
+		storeRetries: f.counterVec("checkpoint_operation_retries_total",
+			"Requests retried by operations on the checkpoint's store, by operation (S3 only; a local folder retries nothing).", "operation"),
+		storeErr: f.counterVec("checkpoint_operation_errors_total",
+			"Operations on the checkpoint's store that failed (a missing object or a lost create race is not a failure), by operation.", "operation"),
+	}
+	m.catalog = catalog
+	for _, op := range []string{"get", "create", "put", "list", "delete"} {
+		// Present at 0, so that rate() sees the first failure.
+		m.storeRetries.WithLabelValues(op)
+		m.storeErr.WithLabelValues(op)
 	}
 	return m
 }
+
+// Catalog describes every metric the package registers (not the Go and
+// process collectors), in the order of the package documentation.
+func (m *Metrics) Catalog() []Desc { return slices.Clone(m.catalog) }
 
 // Registry returns the registry holding the query's metrics, to register more
 // collectors on. Gather it through Metrics.Gather, which is consistent.
@@ -155,6 +208,10 @@ func (m *Metrics) Committed(p engine.Progress) {
 		if s.Lag != nil {
 			m.lag.WithLabelValues(s.Name).Set(float64(*s.Lag))
 		}
+		if s.LagMs != nil {
+			m.lagSeconds.WithLabelValues(s.Name).Set(seconds(*s.LagMs))
+		}
+		m.partitions(s)
 	}
 	m.outputRows.Add(float64(p.NumOutputRows))
 	m.duration.Observe(p.Duration.Seconds())
@@ -179,48 +236,88 @@ func (m *Metrics) Committed(p engine.Progress) {
 	}
 }
 
+// partitions sets the lag of the source's partitions, forgetting those the
+// source no longer reads. A batch that does not know its partitions (a
+// replay) leaves the last values.
+func (m *Metrics) partitions(s engine.SourceProgress) {
+	if s.Partitions == nil {
+		return
+	}
+	m.partLag.DeletePartialMatch(prometheus.Labels{"source": s.Name})
+	m.partLagSecs.DeletePartialMatch(prometheus.Labels{"source": s.Name})
+	for _, p := range s.Partitions {
+		part := strconv.Itoa(int(p.Partition))
+		m.partLag.WithLabelValues(s.Name, p.Topic, part).Set(float64(p.Lag))
+		if p.LagMs != nil {
+			m.partLagSecs.WithLabelValues(s.Name, p.Topic, part).Set(seconds(*p.LagMs))
+		}
+	}
+}
+
+// StoreOperation records an operation on the checkpoint's store.
+func (m *Metrics) StoreOperation(op engine.StoreOperation) {
+	m.storeOps.WithLabelValues(op.Op).Observe(op.Duration.Seconds())
+	if op.Retries > 0 {
+		m.storeRetries.WithLabelValues(op.Op).Add(float64(op.Retries))
+	}
+	if op.Failed {
+		m.storeErr.WithLabelValues(op.Op).Inc()
+	}
+}
+
 // Idle counts a trigger that found no new data.
 func (m *Metrics) Idle(time.Time) { m.idle.Inc() } // one counter: consistent alone
 
 func seconds(ms int64) float64 { return float64(ms) / 1e3 }
 
-// factory registers metrics named Prefix+name on one registerer.
-type factory struct{ reg prometheus.Registerer }
+// factory registers metrics named Prefix+name on one registerer and
+// describes them in catalog.
+type factory struct {
+	reg     prometheus.Registerer
+	catalog *[]Desc
+}
+
+func (f factory) register(c prometheus.Collector, name, help string, typ dto.MetricType, labels []string) {
+	f.reg.MustRegister(c)
+	*f.catalog = append(*f.catalog, Desc{Name: Prefix + name, Type: typ, Help: help, Labels: labels})
+}
 
 func (f factory) counter(name, help string) prometheus.Counter {
 	c := prometheus.NewCounter(prometheus.CounterOpts{Name: Prefix + name, Help: help})
-	f.reg.MustRegister(c)
+	f.register(c, name, help, dto.MetricType_COUNTER, nil)
 	return c
 }
 
 func (f factory) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
 	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: Prefix + name, Help: help}, labels)
-	f.reg.MustRegister(c)
+	f.register(c, name, help, dto.MetricType_COUNTER, labels)
 	return c
 }
 
 func (f factory) gauge(name, help string) prometheus.Gauge {
 	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: Prefix + name, Help: help})
-	f.reg.MustRegister(g)
+	f.register(g, name, help, dto.MetricType_GAUGE, nil)
 	return g
 }
 
 func (f factory) gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
 	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: Prefix + name, Help: help}, labels)
-	f.reg.MustRegister(g)
+	f.register(g, name, help, dto.MetricType_GAUGE, labels)
 	return g
 }
 
 func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
+	name := o.Name
 	o.Name = Prefix + o.Name
 	h := prometheus.NewHistogram(o)
-	f.reg.MustRegister(h)
+	f.register(h, name, o.Help, dto.MetricType_HISTOGRAM, nil)
 	return h
 }
 
 func (f factory) histogramVec(o prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
+	name := o.Name
 	o.Name = Prefix + o.Name
 	h := prometheus.NewHistogramVec(o, labels)
-	f.reg.MustRegister(h)
+	f.register(h, name, o.Help, dto.MetricType_HISTOGRAM, labels)
 	return h
 }

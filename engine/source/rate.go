@@ -89,8 +89,11 @@ func (r *Rate) Plan(_ context.Context, req engine.PlanRequest) (engine.Planned, 
 		end, _ := json.Marshal(rateOffset{Value: start.Value, FirstMs: start.FirstMs, RowsPerSecond: start.RowsPerSecond})
 		return engine.Planned{End: end}, nil
 	}
-	// Rows k with base + k/perSecond <= now, k >= count.
-	upto := now.Sub(r.base).Nanoseconds()*r.perSecond/int64(time.Second) + 1
+	// Rows k with base + k/perSecond <= now, k >= count, in whole seconds and
+	// the rest (elapsed nanoseconds times the rate overflow within hours at
+	// a million rows a second).
+	d := now.Sub(r.base)
+	upto := int64(d/time.Second)*r.perSecond + int64(d%time.Second)*r.perSecond/int64(time.Second) + 1
 	n := upto - r.count
 	end, _ := json.Marshal(rateOffset{Value: start.Value + n, FirstMs: due.UnixMilli(), RowsPerSecond: r.perSecond})
 	r.count = upto

@@ -2,6 +2,8 @@ package source_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -90,5 +92,24 @@ func TestRateAvailableNow(t *testing.T) {
 	p1, _ := r.Plan(ctx, engine.PlanRequest{Batch: 1, Start: p0.End, Time: t0.Add(time.Minute)})
 	if !p0.HasData || p1.HasData {
 		t.Fatalf("availableNow plans = %+v, %+v; want data only at start", p0, p1)
+	}
+}
+
+// TestRateAfterHoursAtAMillion: the rows due after a day at a million rows
+// a second are counted without overflow.
+func TestRateAfterHoursAtAMillion(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	r := newRate(t, 1_000_000)
+	p0, err := r.Plan(ctx, engine.PlanRequest{Time: t0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1, err := r.Plan(ctx, engine.PlanRequest{Batch: 1, Start: p0.End, Time: t0.Add(24 * time.Hour)})
+	if err != nil || !p1.HasData {
+		t.Fatalf("Plan after a day = %+v, %v", p1, err)
+	}
+	if want := fmt.Sprintf(`"value":%d,`, int64(24*3600)*1_000_000+1); !strings.Contains(string(p1.End), want) {
+		t.Errorf("end offset after a day = %s, want %s", p1.End, want)
 	}
 }

@@ -80,6 +80,11 @@ func (w *Query) RateSource(name string, rowsPerSecond int64) *Query {
 	return w.Source(v1.Source{Name: name, Rate: &v1.RateSource{RowsPerSecond: rowsPerSecond}})
 }
 
+// NexmarkSource adds a nexmark source with the given settings.
+func (w *Query) NexmarkSource(name string, n v1.NexmarkSource) *Query {
+	return w.Source(v1.Source{Name: name, Nexmark: &n})
+}
+
 // FilesSource adds a files source reading path in format (json, csv or parquet) with the
 // given schema columns.
 func (w *Query) FilesSource(name, path string, format v1.FileFormat, cols ...v1.Column) *Query {

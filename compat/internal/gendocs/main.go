@@ -141,7 +141,7 @@ func severities(ss []compat.Severity) string {
 
 // renderGuarantees writes the delivery guarantee of each sink, from compat.GuaranteeOf.
 func renderGuarantees(w io.Writer) {
-	fmt.Fprint(w, "\n## Delivery guarantees\n\nEvery verdict states the new query's guarantee and why (DESIGN §4). All source kinds (kafka,\nfiles, delta, rate) are replayable, so the sink decides:\n\n")
+	fmt.Fprint(w, "\n## Delivery guarantees\n\nEvery verdict states the new query's guarantee and why (DESIGN §4). All source kinds (kafka,\nfiles, delta, rate, nexmark) are replayable, so the sink decides:\n\n")
 	fmt.Fprintln(w, "| sink | guarantee | why |")
 	fmt.Fprintln(w, "|---|---|---|")
 	sinks := []struct {

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+const sample = `goos: linux
+pkg: github.com/lockstep-dev/lockstep/engine/kafka
+BenchmarkKafkaToKafka/ceiling-2         	       1	1000 ns/op	  900000 records/s
+BenchmarkKafkaToKafka/lockstep-2        	       1	1000 ns/op	  810000 records/s	         4.000 allocs/record	0.9000 x-ceiling
+BenchmarkKafkaToKafka/lockstep-2        	       1	1000 ns/op	  700000 records/s	         2.000 allocs/record	0.7000 x-ceiling
+BenchmarkKafkaToKafka/lockstep-2        	       1	1000 ns/op	  820000 records/s	         3.000 allocs/record	0.8200 x-ceiling
+PASS
+pkg: github.com/lockstep-dev/lockstep/engine/stateful
+BenchmarkAggregate/keys=1000 	       5	 0 ns/op	  4.1e+06 rows/cpu-s
+`
+
+func TestEvaluateTakesTheMedianAndNamesWhatDidNotRun(t *testing.T) {
+	goals, err := parseGoals(`
+engine/kafka BenchmarkKafkaToKafka/lockstep x-ceiling >= 0.8 ratio
+engine/kafka BenchmarkKafkaToKafka/lockstep allocs/record <= 3 allocs
+engine/stateful BenchmarkAggregate/keys=.* rows/cpu-s >= 5e6 aggregate
+engine/kafka BenchmarkMissing ns/op <= 1 missing
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results, err := parseResults(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := evaluate(goals, results)
+	want := []struct {
+		fig      float64
+		ran, met bool
+	}{{0.82, true, true}, {3, true, true}, {4.1e6, true, false}, {0, false, false}}
+	for i, w := range want {
+		r := rows[i]
+		if r.Ran != w.ran || r.Met != w.met || r.Figure != w.fig {
+			t.Errorf("%s: figure %v ran %v met %v, want %v %v %v", r.Goal.Description, r.Figure, r.Ran, r.Met, w.fig, w.ran, w.met)
+		}
+	}
+	var out bytes.Buffer
+	writeTable(&out, rows)
+	for _, s := range []string{"NOT MET", "not run", "2 of 4 goals met"} {
+		if !strings.Contains(out.String(), s) {
+			t.Errorf("table lacks %q:\n%s", s, out.String())
+		}
+	}
+}
+
+func TestParseGoalsRefusesBadLines(t *testing.T) {
+	for _, line := range []string{"pkg Bench unit == 1 d", "pkg Bench unit >= x d", "pkg ( unit >= 1 d", "pkg Bench unit >= 1"} {
+		if _, err := parseGoals(line); err == nil {
+			t.Errorf("%q: no error", line)
+		}
+	}
+}
+
+// Every goal names a benchmark that exists, so that a renamed benchmark cannot leave a goal
+// that silently never runs.
+func TestEveryGoalNamesABenchmarkInItsPackage(t *testing.T) {
+	data, err := os.ReadFile("goals.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	goals, err := parseGoals(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range goals {
+		top, _, _ := strings.Cut(g.Bench.String()[1:len(g.Bench.String())-1], "/")
+		out, err := exec.Command("grep", "-rlw", "--include=*_test.go", "--include=*.go", "func "+top, "../../"+g.Pkg).CombinedOutput()
+		if err != nil {
+			t.Errorf("goal %q: no func %s in %s (%v: %s)", g.Description, top, g.Pkg, err, out)
+		}
+	}
+}
