@@ -112,6 +112,27 @@ func TestCommitFileFormat(t *testing.T) {
 	}
 }
 
+func TestCommitKeepsJoinWatermarks(t *testing.T) {
+	c := claim(t, newDir(t))
+	if err := c.AddOffsets(t.Context(), offsets(0)); err != nil {
+		t.Fatal(err)
+	}
+	want := checkpoint.Commit{BatchID: 0, NextBatchWatermarkMs: 42, WatermarksMs: map[string]int64{"j.left": 42, "j.right": 99}}
+	if err := c.AddCommit(t.Context(), want); err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.Head(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.Committed == nil {
+		t.Fatal("Head() has no commit")
+	}
+	if diff := cmp.Diff(want.WatermarksMs, h.Committed.WatermarksMs); diff != "" {
+		t.Errorf("watermarksMs after a round trip (-want +got):\n%s", diff)
+	}
+}
+
 func TestLogRoundTrip(t *testing.T) {
 	c := claim(t, newDir(t))
 	runBatches(t, c, 0, 3)

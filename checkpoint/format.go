@@ -236,6 +236,11 @@ type Commit struct {
 	BatchID int64 `json:"-"`
 	// NextBatchWatermarkMs is the watermark the next batch starts from.
 	NextBatchWatermarkMs int64 `json:"nextBatchWatermarkMs"`
+	// WatermarksMs holds the watermark of each side of a stream–stream join
+	// after the batch, keyed by the side's state operator (<join>.left,
+	// <join>.right); NextBatchWatermarkMs is their minimum. Kept here so that
+	// a restarted query continues each side's watermark exactly.
+	WatermarksMs map[string]int64 `json:"watermarksMs,omitempty"`
 	// Progress describes the batch, for people and for the controller.
 	Progress Progress `json:"progress"`
 }
@@ -291,8 +296,9 @@ func decodeCommit(batch int64, data []byte) (Commit, error) {
 		return Commit{}, fmt.Errorf("%w: want one JSON line after the version line, found %d", ErrDamaged, len(lines))
 	}
 	var c struct {
-		NextBatchWatermarkMs *int64   `json:"nextBatchWatermarkMs"`
-		Progress             Progress `json:"progress"`
+		NextBatchWatermarkMs *int64           `json:"nextBatchWatermarkMs"`
+		WatermarksMs         map[string]int64 `json:"watermarksMs"`
+		Progress             Progress         `json:"progress"`
 	}
 	if err := json.Unmarshal(lines[0], &c); err != nil {
 		return Commit{}, fmt.Errorf("%w: line 2: %w", ErrDamaged, err)
@@ -300,7 +306,7 @@ func decodeCommit(batch int64, data []byte) (Commit, error) {
 	if c.NextBatchWatermarkMs == nil {
 		return Commit{}, fmt.Errorf("%w: line 2: no nextBatchWatermarkMs", ErrDamaged)
 	}
-	return Commit{BatchID: batch, NextBatchWatermarkMs: *c.NextBatchWatermarkMs, Progress: c.Progress}, nil
+	return Commit{BatchID: batch, NextBatchWatermarkMs: *c.NextBatchWatermarkMs, WatermarksMs: c.WatermarksMs, Progress: c.Progress}, nil
 }
 
 // versionedLines checks the version line ("v1") of a log file and returns the

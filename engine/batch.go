@@ -103,7 +103,11 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 		DurationMs:  durations,
 	}
 	phase := clk.Now()
-	var rows []Row
+	var rows, right []Row
+	joined := ""
+	if j := r.q.streamJoin(); j != nil {
+		joined = j.source
+	}
 	for _, s := range r.sources {
 		end, ok := bp.ends[s.name]
 		if !ok {
@@ -113,7 +117,11 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 		if err != nil {
 			return Progress{}, fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
 		}
-		rows = append(rows, res.Rows...)
+		if s.name == joined {
+			right = append(right, res.Rows...) // the join's right side, not unioned
+		} else {
+			rows = append(rows, res.Rows...)
+		}
 		n := int64(len(res.Rows))
 		p.NumInputRows += n
 		p.NumMalformedRows += res.Malformed
@@ -136,7 +144,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	}
 
 	phase = clk.Now()
-	rows, err := r.transform(bp, rows)
+	rows, err := r.transform(bp, rows, right)
 	if err != nil {
 		return Progress{}, err
 	}
@@ -158,6 +166,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	cm := checkpoint.Commit{
 		BatchID:              bp.id,
 		NextBatchWatermarkMs: r.nextWatermark(bp),
+		WatermarksMs:         r.joinWatermarks(),
 		Progress: checkpoint.Progress{
 			Timestamp:     clk.Now().UTC(),
 			NumInputRows:  p.NumInputRows,

@@ -102,7 +102,7 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (s
 		}
 		return &statefulStep{name: name, kind: v1.StepDropDuplicates, op: d}, nil
 	}
-	return nil, field.NotSupported(p, st.Kind(), []v1.StepKind{v1.StepFilter, v1.StepSelect, v1.StepWatermark, v1.StepAggregate, v1.StepDropDuplicates})
+	return nil, field.NotSupported(p, st.Kind(), []v1.StepKind{v1.StepFilter, v1.StepSelect, v1.StepWatermark, v1.StepAggregate, v1.StepDropDuplicates, v1.StepJoin})
 }
 
 // stateRun is a run's stateful part: each operator's store, the watermark,
@@ -117,6 +117,8 @@ type stateRun struct {
 	ranWatermarkMs int64
 	// metrics holds the batch's per-operator counts, in ops order.
 	metrics []stateful.Metrics
+	// join is the stream–stream join, nil if none (stateful_join.go).
+	join *joinRun
 }
 
 // openState opens and loads the state of every stateful step at the version
@@ -137,7 +139,7 @@ func (r *run) openState(ctx context.Context, head checkpoint.Head) error {
 		sr.ranWatermarkMs = head.Planned.BatchWatermarkMs
 	}
 	r.state = sr
-	if len(sr.ops) == 0 {
+	if len(sr.ops) == 0 && !r.q.hasStreamJoin() {
 		return nil
 	}
 	parts, err := strconv.Atoi(r.conf[ConfStatePartitions])
@@ -160,6 +162,9 @@ func (r *run) openState(ctx context.Context, head checkpoint.Head) error {
 			return err
 		}
 	}
+	if err := r.openJoin(ctx, head, parts); err != nil {
+		return err
+	}
 	r.purgers = append(r.purgers, checkpoint.PurgeState)
 	return nil
 }
@@ -174,12 +179,23 @@ func (r *run) closeState() {
 			r.q.opts.logger.Warn("Closed state store with an error", "operator", name, "error", err)
 		}
 	}
+	if j := r.state.join; j != nil {
+		for i, st := range j.stores {
+			if st == nil {
+				continue
+			}
+			if err := st.Close(); err != nil {
+				r.q.opts.logger.Warn("Closed state store with an error", "operator", j.step.op.Metadata()[i].Operator, "error", err)
+			}
+		}
+	}
 }
 
 // transform runs the batch's rows through the steps: the watermark step
 // notes event times, the stateful steps process the batch against their
-// state with the batch's watermark.
-func (r *run) transform(bp *batchPlan, rows []Row) ([]Row, error) {
+// state with the batch's watermark. right holds the rows of a stream join's
+// right source.
+func (r *run) transform(bp *batchPlan, rows, right []Row) ([]Row, error) {
 	if r.state != nil {
 		r.state.metrics = r.state.metrics[:0]
 	}
@@ -201,6 +217,12 @@ func (r *run) transform(bp *batchPlan, rows []Row) ([]Row, error) {
 				rows = append(rows, row)
 			}
 			r.state.metrics = append(r.state.metrics, m)
+		case *streamJoinStep:
+			out, err := r.joinBatch(bp, s, rows, right)
+			if err != nil {
+				return nil, fmt.Errorf("batch %d: %w", bp.id, err)
+			}
+			rows = out
 		default:
 			rows = st.apply(rows)
 		}
@@ -238,13 +260,16 @@ func (r *run) commitState(ctx context.Context, bp *batchPlan, p *Progress) error
 			DeltaBytes:                cm.Bytes,
 		})
 	}
-	return nil
+	return r.commitJoin(ctx, bp, p)
 }
 
 // nextWatermark returns the watermark of the batch after bp: it moves with
 // the newest event time the watermark step saw, never backwards.
 func (r *run) nextWatermark(bp *batchPlan) int64 {
 	r.state.ranWatermarkMs = bp.watermarkMs
+	if j := r.state.join; j != nil {
+		return j.nextMs
+	}
 	if r.state.watermark == nil {
 		return bp.watermarkMs
 	}
@@ -255,5 +280,5 @@ func (r *run) nextWatermark(bp *batchPlan) int64 {
 // new data: the query keeps state and the watermark moved since the last
 // batch, so windows may close and state may be evicted.
 func (r *run) noDataBatchDue() bool {
-	return r.state != nil && len(r.state.ops) > 0 && r.watermarkMs > r.state.ranWatermarkMs
+	return r.state != nil && (len(r.state.ops) > 0 || r.state.join != nil) && r.watermarkMs > r.state.ranWatermarkMs
 }

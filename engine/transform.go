@@ -81,7 +81,11 @@ func compileSteps(spec *v1.StreamingQuerySpec, cols []v1.Columns) ([]step, field
 			}
 			steps = append(steps, s)
 		case v1.StepJoin:
-			s, err := compileJoin(spec, cols[i], i)
+			compile := compileJoin
+			if st.Join.Stream != nil {
+				compile = compileStreamJoin
+			}
+			s, err := compile(spec, cols[i], i)
 			if err != nil {
 				errs = append(errs, err)
 				continue

@@ -180,6 +180,18 @@ func writeDescription(w io.Writer, d checkpoint.Description, ops []state.Summary
 		row("Committed batch", "%d (%d rows in, %d out, %s; next watermark %s)", d.Committed.BatchID,
 			p.NumInputRows, p.NumOutputRows, duration(p.DurationMs["triggerExecution"]), millis(d.Committed.NextBatchWatermarkMs))
 	}
+	if d.Committed != nil && len(d.Committed.WatermarksMs) > 0 {
+		// A stream–stream join: each side's watermark; the query's is their minimum.
+		sides := make([]string, 0, len(d.Committed.WatermarksMs))
+		for side := range d.Committed.WatermarksMs {
+			sides = append(sides, side)
+		}
+		sort.Strings(sides)
+		for i, side := range sides {
+			sides[i] = side + " " + millis(d.Committed.WatermarksMs[side])
+		}
+		row("Join watermarks", "%s", strings.Join(sides, ", "))
+	}
 	switch {
 	case d.Planned == nil:
 		row("On restart", "start at batch 0 (no batch planned yet)")

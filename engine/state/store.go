@@ -274,6 +274,33 @@ func (s *Store) Update(f func(p *Partition) error) error {
 	})
 }
 
+// UpdatePaired is Update over two stores keyed alike, such as the two
+// sides of a join: it calls f with partition i of a and partition i of b,
+// for every i, in parallel as Update does. The stores must have the same
+// number of partitions; f may use only the two partitions it is given.
+func UpdatePaired(a, b *Store, f func(pa, pb *Partition) error) error {
+	if err := a.ready("update"); err != nil {
+		return err
+	}
+	if err := b.ready("update"); err != nil {
+		return err
+	}
+	if len(a.parts) != len(b.parts) {
+		return fmt.Errorf("update state %s with %s: %d partitions against %d", a.meta.Operator, b.meta.Operator, len(a.parts), len(b.parts))
+	}
+	n := min(a.opts.Concurrency, runtime.GOMAXPROCS(0))
+	return a.parallelN(context.Background(), n, func(_ context.Context, pa *Partition) error {
+		pb := b.parts[pa.id]
+		pa.mu.Lock()
+		defer pa.mu.Unlock()
+		pb.mu.Lock()
+		defer pb.mu.Unlock()
+		pa.settle()
+		pb.settle()
+		return f(pa, pb)
+	})
+}
+
 // CommitStats describes what a Commit wrote.
 type CommitStats struct {
 	// Version is the version written.

@@ -343,3 +343,24 @@ func TestDescribe(t *testing.T) {
 		t.Fatalf("Describe(4) rows = %d, want %d", sums[0].Rows, len(want[4]))
 	}
 }
+
+func TestUpdatePairedRefusesStoresOfOtherPartitions(t *testing.T) {
+	cs := dir(t)
+	a := open(t, cs, state.Options{Partitions: 4})
+	m := meta("other")
+	b, err := state.Open(t.Context(), cs, m, state.Options{Partitions: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	for _, st := range []*state.Store{a, b} {
+		if err := st.Load(t.Context(), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	called := false
+	err = state.UpdatePaired(a, b, func(pa, pb *state.Partition) error { called = true; return nil })
+	if err == nil || called {
+		t.Errorf("UpdatePaired() of 4 and 2 partitions: error = %v, called = %v; want an error before any call", err, called)
+	}
+}

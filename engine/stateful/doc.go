@@ -1,5 +1,5 @@
 // Package stateful holds the stateful operators of a query — aggregate,
-// dropDuplicates — and the event-time watermark, as plain code over rows
+// dropDuplicates, the stream–stream join — and the event-time watermark, as plain code over rows
 // (docs/state.md). It knows nothing of the engine's batch loop: the engine
 // loads each operator's [state.Store] at the batch's version, calls Process
 // with the batch's rows and watermark, and commits the store.
@@ -25,4 +25,12 @@
 // group every batch and keeps all state (nothing is late). dropDuplicates
 // writes first occurrences; with the watermark column among its columns it
 // drops late rows and evicts keys the watermark passed.
+//
+// # Stream–stream join
+//
+// [StreamJoin] buffers each side's rows in its own store (<name>.left,
+// <name>.right), keyed by join key and event time, and drops late rows. A
+// row is evicted once the watermark passes its time bound (no future row
+// of the other side can match it); an outer side's rows that never matched
+// are emitted then, once, with nulls for the other side (Spark's semantics).
 package stateful

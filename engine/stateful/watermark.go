@@ -77,6 +77,19 @@ func EventTimeColumns(spec *v1.StreamingQuerySpec) []string {
 			cur = next
 		case st.Aggregate != nil:
 			cur = ""
+		case st.Join != nil && cur != "":
+			// The left columns flow on, renamed by the prefix or the select.
+			next := ""
+			if len(st.Join.Select) == 0 {
+				next = st.Join.LeftPrefix + cur
+			}
+			for _, c := range st.Join.Select {
+				if c.Side == v1.SideLeft && c.Column == cur {
+					next = c.OutputName()
+					break
+				}
+			}
+			cur = next
 		}
 	}
 	return out

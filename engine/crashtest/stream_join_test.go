@@ -1,0 +1,260 @@
+package crashtest
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// streamJoinQuery is an impressions/clicks stream–stream left outer join into
+// files, one file of each side a batch: the clicks on the same ad up to 10s
+// after an impression, both sides watermarked 5s behind.
+const streamJoinQuery = `apiVersion: streaming.lockstep.dev/v1
+kind: StreamingQuery
+metadata: {name: crash-join, namespace: test}
+spec:
+  sources:
+  - name: impressions
+    files: {path: %q, format: json, maxFilesPerTrigger: 1}
+    schema:
+      columns:
+      - {name: ad_id, type: string}
+      - {name: user, type: string}
+      - {name: imp_ts, type: timestamp}
+  - name: clicks
+    files: {path: %q, format: json, maxFilesPerTrigger: 1}
+    schema:
+      columns:
+      - {name: ad_id, type: string}
+      - {name: click_ts, type: timestamp}
+      - {name: cost, type: double}
+  transform:
+  - watermark: {column: imp_ts, delay: 5s}
+  - join:
+      name: ad-clicks
+      type: leftOuter
+      keys: [{left: ad_id, right: ad_id}]
+      stream:
+        source: clicks
+        watermark: {column: click_ts, delay: 5s}
+        timeBound: {leftColumn: imp_ts, rightColumn: click_ts, lowerBound: 0s, upperBound: 10s}
+      select:
+      - {side: left, column: ad_id}
+      - {side: left, column: user}
+      - {side: left, column: imp_ts}
+      - {side: right, column: click_ts}
+      - {side: right, column: cost}
+  sink:
+    files: {path: %q, format: json}
+  outputMode: append
+  stateStore: {partitions: 4}
+  trigger: {availableNow: true}
+`
+
+// streamJoinSetup is one join scenario's locations, local or on S3.
+type streamJoinSetup struct {
+	t                  *testing.T
+	dir                string // scratch folder for specs
+	imps, clicks, out  string
+	ckpt               string
+	cfg                []cks3.Option
+	env                []string
+	files, impressions int
+}
+
+func newStreamJoinLocal(t *testing.T) *streamJoinSetup {
+	dir := t.TempDir()
+	return &streamJoinSetup{t: t, dir: dir, imps: filepath.Join(dir, "impressions"), clicks: filepath.Join(dir, "clicks"),
+		out: filepath.Join(dir, "out"), ckpt: filepath.Join(dir, "ckpt")}
+}
+
+func newStreamJoinS3(t *testing.T) *streamJoinSetup {
+	s := testenv.S3(t)
+	root := "s3://" + s.Bucket
+	return &streamJoinSetup{t: t, dir: t.TempDir(), env: s.Env(), cfg: s.Options(),
+		imps: root + "/impressions", clicks: root + "/clicks", out: root + "/out", ckpt: root + "/ckpt"}
+}
+
+// addInput writes n more files to each side. Event time advances 5s a file
+// with some disorder; 13 ads; a file has 8 impressions (each a distinct
+// user) and 6 clicks, one of each a minute late.
+func (s *streamJoinSetup) addInput(n int) {
+	s.t.Helper()
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	ts := func(sec int) string { return t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339) }
+	for range n {
+		f := s.files
+		s.files++
+		var imps, clicks bytes.Buffer
+		for j := range 8 {
+			sec := f*5 + j%4 - 2
+			if j == 7 {
+				sec = f*5 - 60
+			}
+			fmt.Fprintf(&imps, `{"ad_id":"ad-%d","user":"u-%d","imp_ts":%q}`+"\n", (f*8+j)%13, s.impressions, ts(sec))
+			s.impressions++
+		}
+		for j := range 6 {
+			sec := f*5 + j%5 + 1
+			if j == 5 {
+				sec = f*5 - 60
+			}
+			fmt.Fprintf(&clicks, `{"ad_id":"ad-%d","click_ts":%q,"cost":%d}`+"\n", (f*8+j*3)%13, ts(sec), f*10+j)
+		}
+		name := fmt.Sprintf("part-%04d.json", f)
+		for _, side := range []struct {
+			loc  string
+			data []byte
+		}{{s.imps, imps.Bytes()}, {s.clicks, clicks.Bytes()}} {
+			folder, err := blob.Open(side.loc, s.cfg...)
+			if err != nil {
+				s.t.Fatal(err)
+			}
+			if err := folder.Put(context.Background(), name, side.data); err != nil {
+				s.t.Fatal(err)
+			}
+			if s.cfg == nil {
+				at := t0.Add(time.Duration(f) * time.Millisecond) // distinct modification times, in file order
+				_ = os.Chtimes(filepath.Join(side.loc, name), at, at)
+			}
+		}
+	}
+}
+
+func (s *streamJoinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
+	p := filepath.Join(s.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
+	if err := os.WriteFile(p, fmt.Appendf(nil, streamJoinQuery, s.imps, s.clicks, out), 0o644); err != nil {
+		s.t.Fatal(err)
+	}
+	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)
+	cmd.Dir = s.dir
+	cmd.Env = Env(append(s.env, env...)...)
+	return cmd
+}
+
+func (s *streamJoinSetup) runOnce(ckpt, out string, env ...string) Result {
+	s.t.Helper()
+	return Run(s.t, s.command(ckpt, out, env...))
+}
+
+func (s *streamJoinSetup) output(out string) []engine.Row {
+	s.t.Helper()
+	f, err := blob.Open(out, s.cfg...)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return enginetest.OutputRows(s.t, f)
+}
+
+// finish runs the query to its end and checks its output: equal to an
+// uninterrupted run's, every impression there once without a click or
+// only with clicks (outer rows once, never beside a match), and
+// `lockstep checkpoint describe` showing both sides' state and watermarks.
+func (s *streamJoinSetup) finish() {
+	s.t.Helper()
+	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
+		s.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	got := s.output(s.out)
+	ref := s.out + "-reference"
+	if r := s.runOnce(s.ckpt+"-reference", ref); r.Code != 0 {
+		s.t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	want := s.output(ref)
+	if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(got)); diff != "" {
+		s.t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
+	}
+	matched, unmatched := map[any]int{}, map[any]int{}
+	for _, r := range got {
+		if r[3] == nil {
+			unmatched[r[1]]++
+		} else {
+			matched[r[1]]++
+		}
+	}
+	if len(matched) == 0 || len(unmatched) == 0 {
+		s.t.Fatalf("the join wrote %d matched and %d unmatched impressions; the input should give both", len(matched), len(unmatched))
+	}
+	for user, n := range unmatched {
+		if n != 1 || matched[user] > 0 {
+			s.t.Errorf("impression %v written %d times without a click and %d times with one; want once, and never both", user, n, matched[user])
+		}
+	}
+	d := exec.Command(lockstep, "checkpoint", "describe", s.ckpt)
+	d.Env = Env(s.env...)
+	out, err := d.CombinedOutput()
+	if err != nil {
+		s.t.Fatalf("checkpoint describe: %v\n%s", err, out)
+	}
+	for _, line := range []string{"Join watermarks:  ad-clicks.left ", "  ad-clicks.left   join  ad_id,imp_ts", "  ad-clicks.right  join  ad_id,click_ts"} {
+		if !strings.Contains(string(out), line) {
+			s.t.Errorf("checkpoint describe does not show %q:\n%s", line, out)
+		}
+	}
+}
+
+func streamJoinPhaseKills(t *testing.T, newSetup func(*testing.T) *streamJoinSetup) {
+	for _, p := range Points() {
+		t.Run(p.String(), func(t *testing.T) {
+			t.Parallel()
+			s := newSetup(t)
+			s.addInput(6)
+			r := s.runOnce(s.ckpt, s.out, p.Env())
+			if !r.Killed {
+				t.Fatalf("the run was not killed at %s: exit %d\n%s", p, r.Code, r.Stderr)
+			}
+			s.finish()
+		})
+	}
+}
+
+// streamJoinRandomKills kills the join at 50 random instants, adding input
+// whenever a run got to the end, then lets a run finish.
+func streamJoinRandomKills(t *testing.T, s *streamJoinSetup) {
+	s.addInput(20)
+	began := time.Now()
+	if r := s.runOnce(s.ckpt+"-timing", s.out+"-timing"); r.Code != 0 {
+		t.Fatalf("timing run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	span := max(time.Since(began), 200*time.Millisecond)
+	const kills = 50
+	finished := KillRandomly(t, kills, span, func(finishedLast bool) *exec.Cmd {
+		if finishedLast {
+			s.addInput(3)
+		}
+		return s.command(s.ckpt, s.out)
+	})
+	t.Logf("%d runs killed at random instants within %s, %d ran to the end; %d input files a side", kills, span, finished, s.files)
+	s.finish()
+}
+
+// TestStreamJoinPhaseKillsLocal kills the stream–stream join at every phase
+// boundary of batches 0 and 2, with a local checkpoint, input and output.
+func TestStreamJoinPhaseKillsLocal(t *testing.T) { streamJoinPhaseKills(t, newStreamJoinLocal) }
+
+// TestStreamJoinPhaseKillsS3 does the same on S3.
+func TestStreamJoinPhaseKillsS3(t *testing.T) { streamJoinPhaseKills(t, newStreamJoinS3) }
+
+func TestStreamJoinRandomKillsLocal(t *testing.T) {
+	t.Parallel()
+	streamJoinRandomKills(t, newStreamJoinLocal(t))
+}
+
+func TestStreamJoinRandomKillsS3(t *testing.T) {
+	t.Parallel()
+	streamJoinRandomKills(t, newStreamJoinS3(t))
+}

@@ -1,0 +1,230 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/engine/state"
+)
+
+// adEvents are two folders of JSON files, impressions and clicks, for
+// stream–stream join queries, written one file per batch and side.
+type adEvents struct {
+	imps, clicks, out, ckpt string
+	files                   int
+}
+
+func newAdEvents(t *testing.T) *adEvents {
+	t.Helper()
+	return &adEvents{imps: t.TempDir(), clicks: t.TempDir(), out: t.TempDir(), ckpt: filepath.Join(t.TempDir(), "ckpt")}
+}
+
+type adEvent struct {
+	ad  string
+	sec int // event time, seconds after eventT0
+	// user of an impression, cost of a click
+	user string
+	cost float64
+}
+
+// add writes one file of impressions and one of clicks (either may be
+// empty), newer than the ones before.
+func (e *adEvents) add(t *testing.T, imps, clicks []adEvent) {
+	t.Helper()
+	write := func(dir string, lines []string) {
+		p := filepath.Join(dir, fmt.Sprintf("part-%04d.json", e.files))
+		if err := os.WriteFile(p, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := eventT0.Add(time.Duration(e.files) * time.Second)
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var li, lc []string
+	for _, ev := range imps {
+		li = append(li, fmt.Sprintf(`{"ad_id":%q,"user":%q,"imp_ts":%q}`, ev.ad, ev.user, eventT0.Add(time.Duration(ev.sec)*time.Second).Format(time.RFC3339)))
+	}
+	for _, ev := range clicks {
+		lc = append(lc, fmt.Sprintf(`{"ad_id":%q,"click_ts":%q,"cost":%g}`, ev.ad, eventT0.Add(time.Duration(ev.sec)*time.Second).Format(time.RFC3339), ev.cost))
+	}
+	write(e.imps, li)
+	write(e.clicks, lc)
+	e.files++
+}
+
+// query is a left outer join of impressions with the clicks on the same ad
+// up to 30s later, both sides watermarked 5s behind.
+func (e *adEvents) query() *querytest.Query {
+	one := func(s *v1.Source) { s.Files.MaxFilesPerTrigger = new(int32(1)) }
+	return querytest.Make("ad-clicks", "ads").
+		FilesSource("impressions", e.imps, v1.FormatJSON,
+			querytest.Col("ad_id", v1.TypeString), querytest.Col("user", v1.TypeString), querytest.Col("imp_ts", v1.TypeTimestamp)).
+		FilesSource("clicks", e.clicks, v1.FormatJSON,
+			querytest.Col("ad_id", v1.TypeString), querytest.Col("click_ts", v1.TypeTimestamp), querytest.Col("cost", v1.TypeDouble)).
+		EditSource("impressions", one).EditSource("clicks", one).
+		Watermark("imp_ts", "5s").
+		Join(v1.Join{
+			Name:   "ad-clicks",
+			Type:   v1.JoinLeftOuter,
+			Keys:   querytest.Keys("ad_id", "ad_id"),
+			Stream: querytest.StreamSide("clicks", "imp_ts", "click_ts", "5s", "0s", "30s"),
+			Select: []v1.JoinColumn{
+				{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "user"}, {Side: v1.SideLeft, Column: "imp_ts"},
+				{Side: v1.SideRight, Column: "click_ts"}, {Side: v1.SideRight, Column: "cost"},
+			},
+		}).
+		OutputMode(v1.OutputAppend).
+		FilesSink(e.out, v1.FormatJSON).
+		StatePartitions(4).
+		AvailableNow().
+		Checkpoint(e.ckpt)
+}
+
+func (e *adEvents) output(t *testing.T) []string {
+	t.Helper()
+	f, err := blob.OpenDir(e.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range enginetest.OutputRows(t, f) {
+		out = append(out, fmt.Sprint(r))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// adStream is the input of the join tests, a file per side and batch.
+var adStream = [][2][]adEvent{
+	{{{ad: "a", sec: 0, user: "u1"}, {ad: "b", sec: 2, user: "u2"}}, {{ad: "a", sec: 10, cost: 1}}},
+	{{{ad: "c", sec: 20, user: "u3"}}, {{ad: "a", sec: 31, cost: 2}, {ad: "c", sec: 25, cost: 3}}},
+	{{{ad: "a", sec: 40, user: "u4"}}, {{ad: "c", sec: 45, cost: 4}}},
+	// Far ahead on both sides: the watermark passes every bound above.
+	{{{ad: "z", sec: 500, user: "u9"}}, {{ad: "y", sec: 500, cost: 9}}},
+}
+
+func TestStreamJoinLeftOuterQuery(t *testing.T) {
+	e := newAdEvents(t)
+	for _, b := range adStream {
+		e.add(t, b[0], b[1])
+	}
+	sum := run(t, e.query().Obj())
+	if sum.Reason != engine.StopTriggerDone {
+		t.Fatalf("Summary = %+v", sum)
+	}
+	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+	want := []string{
+		fmt.Sprint([]any{"a", "u1", ts(0), ts(10), 1.0}),
+		fmt.Sprint([]any{"b", "u2", ts(2), nil, nil}), // no click: emitted once, with nulls
+		fmt.Sprint([]any{"c", "u3", ts(20), ts(25), 3.0}),
+		fmt.Sprint([]any{"c", "u3", ts(20), ts(45), 4.0}),
+		fmt.Sprint([]any{"a", "u4", ts(40), nil, nil}), // the click at 31s came before it
+	}
+	sort.Strings(want)
+	// The click at 31s is 31s after the impression at 0s: outside the bound.
+	if diff := cmp.Diff(want, e.output(t)); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+
+	// The checkpoint shows each side's state and watermark.
+	cs, err := checkpoint.OpenDir(e.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoint.Load(context.Background(), cs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := ck.Describe(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	sums, err := state.Describe(context.Background(), cs, *d.CommittedBatch+1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]int64{}
+	for _, s := range sums {
+		rows[s.Operator] = s.Rows
+		if s.Kind != "join" {
+			t.Errorf("state operator %s has kind %q, want join", s.Operator, s.Kind)
+		}
+	}
+	// Only the rows at 500s are still buffered.
+	if diff := cmp.Diff(map[string]int64{"ad-clicks.left": 1, "ad-clicks.right": 1}, rows); diff != "" {
+		t.Errorf("state rows per side (-want +got):\n%s", diff)
+	}
+	wm := eventT0.Add(495 * time.Second).UnixMilli()
+	if diff := cmp.Diff(map[string]int64{"ad-clicks.left": wm, "ad-clicks.right": wm}, d.Committed.WatermarksMs); diff != "" {
+		t.Errorf("commit watermarksMs (-want +got):\n%s", diff)
+	}
+}
+
+// TestStreamJoinQueryResumes runs the join over the stream in three runs,
+// files added between them, and compares with the uninterrupted run: each
+// side's watermark and buffered rows carry over.
+func TestStreamJoinQueryResumes(t *testing.T) {
+	whole := newAdEvents(t)
+	for _, b := range adStream {
+		whole.add(t, b[0], b[1])
+	}
+	run(t, whole.query().Obj())
+
+	parts := newAdEvents(t)
+	for i, b := range adStream {
+		parts.add(t, b[0], b[1])
+		if i%2 == 1 || i == len(adStream)-1 {
+			run(t, parts.query().Obj())
+		}
+	}
+	if diff := cmp.Diff(whole.output(t), parts.output(t)); diff != "" {
+		t.Errorf("output of three runs (-uninterrupted +resumed):\n%s", diff)
+	}
+}
+
+// TestImpressionsClicksExample runs examples/queries/impressions-clicks.yaml
+// on its bundled data.
+func TestImpressionsClicksExample(t *testing.T) {
+	data, err := os.ReadFile("../examples/queries/impressions-clicks.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj, err := v1.ParseQuery(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	for i, dir := range []string{"impressions", "clicks"} {
+		obj.Spec.Sources[i].Files.Path = "../examples/queries/data/" + dir
+	}
+	obj.Spec.Sink.Files.Path = out
+	sum := run(t, obj, engine.WithCheckpoint(filepath.Join(t.TempDir(), "ckpt")))
+	if sum.Batches != 3 || sum.NumInputRows != 10 || sum.NumOutputRows != 4 {
+		t.Errorf("Summary = %+v, want 3 batches, 10 rows in, 4 out", sum)
+	}
+	f, _ := blob.OpenDir(out)
+	var users []string
+	for _, r := range enginetest.OutputRows(t, f) {
+		users = append(users, fmt.Sprintf("%s clicked=%t", r[1], r[3] != nil))
+	}
+	sort.Strings(users)
+	want := []string{"u-100 clicked=true", "u-101 clicked=true", "u-102 clicked=false", "u-103 clicked=false"}
+	if diff := cmp.Diff(want, users); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
