@@ -223,16 +223,21 @@ func (s *Sink) write(ctx context.Context, b *engine.Batch) (skipped bool, err er
 	return false, nil
 }
 
-// upsert copies rows into a temporary table, dropped at commit, and moves
-// them into the table with INSERT … ON CONFLICT (keys) DO UPDATE.
+// upsert writes rows with one INSERT … SELECT FROM unnest(one array per
+// column) ON CONFLICT (keys) DO UPDATE. (A temporary staging table filled by
+// COPY cost more to create in every transaction than the upsert of a
+// 1,000-row batch, and was no faster at 100,000 rows: docs/benchmarks.md.)
 func (s *Sink) upsert(ctx context.Context, tx pgx.Tx, rows [][]any) error {
-	stage := pgx.Identifier{"lockstep_stage"}
-	if _, err := tx.Exec(ctx, "CREATE TEMP TABLE "+stage.Sanitize()+" (LIKE "+s.table.Sanitize()+") ON COMMIT DROP"); err != nil {
-		return fmt.Errorf("create the staging table: %w", err)
-	}
 	names := s.cols.Names()
-	if _, err := tx.CopyFrom(ctx, stage, names, pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("copy into the staging table: %w", err)
+	arrays := make([]any, len(s.cols))
+	params := make([]string, len(s.cols))
+	for i, c := range s.cols {
+		a, err := columnArray(c, i, rows)
+		if err != nil {
+			return fmt.Errorf("upsert into %s: %w", s.table.Sanitize(), err)
+		}
+		arrays[i] = a
+		params[i] = fmt.Sprintf("$%d::%s[]", i+1, pgType(c.Type))
 	}
 	cols := identList(names)
 	var set []string
@@ -246,12 +251,44 @@ func (s *Sink) upsert(ctx context.Context, tx pgx.Tx, rows [][]any) error {
 	if len(set) > 0 {
 		action = "DO UPDATE SET " + strings.Join(set, ", ")
 	}
-	sql := "INSERT INTO " + s.table.Sanitize() + " (" + cols + ") SELECT " + cols + " FROM " + stage.Sanitize() +
+	sql := "INSERT INTO " + s.table.Sanitize() + " (" + cols + ") SELECT * FROM unnest(" + strings.Join(params, ", ") + ")" +
 		" ON CONFLICT (" + identList(s.keys) + ") " + action
-	if _, err := tx.Exec(ctx, sql); err != nil {
+	if _, err := tx.Exec(ctx, sql, arrays...); err != nil {
 		return fmt.Errorf("upsert into %s: %w", s.table.Sanitize(), err)
 	}
 	return nil
+}
+
+// columnArray returns column i of rows as a slice of pointers (nil for null)
+// of c's Go type, which pgx sends as an array of c's PostgreSQL type.
+func columnArray(c v1.Column, i int, rows [][]any) (any, error) {
+	switch c.Type {
+	case v1.TypeString:
+		return typedColumn[string](c, i, rows)
+	case v1.TypeLong:
+		return typedColumn[int64](c, i, rows)
+	case v1.TypeDouble:
+		return typedColumn[float64](c, i, rows)
+	case v1.TypeBoolean:
+		return typedColumn[bool](c, i, rows)
+	case v1.TypeTimestamp:
+		return typedColumn[time.Time](c, i, rows)
+	}
+	return nil, fmt.Errorf("column %s: type %q", c.Name, c.Type)
+}
+
+func typedColumn[T any](c v1.Column, i int, rows [][]any) ([]*T, error) {
+	out := make([]*T, len(rows))
+	for r, row := range rows {
+		switch v := row[i].(type) {
+		case nil:
+		case T:
+			out[r] = &v
+		default:
+			return nil, fmt.Errorf("row %d, column %s: value %v (%T) is not a %s", r, c.Name, v, v, c.Type)
+		}
+	}
+	return out, nil
 }
 
 func (s *Sink) connect(ctx context.Context) (*pgx.Conn, error) {
