@@ -161,7 +161,8 @@ func TestExamples(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no examples found: %v", err)
 	}
-	runnableToday := map[string]bool{"quickstart.yaml": true, "files-to-files.yaml": true, "clicks-to-webhook.yaml": true, "revenue-by-country.yaml": true}
+	runnableToday := map[string]bool{"quickstart.yaml": true, "files-to-files.yaml": true, "clicks-to-webhook.yaml": true, "revenue-by-country.yaml": true,
+		"revenue-to-delta.yaml": true, "revenue-to-postgres.yaml": true}
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			f, err := os.Open(file)
