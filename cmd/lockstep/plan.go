@@ -31,6 +31,9 @@ type planOptions struct {
 	features v1.Features
 	// openOpts open the checkpoint location.
 	openOpts []checkpoint.OpenOption
+	// getenv reads the environment: a postgres sink's connection string, whose server and
+	// database are the sink's identity. nil is os.Getenv.
+	getenv func(string) string
 }
 
 func newPlanCommand() *cobra.Command { return planCommand(newPlanCommandOptions()) }
@@ -103,12 +106,16 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 		return err
 	}
 
-	v := compat.Check(shapeOrZero(old), &q.Spec)
+	pg, note := postgresServer(&q.Spec.Sink, o.getenv)
+	v := compat.Check(shapeOrZero(old), &q.Spec, pg)
 	if o.output == planJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(v)
 	} else {
+		if note != "" {
+			against += ".\nNote: " + note
+		}
 		if _, err = fmt.Fprintf(w, "Judging %s against %s.\n\n", o.file, against); err == nil {
 			err = v.WriteText(w)
 		}
@@ -128,7 +135,8 @@ func (o *planOptions) shapeFrom() (*compat.Shape, string, error) {
 	if err != nil {
 		return nil, "", withExitCode(exitInvalid, err)
 	}
-	sh, err := compat.ShapeOf(&q.Spec)
+	pg, _ := postgresServer(&q.Spec.Sink, o.getenv)
+	sh, err := compat.ShapeOf(&q.Spec, pg)
 	if err != nil {
 		return nil, "", withExitCode(exitInvalid, fmt.Errorf("%s: %w", o.from, err))
 	}
