@@ -296,7 +296,8 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 		}
 		o.unreachable = err
 	} else {
-		v := compat.Check(o.snap.shape, &located.Spec)
+		pg, _ := postgresServer(ctx, r.reader, q)
+		v := compat.Check(o.snap.shape, &located.Spec, pg)
 		o.verdict = &v
 		o.blocked = v.Severity == compat.Rejected || !o.snap.ownedBy(q)
 	}
