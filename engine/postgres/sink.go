@@ -288,8 +288,9 @@ func (s *Sink) upsert(rows [][]any) (string, []any, error) {
 	return sql, arrays, nil
 }
 
-// columnArray returns column i of rows as a slice of pointers (nil for null)
-// of c's Go type, which pgx sends as an array of c's PostgreSQL type.
+// columnArray returns column i of rows as a slice of c's Go type (of pointers
+// to it, nil for null, when the column holds a null), which pgx sends as an
+// array of c's PostgreSQL type.
 func columnArray(c v1.Column, i int, rows [][]any) (any, error) {
 	switch c.Type {
 	case v1.TypeString:
@@ -306,7 +307,24 @@ func columnArray(c v1.Column, i int, rows [][]any) (any, error) {
 	return nil, fmt.Errorf("column %s: type %q", c.Name, c.Type)
 }
 
-func typedColumn[T any](c v1.Column, i int, rows [][]any) ([]*T, error) {
+// typedColumn returns column i of rows as a []T, or as a []*T when it holds a null: pgx
+// encodes the first without a pointer per value.
+func typedColumn[T any](c v1.Column, i int, rows [][]any) (any, error) {
+	out := make([]T, len(rows))
+	for r, row := range rows {
+		switch v := row[i].(type) {
+		case nil:
+			return typedNullableColumn[T](c, i, rows)
+		case T:
+			out[r] = v
+		default:
+			return nil, fmt.Errorf("row %d, column %s: value %v (%T) is not a %s", r, c.Name, v, v, c.Type)
+		}
+	}
+	return out, nil
+}
+
+func typedNullableColumn[T any](c v1.Column, i int, rows [][]any) ([]*T, error) {
 	out := make([]*T, len(rows))
 	for r, row := range rows {
 		switch v := row[i].(type) {
