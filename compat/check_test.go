@@ -33,7 +33,10 @@ type ruleCase struct {
 	// oldShape, when set, is the shape judged against instead of old's.
 	oldShape *compat.Shape
 	new      *v1.StreamingQuerySpec
-	want     []finding
+	// oldServer and newServer are the postgres servers the caller read for old and new
+	// (compat.WithPostgresServer); "" when it could not.
+	oldServer, newServer string
+	want                 []finding
 	// passes are rules the case exercises without them finding anything: the other
 	// direction of each rule.
 	passes []string
@@ -906,6 +909,33 @@ func ruleCases() []ruleCase {
 			want: []finding{{Rule: "postgres-sink-table", Severity: compat.Warning, Path: "spec.sink.postgres.table", Old: "postgres table revenue (connection secret/db)", New: "postgres table revenue_v2 (connection secret/db)"}},
 		},
 		{
+			name:      "postgres-sink-table/the Secret names another server",
+			old:       pgRevenue("revenue", v1.OutputUpdate).Spec(),
+			oldServer: "db1.example.com:5432/shop",
+			new:       pgRevenue("revenue", v1.OutputUpdate).Spec(),
+			newServer: "db2.example.com:5432/shop",
+			want: []finding{{Rule: "postgres-sink-table", Severity: compat.Rejected, Path: "spec.sink.postgres.connection",
+				Old: "postgres table revenue on db1.example.com:5432/shop (connection secret/db)", New: "postgres table revenue on db2.example.com:5432/shop (connection secret/db)"}},
+			passes: []string{"sink-update-keys"},
+		},
+		{
+			name:      "postgres-sink-table/the same server under a renamed Secret",
+			old:       pgRevenue("revenue", v1.OutputUpdate).Spec(),
+			oldServer: "db1.example.com:5432/shop",
+			new:       edit(pgRevenue("revenue", v1.OutputUpdate), func(s *v1.StreamingQuerySpec) { s.Sink.Postgres.Connection.SecretName = "shop-db" }),
+			newServer: "db1.example.com:5432/shop",
+			passes:    []string{"postgres-sink-table", "sink-update-keys"},
+		},
+		{
+			name:      "postgres-sink-table/a renamed Secret whose server cannot be read",
+			old:       pgRevenue("revenue", v1.OutputUpdate).Spec(),
+			oldServer: "db1.example.com:5432/shop",
+			new:       edit(pgRevenue("revenue", v1.OutputUpdate), func(s *v1.StreamingQuerySpec) { s.Sink.Postgres.Connection.SecretName = "shop-db" }),
+			want: []finding{{Rule: "postgres-sink-table", Severity: compat.Rejected, Path: "spec.sink.postgres.connection",
+				Old: "postgres table revenue on db1.example.com:5432/shop (connection secret/db)", New: "postgres table revenue (connection secret/shop-db)"}},
+			passes: []string{"sink-update-keys"},
+		},
+		{
 			name:   "postgres-sink-table/createTable is not a table change",
 			old:    pgRevenue("revenue", v1.OutputUpdate).Spec(),
 			new:    edit(pgRevenue("revenue", v1.OutputUpdate), func(s *v1.StreamingQuerySpec) { s.Sink.Postgres.CreateTable = true }),
@@ -1190,11 +1220,16 @@ func (rc ruleCase) shapeOfOld(t *testing.T) compat.Shape {
 	if rc.oldShape != nil {
 		return *rc.oldShape
 	}
-	sh, err := compat.ShapeOf(rc.old)
+	sh, err := compat.ShapeOf(rc.old, compat.WithPostgresServer(rc.oldServer))
 	if err != nil {
 		t.Fatalf("ShapeOf(old) = %v", err)
 	}
 	return sh
+}
+
+// opts are the options the new spec is judged with.
+func (rc ruleCase) opts() []compat.Option {
+	return []compat.Option{compat.WithPostgresServer(rc.newServer)}
 }
 
 func brief(fs []compat.Finding) []finding {
@@ -1209,7 +1244,7 @@ func TestCheck(t *testing.T) {
 	for _, rc := range ruleCases() {
 		t.Run(rc.name, func(t *testing.T) {
 			old := rc.shapeOfOld(t)
-			got := compat.Check(old, rc.new)
+			got := compat.Check(old, rc.new, rc.opts()...)
 			if diff := cmp.Diff(rc.want, brief(rc.compared(got.Findings))); diff != "" {
 				t.Errorf("Check() findings mismatch (-want +got):\n%s", diff)
 			}
@@ -1288,11 +1323,11 @@ func TestFreshRulesJudgeTheNewSpecAlone(t *testing.T) {
 	}
 	for _, rc := range ruleCases() {
 		t.Run(rc.name, func(t *testing.T) {
-			got := compat.Check(rc.shapeOfOld(t), rc.new)
+			got := compat.Check(rc.shapeOfOld(t), rc.new, rc.opts()...)
 			if slices.ContainsFunc(got.Findings, func(f compat.Finding) bool { return f.Rule == "invalid-spec" || f.Rule == "shape-version" }) {
 				t.Skip("nothing is judged after invalid-spec or shape-version")
 			}
-			without := compat.Check(compat.Shape{}, rc.new)
+			without := compat.Check(compat.Shape{}, rc.new, rc.opts()...)
 			if !without.Fresh {
 				t.Fatalf("Check(zero shape).Fresh = false")
 			}
@@ -1366,7 +1401,7 @@ func TestFindingsText(t *testing.T) {
 			continue
 		}
 		fmt.Fprintf(&b, "=== %s\n", rc.name)
-		if err := compat.Check(rc.shapeOfOld(t), rc.new).WriteText(&b); err != nil {
+		if err := compat.Check(rc.shapeOfOld(t), rc.new, rc.opts()...).WriteText(&b); err != nil {
 			t.Fatal(err)
 		}
 		b.WriteString("\n")

@@ -154,6 +154,9 @@ func describeSink(s SinkShape) string {
 	case v1.SinkWebhook:
 		return "webhook " + s.URL
 	case v1.SinkPostgres:
+		if s.Server != "" {
+			return fmt.Sprintf("postgres table %s on %s (connection %s)", s.Table, s.Server, s.Connection)
+		}
 		return fmt.Sprintf("postgres table %s (connection %s)", s.Table, s.Connection)
 	case v1.SinkConsole:
 		return "console"

@@ -380,9 +380,9 @@ func Rules() []Rule {
 			check:       checkDeltaSinkPartitioning,
 		},
 		{
-			ID: "postgres-sink-table", Area: AreaOutput, Title: "The PostgreSQL sink's table or connection changes",
+			ID: "postgres-sink-table", Area: AreaOutput, Title: "The PostgreSQL sink's table, server or database changes",
 			Severities:  []Severity{Rejected, Warning},
-			Description: "As delta-sink-path: neither table would hold the whole output. The shape records the table and where the connection string comes from (a Secret's or a variable's name), not the server and database behind it. In complete mode the new table receives the whole result at the next batch, so it is only a warning.",
+			Description: "As delta-sink-path: neither table would hold the whole output. The sink's identity is the server and database its connection string names (host:port/database) and the table: the engine records the server from its environment, the admission webhook and the controller read it from the connection's Secret, lockstep plan from the variable in its environment. A renamed Secret or variable that names the same server and database is no change. Where the server cannot be read (a checkpoint recorded without it, a Secret the webhook cannot read, an unset variable), the Secret's or variable's name stands in for it, and the finding says so. In complete mode the new table receives the whole result at the next batch, so it is only a warning.",
 			Example:     Example{Old: "postgres: {table: revenue, connection: {secretName: db}}", New: "postgres: {table: revenue_v2, connection: {secretName: db}}"},
 			check:       checkPostgresSinkTable,
 		},

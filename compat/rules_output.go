@@ -166,14 +166,30 @@ func checkDeltaSinkPath(c *change) []Finding {
 
 func checkPostgresSinkTable(c *change) []Finding {
 	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkPostgres || n.Kind != v1.SinkPostgres || o.Table == n.Table && o.Connection == n.Connection {
+	if o.Kind != v1.SinkPostgres || n.Kind != v1.SinkPostgres || sameTable(o, n) {
 		return nil
 	}
 	path := "spec.sink.postgres.table"
 	if o.Table == n.Table {
 		path = "spec.sink.postgres.connection"
 	}
-	return tableMoved(c, "PostgreSQL", path, describeSink(o), describeSink(n), describeSink(o), describeSink(n))
+	fs := tableMoved(c, "PostgreSQL", path, describeSink(o), describeSink(n), describeSink(o), describeSink(n))
+	if o.Table == n.Table && o.Connection == n.Connection && fs[0].Severity == Rejected {
+		// The spec is unchanged: the Secret or variable now names another server.
+		fs[0].Remedy = c.revertOrFresh(fmt.Sprintf("Point %s back at %s", o.Connection, o.Server))
+	}
+	if o.Table == n.Table && (o.Server == "" || n.Server == "") {
+		unread := "the new spec's"
+		switch {
+		case o.Server == "" && n.Server == "":
+			unread = "either spec's"
+		case o.Server == "":
+			unread = "the checkpoint's"
+		}
+		fs[0].Message += fmt.Sprintf(" The server and database behind %s connection could not be read, so the sink is judged by where its connection string comes from (%s, was %s): if both name the same server and database, let the server be read (the Secret in the query's namespace; for lockstep plan, the variable in its environment) and plan again.",
+			unread, n.Connection, o.Connection)
+	}
+	return fs
 }
 
 // tableMoved is the finding of a sink that now writes another table: rejected, since the new
@@ -209,7 +225,10 @@ func sameTable(o, n SinkShape) bool {
 		return false
 	case o.Kind == v1.SinkDelta:
 		return o.Path == n.Path
+	case o.Kind == v1.SinkPostgres && o.Server != "" && n.Server != "":
+		return o.Table == n.Table && o.Server == n.Server
 	case o.Kind == v1.SinkPostgres:
+		// A server not read: where the connection string comes from stands in for it.
 		return o.Table == n.Table && o.Connection == n.Connection
 	}
 	return false

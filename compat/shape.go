@@ -146,9 +146,12 @@ type SinkShape struct {
 	// URL is a webhook's URL without user information, query or fragment, which may hold
 	// credentials.
 	URL string `json:"url,omitempty"`
-	// Connection and Table identify a Postgres sink's table: the connection's source
-	// ("secret/<name>" or "env/<variable>": the server and database behind it are not in the
-	// spec) and the table as written.
+	// Server, Connection and Table identify a Postgres sink's table. Server is the server and
+	// database the connection string names, "host:port/database", when the caller could read
+	// it (WithPostgresServer); Connection is where the string comes from ("secret/<name>" or
+	// "env/<variable>"), which stands in for Server when either shape lacks it; Table is the
+	// table as written.
+	Server     string `json:"server,omitempty"`
 	Connection string `json:"connection,omitempty"`
 	Table      string `json:"table,omitempty"`
 	// Keys are the columns a delta or postgres sink in update mode replaces rows by (the
@@ -161,10 +164,36 @@ type Pinned struct {
 	StatePartitions int32 `json:"statePartitions"`
 }
 
+// Option gives ShapeOf, Check and Guard what the caller read outside the spec.
+type Option func(*outside)
+
+// outside is what the options gave.
+type outside struct {
+	postgresServer string
+}
+
+// WithPostgresServer gives the server and database that a postgres sink's connection string
+// names, as "host:port/database" (package internal/pgserver derives it), which the caller read
+// from the connection's Secret or variable: it is then the sink's identity with the table, so
+// that a Secret renamed but naming the same database is no change, and one naming another
+// server is. "" (the caller could not read it) leaves the Secret's or variable's name as the
+// identity.
+func WithPostgresServer(server string) Option {
+	return func(o *outside) { o.postgresServer = server }
+}
+
+func options(opts []Option) outside {
+	var o outside
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
+}
+
 // ShapeOf returns the shape of spec, with the spec's defaults applied (spec itself is not
 // changed). A spec that does not validate (with every feature allowed) has no shape: the
 // error lists its problems.
-func ShapeOf(spec *v1.StreamingQuerySpec) (Shape, error) {
+func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 	s := spec.DeepCopy()
 	s.Default()
 	if errs := s.Validate(); len(errs) > 0 {
@@ -178,7 +207,7 @@ func ShapeOf(spec *v1.StreamingQuerySpec) (Shape, error) {
 		Version:    ShapeVersion,
 		OutputMode: s.OutputMode,
 		Output:     cols[len(cols)-1],
-		Sink:       querySinkShape(s),
+		Sink:       querySinkShape(s, options(opts)),
 		Trigger:    s.Trigger,
 		Pinned:     Pinned{StatePartitions: s.StateStore.Partitions},
 	}
@@ -396,9 +425,13 @@ func sinkShape(s *v1.Sink) SinkShape {
 	return k
 }
 
-// querySinkShape is the sink's shape with the keys it upserts by in update mode.
-func querySinkShape(s *v1.StreamingQuerySpec) SinkShape {
+// querySinkShape is the sink's shape with the keys it upserts by in update mode and what the
+// caller read outside the spec.
+func querySinkShape(s *v1.StreamingQuerySpec, out outside) SinkShape {
 	k := sinkShape(&s.Sink)
+	if k.Kind == v1.SinkPostgres {
+		k.Server = out.postgresServer
+	}
 	if s.OutputMode == v1.OutputUpdate && (k.Kind == v1.SinkDelta || k.Kind == v1.SinkPostgres) {
 		if keys, ok := s.UpsertKeys(); ok {
 			k.Keys = append([]string{}, keys...)

@@ -81,13 +81,13 @@ func (v Verdict) Rejected() []Finding {
 // Fresh, and only the rules that judge the new spec alone (Rule.Fresh) run, so everything is
 // allowed, possibly with warnings. A new spec that does not validate is rejected with the
 // finding invalid-spec. Check does no I/O and does not change new.
-func Check(old Shape, new *v1.StreamingQuerySpec) Verdict {
+func Check(old Shape, new *v1.StreamingQuerySpec, opts ...Option) Verdict {
 	g, reason := GuaranteeOf(new)
 	v := Verdict{Severity: Allowed, Guarantee: g, GuaranteeReason: reason, Findings: []Finding{}}
 	c := &change{old: old}
 	c.spec = new.DeepCopy()
 	c.spec.Default()
-	c.new, c.err = ShapeOf(c.spec)
+	c.new, c.err = ShapeOf(c.spec, opts...)
 	v.Fresh = old.IsZero() && c.err == nil
 	for _, r := range Rules() {
 		if v.Fresh && !r.Fresh {
@@ -115,15 +115,15 @@ func Check(old Shape, new *v1.StreamingQuerySpec) Verdict {
 //
 // After Guard passes, the engine records ShapeOf(spec) as shape/<N>, N being the first batch
 // it plans, when old is nil or not Equal to it.
-func Guard(old *Shape, spec *v1.StreamingQuerySpec) (Verdict, error) {
-	if _, err := ShapeOf(spec); err != nil {
+func Guard(old *Shape, spec *v1.StreamingQuerySpec, opts ...Option) (Verdict, error) {
+	if _, err := ShapeOf(spec, opts...); err != nil {
 		return Verdict{}, err
 	}
 	var o Shape
 	if old != nil {
 		o = *old
 	}
-	v := Check(o, spec)
+	v := Check(o, spec, opts...)
 	if v.Severity == Rejected {
 		return v, &RejectedError{Verdict: v}
 	}

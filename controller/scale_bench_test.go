@@ -52,6 +52,7 @@ var (
 //     checkpoint, as server-side dry runs timed by the client, 200 in a row;
 //
 //   - settle-s: from the first create to every query's status showing its checkpoint's batch;
+//
 //   - cpu-ms/reconcile, cpu-ms/admission: the controller's CPU time per reconcile of the window
 //     and per admission, which a loaded machine does not inflate as it does latencies.
 //

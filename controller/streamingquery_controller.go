@@ -72,7 +72,9 @@ type QueryReconciler struct {
 	workers  int
 	polls    *poller
 	trends   *trends
-	metrics  *Metrics
+	// pgServers are the servers the queries' postgres Secrets named (compat's identity).
+	pgServers *pgServers
+	metrics   *Metrics
 }
 
 // Option configures a QueryReconciler.
@@ -106,16 +108,17 @@ func WithReadBudget(d time.Duration) Option { return func(r *QueryReconciler) { 
 // lockstep-controller.
 func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 	r := &QueryReconciler{
-		client:   mgr.GetClient(),
-		reader:   mgr.GetAPIReader(),
-		scheme:   mgr.GetScheme(),
-		recorder: mgr.GetEventRecorder(fieldOwner),
-		clock:    clock.RealClock{},
-		resync:   DefaultResync,
-		budget:   DefaultReadBudget,
-		workers:  DefaultMaxConcurrentReconciles,
-		polls:    &poller{},
-		trends:   &trends{},
+		client:    mgr.GetClient(),
+		reader:    mgr.GetAPIReader(),
+		scheme:    mgr.GetScheme(),
+		recorder:  mgr.GetEventRecorder(fieldOwner),
+		clock:     clock.RealClock{},
+		resync:    DefaultResync,
+		budget:    DefaultReadBudget,
+		workers:   DefaultMaxConcurrentReconciles,
+		polls:     &poller{},
+		trends:    &trends{},
+		pgServers: &pgServers{},
 	}
 	for _, opt := range opts {
 		opt(r)
@@ -312,7 +315,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 		}
 		o.unreachable = err
 	} else {
-		v := compat.Check(o.snap.shape, &located.Spec)
+		v := compat.Check(o.snap.shape, &located.Spec, r.pgServers.option(ctx, r.reader, q))
 		o.verdict = &v
 		o.blocked = v.Severity == compat.Rejected || !o.snap.ownedBy(q)
 	}

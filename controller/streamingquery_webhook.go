@@ -186,9 +186,14 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 		return nil, invalid(ctx, q, field.ErrorList{field.Forbidden(field.NewPath("spec", "checkpoint", "location"),
 			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", p.location, snap.meta.Owner))})
 	}
-	v := compat.Check(snap.shape, &located.Spec)
+	pg, note := postgresServer(ctx, w.reader, q)
+	v := compat.Check(snap.shape, &located.Spec, pg)
 	w.metrics.verdict(v)
-	return ValidateVerdict(ctx, q, v)
+	warnings, err := ValidateVerdict(ctx, q, v)
+	if note != "" && snap.shaped {
+		warnings = append(warnings, "spec.sink.postgres.connection: "+note)
+	}
+	return warnings, err
 }
 
 // readCheckpoint reads what the change is judged against (metadata and newest shape) within

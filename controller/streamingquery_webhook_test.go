@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -372,5 +373,63 @@ func TestDeltaSourceRefusesOnMalformedSkip(t *testing.T) {
 	err := f.c.Create(context.Background(), q, client.DryRunAll)
 	if !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "a delta source takes only onMalformed: fail") || !strings.Contains(statusCauses(err), "spec.sources[0]") {
 		t.Errorf("Create of a delta source with onMalformed skip = %v (causes:\n%s), want Invalid at spec.sources[0]", err, statusCauses(err))
+	}
+}
+
+// The webhook judges a postgres sink by the server and database its Secret's connection
+// string names, as the engine recorded them: a query moved to another Secret naming the same
+// database is admitted; one naming another server is refused, and so is any change once the
+// Secret itself names another server.
+func TestWebhookJudgesPostgresSinkByItsServer(t *testing.T) {
+	f, w := webhookFixture(t)
+	for name, dsn := range map[string]string{
+		"db-a": "postgres://app:secret-a@db1.example.com:5432/shop",
+		"db-b": "host=db1.example.com dbname=shop user=reader password=secret-b",
+		"db-c": "postgres://app:secret-c@db2.example.com:5432/shop",
+	} {
+		f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: f.ns}, StringData: map[string]string{v1.PostgresDSNSecretKey: dsn}})
+	}
+	pgSink := func(secret string) v1.Sink {
+		return v1.Sink{Postgres: &v1.PostgresSink{Connection: v1.PostgresConnection{SecretName: secret}, Table: "clean"}}
+	}
+	f.create(f.query("orders").Sink(pgSink("db-a")).Obj())
+	// The engine records the server from the Secret's connection string.
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now(), compat.WithPostgresServer("db1.example.com:5432/shop"))
+
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Sink = pgSink("db-b") }, client.DryRunAll); err != nil {
+		t.Errorf("another Secret naming the same database: Update = %v (%s), want admitted", err, statusCauses(err))
+	}
+	err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Sink = pgSink("db-c") }, client.DryRunAll)
+	if causes := statusCauses(err); !apierrors.IsInvalid(err) || !strings.Contains(causes, "db2.example.com:5432/shop") || !strings.Contains(causes, "Remedy:") {
+		t.Errorf("a Secret naming another server: Update = %v\n%s\nwant Invalid naming the servers, with a remedy", err, causes)
+	} else if strings.Contains(causes, "secret-") {
+		t.Errorf("the refusal quotes a password:\n%s", causes)
+	}
+
+	// The Secret repointed at another server: even an unrelated change is refused.
+	var sec corev1.Secret
+	if err := f.c.Get(context.Background(), client.ObjectKey{Namespace: f.ns, Name: "db-a"}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	sec.Data[v1.PostgresDSNSecretKey] = []byte("postgres://app:secret-a@db2.example.com:5432/shop")
+	if err := f.c.Update(context.Background(), &sec); err != nil {
+		t.Fatal(err)
+	}
+	err = f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Transform[0].Filter = "amount > 1.0" }, client.DryRunAll)
+	if causes := statusCauses(err); !apierrors.IsInvalid(err) || !strings.Contains(causes, "Point secret/db-a back at db1.example.com:5432/shop") {
+		t.Errorf("Secret repointed: Update = %v\n%s\nwant Invalid, pointing the Secret back", err, causes)
+	}
+
+	// A Secret without a dsn: judged by its name, with a warning saying so.
+	sec.Data = map[string][]byte{"url": []byte("postgres://db1.example.com/shop")}
+	if err := f.c.Update(context.Background(), &sec); err != nil {
+		t.Fatal(err)
+	}
+	w.take()
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Transform[0].Filter = "amount > 1.0" }, client.DryRunAll); err != nil {
+		t.Errorf("Secret without dsn, same name: Update = %v (%s), want admitted", err, statusCauses(err))
+	}
+	if got := strings.Join(w.take(), "\n"); !strings.Contains(got, "spec.sink.postgres.connection") || !strings.Contains(got, "judged by the Secret's name") {
+		t.Errorf("warnings = %q, want one saying the sink is judged by the Secret's name", got)
 	}
 }

@@ -202,11 +202,12 @@ func (f *fixture) openCheckpoint(name string) checkpoint.Store {
 }
 
 // writeCheckpoint writes what an engine running q would have written after batches
-// 0..committed (and planned up to planned): metadata, shape, offsets and commits.
-func (f *fixture) writeCheckpoint(q *v1.StreamingQuery, planned, committed int64, commitTime time.Time) checkpoint.Metadata {
+// 0..committed (and planned up to planned): metadata, shape, offsets and commits. opts are
+// what the engine adds to the shape from its environment (a postgres sink's server).
+func (f *fixture) writeCheckpoint(q *v1.StreamingQuery, planned, committed int64, commitTime time.Time, opts ...compat.Option) checkpoint.Metadata {
 	f.t.Helper()
 	ctx := context.Background()
-	cp := f.claim(q, 0)
+	cp := f.claim(q, 0, opts...)
 	for b := int64(0); b <= planned; b++ {
 		off := checkpoint.Offsets{BatchID: b, BatchTimestampMs: commitTime.UnixMilli() - 1000, Sources: []checkpoint.SourceOffset{
 			{Source: "orders", Offset: json.RawMessage(fmt.Sprintf(`{"files":%d}`, b+1))},
@@ -232,14 +233,14 @@ func (f *fixture) writeCheckpoint(q *v1.StreamingQuery, planned, committed int64
 
 // claim claims q's checkpoint as its engine does and records the shape of q's spec from batch
 // shapeAt.
-func (f *fixture) claim(q *v1.StreamingQuery, shapeAt int64) *checkpoint.Checkpoint {
+func (f *fixture) claim(q *v1.StreamingQuery, shapeAt int64, opts ...compat.Option) *checkpoint.Checkpoint {
 	f.t.Helper()
 	ctx := context.Background()
 	cp, err := checkpoint.Claim(ctx, f.openCheckpoint(q.Name), checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	shape, err := compat.ShapeOf(&q.Spec)
+	shape, err := compat.ShapeOf(&q.Spec, opts...)
 	if err != nil {
 		f.t.Fatal(err)
 	}

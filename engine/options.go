@@ -126,6 +126,8 @@ type GuardRequest struct {
 	Head       checkpoint.Head
 	// NextBatch is the first batch the run executes.
 	NextBatch int64
+	// Getenv reads the engine's environment, as sinks do (SinkEnv.Getenv).
+	Getenv func(string) string
 }
 
 // WithStartGuard sets the start guard. The default admits every query.

@@ -401,7 +401,7 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 		return nil, err
 	}
 	if g := q.opts.guard; g != nil {
-		if err := g(ctx, GuardRequest{Checkpoint: ckpt, Spec: q.spec.DeepCopy(), Head: head, NextBatch: r.next}); err != nil {
+		if err := g(ctx, GuardRequest{Checkpoint: ckpt, Spec: q.spec.DeepCopy(), Head: head, NextBatch: r.next, Getenv: q.opts.getenv}); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 	}

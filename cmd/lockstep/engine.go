@@ -15,11 +15,13 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/utils/clock"
 
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
+	"github.com/lockstep-dev/lockstep/internal/pgserver"
 )
 
 // maxTerminationMessage is what Kubernetes keeps of a termination message.
@@ -179,7 +181,11 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 			}
 			old = &s
 		}
-		v, err := compat.Guard(old, req.Spec)
+		pg, note := postgresServer(&req.Spec.Sink, req.Getenv)
+		if note != "" {
+			log.Warn("Judging the postgres sink by its connection's name", "reason", note)
+		}
+		v, err := compat.Guard(old, req.Spec, pg)
 		if err != nil {
 			return err
 		}
@@ -188,7 +194,7 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 				log.Warn("Change allowed with a warning", "rule", f.Rule, "path", f.Path, "old", f.Old, "new", f.New, "message", f.Message, "remedy", f.Remedy)
 			}
 		}
-		shape, err := compat.ShapeOf(req.Spec)
+		shape, err := compat.ShapeOf(req.Spec, pg)
 		if err != nil {
 			return err
 		}
@@ -211,6 +217,25 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 		}
 		return err
 	}
+}
+
+// postgresServer returns the compat option that names the server and database of a postgres
+// sink's connection string in the environment (getenv; os.Getenv when nil), the sink's
+// identity in the shape. When the string cannot be read it returns the option of no server
+// (the Secret's or variable's name then identifies the sink) and a note saying why; for
+// another sink, no note.
+func postgresServer(sink *v1.Sink, getenv func(string) string) (compat.Option, string) {
+	if sink.Postgres == nil {
+		return compat.WithPostgresServer(""), ""
+	}
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	server, err := pgserver.FromEnv(sink.Postgres.Connection, getenv)
+	if err != nil {
+		return compat.WithPostgresServer(""), err.Error() + ": the postgres sink is judged by where its connection string comes from, not by its server and database"
+	}
+	return compat.WithPostgresServer(server), ""
 }
 
 // engineHealth serves the health endpoint and logs progress; it is the run's Observer.

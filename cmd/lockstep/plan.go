@@ -29,6 +29,9 @@ type planOptions struct {
 	file, location, from, output string
 	// openOpts open the checkpoint location.
 	openOpts []checkpoint.OpenOption
+	// getenv reads the environment: a postgres sink's connection string, whose server and
+	// database are the sink's identity. nil is os.Getenv.
+	getenv func(string) string
 }
 
 func newPlanCommand() *cobra.Command { return planCommand(newPlanCommandOptions()) }
@@ -102,12 +105,16 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 		return err
 	}
 
-	v := compat.Check(shapeOrZero(old), &q.Spec)
+	pg, note := postgresServer(&q.Spec.Sink, o.getenv)
+	v := compat.Check(shapeOrZero(old), &q.Spec, pg)
 	if o.output == planJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		err = enc.Encode(v)
 	} else {
+		if note != "" {
+			against += ".\nNote: " + note
+		}
 		if _, err = fmt.Fprintf(w, "Judging %s against %s.\n\n", o.file, against); err == nil {
 			err = v.WriteText(w)
 		}
@@ -133,7 +140,8 @@ func (o *planOptions) shapeFrom(spec *v1.StreamingQuerySpec) (*compat.Shape, str
 	if from, to := q.Spec.Checkpoint.Location, spec.Checkpoint.Location; compat.Moved(from, to) {
 		return nil, fmt.Sprintf("no checkpoint, as a fresh start.\n\n! spec.checkpoint.location: %s", compat.MovedText(from, to)), nil
 	}
-	sh, err := compat.ShapeOf(&q.Spec)
+	pg, _ := postgresServer(&q.Spec.Sink, o.getenv)
+	sh, err := compat.ShapeOf(&q.Spec, pg)
 	if err != nil {
 		return nil, "", withExitCode(exitInvalid, fmt.Errorf("%s: %w", o.from, err))
 	}

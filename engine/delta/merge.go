@@ -12,17 +12,25 @@ import (
 )
 
 // A merge (Mode Merge) is copy-on-write: the files that may hold one of the
-// batch's keys are read; each that does hold one is removed, and its other
-// rows are written again with the batch's rows. Which files may hold a key
-// is decided by their partition values and per-file min/max/null-count
-// stats, so a batch that touches few keys rewrites few files. Deletion
-// vectors are not used (writer version 2 has none).
+// batch's keys are read; each that does hold one is removed, and replaced by
+// a file of its other rows and the batch's rows of the keys it held. The
+// batch's new keys go to a file of their own. Which files may hold a key is
+// decided by their partition values and per-file min/max/null-count stats,
+// so a batch that touches few keys rewrites few files. A replacement holds
+// the keys of the file it replaces and no others, so its stats stay as
+// narrow: were the kept rows of all rewritten files written together with
+// the new keys (as before), every merge would widen that one file's range
+// until each batch of a windowed aggregation rewrote all the rows it had
+// ever written (docs/benchmarks.md). Deletion vectors are not used (writer
+// version 2 has none).
 
 // mergeWrite is what a merge commits: the files it removes, and the rows
-// (kept rows of the removed files, then the batch's rows) that replace them.
+// that replace them, each tagged with the file it goes to (the index of the
+// removed file it replaces, len(removes) for the new keys).
 type mergeWrite struct {
 	plan    writePlan // over the table's columns plus the write's new ones
 	rows    []Row     // in plan's column order
+	origins []int     // per row
 	removes []Add
 }
 
@@ -74,6 +82,7 @@ func (t *Table) planMerge(ctx context.Context, snap *Snapshot, w Write, p writeP
 		byKey[k] = len(batch)
 		batch = append(batch, out)
 	}
+	origin := slices.Repeat([]int{-1}, len(batch)) // per batch row: the removed file that held its key
 	if len(batch) > 0 {
 		keys := make([][]any, len(batch))
 		for i, row := range batch {
@@ -91,19 +100,33 @@ func (t *Table) planMerge(ctx context.Context, snap *Snapshot, w Write, p writeP
 				return m, err
 			}
 			kept := rows[:0]
+			var held []int // the batch's rows whose keys the file holds
 			for _, row := range rows {
-				if _, replaced := byKey[rowKey(keyCols, keyIdx, row)]; !replaced {
+				i, replaced := byKey[rowKey(keyCols, keyIdx, row)]
+				if !replaced {
 					kept = append(kept, row)
+				} else if origin[i] < 0 {
+					held = append(held, i)
 				}
 			}
 			if len(kept) == len(rows) {
 				continue // the stats could not rule the file out, but it holds none of the keys
 			}
+			for _, i := range held {
+				origin[i] = len(m.removes)
+			}
 			m.removes = append(m.removes, f)
 			m.rows = append(m.rows, kept...)
+			m.origins = append(m.origins, slices.Repeat([]int{len(m.removes) - 1}, len(kept))...)
 		}
 	}
-	m.rows = append(m.rows, batch...)
+	for i, row := range batch {
+		m.rows = append(m.rows, row)
+		if origin[i] < 0 {
+			origin[i] = len(m.removes)
+		}
+		m.origins = append(m.origins, origin[i])
+	}
 	full := w
 	full.Columns = cols
 	var err error

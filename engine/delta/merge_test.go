@@ -44,8 +44,9 @@ func TestMergeRewritesOnlyTheFilesThatHoldTheKeys(t *testing.T) {
 	}{
 		{"stats rule out files", nil, []string{"id"},
 			[]delta.Row{{"DE", int64(42), int64(7)}, {"FR", int64(44), int64(7)}}, 1, 1, map[int64]int64{42: 7, 44: 7}},
+		// Each rewritten file is replaced by one of its own keys; the new key gets a file.
 		{"two files of keys and a new key", nil, []string{"id"},
-			[]delta.Row{{"DE", int64(12), int64(7)}, {"US", int64(95), int64(7)}, {"US", int64(1000), int64(7)}}, 2, 1, map[int64]int64{12: 7, 95: 7}},
+			[]delta.Row{{"DE", int64(12), int64(7)}, {"US", int64(95), int64(7)}, {"US", int64(1000), int64(7)}}, 2, 3, map[int64]int64{12: 7, 95: 7}},
 		{"partitions rule out files", []string{"country"}, []string{"country", "id"},
 			[]delta.Row{{"US", int64(41), int64(7)}}, 1, 1, map[int64]int64{41: 7}},
 		{"new keys only: nothing rewritten", nil, []string{"id"},
@@ -106,6 +107,49 @@ func TestMergeRewritesOnlyTheFilesThatHoldTheKeys(t *testing.T) {
 				t.Errorf("replay of batch 10 = %+v, %v; want skipped", again, err)
 			}
 		})
+	}
+}
+
+// Merges whose keys straddle the previous batch's (a windowed aggregation:
+// the open window and late rows of the one before) rewrite a bounded number
+// of rows however many batches came before: a replacement file holds only
+// the keys of the file it replaces, so its stats do not widen. (Writing the
+// kept rows of every rewritten file together with the new keys made one file
+// that every batch hit and that grew by each batch's new keys.)
+func TestMergeRewritesDoNotGrowWithTheBatches(t *testing.T) {
+	ctx := context.Background()
+	store, err := checkpoint.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl := delta.Open(store)
+	const batch = 10
+	for b := range 60 {
+		// Ids [10b, 10b+10): new; and 3 of the previous batch's ids again.
+		rows := counters(batch*b, batch*b+batch, int64(b))
+		if b > 0 {
+			rows = append(rows, counters(batch*b-3, batch*b, int64(b))...)
+		}
+		res, err := tbl.Write(ctx, delta.Write{AppID: "q", Version: int64(b), Columns: counterColumns, Rows: rows, Mode: delta.Merge, Keys: []string{"id"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var written int64
+		for _, f := range res.Files {
+			s, err := delta.ParseStats(f.Stats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			written += s.NumRecords
+		}
+		// The previous batch's new-key file is rewritten: at most its 10 rows, and the batch's.
+		if rewritten := written - int64(len(rows)); rewritten > batch {
+			t.Fatalf("batch %d rewrote %d rows of %d files, want at most %d", b, rewritten, res.Removed, batch)
+		}
+	}
+	_, _, got := readAll(t, store)
+	if len(got) != 60*batch {
+		t.Errorf("table holds %d rows, want %d (one per id)", len(got), 60*batch)
 	}
 }
 

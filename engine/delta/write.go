@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/google/uuid"
@@ -136,15 +137,16 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 		return Result{}, err
 	}
 	rows := w.Rows
+	var origins []int
 	if w.Mode == Merge {
 		m, err := t.planMerge(ctx, snap, w, plan)
 		if err != nil {
 			return Result{}, err
 		}
-		plan, rows = m.plan, m.rows
+		plan, rows, origins = m.plan, m.rows, m.origins
 		plan.removes = m.removes
 	}
-	files, err := t.writeFiles(ctx, plan, rows)
+	files, err := t.writeFiles(ctx, plan, rows, origins)
 	if err != nil {
 		return Result{}, err
 	}
@@ -380,8 +382,9 @@ func (t *Table) plan(snap *Snapshot, w Write) (writePlan, error) {
 }
 
 // writeFiles writes one Parquet file per partition (one file in all for an
-// unpartitioned table; none for no rows).
-func (t *Table) writeFiles(ctx context.Context, p writePlan, rows []Row) ([]Add, error) {
+// unpartitioned table; none for no rows), and with origins (one per row) one
+// per partition and origin.
+func (t *Table) writeFiles(ctx context.Context, p writePlan, rows []Row, origins []int) ([]Add, error) {
 	type group struct {
 		values map[string]*string
 		dir    string
@@ -407,10 +410,14 @@ func (t *Table) writeFiles(ctx context.Context, p writePlan, rows []Row) ([]Add,
 			}
 			dir.WriteString(escapePartition(c.Name) + "=" + seg + "/")
 		}
-		g := byDir[dir.String()]
+		id := dir.String()
+		if origins != nil {
+			id += "\x00" + strconv.Itoa(origins[r])
+		}
+		g := byDir[id]
 		if g == nil {
 			g = &group{values: values, dir: dir.String()}
-			byDir[g.dir] = g
+			byDir[id] = g
 			groups = append(groups, g)
 		}
 		g.rows = append(g.rows, row)

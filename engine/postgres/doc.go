@@ -20,9 +20,9 @@
 // # Output modes
 //
 // Append copies the rows in (COPY). Update upserts them by the key columns
-// (the aggregation's grouping keys, or keyColumns): the rows are copied into
-// a temporary table and moved with INSERT … ON CONFLICT (keys) DO UPDATE;
-// the table needs a primary key or unique index on exactly those columns.
+// (the aggregation's grouping keys, or keyColumns) with one INSERT … SELECT
+// FROM unnest(one array per column) ON CONFLICT (keys) DO UPDATE; the table
+// needs a primary key or unique index on exactly those columns.
 // Complete deletes the table's rows and copies the batch's in, in the same
 // transaction, so readers see the old result until the new one commits.
 //
