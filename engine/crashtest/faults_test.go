@@ -105,7 +105,9 @@ type faultReport struct {
 // binary are SIGKILLed at random instants and restarted after every exit,
 // as Kubernetes would. The output must equal an uninterrupted run's: no
 // row lost, none duplicated, no file that a manifest entry or a Delta
-// version references missing.
+// version references missing. The keyed update aggregation into PostgreSQL
+// (input and checkpoint on S3 through the proxy) must leave the table equal
+// to the aggregation of all input that the test computes.
 func TestFaultSoak(t *testing.T) {
 	for _, kind := range testenv.S3Kinds() {
 		for _, sc := range faultScenarios {
@@ -116,6 +118,15 @@ func TestFaultSoak(t *testing.T) {
 					mode = "append"
 				}
 				soak(t, kind, sc.source, sc.sink, sc.transform, mode)
+			})
+		}
+		for _, agg := range upsertAggs {
+			if agg.name != "keyed" {
+				continue
+			}
+			t.Run(kind+"/"+agg.name+"-update-to-postgres", func(t *testing.T) {
+				t.Parallel()
+				soakUpsert(t, kind, agg)
 			})
 		}
 	}
@@ -150,14 +161,72 @@ func soak(t *testing.T, kind, sourceKind, sinkKind, transform, mode string) {
 	}
 	addInput := soakInput(t, srv, root+"/in", brokers)
 
+	report := faultReport{Store: kind, Scenario: t.Name(), Seed: seed}
+	viaProxy := proxy.Server()
+	faultRuns(t, proxy, rng, &report, addInput, func() *exec.Cmd { return command(viaProxy, root+"/ckpt", root+"/out") })
+	if r := Run(t, command(viaProxy, root+"/ckpt", root+"/out")); r.Code != 0 {
+		t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	if r := Run(t, command(srv, root+"/ckpt-reference", root+"/out-reference")); r.Code != 0 {
+		t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	got, missing := soakOutput(t, sinkKind, root+"/out", srv)
+	want, _ := soakOutput(t, sinkKind, root+"/out-reference", srv)
+	report.RowsWanted, report.MissingFiles = len(want), missing
+	report.RowsLost, report.RowsDuplicated = diffRows(want, got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("output differs from an uninterrupted run: %d rows lost, %d duplicated (-uninterrupted +faulted):\n%s",
+			report.RowsLost, report.RowsDuplicated, diff)
+	}
+	if missing > 0 {
+		t.Errorf("%d referenced files are missing", missing)
+	}
+	if sinkKind == "delta" && mode == "update" {
+		// The MERGEd table at every version, as DuckDB and delta-go read it.
+		versions := deltatest.EveryVersion(t, localCopy(t, root+"/out", srv.Options()))
+		t.Logf("%d versions read by DuckDB and delta-go", len(versions))
+	}
+	t.Logf("%d requests, faults %v, runs %v, %d rows", report.Requests, report.Faults, report.Runs, len(got))
+	writeReport(t, report)
+}
+
+// soakUpsert is soak for an update-mode aggregation into PostgreSQL (the
+// server not faulted): its input and checkpoint are on S3 behind the proxy,
+// and the table it leaves must hold the aggregation of all input, computed
+// by the test, with no key twice and each batch once in lockstep_batches.
+func soakUpsert(t *testing.T, kind string, agg upsertAgg) {
+	srv := testenv.S3Of(t, kind)
+	seed := uint64(time.Now().UnixNano())
+	proxy := testenv.NewS3Proxy(t, srv, seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	u := newUpsertOn(t, agg, "postgres", srv, "")
+	// The engine reaches S3 through the proxy: its variables come after the
+	// server's in the environment, and the last of each name wins.
+	viaProxy := proxy.Server().Env()
+	report := faultReport{Store: kind, Scenario: t.Name(), Seed: seed}
+	faultRuns(t, proxy, rng, &report, u.addInput, func() *exec.Cmd { return u.command(viaProxy...) })
+	want, got := u.finish(viaProxy...)
+	report.RowsWanted = len(want)
+	report.RowsLost, report.RowsDuplicated = diffRows(want, got)
+	t.Logf("%d requests, faults %v, runs %v, %d rows; %d input files", report.Requests, report.Faults, report.Runs, len(got), u.files)
+	writeReport(t, report)
+}
+
+// faultRuns runs a query 14 times, its S3 requests going through proxy,
+// which faults 5% of them and takes S3 away for 20 s in the middle of one
+// run. Before each run addInput(2) adds input; each run is SIGKILLed at a
+// random instant within 4 s, unless it exits first, and is restarted after
+// every exit, as Kubernetes would. It leaves the proxy clear, and counts
+// the runs, requests and faults into report.
+func faultRuns(t *testing.T, proxy *testenv.S3Proxy, rng *rand.Rand, report *faultReport, addInput func(n int), command func() *exec.Cmd) {
+	t.Helper()
 	const runs, outage = 14, 20 * time.Second
 	outageRun := 3 + rng.IntN(runs-6)
 	proxy.Random(0.05)
-	report := faultReport{Store: kind, Scenario: t.Name(), Seed: seed, Runs: map[string]int{}, OutageSeconds: int(outage.Seconds())}
-	viaProxy := proxy.Server()
+	report.Runs, report.OutageSeconds = map[string]int{}, int(outage.Seconds())
 	for run := range runs {
 		addInput(2)
-		cmd := command(viaProxy, root+"/ckpt", root+"/out")
+		cmd := command()
 		var out bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &out, &out
 		if err := cmd.Start(); err != nil {
@@ -198,30 +267,6 @@ func soak(t *testing.T, kind, sourceKind, sinkKind, transform, mode string) {
 	proxy.EndOutage()
 	report.Requests = proxy.Requests()
 	report.Faults = classifyFaults(proxy.Faults())
-	if r := Run(t, command(viaProxy, root+"/ckpt", root+"/out")); r.Code != 0 {
-		t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	if r := Run(t, command(srv, root+"/ckpt-reference", root+"/out-reference")); r.Code != 0 {
-		t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	got, missing := soakOutput(t, sinkKind, root+"/out", srv)
-	want, _ := soakOutput(t, sinkKind, root+"/out-reference", srv)
-	report.RowsWanted, report.MissingFiles = len(want), missing
-	report.RowsLost, report.RowsDuplicated = diffRows(want, got)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("output differs from an uninterrupted run: %d rows lost, %d duplicated (-uninterrupted +faulted):\n%s",
-			report.RowsLost, report.RowsDuplicated, diff)
-	}
-	if missing > 0 {
-		t.Errorf("%d referenced files are missing", missing)
-	}
-	if sinkKind == "delta" && mode == "update" {
-		// The MERGEd table at every version, as DuckDB and delta-go read it.
-		versions := deltatest.EveryVersion(t, localCopy(t, root+"/out", srv.Options()))
-		t.Logf("%d versions read by DuckDB and delta-go", len(versions))
-	}
-	t.Logf("%d requests, faults %v, runs %v, %d rows", report.Requests, report.Faults, report.Runs, len(got))
-	writeReport(t, report)
 }
 
 // soakInput returns a function that adds n more input files (or batches of
@@ -348,7 +393,7 @@ func unescape(p string) string {
 
 // diffRows counts the rows of want missing from got and the rows of got
 // beyond want's count, both sorted.
-func diffRows(want, got []engine.Row) (lost, dup int) {
+func diffRows[R any](want, got []R) (lost, dup int) {
 	count := map[string]int{}
 	for _, r := range want {
 		count[fmt.Sprint(r)]++

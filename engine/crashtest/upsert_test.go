@@ -146,11 +146,20 @@ type upsertSetup struct {
 // (versitygw, "s3"). A postgres table is in a new database of dsn, or of the
 // shared server when dsn is "".
 func newUpsert(t *testing.T, agg upsertAgg, sinkKind, store, dsn string) *upsertSetup {
+	var srv *testenv.S3Server
+	if store == "s3" {
+		srv = testenv.S3(t)
+	}
+	return newUpsertOn(t, agg, sinkKind, srv, dsn)
+}
+
+// newUpsertOn is newUpsert with the input, checkpoint and delta table in a
+// new bucket of srv, or in a local folder when srv is nil.
+func newUpsertOn(t *testing.T, agg upsertAgg, sinkKind string, srv *testenv.S3Server, dsn string) *upsertSetup {
 	u := &upsertSetup{t: t, agg: agg, sinkKind: sinkKind, dir: t.TempDir(), dsn: dsn}
 	root := u.dir
-	if store == "s3" {
-		s := testenv.S3(t)
-		root, u.cfg, u.env = "s3://"+s.Bucket, s.Options(), s.Env()
+	if srv != nil {
+		root, u.cfg, u.env = "s3://"+srv.Bucket, srv.Options(), srv.Env()
 	}
 	u.in, u.ckpt, u.table = root+"/in", root+"/ckpt", root+"/table"
 	if sinkKind == "postgres" {
@@ -221,13 +230,15 @@ func (u *upsertSetup) runOnce(env ...string) Result {
 	return Run(u.t, u.command(env...))
 }
 
-// finish runs the query to its end and checks the table.
-func (u *upsertSetup) finish() {
+// finish runs the query to its end, with env added to the run's
+// environment, and checks the table; it returns the rows the table must
+// hold and those it holds.
+func (u *upsertSetup) finish(env ...string) (want, got []string) {
 	u.t.Helper()
-	if r := u.runOnce(); r.Code != 0 {
+	if r := u.runOnce(env...); r.Code != 0 {
 		u.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
 	}
-	u.check()
+	return u.check()
 }
 
 // check compares the table with the aggregation of all input, computed
@@ -236,10 +247,9 @@ func (u *upsertSetup) finish() {
 // the aggregation of the first k input files for a k that never decreases,
 // and carries the txn of a later batch than the version before (one commit
 // per batch, none replayed).
-func (u *upsertSetup) check() {
+func (u *upsertSetup) check() (want, got []string) {
 	u.t.Helper()
-	want := u.agg.table(u.events)
-	var got []string
+	want = u.agg.table(u.events)
 	switch u.sinkKind {
 	case "delta":
 		got = u.checkVersions()
@@ -250,6 +260,7 @@ func (u *upsertSetup) check() {
 	if diff := cmp.Diff(want, got); diff != "" {
 		u.t.Errorf("the table differs from the aggregation of the %d input files (-want +got):\n%s", u.files, diff)
 	}
+	return want, got
 }
 
 // checkKeys fails the test when two rows have the same key.
