@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -28,6 +29,15 @@ import (
 var lockstep string
 
 func TestMain(m *testing.M) {
+	// Most of this package's time is waiting: for a random instant to kill a run, for fsyncs,
+	// for a restarted server. Unless -parallel was given, run 4 tests at once rather than
+	// GOMAXPROCS, which on 2 cores made this the suite's longest package by far.
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		_ = flag.Set("test.parallel", "4")
+	}
 	dir, err := os.MkdirTemp("", "crashtest")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
