@@ -42,13 +42,18 @@ var (
 //
 //   - reconcile-p50-ms, reconcile-p99-ms: the StreamingQuery reconciles of the steady window,
 //     from the controller's own controller_runtime_reconcile_time_seconds histogram;
+//
 //   - rss-MB and peak-rss-MB: the controller process's resident memory after the window, and
 //     its peak;
+//
 //   - s3-req/query/min: requests the controller sent to S3 during the window (an S3Proxy in
 //     front of versitygw counts them), per query per minute;
+//
 //   - admission-p50-ms, admission-p99-ms: a changed spec (the filter) judged against the real
 //     checkpoint, as server-side dry runs timed by the client, 200 in a row;
+//
 //   - settle-s: from the first create to every query's status showing its checkpoint's batch;
+//
 //   - cpu-ms/reconcile, cpu-ms/admission: the controller's CPU time per reconcile of the window
 //     and per admission, which a loaded machine does not inflate as it does latencies.
 //
