@@ -139,15 +139,16 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&batchv1.Job{}).
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(queryOfPod)).
-		Watches(&v1.CheckpointStore{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfStore)).
+		Watches(&v1.CheckpointStore{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfStore), builder.WithPredicates(notStatusOnly)).
 		Named("streamingquery").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
 }
 
-// notStatusOnly drops the updates of a query that change only its status: the reconciler
-// writes the status itself, and reconciling again for its own write would double the
-// reconciles of every running query. Spec (generation), labels, annotations, finalizers and
+// notStatusOnly drops the updates that change only an object's status. A query's: the
+// reconciler writes it itself, and reconciling again for its own write would double the
+// reconciles of every running query. A store's: its probe rewrites the status every few
+// minutes, and each rewrite would reconcile every query of the store, none of which reads it. Spec (generation), labels, annotations, finalizers and
 // deletion still reconcile at once; the resync covers the rest.
 var notStatusOnly = predicate.Funcs{UpdateFunc: func(e crevent.UpdateEvent) bool {
 	o, n := e.ObjectOld, e.ObjectNew
