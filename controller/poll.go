@@ -38,7 +38,11 @@ import (
 // its newest commit by up to 3 batches committed within that second, and its status shows
 // no batch in flight. A query whose batches are a second or more apart has an exact hint.
 // A query that stops right after a burst is caught up one log entry per poll (at most 7
-// polls for 3 batches); the status of an idle query is exact.
+// polls for 3 batches); the status of an idle query is exact. Once quietPolls polls in a row
+// found nothing new and no batch is in flight, a poll reads only the next offsets entry (a
+// batch writes it before anything else) and stops there while it is absent: an idle query
+// costs one GET per resync. (Someone who deletes the newest commit of such a query to have it
+// replayed sees the status catch up after the replay's next batch starts.)
 //
 // When the hint names a commit that is missing (someone deleted the newest commit to have
 // the batch replayed), the poll reads the head afresh (the metadata and Checkpoint.Head,
@@ -70,6 +74,8 @@ type pollEntry struct {
 	// badHint is 1 + a hint that named a missing commit, 0 for none: polls step along the
 	// logs instead of trusting it, until the hint names a newer commit.
 	badHint int64
+	// quiet counts the polls in a row that found nothing new (see quietPolls).
+	quiet int
 }
 
 // storeKey is what an opened store depends on.
@@ -83,6 +89,12 @@ func (k storeKey) withoutSecret() storeKey {
 	k.secretVersion = ""
 	return k
 }
+
+// quietPolls is how many polls in a row must find nothing new before a poll of a query with no
+// batch in flight reads only the next offsets entry (one GET, not the hint and the probe): an
+// idle query then costs one small read per resync. The poll that finds that entry goes on
+// as a normal one.
+const quietPolls = 2
 
 // secretRefresh is how long a poll trusts the credentials Secret it last read: polls in between
 // read no Secret, so that a steady resync costs the API server nothing. A changed store or a
@@ -171,14 +183,26 @@ func (e pollEntry) advance(ctx context.Context, rk readKey) (pollEntry, error) {
 		if err != nil {
 			return e, err
 		}
-		next.cp, next.snap, next.badHint = cp, snap, 0
+		next.cp, next.snap, next.badHint, next.quiet = cp, snap, 0, 0
 		return next, nil
+	}
+	if e.quiet >= quietPolls && plannedBatch(e.snap.head) == committedBatch(e.snap.head) {
+		// A quiet query: a new batch, and so a new commit, would first write the next offsets
+		// entry. While it is absent, that one read is the whole poll.
+		if _, err := e.cp.Offsets(ctx, plannedBatch(e.snap.head)+1); errors.Is(err, checkpoint.ErrNotFound) {
+			next.quiet++
+			return next, nil
+		}
 	}
 	snap, hint, err := follow(ctx, e.cp, e.snap, e.badHint-1)
 	if err != nil {
 		return e, err
 	}
 	if hint < 0 {
+		next.quiet = 0
+		if plannedBatch(snap.head) == plannedBatch(e.snap.head) && committedBatch(snap.head) == committedBatch(e.snap.head) {
+			next.quiet = e.quiet + 1
+		}
 		next.snap = snap
 		return next, nil
 	}
@@ -194,7 +218,7 @@ func (e pollEntry) advance(ctx context.Context, rk readKey) (pollEntry, error) {
 	if err := readHead(ctx, cp, &snap); err != nil {
 		return e, err
 	}
-	next.cp, next.snap, next.badHint = cp, snap, hint+1
+	next.cp, next.snap, next.badHint, next.quiet = cp, snap, hint+1, 0
 	return next, nil
 }
 

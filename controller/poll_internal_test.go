@@ -347,4 +347,18 @@ func TestPollReadsAtMostTwoObjects(t *testing.T) {
 		t.Errorf("after a spec change: requests %v, want a whole read", n)
 	}
 	steady(t, "unchanged spec", w.check(pl, pods))
+
+	// A quiet query with no batch in flight: after quietPolls polls that found nothing, a poll
+	// reads only the next offsets entry; when it appears, the poll goes on as a normal one.
+	for i := range quietPolls {
+		steady(t, fmt.Sprintf("quiet, poll %d", i+1), w.check(pl, pods))
+	}
+	if n := w.check(pl, pods); n["GET"] != 1 || len(n) != 1 {
+		t.Errorf("a quiet query's poll: requests %v, want one GET", n)
+	}
+	w.plan(next + 1)
+	if n := w.check(pl, pods); n["GET"] > 3 || len(n) != 1 {
+		t.Errorf("the poll that finds the quiet query's next batch: requests %v, want at most 3 GETs", n)
+	}
+	steady(t, "the next batch running", w.check(pl, pods))
 }
