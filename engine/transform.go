@@ -201,7 +201,7 @@ func (a *rowActivation) ResolveName(name string) (any, bool) {
 	// The CEL value shares the row value's storage: converting it, as
 	// types.Double(v), would allocate a copy for every row.
 	v := a.row[i]
-	switch v.(type) {
+	switch x := v.(type) {
 	case nil:
 		return types.NullValue, true
 	case string:
@@ -211,7 +211,7 @@ func (a *rowActivation) ResolveName(name string) (any, bool) {
 	case float64:
 		return box.As(v, celDouble), true
 	case bool:
-		return types.Bool(v.(bool)), true
+		return types.Bool(x), true
 	case time.Time:
 		return box.As(v, celTimestamp), true
 	default:

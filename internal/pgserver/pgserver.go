@@ -44,7 +44,7 @@ func FromSecret(name string, data map[string][]byte) (string, error) {
 	}
 	s, err := Of(string(dsn))
 	if err != nil {
-		return "", fmt.Errorf("Secret %s, key %q: %w", name, v1.PostgresDSNSecretKey, err)
+		return "", fmt.Errorf("secret %s, key %q: %w", name, v1.PostgresDSNSecretKey, err)
 	}
 	return s, nil
 }
