@@ -156,10 +156,8 @@ func (s *Nexmark) Plan(_ context.Context, req engine.PlanRequest) (engine.Planne
 		if s.base.IsZero() || from < s.first {
 			s.base, s.first = now, from
 		}
-		// Events first+k with base + k/perSecond <= now, in whole seconds and the rest
-		// (elapsed nanoseconds times the rate would overflow within days).
-		d := now.Sub(s.base)
-		due := s.first + int64(d/time.Second)*s.perSecond + int64(d%time.Second)*s.perSecond/int64(time.Second) + 1
+		// Events first+k with base + k/perSecond <= now.
+		due := s.first + dueCount(now.Sub(s.base), s.perSecond)
 		if s.numEvents > 0 {
 			due = min(due, s.numEvents)
 		}

@@ -89,15 +89,19 @@ func (r *Rate) Plan(_ context.Context, req engine.PlanRequest) (engine.Planned, 
 		end, _ := json.Marshal(rateOffset{Value: start.Value, FirstMs: start.FirstMs, RowsPerSecond: start.RowsPerSecond})
 		return engine.Planned{End: end}, nil
 	}
-	// Rows k with base + k/perSecond <= now, k >= count, in whole seconds and
-	// the rest (elapsed nanoseconds times the rate overflow within hours at
-	// a million rows a second).
-	d := now.Sub(r.base)
-	upto := int64(d/time.Second)*r.perSecond + int64(d%time.Second)*r.perSecond/int64(time.Second) + 1
+	// Rows k with base + k/perSecond <= now, k >= count.
+	upto := dueCount(now.Sub(r.base), r.perSecond)
 	n := upto - r.count
 	end, _ := json.Marshal(rateOffset{Value: start.Value + n, FirstMs: due.UnixMilli(), RowsPerSecond: r.perSecond})
 	r.count = upto
 	return engine.Planned{End: end, HasData: true}, nil
+}
+
+// dueCount is how many rows (or events) are due d after the first, at perSecond a second:
+// those k with k/perSecond <= d. It counts in whole seconds and the rest, since elapsed
+// nanoseconds times the rate would overflow within hours at a million a second.
+func dueCount(d time.Duration, perSecond int64) int64 {
+	return int64(d/time.Second)*perSecond + int64(d%time.Second)*perSecond/int64(time.Second) + 1
 }
 
 func (r *Rate) due(k int64) time.Time {
