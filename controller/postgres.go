@@ -62,6 +62,13 @@ type pgServerEntry struct {
 	read       time.Time
 }
 
+// forget drops the memory of a query (it was deleted).
+func (c *pgServers) forget(q types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, q)
+}
+
 // option returns postgresServer's option for q, from memory when it may.
 func (c *pgServers) option(ctx context.Context, reader client.Reader, q *v1.StreamingQuery) compat.Option {
 	pg := q.Spec.Sink.Postgres

@@ -1,6 +1,7 @@
 package controller_test
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -83,7 +84,7 @@ func thousandQueries(b *testing.B, n int, window time.Duration) {
 	}
 	ctl := startControllerProcess(b, wh, metricsPort)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	waitFor(b, "the controller's webhooks", 2*time.Minute, func() error {
+	eventuallyWithin(b, "the controller's webhooks", 2*time.Minute, time.Second, func() error {
 		q := f.query("probe").Obj()
 		return f.c.Create(ctx, q, client.DryRunAll)
 	})
@@ -99,7 +100,7 @@ func thousandQueries(b *testing.B, n int, window time.Duration) {
 		f.writeCheckpoint(q, 3, 3, time.Now().Add(-time.Hour))
 		return nil
 	})
-	waitFor(b, "every query's status to show batch 3", 15*time.Minute, func() error {
+	eventuallyWithin(b, "every query's status to show batch 3", 15*time.Minute, time.Second, func() error {
 		var list v1.StreamingQueryList
 		if err := f.c.List(ctx, &list, client.InNamespace(f.ns)); err != nil {
 			return err
@@ -218,7 +219,7 @@ func parallel(b *testing.B, n, workers int, do func(i int) error) {
 			for i := range next {
 				if err := do(i); err != nil {
 					mu.Lock()
-					first = cmpOr(first, fmt.Errorf("item %d: %w", i, err))
+					first = cmp.Or(first, fmt.Errorf("item %d: %w", i, err))
 					mu.Unlock()
 				}
 			}
@@ -231,29 +232,6 @@ func parallel(b *testing.B, n, workers int, do func(i int) error) {
 	wg.Wait()
 	if first != nil {
 		b.Fatal(first)
-	}
-}
-
-func cmpOr(a, b error) error {
-	if a != nil {
-		return a
-	}
-	return b
-}
-
-// waitFor polls check every second until it returns nil, failing b after limit.
-func waitFor(b *testing.B, what string, limit time.Duration, check func() error) {
-	b.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		err := check()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("waited %s for %s: %v", limit, what, err)
-		}
-		time.Sleep(time.Second)
 	}
 }
 

@@ -185,6 +185,7 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if err := r.client.Get(ctx, req.NamespacedName, &q); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.polls.forget(req.NamespacedName)
+			r.pgServers.forget(req.NamespacedName)
 			r.trends.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
@@ -450,6 +451,7 @@ func (r *QueryReconciler) finalize(ctx context.Context, q *v1.StreamingQuery) (c
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.polls.forget(client.ObjectKeyFromObject(q))
+	r.pgServers.forget(client.ObjectKeyFromObject(q))
 	r.trends.forget(client.ObjectKeyFromObject(q))
 	return ctrl.Result{}, nil
 }

@@ -258,16 +258,23 @@ func (f *fixture) claim(q *v1.StreamingQuery, shapeAt int64, opts ...compat.Opti
 // error after timeout.
 func eventually(t testing.TB, what string, check func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
+	eventuallyWithin(t, what, timeout, interval, check)
+}
+
+// eventuallyWithin is eventually with its own limit and pace, for long waits whose check is
+// costly (listing 1,000 queries should not load the server under measurement).
+func eventuallyWithin(t testing.TB, what string, limit, every time.Duration, check func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
 	for {
 		err := check()
 		if err == nil {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for %s: %v", timeout, what, err)
+			t.Fatalf("waited %s for %s: %v", limit, what, err)
 		}
-		time.Sleep(interval)
+		time.Sleep(every)
 	}
 }
 
