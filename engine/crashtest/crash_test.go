@@ -155,6 +155,20 @@ func (s *setup) command(ckpt, out string, env ...string) *exec.Cmd {
 	return cmd
 }
 
+// runCommand writes manifest into dir under a fresh name and returns `lockstep run` of it on
+// the checkpoint ckpt, with env as the run's only settings (see Env).
+func runCommand(t testing.TB, dir string, manifest []byte, ckpt string, env ...string) *exec.Cmd {
+	t.Helper()
+	p := filepath.Join(dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
+	if err := os.WriteFile(p, manifest, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)
+	cmd.Dir = dir
+	cmd.Env = Env(env...)
+	return cmd
+}
+
 // runOnce runs the binary to its end.
 func (s *setup) runOnce(ckpt, out string, env ...string) Result {
 	s.t.Helper()

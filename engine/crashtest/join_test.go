@@ -122,14 +122,7 @@ func (j *joinSetup) addOrders(n int) {
 }
 
 func (j *joinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
-	p := filepath.Join(j.dir, fmt.Sprintf("join-%d.yaml", time.Now().UnixNano()))
-	if err := os.WriteFile(p, fmt.Appendf(nil, joinQuery, j.in, j.customers, out), 0o644); err != nil {
-		j.t.Fatal(err)
-	}
-	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)
-	cmd.Dir = j.dir
-	cmd.Env = Env(append(j.env, env...)...)
-	return cmd
+	return runCommand(j.t, j.dir, fmt.Appendf(nil, joinQuery, j.in, j.customers, out), ckpt, append(j.env, env...)...)
 }
 
 func (j *joinSetup) runToEnd(ckpt, out string) {

@@ -109,14 +109,7 @@ func (s *statefulSetup) addInput(n int) {
 }
 
 func (s *statefulSetup) command(ckpt, out string, env ...string) *exec.Cmd {
-	p := filepath.Join(s.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
-	if err := os.WriteFile(p, fmt.Appendf(nil, statefulQuery, s.in, s.transform, fmt.Sprintf("files: {path: %q, format: json}", out), s.mode), 0o644); err != nil {
-		s.t.Fatal(err)
-	}
-	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)
-	cmd.Dir = s.dir
-	cmd.Env = Env(env...)
-	return cmd
+	return runCommand(s.t, s.dir, fmt.Appendf(nil, statefulQuery, s.in, s.transform, fmt.Sprintf("files: {path: %q, format: json}", out), s.mode), ckpt, env...)
 }
 
 func (s *statefulSetup) runOnce(ckpt, out string, env ...string) Result {

@@ -136,14 +136,7 @@ func (s *streamJoinSetup) addInput(n int) {
 }
 
 func (s *streamJoinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
-	p := filepath.Join(s.dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
-	if err := os.WriteFile(p, fmt.Appendf(nil, streamJoinQuery, s.imps, s.clicks, out), 0o644); err != nil {
-		s.t.Fatal(err)
-	}
-	cmd := exec.Command(lockstep, "run", "-f", p, "--checkpoint", ckpt)
-	cmd.Dir = s.dir
-	cmd.Env = Env(append(s.env, env...)...)
-	return cmd
+	return runCommand(s.t, s.dir, fmt.Appendf(nil, streamJoinQuery, s.imps, s.clicks, out), ckpt, append(s.env, env...)...)
 }
 
 func (s *streamJoinSetup) runOnce(ckpt, out string, env ...string) Result {
