@@ -44,9 +44,9 @@ type placement struct {
 // lists nor watches them.
 type checkpoints struct {
 	reader client.Reader
-	// stores, when set, is read for CheckpointStores before reader: the reconciler's cache,
-	// which its watch of stores keeps current. A store it does not hold yet (created a moment
-	// ago) is read from reader.
+	// stores, when set, is read for CheckpointStores before reader: the manager's cache
+	// (the reconciler's watch of stores keeps it current; the webhook shares it). A store it
+	// does not hold yet (created a moment ago) is read from reader.
 	stores client.Reader
 }
 
