@@ -455,16 +455,24 @@ func (p *S3Proxy) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	p.log = append(p.log, req)
 	p.mu.Unlock()
 
-	// The request ends when the client goes away or the proxy stops.
-	ctx, cancel := context.WithCancel(r.Context())
+	// The request ends when the client goes away or the proxy stops; a
+	// LostReply's forward ends only when the proxy stops, because the
+	// server must apply it even if an outage closes the client's
+	// connection meanwhile.
+	base := r.Context()
+	if act.kind == LostReply {
+		base = context.WithoutCancel(base)
+	}
+	ctx, cancel := context.WithCancel(base)
 	defer cancel()
 	defer context.AfterFunc(p.ctx, cancel)()
 	r = r.WithContext(ctx)
 	sw := &statusWriter{ResponseWriter: w}
-	p.act(sw, r, act)
+	act.kind = p.act(sw, r, act)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.log[idx].Fault = act.kind
 	p.log[idx].Status = sw.status
 	if act.kind == "" {
 		return
@@ -527,7 +535,10 @@ func (p *S3Proxy) decideLocked(r *http.Request, req S3Request) action {
 	return action{}
 }
 
-func (p *S3Proxy) act(w http.ResponseWriter, r *http.Request, act action) {
+// act does what act says with the request and returns the fault it did:
+// act.kind, except for a LostReply whose client went away before its body
+// arrived, which the server never got: to the client that was a Reset.
+func (p *S3Proxy) act(w http.ResponseWriter, r *http.Request, act action) Kind {
 	var rule Rule
 	if act.rule != nil {
 		rule = act.rule.rule
@@ -536,6 +547,12 @@ func (p *S3Proxy) act(w http.ResponseWriter, r *http.Request, act action) {
 	case "":
 		p.forward.ServeHTTP(w, r)
 	case LostReply:
+		// Take the body first: an outage may close the client's
+		// connection while the request is forwarded.
+		if err := bufferBody(r); err != nil {
+			resetConn(w)
+			return Reset
+		}
 		p.forward.ServeHTTP(&discardWriter{}, r)
 		closeConn(w)
 	case SlowDown:
@@ -560,24 +577,35 @@ func (p *S3Proxy) act(w http.ResponseWriter, r *http.Request, act action) {
 		}
 		// Take the body first: the server notices a client that gives up
 		// only once the body has been read.
-		if r.Body != nil && r.Body != http.NoBody {
-			body, err := io.ReadAll(r.Body)
-			if err != nil {
-				return // the client is gone
-			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+		if err := bufferBody(r); err != nil {
+			return act.kind // the client is gone
 		}
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {
 		case <-r.Context().Done():
-			return
+			return act.kind
 		case <-t.C:
 		}
 		p.forward.ServeHTTP(w, r)
 	case Custom:
 		rule.Handler(w, r, p.forward)
 	}
+	return act.kind
+}
+
+// bufferBody reads r's body into memory, so that forwarding it no longer
+// needs the client's connection.
+func bufferBody(r *http.Request) error {
+	if r.Body == nil || r.Body == http.NoBody {
+		return nil
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return nil
 }
 
 // describe classifies a request by its path-style URL (/bucket/key).

@@ -175,6 +175,46 @@ func TestS3ProxyLostReply(t *testing.T) {
 	})
 }
 
+// A lost reply is applied even when an outage closes the client's
+// connection while the request is on its way to the server: the fault is
+// what the proxy reports, not whatever the outage left of it. A second
+// proxy that holds the PUT keeps it in flight while the outage starts.
+func TestS3ProxyLostReplyOutlivesOutage(t *testing.T) {
+	forEachS3(t, 9, func(t *testing.T, inner *testenv.S3Proxy, upstream *testenv.S3Server) {
+		ctx := t.Context()
+		inner.Inject(testenv.Rule{Kind: testenv.Delay, Delay: 300 * time.Millisecond, Match: testenv.Match{Method: http.MethodPut}})
+		outer := testenv.NewS3Proxy(t, inner.Server(), 9)
+		outer.Inject(testenv.Rule{Kind: testenv.LostReply, Match: testenv.Match{Method: http.MethodPut}})
+		srv := outer.Server()
+		done := make(chan error, 1)
+		go func() { done <- putIfAbsent(ctx, oneTry(t, srv), srv.Bucket, "log/0001.json", []byte("mine")) }()
+		waitUntil(t, "the PUT reaches the inner proxy", func() bool { return inner.Requests() == 1 })
+		outer.Outage(time.Minute, testenv.OutageRefuse)
+		if err := <-done; err == nil {
+			t.Fatal("PUT during the outage succeeded, want a connection error")
+		}
+		waitUntil(t, "the inner proxy to be done with the PUT", func() bool { return len(inner.Faults()) == 1 })
+		outer.EndOutage()
+		if got, err := get(ctx, upstream.Client(t), upstream.Bucket, "log/0001.json"); err != nil || string(got) != "mine" {
+			t.Errorf("object on the server = %q, %v; want the PUT whose reply was lost applied", got, err)
+		}
+		if log := outer.Log(); len(log) != 1 || log[0].Fault != testenv.LostReply {
+			t.Errorf("outer proxy log = %+v, want one LostReply", log)
+		}
+	})
+}
+
+// waitUntil polls cond until it holds, failing the test after a minute.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // A reset before forwarding: the client gets no answer and nothing is applied.
 func TestS3ProxyResetIsNotApplied(t *testing.T) {
 	forEachS3(t, 3, func(t *testing.T, p *testenv.S3Proxy, upstream *testenv.S3Server) {
@@ -437,12 +477,12 @@ func TestS3ProxyUnderLoad(t *testing.T) {
 		for _, r := range log {
 			var want bool
 			switch r.Fault {
-			case "":
+			case "", testenv.Delay:
 				if r.Status == 0 {
 					continue // cut by the outage: applied or not
 				}
 				want = r.Status == http.StatusOK
-			case testenv.LostReply, testenv.Delay:
+			case testenv.LostReply:
 				want = true
 			default:
 				want = false
