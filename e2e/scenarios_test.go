@@ -421,10 +421,15 @@ spec:
 		if err := tn.in.c.Get(ctx, client.ObjectKeyFromObject(pod), &restarted); err != nil {
 			return err
 		}
-		if restarts(&restarted) > restarts(pod) {
-			return nil
+		if restarts(&restarted) <= restarts(pod) {
+			return fmt.Errorf("engine container of %s not restarted (restarts %d)", restarted.Name, restarts(&restarted))
 		}
-		return fmt.Errorf("engine container of %s not restarted (restarts %d)", restarted.Name, restarts(&restarted))
+		// The kubelet may publish the new restart count before the old container's
+		// termination: wait for both.
+		if lastTermination(&restarted) == nil {
+			return fmt.Errorf("engine container of %s restarted, its last termination not reported yet", restarted.Name)
+		}
+		return nil
 	})
 	events := string(tn.kubectl(nil, "-n", tn.ns, "get", "events", "--field-selector", "involvedObject.name="+pod.Name))
 	if !strings.Contains(events, "Liveness probe failed") {
