@@ -36,6 +36,9 @@ func ControlPlane(t testing.TB) *rest.Config {
 }
 
 func startControlPlane() (*controlPlane, error) {
+	if err := needMain(); err != nil {
+		return nil, err
+	}
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		for _, name := range []string{"kube-apiserver", "etcd"} {

@@ -98,6 +98,11 @@ func RealNode(t testing.TB) *Node {
 	nodeShared.mu.Lock()
 	defer nodeShared.mu.Unlock()
 	if nodeShared.node == nil && nodeShared.err == nil {
+		shared.mu.Lock()
+		nodeShared.err = needMain()
+		shared.mu.Unlock()
+	}
+	if nodeShared.node == nil && nodeShared.err == nil {
 		nodeShared.node, nodeShared.err = startNode(t)
 		if nodeShared.node != nil {
 			shared.mu.Lock()

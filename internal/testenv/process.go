@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -188,10 +189,25 @@ var shared struct {
 	cp      *controlPlane
 	cpErr   error
 	buckets int
+	main    bool // Main runs the tests: it will stop the services
+}
+
+// needMain refuses to start a shared service in a test binary whose TestMain
+// is not [Main]: nothing would stop the service, which would outlive the
+// binary (a kube-apiserver and etcd per run, found left over on this machine).
+func needMain() error {
+	if !shared.main {
+		return errors.New("this package's tests start shared test services, which only testenv.Main stops: " +
+			"add `func TestMain(m *testing.M) { testenv.Main(m) }` to the package's tests")
+	}
+	return nil
 }
 
 // sharedDir returns a folder for the shared services' data and logs.
 func sharedDir() (string, error) {
+	if err := needMain(); err != nil {
+		return "", err
+	}
 	if shared.dir != "" {
 		return shared.dir, nil
 	}
@@ -207,6 +223,9 @@ func sharedDir() (string, error) {
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m interface{ Run() int }) {
+	shared.mu.Lock()
+	shared.main = true
+	shared.mu.Unlock()
 	code := m.Run()
 	shared.mu.Lock()
 	for i := len(shared.stops) - 1; i >= 0; i-- {

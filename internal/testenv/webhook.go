@@ -50,6 +50,12 @@ func ControlPlaneWithWebhooks(t testing.TB) *WebhookControlPlane {
 }
 
 func startWebhookControlPlane() (*WebhookControlPlane, error) {
+	shared.mu.Lock()
+	err := needMain()
+	shared.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	if assets == "" {
 		for _, name := range []string{"kube-apiserver", "etcd"} {
