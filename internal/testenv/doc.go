@@ -12,8 +12,9 @@
 //
 // Services that are slow to start (S3, the control plane, PostgreSQL) are
 // started once per test binary and shared; each test gets its own bucket,
-// namespace or database. A package that uses them should call [Main] from its
-// TestMain so the shared processes stop when the tests end.
+// namespace or database. A package that uses them must call [Main] from its
+// TestMain so the shared processes stop when the tests end; without it they
+// refuse to start, saying so.
 //
 // # Faults on S3
 //
