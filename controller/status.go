@@ -115,9 +115,9 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	if q.Spec.Suspend {
 		// The engine measures lag at each batch; a suspended one measures nothing, and the
 		// lag of its last batch only grows stale.
-		st.Lag = nil
+		st.Lag, st.LagSeconds = nil, nil
 		for i := range st.Sources {
-			st.Sources[i].Lag = nil
+			st.Sources[i].Lag, st.Sources[i].LagSeconds = nil, nil
 		}
 	}
 	conds := &st.Conditions
@@ -269,11 +269,18 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 	st.Sources = nil
 	var lag int64
 	known := false
+	st.LagSeconds = nil
 	for _, sp := range c.Progress.Sources {
 		ss := v1.SourceStatus{Name: sp.Source, Offsets: string(sp.EndOffset), Lag: sp.Lag}
 		if sp.Lag != nil {
 			lag += *sp.Lag
 			known = true
+		}
+		if sp.LagMs != nil {
+			ss.LagSeconds = new(*sp.LagMs / 1000)
+			if st.LagSeconds == nil || *ss.LagSeconds > *st.LagSeconds {
+				st.LagSeconds = ss.LagSeconds
+			}
 		}
 		st.Sources = append(st.Sources, ss)
 	}

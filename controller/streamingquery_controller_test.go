@@ -161,13 +161,13 @@ func TestStatusFromCheckpoint(t *testing.T) {
 	if st.LatestPlannedBatch == nil || *st.LatestPlannedBatch != 2 || st.LatestCommittedBatch == nil || *st.LatestCommittedBatch != 1 {
 		t.Errorf("planned %v, committed %v; want 2, 1", st.LatestPlannedBatch, st.LatestCommittedBatch)
 	}
-	lag := int64(2)
-	want := []v1.SourceStatus{{Name: "orders", Offsets: `{"files":2}`, Lag: &lag}}
+	// Batch 1 left 2 records, the newest it read 3 s old (3,000 ms in commits/1).
+	want := []v1.SourceStatus{{Name: "orders", Offsets: `{"files":2}`, Lag: new(int64(2)), LagSeconds: new(int64(3))}}
 	if diff := cmp.Diff(want, st.Sources); diff != "" {
 		t.Errorf("sources (-want +got):\n%s", diff)
 	}
-	if st.Lag == nil || *st.Lag != 2 {
-		t.Errorf("lag = %v, want 2", st.Lag)
+	if st.Lag == nil || *st.Lag != 2 || st.LagSeconds == nil || *st.LagSeconds != 3 {
+		t.Errorf("lag = %v records, %v s; want 2, 3", st.Lag, st.LagSeconds)
 	}
 	if p := st.LastProgress; p == nil || p.Batch != 1 || p.InputRows != 10 || p.OutputRows != 7 || p.ProcessedRowsPerSecond != 20 {
 		t.Errorf("lastProgress = %+v, want batch 1, 10 in, 7 out, 20 rows/s", p)
@@ -297,7 +297,7 @@ func TestSuspend(t *testing.T) {
 	if q.Status.Phase != v1.PhaseSuspended {
 		t.Errorf("phase = %s, want Suspended", q.Status.Phase)
 	}
-	if q.Status.Lag != nil || len(q.Status.Sources) != 1 || q.Status.Sources[0].Lag != nil {
+	if q.Status.Lag != nil || q.Status.LagSeconds != nil || len(q.Status.Sources) != 1 || q.Status.Sources[0].Lag != nil || q.Status.Sources[0].LagSeconds != nil {
 		t.Errorf("suspended: lag %v, sources %+v; want no lag", q.Status.Lag, q.Status.Sources)
 	}
 	if e := f.event("orders", v1.ReasonSuspended); e.Type != corev1.EventTypeNormal {

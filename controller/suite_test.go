@@ -218,11 +218,12 @@ func (f *fixture) writeCheckpoint(q *v1.StreamingQuery, planned, committed int64
 		if b > committed {
 			continue
 		}
-		lag := 3 - b
+		lag, lagMs := 3-b, (3-b)*1500
 		cm := checkpoint.Commit{BatchID: b, Progress: checkpoint.Progress{
 			Timestamp: commitTime, NumInputRows: 10, NumOutputRows: 7,
 			DurationMs: map[string]int64{"triggerExecution": 500},
-			Sources:    []checkpoint.SourceProgress{{Source: "orders", EndOffset: json.RawMessage(fmt.Sprintf(`{"files":%d}`, b+1)), NumInputRows: 10, Lag: &lag}},
+			Sources: []checkpoint.SourceProgress{{Source: "orders", EndOffset: json.RawMessage(fmt.Sprintf(`{"files":%d}`, b+1)),
+				NumInputRows: 10, Lag: &lag, LagMs: &lagMs}},
 		}}
 		if err := cp.AddCommit(ctx, cm); err != nil {
 			f.t.Fatal(err)

@@ -448,6 +448,14 @@ spec:
 		}
 		return nil
 	})
+	// Caught up: the Kafka source tells its lag in records and in time.
+	tn.eventually("the status says the query is caught up", func() error {
+		st := tn.query("clicks").Status
+		if st.Lag == nil || *st.Lag != 0 || st.LagSeconds == nil || *st.LagSeconds != 0 {
+			return fmt.Errorf("lag %s records, %s s; want 0 and 0", ptrString(st.Lag), ptrString(st.LagSeconds))
+		}
+		return nil
+	})
 }
 
 // TestEngineFrozenRestartedByLiveness: the engine process stops answering altogether (it

@@ -33,6 +33,10 @@ type StreamingQueryStatus struct {
 	// nothing measures it then, and the last measure would only grow stale.
 	// +optional
 	Lag *int64 `json:"lag,omitempty"`
+	// LagSeconds is how far behind the query is in time: the largest of the sources'
+	// lagSeconds. Unset when no source can tell, and while the query is suspended.
+	// +optional
+	LagSeconds *int64 `json:"lagSeconds,omitempty"`
 	// Guarantee is the query's delivery guarantee, from its sources and sink.
 	// +optional
 	Guarantee Guarantee `json:"guarantee,omitempty"`
@@ -136,6 +140,12 @@ type SourceStatus struct {
 	// Unset while the query is suspended.
 	// +optional
 	Lag *int64 `json:"lag,omitempty"`
+	// LagSeconds is how old, at the newest committed batch's time, the newest record that
+	// batch read was, where records remained beyond it (for Kafka the largest over the
+	// partitions); 0 when nothing remained. Unset when the source cannot tell (records
+	// without timestamps, files) and while the query is suspended.
+	// +optional
+	LagSeconds *int64 `json:"lagSeconds,omitempty"`
 }
 
 // Failure is an error that stopped the engine.
