@@ -22,6 +22,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/internal/gctune"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -336,6 +337,9 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // in its own), the ratio to the ceiling, and p50/p99 end-to-end latency with
 // the default trigger.
 func BenchmarkKafkaToKafka(b *testing.B) {
+	// The garbage collector's settings of lockstep run and lockstep engine,
+	// for the whole process: the ceiling runs with them too.
+	b.Cleanup(gctune.Apply(gctune.Defaults(gctune.OSEnv)))
 	brokers := benchBroker(b)
 	n := *benchRecords
 	createTopic(b, brokers, "in", benchPartitions, nil)
