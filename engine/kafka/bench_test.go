@@ -202,7 +202,10 @@ func (lockstepQuery) query(brokers []string, in, out string, availableNow bool) 
 }
 
 func (l lockstepQuery) drain(b *testing.B, brokers []string, in, out string, n int) {
-	q, err := engine.New(l.query(brokers, in, out, true), registry(b), engine.WithCheckpoint(b.TempDir()))
+	phases := &phaseObserver{ms: map[string]int64{}}
+	began := time.Now()
+	q, err := engine.New(l.query(brokers, in, out, true), registry(b), engine.WithCheckpoint(b.TempDir()),
+		engine.WithObserver(phases))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -210,6 +213,8 @@ func (l lockstepQuery) drain(b *testing.B, brokers []string, in, out string, n i
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Logf("lockstep: %d ms in all, %d ms to the first batch; the batches' phases (ms, summed): %v",
+		time.Since(began).Milliseconds(), phases.start.Sub(began).Milliseconds(), phases.ms)
 	if sum.NumOutputRows != int64(n) {
 		b.Fatalf("the query wrote %d rows, want %d", sum.NumOutputRows, n)
 	}
@@ -224,6 +229,19 @@ func (l lockstepQuery) follow(b *testing.B, brokers []string, in, out string, re
 	go func() { <-stop; q.Stop() }()
 	if _, err := q.Run(context.Background()); err != nil {
 		b.Error(err)
+	}
+}
+
+// phaseObserver sums the batches' phase durations, for the benchmark's log.
+type phaseObserver struct {
+	start time.Time
+	ms    map[string]int64
+}
+
+func (o *phaseObserver) Started(engine.Start) { o.start = time.Now() }
+func (o *phaseObserver) Committed(p engine.Progress) {
+	for k, v := range p.DurationMs {
+		o.ms[k] += v
 	}
 }
 
