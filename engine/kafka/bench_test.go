@@ -128,6 +128,8 @@ type usage struct {
 	cpu       time.Duration
 	allocs    uint64
 	brokerCPU time.Duration
+	// faults are minor page faults: the heap growing into new memory.
+	faults int64
 }
 
 func measure(broker int, fn func()) usage {
@@ -144,7 +146,7 @@ func measure(broker int, fn func()) usage {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	runtime.ReadMemStats(&ms1)
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-	return usage{wall: wall, cpu: cpu, allocs: ms1.Mallocs - ms0.Mallocs, brokerCPU: brokerCPU}
+	return usage{wall: wall, cpu: cpu, allocs: ms1.Mallocs - ms0.Mallocs, brokerCPU: brokerCPU, faults: ru1.Minflt - ru0.Minflt}
 }
 
 // pipeline is one way to move records from a topic to another.
@@ -399,6 +401,7 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 				u.cpu += run.cpu
 				u.allocs += run.allocs
 				u.brokerCPU += run.brokerCPU
+				u.faults += run.faults
 			}
 			records := float64(n * b.N)
 			rps := records / u.wall.Seconds()
@@ -409,6 +412,7 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 			// where both pipelines are CPU-bound, the ratio of the rates is
 			// about the ratio of this process's and the broker's CPU.
 			b.ReportMetric(float64(u.brokerCPU.Nanoseconds())/records, "broker-cpu-ns/record")
+			b.ReportMetric(float64(u.faults)*1000/records, "page-faults/1k-records")
 			if c.name == "ceiling" {
 				ceiling = rps
 			} else if ceiling > 0 {
