@@ -392,7 +392,7 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 			if c.name == "lockstep" {
 				// The garbage collector's settings of lockstep run and
 				// lockstep engine (internal/gctune); the ceiling, a plain
-				// Go program, runs with Go's (GOGC=400 in the environment
+				// Go program, runs with Go's (GOGC=200 in the environment
 				// gives both the same).
 				b.Cleanup(gctune.Apply(gctune.Defaults(gctune.OSEnv)))
 			}

@@ -26,7 +26,7 @@ import (
 )
 
 // DefaultGCPercent is the GC percent when GOGC is not set.
-const DefaultGCPercent = 400
+const DefaultGCPercent = 200
 
 // MemoryLimitShare is the share of the container's memory limit the soft
 // memory limit is set to when GOMEMLIMIT is not set: the rest is for what
