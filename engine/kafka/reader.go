@@ -294,19 +294,14 @@ const decodeChunk = 4096
 // poll fetches and decodes records until ctx ends.
 func (r *reader) poll(ctx context.Context, done chan struct{}) {
 	defer close(done)
+	slab := &rowSlab{}
 	// polled is what a poll returned for a partition and is not decoded yet.
 	type polled struct {
 		tp   topicPartition
 		recs []*kgo.Record
 		err  error
-		// slab boxes the partition's values; decoded is its chunk.
-		slab    *rowSlab
-		decoded []fetched
 	}
 	var todo []polled
-	// slabs are the decoders' slabs, one per partition decoded at once.
-	var slabs []*rowSlab
-	var wg sync.WaitGroup
 	for {
 		r.waitRoom(ctx)
 		fs := r.cl.PollFetches(ctx)
@@ -317,44 +312,24 @@ func (r *reader) poll(ctx context.Context, done chan struct{}) {
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			todo = append(todo, polled{tp: topicPartition{fp.Topic, fp.Partition}, recs: fp.Records, err: fp.Err})
 		})
-		for len(slabs) < len(todo) {
-			slabs = append(slabs, &rowSlab{})
-		}
-		// A chunk of every partition in turn, decoded at once (a goroutine
-		// a partition: a batch reads all of them, and rows are most of
-		// the reading), then handed over in order.
+		// A chunk of every partition in turn: a batch reads all of them.
 		for left := len(todo) > 0; left; {
 			left = false
-			busy := 0
 			for i := range todo {
 				t := &todo[i]
-				if len(t.recs) > 0 {
-					busy++
-				}
-			}
-			for i := range todo {
-				t := &todo[i]
-				n := min(len(t.recs), decodeChunk)
-				if n == 0 {
+				if len(t.recs) == 0 && t.err == nil {
 					continue
 				}
-				t.slab, t.decoded = slabs[i], r.chunk()
-				recs := t.recs[:n]
-				t.recs = t.recs[n:]
-				if busy == 1 {
-					t.decoded = r.decodeAll(t.slab, recs, t.decoded)
-					continue
+				var recs []fetched
+				if n := min(len(t.recs), decodeChunk); n > 0 {
+					recs = r.chunk()
+					for _, rec := range t.recs[:n] {
+						recs = append(recs, r.decode(slab, rec))
+					}
+					t.recs = t.recs[n:]
 				}
-				wg.Go(func() { t.decoded = r.decodeAll(t.slab, recs, t.decoded) })
-			}
-			wg.Wait()
-			for i := range todo {
-				t := &todo[i]
-				if t.decoded == nil && t.err == nil {
-					continue
-				}
-				r.hand(t.tp, t.decoded, t.err)
-				t.decoded, t.err = nil, nil
+				r.hand(t.tp, recs, t.err)
+				t.err = nil
 				left = left || len(t.recs) > 0
 			}
 		}
@@ -363,15 +338,6 @@ func (r *reader) poll(ctx context.Context, done chan struct{}) {
 			return
 		}
 	}
-}
-
-// decodeAll appends the decoded records of recs to into, boxing their values
-// from slab, which no other goroutine uses meanwhile.
-func (r *reader) decodeAll(slab *rowSlab, recs []*kgo.Record, into []fetched) []fetched {
-	for _, rec := range recs {
-		into = append(into, r.decode(slab, rec))
-	}
-	return into
 }
 
 // waitRoom waits until the reader buffers fewer decoded records than its
