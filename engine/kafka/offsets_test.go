@@ -60,14 +60,3 @@ func TestOffsetsJSONIsSparks(t *testing.T) {
 		t.Error("a partition that is not a number parsed")
 	}
 }
-
-func TestPrefetchHoldsABatch(t *testing.T) {
-	for _, c := range []struct {
-		maxOffsets int64
-		want       int
-	}{{0, prefetchLimit}, {1000, prefetchLimit}, {100_000, 100_000}, {10_000_000, maxPrefetch}} {
-		if got := prefetch(c.maxOffsets); got != c.want {
-			t.Errorf("prefetch(%d) = %d, want %d", c.maxOffsets, got, c.want)
-		}
-	}
-}

@@ -13,19 +13,8 @@ import (
 )
 
 // prefetchLimit is how many decoded records the reader keeps ahead of the
-// batches, at least; a batch that needs more lifts it while it waits.
+// batches; a batch that needs more lifts it while it waits.
 const prefetchLimit = 50_000
-
-// maxPrefetch bounds what prefetch keeps ahead for large batches.
-const maxPrefetch = 200_000
-
-// prefetch is the reader's limit for batches of at most maxOffsets records
-// (0 for no bound): a whole batch, within [prefetchLimit, maxPrefetch], so
-// that the next batch is decoded while the engine writes this one rather
-// than after.
-func prefetch(maxOffsets int64) int {
-	return int(min(max(maxOffsets, prefetchLimit), maxPrefetch))
-}
 
 // reader consumes the source's partitions in a goroutine of its own and
 // decodes their records into rows ahead of Read, so that fetching and

@@ -34,7 +34,7 @@ const StartKey = "kafka-start.json"
 
 // fetchPartitionBytes bounds what one fetch returns per partition (Kafka
 // still returns a larger first batch whole). The client holds up to two
-// fetches on top of the records the reader decoded ahead (prefetch): at
+// fetches on top of the records the reader decoded ahead (prefetchLimit): at
 // franz-go's default of 1 MiB, a fetch of four partitions of compressed JSON
 // held some 280,000 records, 80 MB once parsed, which doubled the heap and
 // cost more in page faults and garbage collection than the fewer requests
@@ -209,7 +209,6 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 	}
 	s.adm = kadm.NewClient(s.cl)
 	s.reader = newReader(s.cl, s.decode, env.Wake)
-	s.reader.limit = prefetch(s.maxOffsets)
 	if s.clusterID, err = connect(ctx, s.cl, c, o.connectTimeout); err != nil {
 		s.cl.Close()
 		return nil, err
