@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
+	"github.com/lockstep-dev/lockstep/internal/gctune"
 	"github.com/lockstep-dev/lockstep/internal/pgserver"
 )
 
@@ -93,6 +94,7 @@ func runEngine(ctx context.Context, cfg engineConfig) error {
 }
 
 func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (string, error) {
+	log.Info("Garbage collector set", "settings", gctune.Tune().String()) // docs/engine.md
 	obj, err := readQueryFile(cfg.query)
 	if err != nil {
 		return "", withExitCode(exitInvalid, err)

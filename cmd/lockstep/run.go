@@ -26,6 +26,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
+	"github.com/lockstep-dev/lockstep/internal/gctune"
 )
 
 // envCrashAt makes `lockstep run` kill itself with SIGKILL when a batch
@@ -96,6 +97,7 @@ func newRegistry(opts ...webhook.Opt) (*engine.Registry, error) {
 }
 
 func runQuery(ctx context.Context, file, location, progress, httpAddr string, stdout, stderr io.Writer) error {
+	gctune.Tune() // docs/engine.md, "Memory and garbage collection"
 	obj, err := readQueryFile(file)
 	if err != nil {
 		return withExitCode(exitInvalid, err)

@@ -33,9 +33,14 @@ func Encode(format v1.FileFormat, cols v1.Columns, rows []engine.Row) ([]byte, e
 // one object per line, and returns the extended buffer: a caller that
 // encodes batch after batch can reuse one. On error it returns nil.
 func AppendJSON(b []byte, cols v1.Columns, rows []engine.Row) ([]byte, error) {
+	// keys[i] is what precedes column i's value: `{"name":` or `,"name":`.
 	keys := make([][]byte, len(cols))
 	for i, c := range cols {
-		keys[i] = appendString(nil, c.Name)
+		sep := byte(',')
+		if i == 0 {
+			sep = '{'
+		}
+		keys[i] = append(appendString([]byte{sep}, c.Name), ':')
 	}
 	// The text of the last timestamp written: the rows of a batch often
 	// share one (records of the same millisecond), and formatting one costs
@@ -49,13 +54,11 @@ func AppendJSON(b []byte, cols v1.Columns, rows []engine.Row) ([]byte, error) {
 	}
 	start := len(b)
 	for n, r := range rows {
-		b = append(b, '{')
+		if len(r) == 0 {
+			b = append(b, '{')
+		}
 		for i, v := range r {
-			if i > 0 {
-				b = append(b, ',')
-			}
 			b = append(b, keys[i]...)
-			b = append(b, ':')
 			switch v := v.(type) {
 			case nil:
 				b = append(b, "null"...)

@@ -197,7 +197,7 @@ func (s *jsonScanner) value(t v1.ColumnType) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			return s.vals.String(string(b)), nil
+			return s.vals.Bytes(b), nil
 		}
 	case v1.TypeLong:
 		if n, ok := s.number(); ok {

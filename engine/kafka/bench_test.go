@@ -6,6 +6,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
 	"slices"
@@ -22,6 +23,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/internal/gctune"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -45,7 +47,7 @@ var benchRuns atomic.Int64
 // benchBroker starts the kafka-broker test tool (kfake) in a process of its
 // own, without persistence, so that the benchmark's CPU figures are the
 // pipeline's alone.
-func benchBroker(b *testing.B) []string {
+func benchBroker(b *testing.B) ([]string, int) {
 	b.Helper()
 	port, err := testenv.FreePort()
 	if err != nil {
@@ -67,7 +69,25 @@ func benchBroker(b *testing.B) []string {
 	if err != nil || !strings.HasPrefix(line, "ready ") {
 		b.Fatalf("kafka-broker: %q, %v", line, err)
 	}
-	return strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "ready ")), ",")
+	return strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "ready ")), ","), cmd.Process.Pid
+}
+
+// processCPU returns the user and system CPU time process pid used so far
+// (from /proc, in clock ticks of 10 ms), 0 when it cannot be read.
+func processCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis; utime and stime
+	// are the 14th and 15th of the line.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	s, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(u+s) * 10 * time.Millisecond
 }
 
 // benchValue is an input record: {"id":"o-000000042","amount":12.5,"sent":<unix ns>}.
@@ -102,26 +122,31 @@ func preload(b *testing.B, brokers []string, topic string, n int) {
 	}
 }
 
-// usage is what a run cost this process.
+// usage is what a run cost this process, and the broker's.
 type usage struct {
-	wall   time.Duration
-	cpu    time.Duration
-	allocs uint64
+	wall      time.Duration
+	cpu       time.Duration
+	allocs    uint64
+	brokerCPU time.Duration
+	// faults are minor page faults: the heap growing into new memory.
+	faults int64
 }
 
-func measure(fn func()) usage {
+func measure(broker int, fn func()) usage {
 	var ru0, ru1 syscall.Rusage
 	var ms0, ms1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&ms0)
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	broker0 := processCPU(broker)
 	began := time.Now()
 	fn()
 	wall := time.Since(began)
+	brokerCPU := processCPU(broker) - broker0
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	runtime.ReadMemStats(&ms1)
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-	return usage{wall: wall, cpu: cpu, allocs: ms1.Mallocs - ms0.Mallocs}
+	return usage{wall: wall, cpu: cpu, allocs: ms1.Mallocs - ms0.Mallocs, brokerCPU: brokerCPU, faults: ru1.Minflt - ru0.Minflt}
 }
 
 // pipeline is one way to move records from a topic to another.
@@ -201,7 +226,10 @@ func (lockstepQuery) query(brokers []string, in, out string, availableNow bool) 
 }
 
 func (l lockstepQuery) drain(b *testing.B, brokers []string, in, out string, n int) {
-	q, err := engine.New(l.query(brokers, in, out, true), registry(b), engine.WithCheckpoint(b.TempDir()))
+	phases := &phaseObserver{ms: map[string]int64{}}
+	began := time.Now()
+	q, err := engine.New(l.query(brokers, in, out, true), registry(b), engine.WithCheckpoint(b.TempDir()),
+		engine.WithObserver(phases))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -209,6 +237,8 @@ func (l lockstepQuery) drain(b *testing.B, brokers []string, in, out string, n i
 	if err != nil {
 		b.Fatal(err)
 	}
+	b.Logf("lockstep: %d ms in all, %d ms to the first batch; the batches' phases (ms, summed): %v",
+		time.Since(began).Milliseconds(), phases.start.Sub(began).Milliseconds(), phases.ms)
 	if sum.NumOutputRows != int64(n) {
 		b.Fatalf("the query wrote %d rows, want %d", sum.NumOutputRows, n)
 	}
@@ -223,6 +253,19 @@ func (l lockstepQuery) follow(b *testing.B, brokers []string, in, out string, re
 	go func() { <-stop; q.Stop() }()
 	if _, err := q.Run(context.Background()); err != nil {
 		b.Error(err)
+	}
+}
+
+// phaseObserver sums the batches' phase durations, for the benchmark's log.
+type phaseObserver struct {
+	start time.Time
+	ms    map[string]int64
+}
+
+func (o *phaseObserver) Started(engine.Start) { o.start = time.Now() }
+func (o *phaseObserver) Committed(p engine.Progress) {
+	for k, v := range p.DurationMs {
+		o.ms[k] += v
 	}
 }
 
@@ -336,7 +379,7 @@ func percentile(d []time.Duration, p float64) time.Duration {
 // in its own), the ratio to the ceiling, and p50/p99 end-to-end latency with
 // the default trigger.
 func BenchmarkKafkaToKafka(b *testing.B) {
-	brokers := benchBroker(b)
+	brokers, broker := benchBroker(b)
 	n := *benchRecords
 	createTopic(b, brokers, "in", benchPartitions, nil)
 	preload(b, brokers, "in", n)
@@ -346,20 +389,31 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 		p    pipeline
 	}{{"ceiling", plainLoop{}}, {"lockstep", lockstepQuery{}}} {
 		b.Run(c.name, func(b *testing.B) {
+			// Both halves run with the garbage collector's settings of
+			// lockstep run and lockstep engine (internal/gctune), so that
+			// the ratio compares the work, not the collector's settings.
+			b.Cleanup(gctune.Apply(gctune.Defaults(gctune.OSEnv)))
 			var u usage
 			for range b.N {
 				out := fmt.Sprintf("%s-out-%d", c.name, benchRuns.Add(1))
 				createTopic(b, brokers, out, benchPartitions, nil)
-				run := measure(func() { c.p.drain(b, brokers, "in", out, n) })
+				run := measure(broker, func() { c.p.drain(b, brokers, "in", out, n) })
 				u.wall += run.wall
 				u.cpu += run.cpu
 				u.allocs += run.allocs
+				u.brokerCPU += run.brokerCPU
+				u.faults += run.faults
 			}
 			records := float64(n * b.N)
 			rps := records / u.wall.Seconds()
 			b.ReportMetric(rps, "records/s")
 			b.ReportMetric(float64(u.cpu.Nanoseconds())/records, "cpu-ns/record")
 			b.ReportMetric(float64(u.allocs)/records, "allocs/record")
+			// The broker's CPU for the pipeline's requests: on a machine
+			// where both pipelines are CPU-bound, the ratio of the rates is
+			// about the ratio of this process's and the broker's CPU.
+			b.ReportMetric(float64(u.brokerCPU.Nanoseconds())/records, "broker-cpu-ns/record")
+			b.ReportMetric(float64(u.faults)*1000/records, "page-faults/1k-records")
 			if c.name == "ceiling" {
 				ceiling = rps
 			} else if ceiling > 0 {

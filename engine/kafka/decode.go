@@ -29,7 +29,7 @@ func (d *decoder) decode(value []byte, row []any, vals *box.Slab) error {
 	switch d.format {
 	case v1.KafkaRaw:
 		if value != nil {
-			row[0] = vals.String(string(value))
+			row[0] = vals.Bytes(value)
 		}
 		return nil
 	case v1.KafkaCSV:

@@ -75,7 +75,7 @@ func (s *Source) decode(slab *rowSlab, r *kgo.Record) fetched {
 	}
 	n := len(s.dec.cols)
 	if r.Key != nil {
-		row[n] = slab.boxes.String(string(r.Key))
+		row[n] = slab.boxes.Bytes(r.Key)
 	}
 	row[n+1] = slab.topic(r.Topic)
 	row[n+2] = slab.boxes.Int64(int64(r.Partition))

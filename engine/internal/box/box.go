@@ -14,9 +14,12 @@
 // that is never written again. A Slab hands out each element once and never
 // writes it again, so its interfaces are indistinguishable from the
 // runtime's own, to the garbage collector (an interior pointer keeps the
-// whole array alive), to reflection and to ==. The price is memory: a value
-// that outlives its row keeps its slab's array (at most slabSize values, a few
-// KB) alive; rows live for a batch, so do the arrays.
+// whole array alive), to reflection and to ==. Bytes does the same for the
+// bytes of strings: it copies them into an array of textSize bytes that it
+// hands out once, piece by piece, and never writes again, which is what a
+// string needs of its bytes. The price is memory: a value that outlives its
+// row keeps its slab's array (at most slabSize values, or textSize bytes, a
+// few KB) alive; rows live for a batch, so do the arrays.
 package box
 
 import (
@@ -28,6 +31,13 @@ import (
 
 // slabSize is how many values of a type one allocation holds.
 const slabSize = 512
+
+// textSize is how many bytes of strings one allocation holds; a string of
+// more than maxSharedText bytes gets an allocation of its own.
+const (
+	textSize      = 8192
+	maxSharedText = 256
+)
 
 // eface is the runtime's layout of an empty interface.
 type eface struct {
@@ -58,6 +68,7 @@ type Slab struct {
 	int64s  []int64
 	floats  []float64
 	times   []time.Time
+	text    []byte
 }
 
 // String returns v as an interface.
@@ -65,6 +76,24 @@ func (s *Slab) String(v string) any {
 	if s == nil || v == "" {
 		return v // the runtime boxes "" without allocating
 	}
+	return put(&s.strings, stringType, v)
+}
+
+// Bytes returns a string of b's bytes as an interface: string(b), with the
+// bytes copied into the slab's text rather than an allocation of their own.
+func (s *Slab) Bytes(b []byte) any {
+	if s == nil || len(b) == 0 {
+		return string(b)
+	}
+	if len(b) > maxSharedText {
+		return put(&s.strings, stringType, string(b))
+	}
+	if len(s.text) < len(b) {
+		s.text = make([]byte, textSize)
+	}
+	n := copy(s.text, b)
+	v := unsafe.String(&s.text[0], n)
+	s.text = s.text[n:]
 	return put(&s.strings, stringType, v)
 }
 

@@ -54,6 +54,47 @@ func TestSlabAllocatesPerArray(t *testing.T) {
 	}
 }
 
+func TestSlabBytes(t *testing.T) {
+	var s Slab
+	buf := make([]byte, maxSharedText+1)
+	var got []any
+	var want []string
+	for i := range 3 * textSize / 10 { // several arrays of text
+		n := i % 12
+		if i%100 == 0 {
+			n = len(buf) // too long to share
+		}
+		for j := range buf[:n] {
+			buf[j] = byte('a' + (i+j)%26)
+		}
+		got = append(got, s.Bytes(buf[:n]))
+		want = append(want, string(buf[:n]))
+		clear(buf) // the caller's buffer serves again: the values are copies
+	}
+	runtime.GC()
+	for i, g := range got {
+		if g != any(want[i]) || reflect.TypeOf(g) != reflect.TypeOf("") {
+			t.Fatalf("value %d = %#v, want %q", i, g, want[i])
+		}
+	}
+	var none *Slab
+	if v := none.Bytes([]byte("x")); v != any("x") {
+		t.Errorf("nil slab: %#v", v)
+	}
+	if v := s.Bytes(nil); v != any("") {
+		t.Errorf("nil bytes: %#v", v)
+	}
+	allocs := testing.AllocsPerRun(10, func() {
+		for range slabSize {
+			_ = s.Bytes([]byte("o-000000042"))
+		}
+	})
+	// One array of headers, and of text one for every 8192/11 strings.
+	if allocs > 2 {
+		t.Errorf("%v allocations for %d strings, want at most 2", allocs, slabSize)
+	}
+}
+
 func TestAs(t *testing.T) {
 	d, st := TypeOf(double(0)), TypeOf(stamp{})
 	if v := As(any(2.5), d); v != any(double(2.5)) {
