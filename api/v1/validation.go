@@ -136,22 +136,12 @@ func (s *Source) validateSchema(p *field.Path) field.ErrorList {
 		return errs
 	}
 	cols := p.Child("columns")
-	if len(s.Schema.Columns) == 0 {
-		errs = append(errs, field.Required(cols, "a schema needs at least one column"))
-	}
-	seen := map[string]bool{}
-	for i, c := range s.Schema.Columns {
-		cp := cols.Index(i)
-		errs = append(errs, columnName(cp.Child("name"), c.Name)...)
-		if s.Kafka != nil && strings.HasPrefix(c.Name, "_") && slices.Contains(KafkaMetadataColumns().Names(), c.Name) {
-			errs = append(errs, field.Invalid(cp.Child("name"), c.Name, "is a Kafka metadata column that the source adds itself"))
-		}
-		if c.Name != "" && seen[c.Name] {
-			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
-		}
-		seen[c.Name] = true
-		if !c.Type.Valid() {
-			errs = append(errs, field.NotSupported(cp.Child("type"), c.Type, ColumnTypes()))
+	errs = append(errs, validateColumns(cols, s.Schema.Columns)...)
+	if s.Kafka != nil {
+		for i, c := range s.Schema.Columns {
+			if strings.HasPrefix(c.Name, "_") && slices.Contains(KafkaMetadataColumns().Names(), c.Name) {
+				errs = append(errs, field.Invalid(cols.Index(i).Child("name"), c.Name, "is a Kafka metadata column that the source adds itself"))
+			}
 		}
 	}
 	return errs
