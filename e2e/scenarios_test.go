@@ -117,14 +117,14 @@ func contiguous(values []int64) error {
 
 // TestQueryRunsInPod: a query applied with kubectl runs as an engine pod on the node; its
 // status shows the committed batches, the lag and the guarantee, and the sink holds each
-// input row once.
+// input row once. Its memory limit becomes the engine's soft memory limit.
 func TestQueryRunsInPod(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
 	for i := range 3 {
 		tn.putOrders(fmt.Sprintf("%04d.json", i), 4*i, 4)
 	}
-	tn.apply(tn.filesQuery("orders", "{processingTime: 1s}", 0))
+	tn.apply(tn.filesQuery("orders", "{processingTime: 1s}", 0) + "  resources: {limits: {memory: 512Mi}}\n")
 	q := tn.committed("orders", 2)
 	tn.eventually("the query is Ready, with no lag left", func() error {
 		q = tn.query("orders")
@@ -142,6 +142,11 @@ func TestQueryRunsInPod(t *testing.T) {
 	pod := tn.readyPod("orders")
 	if pod.Spec.NodeName != tn.in.node.Name {
 		t.Errorf("engine pod on node %q, want %q", pod.Spec.NodeName, tn.in.node.Name)
+	}
+	// The engine read the container's cgroup limit (internal/gctune): 90% of 512 MiB.
+	if logs := string(tn.kubectl(nil, "-n", tn.ns, "logs", pod.Name, "-c", controller.EngineContainer)); !strings.Contains(logs,
+		"GC percent 200, memory limit 460 MiB (90% of the container's 512 MiB)") {
+		t.Errorf("the engine did not set its memory limit from the container's; its log:\n%s", logs)
 	}
 	// What a user reads: the printer columns.
 	out := string(tn.kubectl(nil, "-n", tn.ns, "get", "sq", "orders"))
