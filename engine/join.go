@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -55,6 +56,13 @@ type JoinProgress struct {
 	Loaded bool  `json:"loaded,omitempty"`
 }
 
+// joinNameAt returns the name of the join at step i of spec, as validation and the planner
+// name it (spec.JoinNames): the state folder and the offsets' snapshot key.
+func joinNameAt(spec *v1.StreamingQuerySpec, i int) string {
+	names, steps := spec.JoinNames()
+	return names[slices.Index(steps, i)]
+}
+
 // compileJoin compiles step i of spec, a join; cols are the columns flowing into it.
 func compileJoin(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *field.Error) {
 	st := &spec.Transform[i]
@@ -63,18 +71,12 @@ func compileJoin(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *fi
 	if j.Static == nil {
 		return nil, field.NotSupported(p.Child("stream"), "stream", []string{"static"})
 	}
-	ordinal := 0
-	for k := range i {
-		if spec.Transform[k].Join != nil {
-			ordinal++
-		}
-	}
 	right, ok := j.RightColumns(spec)
 	if !ok {
 		return nil, field.Required(p.Child("static", "schema"), "the static side's columns")
 	}
 	s := &staticJoinStep{
-		name:  st.JoinName(ordinal),
+		name:  joinNameAt(spec, i),
 		kind:  j.Static.Kind(),
 		spec:  j,
 		outer: j.EffectiveType() == v1.JoinLeftOuter,
@@ -128,15 +130,7 @@ func (s *staticJoinStep) apply(rows []Row) []Row {
 	var kb []byte
 	for _, l := range rows {
 		head := int32(-1)
-		switch {
-		case s.index == nil:
-		case s.index.str != nil: // the common case, inlined
-			if k, ok := l[s.leftKeys[0]].(string); ok {
-				if h, found := s.index.str[k]; found {
-					head = h
-				}
-			}
-		default:
+		if s.index != nil {
 			head, kb = s.index.lookup(l, s.leftKeys, kb)
 		}
 		if head < 0 {

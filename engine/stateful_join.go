@@ -39,13 +39,7 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (ste
 	if j.Stream == nil {
 		return nil, field.NotSupported(p.Child("static"), "static", []string{"stream"})
 	}
-	ordinal := 0
-	for k := range i {
-		if spec.Transform[k].Join != nil {
-			ordinal++
-		}
-	}
-	name := st.JoinName(ordinal)
+	name := joinNameAt(spec, i)
 	right, ok := j.RightColumns(spec)
 	if !ok {
 		return nil, field.Invalid(p.Child("stream", "source"), j.Stream.Source, "the source's columns are not known")
@@ -204,25 +198,11 @@ func (r *run) commitJoin(ctx context.Context, bp *batchPlan, p *Progress) error 
 	}
 	dropped := [2]int64{jr.metrics.LeftDroppedByWatermark, jr.metrics.RightDroppedByWatermark}
 	for i, st := range jr.stores {
-		began := r.q.opts.clock.Now()
-		name := st.Metadata().Operator
-		cm, err := st.Commit(ctx)
+		op, err := r.commitStore(ctx, bp, st, string(v1.StepJoin), dropped[i])
 		if err != nil {
-			return r.fenced(err, bp.id, "state of operator "+name)
+			return err
 		}
-		p.StateOperators = append(p.StateOperators, StateOperatorProgress{
-			Operator:                  name,
-			Kind:                      string(v1.StepJoin),
-			Version:                   cm.Version,
-			NumRowsTotal:              cm.Rows,
-			NumRowsUpdated:            cm.Updated,
-			NumRowsRemoved:            cm.Removed,
-			NumRowsDroppedByWatermark: dropped[i],
-			MemoryUsedBytes:           cm.MemoryBytes,
-			CommitTimeMs:              r.q.opts.clock.Since(began).Milliseconds(),
-			DeltaFiles:                cm.Files,
-			DeltaBytes:                cm.Bytes,
-		})
+		p.StateOperators = append(p.StateOperators, op)
 	}
 	jr.metrics = stateful.JoinMetrics{}
 	return nil
