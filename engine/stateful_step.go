@@ -237,30 +237,42 @@ func (r *run) commitState(ctx context.Context, bp *batchPlan, p *Progress) error
 		return nil
 	}
 	for i, s := range r.state.ops {
-		began := r.q.opts.clock.Now()
-		cm, err := r.state.stores[s.name].Commit(ctx)
-		if err != nil {
-			return r.fenced(err, bp.id, "state of operator "+s.name)
-		}
 		var m stateful.Metrics
 		if i < len(r.state.metrics) {
 			m = r.state.metrics[i]
 		}
-		p.StateOperators = append(p.StateOperators, StateOperatorProgress{
-			Operator:                  s.name,
-			Kind:                      string(s.kind),
-			Version:                   cm.Version,
-			NumRowsTotal:              cm.Rows,
-			NumRowsUpdated:            cm.Updated,
-			NumRowsRemoved:            cm.Removed,
-			NumRowsDroppedByWatermark: m.DroppedByWatermark,
-			MemoryUsedBytes:           cm.MemoryBytes,
-			CommitTimeMs:              r.q.opts.clock.Since(began).Milliseconds(),
-			DeltaFiles:                cm.Files,
-			DeltaBytes:                cm.Bytes,
-		})
+		op, err := r.commitStore(ctx, bp, r.state.stores[s.name], string(s.kind), m.DroppedByWatermark)
+		if err != nil {
+			return err
+		}
+		p.StateOperators = append(p.StateOperators, op)
 	}
 	return r.commitJoin(ctx, bp, p)
+}
+
+// commitStore writes an operator's state store for the batch and returns
+// the operator's progress: kind names the operator's step, dropped the
+// input rows it dropped as late.
+func (r *run) commitStore(ctx context.Context, bp *batchPlan, st *state.Store, kind string, dropped int64) (StateOperatorProgress, error) {
+	began := r.q.opts.clock.Now()
+	name := st.Metadata().Operator
+	cm, err := st.Commit(ctx)
+	if err != nil {
+		return StateOperatorProgress{}, r.fenced(err, bp.id, "state of operator "+name)
+	}
+	return StateOperatorProgress{
+		Operator:                  name,
+		Kind:                      kind,
+		Version:                   cm.Version,
+		NumRowsTotal:              cm.Rows,
+		NumRowsUpdated:            cm.Updated,
+		NumRowsRemoved:            cm.Removed,
+		NumRowsDroppedByWatermark: dropped,
+		MemoryUsedBytes:           cm.MemoryBytes,
+		CommitTimeMs:              r.q.opts.clock.Since(began).Milliseconds(),
+		DeltaFiles:                cm.Files,
+		DeltaBytes:                cm.Bytes,
+	}, nil
 }
 
 // nextWatermark returns the watermark of the batch after bp: it moves with
