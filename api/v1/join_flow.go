@@ -89,7 +89,7 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 	case j.Static != nil:
 		add(j.Static.validate(p.Child("static"))...)
 		right, rightKnown = j.RightColumns(s)
-		if !slices.Contains(StaticJoinTypes(), j.joinType()) && slices.Contains(JoinTypes(), j.joinType()) {
+		if !slices.Contains(StaticJoinTypes(), j.EffectiveType()) && slices.Contains(JoinTypes(), j.EffectiveType()) {
 			add(field.NotSupported(p.Child("type"), j.Type, StaticJoinTypes()))
 		}
 	default:
@@ -97,10 +97,10 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			add(field.Forbidden(p.Child("stream"), fmt.Sprintf("a query may have only one stream join (transform[%d] is one)", jc.streamJoinAt)))
 		}
 		var ok bool
-		right, ok = s.streamSide(p.Child("stream"), j.Stream, cur, errs)
+		right, ok = s.streamSide(p.Child("stream"), j.Stream, errs)
 		rightKnown = ok
 	}
-	if !slices.Contains(JoinTypes(), j.joinType()) {
+	if !slices.Contains(JoinTypes(), j.EffectiveType()) {
 		add(field.NotSupported(p.Child("type"), j.Type, JoinTypes()))
 	}
 	rs := flowState{cols: right, known: rightKnown}
@@ -241,15 +241,13 @@ func (j *Join) joinSideHint() string {
 	return "right"
 }
 
-func (j *Join) joinType() JoinType {
+// EffectiveType returns the join's type, inner when it is not set.
+func (j *Join) EffectiveType() JoinType {
 	if j.Type == "" {
 		return JoinInner
 	}
 	return j.Type
 }
-
-// EffectiveType returns the join's type, inner when it is not set.
-func (j *Join) EffectiveType() JoinType { return j.joinType() }
 
 // joinName checks a join's explicit name: a DNS label, not the id of another join or stateful
 // step.
@@ -322,7 +320,7 @@ func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 }
 
 // streamSide validates a stream join's right side and returns its columns.
-func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, left flowState, errs *field.ErrorList) (Columns, bool) {
+func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, errs *field.ErrorList) (Columns, bool) {
 	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
 	var src *Source
 	for i := range s.Sources {

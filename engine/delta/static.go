@@ -29,7 +29,6 @@ type staticSnapshot struct {
 
 // Static is a Delta table read as the static side of a join.
 type Static struct {
-	join    string
 	table   *Table
 	columns v1.Columns
 }
@@ -44,7 +43,7 @@ func NewStatic(_ context.Context, spec *v1.StaticSide, env engine.StaticEnv) (en
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", spec.Delta.Path, err)
 	}
-	return &Static{join: env.Join, table: Open(FolderStore(folder)), columns: spec.Schema.Columns}, nil
+	return &Static{table: Open(FolderStore(folder)), columns: spec.Schema.Columns}, nil
 }
 
 // Latest returns the table's newest version; a table without a commit is an error.

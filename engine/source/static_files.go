@@ -36,7 +36,6 @@ type filesSnapshot struct {
 
 // StaticFiles is a folder read as the static side of a join.
 type StaticFiles struct {
-	join   string
 	format v1.FileFormat
 	folder blob.Folder
 	dec    *codec.Decoder
@@ -52,7 +51,7 @@ func NewStaticFiles(_ context.Context, spec *v1.StaticSide, env engine.StaticEnv
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", spec.Files.Path, err)
 	}
-	return &StaticFiles{join: env.Join, format: spec.Files.Format, folder: folder, dec: codec.NewDecoder(spec.Schema.Columns)}, nil
+	return &StaticFiles{format: spec.Files.Format, folder: folder, dec: codec.NewDecoder(spec.Schema.Columns)}, nil
 }
 
 // Latest lists the folder: its visible files by name, with sizes and modification times.

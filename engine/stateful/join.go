@@ -206,12 +206,6 @@ func (j *StreamJoin) Metadata() [2]state.Metadata {
 	return [2]state.Metadata{j.left.meta, j.right.meta}
 }
 
-// Columns returns the output columns: the left's, then the right's, with
-// their own names (the caller renames them).
-func (j *StreamJoin) Columns() v1.Columns {
-	return append(slices.Clone(j.left.cols), j.right.cols...)
-}
-
 // JoinMetrics count what a join's Process did.
 type JoinMetrics struct {
 	// LeftDroppedByWatermark and RightDroppedByWatermark count each side's
