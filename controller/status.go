@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/compat"
 )
 
@@ -267,15 +268,9 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 	}
 	st.LastProgress = pr
 	st.Sources = nil
-	var lag int64
-	known := false
 	st.LagSeconds = nil
 	for _, sp := range c.Progress.Sources {
 		ss := v1.SourceStatus{Name: sp.Source, Offsets: string(sp.EndOffset), Lag: sp.Lag}
-		if sp.Lag != nil {
-			lag += *sp.Lag
-			known = true
-		}
 		if sp.LagMs != nil {
 			ss.LagSeconds = new(*sp.LagMs / 1000)
 			if st.LagSeconds == nil || *ss.LagSeconds > *st.LagSeconds {
@@ -284,10 +279,7 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 		}
 		st.Sources = append(st.Sources, ss)
 	}
-	st.Lag = nil
-	if known {
-		st.Lag = &lag
-	}
+	st.Lag = sumLag(c.Progress.Sources)
 }
 
 // compatibilityEvent returns the Compatible condition when it newly became False (a new
@@ -343,19 +335,8 @@ func (o *observation) commitSeen() (commitSeen, bool) {
 	if c == nil {
 		return commitSeen{}, false
 	}
-	cs := commitSeen{batch: c.BatchID, duration: time.Duration(c.Progress.DurationMs["triggerExecution"]) * time.Millisecond}
-	var lag int64
-	known := false
-	for _, s := range c.Progress.Sources {
-		if s.Lag != nil {
-			lag += *s.Lag
-			known = true
-		}
-	}
-	if known {
-		cs.lag = &lag
-	}
-	return cs, true
+	return commitSeen{batch: c.BatchID, duration: time.Duration(c.Progress.DurationMs["triggerExecution"]) * time.Millisecond,
+		lag: sumLag(c.Progress.Sources)}, true
 }
 
 // committedAt is when the newest batch committed; zero when none did.
@@ -409,4 +390,20 @@ func FindingText(f compat.Finding) string {
 		s += " Remedy: " + f.Remedy
 	}
 	return s
+}
+
+// sumLag is the total of the sources' lag at a commit, nil when no source can tell.
+func sumLag(sources []checkpoint.SourceProgress) *int64 {
+	var total int64
+	known := false
+	for _, s := range sources {
+		if s.Lag != nil {
+			total += *s.Lag
+			known = true
+		}
+	}
+	if !known {
+		return nil
+	}
+	return &total
 }
