@@ -280,21 +280,7 @@ func (s *StreamingQuerySpec) sourceFlow(p *field.Path, r *flowResult) flowState 
 	if len(s.Sources) > 0 && unioned == 0 {
 		r.errs = append(r.errs, field.Invalid(p, len(s.Sources), "every source is the right side of a stream join: at least one source must feed the transform as its left side"))
 	}
-	s.checkJoinedSources(field.NewPath("spec", "transform"), r)
 	return cur
-}
-
-// checkJoinedSources refuses a source read by two stream joins.
-func (s *StreamingQuerySpec) checkJoinedSources(steps *field.Path, r *flowResult) {
-	seen := map[string]bool{}
-	for i := range s.Transform {
-		if j := s.Transform[i].Join; j != nil && j.Stream != nil && j.Stream.Source != "" {
-			if seen[j.Stream.Source] {
-				r.errs = append(r.errs, field.Duplicate(steps.Index(i).Child("join", "stream", "source"), j.Stream.Source))
-			}
-			seen[j.Stream.Source] = true
-		}
-	}
 }
 
 // statefulID is the name of a stateful step, and whether the spec gives it (else it is the

@@ -208,8 +208,8 @@ func TestJoinColumns(t *testing.T) {
 	if diff := cmp.Diff(want, out); diff != "" {
 		t.Errorf("OutputColumns() of the stream join mismatch (-want +got):\n%s", diff)
 	}
-	if got := s.UnionSources(); len(got) != 1 || got[0].Name != "impressions" {
-		t.Errorf("UnionSources() = %v, want only impressions", got)
+	if got := s.JoinedSources(); len(got) != 1 || !got["clicks"] {
+		t.Errorf("JoinedSources() = %v, want only clicks", got)
 	}
 	if names, steps := s.JoinNames(); !cmp.Equal(names, []string{"imp-clicks"}) || !cmp.Equal(steps, []int{2}) {
 		t.Errorf("JoinNames() = %v, %v", names, steps)

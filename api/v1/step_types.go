@@ -137,19 +137,6 @@ func (s *StreamingQuerySpec) JoinedSources() map[string]bool {
 	return out
 }
 
-// UnionSources returns the sources that are unioned into the stream the transform starts
-// from: every source but those a stream join reads.
-func (s *StreamingQuerySpec) UnionSources() []*Source {
-	joined := s.JoinedSources()
-	var out []*Source
-	for i := range s.Sources {
-		if !joined[s.Sources[i].Name] {
-			out = append(out, &s.Sources[i])
-		}
-	}
-	return out
-}
-
 // Projection is one output column of a select: its name and the CEL expression computing it.
 type Projection struct {
 	// Name of the output column: letters, digits and underscores, not starting with a digit.
