@@ -104,10 +104,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	}
 	phase := clk.Now()
 	var rows, right []Row
-	joined := ""
-	if j := r.q.streamJoin(); j != nil {
-		joined = j.source
-	}
+	joined := r.q.spec.JoinedSources()
 	for _, s := range r.sources {
 		end, ok := bp.ends[s.name]
 		if !ok {
@@ -117,7 +114,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 		if err != nil {
 			return Progress{}, fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
 		}
-		if s.name == joined {
+		if joined[s.name] {
 			right = append(right, res.Rows...) // the join's right side, not unioned
 		} else {
 			rows = append(rows, res.Rows...)
