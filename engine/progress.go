@@ -38,7 +38,7 @@ type StoreObserver interface {
 
 // StoreOperation is one operation on the checkpoint's store.
 type StoreOperation struct {
-	// Op is get, create, put, list or delete.
+	// Op is one of StoreOps: get, create, put, list or delete.
 	Op string
 	// Duration is the whole operation, its retries included.
 	Duration time.Duration
@@ -48,6 +48,18 @@ type StoreOperation struct {
 	// missing object on get, a lost create-if-absent race on create.
 	Failed bool
 }
+
+// The operations on a checkpoint's store that a StoreOperation names.
+const (
+	OpGet    = "get"
+	OpCreate = "create"
+	OpPut    = "put"
+	OpList   = "list"
+	OpDelete = "delete"
+)
+
+// StoreOps returns every operation a StoreOperation may name.
+func StoreOps() []string { return []string{OpGet, OpCreate, OpPut, OpList, OpDelete} }
 
 // Start describes a run as it begins.
 type Start struct {

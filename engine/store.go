@@ -75,34 +75,34 @@ func (o observedStore) observe(ctx context.Context, op string, f func(context.Co
 }
 
 func (o observedStore) Get(ctx context.Context, key string) (data []byte, err error) {
-	o.observe(ctx, "get", func(ctx context.Context) error { data, err = o.store.Get(ctx, key); return err })
+	o.observe(ctx, OpGet, func(ctx context.Context) error { data, err = o.store.Get(ctx, key); return err })
 	return data, err
 }
 
 func (o observedStore) Create(ctx context.Context, key string, data []byte) (err error) {
-	o.observe(ctx, "create", func(ctx context.Context) error { err = o.store.Create(ctx, key, data); return err })
+	o.observe(ctx, OpCreate, func(ctx context.Context) error { err = o.store.Create(ctx, key, data); return err })
 	return err
 }
 
 func (o observedStore) Put(ctx context.Context, key string, data []byte) (err error) {
-	o.observe(ctx, "put", func(ctx context.Context) error { err = o.store.Put(ctx, key, data); return err })
+	o.observe(ctx, OpPut, func(ctx context.Context) error { err = o.store.Put(ctx, key, data); return err })
 	return err
 }
 
 func (o observedStore) List(ctx context.Context, prefix string) (keys []string, err error) {
-	o.observe(ctx, "list", func(ctx context.Context) error { keys, err = o.store.List(ctx, prefix); return err })
+	o.observe(ctx, OpList, func(ctx context.Context) error { keys, err = o.store.List(ctx, prefix); return err })
 	return keys, err
 }
 
 // ListInfo keeps the store's listing with sizes (checkpoint.ListInfo would
 // otherwise read every object).
 func (o observedStore) ListInfo(ctx context.Context, prefix string) (infos []checkpoint.ObjectInfo, err error) {
-	o.observe(ctx, "list", func(ctx context.Context) error { infos, err = checkpoint.ListInfo(ctx, o.store, prefix); return err })
+	o.observe(ctx, OpList, func(ctx context.Context) error { infos, err = checkpoint.ListInfo(ctx, o.store, prefix); return err })
 	return infos, err
 }
 
 func (o observedStore) Delete(ctx context.Context, key string) (err error) {
-	o.observe(ctx, "delete", func(ctx context.Context) error { err = o.store.Delete(ctx, key); return err })
+	o.observe(ctx, OpDelete, func(ctx context.Context) error { err = o.store.Delete(ctx, key); return err })
 	return err
 }
 

@@ -150,7 +150,7 @@ func New(namespace, name string, opts ...Option) *Metrics {
 			"Operations on the checkpoint's store that failed (a missing object or a lost create race is not a failure), by operation.", "operation"),
 	}
 	m.catalog = catalog
-	for _, op := range []string{"get", "create", "put", "list", "delete"} {
+	for _, op := range engine.StoreOps() {
 		// Present at 0, so that rate() sees the first failure.
 		m.storeRetries.WithLabelValues(op)
 		m.storeErr.WithLabelValues(op)
