@@ -184,9 +184,7 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	var q v1.StreamingQuery
 	if err := r.client.Get(ctx, req.NamespacedName, &q); err != nil {
 		if apierrors.IsNotFound(err) {
-			r.polls.forget(req.NamespacedName)
-			r.pgServers.forget(req.NamespacedName)
-			r.trends.forget(req.NamespacedName)
+			r.forget(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
@@ -450,10 +448,16 @@ func (r *QueryReconciler) finalize(ctx context.Context, q *v1.StreamingQuery) (c
 	if err := r.client.Update(ctx, q); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	r.polls.forget(client.ObjectKeyFromObject(q))
-	r.pgServers.forget(client.ObjectKeyFromObject(q))
-	r.trends.forget(client.ObjectKeyFromObject(q))
+	r.forget(client.ObjectKeyFromObject(q))
 	return ctrl.Result{}, nil
+}
+
+// forget drops what the reconciler remembers of a query that is gone: its poll of the
+// checkpoint, its PostgreSQL server and its progress trend.
+func (r *QueryReconciler) forget(q types.NamespacedName) {
+	r.polls.forget(q)
+	r.pgServers.forget(q)
+	r.trends.forget(q)
 }
 
 // deleteCheckpoint stops the engine and, once no engine pod is left, deletes the checkpoint
