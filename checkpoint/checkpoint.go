@@ -52,7 +52,8 @@ type Checkpoint struct {
 	readOnly bool
 	known    atomic.Int64 // 1 + the newest committed batch seen; 0 for none
 	now      func() time.Time
-	hint     hintState // when _latest was written, and what it carries (head.go)
+	hint     hintState  // when _latest was written, and what it carries (head.go)
+	shape    shapeState // the shape entry this writer recorded and no batch ran under yet
 }
 
 // A ClaimOption configures Claim.
@@ -189,18 +190,16 @@ func (c *Checkpoint) AddCommit(ctx context.Context, cm Commit) error {
 	if err != nil {
 		return fmt.Errorf("add commit for batch %d: %w", cm.BatchID, err)
 	}
+	if err := c.shape.check(ctx, c, cm.BatchID); err != nil {
+		return err
+	}
 	if err := c.add(ctx, CommitKey, cm.BatchID, data); err != nil {
 		return err
 	}
+	c.shape.ran(cm.BatchID)
 	c.remember(cm.BatchID)
 	c.writeHint(ctx, cm.BatchID)
 	return nil
-}
-
-// AddShape records shape (the compat package's JSON) as the query's shape in
-// force from batch on. A lost race is an error wrapping ErrFenced.
-func (c *Checkpoint) AddShape(ctx context.Context, batch int64, shape []byte) error {
-	return c.add(ctx, ShapeKey, batch, shape)
 }
 
 func (c *Checkpoint) add(ctx context.Context, key func(int64) string, batch int64, data []byte) error {
@@ -213,6 +212,7 @@ func (c *Checkpoint) add(ctx context.Context, key func(int64) string, batch int6
 	}
 	err := c.store.Create(ctx, k, data)
 	if errors.Is(err, ErrExists) {
+		c.shape.lost(ctx, c, batch)
 		return fmt.Errorf("add %s: %w", c.name(k), ErrFenced)
 	}
 	if err != nil {
@@ -254,31 +254,6 @@ func (c *Checkpoint) decodeCommit(batch int64, data []byte) (Commit, error) {
 		return Commit{}, fmt.Errorf("read %s: %w", c.name(CommitKey(batch)), err)
 	}
 	return cm, nil
-}
-
-// Shape returns the shape in force at batch: the newest shape entry at or
-// before it, and the batch from which it is in force. With no such entry the
-// error wraps ErrNotFound.
-func (c *Checkpoint) Shape(ctx context.Context, batch int64) (from int64, shape []byte, err error) {
-	batches, err := c.logBatches(ctx, ShapeDir)
-	if err != nil {
-		return 0, nil, err
-	}
-	for i := len(batches) - 1; i >= 0; i-- {
-		if batches[i] <= batch {
-			data, err := c.get(ctx, ShapeKey(batches[i]))
-			if err != nil {
-				return 0, nil, err
-			}
-			return batches[i], data, nil
-		}
-	}
-	return 0, nil, fmt.Errorf("no shape in force at batch %d in %s: %w", batch, c.Location(), ErrNotFound)
-}
-
-// LatestShape returns the newest shape entry, as Shape.
-func (c *Checkpoint) LatestShape(ctx context.Context) (from int64, shape []byte, err error) {
-	return c.Shape(ctx, 1<<63-1)
 }
 
 // Batch is one batch as the logs record it.

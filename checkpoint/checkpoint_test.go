@@ -415,11 +415,11 @@ func TestFencing(t *testing.T) {
 	if err := b.AddCommit(t.Context(), commit(1)); !errors.Is(err, checkpoint.ErrFenced) {
 		t.Errorf("second writer's AddCommit(1) error = %v, want ErrFenced", err)
 	}
-	if err := a.AddShape(t.Context(), 0, []byte(`{}`)); err != nil {
+	if err := a.RecordShape(t.Context(), 0, []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.AddShape(t.Context(), 0, []byte(`{"other":1}`)); !errors.Is(err, checkpoint.ErrFenced) {
-		t.Errorf("second writer's AddShape(0) error = %v, want ErrFenced", err)
+	if err := b.RecordShape(t.Context(), 0, []byte(`{"other":1}`)); !errors.Is(err, checkpoint.ErrFenced) {
+		t.Errorf("second writer's RecordShape(0) error = %v, want ErrFenced", err)
 	}
 	if got, _ := a.Offsets(t.Context(), 2); got.BatchWatermarkMs != offsets(2).BatchWatermarkMs {
 		t.Errorf("the loser changed offsets 2: %+v", got)

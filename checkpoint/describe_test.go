@@ -12,11 +12,11 @@ import (
 
 func TestShape(t *testing.T) {
 	c := claim(t, newDir(t))
-	if _, _, err := c.LatestShape(t.Context()); !errors.Is(err, checkpoint.ErrNotFound) {
-		t.Errorf("LatestShape of a new checkpoint error = %v, want ErrNotFound", err)
+	if _, _, err := c.CommittedShape(t.Context()); !errors.Is(err, checkpoint.ErrNoCommit) || !errors.Is(err, checkpoint.ErrNotFound) {
+		t.Errorf("CommittedShape of a new checkpoint error = %v, want ErrNoCommit wrapping ErrNotFound", err)
 	}
 	for _, b := range []int64{0, 5} {
-		if err := c.AddShape(t.Context(), b, []byte(`{"from":`+string(rune('0'+b))+`}`)); err != nil {
+		if err := c.RecordShape(t.Context(), b, []byte(`{"from":`+string(rune('0'+b))+`}`)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -26,8 +26,13 @@ func TestShape(t *testing.T) {
 			t.Errorf("Shape(%d) = %d, %s, %v; want shape %d", tc.batch, from, shape, err, tc.from)
 		}
 	}
-	if from, _, err := c.LatestShape(t.Context()); err != nil || from != 5 {
-		t.Errorf("LatestShape = %d, %v; want 5", from, err)
+	runBatches(t, c, 0, 5)
+	if from, _, err := c.CommittedShape(t.Context()); err != nil || from != 0 {
+		t.Errorf("CommittedShape with batches 0 to 4 committed = %d, %v; want the shape from 0", from, err)
+	}
+	runBatches(t, c, 5, 6)
+	if from, _, err := c.CommittedShape(t.Context()); err != nil || from != 5 {
+		t.Errorf("CommittedShape with batch 5 committed = %d, %v; want the shape from 5", from, err)
 	}
 }
 
@@ -38,10 +43,10 @@ func realCheckpoint(t *testing.T) (*checkpoint.Dir, *checkpoint.Checkpoint) {
 	t.Helper()
 	d := newDir(t)
 	c := claim(t, d)
-	c.AddShape(t.Context(), 0, []byte(`{"sources":["orders"]}`))
+	c.RecordShape(t.Context(), 0, []byte(`{"sources":["orders"]}`))
 	for b := int64(0); b < 12; b++ {
 		if b == 8 {
-			c.AddShape(t.Context(), 8, []byte(`{"sources":["orders","refunds"]}`))
+			c.RecordShape(t.Context(), 8, []byte(`{"sources":["orders","refunds"]}`))
 		}
 		runBatches(t, c, b, b+1)
 		for part := range 2 {

@@ -37,7 +37,7 @@ func TestPurgeKeepsTheRetentionWindow(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, b := range []int64{0, 120, 200} {
-		if err := c.AddShape(t.Context(), b, fmt.Appendf(nil, `{"from":%d}`, b)); err != nil {
+		if err := c.RecordShape(t.Context(), b, fmt.Appendf(nil, `{"from":%d}`, b)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -118,7 +118,7 @@ func TestInterruptedPurgeKeepsRecoveryPossible(t *testing.T) {
 			runBatches(t, c, 0, 40)
 			c.AddOffsets(t.Context(), offsets(40))
 			for _, b := range []int64{0, 10, 20, 30} {
-				c.AddShape(t.Context(), b, []byte(`{}`))
+				c.RecordShape(t.Context(), b, []byte(`{}`))
 			}
 			interrupted := claim(t, &failingDeletes{Store: d, n: n})
 			if _, err := interrupted.Purge(t.Context(), 10); err == nil {

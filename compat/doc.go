@@ -12,7 +12,8 @@
 //     the output mode, the sink's kind and identity, pinned settings and the trigger.
 //     [ShapeOf] computes it from a spec. The engine stores it as JSON in the checkpoint's
 //     shape/<N> log, at the first batch and whenever a run starts with a different but
-//     compatible shape; [ParseShape] reads it back.
+//     compatible shape (replacing an entry no batch ran under); [ParseShape] reads it back.
+//     A change is judged against the shape the committed batches ran under.
 //   - [Check] compares an old Shape with a new spec and returns a [Verdict]: one [Finding] per
 //     change that matters, each allowed, allowed with a warning, or rejected, with the rule,
 //     the spec path, the old and new values, a one-sentence reason and the remedy. The verdict

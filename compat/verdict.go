@@ -107,8 +107,8 @@ func Check(old Shape, new *v1.StreamingQuerySpec, opts ...Option) Verdict {
 	return v
 }
 
-// Guard is the engine's start guard: it judges spec against old, the newest shape in the
-// checkpoint (nil when the checkpoint has none). A spec that does not validate is an error
+// Guard is the engine's start guard: it judges spec against old, the shape the committed
+// batches ran under in the checkpoint (nil when none has committed). A spec that does not validate is an error
 // from ShapeOf. A rejected change is a *RejectedError carrying the verdict, which the caller
 // prints with Verdict.WriteText before it exits with code 3; the checkpoint must not be
 // written then. Otherwise the verdict (allowed, or with warnings to log) and nil.

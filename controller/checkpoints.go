@@ -139,7 +139,8 @@ type snapshot struct {
 	meta   checkpoint.Metadata
 	// shaped is true when the checkpoint recorded a shape.
 	shaped bool
-	// shape is the newest shape entry; the zero Shape when none was recorded.
+	// shape is the shape the committed batches ran under; the zero Shape when none
+	// committed under a recorded shape.
 	shape compat.Shape
 	// head is the newest entry of each log; read only for status (see readHead).
 	head checkpoint.Head
@@ -148,7 +149,8 @@ type snapshot struct {
 	committedOffsets *checkpoint.Offsets
 }
 
-// load reads what a change is judged against: the checkpoint's metadata and newest shape.
+// load reads what a change is judged against: the checkpoint's metadata and the shape its
+// committed batches ran under.
 // A location without a checkpoint is the zero snapshot and a nil Checkpoint.
 func load(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snapshot, error) {
 	cp, err := checkpoint.Load(ctx, s)
@@ -159,7 +161,7 @@ func load(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snap
 		return nil, snapshot{}, err
 	}
 	snap := snapshot{exists: true, meta: cp.Metadata()}
-	_, data, err := cp.LatestShape(ctx)
+	_, data, err := cp.CommittedShape(ctx)
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 	case err != nil:
@@ -191,7 +193,7 @@ func readHead(ctx context.Context, cp *checkpoint.Checkpoint, snap *snapshot) er
 	return nil
 }
 
-// read reads all of the checkpoint in s that the controller shows: metadata, newest shape,
+// read reads all of the checkpoint in s that the controller shows: metadata, committed shape,
 // head. It is what every status poll read before polls remembered (see poller).
 func read(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snapshot, error) {
 	cp, snap, err := load(ctx, s)

@@ -8,7 +8,7 @@
 // it (spec plus the checkpoint location, store settings) and a Deployment (one replica,
 // Recreate, so the old engine stops at a batch boundary before the new one starts) that runs
 // `lockstep engine` with the store's credentials from the query's namespace. Before a spec
-// change reaches the ConfigMap it is checked with compat against the newest shape in the
+// change reaches the ConfigMap it is checked with compat against the committed batches' shape in the
 // checkpoint: a rejected change sets Compatible=False and the previous spec keeps running.
 // Status is read from the checkpoint (query id, batches, progress, lag) and from the engine
 // pod (restarts, termination message), and refreshed every [WithResync] interval. A refresh

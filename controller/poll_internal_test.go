@@ -118,7 +118,7 @@ func newPollWorld(t *testing.T) *pollWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := w.writer.AddShape(ctx, 0, data); err != nil {
+	if err := w.writer.RecordShape(ctx, 0, data); err != nil {
 		t.Fatal(err)
 	}
 	return w

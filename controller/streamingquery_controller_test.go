@@ -2,6 +2,7 @@ package controller_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -404,7 +405,13 @@ func TestCompatibleKeepsWarnings(t *testing.T) {
 
 	// The engine runs the new spec: it records its shape at batch 1 and commits.
 	_, d := f.engine("orders")
-	f.claim(q, 1)
+	cp := f.claim(q, 1)
+	if err := cp.AddOffsets(t.Context(), checkpoint.Offsets{BatchID: 1, Sources: []checkpoint.SourceOffset{{Source: "orders", Offset: json.RawMessage(`{"files":2}`)}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.AddCommit(t.Context(), checkpoint.Commit{BatchID: 1}); err != nil {
+		t.Fatal(err)
+	}
 	f.runPod(d)
 	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
 	if err := hasWarning(); err != nil {

@@ -196,7 +196,7 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 	return warnings, err
 }
 
-// readCheckpoint reads what the change is judged against (metadata and newest shape) within
+// readCheckpoint reads what the change is judged against (metadata and the committed batches' shape) within
 // the budget. Its errors other than errStoreRefused are phrased for the admission warning:
 // they name the location and, when the budget ran out, the budget.
 func (w *QueryWebhook) readCheckpoint(ctx context.Context, cps checkpoints, namespace string, p placement) (snapshot, error) {

@@ -433,3 +433,23 @@ func TestWebhookJudgesPostgresSinkByItsServer(t *testing.T) {
 		t.Errorf("warnings = %q, want one saying the sink is judged by the Secret's name", got)
 	}
 }
+
+// TestWebhookJudgesAgainstTheCommittedShape: a shape recorded for a batch that has not
+// committed (an engine started with a spec, then stopped before its first batch) is not
+// what a change is judged against; the shape the committed batches ran under is.
+func TestWebhookJudgesAgainstTheCommittedShape(t *testing.T) {
+	f, _ := webhookFixture(t)
+	f.create(f.query("orders").Obj())
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
+	unrun := f.get("orders").DeepCopy()
+	unrun.Spec.Sources[0].Files.Path = "s3://" + f.s3.Bucket + "/landing/other"
+	f.claim(unrun, 1)
+
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Transform[0].Filter = "amount > 1.0" }); err != nil {
+		t.Fatalf("Update judged against the shape batch 1 was to run under, not batch 0's: %v", err)
+	}
+	err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Sources[0].Files.Path = unrun.Spec.Sources[0].Files.Path })
+	if !apierrors.IsInvalid(err) || !strings.Contains(statusCauses(err), "spec.sources[0]") {
+		t.Errorf("moving the source to the unrun shape's path = %v, want Invalid at spec.sources[0]: batch 0 read the old path", err)
+	}
+}

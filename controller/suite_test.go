@@ -249,7 +249,7 @@ func (f *fixture) claim(q *v1.StreamingQuery, shapeAt int64, opts ...compat.Opti
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := cp.AddShape(ctx, shapeAt, data); err != nil {
+	if err := cp.RecordShape(ctx, shapeAt, data); err != nil {
 		f.t.Fatal(err)
 	}
 	return cp

@@ -207,8 +207,20 @@ func TestAllowedChangeRollsPod(t *testing.T) {
 	id, gen := q.Status.QueryID, q.Generation
 	old := tn.readyPod("ticks")
 	tn.apply(tn.rateQuery("ticks", "value % 2 == 0", false))
-	tn.eventually("the changed spec runs in a new pod", func() error {
-		q := tn.query("ticks")
+	tn.rolled("ticks", gen, old)
+	before := *tn.query("ticks").Status.LatestCommittedBatch
+	if q := tn.committed("ticks", before+1); q.Status.QueryID != id {
+		t.Errorf("query id %s after the change, want %s", q.Status.QueryID, id)
+	}
+}
+
+// rolled waits until the query's spec is newer than generation gen and runs in a ready pod
+// other than old, and returns that pod.
+func (tn *tenant) rolled(name string, gen int64, old *corev1.Pod) *corev1.Pod {
+	tn.t.Helper()
+	var pod *corev1.Pod
+	tn.eventually("the changed spec of "+name+" runs in a new pod", func() error {
+		q := tn.query(name)
 		if q.Generation == gen {
 			return fmt.Errorf("generation still %d", gen)
 		}
@@ -216,18 +228,47 @@ func TestAllowedChangeRollsPod(t *testing.T) {
 		if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != q.Generation {
 			return fmt.Errorf("Ready %+v at generation %d", ready, q.Generation)
 		}
-		p, err := tn.runningPod("ticks")
+		p, err := tn.runningPod(name)
 		if err != nil {
 			return err
 		}
 		if p.UID == old.UID {
 			return fmt.Errorf("pod %s is still the old one", p.Name)
 		}
+		pod = p
 		return nil
 	})
-	before := *tn.query("ticks").Status.LatestCommittedBatch
-	if q := tn.committed("ticks", before+1); q.Status.QueryID != id {
-		t.Errorf("query id %s after the change, want %s", q.Status.QueryID, id)
+	return pod
+}
+
+// TestChangesAppliedTwiceBeforeTheNextBatch: two allowed changes (trigger 2s → 3s → 4s) on
+// a query waiting for data each roll the engine pod, and each new engine records its shape
+// for the next batch over the one the engine before it recorded, since no batch ran under
+// it; the next file then commits batch 1 under the last spec with no engine restart. Before,
+// the second change crash-looped the engine ("another writer owns this checkpoint").
+func TestChangesAppliedTwiceBeforeTheNextBatch(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	tn.putOrders("0000.json", 0, 4)
+	tn.apply(tn.filesQuery("orders", "{processingTime: 2s}", 0))
+	q := tn.committed("orders", 0)
+	id := q.Status.QueryID
+	pod := tn.readyPod("orders")
+	for _, trigger := range []string{"{processingTime: 3s}", "{processingTime: 4s}"} {
+		gen := tn.query("orders").Generation
+		tn.apply(tn.filesQuery("orders", trigger, 0))
+		pod = tn.rolled("orders", gen, pod)
+	}
+	tn.putOrders("0001.json", 4, 4)
+	q = tn.committed("orders", 1)
+	if q.Status.QueryID != id {
+		t.Errorf("query id %s after the changes, want %s", q.Status.QueryID, id)
+	}
+	if q.Status.Restarts != 0 || restarts(tn.readyPod("orders")) != 0 {
+		t.Errorf("the engine restarted (status.restarts %d); conditions %s", q.Status.Restarts, conditions(q))
+	}
+	if _, rows := tn.sinkRows("out/orders"); len(rows) != 8 {
+		t.Errorf("sink rows = %d, want the 8 orders", len(rows))
 	}
 }
 

@@ -112,11 +112,12 @@ func WithPhaseHook(hook func(phase Phase, batch int64)) Option {
 // it wrapped with ErrRefused.
 //
 // This is where the compat package's start guard belongs (defence in depth
-// behind `lockstep plan` and the admission webhook): load the newest shape
-// with req.Checkpoint.LatestShape, Check it against req.Spec, and record the
-// spec's shape with req.Checkpoint.AddShape(ctx, req.NextBatch, shape) when it
-// changed. NextBatch is the first batch this run executes (a replayed batch
-// already runs with the new spec's logic).
+// behind `lockstep plan` and the admission webhook): read the shape the
+// committed batches ran under (req.Checkpoint.Shape at req.Head.Committed),
+// Check it against req.Spec, and record the spec's shape with
+// req.Checkpoint.RecordShape(ctx, req.NextBatch, shape) when it changed.
+// NextBatch is the first batch this run executes (a replayed batch already
+// runs with the new spec's logic).
 type StartGuard func(ctx context.Context, req GuardRequest) error
 
 // GuardRequest is the input of a StartGuard.

@@ -168,7 +168,7 @@ func (c *lockstepCluster) writeCheckpoint(t testing.TB, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cp.AddShape(ctx, 0, data); err != nil {
+	if err := cp.RecordShape(ctx, 0, data); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()

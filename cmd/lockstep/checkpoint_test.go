@@ -65,10 +65,10 @@ func writeTestCheckpoint(t *testing.T, store checkpoint.Store) *checkpoint.Check
 			t.Fatal(err)
 		}
 	}
-	must(c.AddShape(ctx, 0, []byte(`{"sources":["orders"]}`)))
+	must(c.RecordShape(ctx, 0, []byte(`{"sources":["orders"]}`)))
 	for b := int64(0); b <= 12; b++ {
 		if b == 8 {
-			must(c.AddShape(ctx, 8, []byte(`{"sources":["orders","refunds"]}`)))
+			must(c.RecordShape(ctx, 8, []byte(`{"sources":["orders","refunds"]}`)))
 		}
 		must(c.AddOffsets(ctx, checkpoint.Offsets{
 			BatchID:          b,

@@ -166,22 +166,26 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 }
 
 // compatGuard is the engine's start guard (DESIGN.md §5, defence in depth): it judges the
-// spec against the checkpoint's newest shape with compat.Guard, logs warnings, and records
-// the spec's shape from the first batch it runs when the shape changed.
+// spec against the shape the committed batches ran under with compat.Guard, logs warnings,
+// and records the spec's shape from the first batch it runs. A shape recorded by an earlier
+// start that ran no batch (a change applied twice before the next batch) is neither judged
+// against nor kept: RecordShape replaces it.
 func compatGuard(log *slog.Logger) engine.StartGuard {
 	return func(ctx context.Context, req engine.GuardRequest) error {
 		var old *compat.Shape
-		_, data, err := req.Checkpoint.LatestShape(ctx)
-		switch {
-		case errors.Is(err, checkpoint.ErrNotFound):
-		case err != nil:
-			return fmt.Errorf("read the checkpoint's shape: %w", err)
-		default:
-			s, err := compat.ParseShape(data)
-			if err != nil {
+		if c := req.Head.Committed; c != nil {
+			_, data, err := req.Checkpoint.Shape(ctx, c.BatchID)
+			switch {
+			case errors.Is(err, checkpoint.ErrNotFound):
+			case err != nil:
 				return fmt.Errorf("read the checkpoint's shape: %w", err)
+			default:
+				s, err := compat.ParseShape(data)
+				if err != nil {
+					return fmt.Errorf("read the checkpoint's shape: %w", err)
+				}
+				old = &s
 			}
-			old = &s
 		}
 		pg, note := postgresServer(&req.Spec.Sink, req.Getenv)
 		if note != "" {
@@ -201,23 +205,18 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 			return err
 		}
 		if old != nil && old.Equal(shape) {
-			return nil
+			// Unchanged since the committed batches, unless an earlier start that ran no
+			// batch recorded another shape for the next one: that entry must go.
+			from, _, err := req.Checkpoint.Shape(ctx, req.NextBatch)
+			if err != nil || from <= req.Head.Committed.BatchID {
+				return err
+			}
 		}
-		data, err = json.Marshal(shape)
+		data, err := json.Marshal(shape)
 		if err != nil {
 			return fmt.Errorf("encode shape: %w", err)
 		}
-		err = req.Checkpoint.AddShape(ctx, req.NextBatch, data)
-		if errors.Is(err, checkpoint.ErrFenced) {
-			// A shape for this batch is recorded (an earlier start stopped before the
-			// batch ran): it must be this one.
-			if _, rec, rerr := req.Checkpoint.Shape(ctx, req.NextBatch); rerr == nil {
-				if s, perr := compat.ParseShape(rec); perr == nil && s.Equal(shape) {
-					return nil
-				}
-			}
-		}
-		return err
+		return req.Checkpoint.RecordShape(ctx, req.NextBatch, data)
 	}
 }
 

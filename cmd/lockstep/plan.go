@@ -53,7 +53,7 @@ like a Terraform plan: each change that matters to the checkpoint is listed with
 spec path, old and new values, the reason, and the remedy, followed by the verdict and the
 delivery guarantee of the new query. The rules are in docs/compatibility.md.
 
---checkpoint reads the newest shape from a checkpoint location (a path, file:///path or
+--checkpoint reads the shape its committed batches ran under from a checkpoint location (a path, file:///path or
 s3://bucket/prefix), read-only; a location without a checkpoint allows everything, with
 warnings only about the new query itself (such as state that grows without bound).
 --from judges against the shape OLD.yaml would have recorded; when the two manifests name
@@ -70,7 +70,7 @@ unreadable input (manifest, checkpoint or flags), 1 another failure.`,
 		},
 	}
 	cmd.Flags().StringVarP(&o.file, "file", "f", "", "the new StreamingQuery manifest (YAML or JSON)")
-	cmd.Flags().StringVar(&o.location, "checkpoint", "", "judge against the newest shape in this checkpoint location")
+	cmd.Flags().StringVar(&o.location, "checkpoint", "", "judge against the shape the committed batches in this checkpoint location ran under")
 	cmd.Flags().StringVar(&o.from, "from", "", "judge against the shape of this StreamingQuery manifest")
 	cmd.Flags().StringVarP(&o.output, "output", "o", planText, "output format: text or json")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(exitInvalid, err) })
@@ -148,8 +148,8 @@ func (o *planOptions) shapeFrom(spec *v1.StreamingQuerySpec) (*compat.Shape, str
 	return &sh, "the shape of " + o.from, nil
 }
 
-// shapeInCheckpoint returns the newest shape in the --checkpoint location, read-only; nil
-// when there is no checkpoint there or it has run no batch yet.
+// shapeInCheckpoint returns the shape the committed batches in the --checkpoint location ran
+// under, read-only; nil when there is no checkpoint there or it has committed no batch yet.
 func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, string, error) {
 	loc := o.location
 	if u, err := url.Parse(loc); err == nil && u.Scheme == "" && !filepath.IsAbs(loc) {
@@ -168,18 +168,14 @@ func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, str
 	if err != nil {
 		return nil, "", withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
 	}
-	from, data, err := c.LatestShape(ctx)
+	from, data, err := c.CommittedShape(ctx)
+	if errors.Is(err, checkpoint.ErrNoCommit) {
+		return nil, "checkpoint " + o.location + ": it has committed no batch yet", nil
+	}
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		head, herr := c.Head(ctx)
-		if herr != nil {
-			return nil, "", withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, herr))
-		}
-		if head.Planned == nil {
-			return nil, "checkpoint " + o.location + ": it has run no batch yet", nil
-		}
 		return nil, "", withExitCode(exitInvalid, fmt.Errorf(
-			"checkpoint %s has batches up to %d but records no shape, so this change cannot be judged; judge it with --from OLD.yaml instead",
-			o.location, head.Planned.BatchID))
+			"checkpoint %s has committed batches but records no shape, so this change cannot be judged; judge it with --from OLD.yaml instead",
+			o.location))
 	}
 	if err != nil {
 		return nil, "", withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))

@@ -81,26 +81,37 @@ func newCheckpoint(t *testing.T, shapeOf string) (dir, id string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.AddShape(ctx, 0, data); err != nil {
+		if err := c.RecordShape(ctx, 0, data); err != nil {
 			t.Fatal(err)
 		}
+		commitBatch(t, c, 0)
 	}
 	return dir, c.Metadata().ID
 }
 
-func addOffsets(t *testing.T, dir string, batch int64) {
+// addBatch commits batch in the checkpoint in dir, recording no shape.
+func addBatch(t *testing.T, dir string, batch int64) {
 	t.Helper()
-	ctx := context.Background()
 	store, err := checkpoint.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := checkpoint.Claim(ctx, store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
+	c, err := checkpoint.Claim(t.Context(), store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	commitBatch(t, c, batch)
+}
+
+// commitBatch adds batch's offsets and commit entries: a shape recorded from batch on is
+// then one the committed batches ran under.
+func commitBatch(t *testing.T, c *checkpoint.Checkpoint, batch int64) {
+	t.Helper()
 	o := checkpoint.Offsets{BatchID: batch, Sources: []checkpoint.SourceOffset{{Source: "orders", Offset: json.RawMessage(`{"logOffset":0}`)}}}
-	if err := c.AddOffsets(ctx, o); err != nil {
+	if err := c.AddOffsets(t.Context(), o); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.AddCommit(t.Context(), checkpoint.Commit{BatchID: batch}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -226,16 +237,16 @@ func TestPlanCheckpoint(t *testing.T) {
 			t.Errorf("exit %d (%v), output:\n%s\nwant exit 0 and a warning", code, err, out)
 		}
 	})
-	t.Run("a checkpoint that has run no batch", func(t *testing.T) {
+	t.Run("a checkpoint that has committed no batch", func(t *testing.T) {
 		dir, _ := newCheckpoint(t, "")
 		out, code, err := plan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--checkpoint", dir)
-		if code != exitOK || !strings.Contains(out, "it has run no batch yet") || !strings.Contains(out, "everything is allowed") {
+		if code != exitOK || !strings.Contains(out, "it has committed no batch yet") || !strings.Contains(out, "everything is allowed") {
 			t.Errorf("exit %d (%v), output:\n%s\nwant exit 0, no batch yet, everything allowed", code, err, out)
 		}
 	})
 	t.Run("batches without a shape cannot be judged", func(t *testing.T) {
 		dir, _ := newCheckpoint(t, "")
-		addOffsets(t, dir, 0)
+		addBatch(t, dir, 0)
 		_, code, err := plan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--checkpoint", dir)
 		if code != exitInvalid || err == nil || !strings.Contains(err.Error(), "records no shape") {
 			t.Errorf("exit %d (%v), want %d: records no shape", code, err, exitInvalid)
@@ -248,9 +259,10 @@ func TestPlanCheckpoint(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := c.AddShape(context.Background(), 0, []byte(`{"version": 99}`)); err != nil {
+		if err := c.RecordShape(context.Background(), 0, []byte(`{"version": 99}`)); err != nil {
 			t.Fatal(err)
 		}
+		commitBatch(t, c, 0)
 		_, code, err := plan(t, testPlanOptions(), "-f", planData+"old.yaml", "--checkpoint", dir)
 		if code != exitInvalid || !errors.Is(err, compat.ErrNewerShape) {
 			t.Errorf("exit %d (%v), want %d wrapping compat.ErrNewerShape", code, err, exitInvalid)
@@ -625,8 +637,8 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 		})
 	}
 
-	// The allowed change runs, and its shape is recorded: judged against it, the same spec
-	// changes nothing.
+	// The allowed change starts with no new data: its shape is recorded for the next batch,
+	// but no batch ran under it, so the change is still judged against the committed batches'.
 	allowed := filepath.Join(root, "a-longer-watermark-delay.yaml")
 	if code, err := execute(t, "run", "-f", allowed, "--checkpoint", ck); code != exitOK {
 		t.Fatalf("lockstep run (allowed) = exit %d: %v", code, err)
@@ -635,6 +647,18 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 		t.Errorf("the checkpoint holds %d shapes after the allowed change, want 2", n)
 	}
 	got, code, err := plan(t, opts, "-f", allowed, "--checkpoint", ck)
+	if code != exitOK || !strings.Contains(got, "! watermark-delay") {
+		t.Errorf("lockstep plan after an allowed start that ran no batch: exit %d (%v), output:\n%s", code, err, got)
+	}
+	// Once a batch committed under it, judged against it the same spec changes nothing.
+	name := filepath.Join(in, "orders-9.json")
+	if err := os.WriteFile(name, []byte(`{"order_id":"g","country":"nl","amount":1,"ts":"2026-01-01T00:50:00Z"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, err := execute(t, "run", "-f", allowed, "--checkpoint", ck); code != exitOK {
+		t.Fatalf("lockstep run (allowed, new data) = exit %d: %v", code, err)
+	}
+	got, code, err = plan(t, opts, "-f", allowed, "--checkpoint", ck)
 	if code != exitOK || !strings.Contains(got, "No changes that matter to the checkpoint.") {
 		t.Errorf("lockstep plan after the allowed run: exit %d (%v), output:\n%s", code, err, got)
 	}
@@ -688,9 +712,10 @@ func TestPlanOnS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	data, _ := json.Marshal(sh)
-	if err := c.AddShape(t.Context(), 0, data); err != nil {
+	if err := c.RecordShape(t.Context(), 0, data); err != nil {
 		t.Fatal(err)
 	}
+	commitBatch(t, c, 0)
 	etags := func() map[string]string {
 		m := map[string]string{}
 		for obj := range srv.Client(t).ListObjectsIter(t.Context(), srv.Bucket, minio.ListObjectsOptions{Recursive: true}) {

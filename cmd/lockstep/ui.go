@@ -156,7 +156,7 @@ func historyRing(ctx context.Context, location string) (*ui.Ring, error) {
 	}
 	meta := c.Metadata()
 	q := ui.Query{Namespace: meta.Owner.Namespace, Name: meta.Owner.Name, Location: c.Location()}
-	if _, data, err := c.LatestShape(ctx); err == nil {
+	if _, data, err := c.CommittedShape(ctx); err == nil {
 		if s, err := compat.ParseShape(data); err == nil {
 			q.Shape = &s
 			q.Guarantee = sinkGuarantee(s.Sink.Kind)

@@ -48,7 +48,7 @@ A checkpoint is only meaningful for the query that wrote it: its offsets are key
 name and refer to one topic set, folder or table; its state is keyed by each stateful step's id
 and encoded by that step's keys, functions and window. Lockstep records what the checkpoint
 depends on, the query's **shape**, in the checkpoint's ` + "`shape/<N>`" + ` log, and judges every change
-against the newest shape before it is applied: in ` + "`lockstep plan`" + `, in the admission webhook
+against the shape the committed batches ran under before it is applied: in ` + "`lockstep plan`" + `, in the admission webhook
 (so ` + "`kubectl apply`" + ` and server-side dry-run), in the Terraform plan, and in the engine at start.
 
 Each change that matters is a **finding** with a rule, the spec path, the old and new values, a
