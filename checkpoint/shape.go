@@ -34,6 +34,12 @@ func (c *Checkpoint) Shape(ctx context.Context, batch int64) (from int64, shape 
 	return 0, nil, fmt.Errorf("no shape in force at batch %d in %s: %w", batch, c.Location(), ErrNotFound)
 }
 
+// ShapeEntry returns the shape entry recorded for exactly batch. With none the error wraps
+// ErrNotFound.
+func (c *Checkpoint) ShapeEntry(ctx context.Context, batch int64) ([]byte, error) {
+	return c.get(ctx, ShapeKey(batch))
+}
+
 // CommittedShape returns the shape the committed batches ran under: the shape in force
 // at the newest committed batch, and the batch from which it is in force. An entry
 // recorded for a batch that has not committed is not it. When no batch has committed the

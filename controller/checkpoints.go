@@ -137,21 +137,21 @@ type snapshot struct {
 	// exists is false when the location holds no checkpoint yet.
 	exists bool
 	meta   checkpoint.Metadata
-	// shaped is true when the checkpoint recorded a shape.
+	// shaped is true when a batch committed under a recorded shape.
 	shaped bool
 	// shape is the shape the committed batches ran under; the zero Shape when none
 	// committed under a recorded shape.
 	shape compat.Shape
-	// head is the newest entry of each log; read only for status (see readHead).
+	// head is the newest entry of each log (see readHead).
 	head checkpoint.Head
 	// committedOffsets is the offsets entry of the newest committed batch, for its timestamp
 	// and watermark; nil when there is none.
 	committedOffsets *checkpoint.Offsets
 }
 
-// load reads what a change is judged against: the checkpoint's metadata and the shape its
-// committed batches ran under.
-// A location without a checkpoint is the zero snapshot and a nil Checkpoint.
+// load reads what a change is judged against and what the status shows: the checkpoint's
+// metadata, its head and the shape its committed batches ran under. A location without a
+// checkpoint is the zero snapshot and a nil Checkpoint.
 func load(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snapshot, error) {
 	cp, err := checkpoint.Load(ctx, s)
 	if errors.Is(err, checkpoint.ErrNotFound) {
@@ -161,16 +161,21 @@ func load(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snap
 		return nil, snapshot{}, err
 	}
 	snap := snapshot{exists: true, meta: cp.Metadata()}
-	_, data, err := cp.CommittedShape(ctx)
-	switch {
-	case errors.Is(err, checkpoint.ErrNotFound):
-	case err != nil:
+	if err := readHead(ctx, cp, &snap); err != nil {
 		return nil, snapshot{}, err
-	default:
-		if snap.shape, err = compat.ParseShape(data); err != nil {
-			return nil, snapshot{}, fmt.Errorf("read shape of %s: %w", s.Location(), err)
+	}
+	if c := snap.head.Committed; c != nil {
+		from, data, err := cp.Shape(ctx, c.BatchID)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+		case err != nil:
+			return nil, snapshot{}, err
+		default:
+			if snap.shape, err = compat.ParseShape(data); err != nil {
+				return nil, snapshot{}, fmt.Errorf("read shape of %s from batch %d: %w", s.Location(), from, err)
+			}
+			snap.shaped = true
 		}
-		snap.shaped = true
 	}
 	return cp, snap, nil
 }
@@ -191,19 +196,6 @@ func readHead(ctx context.Context, cp *checkpoint.Checkpoint, snap *snapshot) er
 		}
 	}
 	return nil
-}
-
-// read reads all of the checkpoint in s that the controller shows: metadata, committed shape,
-// head. It is what every status poll read before polls remembered (see poller).
-func read(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snapshot, error) {
-	cp, snap, err := load(ctx, s)
-	if err != nil || cp == nil {
-		return cp, snap, err
-	}
-	if err := readHead(ctx, cp, &snap); err != nil {
-		return nil, snapshot{}, err
-	}
-	return cp, snap, nil
 }
 
 // ownedBy reports whether the checkpoint belongs to query q: its metadata names q's namespace

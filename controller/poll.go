@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/compat"
 )
 
 // A status poll runs every resync for every query. Reading the whole checkpoint each time
@@ -52,8 +53,10 @@ import (
 // claims the checkpoint and records the shape of the spec it runs before its first batch)
 // or someone else writes the location, so the whole checkpoint is read again when anything
 // that could have caused that changed: the query's uid or generation, its placement or
-// credentials (the Secret is read again every secretRefresh, 5 min, and after a failed read), its engine pods, a read that failed, a checkpoint that does not exist or has
-// no shape yet.
+// credentials (the Secret is read again every secretRefresh, 5 min, and after a failed read), its engine pods, a read that failed, a checkpoint that does not exist.
+// The shape an engine records is the committed batches' only once its first batch commits,
+// so the first poll that sees a commit after a whole read also reads the entry for the
+// batch after the one the whole read saw committed (1 GET, once).
 
 // poller holds the memory of status polls, per query. It is safe for concurrent use; the
 // reconciler never polls one query twice at once.
@@ -76,6 +79,10 @@ type pollEntry struct {
 	badHint int64
 	// quiet counts the polls in a row that found nothing new (see quietPolls).
 	quiet int
+	// shapeSettled is set once the shape was read again at the first commit after the whole
+	// read: the shape an engine records for its first batch becomes the committed batches'
+	// only when that batch commits.
+	shapeSettled bool
 }
 
 // storeKey is what an opened store depends on.
@@ -178,12 +185,12 @@ func (pl *poller) poll(ctx context.Context, cps checkpoints, q *v1.StreamingQuer
 func (e pollEntry) advance(ctx context.Context, rk readKey) (pollEntry, error) {
 	next := e
 	next.read = rk
-	if e.cp == nil || e.read != rk || !e.snap.shaped {
-		cp, snap, err := read(ctx, e.store)
+	if e.cp == nil || e.read != rk {
+		cp, snap, err := load(ctx, e.store)
 		if err != nil {
 			return e, err
 		}
-		next.cp, next.snap, next.badHint, next.quiet = cp, snap, 0, 0
+		next.cp, next.snap, next.badHint, next.quiet, next.shapeSettled = cp, snap, 0, 0, false
 		return next, nil
 	}
 	if e.quiet >= quietPolls && plannedBatch(e.snap.head) == committedBatch(e.snap.head) {
@@ -199,6 +206,24 @@ func (e pollEntry) advance(ctx context.Context, rk readKey) (pollEntry, error) {
 		return e, err
 	}
 	if hint < 0 {
+		if !e.shapeSettled && committedBatch(snap.head) > committedBatch(e.snap.head) {
+			// The first commit since the whole read: an engine that started since recorded
+			// its shape, if it changed, for its first batch, the one after the commit the
+			// whole read saw; that batch has committed now, so the shape is the committed
+			// batches'. One GET tells.
+			data, err := e.cp.ShapeEntry(ctx, committedBatch(e.snap.head)+1)
+			switch {
+			case errors.Is(err, checkpoint.ErrNotFound):
+			case err != nil:
+				return e, err
+			default:
+				if snap.shape, err = compat.ParseShape(data); err != nil {
+					return e, fmt.Errorf("poll %s: %w", e.cp.Location(), err)
+				}
+				snap.shaped = true
+			}
+			next.shapeSettled = true
+		}
 		next.quiet = 0
 		if plannedBatch(snap.head) == plannedBatch(e.snap.head) && committedBatch(snap.head) == committedBatch(e.snap.head) {
 			next.quiet = e.quiet + 1

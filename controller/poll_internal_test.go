@@ -12,7 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -165,7 +167,7 @@ func (w *pollWorld) batches(from, to int64, planNext bool) {
 // record appends the status a whole read shows now to the history.
 func (w *pollWorld) record() {
 	w.t.Helper()
-	_, snap, err := read(context.Background(), w.direct)
+	_, snap, err := load(context.Background(), w.direct)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -189,7 +191,7 @@ func (w *pollWorld) poll(pl *poller, pods []corev1.Pod) (v1.StreamingQueryStatus
 		w.t.Fatalf("poll = %v", err)
 	}
 	n := w.proxy.take()
-	_, want, err := read(context.Background(), w.direct)
+	_, want, err := load(context.Background(), w.direct)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -264,7 +266,11 @@ func TestPollReadsAtMostTwoObjects(t *testing.T) {
 	steady(t, "unchanged", w.check(pl, nil))
 	steady(t, "unchanged again", w.check(pl, nil))
 	w.commit(3)
-	steady(t, "the running batch committed", w.check(pl, nil))
+	// The first commit after a whole read also reads the shape entry of the batch after
+	// the one that read saw committed (TestPollFollowsAShapeOnceItsBatchCommits): one GET more.
+	if n := w.check(pl, nil); n["GET"] > 3 || len(n) > 1 {
+		t.Errorf("the running batch committed, the first commit since the whole read: requests %v, want at most 3 GETs and nothing else", n)
+	}
 	steady(t, "unchanged", w.check(pl, nil))
 	w.plan(4)
 	steady(t, "the next batch started", w.check(pl, nil))
@@ -361,4 +367,47 @@ func TestPollReadsAtMostTwoObjects(t *testing.T) {
 		t.Errorf("the poll that finds the quiet query's next batch: requests %v, want at most 3 GETs", n)
 	}
 	steady(t, "the next batch running", w.check(pl, pods))
+}
+
+// TestPollFollowsAShapeOnceItsBatchCommits: a shape an engine records for its first batch is
+// not the committed batches' until that batch commits; the poll holds the old one until then
+// and reads the new one at the commit, once (w.poll compares both with a whole read).
+func TestPollFollowsAShapeOnceItsBatchCommits(t *testing.T) {
+	w := newPollWorld(t)
+	w.batches(0, 3, false)
+	pl := &poller{}
+	w.check(pl, nil)
+	held := func() compat.Shape {
+		e := pl.entry(types.NamespacedName{Namespace: w.q.Namespace, Name: w.q.Name})
+		if e == nil {
+			t.Fatal("the poll holds nothing")
+		}
+		return e.snap.shape
+	}
+	old := held()
+
+	changed := w.q.DeepCopy()
+	changed.Spec.Sources[0].Files.MaxFilesPerTrigger = ptr.To[int32](7)
+	shape, err := compat.ShapeOf(&changed.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(shape)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.writer.RecordShape(context.Background(), 3, data); err != nil {
+		t.Fatal(err)
+	}
+	w.poll(pl, nil)
+	if !held().Equal(old) {
+		t.Fatalf("before batch 3 commits the poll holds %+v, want the committed batches' shape", held())
+	}
+	w.batches(3, 4, false)
+	w.poll(pl, nil)
+	if !held().Equal(shape) {
+		t.Errorf("after batch 3 committed the poll holds %+v, want the shape recorded for it", held())
+	}
+	w.batches(4, 5, false)
+	steady(t, "the next commit", w.check(pl, nil))
 }
