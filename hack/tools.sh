@@ -189,6 +189,17 @@ build_postgres() {
   link_postgres || { log "postgres: apt-get install postgresql did not provide initdb"; return 1; }
 }
 
+# build_chromium: Debian's Chromium, the real browser of the page tests (cmd/lockstep);
+# installed with apt-get when absent and linked into the cache.
+build_chromium() {
+  if ! command -v chromium >/dev/null; then
+    local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+    timed "chromium (apt-get install chromium)" bash -c "$sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium >/dev/null"
+  fi
+  ln -sf "$(command -v chromium)" "$BIN/chromium"
+  log "chromium: $(chromium --version 2>/dev/null | head -1)"
+}
+
 build_duckdb() {
   # DuckDB 1.5.6's Node API (MIT; its native binding ships inside the npm package), used by the
   # Delta tests as an independent reader. Installed under $LOCKSTEP_TOOLS/node.
@@ -202,7 +213,7 @@ build_duckdb() {
   timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
 }
 
-all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka_broker postgres duckdb)
+all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka_broker postgres duckdb chromium)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/lockstep-dev/lockstep/engine/ui"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // chromium runs Debian's headless Chromium on url with args (--dump-dom,
@@ -21,10 +22,7 @@ import (
 // test: the page is tested in a real one.
 func chromium(t *testing.T, url string, args ...string) string {
 	t.Helper()
-	bin, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("the page test needs a real browser: apt-get update && apt-get install -y chromium")
-	}
+	bin := testenv.Tool(t, "chromium") // make tools installs Debian's chromium
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--disable-sync", "--no-first-run", "--user-data-dir=" + t.TempDir(),
 		"--window-size=1280,1400"}
