@@ -3,9 +3,11 @@ package v1
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -104,7 +106,7 @@ func decodeStrict(doc []byte, obj any, kind string, tm *metav1.TypeMeta) error {
 	}
 	strict, err := kjson.UnmarshalStrict(j, obj)
 	if err != nil {
-		return &ManifestError{Problems: []string{err.Error()}}
+		return &ManifestError{Problems: []string{typeProblem(err)}}
 	}
 	var problems []string
 	for _, e := range strict {
@@ -119,4 +121,15 @@ func decodeStrict(doc []byte, obj any, kind string, tm *metav1.TypeMeta) error {
 		return &ManifestError{Problems: problems}
 	}
 	return nil
+}
+
+// typeProblem says what a decoding error means. A boolean where a string belongs is most
+// often YAML 1.1 reading an unquoted y, n, yes, no, on or off (a column named n, say) as a
+// boolean: it names the field and says that quoting fixes it.
+func typeProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) && te.Value == "bool" && te.Type != nil && te.Type.Kind() == reflect.String {
+		return fmt.Sprintf("%s: a boolean where a string belongs: YAML reads an unquoted y, n, yes, no, on, off, true or false as a boolean; quote the value (for example \"n\")", te.Field)
+	}
+	return err.Error()
 }

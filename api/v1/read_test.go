@@ -117,6 +117,11 @@ func TestParseQueryIsStrict(t *testing.T) {
 			want:     []string{"empty"},
 		},
 		{
+			name:     "a name YAML reads as a boolean",
+			manifest: strings.Replace(minimal, "name: ticks", "name: n", 1),
+			want:     []string{"spec.sources.name: a boolean where a string belongs", `quote the value (for example "n")`},
+		},
+		{
 			name:     "malformed YAML",
 			manifest: "spec: [",
 			want:     []string{"invalid manifest"},
