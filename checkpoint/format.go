@@ -245,6 +245,10 @@ type Commit struct {
 	Progress Progress `json:"progress"`
 }
 
+// DurationTotal is the key of Progress.DurationMs that holds the whole batch's duration,
+// as in Spark's progress.
+const DurationTotal = "triggerExecution"
+
 // Progress describes a committed batch.
 type Progress struct {
 	// Timestamp is when the batch committed.
@@ -252,7 +256,7 @@ type Progress struct {
 	NumInputRows  int64     `json:"numInputRows"`
 	NumOutputRows int64     `json:"numOutputRows"`
 	// DurationMs holds the time spent per phase, in milliseconds; keys are
-	// the engine's phase names ("triggerExecution", "addBatch", "walCommit"…).
+	// the engine's phase names (DurationTotal, "addBatch", "walCommit"…).
 	DurationMs map[string]int64 `json:"durationMs,omitempty"`
 	// Sources holds per-source progress, in the order of the offsets entry.
 	Sources []SourceProgress `json:"sources,omitempty"`

@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -214,7 +215,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 	es := &q.Spec.Engine
 	uses := append([]secretUse{storeSecretUse(store)}, secretUses(q.Spec.DeepCopy())...)
 	env := secretEnvVars(uses)
-	env = append(env, corev1.EnvVar{Name: EnvRegion, Value: orDefault(store.Spec.S3.Region, defaultRegion)})
+	env = append(env, corev1.EnvVar{Name: EnvRegion, Value: cmp.Or(store.Spec.S3.Region, defaultRegion)})
 	if e := store.Spec.S3.Endpoint; e != "" {
 		env = append(env, corev1.EnvVar{Name: EnvS3Endpoint, Value: e})
 	}
@@ -286,7 +287,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			Containers:                    []corev1.Container{container},
-			ServiceAccountName:            orDefault(es.ServiceAccountName, s.ServiceAccountName),
+			ServiceAccountName:            cmp.Or(es.ServiceAccountName, s.ServiceAccountName),
 			AutomountServiceAccountToken:  ptr.To(false),
 			TerminationGracePeriodSeconds: ptr.To(int64(s.GracePeriod / time.Second)),
 			NodeSelector:                  maps.Clone(es.NodeSelector),
@@ -350,11 +351,4 @@ func resources(r v1.ResourceRequirements) corev1.ResourceRequirements {
 		out.Requests[name] = q.DeepCopy()
 	}
 	return out
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }

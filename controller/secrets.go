@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -69,8 +70,8 @@ func secretUses(spec *v1.StreamingQuerySpec) []secretUse {
 	kafka := func(p *field.Path, sasl *v1.KafkaSASL, t *v1.KafkaTLS) {
 		if sasl != nil && sasl.SecretName != "" {
 			uses = append(uses, secretUse{field: p.Child("sasl", "secretName"), secret: sasl.SecretName, env: []secretEnv{
-				{name: orDefault(sasl.UsernameEnv, v1.DefaultKafkaUsernameEnv), key: KeySASLUsername},
-				{name: orDefault(sasl.PasswordEnv, v1.DefaultKafkaPasswordEnv), key: KeySASLPassword},
+				{name: cmp.Or(sasl.UsernameEnv, v1.DefaultKafkaUsernameEnv), key: KeySASLUsername},
+				{name: cmp.Or(sasl.PasswordEnv, v1.DefaultKafkaPasswordEnv), key: KeySASLPassword},
 			}})
 		}
 		if t == nil {

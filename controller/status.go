@@ -263,7 +263,7 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 			pr.Watermark = &w
 		}
 	}
-	if ms := c.Progress.DurationMs["triggerExecution"]; ms > 0 {
+	if ms := c.Progress.DurationMs[checkpoint.DurationTotal]; ms > 0 {
 		pr.ProcessedRowsPerSecond = c.Progress.NumInputRows * 1000 / ms
 	}
 	st.LastProgress = pr
@@ -335,7 +335,7 @@ func (o *observation) commitSeen() (commitSeen, bool) {
 	if c == nil {
 		return commitSeen{}, false
 	}
-	return commitSeen{batch: c.BatchID, duration: time.Duration(c.Progress.DurationMs["triggerExecution"]) * time.Millisecond,
+	return commitSeen{batch: c.BatchID, duration: time.Duration(c.Progress.DurationMs[checkpoint.DurationTotal]) * time.Millisecond,
 		lag: sumLag(c.Progress.Sources)}, true
 }
 

@@ -583,17 +583,6 @@ func deploymentReplicas(d *appsv1.Deployment) int32 {
 	return *d.Spec.Replicas
 }
 
-func mergeMaps(a, b map[string]string) map[string]string {
-	out := make(map[string]string, len(a)+len(b))
-	for k, v := range a {
-		out[k] = v
-	}
-	for k, v := range b {
-		out[k] = v
-	}
-	return out
-}
-
 // endsByItself reports whether the query's trigger ends (availableNow, once).
 func endsByItself(s *v1.StreamingQuerySpec) bool { return s.Trigger.AvailableNow || s.Trigger.Once }
 

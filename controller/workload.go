@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"maps"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -113,7 +114,10 @@ func (r *QueryReconciler) applyDeployment(ctx context.Context, q *v1.StreamingQu
 	}
 	rolled := d.Spec.Template.Annotations[AnnotationSpecHash] != want.Spec.Template.Annotations[AnnotationSpecHash]
 	upd := d.DeepCopy()
-	upd.Annotations = mergeMaps(upd.Annotations, want.Annotations)
+	if upd.Annotations == nil {
+		upd.Annotations = map[string]string{}
+	}
+	maps.Copy(upd.Annotations, want.Annotations)
 	upd.Labels = want.Labels
 	upd.Spec.Replicas = want.Spec.Replicas
 	upd.Spec.Strategy = want.Spec.Strategy

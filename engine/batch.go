@@ -177,7 +177,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, LatestOffset: s.LatestOffset, Lag: s.Lag, LagMs: s.LagMs,
 		})
 	}
-	durations["triggerExecution"] = clk.Since(began).Milliseconds()
+	durations[checkpoint.DurationTotal] = clk.Since(began).Milliseconds()
 	if err := r.ckpt.AddCommit(ctx, cm); err != nil {
 		return Progress{}, r.fenced(err, bp.id, "commits")
 	}
@@ -186,7 +186,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 	r.reached(PhaseCommitted, bp.id)
 
 	p.Duration = clk.Since(began)
-	durations["triggerExecution"] = p.Duration.Milliseconds()
+	durations[checkpoint.DurationTotal] = p.Duration.Milliseconds()
 	if s := p.Duration.Seconds(); s > 0 {
 		p.ProcessedRowsPerSecond = float64(p.NumInputRows) / s
 	}

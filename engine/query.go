@@ -421,7 +421,7 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 		NextBatch:     r.next,
 		Replay:        r.replay != nil,
 		LastCommitted: r.lastCommitted,
-		Trigger:       triggerName(q.spec.Trigger),
+		Trigger:       q.spec.Trigger.Name(),
 		Guarantee:     r.guarantee(),
 		Pinned:        maps.Clone(r.conf),
 	}
@@ -637,15 +637,3 @@ func (r *run) close() {
 }
 
 func (r *run) now() time.Time { return r.q.opts.clock.Now() }
-
-func triggerName(t v1.Trigger) string {
-	switch {
-	case t.Once:
-		return "once"
-	case t.AvailableNow:
-		return "availableNow"
-	case t.ProcessingTime != "":
-		return "processingTime=" + string(t.ProcessingTime)
-	}
-	return "default"
-}

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,7 +67,7 @@ func (c connection) restConfig() (*rest.Config, string, error) {
 				KeyData:  []byte(c.ClientKey),
 			},
 		}
-		return cfg, orDefault(ns, v1.DefaultNamespace), nil
+		return cfg, cmp.Or(ns, v1.DefaultNamespace), nil
 	}
 
 	rules := clientcmd.NewDefaultClientConfigLoadingRules() // KUBECONFIG, then ~/.kube/config
@@ -86,7 +87,7 @@ func (c connection) restConfig() (*rest.Config, string, error) {
 				ns = kns
 			}
 		}
-		return cfg, orDefault(ns, v1.DefaultNamespace), nil
+		return cfg, cmp.Or(ns, v1.DefaultNamespace), nil
 	case c.KubeconfigPath != "" || c.KubeconfigContext != "" || !clientcmd.IsEmptyConfig(err):
 		return nil, "", fmt.Errorf("load kubeconfig: %w", err)
 	}
@@ -104,7 +105,7 @@ func (c connection) restConfig() (*rest.Config, string, error) {
 			ns = strings.TrimSpace(string(b))
 		}
 	}
-	return cfg, orDefault(ns, v1.DefaultNamespace), nil
+	return cfg, cmp.Or(ns, v1.DefaultNamespace), nil
 }
 
 func expandHome(p string) string {
@@ -114,13 +115,6 @@ func expandHome(p string) string {
 		}
 	}
 	return p
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // cluster is the provider's client of one API server. It is safe for concurrent use.

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -82,7 +83,7 @@ func (d *queryDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	ns := orDefault(namespace.ValueString(), d.cluster.namespace)
+	ns := cmp.Or(namespace.ValueString(), d.cluster.namespace)
 	obj, err := d.cluster.getQuery(ctx, ns, name.ValueString())
 	if apierrors.IsNotFound(err) {
 		resp.Diagnostics.AddAttributeError(path.Root(attrName), "Streaming Query Not Found",
@@ -108,7 +109,7 @@ func (d *queryDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	set(attrQueryID, stringOrNull(st.QueryID))
 	set(attrPhase, stringOrNull(string(st.Phase)))
 	loc, _, _ := unstructured.NestedString(obj.Object, "spec", "checkpoint", "location")
-	set(attrCheckpointLocation, stringOrNull(orDefault(loc, st.CheckpointLocation)))
+	set(attrCheckpointLocation, stringOrNull(cmp.Or(loc, st.CheckpointLocation)))
 	set(attrLatestCommittedBatch, types.Int64PointerValue(st.LatestCommittedBatch))
 	if spec, err := typedSpec(objectSpec(obj)); err == nil {
 		g, reason := compat.GuaranteeOf(spec)

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -284,7 +285,7 @@ func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta,
 		diags.AddError("Internal Error", "Read the planned spec: "+err.Error())
 		return
 	}
-	namespace := orDefault(m.Namespace.ValueString(), r.cluster.namespace)
+	namespace := cmp.Or(m.Namespace.ValueString(), r.cluster.namespace)
 	name := m.Name.ValueString()
 
 	var before *int64 // the newest committed batch before this apply, for wait_for = committed_batch
@@ -368,7 +369,7 @@ func (r *queryResource) setObserved(ctx context.Context, dst attributeSetter, pl
 	}
 	m.Phase = stringOrNull(string(st.Phase))
 	m.LatestCommittedBatch = types.Int64PointerValue(st.LatestCommittedBatch)
-	m.CheckpointLocation = stringOrNull(orDefault(loc, st.CheckpointLocation))
+	m.CheckpointLocation = stringOrNull(cmp.Or(loc, st.CheckpointLocation))
 	spec, err := typedSpec(objectSpec(obj))
 	if err != nil {
 		diags.AddWarning("Unexpected Spec", err.Error())
@@ -419,7 +420,7 @@ func (r *queryResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	namespace := orDefault(m.Namespace.ValueString(), r.cluster.namespace)
+	namespace := cmp.Or(m.Namespace.ValueString(), r.cluster.namespace)
 	obj, err := r.cluster.getQuery(ctx, namespace, m.Name.ValueString())
 	if apierrors.IsNotFound(err) {
 		resp.State.RemoveResource(ctx) // deleted outside Terraform: the next plan creates it again
@@ -450,7 +451,7 @@ func (r *queryResource) Delete(ctx context.Context, req resource.DeleteRequest, 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	namespace, name := orDefault(m.Namespace.ValueString(), r.cluster.namespace), m.Name.ValueString()
+	namespace, name := cmp.Or(m.Namespace.ValueString(), r.cluster.namespace), m.Name.ValueString()
 	err := r.cluster.deleteQuery(ctx, namespace, name, k8stypes.UID(m.UID.ValueString()))
 	switch {
 	case apierrors.IsNotFound(err):

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 
@@ -77,7 +78,7 @@ func restoreSettings(ctx context.Context, m *queryMeta, obj *unstructured.Unstru
 		}
 	}
 	if m.WaitFor.IsNull() {
-		m.WaitFor = types.StringValue(orDefault(s.WaitFor, waitNothing))
+		m.WaitFor = types.StringValue(cmp.Or(s.WaitFor, waitNothing))
 	}
 	if m.Timeouts.IsNull() && len(s.Timeouts) > 0 {
 		vals := make(map[string]attr.Value, len(timeoutNames))

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -118,7 +119,7 @@ func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	// once its probe has reached the store's bucket.
 	set(attrReady, meta.IsStatusConditionTrue(store.Status.Conditions, v1.ConditionReady))
 	if known(queryName) {
-		ns := orDefault(queryNamespace.ValueString(), d.cluster.namespace)
+		ns := cmp.Or(queryNamespace.ValueString(), d.cluster.namespace)
 		loc, err := store.Spec.Location(ns, queryName.ValueString())
 		if err != nil {
 			resp.Diagnostics.AddAttributeError(path.Root(attrQueryName), "No Location For The Query", err.Error())

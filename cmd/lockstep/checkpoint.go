@@ -178,7 +178,7 @@ func writeDescription(w io.Writer, d checkpoint.Description, ops []state.Summary
 	} else {
 		p := d.Committed.Progress
 		row("Committed batch", "%d (%d rows in, %d out, %s; next watermark %s)", d.Committed.BatchID,
-			p.NumInputRows, p.NumOutputRows, duration(p.DurationMs["triggerExecution"]), millis(d.Committed.NextBatchWatermarkMs))
+			p.NumInputRows, p.NumOutputRows, duration(p.DurationMs[checkpoint.DurationTotal]), millis(d.Committed.NextBatchWatermarkMs))
 	}
 	if d.Committed != nil && len(d.Committed.WatermarksMs) > 0 {
 		// A stream–stream join: each side's watermark; the query's is their minimum.
@@ -302,7 +302,7 @@ func writeBatches(w io.Writer, batches []checkpoint.Batch) error {
 		committed, in, out, took := "no", "-", "-", "-"
 		if b.Commit != nil {
 			p := b.Commit.Progress
-			committed, in, out, took = "yes", fmt.Sprint(p.NumInputRows), fmt.Sprint(p.NumOutputRows), duration(p.DurationMs["triggerExecution"])
+			committed, in, out, took = "yes", fmt.Sprint(p.NumInputRows), fmt.Sprint(p.NumOutputRows), duration(p.DurationMs[checkpoint.DurationTotal])
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", b.ID, committed, watermark, timestamp, in, out, took, offsets)
 	}

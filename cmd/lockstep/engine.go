@@ -275,7 +275,7 @@ func (h *engineHealth) Started(s engine.Start) {
 func (h *engineHealth) Committed(p engine.Progress) {
 	h.progressed(h.clock.Now())
 	h.log.Info("Batch committed", "batch", p.Batch, "inputRows", p.NumInputRows, "outputRows", p.NumOutputRows,
-		"durationMs", p.DurationMs["triggerExecution"], "replay", p.Replay)
+		"durationMs", p.DurationMs[checkpoint.DurationTotal], "replay", p.Replay)
 }
 
 func (h *engineHealth) Idle(at time.Time) { h.progressed(at) }

@@ -191,7 +191,7 @@ func historyProgress(queryID string, b checkpoint.Batch) engine.Progress {
 		p.Timestamp = time.UnixMilli(b.Offsets.BatchTimestampMs).UTC()
 		p.WatermarkMs = b.Offsets.BatchWatermarkMs
 	}
-	p.Duration = time.Duration(cp.DurationMs["triggerExecution"]) * time.Millisecond
+	p.Duration = time.Duration(cp.DurationMs[checkpoint.DurationTotal]) * time.Millisecond
 	if s := p.Duration.Seconds(); s > 0 {
 		p.ProcessedRowsPerSecond = float64(p.NumInputRows) / s
 	}

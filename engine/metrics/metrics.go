@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
 )
 
@@ -22,9 +23,6 @@ var (
 
 // Prefix starts every metric name this package exports.
 const Prefix = "lockstep_"
-
-// phaseTotal is the progress' durationMs key of the whole batch.
-const phaseTotal = "triggerExecution"
 
 // durationBuckets spans a few milliseconds (an empty local batch) to minutes
 // (a large batch on S3), in seconds.
@@ -216,7 +214,7 @@ func (m *Metrics) Committed(p engine.Progress) {
 	m.outputRows.Add(float64(p.NumOutputRows))
 	m.duration.Observe(p.Duration.Seconds())
 	for phase, ms := range p.DurationMs {
-		if phase == phaseTotal {
+		if phase == checkpoint.DurationTotal {
 			continue // that is lockstep_batch_duration_seconds
 		}
 		m.phase.WithLabelValues(phase).Observe(seconds(ms))

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
 )
 
@@ -37,7 +37,7 @@ func Handler(ring *Ring) http.Handler {
 		"time":     clock,
 		"rows":     rows,
 		"rate":     rate,
-		"duration": func(p engine.Progress) string { return millis(p.DurationMs[phaseTotal]) },
+		"duration": func(p engine.Progress) string { return millis(p.DurationMs[checkpoint.DurationTotal]) },
 	}).ParseFS(assets, pageTemplate)) // the embedded template is part of the binary: a parse error is a bug
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
@@ -68,9 +68,6 @@ func Register(mux *http.ServeMux, ring *Ring) {
 	}
 }
 
-// phaseTotal is the durationMs key of a whole batch.
-const phaseTotal = "triggerExecution"
-
 // view is what the template renders.
 type view struct {
 	Snapshot
@@ -91,7 +88,7 @@ func newView(s Snapshot) view {
 		}
 	}
 	if v.Trigger == "" && s.Query.Shape != nil {
-		v.Trigger = triggerName(s.Query.Shape.Trigger)
+		v.Trigger = s.Query.Shape.Trigger.Name()
 	}
 	if v.QueryID == "" && len(s.Batches) > 0 {
 		v.QueryID = s.Batches[len(s.Batches)-1].QueryID
@@ -128,7 +125,7 @@ func charts(batches []engine.Progress) []chart {
 	phases := seriesBy(batches, func(p engine.Progress) map[string]float64 {
 		m := map[string]float64{}
 		for k, ms := range p.DurationMs {
-			if k != phaseTotal {
+			if k != checkpoint.DurationTotal {
 				m[k] = float64(ms)
 			}
 		}
@@ -193,22 +190,6 @@ func phaseRank(name string) int {
 		return i
 	}
 	return len(phaseOrder)
-}
-
-// triggerName names a trigger as engine.Start.Trigger does.
-func triggerName(t v1.Trigger) string {
-	switch {
-	case t.AvailableNow:
-		return "availableNow"
-	case t.Once:
-		return "once"
-	case t.ProcessingTime != "":
-		if d, err := t.ProcessingTime.Parse(); err == nil {
-			return "processingTime=" + d.String()
-		}
-		return "processingTime=" + string(t.ProcessingTime)
-	}
-	return "default"
 }
 
 func millis(ms int64) string {

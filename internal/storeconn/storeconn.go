@@ -6,6 +6,7 @@
 package storeconn
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -32,8 +33,8 @@ func Options(store *v1.CheckpointStore, data map[string][]byte) ([]s3.Option, er
 	}
 	opts := []s3.Option{
 		s3.WithEnv(func(string) string { return "" }),
-		s3.WithEndpoint(orDefault(spec.S3.Endpoint, s3.AWSEndpoint)),
-		s3.WithRegion(orDefault(spec.S3.Region, s3.DefaultRegion)),
+		s3.WithEndpoint(cmp.Or(spec.S3.Endpoint, s3.AWSEndpoint)),
+		s3.WithRegion(cmp.Or(spec.S3.Region, s3.DefaultRegion)),
 		s3.WithCredentials(id, key, string(data[s3.EnvSessionToken])),
 	}
 	if len(spec.S3.CABundle) > 0 {
@@ -50,11 +51,4 @@ func Options(store *v1.CheckpointStore, data map[string][]byte) ([]s3.Option, er
 		opts = append(opts, s3.WithInsecureSkipVerify())
 	}
 	return opts, nil
-}
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
