@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -114,16 +115,26 @@ func Run(t testing.TB, cmd *exec.Cmd) Result {
 	return wait(cmd, &out)
 }
 
+// SeedEnv names the environment variable that sets KillRandomly's seed.
+const SeedEnv = "LOCKSTEP_CRASH_SEED"
+
 // KillRandomly runs the commands next returns, one at a time, and SIGKILLs
 // each at a random instant within span unless it ended first, until kills
 // runs were killed. next learns whether the run before it ended on its own
 // (false for the first). A run that ends on its own must exit 0, or t
 // fails. It logs the random seed and returns how many runs ended on their
-// own.
+// own. The seed is random unless SeedEnv holds one: set it to the seed a failing run logged
+// to kill at the same instants again (as far as the run's own pace allows).
 func KillRandomly(t testing.TB, kills int, span time.Duration, next func(finishedLast bool) *exec.Cmd) (finished int) {
 	t.Helper()
 	seed := time.Now().UnixNano()
-	t.Logf("seed %d, killing within %s", seed, span)
+	if v := os.Getenv(SeedEnv); v != "" {
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("%s=%q: want the integer seed a run logged", SeedEnv, v)
+		}
+	}
+	t.Logf("seed %d, killing within %s (replay with %s=%d)", seed, span, SeedEnv, seed)
 	rng := rand.New(rand.NewPCG(uint64(seed), 0))
 	killed, last := 0, false
 	for killed < kills {
