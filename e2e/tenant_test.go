@@ -283,3 +283,35 @@ func (tn *tenant) diagnose() string {
 	}
 	return b.String()
 }
+
+// TestTenantReadsTheStores: a tenant with the built-in edit role in its namespace, and nothing
+// cluster-wide, reads the CheckpointStores it is told to use (`kubectl get ckpts`), as the
+// installation grants every authenticated user, and cannot change them; it runs a query on one.
+func TestTenantReadsTheStores(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	user := "tenant-of-" + tn.ns
+	tn.kubectl(nil, "-n", tn.ns, "create", "rolebinding", "team-edit", "--clusterrole=edit", "--user="+user)
+	as := "--as=" + user
+	if out, err := tn.tryKubectl(nil, as, "get", "ckpts", tn.store, "-o", "name"); err != nil || !strings.Contains(string(out), tn.store) {
+		t.Errorf("kubectl %s get ckpts %s = %q, %v; want the store", as, tn.store, out, err)
+	}
+	if out, err := tn.tryKubectl(nil, as, "get", "ckpts"); err != nil {
+		t.Errorf("kubectl %s get ckpts = %q, %v; want the list", as, out, err)
+	}
+	for _, verb := range [][]string{
+		{"delete", "ckpts", tn.store, "--dry-run=server"},
+		{"label", "ckpts", tn.store, "team=mine", "--dry-run=server"},
+	} {
+		out, err := tn.tryKubectl(nil, append([]string{as}, verb...)...)
+		if err == nil || !strings.Contains(string(out)+err.Error(), "forbidden") {
+			t.Errorf("kubectl %s %v = %q, %v; want forbidden", as, verb, out, err)
+		}
+	}
+	tn.putOrders("0000.json", 0, 2)
+	q := strings.Replace(tn.filesQuery("orders", "{availableNow: true}", 0), "metadata: {name: orders}", "metadata: {name: orders, namespace: "+tn.ns+"}", 1)
+	if _, err := tn.tryKubectl([]byte(q), as, "apply", "-f", "-"); err != nil {
+		t.Fatalf("the tenant's kubectl apply of a query on the store: %v", err)
+	}
+	tn.committed("orders", 0)
+}
