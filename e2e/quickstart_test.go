@@ -140,6 +140,27 @@ func TestReadmeQuickstart(t *testing.T) {
 		}
 	}
 
+	// A tenant with only the built-in edit role in payments reads the store it is told to
+	// use and its queries (issue 23 #2), and may not change the store.
+	const tenantUser = "e2e-tenant"
+	if _, err := node.Kubectl(ctx, []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: e2e-tenant-edit, namespace: payments}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: `+tenantUser+`}]
+`), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"get", "checkpointstores"}, {"get", "checkpointstore", "team-s3"}, {"-n", "payments", "get", "streamingqueries"}} {
+		waitFor(t, "kubectl --as "+tenantUser+" "+strings.Join(args, " "), func() error {
+			_, err := node.Kubectl(ctx, nil, append([]string{"--as", tenantUser}, args...)...)
+			return err
+		})
+	}
+	if out, err := node.Kubectl(ctx, nil, "--as", tenantUser, "delete", "checkpointstore", "team-s3", "--dry-run=server"); err == nil || !strings.Contains(strings.ToLower(err.Error()+string(out)), "forbidden") {
+		t.Errorf("kubectl --as %s delete checkpointstore team-s3 = %v, %s; want Forbidden", tenantUser, err, out)
+	}
+
 	// The uninstall, as written: each command finishes (none waits on a finalizer).
 	for _, line := range blocks[1] {
 		if out, err := sh.run(line, 5*time.Minute); err != nil {
