@@ -206,6 +206,28 @@ func TestChartTemplate(t *testing.T) {
 		if !slices.Contains(grants(got.Rules), "/events:create") {
 			t.Errorf("the controller may not create core events: %v", grants(got.Rules))
 		}
+		// Tenants read stores: the same read-only role, bound to the same subjects, as config/rbac.
+		configReader := readObjects(t, "config/rbac/checkpointstore_reader_role.yaml")
+		configReader = append(configReader, readObjects(t, "config/rbac/checkpointstore_reader_role_binding.yaml")...)
+		wantReader := find[rbacv1.ClusterRole](t, configReader, "ClusterRole", "checkpointstore-reader")
+		gotReader := find[rbacv1.ClusterRole](t, objs, "ClusterRole", "-checkpointstore-reader")
+		if diff := cmp.Diff(grants(wantReader.Rules), grants(gotReader.Rules)); diff != "" {
+			t.Errorf("chart's store reader ClusterRole vs config/rbac (-config +chart):\n%s", diff)
+		}
+		if g := grants(gotReader.Rules); !cmp.Equal(g, []string{
+			"streaming.lockstep.dev/checkpointstores:get", "streaming.lockstep.dev/checkpointstores:list", "streaming.lockstep.dev/checkpointstores:watch",
+		}) {
+			t.Errorf("store reader grants = %v, want get, list and watch of checkpointstores only", g)
+		}
+		wantBinding := find[rbacv1.ClusterRoleBinding](t, configReader, "ClusterRoleBinding", "checkpointstore-reader")
+		gotBinding := find[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "-checkpointstore-reader")
+		if diff := cmp.Diff(wantBinding.Subjects, gotBinding.Subjects); diff != "" {
+			t.Errorf("chart's store reader subjects vs config/rbac (-config +chart):\n%s", diff)
+		}
+		if gotBinding.RoleRef.Name != gotReader.Name {
+			t.Errorf("store reader binding names ClusterRole %s, the chart's is %s", gotBinding.RoleRef.Name, gotReader.Name)
+		}
+
 		le := find[rbacv1.Role](t, objs, "Role", "-leader-election")
 		if g := grants(le.Rules); !slices.Contains(g, "coordination.k8s.io/leases:update") || !slices.Contains(g, "/events:create") {
 			t.Errorf("leader election grants = %v, want leases and core events", g)
@@ -361,6 +383,12 @@ func TestInstallManifests(t *testing.T) {
 	cr := find[rbacv1.ClusterRole](t, objs, "ClusterRole", "-controller")
 	if !slices.Contains(grants(cr.Rules), "/events:create") {
 		t.Errorf("the controller may not create core events: %v", grants(cr.Rules))
+	}
+	// Tenants read stores here too, as with the chart.
+	reader := find[rbacv1.ClusterRoleBinding](t, objs, "ClusterRoleBinding", "-checkpointstore-reader")
+	if reader.RoleRef.Name != find[rbacv1.ClusterRole](t, objs, "ClusterRole", "-checkpointstore-reader").Name ||
+		len(reader.Subjects) != 1 || reader.Subjects[0].Name != "system:authenticated" {
+		t.Errorf("install manifests' store reader binding = %+v, want the store reader role for system:authenticated", reader)
 	}
 
 	// A moving tag is refused before anything is rendered.

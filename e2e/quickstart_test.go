@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -140,6 +142,38 @@ func TestReadmeQuickstart(t *testing.T) {
 		}
 	}
 
+	// A tenant with only the built-in edit role in payments reads the store it is told to
+	// use and its queries (issue 23 #2), and may not change the store.
+	const tenantUser = "e2e-tenant"
+	if _, err := node.Kubectl(ctx, []byte(`apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: e2e-tenant-edit, namespace: payments}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: edit}
+subjects: [{apiGroup: rbac.authorization.k8s.io, kind: User, name: `+tenantUser+`}]
+`), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"get", "checkpointstores"}, {"get", "checkpointstore", "team-s3"}, {"-n", "payments", "get", "streamingqueries"}} {
+		waitFor(t, "kubectl --as "+tenantUser+" "+strings.Join(args, " "), func() error {
+			_, err := node.Kubectl(ctx, nil, append([]string{"--as", tenantUser}, args...)...)
+			return err
+		})
+	}
+	if out, err := node.Kubectl(ctx, nil, "--as", tenantUser, "delete", "checkpointstore", "team-s3", "--dry-run=server"); err == nil || !strings.Contains(strings.ToLower(err.Error()+string(out)), "forbidden") {
+		t.Errorf("kubectl --as %s delete checkpointstore team-s3 = %v, %s; want Forbidden", tenantUser, err, out)
+	}
+
+	// The leader Lease belongs to the controller's ServiceAccount, so that the uninstall
+	// takes it too (issue 23 #9): a later install leads at once.
+	const serviceAccount = "lockstep-controller" // the chart's, for release lockstep
+	leaseKey := client.ObjectKey{Namespace: controllerNamespace, Name: "controller.streaming.lockstep.dev"}
+	var lease coordinationv1.Lease
+	if err := c.Get(ctx, leaseKey, &lease); err != nil {
+		t.Errorf("the leader Lease: %v", err)
+	} else if refs := lease.OwnerReferences; len(refs) != 1 || refs[0].Kind != "ServiceAccount" || refs[0].Name != serviceAccount {
+		t.Errorf("the leader Lease's owners = %+v, want the controller's ServiceAccount %s", refs, serviceAccount)
+	}
+
 	// The uninstall, as written: each command finishes (none waits on a finalizer).
 	for _, line := range blocks[1] {
 		if out, err := sh.run(line, 5*time.Minute); err != nil {
@@ -151,6 +185,13 @@ func TestReadmeQuickstart(t *testing.T) {
 			t.Errorf("after the uninstall, kubectl get crd %s = %q, %v; want it gone", crd, out, err)
 		}
 	}
+	waitFor(t, "the garbage collector deletes the leader Lease with the controller's ServiceAccount", func() error {
+		err := c.Get(ctx, leaseKey, &coordinationv1.Lease{})
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("the Lease is still there (%v)", err)
+	})
 	uninstalled = true
 	cleanupNamespaces(t, node)
 }

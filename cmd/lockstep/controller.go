@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -9,10 +10,19 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
@@ -24,6 +34,20 @@ import (
 // envEngineImage names the engine image when --engine-image is not given; the manager's
 // Deployment sets it to its own image.
 const envEngineImage = "LOCKSTEP_ENGINE_IMAGE"
+
+// leaderElectionID names the Lease of the controller's leader election.
+const leaderElectionID = "controller.streaming.lockstep.dev"
+
+// shutdownTimeout bounds how long the manager's controllers, webhooks and servers may take
+// to stop. The leader releases its Lease after they stop, so it must fit, with the release
+// itself, in the pod's termination grace period (10 s in charts/lockstep and
+// config/manager); controller-runtime's default of 30 s would let the kubelet kill a slow
+// stop before the release, and the next leader wait out the Lease.
+const shutdownTimeout = 5 * time.Second
+
+// ownLeaseTimeout bounds the API calls that give the Lease to the controller's
+// ServiceAccount at start.
+const ownLeaseTimeout = 10 * time.Second
 
 type controllerConfig struct {
 	metricsAddr, probeAddr  string
@@ -99,18 +123,8 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 		return withExitCode(exitInvalid, fmt.Errorf("kubernetes configuration: %w", err))
 	}
 	restCfg.QPS, restCfg.Burst = cfg.qps, cfg.burst
-	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                  scheme,
-		Cache:                   controller.CacheOptions(),
-		Metrics:                 metricsserver.Options{BindAddress: cfg.metricsAddr},
-		HealthProbeBindAddress:  cfg.probeAddr,
-		LeaderElection:          cfg.leaderElect,
-		LeaderElectionID:        "controller.streaming.lockstep.dev",
-		LeaderElectionNamespace: cfg.leaderElectionNamespace,
-		// The next leader starts at once when this one stops cleanly.
-		LeaderElectionReleaseOnCancel: true,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: cfg.webhookPort, CertDir: cfg.webhookCertDir}),
-	})
+	ctx := ctrl.SetupSignalHandler()
+	mgr, err := newManager(ctx, restCfg, cfg, scheme, log)
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
 	}
@@ -140,7 +154,150 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 		return err
 	}
 	log.Info("Starting controller", "version", buildVersion(), "engineImage", cfg.engine.Image, "webhooks", cfg.webhooks, "leaderElect", cfg.leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	return mgr.Start(ctx)
+}
+
+// newManager makes the controller's manager, without controllers or webhooks. With leader
+// election it first makes the leader Lease a dependent of the controller's ServiceAccount
+// (ownLease); a failure there is logged, not returned: leader election works without it.
+func newManager(ctx context.Context, restCfg *rest.Config, cfg controllerConfig, scheme *runtime.Scheme, log logr.Logger) (manager.Manager, error) {
+	if cfg.leaderElect {
+		octx, cancel := context.WithTimeout(ctx, ownLeaseTimeout)
+		owner, err := ownLease(octx, restCfg, cfg.leaderElectionNamespace, leaderElectionID)
+		cancel()
+		switch {
+		case err != nil:
+			log.Error(err, "Could not make the leader Lease a dependent of the controller's ServiceAccount; an uninstall leaves it behind")
+		case owner == "":
+			log.Info("Left the leader Lease without an owner: the controller does not run as a ServiceAccount of the Lease's namespace")
+		default:
+			log.Info("Made the leader Lease a dependent of the controller's ServiceAccount", "serviceAccount", owner)
+		}
+	}
+	return ctrl.NewManager(restCfg, managerOptions(cfg, scheme, log))
+}
+
+// managerOptions are the manager's settings for cfg.
+func managerOptions(cfg controllerConfig, scheme *runtime.Scheme, log logr.Logger) ctrl.Options {
+	shutdown := shutdownTimeout
+	return ctrl.Options{
+		Logger:                  log,
+		Scheme:                  scheme,
+		Cache:                   controller.CacheOptions(),
+		Metrics:                 metricsserver.Options{BindAddress: cfg.metricsAddr},
+		HealthProbeBindAddress:  cfg.probeAddr,
+		LeaderElection:          cfg.leaderElect,
+		LeaderElectionID:        leaderElectionID,
+		LeaderElectionNamespace: cfg.leaderElectionNamespace,
+		// The next leader starts at once when this one stops cleanly.
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &shutdown,
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: cfg.webhookPort, CertDir: cfg.webhookCertDir}),
+	}
+}
+
+// ownLease makes the leader election Lease namespace/name a dependent of the ServiceAccount
+// the controller runs as, and returns that account's name ("" when the controller runs as
+// something else, or as the ServiceAccount of another namespace; namespace "" means the
+// account's own, the pod's). The garbage collector then deletes the Lease with the account:
+// `helm uninstall` and `kubectl delete -k` delete the account, its RBAC and the Deployment
+// at once, so the stopping leader, whose token died with the account, cannot release the
+// Lease itself, and the next installation would wait out a Lease that names a deleted pod.
+//
+// It creates the Lease, empty, when there is none, and otherwise adds the owner reference.
+// A Lease owned by an earlier ServiceAccount of the same name (the last installation's,
+// deleted since: a name is unique, the UID differs) also has its holder cleared: that
+// holder's token was bound to the deleted account and can no longer renew, so the new
+// leader is elected at once even when the garbage collector has not caught up. It needs
+// get, create and update on leases in the namespace (the leader election Role has them).
+func ownLease(ctx context.Context, cfg *rest.Config, namespace, name string) (string, error) {
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return "", fmt.Errorf("kubernetes client: %w", err)
+	}
+	review, err := cs.AuthenticationV1().SelfSubjectReviews().Create(ctx, &authenticationv1.SelfSubjectReview{}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("review the controller's own identity: %w", err)
+	}
+	owner, ok := serviceAccountOwner(review.Status.UserInfo)
+	if !ok {
+		return "", nil
+	}
+	if namespace == "" {
+		namespace = owner.namespace
+	}
+	if owner.namespace != namespace {
+		// An owner must be in its dependent's namespace; one elsewhere counts as gone.
+		return "", nil
+	}
+	leases := cs.CoordinationV1().Leases(namespace)
+	err = retry.OnError(retry.DefaultRetry, func(err error) bool {
+		return apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err)
+	}, func() error {
+		lease, err := leases.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			lease = &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, OwnerReferences: []metav1.OwnerReference{owner.ref}}}
+			_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		refs, earlier, changed := leaseOwners(lease.OwnerReferences, owner.ref)
+		if !changed {
+			return nil
+		}
+		lease.OwnerReferences = refs
+		if earlier {
+			lease.Spec = coordinationv1.LeaseSpec{LeaseTransitions: lease.Spec.LeaseTransitions}
+		}
+		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return "", fmt.Errorf("lease %s/%s: %w", namespace, name, err)
+	}
+	return owner.ref.Name, nil
+}
+
+// saOwner is a ServiceAccount as the owner of a Lease.
+type saOwner struct {
+	namespace string
+	ref       metav1.OwnerReference
+}
+
+// serviceAccountOwner returns the ServiceAccount that user is, as an owner reference: a
+// user named system:serviceaccount:<namespace>:<name> whose UID (the account's) is known.
+func serviceAccountOwner(user authenticationv1.UserInfo) (saOwner, bool) {
+	qualified, ok := strings.CutPrefix(user.Username, "system:serviceaccount:")
+	if !ok {
+		return saOwner{}, false
+	}
+	namespace, name, ok := strings.Cut(qualified, ":")
+	if !ok || namespace == "" || name == "" || user.UID == "" {
+		return saOwner{}, false
+	}
+	return saOwner{namespace: namespace, ref: metav1.OwnerReference{
+		APIVersion: "v1", Kind: "ServiceAccount", Name: name, UID: types.UID(user.UID),
+	}}, true
+}
+
+// leaseOwners returns a Lease's owner references with owner among them, whether it dropped
+// an earlier ServiceAccount of owner's name, and whether anything changed.
+func leaseOwners(refs []metav1.OwnerReference, owner metav1.OwnerReference) (out []metav1.OwnerReference, earlier, changed bool) {
+	for _, r := range refs {
+		if r.UID == owner.UID {
+			return refs, false, false
+		}
+	}
+	for _, r := range refs {
+		if r.APIVersion == owner.APIVersion && r.Kind == owner.Kind && r.Name == owner.Name {
+			earlier = true
+			continue
+		}
+		out = append(out, r)
+	}
+	return append(out, owner), earlier, true
 }
 
 // engineImage returns the image of engine pods: the flag, else the variable, else the released
