@@ -3,11 +3,7 @@ package charts_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,8 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -95,7 +89,7 @@ func TestTenantReadsStores(t *testing.T) {
 	}
 	// The built-in edit role gets its rules by aggregation, which kube-controller-manager
 	// does: the tenant edits its namespace, and nothing more.
-	startControllerManager(t, cfg, "clusterrole-aggregation")
+	testenv.KubeControllerManager(t, testenv.WriteKubeconfig(t, cfg), "clusterrole-aggregation")
 	waitAllowed(t, aggregated, "create a ConfigMap in "+team, func() error {
 		return tenant.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: team}})
 	})
@@ -203,51 +197,4 @@ func waitAllowed(t *testing.T, within time.Duration, what string, do func() erro
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-// startControllerManager runs kube-controller-manager from the tool cache with only the
-// named controllers against the control plane cfg, until the test ends.
-func startControllerManager(t *testing.T, cfg *rest.Config, controllers string) {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "test"
-	dir := t.TempDir()
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
-		t.Fatal(err)
-	}
-	logPath := filepath.Join(dir, "kube-controller-manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(testenv.Tool(t, "kube-controller-manager"), "--kubeconfig", kubeconfig,
-		"--controllers="+controllers, "--leader-elect=false", "--secure-port=0")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start kube-controller-manager: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logFile.Close()
-		if t.Failed() {
-			out, _ := os.ReadFile(logPath)
-			if len(out) > 4000 {
-				out = out[len(out)-4000:]
-			}
-			t.Logf("kube-controller-manager log:\n%s", out)
-		}
-	})
 }

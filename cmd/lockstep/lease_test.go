@@ -7,9 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -62,7 +58,7 @@ func TestLeaseGoesWithUninstall(t *testing.T) {
 	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	h := &helmCLI{bin: testenv.Tool(t, "helm"), kubeconfig: writeKubeconfig(t, cfg), home: t.TempDir()}
+	h := &helmCLI{bin: testenv.Tool(t, "helm"), kubeconfig: testenv.WriteKubeconfig(t, cfg), home: t.TempDir()}
 	const release = "lease"
 	sa := release + "-lockstep-controller" // the chart's ServiceAccount
 	t.Cleanup(func() { _, _ = h.run("uninstall", release, "--namespace", ns, "--ignore-not-found") })
@@ -130,7 +126,7 @@ func TestLeaseGoesWithUninstall(t *testing.T) {
 
 	// The Lease goes with the ServiceAccount that owns it.
 	h.must(t, "uninstall", release, "--namespace", ns)
-	startGarbageCollector(t, h.kubeconfig)
+	testenv.KubeControllerManager(t, h.kubeconfig, "garbagecollector")
 	deadline := time.Now().Add(collectedWithin)
 	for {
 		_, err := leases.Get(ctx, leaderElectionID, metav1.GetOptions{})
@@ -261,68 +257,6 @@ func (h *helmCLI) must(t *testing.T, args ...string) {
 	if _, err := h.run(args...); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// writeKubeconfig writes a kubeconfig with cfg's address and credentials.
-func writeKubeconfig(t *testing.T, cfg *rest.Config) string {
-	t.Helper()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["envtest"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["test"] = &clientcmdapi.Context{Cluster: "envtest", AuthInfo: "admin"}
-	kc.CurrentContext = "test"
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
-
-// startGarbageCollector runs kube-controller-manager from the tool cache with only its
-// garbage collector against the control plane of kubeconfig, until the test ends.
-func startGarbageCollector(t *testing.T, kubeconfig string) {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "kube-controller-manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(testenv.Tool(t, "kube-controller-manager"), "--kubeconfig", kubeconfig,
-		"--controllers=garbagecollector", "--leader-elect=false", "--secure-port=0")
-	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start kube-controller-manager: %v", err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-		logFile.Close()
-		if t.Failed() {
-			out, _ := os.ReadFile(logPath)
-			t.Logf("kube-controller-manager log:\n%s", tail(out, 4000))
-		}
-	})
-	select {
-	case err := <-exited:
-		exited <- err
-		t.Fatalf("kube-controller-manager exited at once (%v); its log follows", err)
-	case <-time.After(time.Second):
-	}
-}
-
-func tail(b []byte, n int) []byte {
-	if len(b) > n {
-		return b[len(b)-n:]
-	}
-	return b
 }
 
 // syncBuffer is a bytes.Buffer safe for the manager's goroutines.
