@@ -19,7 +19,8 @@
 // ownership: the configuration wins over edits made with kubectl. Fields that another manager
 // set and the configuration leaves unset are removed after the apply (leftovers.go), so that
 // out-of-band changes show in the next plan and the apply undoes them. Read removes a query
-// that is gone from state; delete tolerates a query that is already gone.
+// that is gone from state, and after an import records all of the object; delete tolerates a
+// query that is already gone.
 //
 // # Planning
 //

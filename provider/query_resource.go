@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -431,7 +432,13 @@ func (r *queryResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	}
 	r.cluster.noteManaged(obj.GetUID())
 	resp.Diagnostics.Append(restoreSettings(ctx, &m, obj)...) // after an import, the state holds neither
-	resp.Diagnostics.Append(setSpec(ctx, &resp.State, r.kinds.query, objectSpec(obj), req.State.Raw)...)
+	want := req.State.Raw
+	if m.UID.IsNull() {
+		// The first read after terraform import: the state holds only the query's identity,
+		// nothing to compare the object with, so all of the object goes into it.
+		want = tftypes.NewValue(want.Type(), nil)
+	}
+	resp.Diagnostics.Append(setSpec(ctx, &resp.State, r.kinds.query, objectSpec(obj), want)...)
 	m.QueryID = types.StringUnknown() // a refresh takes the query id from status
 	resp.Diagnostics.Append(r.setObserved(ctx, &resp.State, m, obj)...)
 }
