@@ -185,6 +185,46 @@ func TestLeftovers(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("leftovers (-want +got):\n%s", diff)
 	}
+
+	// What the provider writes: the server's spec without them.
+	obj := map[string]any{"spec": server}
+	if err := removeFields(obj, got); err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]any{
+		"sources":    []any{map[string]any{"name": "orders", "rate": map[string]any{"rowsPerSecond": int64(1)}, "onMalformed": "fail"}},
+		"sink":       map[string]any{"console": map[string]any{}},
+		"outputMode": "append",
+		"checkpoint": map[string]any{"location": "s3://b/x", "retention": "Retain"},
+	}
+	if diff := cmp.Diff(written, obj["spec"]); diff != "" {
+		t.Errorf("spec without the leftovers (-want +got):\n%s", diff)
+	}
+}
+
+// TestRemoveFields removes fields at JSON pointers, deeper ones and later list elements first,
+// whatever order they come in, and refuses a pointer to nothing.
+func TestRemoveFields(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{
+		"a/b": 1,
+		"list": []any{
+			map[string]any{"x": 1, "y": 2},
+			map[string]any{"x": 3},
+			map[string]any{"x": 4, "y": 5},
+		},
+	}}
+	if err := removeFields(obj, []string{"/spec/list/2", "/spec/list/0/y", "/spec/a~1b", "/spec/list/2/y"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"spec": map[string]any{"list": []any{map[string]any{"x": 1}, map[string]any{"x": 3}}}}
+	if diff := cmp.Diff(want, obj); diff != "" {
+		t.Errorf("removeFields (-want +got):\n%s", diff)
+	}
+	for _, p := range []string{"/spec/nosuch", "/spec/list/7", "/spec/list/0/x/deeper"} {
+		if err := removeFields(obj, []string{p}); err == nil {
+			t.Errorf("removeFields(%s) removed something that is not there", p)
+		}
+	}
 }
 
 // rootValue makes the resource's raw value with the given spec (API form) and the other
