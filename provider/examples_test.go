@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	pschema "github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
@@ -150,6 +152,21 @@ func TestExampleQuickstartApplies(t *testing.T) {
 }
 
 var stringType = types.StringType
+
+// standInEnv, set to standInKubernetes in Terraform's environment, makes this test binary
+// serve kubernetesStandIn when Terraform starts it as a provider plugin: the binary is the
+// stand-in that packKubernetesStandIn puts in a provider mirror.
+const (
+	standInEnv        = "LOCKSTEP_TEST_SERVE_PROVIDER"
+	standInKubernetes = "kubernetes"
+)
+
+// serveKubernetesStandIn serves kubernetesStandIn as a provider plugin until Terraform stops
+// it.
+func serveKubernetesStandIn() error {
+	return providerserver.Serve(context.Background(), func() provider.Provider { return kubernetesStandIn{} },
+		providerserver.ServeOpts{Address: "registry.terraform.io/hashicorp/kubernetes"})
+}
 
 // kubernetesStandIn declares the schema of the hashicorp/kubernetes resources the platform
 // example uses, for terraform validate. It cannot create anything.
@@ -328,5 +345,33 @@ func TestExamplePlatformPlansTwoTeams(t *testing.T) {
 	sort.Strings(got)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("planned changes of the platform example with two teams (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlatformProvidersMatch keeps the version constraint on hashicorp/kubernetes that the
+// install guide's mirror command downloads (install/platform-providers) equal to the
+// constraints of the platform example, so that the mirror holds a version the example accepts.
+func TestPlatformProvidersMatch(t *testing.T) {
+	constraint := regexp.MustCompile(`source\s*=\s*"hashicorp/kubernetes"\s*\n\s*version\s*=\s*"([^"]*)"`)
+	files := []string{
+		filepath.Join(installDir, "platform-providers", "versions.tf"),
+		filepath.Join(examplesDir, "platform", "main.tf"),
+		filepath.Join(examplesDir, "platform", "modules", "team", "versions.tf"),
+	}
+	var first string
+	for i, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := constraint.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s requires no version of hashicorp/kubernetes", f)
+		}
+		if i == 0 {
+			first = string(m[1])
+		} else if string(m[1]) != first {
+			t.Errorf("%s requires hashicorp/kubernetes %q, but %s mirrors %q", f, m[1], files[0], first)
+		}
 	}
 }

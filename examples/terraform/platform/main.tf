@@ -6,7 +6,9 @@
 #   terraform init
 #   terraform apply -var s3_access_key_id=... -var s3_secret_access_key=...
 #
-# terraform.tfvars lists two teams; add a team there and apply.
+# terraform.tfvars lists two teams; add a team there and apply. The team module uses the
+# hashicorp/kubernetes provider: on a machine without registry access, put it in the same
+# filesystem mirror as lockstep-dev/lockstep first (docs/terraform/guides/install.md, "Offline").
 #
 # A team's namespace and store are new in its first apply, so its queries' first plan cannot
 # ask the cluster about them yet; the admission webhook checks them when they are created.
