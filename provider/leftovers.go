@@ -162,10 +162,10 @@ func (c *cluster) writeQuery(ctx context.Context, spec *field, plan tftypes.Valu
 		return c.applyQuery(ctx, desired, false)
 	}
 	ptrs, err := leftovers(spec, plan, objectSpec(cur))
-	if err != nil || len(ptrs) == 0 {
-		if err != nil {
-			return nil, fmt.Errorf("find fields set outside Terraform: %w", err)
-		}
+	if err != nil {
+		return nil, fmt.Errorf("find fields set outside Terraform: %w", err)
+	}
+	if len(ptrs) == 0 {
 		return c.applyQuery(ctx, desired, false)
 	}
 	var obj *unstructured.Unstructured
