@@ -17,9 +17,11 @@
 //
 // Create and update use server-side apply under the field manager [FieldManager], forcing
 // ownership: the configuration wins over edits made with kubectl. Fields that another manager
-// set and the configuration leaves unset are removed after the apply (leftovers.go), so that
-// out-of-band changes show in the next plan and the apply undoes them. Read removes a query
-// that is gone from state; delete tolerates a query that is already gone.
+// set and the configuration leaves unset survive an apply; then the provider writes instead
+// the apply's result (a server-side dry run) without them, as one update (leftovers.go), so
+// that out-of-band changes show in the next plan, the apply undoes them, and the engine
+// restarts once. Read removes a query that is gone from state, and after an import records
+// all of the object; delete tolerates a query that is already gone.
 //
 // # Planning
 //

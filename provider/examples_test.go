@@ -3,18 +3,25 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"sort"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	pschema "github.com/hashicorp/terraform-plugin-framework/provider/schema"
+	"github.com/hashicorp/terraform-plugin-framework/providerserver"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+
+	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // examplesDir holds the examples that docs/terraform shows and users copy.
@@ -146,6 +153,21 @@ func TestExampleQuickstartApplies(t *testing.T) {
 
 var stringType = types.StringType
 
+// standInEnv, set to standInKubernetes in Terraform's environment, makes this test binary
+// serve kubernetesStandIn when Terraform starts it as a provider plugin: the binary is the
+// stand-in that packKubernetesStandIn puts in a provider mirror.
+const (
+	standInEnv        = "LOCKSTEP_TEST_SERVE_PROVIDER"
+	standInKubernetes = "kubernetes"
+)
+
+// serveKubernetesStandIn serves kubernetesStandIn as a provider plugin until Terraform stops
+// it.
+func serveKubernetesStandIn() error {
+	return providerserver.Serve(context.Background(), func() provider.Provider { return kubernetesStandIn{} },
+		providerserver.ServeOpts{Address: "registry.terraform.io/hashicorp/kubernetes"})
+}
+
 // kubernetesStandIn declares the schema of the hashicorp/kubernetes resources the platform
 // example uses, for terraform validate. It cannot create anything.
 type kubernetesStandIn struct{}
@@ -268,4 +290,88 @@ func TestExamplePlatformQueriesApply(t *testing.T) {
 		t.Errorf("plan after apply is not empty (%v):\n%s", err, out)
 	}
 	tf.must("destroy", "-auto-approve", "-input=false")
+}
+
+// TestExamplePlatformPlansTwoTeams plans the platform example, unchanged, with the two teams
+// of its terraform.tfvars, against a control plane: each team gets its namespace, its
+// credentials Secret and its CheckpointStore, and its two queries in its namespace with its
+// store and its folders. (The namespaces do not exist, so the queries' plan cannot ask the
+// cluster about them, as in a first apply.)
+func TestExamplePlatformPlansTwoTeams(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	dir := copyExample(t, filepath.Join(examplesDir, "platform"))
+	tf := newTerraformCLI(t, dir)
+	tf.env = append(tf.env, "TF_VAR_kubeconfig="+c.kubeconfig, "TF_VAR_s3_access_key_id=key", "TF_VAR_s3_secret_access_key=secret")
+	tf.must("init", "-input=false")
+	out := filepath.Join(t.TempDir(), "plan")
+	tf.must("plan", "-input=false", "-lock=false", "-out="+out)
+	var plan struct {
+		ResourceChanges []struct {
+			Address string `json:"address"`
+			Change  struct {
+				Actions []string       `json:"actions"`
+				After   map[string]any `json:"after"`
+			} `json:"change"`
+		} `json:"resource_changes"`
+	}
+	if err := json.Unmarshal([]byte(tf.must("show", "-json", out)), &plan); err != nil {
+		t.Fatal(err)
+	}
+	var want, got []string
+	for _, team := range []string{"payments", "shipping"} {
+		for _, r := range []string{"kubernetes_manifest.store", "kubernetes_namespace_v1.team", "kubernetes_secret_v1.s3"} {
+			want = append(want, fmt.Sprintf("module.team[%q].%s: create", team, r))
+		}
+		for _, q := range []string{"big_orders", "orders_clean"} {
+			want = append(want, fmt.Sprintf("module.queries[%q].lockstep_streaming_query.%s: create in %s, store %s-checkpoints, reading s3://landing/%s/orders/",
+				team, q, team, team, team))
+		}
+	}
+	for _, rc := range plan.ResourceChanges {
+		line := rc.Address + ": " + strings.Join(rc.Change.Actions, ",")
+		if strings.Contains(rc.Address, "lockstep_streaming_query") {
+			store, _ := rc.Change.After["checkpoint"].(map[string]any)
+			sources, _ := rc.Change.After["sources"].([]any)
+			var path any
+			if len(sources) > 0 {
+				files, _ := sources[0].(map[string]any)["files"].(map[string]any)
+				path = files["path"]
+			}
+			line += fmt.Sprintf(" in %v, store %v, reading %v", rc.Change.After["namespace"], store["store"], path)
+		}
+		got = append(got, line)
+	}
+	sort.Strings(want)
+	sort.Strings(got)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("planned changes of the platform example with two teams (-want +got):\n%s", diff)
+	}
+}
+
+// TestPlatformProvidersMatch keeps the version constraint on hashicorp/kubernetes that the
+// install guide's mirror command downloads (install/platform-providers) equal to the
+// constraints of the platform example, so that the mirror holds a version the example accepts.
+func TestPlatformProvidersMatch(t *testing.T) {
+	constraint := regexp.MustCompile(`source\s*=\s*"hashicorp/kubernetes"\s*\n\s*version\s*=\s*"([^"]*)"`)
+	files := []string{
+		filepath.Join(installDir, "platform-providers", "versions.tf"),
+		filepath.Join(examplesDir, "platform", "main.tf"),
+		filepath.Join(examplesDir, "platform", "modules", "team", "versions.tf"),
+	}
+	var first string
+	for i, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := constraint.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s requires no version of hashicorp/kubernetes", f)
+		}
+		if i == 0 {
+			first = string(m[1])
+		} else if string(m[1]) != first {
+			t.Errorf("%s requires hashicorp/kubernetes %q, but %s mirrors %q", f, m[1], files[0], first)
+		}
+	}
 }

@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 	"testing"
 
@@ -10,6 +11,7 @@ import (
 	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	rschema "github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-go/tftypes"
 )
 
@@ -106,6 +108,57 @@ func TestReconcile(t *testing.T) {
 	}
 }
 
+// TestSetSpecAfterImport writes a spec that holds zero values — an empty console sink, an
+// explicit false, an empty trigger — into a state that holds nothing yet, as the first read
+// after terraform import does: every value the object holds lands in state, so that a
+// configuration saying the same plans no change (issue 23 #3).
+func TestSetSpecAfterImport(t *testing.T) {
+	ctx := context.Background()
+	spec := mustKinds(t).query
+	apiSpec := map[string]any{
+		"sources": []any{map[string]any{
+			"name":   "orders",
+			"kafka":  map[string]any{"bootstrapServers": []any{"kafka:9092"}, "topics": []any{"orders"}, "failOnDataLoss": false},
+			"schema": map[string]any{"columns": []any{map[string]any{"name": "id", "type": "string"}}},
+		}},
+		"sink":       map[string]any{"console": map[string]any{}},
+		"trigger":    map[string]any{},
+		"suspend":    false,
+		"outputMode": "append",
+	}
+	r := &queryResource{kinds: mustKinds(t)}
+	s, err := r.schema(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	state := tfsdk.State{Schema: s, Raw: rootValue(t, spec, nil)}
+	if diags := setSpec(ctx, &state, spec, apiSpec, tftypes.NewValue(state.Raw.Type(), nil)); diags.HasError() {
+		t.Fatal(diags)
+	}
+	got, known, err := specOf(spec, state.Raw)
+	if err != nil || !known {
+		t.Fatalf("specOf(state) = %v, known %v", err, known)
+	}
+	if diff := cmp.Diff(jsonForm(t, apiSpec), jsonForm(t, got)); diff != "" {
+		t.Errorf("spec in state after import (-object +state):\n%s", diff)
+	}
+}
+
+// jsonForm returns x as encoding/json decodes it, so that values of different Go types
+// (int64, float64) compare by their meaning.
+func jsonForm(t testing.TB, x any) any {
+	t.Helper()
+	b, err := json.Marshal(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func TestLeftovers(t *testing.T) {
 	spec := mustKinds(t).query
 	planned := map[string]any{
@@ -131,6 +184,46 @@ func TestLeftovers(t *testing.T) {
 	want := []string{"/spec/sources/0", "/spec/suspend", "/spec/trigger"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("leftovers (-want +got):\n%s", diff)
+	}
+
+	// What the provider writes: the server's spec without them.
+	obj := map[string]any{"spec": server}
+	if err := removeFields(obj, got); err != nil {
+		t.Fatal(err)
+	}
+	written := map[string]any{
+		"sources":    []any{map[string]any{"name": "orders", "rate": map[string]any{"rowsPerSecond": int64(1)}, "onMalformed": "fail"}},
+		"sink":       map[string]any{"console": map[string]any{}},
+		"outputMode": "append",
+		"checkpoint": map[string]any{"location": "s3://b/x", "retention": "Retain"},
+	}
+	if diff := cmp.Diff(written, obj["spec"]); diff != "" {
+		t.Errorf("spec without the leftovers (-want +got):\n%s", diff)
+	}
+}
+
+// TestRemoveFields removes fields at JSON pointers, deeper ones and later list elements first,
+// whatever order they come in, and refuses a pointer to nothing.
+func TestRemoveFields(t *testing.T) {
+	obj := map[string]any{"spec": map[string]any{
+		"a/b": 1,
+		"list": []any{
+			map[string]any{"x": 1, "y": 2},
+			map[string]any{"x": 3},
+			map[string]any{"x": 4, "y": 5},
+		},
+	}}
+	if err := removeFields(obj, []string{"/spec/list/2", "/spec/list/0/y", "/spec/a~1b", "/spec/list/2/y"}); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"spec": map[string]any{"list": []any{map[string]any{"x": 1}, map[string]any{"x": 3}}}}
+	if diff := cmp.Diff(want, obj); diff != "" {
+		t.Errorf("removeFields (-want +got):\n%s", diff)
+	}
+	for _, p := range []string{"/spec/nosuch", "/spec/list/7", "/spec/list/0/x/deeper"} {
+		if err := removeFields(obj, []string{p}); err == nil {
+			t.Errorf("removeFields(%s) removed something that is not there", p)
+		}
 	}
 }
 

@@ -1,11 +1,20 @@
 package provider
 
 import (
+	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -64,4 +73,212 @@ func TestImportRestoresSettings(t *testing.T) {
 			t.Errorf("plan after importing a query without the annotation, with the defaults:\n%s", out)
 		}
 	})
+}
+
+// importedConfig is the configuration of kubectlQuery, in HCL: the same query, attribute
+// for attribute.
+const importedConfig = `
+locals {
+  columns = {
+    columns = [
+      { name = "order_id", type = "string" },
+      { name = "country", type = "string" },
+      { name = "amount", type = "double" },
+      { name = "ts", type = "timestamp" },
+    ]
+  }
+}
+
+resource "lockstep_streaming_query" "q" {
+  name = "revenue"
+  sources = [
+    {
+      name = "orders"
+      kafka = {
+        bootstrap_servers       = ["kafka-0:9092", "kafka-1:9092"]
+        topics                  = ["orders"]
+        starting_offsets        = "earliest"
+        max_offsets_per_trigger = 10000
+        fail_on_data_loss       = false
+        format                  = "json"
+        sasl                    = { mechanism = "SCRAM-SHA-512", secret_name = "kafka-credentials" }
+        tls                     = { ca_secret_name = "kafka-ca", server_name = "kafka.internal" }
+      }
+      schema           = local.columns
+      on_malformed     = "deadLetter"
+      dead_letter_path = "s3://dead-letters/orders"
+    },
+    {
+      name = "returns"
+      files = {
+        path                  = "s3://landing/returns/"
+        format                = "csv"
+        max_files_per_trigger = 10
+        s3                    = { endpoint = "https://minio.storage:9000", region = "eu-west-1", secret_name = "landing-s3" }
+      }
+      schema       = local.columns
+      on_malformed = "skip"
+    },
+  ]
+  transform = [
+    { filter = "amount > 0.0" },
+    {
+      select = [
+        { name = "order_id", expr = "order_id" },
+        { name = "country", expr = "country.upperAscii()" },
+        { name = "amount", expr = "amount" },
+        { name = "ts", expr = "ts" },
+      ]
+    },
+    { watermark = { column = "ts", delay = "10m" } },
+    { drop_duplicates = { name = "dedup", columns = ["order_id"] } },
+    {
+      aggregate = {
+        name     = "revenue"
+        group_by = [{ column = "country" }, { window = { column = "ts", duration = "5m" } }]
+        aggregates = [
+          { name = "orders", function = "count" },
+          { name = "revenue", function = "sum", column = "amount" },
+        ]
+      }
+    },
+  ]
+  sink        = { console = {} }
+  output_mode = "update"
+  trigger     = { processing_time = "1m" }
+  checkpoint  = { location = "s3://checkpoints/revenue", min_batches_to_retain = 50, retention = "Delete" }
+  state_store = { partitions = 16 }
+  suspend     = true
+  resources = {
+    requests = { cpu = "500m", memory = "1Gi" }
+    limits   = { memory = "2Gi" }
+  }
+  engine = {
+    service_account_name = "revenue-engine"
+    node_selector        = { pool = "streaming" }
+    tolerations          = [{ key = "dedicated", operator = "Equal", value = "streaming", effect = "NoSchedule" }]
+    affinity = {
+      node_affinity = {
+        required_during_scheduling_ignored_during_execution = {
+          node_selector_terms = [{ match_expressions = [{ key = "zone", operator = "In", values = ["a", "b"] }] }]
+        }
+      }
+    }
+    priority_class_name = "streaming"
+    image_pull_secrets  = [{ name = "registry" }]
+    labels              = { team = "payments" }
+    annotations         = { "prometheus.io/scrape" = "true" }
+    env_from            = [{ secret_ref = { name = "revenue-env" } }]
+    progress_timeout    = "15m"
+  }
+}
+`
+
+// kubectlQuery is importedConfig's query as a user writes it for kubectl: most of the spec,
+// with the values that JSON keeps although they are zero (an empty console sink, an explicit
+// failOnDataLoss: false).
+func kubectlQuery(namespace string) *v1.StreamingQuery {
+	columns := &v1.Schema{Columns: v1.Columns{
+		{Name: "order_id", Type: v1.TypeString}, {Name: "country", Type: v1.TypeString},
+		{Name: "amount", Type: v1.TypeDouble}, {Name: "ts", Type: v1.TypeTimestamp},
+	}}
+	return &v1.StreamingQuery{
+		ObjectMeta: metav1.ObjectMeta{Name: "revenue", Namespace: namespace},
+		Spec: v1.StreamingQuerySpec{
+			Sources: []v1.Source{{
+				Name: "orders",
+				Kafka: &v1.KafkaSource{
+					BootstrapServers: []string{"kafka-0:9092", "kafka-1:9092"}, Topics: []string{"orders"},
+					StartingOffsets: v1.OffsetsEarliest, MaxOffsetsPerTrigger: ptrTo(int64(10000)), FailOnDataLoss: ptrTo(false),
+					Format: v1.KafkaJSON,
+					SASL:   &v1.KafkaSASL{Mechanism: v1.SASLScramSHA512, SecretName: "kafka-credentials"},
+					TLS:    &v1.KafkaTLS{CASecretName: "kafka-ca", ServerName: "kafka.internal"},
+				},
+				Schema:      columns,
+				OnMalformed: v1.MalformedDeadLetter, DeadLetterPath: "s3://dead-letters/orders",
+			}, {
+				Name: "returns",
+				Files: &v1.FilesSource{Path: "s3://landing/returns/", Format: v1.FormatCSV, MaxFilesPerTrigger: ptrTo(int32(10)),
+					S3: &v1.S3Connection{Endpoint: "https://minio.storage:9000", Region: "eu-west-1", SecretName: "landing-s3"}},
+				Schema:      columns,
+				OnMalformed: v1.MalformedSkip,
+			}},
+			Transform: []v1.Step{
+				{Filter: "amount > 0.0"},
+				{Select: []v1.Projection{
+					{Name: "order_id", Expr: "order_id"}, {Name: "country", Expr: "country.upperAscii()"},
+					{Name: "amount", Expr: "amount"}, {Name: "ts", Expr: "ts"},
+				}},
+				{Watermark: &v1.Watermark{Column: "ts", Delay: "10m"}},
+				{DropDuplicates: &v1.DropDuplicates{Name: "dedup", Columns: []string{"order_id"}}},
+				{Aggregate: &v1.Aggregate{
+					Name:    "revenue",
+					GroupBy: []v1.GroupKey{{Column: "country"}, {Window: &v1.Window{Column: "ts", Duration: "5m"}}},
+					Aggregates: []v1.Aggregation{
+						{Name: "orders", Function: v1.AggCount}, {Name: "revenue", Function: v1.AggSum, Column: "amount"},
+					},
+				}},
+			},
+			Sink:       v1.Sink{Console: &v1.ConsoleSink{}},
+			OutputMode: v1.OutputUpdate,
+			Trigger:    v1.Trigger{ProcessingTime: "1m"},
+			Checkpoint: v1.Checkpoint{Location: "s3://checkpoints/revenue", MinBatchesToRetain: 50, Retention: v1.RetentionDelete},
+			StateStore: v1.StateStore{Partitions: 16},
+			Suspend:    true,
+			Resources: v1.ResourceRequirements{
+				Requests: map[string]resource.Quantity{"cpu": resource.MustParse("500m"), "memory": resource.MustParse("1Gi")},
+				Limits:   map[string]resource.Quantity{"memory": resource.MustParse("2Gi")},
+			},
+			Engine: v1.EngineSpec{
+				ServiceAccountName: "revenue-engine",
+				NodeSelector:       map[string]string{"pool": "streaming"},
+				Tolerations: []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "streaming",
+					Effect: corev1.TaintEffectNoSchedule}},
+				Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+					RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+						MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"a", "b"}}},
+					}}},
+				}},
+				PriorityClassName: "streaming",
+				ImagePullSecrets:  []corev1.LocalObjectReference{{Name: "registry"}},
+				Labels:            map[string]string{"team": "payments"},
+				Annotations:       map[string]string{"prometheus.io/scrape": "true"},
+				EnvFrom: []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{
+					LocalObjectReference: corev1.LocalObjectReference{Name: "revenue-env"}}}},
+				ProgressTimeout: "15m",
+			},
+		},
+	}
+}
+
+// TestImportKubectlQuery imports a query that kubectl created — through the API server with
+// a typed client, as kubectl sends it — and plans the configuration that says the same: the
+// plan shows no changes (terraform plan -detailed-exitcode exits 0), as after an import with
+// HashiCorp's providers. The first read after an import used to drop the values that are
+// zero but present, such as the console sink's empty object (issue 23 #3).
+func TestImportKubectlQuery(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	scheme := runtime.NewScheme()
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	kubectl, err := client.New(c.cfg, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := kubectl.Create(context.Background(), kubectlQuery(c.namespace), client.FieldOwner("kubectl-create")); err != nil {
+		t.Fatalf("create the query as kubectl would: %v", err)
+	}
+
+	dir := t.TempDir()
+	main := "terraform {\n  required_providers {\n    lockstep = { source = \"lockstep-dev/lockstep\" }\n  }\n}\n\n" + c.provider() + importedConfig
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf := newTerraformCLI(t, dir)
+	tf.must("init", "-input=false")
+	tf.must("import", "-input=false", "-lock=false", address, c.namespace+"/revenue")
+	if out, err := tf.run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
+		t.Errorf("plan right after import is not empty (%v):\n%s", err, out)
+	}
 }

@@ -1,6 +1,7 @@
 package provider
 
 import (
+	"archive/zip"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -172,5 +173,79 @@ func TestProviderReleaseArtifacts(t *testing.T) {
 	out := runIn(t, copyInstallExample(t), env, "terraform", "init", "-input=false")
 	if !strings.Contains(out, "Installed lockstep-dev/lockstep v"+version) {
 		t.Errorf("terraform init did not install the release zip:\n%s", out)
+	}
+}
+
+// standInVersion is the version under which packKubernetesStandIn puts the stand-in in a
+// mirror; it meets the platform module's constraint on hashicorp/kubernetes.
+const standInVersion = "2.38.0"
+
+// packKubernetesStandIn puts this test binary in mirror as hashicorp/kubernetes, in the packed
+// layout that `terraform providers mirror` writes:
+// registry.terraform.io/hashicorp/kubernetes/terraform-provider-kubernetes_<version>_<os>_<arch>.zip.
+// Started by Terraform with standInEnv set, the binary serves kubernetesStandIn.
+func packKubernetesStandIn(t *testing.T, mirror string) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(mirror, "registry.terraform.io", "hashicorp", "kubernetes")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Create(filepath.Join(dir, "terraform-provider-kubernetes_"+standInVersion+"_"+platform+".zip"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zw := zip.NewWriter(f)
+	h := &zip.FileHeader{Name: "terraform-provider-kubernetes_v" + standInVersion, Method: zip.Store}
+	h.SetMode(0o755)
+	w, err := zw.CreateHeader(h)
+	if err == nil {
+		_, err = w.Write(bin)
+	}
+	if err == nil {
+		err = zw.Close()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatalf("pack the hashicorp/kubernetes stand-in: %v", err)
+	}
+}
+
+// TestInstallOfflineForPlatform takes the install guide's offline path for the platform
+// module, which needs hashicorp/kubernetes besides this provider: make install-provider, and
+// hashicorp/kubernetes in the same mirror as terraform providers mirror lays it out (a
+// stand-in with its schema, since nothing can be downloaded here). terraform init then
+// installs both from the mirror, and terraform validate runs both, with Terraform's implied
+// mirror (no CLI configuration) and with the guide's offline.tfrc, which asks no registry.
+func TestInstallOfflineForPlatform(t *testing.T) {
+	home := t.TempDir()
+	env := installEnv(t, home)
+	runIn(t, repoRoot, env, "make", "--no-print-directory", "install-provider")
+	mirror := filepath.Join(home, ".terraform.d", "plugins")
+	packKubernetesStandIn(t, mirror)
+	env = append(env, standInEnv+"="+standInKubernetes)
+	for _, tc := range []struct{ name, rc string }{{"implied mirror", ""}, {"offline.tfrc", "offline.tfrc"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.rc != "" {
+				writeRC(t, home, tc.rc, mirrorPath, mirror)
+			}
+			dir := copyExample(t, filepath.Join(examplesDir, "platform"))
+			out := runIn(t, dir, env, "terraform", "init", "-input=false", "-backend=false")
+			for _, want := range []string{"Installed lockstep-dev/lockstep", "Installed hashicorp/kubernetes v" + standInVersion} {
+				if !strings.Contains(out, want) {
+					t.Errorf("terraform init did not say %q:\n%s", want, out)
+				}
+			}
+			runIn(t, dir, env, "terraform", "validate")
+		})
 	}
 }

@@ -79,7 +79,10 @@ func specOf(spec *field, raw tftypes.Value) (out map[string]any, known bool, err
 }
 
 // setSpec writes the spec read from the API server into the top-level attributes of a plan or
-// state, in the form of want where both mean the same (see reconcile).
+// state, in the form of want where both mean the same (see reconcile). A null want (the first
+// read after terraform import, when the state holds nothing to compare with) writes every
+// value the API object holds as it is, zero values included: an empty console sink or an
+// explicit false is what the object says, and what a configuration that matches it says.
 func setSpec(ctx context.Context, dst attributeSetter, spec *field, apiSpec map[string]any, want tftypes.Value) diag.Diagnostics {
 	var diags diag.Diagnostics
 	wantAttrs, err := rootAttributes(want)
@@ -93,11 +96,10 @@ func setSpec(ctx context.Context, dst attributeSetter, spec *field, apiSpec map[
 			diags.AddAttributeError(path.Root(c.TF), "Unexpected Value From The API Server", err.Error())
 			continue
 		}
-		w, ok := wantAttrs[c.TF]
-		if !ok {
-			w = tftypes.NewValue(tfType(c), nil)
+		if w, ok := wantAttrs[c.TF]; ok {
+			got = reconcile(c, w, got)
 		}
-		v, err := attrValue(ctx, c, reconcile(c, w, got))
+		v, err := attrValue(ctx, c, got)
 		if err != nil {
 			diags.AddAttributeError(path.Root(c.TF), "Internal Error", err.Error())
 			continue

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"github.com/hashicorp/terraform-plugin-go/tftypes"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -272,8 +273,8 @@ func locationOrigin(ctx context.Context, config tfsdk.Config) []byte {
 	return []byte(`{"configured":true}`)
 }
 
-// apply writes the planned query with server-side apply, waits as wait_for says, and records
-// what the API server holds in state.
+// apply writes the planned query in one request (see writeQuery), waits as wait_for says, and
+// records what the API server holds in state.
 // On create, a query that already exists is an error: server-side apply would silently take
 // over a query that Terraform does not manage.
 func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta, timeout time.Duration, create bool, state *tfsdk.State, diags *diag.Diagnostics) {
@@ -298,7 +299,9 @@ func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta,
 		if st, err := queryStatus(cur); err == nil {
 			before = st.LatestCommittedBatch
 		}
-	case !apierrors.IsNotFound(err):
+	case apierrors.IsNotFound(err):
+		cur = nil
+	default:
 		diags.AddError("Cannot Read Streaming Query", fmt.Sprintf("Read StreamingQuery %s/%s: %v.", namespace, name, err))
 		return
 	}
@@ -309,15 +312,7 @@ func (r *queryResource) apply(ctx context.Context, plan tfsdk.Plan, m queryMeta,
 		return
 	}
 	wctx, warns := withWarnings(ctx)
-	obj, err := r.cluster.applyQuery(wctx, desired, false)
-	if err == nil {
-		// Fields another manager set (drift) that the configuration leaves unset survive an
-		// apply; remove them, so that the configuration is the whole spec.
-		var ptrs []string
-		if ptrs, err = leftovers(r.kinds.query, plan.Raw, objectSpec(obj)); err == nil && len(ptrs) > 0 {
-			obj, err = r.cluster.removeLeftovers(wctx, obj, ptrs)
-		}
-	}
+	obj, err := r.cluster.writeQuery(wctx, r.kinds.query, plan.Raw, desired, cur)
 	for _, w := range warns.list() {
 		// The plan's dry run showed the webhook's findings and its note of a new location;
 		// saying them again after apply would only repeat them.
@@ -432,7 +427,13 @@ func (r *queryResource) Read(ctx context.Context, req resource.ReadRequest, resp
 	}
 	r.cluster.noteManaged(obj.GetUID())
 	resp.Diagnostics.Append(restoreSettings(ctx, &m, obj)...) // after an import, the state holds neither
-	resp.Diagnostics.Append(setSpec(ctx, &resp.State, r.kinds.query, objectSpec(obj), req.State.Raw)...)
+	want := req.State.Raw
+	if m.UID.IsNull() {
+		// The first read after terraform import: the state holds only the query's identity,
+		// nothing to compare the object with, so all of the object goes into it.
+		want = tftypes.NewValue(want.Type(), nil)
+	}
+	resp.Diagnostics.Append(setSpec(ctx, &resp.State, r.kinds.query, objectSpec(obj), want)...)
 	m.QueryID = types.StringUnknown() // a refresh takes the query id from status
 	resp.Diagnostics.Append(r.setObserved(ctx, &resp.State, m, obj)...)
 }

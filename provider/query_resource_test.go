@@ -11,6 +11,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
@@ -373,4 +374,143 @@ func TestDestroyToleratesGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf.must("destroy", "-auto-approve", "-input=false", "-refresh=false")
+}
+
+// TestApplyRevertsDriftInOneWrite changes the query outside Terraform, as kubectl edit does
+// (a change, an added field, an added source, under another field manager), and applies the
+// configuration again: apply writes the query once — one new resourceVersion, one new
+// generation, so the engine restarts once — and the spec is the configuration's again
+// (issue 23 #4). The same holds when the configuration changes too, and when it drops an
+// attribute that only Terraform set.
+func TestApplyRevertsDriftInOneWrite(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	dir := t.TempDir()
+	tf := newTerraformCLI(t, dir)
+	write := func(q queryConfig) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(c.provider()+q.hcl()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	apply := func() { t.Helper(); tf.must("apply", "-auto-approve", "-input=false", "-lock=false") }
+	q := baseQuery()
+	more := q
+	more.Returns = "s3://landing/returns/"
+	more.Suspend = true
+	write(more)
+	tf.must("init", "-input=false")
+	apply()
+
+	drift := func(u *unstructured.Unstructured) {
+		_ = unstructured.SetNestedField(u.Object, "5m", "spec", "trigger", "processingTime")
+		_ = unstructured.SetNestedField(u.Object, true, "spec", "suspend")
+		sources, _, _ := unstructured.NestedSlice(u.Object, "spec", "sources")
+		_ = unstructured.SetNestedField(sources[0].(map[string]any), int64(3), "files", "maxFilesPerTrigger")
+		_ = unstructured.SetNestedField(sources[0].(map[string]any), "skip", "onMalformed")
+		sources = append(sources, map[string]any{"name": "extra", "rate": map[string]any{"rowsPerSecond": int64(5)}})
+		_ = unstructured.SetNestedSlice(u.Object, sources, "spec", "sources")
+	}
+	changed := q
+	changed.Filter = "amount > 1.0"
+
+	for _, tc := range []struct {
+		name  string
+		edit  func(*unstructured.Unstructured) // made outside Terraform; nil for none
+		query queryConfig
+	}{
+		// Server-side apply alone removes what only Terraform set.
+		{"attributes only Terraform set dropped", nil, q},
+		{"drift reverted", drift, q},
+		{"drift reverted and the configuration changed", drift, changed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.edit != nil {
+				c.edit(t, "orders", tc.edit)
+			}
+			write(tc.query)
+			// What the configuration makes on a query of its own, without drift.
+			fresh := newTestCluster(t, c.cfg)
+			want := planSpec(t, fresh, tc.query)
+
+			writes := c.watchWrites(t, "orders", apply)
+			if len(writes) != 1 {
+				t.Errorf("apply wrote the query %d times, want once: %v", len(writes), writes)
+			}
+			u, err := c.get(t, "orders")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, objectSpec(u)); diff != "" {
+				t.Errorf("spec after apply differs from the configuration's (-want +got):\n%s", diff)
+			}
+			if out, err := tf.run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
+				t.Errorf("plan after apply is not empty (%v):\n%s", err, out)
+			}
+		})
+	}
+}
+
+// planSpec applies q in a namespace of its own and returns the spec it makes there: what the
+// configuration alone makes, defaults included.
+func planSpec(t *testing.T, c *testCluster, q queryConfig) map[string]any {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(c.provider()+q.hcl()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tf := newTerraformCLI(t, dir)
+	tf.must("init", "-input=false")
+	tf.must("apply", "-auto-approve", "-input=false", "-lock=false")
+	u, err := c.get(t, q.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objectSpec(u)
+}
+
+// watchWrites runs do and returns the writes of the query name that the API server made
+// meanwhile, as "resourceVersion/generation", from a watch that starts at the version read
+// before do.
+func (c *testCluster) watchWrites(t testing.TB, name string, do func()) []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	res := c.dyn.Resource(queriesResource).Namespace(c.namespace)
+	before, err := res.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := res.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: before.GetResourceVersion()})
+	if err != nil {
+		t.Fatalf("watch StreamingQuery %s: %v", name, err)
+	}
+	defer w.Stop()
+	do()
+	after, err := res.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	if after.GetResourceVersion() == before.GetResourceVersion() {
+		return writes
+	}
+	timeout := time.After(eventually)
+	for {
+		select {
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				t.Fatalf("the watch of StreamingQuery %s ended early; writes so far: %v", name, writes)
+			}
+			u, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok {
+				t.Fatalf("watch event %s: %T", ev.Type, ev.Object)
+			}
+			writes = append(writes, fmt.Sprintf("%s/%d", u.GetResourceVersion(), u.GetGeneration()))
+			if u.GetResourceVersion() == after.GetResourceVersion() {
+				return writes
+			}
+		case <-timeout:
+			t.Fatalf("the watch of StreamingQuery %s did not see version %s within %s; writes: %v", name, after.GetResourceVersion(), eventually, writes)
+		}
+	}
 }
