@@ -2,6 +2,7 @@ package provider
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -255,4 +258,27 @@ func TestSnake(t *testing.T) {
 			t.Errorf("snake(%q) = %q, want %q", in, got, want)
 		}
 	}
+}
+
+// TestQueryMetaSavesEveryField: set saves every attribute queryMeta names, so none is
+// silently left out of the state.
+func TestQueryMetaSavesEveryField(t *testing.T) {
+	var m queryMeta
+	saved := savedAttributes{}
+	if diags := m.set(t.Context(), saved); diags.HasError() {
+		t.Fatalf("set: %v", diags)
+	}
+	for name := range m.fields() {
+		if !saved[name] {
+			t.Errorf("attribute %s is not saved", name)
+		}
+	}
+}
+
+// savedAttributes records the attributes set saves.
+type savedAttributes map[string]bool
+
+func (s savedAttributes) SetAttribute(_ context.Context, p path.Path, _ any) diag.Diagnostics {
+	s[p.String()] = true
+	return nil
 }

@@ -108,6 +108,9 @@ func (m *queryMeta) set(ctx context.Context, dst attributeSetter) diag.Diagnosti
 			diags.Append(dst.SetAttribute(ctx, path.Root(name), *v)...)
 		case *timeouts.Value:
 			diags.Append(dst.SetAttribute(ctx, path.Root(name), *v)...)
+		default:
+			// A new attribute of another type must be added here, or it would never be saved.
+			diags.AddError("Provider bug", fmt.Sprintf("queryMeta.set cannot save attribute %s of type %T", name, target))
 		}
 	}
 	return diags
