@@ -452,6 +452,39 @@ func TestRetention(t *testing.T) {
 	}
 }
 
+// TestRetentionChangeKeepsEngine: checkpoint.retention is a deletion policy the controller
+// applies; changing it alone leaves the engine's query file and pod as they were, so the
+// engine does not restart.
+func TestRetentionChangeKeepsEngine(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	cm, d := f.engine("orders")
+	f.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint)
+
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Checkpoint.Retention = v1.RetentionDelete }); err != nil {
+		t.Fatal(err)
+	}
+	gen := f.get("orders").Generation
+	eventually(t, "the ConfigMap renders the new generation", func() error {
+		got, _ := f.engine("orders")
+		if g := got.Annotations[controller.AnnotationGeneration]; g != fmt.Sprint(gen) {
+			return fmt.Errorf("ConfigMap renders generation %s, want %d", g, gen)
+		}
+		return nil
+	})
+	cm2, d2 := f.engine("orders")
+	if cm2.Data[controller.QueryKey] != cm.Data[controller.QueryKey] {
+		t.Errorf("the engine's query changed with retention:\n%s\nwas\n%s", cm2.Data[controller.QueryKey], cm.Data[controller.QueryKey])
+	}
+	if diff := cmp.Diff(d.Spec.Template, d2.Spec.Template); diff != "" {
+		t.Errorf("the engine's pod template changed with retention (-before +after):\n%s", diff)
+	}
+	if d2.Generation != d.Generation {
+		t.Errorf("Deployment generation %d → %d: it was rewritten", d.Generation, d2.Generation)
+	}
+}
+
 func TestStoreRefusesNamespace(t *testing.T) {
 	f := newFixture(t, testenv.ControlPlane(t))
 	f.startManager(nil)
