@@ -41,6 +41,13 @@ type engineState struct {
 	// spec, not being deleted): an old pod's restarts say nothing of the engine running now.
 	restarts int32
 	failure  *v1.Failure
+	// restart is how the current pod's engine container last ended when it has restarted
+	// after a failure (a non-zero exit: a crash, or the kill of its liveness probe); nil when
+	// it has not.
+	restart *corev1.ContainerStateTerminated
+	// startedAt is when the current pod's engine container started (again); zero while it
+	// is not running.
+	startedAt time.Time
 }
 
 // inspectPods reads the engine pods; hash is the spec hash in force ("" for none).
@@ -68,7 +75,16 @@ func inspectPods(pods []corev1.Pod, hash string) engineState {
 			if !current || p.DeletionTimestamp != nil {
 				continue
 			}
-			st.restarts = max(st.restarts, cs.RestartCount)
+			if cs.RestartCount >= st.restarts {
+				st.restarts = cs.RestartCount
+				st.restart, st.startedAt = nil, time.Time{}
+				if t := cs.LastTerminationState.Terminated; cs.RestartCount > 0 && t != nil && t.ExitCode != 0 {
+					st.restart = t
+				}
+				if r := cs.State.Running; r != nil {
+					st.startedAt = r.StartedAt.Time
+				}
+			}
 			if cs.Ready {
 				st.ready = true
 			}
@@ -164,6 +180,7 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	}
 
 	// Phase, Ready
+	recovering := r.recovering(q, o)
 	runningGen := generationOf(o.desiredCM)
 	deploymentCurrent := o.workloadCurrent()
 	switch {
@@ -183,13 +200,20 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	case o.completed:
 		st.Phase = v1.PhaseCompleted
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonCompleted, "The trigger ended and every batch committed")
-	case o.engine.failing:
+	case o.engine.failing, recovering && old.Phase == v1.PhaseFailed:
+		// A crash loop runs the engine between its crashes: until it shows that it works
+		// again, it is still failing (and its failure is announced once).
 		st.Phase = v1.PhaseFailed
 		msg := "The engine is failing"
 		if st.LastFailure != nil {
 			msg += ": " + st.LastFailure.Message
 		}
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineFailed, msg)
+	case recovering:
+		st.Phase = v1.PhaseRunning
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineRestarted,
+			fmt.Sprintf("%s; Ready again once a batch commits, or once it has run %s without another restart",
+				restartNote(o.engine.restart, o.engine.restarts), livenessBound(&q.Spec)))
 	case o.unreachable != nil && o.desiredCM == nil:
 		st.Phase = v1.PhasePending
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint before the engine starts")
@@ -233,6 +257,43 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 		}
 	}
 	return st
+}
+
+// recovering reports whether the engine of the current spec restarted after a failure and
+// has not shown since that it works: no batch committed since it started again, and it has
+// run for less than its liveness bound (an engine that runs that long without its liveness
+// probe restarting it finishes triggers).
+func (r *QueryReconciler) recovering(q *v1.StreamingQuery, o *observation) bool {
+	e := &o.engine
+	if e.restart == nil || e.startedAt.IsZero() || o.committedSinceStart() {
+		return false
+	}
+	return r.clock.Since(e.startedAt) < livenessBound(&q.Spec)
+}
+
+// committedSinceStart reports whether the newest commit the reconcile read is younger than
+// the current engine container: that engine committed it (an older engine stopped before it
+// started).
+func (o *observation) committedSinceStart() bool {
+	at, started := o.committedAt(), o.engine.startedAt
+	return !at.IsZero() && !started.IsZero() && !at.Before(started)
+}
+
+// livenessBound is how long an engine runs at most while no trigger finishes before its
+// liveness probe restarts it: the progress timeout, then the probe's failures in a row.
+func livenessBound(s *v1.StreamingQuerySpec) time.Duration {
+	return s.ProgressTimeout() + livenessFailures*livenessPeriodSeconds*time.Second
+}
+
+// restartNote says how the engine container last ended before its restart: killed by its
+// liveness probe (the engine's StuckMessage says so), or exited with an error.
+func restartNote(t *corev1.ContainerStateTerminated, restarts int32) string {
+	if strings.HasPrefix(t.Message, StuckMessage) {
+		return fmt.Sprintf("The engine was restarted by its liveness probe at %s (restart %d): %s; it replays the interrupted batch from the checkpoint",
+			t.FinishedAt.UTC().Format(time.RFC3339), restarts, strings.TrimSpace(t.Message))
+	}
+	return fmt.Sprintf("The engine restarted after it exited with code %d at %s (restart %d): %s",
+		t.ExitCode, t.FinishedAt.UTC().Format(time.RFC3339), restarts, failureMessage(t))
 }
 
 // fromCheckpoint copies the checkpoint's identity and progress into the status.
@@ -282,6 +343,37 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 	st.Lag = sumLag(c.Progress.Sources)
 }
 
+// announcements returns the Events that announce what changed from the status old to now:
+// a refusal by the checkpoint, a change of phase, an engine restart. Each follows from a change of the status, which so records what was announced:
+// emitted once the status write succeeded, a transition is announced once however often it
+// is observed.
+func announcements(gen int64, old, now *v1.StreamingQueryStatus) []event {
+	var evs []event
+	if c := compatibilityEvent(old.Conditions, now.Conditions); c != nil {
+		evs = append(evs, event{corev1.EventTypeWarning, c.Reason, "Check", fmt.Sprintf("Refused generation %d: %s", gen, c.Message)})
+	}
+	if e := phaseEvent(old, now); e != nil {
+		evs = append(evs, *e)
+	}
+	if c := newReason(old.Conditions, now.Conditions, v1.ConditionReady, v1.ReasonEngineRestarted); c != nil {
+		evs = append(evs, event{corev1.EventTypeWarning, v1.ReasonEngineRestarted, "Run", c.Message})
+	}
+	return evs
+}
+
+// newReason returns the condition of type typ in now when it has the reason and old's did
+// not say the same (reason and message), or nil.
+func newReason(old, now []metav1.Condition, typ, reason string) *metav1.Condition {
+	c := meta.FindStatusCondition(now, typ)
+	if c == nil || c.Reason != reason {
+		return nil
+	}
+	if p := meta.FindStatusCondition(old, typ); p != nil && p.Reason == c.Reason && p.Message == c.Message {
+		return nil
+	}
+	return c
+}
+
 // compatibilityEvent returns the Compatible condition when it newly became False (a new
 // refusal to announce with an Event), or nil.
 func compatibilityEvent(old, now []metav1.Condition) *metav1.Condition {
@@ -304,9 +396,8 @@ type event struct {
 }
 
 // phaseEvent returns the Event that announces a change of phase from old to now, or nil:
-// a suspend, a resume, and an engine that started failing (a crash loop, a failed Job). The
-// note of a failure holds only its message, so that the same failure repeating (each crash
-// of a crash loop) makes a series of one Event rather than one Event per crash.
+// a suspend, a resume, and an engine that started failing (a crash loop, a failed Job). A
+// crash loop stays Failed between its crashes (see status), so it is announced once.
 func phaseEvent(old, now *v1.StreamingQueryStatus) *event {
 	switch {
 	case now.Phase == old.Phase:

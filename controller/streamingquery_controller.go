@@ -205,21 +205,22 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, err
 	}
 	q.Status = r.status(&q, old, &o)
-	if c := compatibilityEvent(old.Conditions, q.Status.Conditions); c != nil {
-		r.recorder.Eventf(&q, nil, corev1.EventTypeWarning, c.Reason, "Check", "%s", truncate(fmt.Sprintf("Refused generation %d: %s", q.Generation, c.Message), maxEventNote))
-	}
-	if e := phaseEvent(old, &q.Status); e != nil {
-		r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
-	}
 	if c, ok := o.commitSeen(); ok && !q.Spec.Suspend {
 		for _, e := range r.trends.fold(req.NamespacedName, c, processingTime(&q.Spec)) {
-			r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
+			r.record(&q, e)
 		}
 	}
+	// The transitions this status write records are announced once it succeeded: a
+	// reconcile that read a stale query (the cache behind its own last write) would announce
+	// them again, and its write conflicts.
+	announced := announcements(q.Generation, old, &q.Status)
 	if !equality.Semantic.DeepEqual(old, &q.Status) {
 		if err := r.client.Status().Update(ctx, &q); err != nil {
 			return ctrl.Result{}, fmt.Errorf("update status: %w", err)
 		}
+	}
+	for _, e := range announced {
+		r.record(&q, e)
 	}
 	if o.refused != nil && o.store == nil {
 		// Nothing to watch but the query and its store: their changes reconcile again.
@@ -564,6 +565,11 @@ func getOrNil[T client.Object](ctx context.Context, c client.Reader, namespace, 
 		return zero, fmt.Errorf("get %T %s/%s: %w", obj, namespace, name, err)
 	}
 	return obj, nil
+}
+
+// record emits an Event about q.
+func (r *QueryReconciler) record(q *v1.StreamingQuery, e event) {
+	r.recorder.Eventf(q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
 }
 
 // maxEventNote is the longest note an events.k8s.io Event takes (1 kB), with room to spare.

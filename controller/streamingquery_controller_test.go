@@ -270,6 +270,37 @@ func (f *fixture) event(name, reason string) eventsv1.Event {
 	return found
 }
 
+// events returns the Events of the query with the reason, each listed once with its count
+// (a series counts its repeats).
+func (f *fixture) events(name, reason string) []eventsv1.Event {
+	f.t.Helper()
+	var evs eventsv1.EventList
+	if err := f.c.List(context.Background(), &evs, client.InNamespace(f.ns)); err != nil {
+		f.t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range evs.Items {
+		if e.Reason == reason && e.Regarding.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// announcedOnce fails the test unless the query has exactly one Event with the reason, not
+// repeated in a series.
+func (f *fixture) announcedOnce(name, reason string) {
+	f.t.Helper()
+	evs := f.events(name, reason)
+	if len(evs) != 1 || evs[0].Series != nil {
+		var notes []string
+		for _, e := range evs {
+			notes = append(notes, fmt.Sprintf("%q (series %+v)", e.Note, e.Series))
+		}
+		f.t.Errorf("%d %s events: %v; want one", len(evs), reason, notes)
+	}
+}
+
 // TestSuspend: a suspend scales the engine to 0 with a Suspended event and shows no lag
 // (nothing measures it); a resume scales it back with a Resumed event.
 func TestSuspend(t *testing.T) {
@@ -315,6 +346,32 @@ func TestSuspend(t *testing.T) {
 	if e := f.event("orders", controller.EventResumed); e.Type != corev1.EventTypeNormal {
 		t.Errorf("Resumed event type = %s, want Normal", e.Type)
 	}
+	// Later reconciles (the status read from a cache behind the controller's own write among
+	// them) announce nothing again.
+	f.eventuallyReconciled("orders")
+	f.announcedOnce("orders", v1.ReasonSuspended)
+	f.announcedOnce("orders", controller.EventResumed)
+}
+
+// eventuallyReconciled waits until the controller has reconciled the query again, several
+// times: it touches an annotation (which reconciles at once) and waits for resyncs.
+func (f *fixture) eventuallyReconciled(name string) {
+	f.t.Helper()
+	start := time.Now()
+	eventually(f.t, "several reconciles", func() error {
+		if err := f.update(name, func(q *v1.StreamingQuery) {
+			if q.Annotations == nil {
+				q.Annotations = map[string]string{}
+			}
+			q.Annotations["test.lockstep.dev/touched"] = time.Now().Format(time.RFC3339Nano)
+		}); err != nil {
+			return err
+		}
+		if time.Since(start) < 4*resync {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 }
 
 // TestEngineCrashLoop: an engine that crash-loops makes the query Failed with a Warning
@@ -359,6 +416,29 @@ func TestEngineCrashLoop(t *testing.T) {
 		t.Errorf("EngineFailed event = %s %q, want a Warning with the termination message", e.Type, e.Note)
 	}
 
+	// Between two crashes the kubelet runs the engine again; the crash loop goes on, and is
+	// neither Running in between nor announced again.
+	crash := pod.Status.ContainerStatuses[0].LastTerminationState
+	pod.Status.ContainerStatuses[0] = corev1.ContainerStatus{
+		Name: controller.EngineContainer, RestartCount: 4, Image: pod.Spec.Containers[0].Image, Ready: true,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		LastTerminationState: crash,
+	}
+	if err := f.c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "restarts 4", func() error {
+		if q := f.get("orders"); q.Status.Restarts != 4 {
+			return fmt.Errorf("restarts %d", q.Status.Restarts)
+		}
+		return nil
+	})
+	f.eventuallyReconciled("orders")
+	if q := f.get("orders"); q.Status.Phase != v1.PhaseFailed || condition(q, v1.ConditionReady).Reason != v1.ReasonEngineFailed {
+		t.Errorf("between two crashes: phase %s, Ready %+v; want Failed, EngineFailed", q.Status.Phase, condition(q, v1.ConditionReady))
+	}
+	f.announcedOnce("orders", v1.ReasonEngineFailed)
+
 	// A new pod of the current spec starts with no restarts.
 	if err := f.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
@@ -376,6 +456,48 @@ func TestEngineCrashLoop(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestEngineRestartedByLiveness: the kubelet restarts the engine container after its
+// liveness probe failed (the engine wrote controller.StuckMessage as it was stopped); the
+// status says so at once, with one Warning Event, and the query is Ready again once the
+// restarted engine commits a batch.
+func TestEngineRestartedByLiveness(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	pod := f.runPod(d)
+	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+
+	// As the kubelet reports it: restarted once, running (and ready: the new engine claimed
+	// the checkpoint), the last termination the probe's kill with the engine's message.
+	stuck := controller.StuckMessage + "no trigger finished for 5m1s, more than the progress timeout 5m0s (spec.engine.progressTimeout)"
+	restartedAt := time.Now().Add(-time.Second)
+	pod.Status.ContainerStatuses[0] = corev1.ContainerStatus{
+		Name: controller.EngineContainer, RestartCount: 1, Ready: true, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(restartedAt)}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 137, Reason: "Error", Message: stuck, FinishedAt: metav1.NewTime(restartedAt)}},
+	}
+	if err := f.c.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineRestarted)
+	if c := condition(q, v1.ConditionReady); !strings.Contains(c.Message, "restarted by its liveness probe") || !strings.Contains(c.Message, stuck) {
+		t.Errorf("Ready message = %q, want it to name the liveness restart and the engine's message", c.Message)
+	}
+	if q.Status.Phase != v1.PhaseRunning || q.Status.Restarts != 1 || q.Status.LastFailure == nil || q.Status.LastFailure.Message != stuck {
+		t.Errorf("phase %s, restarts %d, lastFailure %+v; want Running, 1, the engine's message", q.Status.Phase, q.Status.Restarts, q.Status.LastFailure)
+	}
+	if e := f.event("orders", v1.ReasonEngineRestarted); e.Type != corev1.EventTypeWarning || !strings.Contains(e.Note, "liveness probe") {
+		t.Errorf("EngineRestarted event = %s %q, want a Warning naming the liveness probe", e.Type, e.Note)
+	}
+
+	// The restarted engine commits a batch: it works again.
+	f.writeCheckpoint(q, 0, 0, time.Now())
+	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+	f.announcedOnce("orders", v1.ReasonEngineRestarted)
 }
 
 // TestCompatibleKeepsWarnings: a change allowed with a warning keeps the warning in the
