@@ -55,6 +55,50 @@ import (
 // credentials (the Secret is read again every secretRefresh, 5 min, and after a failed read), its engine pods, a read that failed, a checkpoint that does not exist or has
 // no shape yet.
 
+// followSlack is how long after a batch is due to commit its poll reads the checkpoint.
+const followSlack = time.Second
+
+// nextPoll is how long until the status of q, just computed from old, is read again from the
+// checkpoint. A query that is not running, or has committed nothing, is read every resync.
+// A running query is read again sooner, to follow its engine closely at a bounded cost:
+//
+//   - a batch in flight (planned, not committed): after r.follow, when it has likely committed;
+//   - a processingTime trigger: just after its next batch is due to commit (the newest batch's
+//     time, plus the interval, plus as long as that batch took);
+//   - batches back to back (no interval, or late): after r.follow when the poll found a new
+//     commit, else at the resync.
+//
+// Never sooner than r.follow, nor later than the resync.
+func (r *QueryReconciler) nextPoll(q *v1.StreamingQuery, old *v1.StreamingQueryStatus) time.Duration {
+	st := &q.Status
+	if st.Phase != v1.PhaseRunning || st.LastProgress == nil {
+		return r.resync
+	}
+	bound := func(d time.Duration) time.Duration { return min(max(d, r.follow), r.resync) }
+	committed := ptrOr(st.LatestCommittedBatch, -1)
+	if ptrOr(st.LatestPlannedBatch, -1) > committed {
+		return bound(r.follow)
+	}
+	if interval := processingTime(&q.Spec); interval > 0 {
+		took := time.Duration(st.LastProgress.DurationMs["triggerExecution"]) * time.Millisecond
+		due := st.LastProgress.Timestamp.Add(interval + took + followSlack)
+		if d := due.Sub(r.clock.Now()); d > 0 {
+			return bound(d)
+		}
+	}
+	if committed != ptrOr(old.LatestCommittedBatch, -1) {
+		return bound(r.follow)
+	}
+	return r.resync
+}
+
+func ptrOr(p *int64, def int64) int64 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
 // poller holds the memory of status polls, per query. It is safe for concurrent use; the
 // reconciler never polls one query twice at once.
 type poller struct {

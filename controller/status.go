@@ -113,9 +113,6 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	st := *old.DeepCopy()
 	gen := q.Generation
 	st.ObservedGeneration = gen
-	if o.location != "" {
-		st.CheckpointLocation = o.location
-	}
 	if o.refused == nil {
 		// A refused spec's reconcile does not look at the pods: keep what was seen.
 		st.Restarts = o.engine.restarts
@@ -127,7 +124,11 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 		st.Guarantee, st.GuaranteeReason = v.Guarantee, v.GuaranteeReason
 	}
 	if o.refused == nil && o.unreachable == nil {
-		r.fromCheckpoint(&st, &o.snap)
+		// The location, the query id and the progress come from one read of one checkpoint
+		// and are written together: a status never shows a mix of two. Until the checkpoint
+		// can be read, they all stay as last read.
+		st.CheckpointLocation = o.location
+		fromCheckpoint(&st, &o.snap)
 	}
 	if q.Spec.Suspend {
 		// The engine measures lag at each batch; a suspended one measures nothing, and the
@@ -179,8 +180,10 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonCompatibleChange, msg)
 	}
 
-	// Phase, Ready
+	// Phase, Ready. A batch committed since the current engine started proves that it runs,
+	// before the kubelet reports it ready.
 	recovering := r.recovering(q, o)
+	running := o.engine.ready || o.committedSinceStart()
 	runningGen := generationOf(o.desiredCM)
 	deploymentCurrent := o.workloadCurrent()
 	switch {
@@ -217,10 +220,10 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	case o.unreachable != nil && o.desiredCM == nil:
 		st.Phase = v1.PhasePending
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint before the engine starts")
-	case o.engine.ready && deploymentCurrent && runningGen == gen:
+	case running && deploymentCurrent && runningGen == gen:
 		st.Phase = v1.PhaseRunning
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning, fmt.Sprintf("The engine runs generation %d", gen))
-	case o.engine.ready:
+	case running:
 		st.Phase = v1.PhaseRunning
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineStarting, fmt.Sprintf("The engine of generation %d is starting", gen))
 	default:
@@ -296,8 +299,12 @@ func restartNote(t *corev1.ContainerStateTerminated, restarts int32) string {
 		t.ExitCode, t.FinishedAt.UTC().Format(time.RFC3339), restarts, failureMessage(t))
 }
 
-// fromCheckpoint copies the checkpoint's identity and progress into the status.
-func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapshot) {
+// fromCheckpoint sets the checkpoint's identity and progress in the status: all of them from
+// s, none left from an earlier read (a location without a checkpoint, or without a batch,
+// has none).
+func fromCheckpoint(st *v1.StreamingQueryStatus, s *snapshot) {
+	st.QueryID, st.LatestPlannedBatch, st.LatestCommittedBatch, st.LastProgress = "", nil, nil, nil
+	st.Sources, st.Lag, st.LagSeconds = nil, nil, nil
 	if !s.exists {
 		return
 	}
@@ -328,8 +335,6 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 		pr.ProcessedRowsPerSecond = c.Progress.NumInputRows * 1000 / ms
 	}
 	st.LastProgress = pr
-	st.Sources = nil
-	st.LagSeconds = nil
 	for _, sp := range c.Progress.Sources {
 		ss := v1.SourceStatus{Name: sp.Source, Offsets: string(sp.EndOffset), Lag: sp.Lag}
 		if sp.LagMs != nil {
@@ -344,9 +349,9 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 }
 
 // announcements returns the Events that announce what changed from the status old to now:
-// a refusal by the checkpoint, a change of phase, an engine restart. Each follows from a change of the status, which so records what was announced:
-// emitted once the status write succeeded, a transition is announced once however often it
-// is observed.
+// a refusal by the checkpoint, a change of phase, an engine restart. Each follows from a
+// change of the status, which so records what was announced: emitted once the status write
+// succeeded, a transition is announced once however often it is observed.
 func announcements(gen int64, old, now *v1.StreamingQueryStatus) []event {
 	var evs []event
 	if c := compatibilityEvent(old.Conditions, now.Conditions); c != nil {

@@ -66,6 +66,13 @@ func (f *fixture) engine(name string) (*corev1.ConfigMap, *appsv1.Deployment) {
 // Deployment controller and kubelet would.
 func (f *fixture) runPod(d *appsv1.Deployment) *corev1.Pod {
 	f.t.Helper()
+	return f.startPod(d, true, time.Now())
+}
+
+// startPod creates an engine pod for the Deployment's current template whose engine
+// container started at started, ready or not yet.
+func (f *fixture) startPod(d *appsv1.Deployment, ready bool, started time.Time) *corev1.Pod {
+	f.t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: d.Name + "-" + d.Spec.Template.Annotations[controller.AnnotationSpecHash][:8], Namespace: d.Namespace,
@@ -75,8 +82,8 @@ func (f *fixture) runPod(d *appsv1.Deployment) *corev1.Pod {
 	}
 	f.create(pod)
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: controller.EngineContainer, Ready: true, Image: d.Spec.Template.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		Name: controller.EngineContainer, Ready: ready, Image: d.Spec.Template.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}},
 	}}}
 	if err := f.c.Status().Update(context.Background(), pod); err != nil {
 		f.t.Fatal(err)
@@ -174,6 +181,64 @@ func TestStatusFromCheckpoint(t *testing.T) {
 	}
 	if c := condition(q, v1.ConditionCheckpointReachable); c.Reason != v1.ReasonCheckpointRead || !strings.Contains(c.Message, meta.ID) {
 		t.Errorf("CheckpointReachable = %+v, want CheckpointRead naming the query id", c)
+	}
+}
+
+// TestStatusNeverMixesCheckpoints: after a move to a new location, the status shows the old
+// location with the old query id and batches, or the new one with the new checkpoint's (none
+// yet here), never the new location with the old progress.
+func TestStatusNeverMixesCheckpoints(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	f.engine("orders")
+	meta := f.writeCheckpoint(f.get("orders"), 3, 3, time.Now())
+	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
+	eventually(t, "batch 3 in status", func() error {
+		if b := f.get("orders").Status.LatestCommittedBatch; b == nil || *b != 3 {
+			return fmt.Errorf("latest committed batch %v", b)
+		}
+		return nil
+	})
+
+	moved := f.location("orders-v2")
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Checkpoint.Location = moved }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new location in status", func() error {
+		st := f.get("orders").Status
+		switch st.CheckpointLocation {
+		case f.location("orders"):
+			if st.QueryID != meta.ID || st.LatestCommittedBatch == nil || *st.LatestCommittedBatch != 3 {
+				t.Fatalf("the old location with query id %q, batch %v: a mix", st.QueryID, st.LatestCommittedBatch)
+			}
+			return errors.New("the old location still")
+		case moved:
+			if st.QueryID != "" || st.LatestCommittedBatch != nil || st.LatestPlannedBatch != nil || st.LastProgress != nil || st.Lag != nil || len(st.Sources) > 0 {
+				t.Fatalf("the new location, which holds no checkpoint, with query id %q, batches %v/%v, progress %+v, lag %v, sources %+v: a mix",
+					st.QueryID, st.LatestPlannedBatch, st.LatestCommittedBatch, st.LastProgress, st.Lag, st.Sources)
+			}
+			return nil
+		default:
+			return fmt.Errorf("location %q", st.CheckpointLocation)
+		}
+	})
+}
+
+// TestCommitShowsEngineRunning: a batch committed since the current engine container started
+// shows the query Running, before the kubelet reports the pod ready.
+func TestCommitShowsEngineRunning(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	f.startPod(d, false, time.Now().Add(-2*time.Second))
+	// The engine's first batch commits before the kubelet reports the pod ready (it never
+	// does here).
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+	if q.Status.Phase != v1.PhaseRunning || q.Status.LatestCommittedBatch == nil {
+		t.Errorf("phase %s, batch %v; want Running with batch 0", q.Status.Phase, q.Status.LatestCommittedBatch)
 	}
 }
 
