@@ -157,6 +157,8 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 
 	// Compatible
 	switch {
+	case o.refusedReason == v1.ReasonSecretMissing:
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, o.refusedReason, "Not judged: the checkpoint is read once the store's credentials Secret exists")
 	case o.refused != nil:
 		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, o.refusedReason, "Not judged: the spec or its store is refused")
 	case o.unreachable != nil:
@@ -190,6 +192,9 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	case q.Spec.Suspend:
 		st.Phase = v1.PhaseSuspended
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended, "spec.suspend is true: the engine stopped at a batch boundary")
+	case o.refusedReason == v1.ReasonSecretMissing:
+		st.Phase = v1.PhasePending
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, o.refusedReason, o.refused.Error())
 	case o.refused != nil:
 		st.Phase = v1.PhaseBlocked
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, o.refusedReason, o.refused.Error())
@@ -349,9 +354,10 @@ func fromCheckpoint(st *v1.StreamingQueryStatus, s *snapshot) {
 }
 
 // announcements returns the Events that announce what changed from the status old to now:
-// a refusal by the checkpoint, a change of phase, an engine restart. Each follows from a
-// change of the status, which so records what was announced: emitted once the status write
-// succeeded, a transition is announced once however often it is observed.
+// a refusal by the checkpoint, a change of phase, an engine restart, a credentials Secret
+// missing. Each follows from a change of the status, which so records what was announced:
+// emitted once the status write succeeded, a transition is announced once however often it
+// is observed.
 func announcements(gen int64, old, now *v1.StreamingQueryStatus) []event {
 	var evs []event
 	if c := compatibilityEvent(old.Conditions, now.Conditions); c != nil {
@@ -362,6 +368,9 @@ func announcements(gen int64, old, now *v1.StreamingQueryStatus) []event {
 	}
 	if c := newReason(old.Conditions, now.Conditions, v1.ConditionReady, v1.ReasonEngineRestarted); c != nil {
 		evs = append(evs, event{corev1.EventTypeWarning, v1.ReasonEngineRestarted, "Run", c.Message})
+	}
+	if c := newReason(old.Conditions, now.Conditions, v1.ConditionReady, v1.ReasonSecretMissing); c != nil {
+		evs = append(evs, event{corev1.EventTypeWarning, v1.ReasonSecretMissing, "Open", c.Message})
 	}
 	return evs
 }

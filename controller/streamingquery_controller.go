@@ -138,8 +138,10 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 }
 
 // SetupWithManager registers the reconciler: it watches StreamingQueries, the Deployments,
-// Jobs and ConfigMaps they own, and the engine pods (by label), and CheckpointStores (every query
-// of a changed store is reconciled again).
+// Jobs and ConfigMaps they own, and the engine pods (by label), CheckpointStores (every query
+// of a changed store is reconciled again), and the metadata of Secrets (the queries of a
+// Secret's namespace that use it are reconciled again: a credentials Secret created, rotated
+// or deleted starts, reopens or stops their engines at once).
 func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexLocations(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -151,6 +153,7 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(queryOfPod)).
 		Watches(&v1.CheckpointStore{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfStore), builder.WithPredicates(notStatusOnly)).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfSecret)).
 		Named("streamingquery").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
@@ -178,7 +181,7 @@ var notStatusOnly = predicate.Funcs{UpdateFunc: func(e crevent.UpdateEvent) bool
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -269,7 +272,7 @@ type observation struct {
 // observe reads the query's store, checkpoint, children and pods, and judges the spec.
 func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (observation, error) {
 	var o observation
-	cps := checkpoints{reader: r.reader, stores: r.client}
+	cps := checkpoints{reader: r.reader, cache: r.client}
 	var err error
 	if o.configMap, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &corev1.ConfigMap{}); err != nil {
 		return o, err
@@ -317,6 +320,12 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	o.snap, err = r.polls.poll(rctx, cps, q, o.placement, o.pods)
 	overBudget := rctx.Err() != nil && ctx.Err() == nil
 	cancel()
+	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
+		// Waiting for the Secret (applied after the query, or deleted): no engine runs until
+		// it exists; its creation reconciles the query at once.
+		o.refused, o.refusedReason, o.revoked = errors.New(missing.waiting()), v1.ReasonSecretMissing, true
+		return o, nil
+	}
 	if errors.Is(err, errStoreRefused) {
 		o.refused, o.refusedReason, o.revoked = revokedError(err), v1.ReasonStoreRefused, true
 		return o, nil
@@ -327,7 +336,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 		}
 		o.unreachable = err
 	} else {
-		v := compat.Check(o.snap.shape, &located.Spec, r.pgServers.option(ctx, r.reader, q))
+		v := compat.Check(o.snap.shape, &located.Spec, r.pgServers.option(ctx, r.reader, r.client, q))
 		o.verdict = &v
 		o.blocked = v.Severity == compat.Rejected || !o.snap.ownedBy(q)
 	}
@@ -503,7 +512,7 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 	if len(pods.Items) > 0 {
 		return false, nil // an engine may still write: wait until it has stopped
 	}
-	cps := checkpoints{reader: r.reader, stores: r.client}
+	cps := checkpoints{reader: r.reader, cache: r.client}
 	p, refused, err := cps.locate(ctx, q)
 	if err == nil && len(refused) > 0 {
 		err = fmt.Errorf("%w: %w", errStoreRefused, refused.ToAggregate())
@@ -561,6 +570,40 @@ func (r *QueryReconciler) queriesOfStore(ctx context.Context, obj client.Object)
 	for _, q := range all.Items {
 		if q.Spec.Checkpoint.Store == obj.GetName() {
 			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: q.Namespace, Name: q.Name}})
+		}
+	}
+	return reqs
+}
+
+// queriesOfSecret maps a Secret to the queries of its namespace that use it: as their
+// store's credentials, or named by their spec.
+func (r *QueryReconciler) queriesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var all v1.StreamingQueryList
+	if err := r.client.List(ctx, &all, client.InNamespace(obj.GetNamespace())); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing StreamingQueries for a Secret failed", "secret", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	credentials := map[string]string{} // store → its credentials Secret
+	var reqs []reconcile.Request
+	for i := range all.Items {
+		q := &all.Items[i]
+		used := false
+		if name := q.Spec.Checkpoint.Store; name != "" {
+			sec, ok := credentials[name]
+			if !ok {
+				var st v1.CheckpointStore
+				if err := r.client.Get(ctx, types.NamespacedName{Name: name}, &st); err == nil {
+					sec = st.Spec.CredentialsSecretName
+				}
+				credentials[name] = sec
+			}
+			used = sec == obj.GetName()
+		}
+		for _, u := range secretUses(q.Spec.DeepCopy()) {
+			used = used || u.secret == obj.GetName()
+		}
+		if used {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(q)})
 		}
 	}
 	return reqs
