@@ -174,9 +174,11 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	default:
 		msg := verdictMessage(o.verdict)
 		if p := meta.FindStatusCondition(old.Conditions, v1.ConditionCompatible); o.verdict.Severity == compat.Allowed && p != nil &&
-			p.ObservedGeneration == gen && p.Reason == v1.ReasonCompatibleChange && strings.HasPrefix(p.Message, headWithWarnings) {
-			// The engine has run this generation and recorded its shape, which the spec now
-			// matches; the warnings of the change it made still hold until the next one.
+			(p.ObservedGeneration == gen || o.engineSpecKept) && p.Reason == v1.ReasonCompatibleChange && strings.HasPrefix(p.Message, headWithWarnings) {
+			// The engine has run the change and recorded its shape, which the spec now
+			// matches; the warnings of that change still hold until the next one. A new
+			// generation that the engine does not see (a suspend, a resume, a retention) is
+			// not a change.
 			msg = p.Message
 		}
 		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonCompatibleChange, msg)

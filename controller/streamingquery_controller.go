@@ -265,8 +265,11 @@ type observation struct {
 	pods        []corev1.Pod
 	// desiredCM is the ConfigMap to run: the new spec's, or the existing one when blocked.
 	desiredCM *corev1.ConfigMap
-	engine    engineState
-	completed bool
+	// engineSpecKept is true when the spec renders the engine's query as it stands: the
+	// generation changed nothing the engine sees.
+	engineSpecKept bool
+	engine         engineState
+	completed      bool
 }
 
 // observe reads the query's store, checkpoint, children and pods, and judges the spec.
@@ -345,6 +348,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	if err != nil {
 		return o, err
 	}
+	o.engineSpecKept = o.configMap != nil && equality.Semantic.DeepEqual(o.configMap.Data, desired.Data)
 	switch {
 	case o.blocked || o.unreachable != nil:
 		// A change that was not judged, or was rejected, does not reach the engine.

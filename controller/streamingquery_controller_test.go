@@ -597,6 +597,26 @@ func TestCompatibleKeepsWarnings(t *testing.T) {
 	if err := hasWarning(); err != nil {
 		t.Errorf("after the engine recorded the new shape: %v", err)
 	}
+
+	// A suspend and a resume are new generations but no change the engine sees: the
+	// warnings stay.
+	for _, suspend := range []bool{true, false} {
+		if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = suspend }); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, fmt.Sprintf("the Compatible condition of the generation with suspend %t keeps the warning", suspend), hasWarning)
+	}
+	// The next change replaces them.
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Transform[0].Filter = "amount > 1.0" }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the next change's verdict, without the old warning", func() error {
+		q := f.get("orders")
+		if c := condition(q, v1.ConditionCompatible); c.ObservedGeneration != q.Generation || strings.Contains(c.Message, "[warning]") {
+			return fmt.Errorf("Compatible of generation %d (query at %d): %s", c.ObservedGeneration, q.Generation, c.Message)
+		}
+		return nil
+	})
 }
 
 func TestRetention(t *testing.T) {
