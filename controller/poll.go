@@ -16,7 +16,8 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
-// A status poll runs every resync for every query. Reading the whole checkpoint each time
+// A status poll runs every resync for every query, and more often for a running one (see
+// nextPoll). Reading the whole checkpoint each time
 // (the store's access check, metadata, the _latest hint and three entries of each log from
 // it, the offsets of the newest commit, a listing of shape/ and the newest shape: 2 LISTs
 // and 15-16 GETs) would make the controller the busiest client of every store. So the
