@@ -485,12 +485,17 @@ func verdictMessage(v *compat.Verdict) string {
 
 // FindingText renders one compat finding on one line, as the webhook's messages and the
 // Compatible condition show it: "[rejected] rule at path: "old" → "new": message Remedy:
-// remedy". A finding without values (both absent, as for a rule about the spec as a whole)
-// has no "old → new" part. The Terraform provider reads this text back (provider/diagnostics.go).
+// remedy". A finding without an old value (something added) shows only the new one
+// ("[allowed] source-added at spec.sources[1]: "rate": …"); one without values (as for a
+// rule about the spec as a whole) has neither. The Terraform provider reads this text back
+// (provider/diagnostics.go).
 func FindingText(f compat.Finding) string {
 	s := fmt.Sprintf("[%s] %s at %s: ", f.Severity, f.Rule, f.Path)
-	if f.Old != "" || f.New != "" {
+	switch {
+	case f.Old != "":
 		s += fmt.Sprintf("%q → %q: ", f.Old, f.New)
+	case f.New != "":
+		s += fmt.Sprintf("%q: ", f.New)
 	}
 	s += f.Message
 	if f.Remedy != "" {

@@ -82,7 +82,9 @@ func TestFindingText(t *testing.T) {
 		{"changed", compat.Finding{Rule: "files-path", Severity: compat.Rejected, Path: "spec.sources[0].files.path", Old: "a", New: "b", Message: "Moved.", Remedy: "Revert."},
 			`[rejected] files-path at spec.sources[0].files.path: "a" → "b": Moved. Remedy: Revert.`},
 		{"added", compat.Finding{Rule: "source-added", Severity: compat.Allowed, Path: "spec.sources", New: "orders", Message: "Added."},
-			`[allowed] source-added at spec.sources: "" → "orders": Added.`},
+			`[allowed] source-added at spec.sources: "orders": Added.`},
+		{"removed", compat.Finding{Rule: "source-removed", Severity: compat.Allowed, Path: "spec.sources", Old: "orders", Message: "Removed."},
+			`[allowed] source-removed at spec.sources: "orders" → "": Removed.`},
 		{"no values", compat.Finding{Rule: "guarantee", Severity: compat.Warning, Path: "spec", Message: "Weaker."},
 			`[warning] guarantee at spec: Weaker.`},
 	}
