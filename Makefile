@@ -57,6 +57,7 @@ generate: ## Regenerate deepcopy, CRDs and reference docs.
 	@hack/tools.sh controller_gen >/dev/null
 	$(TOOLS_BIN)/controller-gen object paths=./api/...
 	$(TOOLS_BIN)/controller-gen crd paths=./api/... output:crd:artifacts:config=config/crd/bases
+	go run ./hack/crddesc config/crd/bases/*.yaml
 	cp config/crd/bases/*.yaml charts/lockstep/crds/
 	go generate ./compat/...
 	@hack/tools.sh terraform >/dev/null

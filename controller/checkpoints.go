@@ -44,10 +44,11 @@ type placement struct {
 // lists nor watches them.
 type checkpoints struct {
 	reader client.Reader
-	// stores, when set, is read for CheckpointStores before reader: the manager's cache
-	// (the reconciler's watch of stores keeps it current; the webhook shares it). A store it
-	// does not hold yet (created a moment ago) is read from reader.
-	stores client.Reader
+	// cache, when set, is the manager's cache. CheckpointStores are read from it before
+	// reader (the reconciler's watch of stores keeps it current; the webhook shares it); a
+	// store it does not hold yet (created a moment ago) is read from reader. It holds the
+	// metadata of Secrets too (see secretVersion).
+	cache client.Reader
 }
 
 // locate returns the query's store and effective checkpoint location: spec.checkpoint.location,
@@ -57,10 +58,10 @@ func (c checkpoints) locate(ctx context.Context, q *v1.StreamingQuery) (p placem
 	if name := q.Spec.Checkpoint.Store; name != "" {
 		var st v1.CheckpointStore
 		var err error
-		if c.stores != nil {
-			err = c.stores.Get(ctx, types.NamespacedName{Name: name}, &st)
+		if c.cache != nil {
+			err = c.cache.Get(ctx, types.NamespacedName{Name: name}, &st)
 		}
-		if c.stores == nil || apierrors.IsNotFound(err) {
+		if c.cache == nil || apierrors.IsNotFound(err) {
 			err = c.reader.Get(ctx, types.NamespacedName{Name: name}, &st)
 		}
 		switch {
@@ -100,15 +101,34 @@ func (c checkpoints) open(ctx context.Context, namespace string, p placement, re
 	return openStore(ctx, p, sec, readOnly)
 }
 
-// secret reads the store's credentials Secret in the query's namespace. A missing Secret, or
-// one without both keys, wraps errStoreRefused.
+// secretMissingError is a store's credentials Secret that does not exist (yet) in a query's
+// namespace. It is a refusal (errors.Is errStoreRefused) that ends when the Secret is
+// created: admission admits the query with a warning, and its status waits for the Secret.
+type secretMissingError struct {
+	namespace, name, store string
+}
+
+func (e *secretMissingError) Error() string {
+	return fmt.Sprintf("%v: Secret %s/%s with %s and %s not found: create it in the query's namespace",
+		errStoreRefused, e.namespace, e.name, EnvAccessKeyID, EnvSecretAccessKey)
+}
+
+func (e *secretMissingError) Is(target error) bool { return target == errStoreRefused }
+
+// waiting says what a query waits for while the Secret is missing.
+func (e *secretMissingError) waiting() string {
+	return fmt.Sprintf("Secret %s/%s, the credentials of CheckpointStore %s (%s and %s), does not exist: create it in the query's namespace; the engine runs once it does",
+		e.namespace, e.name, e.store, EnvAccessKeyID, EnvSecretAccessKey)
+}
+
+// secret reads the store's credentials Secret in the query's namespace. A missing Secret is
+// a *secretMissingError; one without both keys wraps errStoreRefused.
 func (c checkpoints) secret(ctx context.Context, namespace string, p placement) (*corev1.Secret, error) {
 	spec := p.store.Spec
 	var sec corev1.Secret
 	err := c.reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: spec.CredentialsSecretName}, &sec)
 	if apierrors.IsNotFound(err) {
-		return nil, fmt.Errorf("%w: Secret %s/%s with %s and %s not found: create it in the query's namespace",
-			errStoreRefused, namespace, spec.CredentialsSecretName, EnvAccessKeyID, EnvSecretAccessKey)
+		return nil, &secretMissingError{namespace: namespace, name: spec.CredentialsSecretName, store: p.store.Name}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get Secret %s/%s: %w", namespace, spec.CredentialsSecretName, err)
@@ -117,6 +137,16 @@ func (c checkpoints) secret(ctx context.Context, namespace string, p placement) 
 		return nil, fmt.Errorf("%w: Secret %s/%s lacks %s or %s", errStoreRefused, namespace, spec.CredentialsSecretName, EnvAccessKeyID, EnvSecretAccessKey)
 	}
 	return &sec, nil
+}
+
+// secretCurrent reports whether the store's credentials Secret in namespace is still at
+// version, by the cache of Secrets' metadata; false without a cache (read it again).
+func (c checkpoints) secretCurrent(ctx context.Context, namespace string, p placement, version string) bool {
+	if c.cache == nil || version == "" {
+		return false
+	}
+	now, err := secretVersion(ctx, c.cache, namespace, p.store.Spec.CredentialsSecretName)
+	return err == nil && now == version
 }
 
 // openStore opens the store at the placement with the credentials in sec.

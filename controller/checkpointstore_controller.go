@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,6 +63,9 @@ type StoreReconciler struct {
 	recorder events.EventRecorder
 	clock    clock.PassiveClock
 	interval time.Duration
+	// probedWith remembers, per store name, the resourceVersion of the Secret its last probe
+	// used: a changed Secret is probed again at once.
+	probedWith sync.Map
 }
 
 // StoreOption configures a StoreReconciler.
@@ -94,14 +98,16 @@ func NewStoreReconciler(mgr ctrl.Manager, opts ...StoreOption) *StoreReconciler 
 	return r
 }
 
-// SetupWithManager registers the reconciler: it watches CheckpointStores, and StreamingQueries
+// SetupWithManager registers the reconciler: it watches CheckpointStores, StreamingQueries
 // (a query created, deleted or pointed at another store recounts the stores involved; status
-// updates of queries are ignored).
+// updates of queries are ignored), and the metadata of Secrets (a credentials Secret created
+// or deleted probes the stores it concerns at once).
 func (r *StoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.CheckpointStore{}).
 		Watches(&v1.StreamingQuery{}, handler.EnqueueRequestsFromMapFunc(storeOfQuery),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.storesOfSecret)).
 		Named("checkpointstore").
 		Complete(r)
 }
@@ -110,6 +116,7 @@ func (r *StoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=checkpointstores/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=streaming.lockstep.dev,resources=checkpointstores/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get;list
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // Leader election (and client-go's older recorders) write core Events, not events.k8s.io ones.
 // +kubebuilder:rbac:groups="",resources=events,verbs=create;patch
 
@@ -118,6 +125,9 @@ func (r *StoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
 func (r *StoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var st v1.CheckpointStore
 	if err := r.client.Get(ctx, req.NamespacedName, &st); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.probedWith.Delete(req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !st.DeletionTimestamp.IsZero() {
@@ -135,7 +145,7 @@ func (r *StoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	old := st.Status.DeepCopy()
 	st.Status.Queries = int32(len(users))
 	st.Status.ObservedGeneration = st.Generation
-	if r.probeDue(&st) {
+	if r.probeDue(ctx, &st) {
 		if err := r.probe(ctx, &st, users); err != nil {
 			return ctrl.Result{}, err
 		}
@@ -215,11 +225,18 @@ func (r *StoreReconciler) users(ctx context.Context, c client.Reader, store stri
 }
 
 // probeDue reports whether the store should be probed now: never probed, its spec changed
-// since, the interval passed, or there was nothing to probe with last time.
-func (r *StoreReconciler) probeDue(st *v1.CheckpointStore) bool {
+// since, the interval passed, there was nothing to probe with last time, or the Secret it
+// was probed with is gone or changed (as far as this controller remembers).
+func (r *StoreReconciler) probeDue(ctx context.Context, st *v1.CheckpointStore) bool {
 	c := meta.FindStatusCondition(st.Status.Conditions, v1.ConditionReady)
 	if c == nil || c.ObservedGeneration != st.Generation || c.Reason == v1.ReasonNoCredentials || c.Reason == v1.ReasonDeleting {
 		return true
+	}
+	if ns := st.Status.ProbedNamespace; ns != "" {
+		v, err := secretVersion(ctx, r.client, ns, st.Spec.CredentialsSecretName)
+		if prev, known := r.probedWith.Load(st.Name); err == nil && (v == "" || known && prev != v) {
+			return true
+		}
 	}
 	last := st.Status.LastProbeTime
 	return last == nil || r.clock.Since(last.Time) >= r.interval
@@ -256,6 +273,11 @@ func (r *StoreReconciler) probe(ctx context.Context, st *v1.CheckpointStore, use
 		}
 		sec, ns = s, n
 		break
+	}
+	if sec != nil {
+		r.probedWith.Store(st.Name, sec.ResourceVersion)
+	} else {
+		r.probedWith.Delete(st.Name)
 	}
 	now := metav1.NewTime(r.clock.Now())
 	st.Status.LastProbeTime = &now
@@ -385,6 +407,28 @@ func (r *StoreReconciler) setCondition(st *v1.CheckpointStore, status metav1.Con
 		Type: v1.ConditionReady, Status: status, Reason: reason, Message: msg,
 		ObservedGeneration: st.Generation, LastTransitionTime: metav1.NewTime(r.clock.Now()),
 	})
+}
+
+// storesOfSecret maps a Secret to the stores it may be the credentials of, whose probe it may
+// change: those waiting for credentials, and those probed with it.
+func (r *StoreReconciler) storesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var all v1.CheckpointStoreList
+	if err := r.client.List(ctx, &all); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing CheckpointStores for a Secret failed", "secret", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range all.Items {
+		st := &all.Items[i]
+		if st.Spec.CredentialsSecretName != obj.GetName() {
+			continue
+		}
+		c := meta.FindStatusCondition(st.Status.Conditions, v1.ConditionReady)
+		if c == nil || c.Reason == v1.ReasonNoCredentials || st.Status.ProbedNamespace == obj.GetNamespace() {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: st.Name}})
+		}
+	}
+	return reqs
 }
 
 // storeOfQuery maps a query to the store it names.

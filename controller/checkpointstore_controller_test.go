@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/minio/minio-go/v7"
 	appsv1 "k8s.io/api/apps/v1"
@@ -222,6 +223,28 @@ func TestStoreProbe(t *testing.T) {
 	f.eventuallyStoreReady(st.Name, metav1.ConditionTrue, v1.ReasonProbed)
 }
 
+// TestStoreWatchesItsSecret: a store created before its credentials Secret is probed as soon
+// as the Secret is created, not at its next probe (2 minutes here); deleting the Secret it was
+// probed with probes it again at once.
+func TestStoreWatchesItsSecret(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startStores()
+	st := f.newStore("late", func(st *v1.CheckpointStore) { st.Spec.CredentialsSecretName = "late-credentials" })
+	f.eventuallyStoreReady(st.Name, metav1.ConditionUnknown, v1.ReasonNoCredentials)
+
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "late-credentials", Namespace: f.ns},
+		StringData: map[string]string{controller.EnvAccessKeyID: f.s3.AccessKey, controller.EnvSecretAccessKey: f.s3.SecretKey},
+	}
+	f.create(sec)
+	f.eventuallyStoreReady(st.Name, metav1.ConditionTrue, v1.ReasonProbed)
+
+	if err := f.c.Delete(context.Background(), sec); err != nil {
+		t.Fatal(err)
+	}
+	f.eventuallyStoreReady(st.Name, metav1.ConditionUnknown, v1.ReasonNoCredentials)
+}
+
 // TestStoreInUse counts a store's queries and holds its deletion while one names it; the
 // deletion stops the query's engine meanwhile, and deleting the query lets the store go.
 func TestStoreInUse(t *testing.T) {
@@ -308,6 +331,39 @@ func TestRevokedStoreStopsEngine(t *testing.T) {
 		t.Errorf("Ready message = %q, want the store not found", condition(q, v1.ConditionReady).Message)
 	}
 	f.eventuallyReplicas("orders", 0)
+}
+
+// TestCredentialsSecretWatched: deleting the store's credentials Secret stops the query's
+// engine at once, not at the next resync (an hour here) nor when a cached read of the Secret
+// expires, with Ready=False SecretMissing naming the Secret and a Warning Event; creating it
+// again runs the engine again.
+func TestCredentialsSecretWatched(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil, controller.WithResync(time.Hour))
+	ctx := context.Background()
+	f.create(f.query("orders").Obj())
+	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonNoCheckpoint)
+	f.eventuallyReplicas("orders", 1)
+
+	var sec corev1.Secret
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "s3-credentials"}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Delete(ctx, &sec); err != nil {
+		t.Fatal(err)
+	}
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretMissing)
+	if msg := condition(q, v1.ConditionReady).Message; q.Status.Phase != v1.PhasePending || !strings.Contains(msg, "Secret "+f.ns+"/s3-credentials") {
+		t.Errorf("phase %s, Ready message %q; want Pending, naming the Secret", q.Status.Phase, msg)
+	}
+	f.eventuallyReplicas("orders", 0)
+	if e := f.event("orders", v1.ReasonSecretMissing); e.Type != corev1.EventTypeWarning || !strings.Contains(e.Note, "s3-credentials") {
+		t.Errorf("SecretMissing event = %s %q, want a Warning naming the Secret", e.Type, e.Note)
+	}
+
+	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: f.ns}, Data: sec.Data})
+	f.eventuallyReplicas("orders", 1)
+	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonNoCheckpoint)
 }
 
 func (f *fixture) editStore(edit func(*v1.CheckpointStore)) {

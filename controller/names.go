@@ -36,6 +36,11 @@ const (
 	EnginePortName = "http-metrics"
 	// TerminationMessagePath is where the engine writes its last error before it exits.
 	TerminationMessagePath = "/dev/termination-log"
+	// StuckMessage starts the termination message of an engine stopped while stuck: no
+	// trigger finished within its progress timeout, so its liveness probe failed and the
+	// kubelet restarted it. The engine writes it; the query's status tells a liveness restart
+	// from a crash by it.
+	StuckMessage = "stopped while stuck: "
 
 	componentEngine = "engine"
 	fieldOwner      = "lockstep-controller"

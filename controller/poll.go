@@ -17,7 +17,8 @@ import (
 	"github.com/lockstep-dev/lockstep/compat"
 )
 
-// A status poll runs every resync for every query. Reading the whole checkpoint each time
+// A status poll runs every resync for every query, and more often for a running one (see
+// nextPoll). Reading the whole checkpoint each time
 // (the store's access check, metadata, the _latest hint and three entries of each log from
 // it, the offsets of the newest commit, a listing of shape/ and the newest shape: 2 LISTs
 // and 15-16 GETs) would make the controller the busiest client of every store. So the
@@ -53,10 +54,57 @@ import (
 // claims the checkpoint and records the shape of the spec it runs before its first batch)
 // or someone else writes the location, so the whole checkpoint is read again when anything
 // that could have caused that changed: the query's uid or generation, its placement or
-// credentials (the Secret is read again every secretRefresh, 5 min, and after a failed read), its engine pods, a read that failed, a checkpoint that does not exist.
-// The shape an engine records is the committed batches' only once its first batch commits,
-// so the first poll that sees a commit after a whole read also reads the entry for the
-// batch after the one the whole read saw committed (1 GET, once).
+// credentials, its engine pods, a read that failed, a checkpoint that does not exist. The
+// credentials Secret is read again only when its resourceVersion in the cache of Secrets'
+// metadata changed (the reconciler watches Secrets: a created, rotated or deleted Secret
+// reconciles its queries at once), and after a failed read. The shape an engine records is
+// the committed batches' only once its first batch commits, so the first poll that sees a
+// commit after a whole read also reads the entry for the batch after the one the whole read
+// saw committed (1 GET, once).
+
+// followSlack is how long after a batch is due to commit its poll reads the checkpoint.
+const followSlack = time.Second
+
+// nextPoll is how long until the status of q, just computed from old, is read again from the
+// checkpoint. A query that is not running, or has committed nothing, is read every resync.
+// A running query is read again sooner, to follow its engine closely at a bounded cost:
+//
+//   - a batch in flight (planned, not committed): after r.follow, when it has likely committed;
+//   - a processingTime trigger: just after its next batch is due to commit (the newest batch's
+//     time, plus the interval, plus as long as that batch took);
+//   - batches back to back (no interval, or late): after r.follow when the poll found a new
+//     commit, else at the resync.
+//
+// Never sooner than r.follow, nor later than the resync.
+func (r *QueryReconciler) nextPoll(q *v1.StreamingQuery, old *v1.StreamingQueryStatus) time.Duration {
+	st := &q.Status
+	if st.Phase != v1.PhaseRunning || st.LastProgress == nil {
+		return r.resync
+	}
+	bound := func(d time.Duration) time.Duration { return min(max(d, r.follow), r.resync) }
+	committed := ptrOr(st.LatestCommittedBatch, -1)
+	if ptrOr(st.LatestPlannedBatch, -1) > committed {
+		return bound(r.follow)
+	}
+	if interval := processingTime(&q.Spec); interval > 0 {
+		took := time.Duration(st.LastProgress.DurationMs[checkpoint.DurationTotal]) * time.Millisecond
+		due := st.LastProgress.Timestamp.Add(interval + took + followSlack)
+		if d := due.Sub(r.clock.Now()); d > 0 {
+			return bound(d)
+		}
+	}
+	if committed != ptrOr(old.LatestCommittedBatch, -1) {
+		return bound(r.follow)
+	}
+	return r.resync
+}
+
+func ptrOr(p *int64, def int64) int64 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
 
 // poller holds the memory of status polls, per query. It is safe for concurrent use; the
 // reconciler never polls one query twice at once.
@@ -68,12 +116,13 @@ type poller struct {
 // pollEntry is what the last poll of one query opened and read.
 type pollEntry struct {
 	opened storeKey
-	// secretRead is when the credentials Secret was last read (see secretRefresh).
-	secretRead time.Time
-	store      checkpoint.Store
-	read       readKey
-	cp         *checkpoint.Checkpoint // nil when there was no checkpoint
-	snap       snapshot
+	// secretStale says to read the credentials Secret again at the next poll, whatever its
+	// version: the last read of the checkpoint failed, maybe for credentials that changed.
+	secretStale bool
+	store       checkpoint.Store
+	read        readKey
+	cp          *checkpoint.Checkpoint // nil when there was no checkpoint
+	snap        snapshot
 	// badHint is 1 + a hint that named a missing commit, 0 for none: polls step along the
 	// logs instead of trusting it, until the hint names a newer commit.
 	badHint int64
@@ -102,12 +151,6 @@ func (k storeKey) withoutSecret() storeKey {
 // idle query then costs one small read per resync. The poll that finds that entry goes on
 // as a normal one.
 const quietPolls = 2
-
-// secretRefresh is how long a poll trusts the credentials Secret it last read: polls in between
-// read no Secret, so that a steady resync costs the API server nothing. A changed store or a
-// failed read re-reads it at once; a deleted or rotated Secret is otherwise noticed within
-// this long.
-const secretRefresh = 5 * time.Minute
 
 // readKey is what the metadata and shape in memory depend on.
 type readKey struct {
@@ -143,15 +186,15 @@ func (pl *poller) remember(q types.NamespacedName, e *pollEntry) {
 }
 
 // poll reads the checkpoint of q at p for its status, reading as little as the memory of
-// the last poll allows; pods are q's engine pods. A missing or incomplete Secret wraps
-// errStoreRefused; any other error means the checkpoint could not be read, and the next poll
-// reads it whole.
+// the last poll allows; pods are q's engine pods. A missing Secret is a *secretMissingError,
+// an incomplete one wraps errStoreRefused; any other error means the checkpoint could not be
+// read, and the next poll reads it whole.
 func (pl *poller) poll(ctx context.Context, cps checkpoints, q *v1.StreamingQuery, p placement, pods []corev1.Pod) (snapshot, error) {
 	name := types.NamespacedName{Namespace: q.Namespace, Name: q.Name}
 	rk := readKey{uid: q.UID, generation: q.Generation, engine: engineFingerprint(pods)}
 	e := pl.entry(name)
 	opened := storeKey{location: p.location, store: p.store.Name, storeGeneration: p.store.Generation}
-	if e == nil || e.opened.withoutSecret() != opened || time.Since(e.secretRead) >= secretRefresh {
+	if e == nil || e.opened.withoutSecret() != opened || e.secretStale || !cps.secretCurrent(ctx, q.Namespace, p, e.opened.secretVersion) {
 		sec, err := cps.secret(ctx, q.Namespace, p)
 		if err != nil {
 			pl.remember(name, nil)
@@ -166,13 +209,13 @@ func (pl *poller) poll(ctx context.Context, cps checkpoints, q *v1.StreamingQuer
 			}
 			e = &pollEntry{opened: opened, store: store}
 		}
-		e.secretRead = time.Now()
+		e.secretStale = false
 	}
 	next, err := e.advance(ctx, rk)
 	if err != nil {
 		// Read it whole next time, with the store kept, and the Secret again: the failure may
 		// be credentials that changed.
-		e.cp, e.snap, e.secretRead = nil, snapshot{}, time.Time{}
+		e.cp, e.snap, e.secretStale = nil, snapshot{}, true
 		pl.remember(name, e)
 		return snapshot{}, err
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -177,7 +178,7 @@ func (w *pollWorld) record() {
 // statusOf is what the status shows of a snapshot.
 func statusOf(s snapshot) v1.StreamingQueryStatus {
 	var st v1.StreamingQueryStatus
-	(&QueryReconciler{}).fromCheckpoint(&st, &s)
+	fromCheckpoint(&st, &s)
 	return st
 }
 
@@ -410,4 +411,41 @@ func TestPollFollowsAShapeOnceItsBatchCommits(t *testing.T) {
 	}
 	w.batches(4, 5, false)
 	steady(t, "the next commit", w.check(pl, nil))
+}
+
+func TestNextPoll(t *testing.T) {
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	r := &QueryReconciler{clock: clocktesting.NewFakePassiveClock(now), resync: 30 * time.Second, follow: 5 * time.Second}
+	status := func(phase v1.Phase, planned, committed int64, at time.Time) v1.StreamingQueryStatus {
+		return v1.StreamingQueryStatus{Phase: phase, LatestPlannedBatch: &planned, LatestCommittedBatch: &committed,
+			LastProgress: &v1.BatchProgress{Batch: committed, Timestamp: metav1.NewTime(at), DurationMs: map[string]int64{"triggerExecution": 2000}}}
+	}
+	idle := status(v1.PhaseRunning, 7, 7, now.Add(-time.Hour))
+	tests := []struct {
+		name     string
+		trigger  string
+		old, now v1.StreamingQueryStatus
+		want     time.Duration
+	}{
+		{"not running", "", idle, status(v1.PhaseSuspended, 7, 7, now), 30 * time.Second},
+		{"nothing committed yet", "", v1.StreamingQueryStatus{}, v1.StreamingQueryStatus{Phase: v1.PhaseRunning}, 30 * time.Second},
+		{"a batch in flight", "", idle, status(v1.PhaseRunning, 8, 7, now.Add(-time.Hour)), 5 * time.Second},
+		{"a new commit, back to back", "", idle, status(v1.PhaseRunning, 8, 8, now.Add(-time.Second)), 5 * time.Second},
+		{"idle", "", idle, idle, 30 * time.Second},
+		// Batch 8 started 10 s ago and took 2 s: batch 9 starts in 10 s and commits 2 s later.
+		{"a 20s trigger", "20s", idle, status(v1.PhaseRunning, 8, 8, now.Add(-10*time.Second)), 13 * time.Second},
+		{"a 1s trigger", "1s", idle, status(v1.PhaseRunning, 8, 8, now.Add(-time.Second)), 5 * time.Second},
+		{"a 10m trigger", "10m", idle, status(v1.PhaseRunning, 8, 8, now.Add(-time.Minute)), 30 * time.Second},
+		{"a trigger with nothing to do", "20s", idle, idle, 30 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Obj()
+			q.Spec.Trigger.ProcessingTime = v1.Duration(tt.trigger)
+			q.Status = tt.now
+			if got := r.nextPoll(q, &tt.old); got != tt.want {
+				t.Errorf("nextPoll() = %s, want %s", got, tt.want)
+			}
+		})
+	}
 }

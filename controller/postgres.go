@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -47,9 +46,9 @@ func postgresServerOf(ctx context.Context, reader client.Reader, q *v1.Streaming
 }
 
 // pgServers remembers, per query, the server its postgres sink's Secret named when it was
-// last read, for the reconciler: as for the store's Secret (secretRefresh), a steady resync
-// reads no Secret; a new generation of the query, another Secret, a failed read or
-// secretRefresh read it again. It is safe for concurrent use.
+// last read, for the reconciler: as for the store's Secret (see poller), a steady resync
+// reads no Secret; a new generation of the query, another Secret, a new version of it in the
+// cache of Secrets' metadata or a failed read read it again. It is safe for concurrent use.
 type pgServers struct {
 	mu sync.Mutex
 	m  map[types.NamespacedName]pgServerEntry
@@ -58,8 +57,8 @@ type pgServers struct {
 type pgServerEntry struct {
 	generation int64
 	secret     string
+	version    string // the Secret's resourceVersion when read
 	server     string
-	read       time.Time
 }
 
 // forget drops the memory of a query (it was deleted).
@@ -69,29 +68,31 @@ func (c *pgServers) forget(q types.NamespacedName) {
 	delete(c.m, q)
 }
 
-// option returns postgresServer's option for q, from memory when it may.
-func (c *pgServers) option(ctx context.Context, reader client.Reader, q *v1.StreamingQuery) compat.Option {
+// option returns postgresServer's option for q, from memory when it may; secrets is the
+// cache of Secrets' metadata.
+func (c *pgServers) option(ctx context.Context, reader, secrets client.Reader, q *v1.StreamingQuery) compat.Option {
 	pg := q.Spec.Sink.Postgres
 	if pg == nil || pg.Connection.SecretName == "" {
 		return compat.WithPostgresServer("")
 	}
 	name := types.NamespacedName{Namespace: q.Namespace, Name: q.Name}
+	version, err := secretVersion(ctx, secrets, q.Namespace, pg.Connection.SecretName)
 	c.mu.Lock()
 	e, ok := c.m[name]
 	c.mu.Unlock()
-	if ok && e.generation == q.Generation && e.secret == pg.Connection.SecretName && time.Since(e.read) < secretRefresh {
+	if ok && err == nil && version != "" && e.generation == q.Generation && e.secret == pg.Connection.SecretName && e.version == version {
 		return compat.WithPostgresServer(e.server)
 	}
 	server, note := postgresServerOf(ctx, reader, q)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if note != "" {
+	if note != "" || err != nil {
 		delete(c.m, name)
 	} else {
 		if c.m == nil {
 			c.m = map[types.NamespacedName]pgServerEntry{}
 		}
-		c.m[name] = pgServerEntry{generation: q.Generation, secret: pg.Connection.SecretName, server: server, read: time.Now()}
+		c.m[name] = pgServerEntry{generation: q.Generation, secret: pg.Connection.SecretName, version: version, server: server}
 	}
 	return compat.WithPostgresServer(server)
 }

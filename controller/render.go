@@ -95,10 +95,12 @@ func (s EngineSettings) withDefaults() EngineSettings {
 
 // EngineQuery returns the query as the engine reads it: its identity (name, namespace, uid;
 // not the generation, which the ConfigMap's annotation carries, so that a change the engine
-// does not see, such as suspend, does not roll it) and its spec with defaults and the checkpoint location filled in, suspend left
-// to the workload, and the file
-// fields of the Secrets it names (tls.caFile, certFile, keyFile) pointing where the pod mounts
-// them. It holds Secret names, never their values.
+// does not see does not roll it) and its spec with defaults and the checkpoint location filled
+// in, and the file fields of the Secrets it names (tls.caFile, certFile, keyFile) pointing
+// where the pod mounts them. What only the controller acts on is left out, so that changing it
+// does not restart the engine: suspend (the workload stops the engine) and
+// checkpoint.retention (the controller applies it when the query is deleted). It holds Secret
+// names, never their values.
 func EngineQuery(q *v1.StreamingQuery) *v1.StreamingQuery {
 	out := &v1.StreamingQuery{
 		TypeMeta: metav1.TypeMeta{APIVersion: v1.GroupVersion.String(), Kind: v1.KindStreamingQuery},
@@ -112,6 +114,8 @@ func EngineQuery(q *v1.StreamingQuery) *v1.StreamingQuery {
 	// The workload stops a suspended engine (replicas 0, a suspended Job); the engine itself
 	// always runs, and suspending does not change the spec it runs (nor roll it).
 	out.Spec.Suspend = false
+	// Retention is a deletion policy the controller applies; the engine never reads it.
+	out.Spec.Checkpoint.Retention = ""
 	return out
 }
 

@@ -41,6 +41,13 @@ type engineState struct {
 	// spec, not being deleted): an old pod's restarts say nothing of the engine running now.
 	restarts int32
 	failure  *v1.Failure
+	// restart is how the current pod's engine container last ended when it has restarted
+	// after a failure (a non-zero exit: a crash, or the kill of its liveness probe); nil when
+	// it has not.
+	restart *corev1.ContainerStateTerminated
+	// startedAt is when the current pod's engine container started (again); zero while it
+	// is not running.
+	startedAt time.Time
 }
 
 // inspectPods reads the engine pods; hash is the spec hash in force ("" for none).
@@ -68,7 +75,16 @@ func inspectPods(pods []corev1.Pod, hash string) engineState {
 			if !current || p.DeletionTimestamp != nil {
 				continue
 			}
-			st.restarts = max(st.restarts, cs.RestartCount)
+			if cs.RestartCount >= st.restarts {
+				st.restarts = cs.RestartCount
+				st.restart, st.startedAt = nil, time.Time{}
+				if t := cs.LastTerminationState.Terminated; cs.RestartCount > 0 && t != nil && t.ExitCode != 0 {
+					st.restart = t
+				}
+				if r := cs.State.Running; r != nil {
+					st.startedAt = r.StartedAt.Time
+				}
+			}
 			if cs.Ready {
 				st.ready = true
 			}
@@ -97,9 +113,6 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	st := *old.DeepCopy()
 	gen := q.Generation
 	st.ObservedGeneration = gen
-	if o.location != "" {
-		st.CheckpointLocation = o.location
-	}
 	if o.refused == nil {
 		// A refused spec's reconcile does not look at the pods: keep what was seen.
 		st.Restarts = o.engine.restarts
@@ -111,7 +124,11 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 		st.Guarantee, st.GuaranteeReason = v.Guarantee, v.GuaranteeReason
 	}
 	if o.refused == nil && o.unreachable == nil {
-		r.fromCheckpoint(&st, &o.snap)
+		// The location, the query id and the progress come from one read of one checkpoint
+		// and are written together: a status never shows a mix of two. Until the checkpoint
+		// can be read, they all stay as last read.
+		st.CheckpointLocation = o.location
+		fromCheckpoint(&st, &o.snap)
 	}
 	if q.Spec.Suspend {
 		// The engine measures lag at each batch; a suspended one measures nothing, and the
@@ -140,6 +157,8 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 
 	// Compatible
 	switch {
+	case o.refusedReason == v1.ReasonSecretMissing:
+		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, o.refusedReason, "Not judged: the checkpoint is read once the store's credentials Secret exists")
 	case o.refused != nil:
 		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, o.refusedReason, "Not judged: the spec or its store is refused")
 	case o.unreachable != nil:
@@ -155,21 +174,29 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	default:
 		msg := verdictMessage(o.verdict)
 		if p := meta.FindStatusCondition(old.Conditions, v1.ConditionCompatible); o.verdict.Severity == compat.Allowed && p != nil &&
-			p.ObservedGeneration == gen && p.Reason == v1.ReasonCompatibleChange && strings.HasPrefix(p.Message, headWithWarnings) {
-			// The engine has run this generation and recorded its shape, which the spec now
-			// matches; the warnings of the change it made still hold until the next one.
+			(p.ObservedGeneration == gen || o.engineSpecKept) && p.Reason == v1.ReasonCompatibleChange && strings.HasPrefix(p.Message, headWithWarnings) {
+			// The engine has run the change and recorded its shape, which the spec now
+			// matches; the warnings of that change still hold until the next one. A new
+			// generation that the engine does not see (a suspend, a resume, a retention) is
+			// not a change.
 			msg = p.Message
 		}
 		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonCompatibleChange, msg)
 	}
 
-	// Phase, Ready
+	// Phase, Ready. A batch committed since the current engine started proves that it runs,
+	// before the kubelet reports it ready.
+	recovering := r.recovering(q, o)
+	running := o.engine.ready || o.committedSinceStart()
 	runningGen := generationOf(o.desiredCM)
 	deploymentCurrent := o.workloadCurrent()
 	switch {
 	case q.Spec.Suspend:
 		st.Phase = v1.PhaseSuspended
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended, "spec.suspend is true: the engine stopped at a batch boundary")
+	case o.refusedReason == v1.ReasonSecretMissing:
+		st.Phase = v1.PhasePending
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, o.refusedReason, o.refused.Error())
 	case o.refused != nil:
 		st.Phase = v1.PhaseBlocked
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, o.refusedReason, o.refused.Error())
@@ -183,20 +210,27 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	case o.completed:
 		st.Phase = v1.PhaseCompleted
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonCompleted, "The trigger ended and every batch committed")
-	case o.engine.failing:
+	case o.engine.failing, recovering && old.Phase == v1.PhaseFailed:
+		// A crash loop runs the engine between its crashes: until it shows that it works
+		// again, it is still failing (and its failure is announced once).
 		st.Phase = v1.PhaseFailed
 		msg := "The engine is failing"
 		if st.LastFailure != nil {
 			msg += ": " + st.LastFailure.Message
 		}
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineFailed, msg)
+	case recovering:
+		st.Phase = v1.PhaseRunning
+		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineRestarted,
+			fmt.Sprintf("%s; Ready again once a batch commits, or once it has run %s without another restart",
+				restartNote(o.engine.restart, o.engine.restarts), livenessBound(&q.Spec)))
 	case o.unreachable != nil && o.desiredCM == nil:
 		st.Phase = v1.PhasePending
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint before the engine starts")
-	case o.engine.ready && deploymentCurrent && runningGen == gen:
+	case running && deploymentCurrent && runningGen == gen:
 		st.Phase = v1.PhaseRunning
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning, fmt.Sprintf("The engine runs generation %d", gen))
-	case o.engine.ready:
+	case running:
 		st.Phase = v1.PhaseRunning
 		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineStarting, fmt.Sprintf("The engine of generation %d is starting", gen))
 	default:
@@ -235,8 +269,49 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	return st
 }
 
-// fromCheckpoint copies the checkpoint's identity and progress into the status.
-func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapshot) {
+// recovering reports whether the engine of the current spec restarted after a failure and
+// has not shown since that it works: no batch committed since it started again, and it has
+// run for less than its liveness bound (an engine that runs that long without its liveness
+// probe restarting it finishes triggers).
+func (r *QueryReconciler) recovering(q *v1.StreamingQuery, o *observation) bool {
+	e := &o.engine
+	if e.restart == nil || e.startedAt.IsZero() || o.committedSinceStart() {
+		return false
+	}
+	return r.clock.Since(e.startedAt) < livenessBound(&q.Spec)
+}
+
+// committedSinceStart reports whether the newest commit the reconcile read is younger than
+// the current engine container: that engine committed it (an older engine stopped before it
+// started).
+func (o *observation) committedSinceStart() bool {
+	at, started := o.committedAt(), o.engine.startedAt
+	return !at.IsZero() && !started.IsZero() && !at.Before(started)
+}
+
+// livenessBound is how long an engine runs at most while no trigger finishes before its
+// liveness probe restarts it: the progress timeout, then the probe's failures in a row.
+func livenessBound(s *v1.StreamingQuerySpec) time.Duration {
+	return s.ProgressTimeout() + livenessFailures*livenessPeriodSeconds*time.Second
+}
+
+// restartNote says how the engine container last ended before its restart: killed by its
+// liveness probe (the engine's StuckMessage says so), or exited with an error.
+func restartNote(t *corev1.ContainerStateTerminated, restarts int32) string {
+	if strings.HasPrefix(t.Message, StuckMessage) {
+		return fmt.Sprintf("The engine was restarted by its liveness probe at %s (restart %d): %s; it replays the interrupted batch from the checkpoint",
+			t.FinishedAt.UTC().Format(time.RFC3339), restarts, strings.TrimSpace(t.Message))
+	}
+	return fmt.Sprintf("The engine restarted after it exited with code %d at %s (restart %d): %s",
+		t.ExitCode, t.FinishedAt.UTC().Format(time.RFC3339), restarts, failureMessage(t))
+}
+
+// fromCheckpoint sets the checkpoint's identity and progress in the status: all of them from
+// s, none left from an earlier read (a location without a checkpoint, or without a batch,
+// has none).
+func fromCheckpoint(st *v1.StreamingQueryStatus, s *snapshot) {
+	st.QueryID, st.LatestPlannedBatch, st.LatestCommittedBatch, st.LastProgress = "", nil, nil, nil
+	st.Sources, st.Lag, st.LagSeconds = nil, nil, nil
 	if !s.exists {
 		return
 	}
@@ -267,8 +342,6 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 		pr.ProcessedRowsPerSecond = c.Progress.NumInputRows * 1000 / ms
 	}
 	st.LastProgress = pr
-	st.Sources = nil
-	st.LagSeconds = nil
 	for _, sp := range c.Progress.Sources {
 		ss := v1.SourceStatus{Name: sp.Source, Offsets: string(sp.EndOffset), Lag: sp.Lag}
 		if sp.LagMs != nil {
@@ -280,6 +353,41 @@ func (r *QueryReconciler) fromCheckpoint(st *v1.StreamingQueryStatus, s *snapsho
 		st.Sources = append(st.Sources, ss)
 	}
 	st.Lag = sumLag(c.Progress.Sources)
+}
+
+// announcements returns the Events that announce what changed from the status old to now:
+// a refusal by the checkpoint, a change of phase, an engine restart, a credentials Secret
+// missing. Each follows from a change of the status, which so records what was announced:
+// emitted once the status write succeeded, a transition is announced once however often it
+// is observed.
+func announcements(gen int64, old, now *v1.StreamingQueryStatus) []event {
+	var evs []event
+	if c := compatibilityEvent(old.Conditions, now.Conditions); c != nil {
+		evs = append(evs, event{corev1.EventTypeWarning, c.Reason, "Check", fmt.Sprintf("Refused generation %d: %s", gen, c.Message)})
+	}
+	if e := phaseEvent(old, now); e != nil {
+		evs = append(evs, *e)
+	}
+	if c := newReason(old.Conditions, now.Conditions, v1.ConditionReady, v1.ReasonEngineRestarted); c != nil {
+		evs = append(evs, event{corev1.EventTypeWarning, v1.ReasonEngineRestarted, "Run", c.Message})
+	}
+	if c := newReason(old.Conditions, now.Conditions, v1.ConditionReady, v1.ReasonSecretMissing); c != nil {
+		evs = append(evs, event{corev1.EventTypeWarning, v1.ReasonSecretMissing, "Open", c.Message})
+	}
+	return evs
+}
+
+// newReason returns the condition of type typ in now when it has the reason and old's did
+// not say the same (reason and message), or nil.
+func newReason(old, now []metav1.Condition, typ, reason string) *metav1.Condition {
+	c := meta.FindStatusCondition(now, typ)
+	if c == nil || c.Reason != reason {
+		return nil
+	}
+	if p := meta.FindStatusCondition(old, typ); p != nil && p.Reason == c.Reason && p.Message == c.Message {
+		return nil
+	}
+	return c
 }
 
 // compatibilityEvent returns the Compatible condition when it newly became False (a new
@@ -304,9 +412,8 @@ type event struct {
 }
 
 // phaseEvent returns the Event that announces a change of phase from old to now, or nil:
-// a suspend, a resume, and an engine that started failing (a crash loop, a failed Job). The
-// note of a failure holds only its message, so that the same failure repeating (each crash
-// of a crash loop) makes a series of one Event rather than one Event per crash.
+// a suspend, a resume, and an engine that started failing (a crash loop, a failed Job). A
+// crash loop stays Failed between its crashes (see status), so it is announced once.
 func phaseEvent(old, now *v1.StreamingQueryStatus) *event {
 	switch {
 	case now.Phase == old.Phase:
@@ -378,12 +485,17 @@ func verdictMessage(v *compat.Verdict) string {
 
 // FindingText renders one compat finding on one line, as the webhook's messages and the
 // Compatible condition show it: "[rejected] rule at path: "old" → "new": message Remedy:
-// remedy". A finding without values (both absent, as for a rule about the spec as a whole)
-// has no "old → new" part. The Terraform provider reads this text back (provider/diagnostics.go).
+// remedy". A finding without an old value (something added) shows only the new one
+// ("[allowed] source-added at spec.sources[1]: "rate": …"); one without values (as for a
+// rule about the spec as a whole) has neither. The Terraform provider reads this text back
+// (provider/diagnostics.go).
 func FindingText(f compat.Finding) string {
 	s := fmt.Sprintf("[%s] %s at %s: ", f.Severity, f.Rule, f.Path)
-	if f.Old != "" || f.New != "" {
+	switch {
+	case f.Old != "":
 		s += fmt.Sprintf("%q → %q: ", f.Old, f.New)
+	case f.New != "":
+		s += fmt.Sprintf("%q: ", f.New)
 	}
 	s += f.Message
 	if f.Remedy != "" {

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,6 +32,7 @@ func TestInspectPods(t *testing.T) {
 	exited := func(code int32, msg string) *corev1.ContainerStateTerminated {
 		return &corev1.ContainerStateTerminated{ExitCode: code, Message: msg}
 	}
+	started := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name string
 		pod  corev1.Pod
@@ -40,21 +43,28 @@ func TestInspectPods(t *testing.T) {
 		{"crash looping", pod("h", corev1.ContainerStatus{RestartCount: 3,
 			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 			LastTerminationState: corev1.ContainerState{Terminated: exited(1, "boom")}}),
-			engineState{failing: true, restarts: 3}},
+			engineState{failing: true, restarts: 3, restart: exited(1, "boom")}},
 		{"completed", pod("h", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: exited(0, "completed: 3 batches")}}),
 			engineState{completed: true}},
 		{"restarted after completing", pod("h", corev1.ContainerStatus{RestartCount: 1,
 			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 			LastTerminationState: corev1.ContainerState{Terminated: exited(0, "completed")}}),
 			engineState{completed: true, restarts: 1}},
+		{"restarted by its liveness probe", pod("h", corev1.ContainerStatus{RestartCount: 1, Ready: true,
+			State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}},
+			LastTerminationState: corev1.ContainerState{Terminated: exited(137, StuckMessage+"no trigger finished for 40s")}}),
+			engineState{ready: true, restarts: 1, restart: exited(137, StuckMessage+"no trigger finished for 40s"), startedAt: started}},
+		{"running", pod("h", corev1.ContainerStatus{Ready: true,
+			State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}}}),
+			engineState{ready: true, startedAt: started}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := inspectPods([]corev1.Pod{tt.pod}, "h")
 			failure := got.failure
 			got.failure = nil
-			if got != tt.want {
-				t.Errorf("inspectPods() = %+v, want %+v", got, tt.want)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(engineState{})); diff != "" {
+				t.Errorf("inspectPods() (-want +got):\n%s", diff)
 			}
 			if tt.want.failing && (failure == nil || failure.Message != "boom") {
 				t.Errorf("inspectPods().failure = %+v, want the termination message", failure)
@@ -72,7 +82,9 @@ func TestFindingText(t *testing.T) {
 		{"changed", compat.Finding{Rule: "files-path", Severity: compat.Rejected, Path: "spec.sources[0].files.path", Old: "a", New: "b", Message: "Moved.", Remedy: "Revert."},
 			`[rejected] files-path at spec.sources[0].files.path: "a" → "b": Moved. Remedy: Revert.`},
 		{"added", compat.Finding{Rule: "source-added", Severity: compat.Allowed, Path: "spec.sources", New: "orders", Message: "Added."},
-			`[allowed] source-added at spec.sources: "" → "orders": Added.`},
+			`[allowed] source-added at spec.sources: "orders": Added.`},
+		{"removed", compat.Finding{Rule: "source-removed", Severity: compat.Allowed, Path: "spec.sources", Old: "orders", Message: "Removed."},
+			`[allowed] source-removed at spec.sources: "orders" → "": Removed.`},
 		{"no values", compat.Finding{Rule: "guarantee", Severity: compat.Warning, Path: "spec", Message: "Weaker."},
 			`[warning] guarantee at spec: Weaker.`},
 	}
@@ -159,5 +171,95 @@ func TestInspectPodsCountsTheCurrentPodsRestarts(t *testing.T) {
 	pods := []corev1.Pod{pod("old", 7, false), pod("h", 4, true), pod("h", 2, false)}
 	if got := inspectPods(pods, "h").restarts; got != 2 {
 		t.Errorf("inspectPods().restarts = %d, want 2 (the current pod's, not the old or deleted pods')", got)
+	}
+}
+
+// TestEngineRestartStatus: an engine restarted after a failure reads Ready=False
+// EngineRestarted at once, saying whether its liveness probe restarted it, until it commits a
+// batch or runs for its liveness bound; a crash loop between two crashes stays Failed.
+func TestEngineRestartStatus(t *testing.T) {
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	r := &QueryReconciler{clock: clocktesting.NewFakePassiveClock(now)}
+	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
+	q.Spec.Engine.ProgressTimeout = "30s"
+	q.Generation = 1
+	cm, err := RenderConfigMap(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
+	stuck := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: StuckMessage + "no trigger finished for 31s",
+		FinishedAt: metav1.NewTime(now.Add(-12 * time.Second))}
+	crashed := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "read sasl password: no such file",
+		FinishedAt: metav1.NewTime(now.Add(-12 * time.Second))}
+	obs := func(restart *corev1.ContainerStateTerminated, started time.Time, committed *checkpoint.Commit) *observation {
+		return &observation{verdict: &compat.Verdict{}, desiredCM: cm,
+			deployment: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}},
+			engine: engineState{ready: true, restarts: 1, restart: restart, startedAt: started},
+			snap:   snapshot{exists: true, meta: owned, head: checkpoint.Head{Committed: committed}}}
+	}
+	commitAt := func(at time.Time) *checkpoint.Commit {
+		return &checkpoint.Commit{BatchID: 3, Progress: checkpoint.Progress{Timestamp: at}}
+	}
+	running := &v1.StreamingQueryStatus{Phase: v1.PhaseRunning}
+	tests := []struct {
+		name   string
+		old    *v1.StreamingQueryStatus
+		o      *observation
+		phase  v1.Phase
+		reason string
+		says   string
+	}{
+		{"liveness restart", running, obs(stuck, now.Add(-10*time.Second), commitAt(now.Add(-time.Minute))),
+			v1.PhaseRunning, v1.ReasonEngineRestarted, "restarted by its liveness probe"},
+		{"crash", running, obs(crashed, now.Add(-10*time.Second), nil),
+			v1.PhaseRunning, v1.ReasonEngineRestarted, "exited with code 1"},
+		{"committed since", running, obs(stuck, now.Add(-10*time.Second), commitAt(now.Add(-time.Second))),
+			v1.PhaseRunning, v1.ReasonRunning, "runs generation 1"},
+		{"ran past its liveness bound", running, obs(stuck, now.Add(-61*time.Second), nil),
+			v1.PhaseRunning, v1.ReasonRunning, "runs generation 1"},
+		{"a crash loop between crashes", &v1.StreamingQueryStatus{Phase: v1.PhaseFailed, LastFailure: &v1.Failure{Message: "boom"}},
+			obs(crashed, now.Add(-10*time.Second), nil), v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing: boom"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := r.status(q, tt.old, tt.o)
+			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+			if st.Phase != tt.phase || c == nil || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
+				t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, tt.phase, tt.reason, tt.says)
+			}
+		})
+	}
+}
+
+func TestAnnouncements(t *testing.T) {
+	restarted := func(msg string) *v1.StreamingQueryStatus {
+		return &v1.StreamingQueryStatus{Phase: v1.PhaseRunning, Conditions: []metav1.Condition{
+			{Type: v1.ConditionReady, Status: metav1.ConditionFalse, Reason: v1.ReasonEngineRestarted, Message: msg}}}
+	}
+	ready := &v1.StreamingQueryStatus{Phase: v1.PhaseRunning, Conditions: []metav1.Condition{
+		{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1.ReasonRunning}}}
+	tests := []struct {
+		name     string
+		old, now *v1.StreamingQueryStatus
+		want     []string // reasons
+	}{
+		{"restarted", ready, restarted("restart 1"), []string{v1.ReasonEngineRestarted}},
+		{"still the same restart", restarted("restart 1"), restarted("restart 1"), nil},
+		{"restarted again", restarted("restart 1"), restarted("restart 2"), []string{v1.ReasonEngineRestarted}},
+		{"resumed", &v1.StreamingQueryStatus{Phase: v1.PhaseSuspended}, &v1.StreamingQueryStatus{Phase: v1.PhasePending}, []string{EventResumed}},
+		{"nothing changed", ready, ready, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			for _, e := range announcements(1, tt.old, tt.now) {
+				got = append(got, e.reason)
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("announcements() = %v, want %v", got, tt.want)
+			}
+		})
 	}
 }

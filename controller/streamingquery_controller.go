@@ -38,6 +38,9 @@ import (
 // Defaults of the reconciler's options.
 const (
 	DefaultResync = 30 * time.Second
+	// DefaultFollow is the shortest time between two status polls of a running query whose
+	// batches commit (see nextPoll).
+	DefaultFollow = 5 * time.Second
 	// DefaultReadBudget bounds the checkpoint reads of one reconcile: a store that hangs
 	// delays the reconcile (and so a suspend) by at most this much, then the checkpoint is
 	// reported unreachable.
@@ -68,6 +71,7 @@ type QueryReconciler struct {
 	clock    clock.PassiveClock
 	engine   EngineSettings
 	resync   time.Duration
+	follow   time.Duration
 	budget   time.Duration
 	workers  int
 	polls    *poller
@@ -93,6 +97,12 @@ func WithEngine(s EngineSettings) Option { return func(r *QueryReconciler) { r.e
 // Default 30s.
 func WithResync(d time.Duration) Option { return func(r *QueryReconciler) { r.resync = d } }
 
+// WithFollow sets the shortest time between two status polls of a running query whose
+// batches commit: its status is read again just after its next batch is due to commit, but
+// no sooner than this, nor later than the resync. Default 5s; a poll of a busy query costs its
+// checkpoint 2 small GETs and, when the status changed, one write to the API server.
+func WithFollow(d time.Duration) Option { return func(r *QueryReconciler) { r.follow = d } }
+
 // WithMaxConcurrentReconciles sets how many queries are reconciled at once. Default 4: a
 // reconcile mostly waits on S3 and the API server, and 1,000 queries at the default resync
 // need about 33 reconciles a second.
@@ -114,6 +124,7 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 		recorder:  mgr.GetEventRecorder(fieldOwner),
 		clock:     clock.RealClock{},
 		resync:    DefaultResync,
+		follow:    DefaultFollow,
 		budget:    DefaultReadBudget,
 		workers:   DefaultMaxConcurrentReconciles,
 		polls:     &poller{},
@@ -127,8 +138,10 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 }
 
 // SetupWithManager registers the reconciler: it watches StreamingQueries, the Deployments,
-// Jobs and ConfigMaps they own, and the engine pods (by label), and CheckpointStores (every query
-// of a changed store is reconciled again).
+// Jobs and ConfigMaps they own, and the engine pods (by label), CheckpointStores (every query
+// of a changed store is reconciled again), and the metadata of Secrets (the queries of a
+// Secret's namespace that use it are reconciled again: a credentials Secret created, rotated
+// or deleted starts, reopens or stops their engines at once).
 func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := indexLocations(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
@@ -140,6 +153,7 @@ func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Owns(&corev1.ConfigMap{}).
 		Watches(&corev1.Pod{}, handler.EnqueueRequestsFromMapFunc(queryOfPod)).
 		Watches(&v1.CheckpointStore{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfStore), builder.WithPredicates(notStatusOnly)).
+		WatchesMetadata(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.queriesOfSecret)).
 		Named("streamingquery").
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: r.workers}).
 		Complete(r)
@@ -167,7 +181,7 @@ var notStatusOnly = predicate.Funcs{UpdateFunc: func(e crevent.UpdateEvent) bool
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -205,27 +219,28 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		return ctrl.Result{}, err
 	}
 	q.Status = r.status(&q, old, &o)
-	if c := compatibilityEvent(old.Conditions, q.Status.Conditions); c != nil {
-		r.recorder.Eventf(&q, nil, corev1.EventTypeWarning, c.Reason, "Check", "%s", truncate(fmt.Sprintf("Refused generation %d: %s", q.Generation, c.Message), maxEventNote))
-	}
-	if e := phaseEvent(old, &q.Status); e != nil {
-		r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
-	}
 	if c, ok := o.commitSeen(); ok && !q.Spec.Suspend {
 		for _, e := range r.trends.fold(req.NamespacedName, c, processingTime(&q.Spec)) {
-			r.recorder.Eventf(&q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
+			r.record(&q, e)
 		}
 	}
+	// The transitions this status write records are announced once it succeeded: a
+	// reconcile that read a stale query (the cache behind its own last write) would announce
+	// them again, and its write conflicts.
+	announced := announcements(q.Generation, old, &q.Status)
 	if !equality.Semantic.DeepEqual(old, &q.Status) {
 		if err := r.client.Status().Update(ctx, &q); err != nil {
 			return ctrl.Result{}, fmt.Errorf("update status: %w", err)
 		}
 	}
+	for _, e := range announced {
+		r.record(&q, e)
+	}
 	if o.refused != nil && o.store == nil {
 		// Nothing to watch but the query and its store: their changes reconcile again.
 		return ctrl.Result{}, reconcile.TerminalError(o.refused)
 	}
-	return ctrl.Result{RequeueAfter: r.resync}, nil
+	return ctrl.Result{RequeueAfter: r.nextPoll(&q, old)}, nil
 }
 
 // observation is everything a reconcile learned before acting.
@@ -250,14 +265,17 @@ type observation struct {
 	pods        []corev1.Pod
 	// desiredCM is the ConfigMap to run: the new spec's, or the existing one when blocked.
 	desiredCM *corev1.ConfigMap
-	engine    engineState
-	completed bool
+	// engineSpecKept is true when the spec renders the engine's query as it stands: the
+	// generation changed nothing the engine sees.
+	engineSpecKept bool
+	engine         engineState
+	completed      bool
 }
 
 // observe reads the query's store, checkpoint, children and pods, and judges the spec.
 func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (observation, error) {
 	var o observation
-	cps := checkpoints{reader: r.reader, stores: r.client}
+	cps := checkpoints{reader: r.reader, cache: r.client}
 	var err error
 	if o.configMap, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &corev1.ConfigMap{}); err != nil {
 		return o, err
@@ -305,6 +323,12 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	o.snap, err = r.polls.poll(rctx, cps, q, o.placement, o.pods)
 	overBudget := rctx.Err() != nil && ctx.Err() == nil
 	cancel()
+	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
+		// Waiting for the Secret (applied after the query, or deleted): no engine runs until
+		// it exists; its creation reconciles the query at once.
+		o.refused, o.refusedReason, o.revoked = errors.New(missing.waiting()), v1.ReasonSecretMissing, true
+		return o, nil
+	}
 	if errors.Is(err, errStoreRefused) {
 		o.refused, o.refusedReason, o.revoked = revokedError(err), v1.ReasonStoreRefused, true
 		return o, nil
@@ -315,7 +339,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 		}
 		o.unreachable = err
 	} else {
-		v := compat.Check(o.snap.shape, &located.Spec, r.pgServers.option(ctx, r.reader, q))
+		v := compat.Check(o.snap.shape, &located.Spec, r.pgServers.option(ctx, r.reader, r.client, q))
 		o.verdict = &v
 		o.blocked = v.Severity == compat.Rejected || !o.snap.ownedBy(q)
 	}
@@ -324,6 +348,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	if err != nil {
 		return o, err
 	}
+	o.engineSpecKept = o.configMap != nil && equality.Semantic.DeepEqual(o.configMap.Data, desired.Data)
 	switch {
 	case o.blocked || o.unreachable != nil:
 		// A change that was not judged, or was rejected, does not reach the engine.
@@ -491,7 +516,7 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 	if len(pods.Items) > 0 {
 		return false, nil // an engine may still write: wait until it has stopped
 	}
-	cps := checkpoints{reader: r.reader, stores: r.client}
+	cps := checkpoints{reader: r.reader, cache: r.client}
 	p, refused, err := cps.locate(ctx, q)
 	if err == nil && len(refused) > 0 {
 		err = fmt.Errorf("%w: %w", errStoreRefused, refused.ToAggregate())
@@ -554,6 +579,40 @@ func (r *QueryReconciler) queriesOfStore(ctx context.Context, obj client.Object)
 	return reqs
 }
 
+// queriesOfSecret maps a Secret to the queries of its namespace that use it: as their
+// store's credentials, or named by their spec.
+func (r *QueryReconciler) queriesOfSecret(ctx context.Context, obj client.Object) []reconcile.Request {
+	var all v1.StreamingQueryList
+	if err := r.client.List(ctx, &all, client.InNamespace(obj.GetNamespace())); err != nil {
+		logf.FromContext(ctx).Error(err, "Listing StreamingQueries for a Secret failed", "secret", client.ObjectKeyFromObject(obj))
+		return nil
+	}
+	credentials := map[string]string{} // store → its credentials Secret
+	var reqs []reconcile.Request
+	for i := range all.Items {
+		q := &all.Items[i]
+		used := false
+		if name := q.Spec.Checkpoint.Store; name != "" {
+			sec, ok := credentials[name]
+			if !ok {
+				var st v1.CheckpointStore
+				if err := r.client.Get(ctx, types.NamespacedName{Name: name}, &st); err == nil {
+					sec = st.Spec.CredentialsSecretName
+				}
+				credentials[name] = sec
+			}
+			used = sec == obj.GetName()
+		}
+		for _, u := range secretUses(q.Spec.DeepCopy()) {
+			used = used || u.secret == obj.GetName()
+		}
+		if used {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(q)})
+		}
+	}
+	return reqs
+}
+
 func getOrNil[T client.Object](ctx context.Context, c client.Reader, namespace, name string, obj T) (T, error) {
 	var zero T
 	err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, obj)
@@ -564,6 +623,11 @@ func getOrNil[T client.Object](ctx context.Context, c client.Reader, namespace, 
 		return zero, fmt.Errorf("get %T %s/%s: %w", obj, namespace, name, err)
 	}
 	return obj, nil
+}
+
+// record emits an Event about q.
+func (r *QueryReconciler) record(q *v1.StreamingQuery, e event) {
+	r.recorder.Eventf(q, nil, e.typ, e.reason, e.action, "%s", truncate(e.note, maxEventNote))
 }
 
 // maxEventNote is the longest note an events.k8s.io Event takes (1 kB), with room to spare.

@@ -67,6 +67,13 @@ func (f *fixture) engine(name string) (*corev1.ConfigMap, *appsv1.Deployment) {
 // Deployment controller and kubelet would.
 func (f *fixture) runPod(d *appsv1.Deployment) *corev1.Pod {
 	f.t.Helper()
+	return f.startPod(d, true, time.Now())
+}
+
+// startPod creates an engine pod for the Deployment's current template whose engine
+// container started at started, ready or not yet.
+func (f *fixture) startPod(d *appsv1.Deployment, ready bool, started time.Time) *corev1.Pod {
+	f.t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: d.Name + "-" + d.Spec.Template.Annotations[controller.AnnotationSpecHash][:8], Namespace: d.Namespace,
@@ -76,8 +83,8 @@ func (f *fixture) runPod(d *appsv1.Deployment) *corev1.Pod {
 	}
 	f.create(pod)
 	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: controller.EngineContainer, Ready: true, Image: d.Spec.Template.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		Name: controller.EngineContainer, Ready: ready, Image: d.Spec.Template.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}},
 	}}}
 	if err := f.c.Status().Update(context.Background(), pod); err != nil {
 		f.t.Fatal(err)
@@ -178,6 +185,64 @@ func TestStatusFromCheckpoint(t *testing.T) {
 	}
 }
 
+// TestStatusNeverMixesCheckpoints: after a move to a new location, the status shows the old
+// location with the old query id and batches, or the new one with the new checkpoint's (none
+// yet here), never the new location with the old progress.
+func TestStatusNeverMixesCheckpoints(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	f.engine("orders")
+	meta := f.writeCheckpoint(f.get("orders"), 3, 3, time.Now())
+	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
+	eventually(t, "batch 3 in status", func() error {
+		if b := f.get("orders").Status.LatestCommittedBatch; b == nil || *b != 3 {
+			return fmt.Errorf("latest committed batch %v", b)
+		}
+		return nil
+	})
+
+	moved := f.location("orders-v2")
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Checkpoint.Location = moved }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the new location in status", func() error {
+		st := f.get("orders").Status
+		switch st.CheckpointLocation {
+		case f.location("orders"):
+			if st.QueryID != meta.ID || st.LatestCommittedBatch == nil || *st.LatestCommittedBatch != 3 {
+				t.Fatalf("the old location with query id %q, batch %v: a mix", st.QueryID, st.LatestCommittedBatch)
+			}
+			return errors.New("the old location still")
+		case moved:
+			if st.QueryID != "" || st.LatestCommittedBatch != nil || st.LatestPlannedBatch != nil || st.LastProgress != nil || st.Lag != nil || len(st.Sources) > 0 {
+				t.Fatalf("the new location, which holds no checkpoint, with query id %q, batches %v/%v, progress %+v, lag %v, sources %+v: a mix",
+					st.QueryID, st.LatestPlannedBatch, st.LatestCommittedBatch, st.LastProgress, st.Lag, st.Sources)
+			}
+			return nil
+		default:
+			return fmt.Errorf("location %q", st.CheckpointLocation)
+		}
+	})
+}
+
+// TestCommitShowsEngineRunning: a batch committed since the current engine container started
+// shows the query Running, before the kubelet reports the pod ready.
+func TestCommitShowsEngineRunning(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	f.startPod(d, false, time.Now().Add(-2*time.Second))
+	// The engine's first batch commits before the kubelet reports the pod ready (it never
+	// does here).
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+	if q.Status.Phase != v1.PhaseRunning || q.Status.LatestCommittedBatch == nil {
+		t.Errorf("phase %s, batch %v; want Running with batch 0", q.Status.Phase, q.Status.LatestCommittedBatch)
+	}
+}
+
 func TestCompatibleChangeRollsEngine(t *testing.T) {
 	f := newFixture(t, testenv.ControlPlane(t))
 	f.startManager(nil)
@@ -271,6 +336,37 @@ func (f *fixture) event(name, reason string) eventsv1.Event {
 	return found
 }
 
+// events returns the Events of the query with the reason, each listed once with its count
+// (a series counts its repeats).
+func (f *fixture) events(name, reason string) []eventsv1.Event {
+	f.t.Helper()
+	var evs eventsv1.EventList
+	if err := f.c.List(context.Background(), &evs, client.InNamespace(f.ns)); err != nil {
+		f.t.Fatal(err)
+	}
+	var out []eventsv1.Event
+	for _, e := range evs.Items {
+		if e.Reason == reason && e.Regarding.Name == name {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// announcedOnce fails the test unless the query has exactly one Event with the reason, not
+// repeated in a series.
+func (f *fixture) announcedOnce(name, reason string) {
+	f.t.Helper()
+	evs := f.events(name, reason)
+	if len(evs) != 1 || evs[0].Series != nil {
+		var notes []string
+		for _, e := range evs {
+			notes = append(notes, fmt.Sprintf("%q (series %+v)", e.Note, e.Series))
+		}
+		f.t.Errorf("%d %s events: %v; want one", len(evs), reason, notes)
+	}
+}
+
 // TestSuspend: a suspend scales the engine to 0 with a Suspended event and shows no lag
 // (nothing measures it); a resume scales it back with a Resumed event.
 func TestSuspend(t *testing.T) {
@@ -316,6 +412,32 @@ func TestSuspend(t *testing.T) {
 	if e := f.event("orders", controller.EventResumed); e.Type != corev1.EventTypeNormal {
 		t.Errorf("Resumed event type = %s, want Normal", e.Type)
 	}
+	// Later reconciles (the status read from a cache behind the controller's own write among
+	// them) announce nothing again.
+	f.eventuallyReconciled("orders")
+	f.announcedOnce("orders", v1.ReasonSuspended)
+	f.announcedOnce("orders", controller.EventResumed)
+}
+
+// eventuallyReconciled waits until the controller has reconciled the query again, several
+// times: it touches an annotation (which reconciles at once) and waits for resyncs.
+func (f *fixture) eventuallyReconciled(name string) {
+	f.t.Helper()
+	start := time.Now()
+	eventually(f.t, "several reconciles", func() error {
+		if err := f.update(name, func(q *v1.StreamingQuery) {
+			if q.Annotations == nil {
+				q.Annotations = map[string]string{}
+			}
+			q.Annotations["test.lockstep.dev/touched"] = time.Now().Format(time.RFC3339Nano)
+		}); err != nil {
+			return err
+		}
+		if time.Since(start) < 4*resync {
+			return errors.New("not yet")
+		}
+		return nil
+	})
 }
 
 // TestEngineCrashLoop: an engine that crash-loops makes the query Failed with a Warning
@@ -360,6 +482,29 @@ func TestEngineCrashLoop(t *testing.T) {
 		t.Errorf("EngineFailed event = %s %q, want a Warning with the termination message", e.Type, e.Note)
 	}
 
+	// Between two crashes the kubelet runs the engine again; the crash loop goes on, and is
+	// neither Running in between nor announced again.
+	crash := pod.Status.ContainerStatuses[0].LastTerminationState
+	pod.Status.ContainerStatuses[0] = corev1.ContainerStatus{
+		Name: controller.EngineContainer, RestartCount: 4, Image: pod.Spec.Containers[0].Image, Ready: true,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
+		LastTerminationState: crash,
+	}
+	if err := f.c.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "restarts 4", func() error {
+		if q := f.get("orders"); q.Status.Restarts != 4 {
+			return fmt.Errorf("restarts %d", q.Status.Restarts)
+		}
+		return nil
+	})
+	f.eventuallyReconciled("orders")
+	if q := f.get("orders"); q.Status.Phase != v1.PhaseFailed || condition(q, v1.ConditionReady).Reason != v1.ReasonEngineFailed {
+		t.Errorf("between two crashes: phase %s, Ready %+v; want Failed, EngineFailed", q.Status.Phase, condition(q, v1.ConditionReady))
+	}
+	f.announcedOnce("orders", v1.ReasonEngineFailed)
+
 	// A new pod of the current spec starts with no restarts.
 	if err := f.c.Delete(ctx, pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
@@ -377,6 +522,48 @@ func TestEngineCrashLoop(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestEngineRestartedByLiveness: the kubelet restarts the engine container after its
+// liveness probe failed (the engine wrote controller.StuckMessage as it was stopped); the
+// status says so at once, with one Warning Event, and the query is Ready again once the
+// restarted engine commits a batch.
+func TestEngineRestartedByLiveness(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	pod := f.runPod(d)
+	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+
+	// As the kubelet reports it: restarted once, running (and ready: the new engine claimed
+	// the checkpoint), the last termination the probe's kill with the engine's message.
+	stuck := controller.StuckMessage + "no trigger finished for 5m1s, more than the progress timeout 5m0s (spec.engine.progressTimeout)"
+	restartedAt := time.Now().Add(-time.Second)
+	pod.Status.ContainerStatuses[0] = corev1.ContainerStatus{
+		Name: controller.EngineContainer, RestartCount: 1, Ready: true, Image: pod.Spec.Containers[0].Image,
+		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(restartedAt)}},
+		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
+			ExitCode: 137, Reason: "Error", Message: stuck, FinishedAt: metav1.NewTime(restartedAt)}},
+	}
+	if err := f.c.Status().Update(context.Background(), pod); err != nil {
+		t.Fatal(err)
+	}
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineRestarted)
+	if c := condition(q, v1.ConditionReady); !strings.Contains(c.Message, "restarted by its liveness probe") || !strings.Contains(c.Message, stuck) {
+		t.Errorf("Ready message = %q, want it to name the liveness restart and the engine's message", c.Message)
+	}
+	if q.Status.Phase != v1.PhaseRunning || q.Status.Restarts != 1 || q.Status.LastFailure == nil || q.Status.LastFailure.Message != stuck {
+		t.Errorf("phase %s, restarts %d, lastFailure %+v; want Running, 1, the engine's message", q.Status.Phase, q.Status.Restarts, q.Status.LastFailure)
+	}
+	if e := f.event("orders", v1.ReasonEngineRestarted); e.Type != corev1.EventTypeWarning || !strings.Contains(e.Note, "liveness probe") {
+		t.Errorf("EngineRestarted event = %s %q, want a Warning naming the liveness probe", e.Type, e.Note)
+	}
+
+	// The restarted engine commits a batch: it works again.
+	f.writeCheckpoint(q, 0, 0, time.Now())
+	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+	f.announcedOnce("orders", v1.ReasonEngineRestarted)
 }
 
 // TestCompatibleKeepsWarnings: a change allowed with a warning keeps the warning in the
@@ -417,6 +604,26 @@ func TestCompatibleKeepsWarnings(t *testing.T) {
 	if err := hasWarning(); err != nil {
 		t.Errorf("after the engine recorded the new shape: %v", err)
 	}
+
+	// A suspend and a resume are new generations but no change the engine sees: the
+	// warnings stay.
+	for _, suspend := range []bool{true, false} {
+		if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = suspend }); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, fmt.Sprintf("the Compatible condition of the generation with suspend %t keeps the warning", suspend), hasWarning)
+	}
+	// The next change replaces them.
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Transform[0].Filter = "amount > 1.0" }); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the next change's verdict, without the old warning", func() error {
+		q := f.get("orders")
+		if c := condition(q, v1.ConditionCompatible); c.ObservedGeneration != q.Generation || strings.Contains(c.Message, "[warning]") {
+			return fmt.Errorf("Compatible of generation %d (query at %d): %s", c.ObservedGeneration, q.Generation, c.Message)
+		}
+		return nil
+	})
 }
 
 func TestRetention(t *testing.T) {
@@ -456,6 +663,39 @@ func TestRetention(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRetentionChangeKeepsEngine: checkpoint.retention is a deletion policy the controller
+// applies; changing it alone leaves the engine's query file and pod as they were, so the
+// engine does not restart.
+func TestRetentionChangeKeepsEngine(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	cm, d := f.engine("orders")
+	f.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint)
+
+	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Checkpoint.Retention = v1.RetentionDelete }); err != nil {
+		t.Fatal(err)
+	}
+	gen := f.get("orders").Generation
+	eventually(t, "the ConfigMap renders the new generation", func() error {
+		got, _ := f.engine("orders")
+		if g := got.Annotations[controller.AnnotationGeneration]; g != fmt.Sprint(gen) {
+			return fmt.Errorf("ConfigMap renders generation %s, want %d", g, gen)
+		}
+		return nil
+	})
+	cm2, d2 := f.engine("orders")
+	if cm2.Data[controller.QueryKey] != cm.Data[controller.QueryKey] {
+		t.Errorf("the engine's query changed with retention:\n%s\nwas\n%s", cm2.Data[controller.QueryKey], cm.Data[controller.QueryKey])
+	}
+	if diff := cmp.Diff(d.Spec.Template, d2.Spec.Template); diff != "" {
+		t.Errorf("the engine's pod template changed with retention (-before +after):\n%s", diff)
+	}
+	if d2.Generation != d.Generation {
+		t.Errorf("Deployment generation %d → %d: it was rewritten", d.Generation, d2.Generation)
 	}
 }
 

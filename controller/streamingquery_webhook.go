@@ -155,7 +155,7 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 	if len(errs) > 0 {
 		return nil, invalid(ctx, q, errs)
 	}
-	cps := checkpoints{reader: w.reader, stores: w.client}
+	cps := checkpoints{reader: w.reader, cache: w.client}
 	p, refused, err := cps.locate(ctx, q)
 	if err != nil {
 		return nil, err
@@ -174,6 +174,13 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 	}
 
 	snap, err := w.readCheckpoint(ctx, cps, q.Namespace, p)
+	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
+		// Pods wait for their Secrets, and so does a query: `kubectl apply -f dir/` may
+		// create the query before the Secret. The controller judges the spec and starts the
+		// engine once the Secret exists; the status says what it waits for.
+		return admission.Warnings{"spec.checkpoint.store: " + missing.waiting() +
+			"; the query was admitted without being judged against its checkpoint, which the controller does before the engine runs"}, nil
+	}
 	if errors.Is(err, errStoreRefused) {
 		return nil, invalid(ctx, q, field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())})
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -172,6 +173,39 @@ func TestWebhookRefusesPlacement(t *testing.T) {
 	if err := f.c.Create(context.Background(), f.query("ok").Obj(), client.DryRunAll); err != nil {
 		t.Errorf("dry-run Create of an acceptable query = %v", err)
 	}
+}
+
+// TestWebhookAdmitsQueryBeforeItsSecret: `kubectl apply -f dir/` may create a query before
+// the store's credentials Secret. Admission admits it with a warning naming the Secret; the
+// query waits for it (Pending, SecretMissing) and its engine starts once it exists.
+func TestWebhookAdmitsQueryBeforeItsSecret(t *testing.T) {
+	f, w := webhookFixture(t)
+	ctx := context.Background()
+	var sec corev1.Secret
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: "s3-credentials"}, &sec); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.c.Delete(ctx, &sec); err != nil {
+		t.Fatal(err)
+	}
+	w.take()
+	if err := f.c.Create(ctx, f.query("orders").Obj()); err != nil {
+		t.Fatalf("Create before the Secret = %v (%s), want admitted", err, statusCauses(err))
+	}
+	if got := strings.Join(w.take(), "\n"); !strings.Contains(got, "spec.checkpoint.store: Secret "+f.ns+"/s3-credentials") || !strings.Contains(got, "does not exist") {
+		t.Errorf("warnings = %q, want one naming the missing Secret", got)
+	}
+	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSecretMissing)
+	if q.Status.Phase != v1.PhasePending {
+		t.Errorf("phase = %s, want Pending", q.Status.Phase)
+	}
+	if err := f.c.Get(ctx, client.ObjectKey{Namespace: f.ns, Name: controller.EngineName("orders")}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get engine Deployment before the Secret = %v, want NotFound", err)
+	}
+
+	f.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s3-credentials", Namespace: f.ns}, Data: sec.Data})
+	f.eventuallyReplicas("orders", 1)
+	f.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint)
 }
 
 // TestWebhookAdmitsWhenTheStoreHangs: a store that never answers delays admission by the

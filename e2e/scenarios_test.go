@@ -483,14 +483,40 @@ spec:
 	}
 	// The probe, not the Kafka client giving up, ended the hung engine, and its termination
 	// message says why.
-	if last := lastTermination(&restarted); last == nil || !strings.Contains(last.Message, "stopped while stuck: no trigger finished") {
+	if last := lastTermination(&restarted); last == nil || !strings.Contains(last.Message, controller.StuckMessage+"no trigger finished") {
 		t.Errorf("the engine's last termination %+v: want it stopped by the probe as stuck, not failed by the Kafka client's timeout", last)
+	}
+	// The query's status says so at once (the pod's change reconciles it), rather than
+	// Running and Ready until a second restart makes it Failed: the restarted engine has not
+	// shown that it works.
+	tn.eventuallyWithin(15*time.Second, "the status says the liveness probe restarted the engine", func() error {
+		q := tn.query("clicks")
+		c := metaCondition(q, v1.ConditionReady)
+		if c == nil || c.Status != metav1.ConditionFalse || c.Reason != v1.ReasonEngineRestarted ||
+			!strings.Contains(c.Message, "restarted by its liveness probe") || !strings.Contains(c.Message, controller.StuckMessage) {
+			return fmt.Errorf("phase %s, restarts %d; conditions %s", q.Status.Phase, q.Status.Restarts, conditions(q))
+		}
+		if q.Status.Restarts < 1 {
+			return fmt.Errorf("status.restarts %d, want the restart counted", q.Status.Restarts)
+		}
+		return nil
+	})
+	queryEvents := string(tn.kubectl(nil, "-n", tn.ns, "get", "events", "--field-selector", "involvedObject.name=clicks,type=Warning"))
+	if !strings.Contains(queryEvents, v1.ReasonEngineRestarted) || !strings.Contains(queryEvents, "liveness probe") {
+		t.Errorf("no Warning %s event naming the liveness probe on the query; its Warning events:\n%s", v1.ReasonEngineRestarted, queryEvents)
 	}
 	broker.Thaw()
 	produce(10, 10)
 	tn.eventually("the restarted engine reads the new records", func() error {
 		if _, rows := tn.sinkRows("out/clicks"); len(rows) != 20 {
 			return fmt.Errorf("sink rows = %d, want 20", len(rows))
+		}
+		return nil
+	})
+	tn.eventually("the query is Ready again: its restarted engine committed a batch", func() error {
+		q := tn.query("clicks")
+		if c := metaCondition(q, v1.ConditionReady); c == nil || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("phase %s; conditions %s", q.Status.Phase, conditions(q))
 		}
 		return nil
 	})

@@ -189,7 +189,14 @@ const (
 	ReasonIdle                     = "Idle"
 	// ReasonEngineStarting: the engine pod is being created or is not ready yet.
 	ReasonEngineStarting = "EngineStarting"
+	// ReasonEngineRestarted: the engine container restarted after a failure (a crash, or its
+	// liveness probe found it stuck) and has not yet shown that it works again: no batch
+	// committed since, and it has run for less than its liveness bound.
+	ReasonEngineRestarted = "EngineRestarted"
 	// ReasonStoreRefused: the query cannot use its CheckpointStore (missing, namespace not
-	// allowed, location outside the namespace's prefix, credentials Secret missing).
+	// allowed, location outside the namespace's prefix, credentials Secret without its keys).
 	ReasonStoreRefused = "StoreRefused"
+	// ReasonSecretMissing: the store's credentials Secret does not exist in the query's
+	// namespace (yet); the message names it. The engine runs once it exists.
+	ReasonSecretMissing = "SecretMissing"
 )

@@ -58,6 +58,7 @@ type controllerConfig struct {
 	webhookCertDir          string
 	engine                  controller.EngineSettings
 	resync                  time.Duration
+	follow                  time.Duration
 	readBudget              time.Duration
 	webhookBudget           time.Duration
 	storeProbe              time.Duration
@@ -97,6 +98,8 @@ or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 	f.StringVar(&cfg.engine.ServiceAccountName, "engine-service-account", "", "service account of engine pods (default: the namespace's default)")
 	f.DurationVar(&cfg.engine.GracePeriod, "engine-grace-period", 2*time.Minute, "how long a stopping engine may take to finish its batch")
 	f.DurationVar(&cfg.resync, "resync", controller.DefaultResync, "how often a query's status is refreshed from its checkpoint")
+	f.DurationVar(&cfg.follow, "status-follow-interval", controller.DefaultFollow,
+		"the shortest time between two status refreshes of a running query whose batches commit (it is refreshed just after each batch is due)")
 	f.DurationVar(&cfg.readBudget, "checkpoint-read-budget", controller.DefaultReadBudget, "how long one reconcile may spend reading a checkpoint before it counts as unreachable")
 	f.DurationVar(&cfg.webhookBudget, "webhook-checkpoint-budget", controller.DefaultCheckpointBudget,
 		"how long admission may spend reading a checkpoint before it admits the change with a warning that it was not judged; keep it well below the webhooks' 10s timeout")
@@ -132,7 +135,7 @@ func runController(cmd *cobra.Command, cfg controllerConfig) error {
 	if err != nil {
 		return fmt.Errorf("controller metrics: %w", err)
 	}
-	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithReadBudget(cfg.readBudget),
+	if err := controller.NewQueryReconciler(mgr, controller.WithEngine(cfg.engine), controller.WithResync(cfg.resync), controller.WithFollow(cfg.follow), controller.WithReadBudget(cfg.readBudget),
 		controller.WithMaxConcurrentReconciles(cfg.workers),
 		controller.WithMetrics(metrics)).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up the StreamingQuery controller: %w", err)

@@ -18,6 +18,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
@@ -136,7 +137,7 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 			// short grace period, before it can say why; say it now.
 			log.Warn("Stopping a stuck engine; the next start replays the interrupted batch", "reason", stuck)
 			if cfg.terminationPath != "" {
-				_ = os.WriteFile(cfg.terminationPath, []byte("stopped while stuck: "+stuck), 0o644)
+				_ = os.WriteFile(cfg.terminationPath, []byte(controller.StuckMessage+stuck), 0o644)
 			}
 			return
 		}
