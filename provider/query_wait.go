@@ -52,6 +52,14 @@ func (r *queryResource) wait(ctx context.Context, obj *unstructured.Unstructured
 			stop = fmt.Errorf("StreamingQuery %s/%s is blocked: %s", namespace, name, msg)
 			return true, nil
 		}
+		if (waitFor == waitCommittedBatch || waitFor == waitCaughtUp) && st.Phase != v1.PhaseRunning && st.Phase != v1.PhaseCompleted {
+			// A batch committed before the engine of this spec runs (the old engine's last,
+			// finished during the roll) proves nothing of the new spec.
+			if b := st.LatestCommittedBatch; b != nil && (before == nil || *b > *before) {
+				before = b
+			}
+			return false, nil
+		}
 		switch waitFor {
 		case waitRunning:
 			return st.Phase == v1.PhaseRunning || st.Phase == v1.PhaseCompleted || suspended && st.Phase == v1.PhaseSuspended, nil

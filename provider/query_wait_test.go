@@ -135,3 +135,21 @@ func TestAccStreamingQuery_waitCaughtUp(t *testing.T) {
 		})
 	}
 }
+
+// TestAccStreamingQuery_waitCommittedBatchNotPending: a batch the status shows committed while
+// the query is still Pending (the engine of this spec is not running yet; the old engine's
+// last batch, finished during the roll) does not end wait_for = "committed_batch".
+func TestAccStreamingQuery_waitCommittedBatchNotPending(t *testing.T) {
+	c := newTestCluster(t, testenv.ControlPlane(t))
+	c.fakeController(t, "orders", map[string]any{"phase": "Pending", "latestCommittedBatch": int64(4)})
+	q := baseQuery()
+	q.WaitFor = waitCommittedBatch
+	q.Extra = `  timeouts = { create = "2s" }`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: providers,
+		Steps: []resource.TestStep{{
+			Config:      c.provider() + q.hcl(),
+			ExpectError: regexp.MustCompile(`waited\s+2s\s+for\s+wait_for\s+=\s+"committed_batch";\s+the\s+phase\s+is\s+Pending`),
+		}},
+	})
+}
