@@ -30,6 +30,10 @@ type Example struct {
 	Old, New string
 }
 
+// RuleSinkGuarantee is the id of the rule that judges a change of the delivery guarantee;
+// clients that treat its findings apart (the Terraform plan) name it by this constant.
+const RuleSinkGuarantee = "sink-guarantee"
+
 // Areas of rules, in the order of the documentation.
 const (
 	AreaQuery     = "The query as a whole"
@@ -408,7 +412,7 @@ func Rules() []Rule {
 			check:       checkWebhookURL,
 		},
 		{
-			ID: "sink-guarantee", Area: AreaOutput, Title: "The delivery guarantee changes",
+			ID: RuleSinkGuarantee, Area: AreaOutput, Title: "The delivery guarantee changes",
 			Severities:  []Severity{Warning, Allowed},
 			Description: "The guarantee follows from the sources and the sink (DESIGN §4). A weaker one (exactly-once → at-least-once, e.g. turning off the Kafka sink's exactlyOnce, or a switch to webhook or console) is a warning; a stronger one is allowed.",
 			Example:     Example{Old: "kafka: {topic: revenue, exactlyOnce: true}", New: "kafka: {topic: revenue}"},

@@ -478,30 +478,9 @@ func verdictMessage(v *compat.Verdict) string {
 		if f.Severity == compat.Allowed {
 			continue
 		}
-		b.WriteString("\n" + FindingText(f))
+		b.WriteString("\n" + compat.FindingText(f))
 	}
 	return b.String()
-}
-
-// FindingText renders one compat finding on one line, as the webhook's messages and the
-// Compatible condition show it: "[rejected] rule at path: "old" → "new": message Remedy:
-// remedy". A finding without an old value (something added) shows only the new one
-// ("[allowed] source-added at spec.sources[1]: "rate": …"); one without values (as for a
-// rule about the spec as a whole) has neither. The Terraform provider reads this text back
-// (provider/diagnostics.go).
-func FindingText(f compat.Finding) string {
-	s := fmt.Sprintf("[%s] %s at %s: ", f.Severity, f.Rule, f.Path)
-	switch {
-	case f.Old != "":
-		s += fmt.Sprintf("%q → %q: ", f.Old, f.New)
-	case f.New != "":
-		s += fmt.Sprintf("%q: ", f.New)
-	}
-	s += f.Message
-	if f.Remedy != "" {
-		s += " Remedy: " + f.Remedy
-	}
-	return s
 }
 
 // sumLag is the total of the sources' lag at a commit, nil when no source can tell.

@@ -73,30 +73,6 @@ func TestInspectPods(t *testing.T) {
 	}
 }
 
-func TestFindingText(t *testing.T) {
-	tests := []struct {
-		name string
-		f    compat.Finding
-		want string
-	}{
-		{"changed", compat.Finding{Rule: "files-path", Severity: compat.Rejected, Path: "spec.sources[0].files.path", Old: "a", New: "b", Message: "Moved.", Remedy: "Revert."},
-			`[rejected] files-path at spec.sources[0].files.path: "a" → "b": Moved. Remedy: Revert.`},
-		{"added", compat.Finding{Rule: "source-added", Severity: compat.Allowed, Path: "spec.sources", New: "orders", Message: "Added."},
-			`[allowed] source-added at spec.sources: "orders": Added.`},
-		{"removed", compat.Finding{Rule: "source-removed", Severity: compat.Allowed, Path: "spec.sources", Old: "orders", Message: "Removed."},
-			`[allowed] source-removed at spec.sources: "orders" → "": Removed.`},
-		{"no values", compat.Finding{Rule: "guarantee", Severity: compat.Warning, Path: "spec", Message: "Weaker."},
-			`[warning] guarantee at spec: Weaker.`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := FindingText(tt.f); got != tt.want {
-				t.Errorf("FindingText() = %q, want %q", got, tt.want)
-			}
-		})
-	}
-}
-
 // TestProgressingNeverShowsZeroTime: a status whose last progress is known from before, in a
 // reconcile that cannot read its commit time, never prints the zero time.
 func TestProgressingNeverShowsZeroTime(t *testing.T) {

@@ -236,9 +236,9 @@ func ValidateVerdict(ctx context.Context, q *v1.StreamingQuery, v compat.Verdict
 	for _, f := range v.Findings {
 		switch f.Severity {
 		case compat.Rejected:
-			errs = append(errs, &field.Error{Type: field.ErrorTypeForbidden, Field: f.Path, BadValue: f.New, Detail: FindingText(f)})
+			errs = append(errs, &field.Error{Type: field.ErrorTypeForbidden, Field: f.Path, BadValue: f.New, Detail: compat.FindingText(f)})
 		case compat.Warning:
-			warnings = append(warnings, f.Path+": "+FindingText(f))
+			warnings = append(warnings, f.Path+": "+compat.FindingText(f))
 		}
 	}
 	if len(errs) > 0 {

@@ -81,49 +81,22 @@ func splitFieldPath(s string) []fieldStep {
 	return steps
 }
 
-// findingPattern matches the text the admission webhook gives a compat finding:
-// "[rejected] files-path at spec.sources[0].files.path: "a" → "b": message Remedy: remedy",
-// without the "a" → "b" part when both values are absent.
-var findingPattern = regexp.MustCompile(`(?s)\[(rejected|warning|allowed)\] (\S+) at (\S+): (?:(".*?") → (".*?"): )?(.*?)(?: Remedy: (.*))?$`)
-
-// finding is a compat finding read back from the webhook's text.
-type finding struct {
-	severity, rule, path, old, new, message, remedy string
-}
-
-func parseFinding(text string) (finding, bool) {
-	m := findingPattern.FindStringSubmatch(strings.TrimSpace(text))
-	if m == nil {
-		return finding{}, false
-	}
-	var old, new string
-	if m[4] != "" {
-		var err1, err2 error
-		old, err1 = strconv.Unquote(m[4])
-		new, err2 = strconv.Unquote(m[5])
-		if err1 != nil || err2 != nil {
-			old, new = m[4], m[5]
-		}
-	}
-	return finding{severity: m[1], rule: m[2], path: m[3], old: old, new: new, message: m[6], remedy: m[7]}, true
-}
-
-// detail renders a finding for a diagnostic: the attribute, the rule, old and new, why, and
-// what to do, with the spec's field paths in the message written as Terraform attributes.
-func (f finding) detail(spec *field, lead string) string {
+// findingDetail renders a finding for a diagnostic: the attribute, the rule, old and new, why,
+// and what to do, with the spec's field paths in the message written as Terraform attributes.
+func findingDetail(f compat.Finding, spec *field, lead string) string {
 	var b strings.Builder
 	b.WriteString(lead)
 	b.WriteString("\n\n")
-	if p, ok := attributePath(spec, f.path); ok {
+	if p, ok := attributePath(spec, f.Path); ok {
 		fmt.Fprintf(&b, "Attribute: %s\n", p)
 	}
-	fmt.Fprintf(&b, "Rule: %s\n", f.rule)
-	if f.old != "" || f.new != "" {
-		fmt.Fprintf(&b, "Change: %s → %s\n", orAbsent(f.old), orAbsent(f.new))
+	fmt.Fprintf(&b, "Rule: %s\n", f.Rule)
+	if f.Old != "" || f.New != "" {
+		fmt.Fprintf(&b, "Change: %s → %s\n", orAbsent(f.Old), orAbsent(f.New))
 	}
-	fmt.Fprintf(&b, "\n%s", terraformPaths(spec, f.message))
-	if f.remedy != "" {
-		fmt.Fprintf(&b, "\n\nWhat to do: %s", terraformPaths(spec, f.remedy))
+	fmt.Fprintf(&b, "\n%s", terraformPaths(spec, f.Message))
+	if f.Remedy != "" {
+		fmt.Fprintf(&b, "\n\nWhat to do: %s", terraformPaths(spec, f.Remedy))
 	}
 	return b.String()
 }
@@ -213,8 +186,8 @@ func addAPIError(diags *diag.Diagnostics, spec *field, op string, err error) {
 			where = p.String()
 		}
 		summary, detail := "Invalid Streaming Query", fmt.Sprintf("The API server refused the query: %s: %s", where, terraformPaths(spec, msg))
-		if f, isFinding := parseFinding(msg); isFinding && f.severity == "rejected" {
-			summary, detail = "Checkpoint Refuses The Change", f.detail(spec, refusedLead)
+		if f, isFinding := compat.ParseFindingText(msg); isFinding && f.Severity == compat.Rejected {
+			summary, detail = "Checkpoint Refuses The Change", findingDetail(f, spec, refusedLead)
 		}
 		if ok {
 			diags.AddAttributeError(diagnosticPath(p), summary, detail)
@@ -253,12 +226,12 @@ func statusSummary(st metav1.Status) string {
 func addWarning(diags *diag.Diagnostics, spec *field, text string) {
 	fieldPath, msg, _ := strings.Cut(text, ": ")
 	summary, detail := "Warning From The Cluster", terraformPaths(spec, text)
-	if f, ok := parseFinding(msg); ok {
+	if f, ok := compat.ParseFindingText(msg); ok {
 		lead := warnedLead
-		if judgesSpecAlone(f.rule) {
+		if judgesSpecAlone(f.Rule) {
 			lead = warnedAloneLead
 		}
-		summary, detail = warningSummary(f.rule), f.detail(spec, lead)
+		summary, detail = warningSummary(f.Rule), findingDetail(f, spec, lead)
 	}
 	if p, ok := attributePath(spec, fieldPath); ok {
 		diags.AddAttributeWarning(diagnosticPath(p), summary, detail)

@@ -372,7 +372,7 @@ func withoutFindingCauses(err error) error {
 }
 
 func isFinding(text string) bool {
-	_, ok := parseFinding(text)
+	_, ok := compat.ParseFindingText(text)
 	return ok
 }
 
@@ -411,11 +411,11 @@ func (r *queryResource) planLocation(ctx context.Context, p *queryPlan) bool {
 // report adds the admission webhook's warnings and a weakened delivery guarantee.
 func (r *queryResource) report(p *queryPlan) {
 	for _, w := range p.serverWarnings {
-		f, isFinding := parseFinding(w)
+		f, isFinding := compat.ParseFindingText(w)
 		if (p.fresh || p.replacing != nil) && !isFinding && warningField(w) == "spec.checkpoint.location" {
 			continue // the webhook's note of a new location: the plan's own warning says what happens
 		}
-		if isFinding && f.rule == ruleSinkGuarantee {
+		if isFinding && f.Rule == compat.RuleSinkGuarantee {
 			p.weakened = "" // the checkpoint's own finding says it, with the remedy
 		}
 		addWarning(&p.resp.Diagnostics, r.kinds.query, w)
@@ -424,10 +424,6 @@ func (r *queryResource) report(p *queryPlan) {
 		p.resp.Diagnostics.AddAttributeWarning(path.Root("sink"), "Delivery Guarantee Weakens", p.weakened)
 	}
 }
-
-// ruleSinkGuarantee is the compat rule that warns of a weaker delivery guarantee; when the
-// webhook reports it, the plan's own warning would repeat it.
-const ruleSinkGuarantee = "sink-guarantee"
 
 // warningField returns the field path of an admission warning, "<path>: <text>".
 func warningField(warning string) string {
