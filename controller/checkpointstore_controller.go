@@ -103,6 +103,9 @@ func NewStoreReconciler(mgr ctrl.Manager, opts ...StoreOption) *StoreReconciler 
 // updates of queries are ignored), and the metadata of Secrets (a credentials Secret created
 // or deleted probes the stores it concerns at once).
 func (r *StoreReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if err := indexQueries(context.Background(), mgr.GetFieldIndexer()); err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.CheckpointStore{}).
 		Watches(&v1.StreamingQuery{}, handler.EnqueueRequestsFromMapFunc(storeOfQuery),
@@ -138,7 +141,7 @@ func (r *StoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
 		}
 	}
-	users, err := r.users(ctx, r.client, st.Name)
+	users, err := r.users(ctx, st.Name, false)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -166,7 +169,7 @@ func (r *StoreReconciler) finalize(ctx context.Context, st *v1.CheckpointStore) 
 	}
 	// The API server's answer, not the cache's: a stale cache must neither keep the store
 	// nor let it go early, and a missing StreamingQuery kind (the CRD deleted) lets it go.
-	users, err := r.users(ctx, r.reader, st.Name)
+	users, err := r.users(ctx, st.Name, true)
 	if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
 		users, err = nil, nil
 	}
@@ -208,17 +211,25 @@ func deletingMessage(users []types.NamespacedName) string {
 		"Delete them or point them at another store, and the store goes", len(users), strings.Join(names, ", "))
 }
 
-// users returns the queries that name the store, sorted.
-func (r *StoreReconciler) users(ctx context.Context, c client.Reader, store string) ([]types.NamespacedName, error) {
-	var all v1.StreamingQueryList
-	if err := c.List(ctx, &all); err != nil {
-		return nil, fmt.Errorf("list StreamingQueries: %w", err)
-	}
-	var users []types.NamespacedName
-	for _, q := range all.Items {
-		if q.Spec.Checkpoint.Store == store {
-			users = append(users, types.NamespacedName{Namespace: q.Namespace, Name: q.Name})
+// users returns the queries that name the store, sorted, from the cache's store index; with
+// fromServer, from a list of every query the API server holds (it has no such index).
+func (r *StoreReconciler) users(ctx context.Context, store string, fromServer bool) ([]types.NamespacedName, error) {
+	var queries []v1.StreamingQuery
+	if fromServer {
+		var all v1.StreamingQueryList
+		if err := r.reader.List(ctx, &all); err != nil {
+			return nil, fmt.Errorf("list StreamingQueries: %w", err)
 		}
+		queries = slices.DeleteFunc(all.Items, func(q v1.StreamingQuery) bool { return q.Spec.Checkpoint.Store != store })
+	} else {
+		var err error
+		if queries, err = queriesNaming(ctx, r.client, store); err != nil {
+			return nil, err
+		}
+	}
+	users := make([]types.NamespacedName, 0, len(queries))
+	for _, q := range queries {
+		users = append(users, client.ObjectKeyFromObject(&q))
 	}
 	slices.SortFunc(users, func(a, b types.NamespacedName) int { return strings.Compare(a.String(), b.String()) })
 	return users, nil

@@ -19,12 +19,16 @@ import (
 // lookup per folder of L.
 const locationIndex = "lockstep.location"
 
-// indexed remembers the field indexers the location index was added to: the reconciler and the
-// webhook both need it, and a manager refuses the same index twice.
+// storeIndex indexes each query under the CheckpointStore it names (spec.checkpoint.store), so
+// that a store's event or its deletion finds its queries without listing every query.
+const storeIndex = "lockstep.store"
+
+// indexed remembers the field indexers the indexes were added to: the reconcilers and the
+// webhook all need them, and a manager refuses the same index twice.
 var indexed sync.Map // client.FieldIndexer → struct{}
 
-// indexLocations adds the location index to the manager's cache, once per cache.
-func indexLocations(ctx context.Context, fi client.FieldIndexer) error {
+// indexQueries adds the location and store indexes to the manager's cache, once per cache.
+func indexQueries(ctx context.Context, fi client.FieldIndexer) error {
 	if _, done := indexed.LoadOrStore(fi, struct{}{}); done {
 		return nil
 	}
@@ -35,7 +39,25 @@ func indexLocations(ctx context.Context, fi client.FieldIndexer) error {
 		indexed.Delete(fi)
 		return fmt.Errorf("index StreamingQueries by checkpoint location: %w", err)
 	}
+	err = fi.IndexField(ctx, &v1.StreamingQuery{}, storeIndex, func(o client.Object) []string {
+		if s := o.(*v1.StreamingQuery).Spec.Checkpoint.Store; s != "" {
+			return []string{s}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index StreamingQueries by checkpoint store: %w", err)
+	}
 	return nil
+}
+
+// queriesNaming returns the queries that name store, from the manager's cache and its index.
+func queriesNaming(ctx context.Context, cache client.Reader, store string) ([]v1.StreamingQuery, error) {
+	var list v1.StreamingQueryList
+	if err := cache.List(ctx, &list, client.MatchingFields{storeIndex: store}); err != nil {
+		return nil, fmt.Errorf("list the StreamingQueries of store %s: %w", store, err)
+	}
+	return list.Items, nil
 }
 
 // locationKeys returns the index keys of a location: "=L" and "<F" for each folder F around it.

@@ -143,7 +143,7 @@ func NewQueryReconciler(mgr ctrl.Manager, opts ...Option) *QueryReconciler {
 // Secret's namespace that use it are reconciled again: a credentials Secret created, rotated
 // or deleted starts, reopens or stops their engines at once).
 func (r *QueryReconciler) SetupWithManager(mgr ctrl.Manager) error {
-	if err := indexLocations(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := indexQueries(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
@@ -565,16 +565,14 @@ func queryOfPod(_ context.Context, obj client.Object) []reconcile.Request {
 
 // queriesOfStore maps a CheckpointStore to the queries that use it.
 func (r *QueryReconciler) queriesOfStore(ctx context.Context, obj client.Object) []reconcile.Request {
-	var all v1.StreamingQueryList
-	if err := r.client.List(ctx, &all); err != nil {
+	queries, err := queriesNaming(ctx, r.client, obj.GetName())
+	if err != nil {
 		logf.FromContext(ctx).Error(err, "Listing StreamingQueries for a CheckpointStore failed", "checkpointStore", obj.GetName())
 		return nil
 	}
-	var reqs []reconcile.Request
-	for _, q := range all.Items {
-		if q.Spec.Checkpoint.Store == obj.GetName() {
-			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: q.Namespace, Name: q.Name}})
-		}
+	reqs := make([]reconcile.Request, 0, len(queries))
+	for _, q := range queries {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&q)})
 	}
 	return reqs
 }

@@ -67,7 +67,7 @@ const mutatePath = "/mutate-streaming-lockstep-dev-v1-streamingquery"
 
 // SetupWithManager registers the defaulting and validating webhooks of StreamingQuery.
 func (w *QueryWebhook) SetupWithManager(mgr ctrl.Manager) error {
-	if err := indexLocations(context.Background(), mgr.GetFieldIndexer()); err != nil {
+	if err := indexQueries(context.Background(), mgr.GetFieldIndexer()); err != nil {
 		return err
 	}
 	mutate := admission.WithDefaulter(mgr.GetScheme(), w)
