@@ -330,8 +330,8 @@ type kafkaNode struct {
 // storage; start runs it.
 func newKafkaNode(dir string, opts KafkaOptions) (*kafkaNode, error) {
 	java, err := LookupTool("java")
-	if err != nil {
-		return nil, err
+	if err != nil { // linked into the cache by the kafka step of hack/tools.sh
+		return nil, &MissingToolError{Name: "kafka", Path: filepath.Join(ToolsDir(), "java")}
 	}
 	libs := filepath.Join(filepath.Dir(ToolsDir()), "kafka-"+KafkaVersion, "libs")
 	if _, err := os.Stat(filepath.Join(libs, "kafka_2.13-"+KafkaVersion+".jar")); err != nil {
