@@ -28,13 +28,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // TestKafkaSASLAndTLSFromSecrets: a Kafka source on a broker that takes only TLS
@@ -52,8 +53,8 @@ func TestKafkaSASLAndTLSFromSecrets(t *testing.T) {
 	adminCert, _ := ca.issue(t, "e2e-producer", nil)
 	password, adminPassword := randomValue(t), randomValue(t)
 	addr := secureKafka(t, tn.in.node.IP, ca, serverCert,
-		kfake.Superuser("SCRAM-SHA-512", "orders-engine", password),
-		kfake.Superuser("SCRAM-SHA-256", "e2e-producer", adminPassword))
+		testenv.KafkaCredentials{Name: "orders-engine", Password: password},
+		testenv.KafkaCredentials{Name: "e2e-producer", Password: adminPassword})
 
 	// The test's own producer passes the same gate: TLS with a client certificate, SCRAM.
 	kc, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.DefaultProduceTopic("orders"),
@@ -446,38 +447,25 @@ func pemBody(data []byte) string {
 	return lines[1] // the first line of the body: the header is not secret
 }
 
-// secureKafka starts a Kafka-protocol broker (kfake, in this process) on host that takes only
-// TLS connections presenting a client certificate of ca, and only SASL-authenticated users,
-// and returns its address. It runs in the test binary, not as the kafka-broker tool: the
-// scenario needs no broker restart, and its keys stay in memory.
-func secureKafka(t *testing.T, host string, ca *testCA, cert tls.Certificate, users ...kfake.Opt) string {
+// secureKafka starts an Apache Kafka broker of the test's own on host that takes only
+// TLS connections presenting a client certificate of ca, and only SASL-authenticated users
+// (each with SCRAM-SHA-256 and SCRAM-SHA-512), with a topic orders, and returns the address
+// of that listener. Its PLAINTEXT listener stays on loopback, for the admin client here.
+func secureKafka(t *testing.T, host string, ca *testCA, cert tls.Certificate, users ...testenv.KafkaCredentials) string {
 	t.Helper()
-	opts := append([]kfake.Opt{
-		kfake.ClusterID("lockstep-e2e-secure"),
-		kfake.NumBrokers(1),
-		kfake.SeedTopics(1, "orders"),
-		kfake.ListenFn(func(network, address string) (net.Listener, error) {
-			// kfake listens on 127.0.0.1 and advertises its listener: listen where pods reach it.
-			_, port, err := net.SplitHostPort(address)
-			if err != nil {
-				return nil, err
-			}
-			return net.Listen(network, net.JoinHostPort(host, port))
-		}),
-		kfake.TLS(&tls.Config{
-			Certificates: []tls.Certificate{cert},
-			ClientAuth:   tls.RequireAndVerifyClientCert,
-			ClientCAs:    ca.pool,
-			MinVersion:   tls.VersionTLS12,
-		}),
-		kfake.EnableSASL(),
-	}, users...)
-	c, err := kfake.NewCluster(opts...)
+	b := testenv.KafkaProcessWith(t, testenv.KafkaOptions{Host: host, Users: users, Cert: &cert,
+		ClientCAs: ca.certPEM, SecureOnly: true})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.Addr))
 	if err != nil {
-		t.Fatalf("start the TLS and SASL broker: %v", err)
+		t.Fatal(err)
 	}
-	t.Cleanup(c.Close)
-	return c.ListenAddrs()[0]
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, "orders"); err != nil {
+		t.Fatalf("create topic orders on the TLS and SASL broker: %v", err)
+	}
+	return b.SASLAddr
 }
 
 func writeFile(t *testing.T, path string, data []byte) {

@@ -163,9 +163,28 @@ build_terraform() {
   go_install "terraform v$TERRAFORM_VERSION (~3 min)" "github.com/hashicorp/terraform@v$TERRAFORM_VERSION"
 }
 
-build_kafka_broker() {
-  # Our own main around franz-go's kfake, in this module; go build's cache makes a rebuild instant.
-  timed "kafka-broker (kfake)" bash -c "cd '$root' && go build -o '$BIN/kafka-broker' ./internal/testenv/kafkabroker"
+# build_kafka: Apache Kafka $KAFKA_VERSION for the tests (internal/testenv/kafka.go): the broker's
+# jars from Maven Central through the pinned build in hack/kafka/pom.xml, copied into
+# $TOOLS/kafka-$KAFKA_VERSION/libs; Java (17 or later) and Maven from Debian when absent,
+# java linked into the cache. Skipped when the libs were copied by this very pom.
+build_kafka() {
+  local dir=$TOOLS/kafka-$KAFKA_VERSION need=()
+  command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+  command -v mvn >/dev/null || need+=(maven)
+  if [ ${#need[@]} -gt 0 ]; then
+    local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
+    timed "${need[*]} (apt-get install)" bash -c "$sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${need[*]} >/dev/null"
+  fi
+  ln -sf "$(readlink -f "$(command -v java)")" "$BIN/java"
+  if [ -f "$dir/libs/kafka_2.13-$KAFKA_VERSION.jar" ] && cmp -s "$here/kafka/pom.xml" "$dir/pom.xml"; then
+    log "kafka $KAFKA_VERSION: cached"; return
+  fi
+  rm -rf "$dir"
+  timed "kafka $KAFKA_VERSION (Maven Central)" mvn -q -B -f "$here/kafka/pom.xml" dependency:copy-dependencies \
+    -Dkafka.version="$KAFKA_VERSION" -DincludeScope=runtime -DoutputDirectory="$dir/libs.tmp"
+  mv "$dir/libs.tmp" "$dir/libs"
+  cp "$here/kafka/pom.xml" "$dir/pom.xml"
+  log "kafka $KAFKA_VERSION: $(find "$dir/libs" -name '*.jar' | wc -l) jars, java $("$BIN/java" -version 2>&1 | awk -F'"' 'NR==1{print $2}')"
 }
 
 # link_postgres: links Debian's PostgreSQL server binaries into the cache, so tests
@@ -213,7 +232,7 @@ build_duckdb() {
   timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
 }
 
-all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka_broker postgres duckdb chromium)
+all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka postgres duckdb chromium)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 

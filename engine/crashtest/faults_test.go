@@ -140,10 +140,11 @@ func soak(t *testing.T, kind, sourceKind, sinkKind, transform, mode string) {
 	root := "s3://" + srv.Bucket
 	dir := t.TempDir()
 	var brokers []string
+	var topic string
 	source := fmt.Sprintf("files: {path: %q, format: json, maxFilesPerTrigger: 1}", root+"/in")
 	if sourceKind == "kafka" {
-		brokers = testenv.Kafka(t)
-		source = fmt.Sprintf("kafka: {bootstrapServers: [%q], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: 10, format: json}", brokers[0])
+		brokers, topic = testenv.KafkaTopic(t, "orders") // a topic of its own: the soaks run in parallel
+		source = fmt.Sprintf("kafka: {bootstrapServers: [%q], topics: [%s], startingOffsets: earliest, maxOffsetsPerTrigger: 10, format: json}", brokers[0], topic)
 	}
 	spec := func(out string) string {
 		p := filepath.Join(dir, fmt.Sprintf("query-%d.yaml", time.Now().UnixNano()))
@@ -159,7 +160,7 @@ func soak(t *testing.T, kind, sourceKind, sinkKind, transform, mode string) {
 		cmd.Env = Env(s.Env()...)
 		return cmd
 	}
-	addInput := soakInput(t, srv, root+"/in", brokers)
+	addInput := soakInput(t, srv, root+"/in", brokers, topic)
 
 	report := faultReport{Store: kind, Scenario: t.Name(), Seed: seed}
 	viaProxy := proxy.Server()
@@ -270,12 +271,12 @@ func faultRuns(t *testing.T, proxy *testenv.S3Proxy, rng *rand.Rand, report *fau
 }
 
 // soakInput returns a function that adds n more input files (or batches of
-// Kafka records, when brokers are given) of 10 orders each, directly to the
-// server, not through the proxy.
-func soakInput(t *testing.T, srv *testenv.S3Server, in string, brokers []string) func(n int) {
+// Kafka records to topic, when brokers are given) of 10 orders each, directly
+// to the server, not through the proxy.
+func soakInput(t *testing.T, srv *testenv.S3Server, in string, brokers []string, topic string) func(n int) {
 	var put func(name string, lines [][]byte)
 	if brokers != nil {
-		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic("orders"))
+		cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -19,27 +19,28 @@ import (
 )
 
 // The kafka → delta SIGKILL tests run the query in a child process (see
-// crash_test.go); the broker is kfake in this test process, so it outlives
-// every killed child, which reaches it over TCP.
+// crash_test.go); the broker is the test binary's shared Apache Kafka
+// broker, so it outlives every killed child, which reaches it over TCP.
+// The tests run in parallel, each with a topic of its own.
 
-// ordersTopic is the topic the kafka → delta crash tests read.
-const ordersTopic = "orders"
-
-// producer writes orders to ordersTopic for one test.
+// producer writes orders to a topic of one test.
 type producer struct {
-	t  *testing.T
-	cl *kgo.Client
-	n  int // orders written so far
+	t       *testing.T
+	brokers []string
+	topic   string
+	cl      *kgo.Client
+	n       int // orders written so far
 }
 
-func newProducer(t *testing.T, brokers []string) *producer {
+func newProducer(t *testing.T) *producer {
 	t.Helper()
+	brokers, topic := testenv.KafkaTopic(t, "orders")
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	return &producer{t: t, cl: cl}
+	return &producer{t: t, brokers: brokers, topic: topic, cl: cl}
 }
 
 // produce writes n more orders and returns the rows queryKafka outputs for
@@ -53,7 +54,7 @@ func (pr *producer) produce(n int) []engine.Row {
 		i := pr.n
 		pr.n++
 		id, country, amount := fmt.Sprintf("k-%05d", i), countries[i%3], float64(i)/4
-		recs = append(recs, &kgo.Record{Topic: ordersTopic, Key: []byte(id),
+		recs = append(recs, &kgo.Record{Topic: pr.topic, Key: []byte(id),
 			Value: fmt.Appendf(nil, `{"id":%q,"country":%q,"amount":%g}`, id, country, amount)})
 		rows = append(rows, engine.Row{id, strings.ToUpper(country), amount})
 	}
@@ -69,9 +70,9 @@ func (pr *producer) produce(n int) []engine.Row {
 // queryKafka is kafka → delta: each order with the partition and offset it
 // was read from, at most 5 records a batch, into a table partitioned by
 // country.
-func (p *pipeline) queryKafka(brokers []string) *v1.StreamingQuery {
+func (p *pipeline) queryKafka(pr *producer) *v1.StreamingQuery {
 	return querytest.Make("kafka-to-delta", "shop").
-		KafkaSource("orders", brokers[0], ordersTopic,
+		KafkaSource("orders", pr.brokers[0], pr.topic,
 			querytest.Col("id", v1.TypeString), querytest.Col("country", v1.TypeString), querytest.Col("amount", v1.TypeDouble)).
 		EditSource("orders", func(s *v1.Source) {
 			s.Kafka.StartingOffsets = "earliest"
@@ -88,11 +89,11 @@ func (p *pipeline) queryKafka(brokers []string) *v1.StreamingQuery {
 // as sum: its content is every order produced (p.want), each once, and
 // equals an uninterrupted run's on a fresh table and checkpoint; each batch
 // is one table commit.
-func (p *pipeline) checkKafkaTable(t *testing.T, brokers []string, sum engine.Summary) {
+func (p *pipeline) checkKafkaTable(t *testing.T, pr *producer, sum engine.Summary) {
 	t.Helper()
 	p.checkTable(t, sum)
 	ref := newPipeline(t, p.kind)
-	ref.run(t, ref.queryKafka(brokers))
+	ref.run(t, ref.queryKafka(pr))
 	_, want := ref.tableRows(t)
 	if _, got := p.tableRows(t); !cmp.Equal(want, got) {
 		t.Errorf("table content differs from an uninterrupted run's (-uninterrupted +crashed):\n%s", cmp.Diff(want, got))
@@ -111,13 +112,12 @@ func TestKafkaToDeltaSIGKILLAtEveryPhase(t *testing.T) {
 				for _, batch := range []int64{0, 1} {
 					t.Run(fmt.Sprintf("%s:%d", phase, batch), func(t *testing.T) {
 						t.Parallel()
-						brokers := testenv.Kafka(t)
-						pr := newProducer(t, brokers)
+						pr := newProducer(t)
 						p := newPipeline(t, kind)
 						p.want = pr.produce(23)
-						p.killAt(t, p.queryKafka(brokers), phase, batch)
+						p.killAt(t, p.queryKafka(pr), phase, batch)
 						p.want = append(p.want, pr.produce(9)...)
-						p.checkKafkaTable(t, brokers, p.runToEnd(t, p.queryKafka(brokers)))
+						p.checkKafkaTable(t, pr, p.runToEnd(t, p.queryKafka(pr)))
 					})
 				}
 			}
@@ -133,13 +133,12 @@ func TestKafkaToDeltaSIGKILLAtRandomInstants(t *testing.T) {
 	for _, kind := range storeKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
-			brokers := testenv.Kafka(t)
-			pr := newProducer(t, brokers)
+			pr := newProducer(t)
 			p := newPipeline(t, kind)
 			seed := time.Now().UnixNano()
 			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(uint64(seed), 9))
-			q := p.queryKafka(brokers)
+			q := p.queryKafka(pr)
 			tbl := delta.Open(delta.FolderStore(p.folder(t, p.table)))
 			version := int64(-1)
 			n, finished, early := 0, 0, 0
@@ -165,7 +164,7 @@ func TestKafkaToDeltaSIGKILLAtRandomInstants(t *testing.T) {
 				}
 			}
 			sum := p.runToEnd(t, q)
-			p.checkKafkaTable(t, brokers, sum)
+			p.checkKafkaTable(t, pr, sum)
 			t.Logf("%d kills (%d before the run's first table commit), %d runs that finished first; %d batches, %d records",
 				n, early, finished, sum.LastCommitted+1, len(p.want))
 		})

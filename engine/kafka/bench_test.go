@@ -1,13 +1,11 @@
 package kafka_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"slices"
 	"strconv"
@@ -44,32 +42,13 @@ const benchPartitions = 4
 // benchmark function more than once on one broker.
 var benchRuns atomic.Int64
 
-// benchBroker starts the kafka-broker test tool (kfake) in a process of its
-// own, without persistence, so that the benchmark's CPU figures are the
-// pipeline's alone.
+// benchBroker starts an Apache Kafka broker of the benchmark's own, so that
+// the benchmark's CPU figures are the pipeline's alone, and returns its
+// address and process id.
 func benchBroker(b *testing.B) ([]string, int) {
 	b.Helper()
-	port, err := testenv.FreePort()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cmd := exec.Command(testenv.Tool(b, "kafka-broker"), "-ports", strconv.Itoa(port), "-partitions", strconv.Itoa(benchPartitions))
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	})
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "ready ") {
-		b.Fatalf("kafka-broker: %q, %v", line, err)
-	}
-	return strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "ready ")), ","), cmd.Process.Pid
+	k := testenv.KafkaProcess(b, fmt.Sprintf("num.partitions=%d", benchPartitions))
+	return []string{k.Addr}, k.PID()
 }
 
 // processCPU returns the user and system CPU time process pid used so far

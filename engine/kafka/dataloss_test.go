@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
@@ -72,11 +71,15 @@ func lossCases() []lossCase {
 // setUpLoss returns brokers, the end offsets of a committed batch that read
 // t/0 up to offset 4, and the source's checkpoint folder. Then, while the
 // query is stopped, records 7..9 arrive and remove (if any) removes 4..6.
-// Records 0..6 are an hour old, so retention takes them and not 7..9.
+// Records 0..6 are an hour old, so retention takes them and not 7..9:
+// Kafka's retention removes whole segments, by their newest record, and
+// segment.ms of a minute rolls a new segment when 7..9 arrive an hour after
+// the first record of the old one.
 func setUpLoss(t *testing.T, remove func(*testing.T, []string)) (brokers []string, end engine.Offset, dir string) {
 	t.Helper()
-	brokers = testenv.Kafka(t, kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": "50"}))
-	createTopic(t, brokers, "t", 1, nil)
+	brokers = testenv.Kafka(t) // its log.retention.check.interval.ms is short
+	minute := "60000"
+	createTopic(t, brokers, "t", 1, map[string]*string{"segment.ms": &minute})
 	old := jsonRecords("t", 0, 0, 7)
 	for _, r := range old {
 		r.Timestamp = time.Now().Add(-time.Hour)

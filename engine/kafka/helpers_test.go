@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -157,8 +156,6 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(data)
 }
-
-func kfakeClusterID(id string) kfake.Opt { return kfake.ClusterID(id) }
 
 func sorted(s []string) []string {
 	slices.Sort(s)

@@ -1,22 +1,15 @@
 package kafka_test
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
-	"net"
-	"os"
+	"errors"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
@@ -28,59 +21,24 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-// testCA writes a CA and a server certificate for 127.0.0.1 into dir and
-// returns the server's TLS config and the CA file.
-func testCA(t *testing.T, dir string) (*tls.Config, string) {
-	t.Helper()
-	key := func() *ecdsa.PrivateKey {
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
-	caKey, srvKey := key(), key()
-	now := time.Now()
-	ca := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lockstep test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign}
-	caDER, err := x509.CreateCertificate(rand.Reader, ca, ca, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
-	srv := &x509.Certificate{SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "broker"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour), IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1)},
-		DNSNames: []string{"broker.test"}, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	srvDER, err := x509.CreateCertificate(rand.Reader, srv, caCert, &srvKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caFile := filepath.Join(dir, "ca.crt")
-	if err := os.WriteFile(caFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: caDER}), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return &tls.Config{Certificates: []tls.Certificate{{Certificate: [][]byte{srvDER}, PrivateKey: srvKey}}}, caFile
-}
-
 // TestSASLAndTLS reads from and writes to a broker that requires SASL over
 // TLS, with each mechanism; wrong credentials and an untrusted certificate
 // fail clearly.
 func TestSASLAndTLS(t *testing.T) {
-	srvTLS, caFile := testCA(t, t.TempDir())
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM([]byte(readFile(t, caFile)))
 	for _, mech := range []v1.SASLMechanism{v1.SASLPlain, v1.SASLScramSHA256, v1.SASLScramSHA512} {
 		t.Run(string(mech), func(t *testing.T) {
-			brokers := testenv.Kafka(t, kfake.EnableSASL(), kfake.Superuser(string(mech), "alice", "s3cret"), kfake.TLS(srvTLS))
+			kafkaSrv := testenv.KafkaShared(t)
+			brokers, caFile := []string{kafkaSrv.SASLAddr}, kafkaSrv.CAFile
+			pool := x509.NewCertPool()
+			pool.AppendCertsFromPEM([]byte(readFile(t, caFile)))
 			var auth kgo.Opt
 			switch mech {
 			case v1.SASLPlain:
-				auth = kgo.SASL(plain.Auth{User: "alice", Pass: "s3cret"}.AsMechanism())
+				auth = kgo.SASL(plain.Auth{User: testenv.KafkaUser, Pass: testenv.KafkaPassword}.AsMechanism())
 			case v1.SASLScramSHA256:
-				auth = kgo.SASL(scram.Auth{User: "alice", Pass: "s3cret"}.AsSha256Mechanism())
+				auth = kgo.SASL(scram.Auth{User: testenv.KafkaUser, Pass: testenv.KafkaPassword}.AsSha256Mechanism())
 			default:
-				auth = kgo.SASL(scram.Auth{User: "alice", Pass: "s3cret"}.AsSha512Mechanism())
+				auth = kgo.SASL(scram.Auth{User: testenv.KafkaUser, Pass: testenv.KafkaPassword}.AsSha512Mechanism())
 			}
 			cl := client(t, brokers, auth, kgo.DialTLSConfig(&tls.Config{RootCAs: pool}), kgo.AllowAutoTopicCreation())
 			if err := cl.ProduceSync(testContext(t), jsonRecords("t", 0, 0, 3)...).FirstErr(); err != nil {
@@ -89,7 +47,7 @@ func TestSASLAndTLS(t *testing.T) {
 			if _, err := kadm.NewClient(cl).CreateTopic(testContext(t), 1, -1, nil, "out"); err != nil {
 				t.Fatal(err)
 			}
-			env := map[string]string{"KAFKA_USER": "alice", "KAFKA_PASS": "s3cret"}
+			env := map[string]string{"KAFKA_USER": testenv.KafkaUser, "KAFKA_PASS": testenv.KafkaPassword}
 			getenv := func(k string) string { return env[k] }
 			spec := kafkaSpec(brokers, "t")
 			spec.Kafka.SASL = &v1.KafkaSASL{Mechanism: mech, UsernameEnv: "KAFKA_USER", PasswordEnv: "KAFKA_PASS"}
@@ -115,13 +73,14 @@ func TestSASLAndTLS(t *testing.T) {
 			env["KAFKA_PASS"] = "wrong"
 			_, err = kafka.SourceWith(kafka.WithGetenv(getenv), kafka.WithConnectTimeout(5*time.Second))(testContext(t), spec,
 				engine.SourceEnv{Name: "in", Store: sourceStore(t, t.TempDir()), Logger: testLogger(t)})
-			if err == nil || !contains(err.Error(), "SASL mechanism and credentials") {
+			// Apache Kafka answers SASL_AUTHENTICATION_FAILED (kfake closed the connection).
+			if !errors.Is(err, kerr.SaslAuthenticationFailed) || !contains(err.Error(), "refused the credentials") {
 				t.Errorf("wrong password: %v, want a clear error", err)
 			}
 		})
 	}
 	t.Run("untrusted certificate", func(t *testing.T) {
-		brokers := testenv.Kafka(t, kfake.TLS(srvTLS))
+		brokers := []string{testenv.KafkaShared(t).TLSAddr}
 		spec := kafkaSpec(brokers, "t")
 		spec.Kafka.TLS = &v1.KafkaTLS{} // the system's roots do not hold the test CA
 		_, err := kafka.SourceWith(kafka.WithConnectTimeout(2*time.Second))(testContext(t), spec,

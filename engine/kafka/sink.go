@@ -432,7 +432,12 @@ func appendKey(b []byte, v any) []byte {
 
 // committed reports whether a committed transaction holds the marker of
 // batch b: it reads the marker topic with read_committed from the first
-// record stamped at or after the batch's time.
+// record stamped at or after the batch's time to the topic's end when the
+// check began, once every transaction open then has ended (stable). Apache
+// Kafka writes a transaction's commit markers after it answered EndTxn, so
+// the marker of a batch this client has just committed can lie beyond the
+// last stable offset for a moment: a check that read only up to that offset
+// missed it, and a replay of the batch produced it again.
 func (s *Sink) committed(ctx context.Context, b *engine.Batch) (bool, error) {
 	var spans []span
 	err := withRetry(ctx, s.opts.brokerTimeout, "list Kafka marker offsets", s.log, func(ctx context.Context) error {
@@ -441,7 +446,7 @@ func (s *Sink) committed(ctx context.Context, b *engine.Batch) (bool, error) {
 		if err != nil {
 			return err
 		}
-		to, err := s.adm.ListCommittedOffsets(ctx, MarkerTopic)
+		to, err := s.adm.ListEndOffsets(ctx, MarkerTopic)
 		if err != nil {
 			return err
 		}
@@ -468,6 +473,9 @@ func (s *Sink) committed(ctx context.Context, b *engine.Batch) (bool, error) {
 	if err != nil || len(spans) == 0 {
 		return false, err
 	}
+	if err := s.stable(ctx, spans); err != nil {
+		return false, err
+	}
 	key, want := s.markerKey(b), strconv.FormatInt(b.ID, 10)
 	found := false
 	err = scan(ctx, s.conn, spans, func(r *kgo.Record) bool {
@@ -480,6 +488,44 @@ func (s *Sink) committed(ctx context.Context, b *engine.Batch) (bool, error) {
 		return false, fmt.Errorf("read markers in %s: %w", MarkerTopic, err)
 	}
 	return found, nil
+}
+
+// stable waits until the last stable offset of each span's partition has
+// reached the span's end: every transaction that was open in the marker
+// topic when the check began has committed or aborted. It gives up after
+// the broker timeout (a transaction of another query may stay open up to
+// its batch's length).
+func (s *Sink) stable(ctx context.Context, spans []span) error {
+	deadline := time.Now().Add(s.opts.brokerTimeout)
+	var last error
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, time.Second) {
+		l, err := s.adm.ListCommittedOffsets(ctx, MarkerTopic)
+		var lso offsets
+		if err == nil {
+			lso, err = listed(l)
+		}
+		if err == nil {
+			last = nil
+			for _, sp := range spans {
+				if o, _ := lso.get(sp.tp); o < sp.to {
+					last = fmt.Errorf("partition %d is stable up to offset %d, not yet %d: a transaction is open", sp.tp.partition, o, sp.to)
+				}
+			}
+			if last == nil {
+				return nil
+			}
+		} else {
+			last = err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("wait for the transactions in %s to end: %w", MarkerTopic, last)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // ensureMarkerTopic creates MarkerTopic with one partition if it is missing.

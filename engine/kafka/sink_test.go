@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -34,6 +35,35 @@ func newSink(t *testing.T, spec *v1.Sink, query string, cols v1.Columns, reached
 	return s.(*kafka.Sink)
 }
 
+// stableOffsets returns the last stable offsets of topic's partitions once
+// they reached the partitions' ends, or after 3 s. Apache Kafka writes a
+// transaction's commit markers after EndTxn answered, so a commit just made
+// is readable a moment later; a transaction left open (by a crashed run)
+// keeps the two apart, and stays unread.
+func stableOffsets(t *testing.T, adm *kadm.Client, topic string) kadm.ListedOffsets {
+	t.Helper()
+	ctx := testContext(t)
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		stable, err := adm.ListCommittedOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := true
+		ends.Each(func(o kadm.ListedOffset) {
+			if l, ok := stable.Lookup(o.Topic, o.Partition); !ok || l.Offset < o.Offset {
+				done = false
+			}
+		})
+		if done || time.Now().After(deadline) {
+			return stable
+		}
+	}
+}
+
 // consumed is a record a read_committed consumer saw.
 type consumed struct {
 	key, value, batch string
@@ -45,10 +75,7 @@ func consume(t *testing.T, brokers []string, topic string) []consumed {
 	t.Helper()
 	ctx := testContext(t)
 	adm := admin(t, brokers)
-	ends, err := adm.ListCommittedOffsets(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ends := stableOffsets(t, adm, topic)
 	want := map[int32]int64{}
 	ends.Each(func(o kadmListed) {
 		if o.Offset > 0 {

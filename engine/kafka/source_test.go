@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -123,8 +124,8 @@ func TestSourceStartingOffsetsRecordedOnce(t *testing.T) {
 			if err := json.Unmarshal(data, &rec); err != nil {
 				t.Fatal(err)
 			}
-			if string(rec.Offsets) != tt.want || rec.ClusterID != "lockstep-test" {
-				t.Fatalf("recorded %s, want offsets %s on cluster lockstep-test", data, tt.want)
+			if cluster := testenv.KafkaShared(t).ClusterID; string(rec.Offsets) != tt.want || rec.ClusterID != cluster {
+				t.Fatalf("recorded %s, want offsets %s on cluster %s", data, tt.want, cluster)
 			}
 			// A restart with another startingOffsets keeps the recorded
 			// ones: the setting applies only to a source new to the
@@ -349,6 +350,7 @@ func TestSourceSkipsAbortedTransactions(t *testing.T) {
 	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
+	stableOffsets(t, admin(t, brokers), "t") // the commit marker lands after EndTxn answered
 	p1 := plan(t, s, 1, p.End, true)
 	if got := ids(read(t, s, 1, p.End, p1.End)); !slices.Equal(got, []string{"t-0-3"}) {
 		t.Fatalf("batch 1 read %v (range %s..%s)", got, p.End, p1.End)
@@ -356,16 +358,17 @@ func TestSourceSkipsAbortedTransactions(t *testing.T) {
 }
 
 func TestSourceRefusesAnotherCluster(t *testing.T) {
-	brokers := testenv.Kafka(t)
+	first := testenv.KafkaShared(t)
+	brokers := []string{first.Addr}
 	createTopic(t, brokers, "t", 1, nil)
 	dir := t.TempDir()
 	s := newSource(t, kafkaSpec(brokers, "t"), dir)
 	plan(t, s, 0, nil, true)
 
-	other := testenv.Kafka(t, kfakeClusterID("other-cluster"))
-	spec := kafkaSpec(other, "t")
+	other := testenv.KafkaProcess(t) // a second cluster, with an id of its own
+	spec := kafkaSpec([]string{other.Addr}, "t")
 	_, err := kafka.NewSource(testContext(t), spec, engine.SourceEnv{Name: "in", Store: sourceStore(t, dir), Logger: testLogger(t)})
-	if !errors.Is(err, engine.ErrRefused) || !contains(err.Error(), `"lockstep-test"`) || !contains(err.Error(), `"other-cluster"`) {
+	if !errors.Is(err, engine.ErrRefused) || !contains(err.Error(), strconv.Quote(first.ClusterID)) || !contains(err.Error(), strconv.Quote(other.ClusterID)) {
 		t.Fatalf("start on another cluster: %v, want ErrRefused naming both cluster ids", err)
 	}
 }

@@ -1,7 +1,6 @@
 // Package testenv starts the real services Lockstep's tests talk to: an S3
-// server (versitygw, or MinIO with LOCKSTEP_TEST_S3=minio), a Kafka-protocol
-// broker (franz-go's kfake, in-process or as a separate process), a Kubernetes
-// control plane (envtest: kube-apiserver and etcd), PostgreSQL, and the
+// server (versitygw, or MinIO with LOCKSTEP_TEST_S3=minio), an Apache Kafka
+// broker (KRaft, one node), a Kubernetes control plane (envtest: kube-apiserver and etcd), PostgreSQL, and the
 // Terraform CLI.
 //
 // Every helper takes the test, starts (or reuses) the service on a free
@@ -10,9 +9,11 @@
 // $HOME/.cache/lockstep/tools). A missing binary fails the test with the
 // command that installs it; nothing is ever skipped silently.
 //
-// Services that are slow to start (S3, the control plane, PostgreSQL) are
-// started once per test binary and shared; each test gets its own bucket,
-// namespace or database. A package that uses them must call [Main] from its
+// Services that are slow to start (S3, Kafka, the control plane, PostgreSQL)
+// are started once per test binary and shared; each test gets its own
+// bucket, namespace or database, and the Kafka broker is leased to one test
+// at a time and emptied for it ([Kafka]), or hands a parallel test a topic of
+// its own ([KafkaTopic]). A package that uses them must call [Main] from its
 // TestMain so the shared processes stop when the tests end; without it they
 // refuse to start, saying so.
 //
@@ -40,6 +41,7 @@
 // tokens ([OIDC.Token]): IRSA and Workload Identity without a cloud.
 //
 // To point tests at a service that already runs, set LOCKSTEP_TEST_S3_ENDPOINT
-// (with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY), LOCKSTEP_TEST_KAFKA_BROKERS
-// or LOCKSTEP_TEST_POSTGRES_DSN; see docs/development.md.
+// (with AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY) or LOCKSTEP_TEST_POSTGRES_DSN;
+// see docs/development.md. Kafka tests always run on brokers of their own: the
+// shared one deletes every topic between tests.
 package testenv
