@@ -44,7 +44,7 @@ func Example_check() {
 	//     Remedy: Revert spec.transform[1].aggregate.aggregates[0].function to max, or start fresh at a new spec.checkpoint.location: the query then reads orders from value 0 and rebuilds its state, and Kafka topic top-orders receives that data after the records it already holds.
 	//
 	// Verdict: rejected (1 rejected, 0 with a warning, 0 allowed)
-	// Guarantee: at-least-once. A batch replayed after a failure may be produced to Kafka again, so consumers may see duplicates; set spec.sink.kafka.exactlyOnce: true to produce each batch in a transaction.
+	// Guarantee: at-least-once. A batch replayed after a failure may be produced to Kafka again, so consumers may see duplicates (each record's lockstep-batch header, <query id>:<batch id>, tells them apart); set spec.sink.kafka.exactlyOnce: true to produce each batch in a transaction.
 }
 
 // With no checkpoint yet, everything is allowed.

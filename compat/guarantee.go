@@ -17,6 +17,16 @@ func GuaranteeOf(spec *v1.StreamingQuerySpec) (v1.Guarantee, string) {
 	return guarantee(kinds, sinkShape(&spec.Sink))
 }
 
+// Guarantee returns the delivery guarantee of the query whose shape s is, and why, as
+// GuaranteeOf does for its spec.
+func (s Shape) Guarantee() (v1.Guarantee, string) {
+	kinds := make([]v1.SourceKind, 0, len(s.Sources))
+	for _, src := range s.Sources {
+		kinds = append(kinds, src.Kind)
+	}
+	return guarantee(kinds, s.Sink)
+}
+
 func guarantee(sources []v1.SourceKind, sink SinkShape) (v1.Guarantee, string) {
 	for _, k := range sources {
 		if !replayable(k) {
@@ -30,13 +40,13 @@ func guarantee(sources []v1.SourceKind, sink SinkShape) (v1.Guarantee, string) {
 		return v1.GuaranteeExactlyOnce, "The sources are replayable and the files sink lists each batch's files in a manifest keyed by query id and batch id, so a batch replayed after a failure is found and skipped; readers must trust only the manifest."
 	case v1.SinkKafka:
 		if sink.ExactlyOnce {
-			return v1.GuaranteeExactlyOnce, "The sources are replayable and the Kafka sink produces each batch in one transaction keyed by the query id and batch id, so a replayed batch is not produced again; consumers must read with isolation.level=read_committed."
+			return v1.GuaranteeExactlyOnce, "The sources are replayable and the Kafka sink produces each batch in one transaction (transactional id lockstep-<query id>) with a marker keyed by the query id and batch id, so a replayed batch that was committed is not produced again; consumers must read with isolation.level=read_committed."
 		}
-		return v1.GuaranteeAtLeastOnce, "A batch replayed after a failure may be produced to Kafka again, so consumers may see duplicates; set spec.sink.kafka.exactlyOnce: true to produce each batch in a transaction."
+		return v1.GuaranteeAtLeastOnce, "A batch replayed after a failure may be produced to Kafka again, so consumers may see duplicates (each record's lockstep-batch header, <query id>:<batch id>, tells them apart); set spec.sink.kafka.exactlyOnce: true to produce each batch in a transaction."
 	case v1.SinkPostgres:
 		return v1.GuaranteeExactlyOnce, "The sources are replayable and the PostgreSQL sink writes each batch's rows and its row in lockstep_batches(query_id, batch_id) in one transaction, so a batch replayed after a failure finds its row and writes nothing."
 	case v1.SinkWebhook:
-		return v1.GuaranteeAtLeastOnce, "A batch replayed after a failure may be posted again; the receiver must de-duplicate by the Idempotency-Key header, <query id>:<batch id>."
+		return v1.GuaranteeAtLeastOnce, "A request retried after a timeout, or a batch replayed after a failure, may be posted again; every delivery of a chunk carries the same Idempotency-Key header, <query id>:<batch id>[:<chunk>], and the receiver must de-duplicate by it."
 	case v1.SinkConsole:
 		return v1.GuaranteeNone, "The console sink is not fault tolerant: it keeps nothing, and a batch replayed after a failure is printed again."
 	}

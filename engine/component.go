@@ -182,12 +182,6 @@ type Batch struct {
 	Rows    []Row
 }
 
-// A Guarantor is a sink that declares its delivery guarantee. A sink that
-// does not is taken as at-least-once.
-type Guarantor interface {
-	Guarantee() Guarantee
-}
-
 // SinkEnv is what the engine gives a sink's constructor.
 type SinkEnv struct {
 	// QueryID is the checkpoint's query id.

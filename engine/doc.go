@@ -39,9 +39,10 @@
 // # Components
 //
 // Sources and sinks are small interfaces whose contracts sit on their
-// methods. Optional abilities are one-method interfaces: [Guarantor] (a
-// sink's delivery guarantee), [AvailableNowSource], [PurgingSource], and
-// io.Closer. The built-in components live in engine/source (files, rate)
+// methods. Optional abilities are one-method interfaces: [AvailableNowSource],
+// [PurgingSource], and io.Closer. A query's delivery guarantee is not a
+// component's to declare: [GuaranteeOf] reads it from the planner (package
+// compat), the one place it is decided. The built-in components live in engine/source (files, rate)
 // and engine/sink (files, console); engine/blob reads and writes their local
 // and S3 folders.
 //

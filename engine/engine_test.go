@@ -126,7 +126,7 @@ func TestAvailableNow(t *testing.T) {
 	if sum.NumInputRows != 15 || sum.NumOutputRows != int64(len(o.want)) {
 		t.Errorf("Summary rows = %d in, %d out; want 15, %d", sum.NumInputRows, sum.NumOutputRows, len(o.want))
 	}
-	if s := rec.Starts(); len(s) != 1 || !s[0].New || s[0].NextBatch != 0 || s[0].Guarantee.Level != engine.ExactlyOnce {
+	if s := rec.Starts(); len(s) != 1 || !s[0].New || s[0].NextBatch != 0 || s[0].Guarantee.Level != v1.GuaranteeExactlyOnce {
 		t.Errorf("Start = %+v", s)
 	}
 	o.check(t)

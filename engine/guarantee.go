@@ -1,23 +1,14 @@
 package engine
 
-// Level is a delivery guarantee.
-type Level string
-
-// Delivery guarantees, strongest first.
-const (
-	// ExactlyOnce: every input row affects the output once, whatever
-	// restarts happen.
-	ExactlyOnce Level = "exactly-once"
-	// AtLeastOnce: a batch replayed after a crash may be written again.
-	AtLeastOnce Level = "at-least-once"
-	// NoGuarantee: output may be lost or repeated; not fault tolerant.
-	NoGuarantee Level = "none"
+import (
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/compat"
 )
 
-// Guarantee is a delivery guarantee and the reason for it.
+// Guarantee is a query's delivery guarantee and the reason for it.
 type Guarantee struct {
-	Level  Level  `json:"level"`
-	Reason string `json:"reason"`
+	Level  v1.Guarantee `json:"level"`
+	Reason string       `json:"reason"`
 }
 
 func (g Guarantee) String() string {
@@ -27,13 +18,10 @@ func (g Guarantee) String() string {
 	return string(g.Level) + " (" + g.Reason + ")"
 }
 
-// queryGuarantee combines the sources' and the sink's guarantees: every
-// built-in source is replayable from the checkpoint's offsets, so the query
-// has the sink's guarantee.
-func queryGuarantee(sinkKind string, sink Guarantee) Guarantee {
-	g := sink
-	if g.Level == "" {
-		g = Guarantee{Level: AtLeastOnce, Reason: "the " + sinkKind + " sink does not declare a guarantee; a replayed batch may be written again"}
-	}
-	return Guarantee{Level: g.Level, Reason: "sources are replayable from the checkpoint's offsets; " + g.Reason}
+// GuaranteeOf returns the delivery guarantee of a query with spec, as compat.GuaranteeOf
+// decides it: the one place it is decided, which lockstep plan, the webhook, the status and
+// the Terraform plan report too.
+func GuaranteeOf(spec *v1.StreamingQuerySpec) Guarantee {
+	level, reason := compat.GuaranteeOf(spec)
+	return Guarantee{Level: level, Reason: reason}
 }

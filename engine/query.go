@@ -105,12 +105,8 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 // Columns returns the columns of the rows the sink receives.
 func (q *Query) Columns() v1.Columns { return q.outCols }
 
-// Guarantee returns the query's delivery guarantee as its sink kind was
-// registered; Run reports the sink's own declaration in Start.
-func (q *Query) Guarantee() Guarantee {
-	k := q.spec.Sink.Kind()
-	return queryGuarantee(string(k), q.reg.sinks[k].spec.Guarantee)
-}
+// Guarantee returns the query's delivery guarantee (GuaranteeOf); Run reports it in Start.
+func (q *Query) Guarantee() Guarantee { return GuaranteeOf(q.spec) }
 
 // Stop asks a run to end at the next batch boundary: the batch in progress
 // finishes and commits, no new one starts, and Run returns a Summary with
@@ -422,7 +418,7 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 		Replay:        r.replay != nil,
 		LastCommitted: r.lastCommitted,
 		Trigger:       q.spec.Trigger.Name(),
-		Guarantee:     r.guarantee(),
+		Guarantee:     r.q.Guarantee(),
 		Pinned:        maps.Clone(r.conf),
 	}
 	return r, nil
@@ -608,15 +604,6 @@ func (r *run) build(ctx context.Context) error {
 	}
 	r.sink = sink
 	return nil
-}
-
-func (r *run) guarantee() Guarantee {
-	k := r.q.spec.Sink.Kind()
-	g := r.q.reg.sinks[k].spec.Guarantee
-	if gr, ok := r.sink.(Guarantor); ok {
-		g = gr.Guarantee()
-	}
-	return queryGuarantee(string(k), g)
 }
 
 // close closes the components that are io.Closers, and the state stores.

@@ -14,8 +14,6 @@ import (
 type ComponentSpec struct {
 	// Summary is one sentence saying what the component does.
 	Summary string
-	// Guarantee is a sink's delivery guarantee; empty for sources.
-	Guarantee Guarantee
 	// Fields lists the spec fields the component reads.
 	Fields []FieldSpec
 }

@@ -159,7 +159,8 @@ func historyRing(ctx context.Context, location string) (*ui.Ring, error) {
 	if _, data, err := c.CommittedShape(ctx); err == nil {
 		if s, err := compat.ParseShape(data); err == nil {
 			q.Shape = &s
-			q.Guarantee = sinkGuarantee(s.Sink.Kind)
+			level, reason := s.Guarantee()
+			q.Guarantee = &engine.Guarantee{Level: level, Reason: reason}
 		}
 	} else if !errors.Is(err, checkpoint.ErrNotFound) {
 		return nil, fmt.Errorf("read the checkpoint's shape: %w", err)
@@ -201,18 +202,4 @@ func historyProgress(queryID string, b checkpoint.Batch) engine.Progress {
 			EndOffset: s.EndOffset, NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, Lag: s.Lag, LagMs: s.LagMs})
 	}
 	return p
-}
-
-// sinkGuarantee is the guarantee this program's sink of kind declares, nil
-// for a kind it does not know.
-func sinkGuarantee(kind v1.SinkKind) *engine.Guarantee {
-	reg, err := newRegistry()
-	if err != nil {
-		return nil
-	}
-	spec, ok := reg.SinkSpec(kind)
-	if !ok || spec.Guarantee.Level == "" {
-		return nil
-	}
-	return &engine.Guarantee{Level: spec.Guarantee.Level, Reason: spec.Guarantee.Reason}
 }

@@ -14,8 +14,7 @@ import (
 )
 
 var (
-	_ engine.Sink      = (*Sink)(nil)
-	_ engine.Guarantor = (*Sink)(nil)
+	_ engine.Sink = (*Sink)(nil)
 )
 
 // SinkSpec describes the delta sink for the registry and the docs.
@@ -23,20 +22,11 @@ func SinkSpec() engine.ComponentSpec {
 	return engine.ComponentSpec{
 		Summary: "Writes each batch as one commit to a Delta table (local or s3://): Parquet data files and a _delta_log entry " +
 			"created only if absent; output modes append, update (a copy-on-write MERGE by the query's key) and complete.",
-		Guarantee: sinkGuarantee(),
 		Fields: []engine.FieldSpec{
 			{Name: "path", Description: "the table's folder: a local path, file:// URL or s3://bucket/prefix"},
 			{Name: "partitionColumns", Description: "output columns that partition a new table, in order; an existing table keeps its own"},
 			{Name: "mergeKeys", Default: "the aggregation's grouping keys", Description: "update mode: the output columns that identify a row; each batch's rows replace the rows with the same key"},
 		},
-	}
-}
-
-func sinkGuarantee() engine.Guarantee {
-	return engine.Guarantee{
-		Level: engine.ExactlyOnce,
-		Reason: "each batch is one Delta commit carrying txn(appId = query id, version = batch id); " +
-			"a replayed batch finds its transaction in the table and writes nothing",
 	}
 }
 
@@ -112,9 +102,6 @@ func NewSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Sin
 	}
 	return s, nil
 }
-
-// Guarantee returns exactly-once.
-func (s *Sink) Guarantee() engine.Guarantee { return sinkGuarantee() }
 
 // Table returns the table the sink writes.
 func (s *Sink) Table() *Table { return s.table }

@@ -105,7 +105,7 @@ func TestQueryKafkaToFiles(t *testing.T) {
 	if sum.Batches != 5 || sum.NumInputRows != 120 || sum.NumOutputRows != int64(len(want)) {
 		t.Errorf("summary %+v, want 5 batches of at most 25 of 120 records", sum)
 	}
-	if g := rec.Starts()[0].Guarantee; g.Level != engine.ExactlyOnce {
+	if g := rec.Starts()[0].Guarantee; g.Level != v1.GuaranteeExactlyOnce {
 		t.Errorf("guarantee %v", g)
 	}
 	if lag := rec.Batches()[0].Sources[0].Lag; lag == nil || *lag != 95 {
@@ -179,7 +179,7 @@ func TestQueryFilesToKafkaExactlyOnce(t *testing.T) {
 	if sum.Batches != 3 {
 		t.Errorf("summary %+v, want 3 batches", sum)
 	}
-	if g := rec.Starts()[0].Guarantee; g.Level != engine.ExactlyOnce || !contains(g.Reason, "read_committed") {
+	if g := rec.Starts()[0].Guarantee; g.Level != v1.GuaranteeExactlyOnce || !contains(g.Reason, "read_committed") {
 		t.Errorf("guarantee %v", g)
 	}
 	var got []string
@@ -224,7 +224,7 @@ func TestQueryKafkaToKafkaDefaultTrigger(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if g := rec.Starts()[0].Guarantee; g.Level != engine.AtLeastOnce {
+	if g := rec.Starts()[0].Guarantee; g.Level != v1.GuaranteeAtLeastOnce {
 		t.Errorf("guarantee %v", g)
 	}
 	var got []string

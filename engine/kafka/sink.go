@@ -24,9 +24,8 @@ import (
 )
 
 var (
-	_ engine.Sink      = (*Sink)(nil)
-	_ engine.Guarantor = (*Sink)(nil)
-	_ io.Closer        = (*Sink)(nil)
+	_ engine.Sink = (*Sink)(nil)
+	_ io.Closer   = (*Sink)(nil)
 )
 
 // Names the sink uses in Kafka.
@@ -52,8 +51,6 @@ const transactionTimeout = 5 * time.Minute
 func SinkSpec() engine.ComponentSpec {
 	return engine.ComponentSpec{
 		Summary: "Produces each output row as a Kafka record whose value is the row as a JSON object.",
-		Guarantee: engine.Guarantee{Level: engine.AtLeastOnce,
-			Reason: "a batch replayed after a failure may be produced again; with exactlyOnce: true each batch is one transaction and the query is exactly-once for read_committed consumers"},
 		Fields: []engine.FieldSpec{
 			{Name: "bootstrapServers", Description: "host:port of brokers of one cluster"},
 			{Name: "topic", Description: "the topic that receives the records"},
@@ -190,18 +187,6 @@ func (s *Sink) newClient(query string) error {
 	s.cl, s.adm, s.clientQuery = cl, kadm.NewClient(cl), query
 	s.written, s.checked = -1, false
 	return nil
-}
-
-// Guarantee is exactly-once with exactlyOnce, else at-least-once.
-func (s *Sink) Guarantee() engine.Guarantee {
-	if s.exactlyOnce {
-		return engine.Guarantee{Level: engine.ExactlyOnce,
-			Reason: "the Kafka sink produces each batch in one transaction (transactional id " + TransactionalIDPrefix + s.queryID +
-				") with a marker keyed by query id and batch id, so a replayed batch that was committed is not produced again; consumers must read with isolation.level=read_committed"}
-	}
-	return engine.Guarantee{Level: engine.AtLeastOnce,
-		Reason: "a batch replayed after a failure may be produced to Kafka again, so consumers may see duplicates (each record's " + BatchHeader +
-			" header, <query id>:<batch id>, tells them apart); set exactlyOnce: true to produce each batch in a transaction"}
 }
 
 // Write produces the batch's rows and returns once the brokers acknowledged

@@ -158,7 +158,7 @@ func TestSinkAtLeastOnceReplaysCarryTheBatchKey(t *testing.T) {
 	spec := sinkSpec(brokers, "out", false)
 	spec.Kafka.KeyColumn = "id"
 	s := newSink(t, spec, "q1", enginetest.SinkColumns, nil)
-	if g := s.Guarantee(); g.Level != engine.AtLeastOnce || !contains(g.Reason, "exactlyOnce: true") {
+	if g := engine.GuaranteeOf(&v1.StreamingQuerySpec{Sources: []v1.Source{{Name: "r", Rate: &v1.RateSource{}}}, Sink: v1.Sink{Kafka: &v1.KafkaSink{Topic: "t"}}}); g.Level != v1.GuaranteeAtLeastOnce || !contains(g.Reason, "exactlyOnce: true") {
 		t.Errorf("guarantee %v", g)
 	}
 	b := &engine.Batch{QueryID: "q1", ID: 7, Time: time.Now(), Columns: enginetest.SinkColumns,
@@ -219,9 +219,7 @@ func firstDiff(a, b []consumed) int {
 }
 
 func TestSinkExactlyOnceGuarantee(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	s := newSink(t, sinkSpec(brokers, "out", true), "q1", enginetest.SinkColumns, nil)
-	if g := s.Guarantee(); g.Level != engine.ExactlyOnce || !contains(g.Reason, "read_committed") {
+	if g := engine.GuaranteeOf(&v1.StreamingQuerySpec{Sources: []v1.Source{{Name: "r", Rate: &v1.RateSource{}}}, Sink: v1.Sink{Kafka: &v1.KafkaSink{Topic: "t", ExactlyOnce: true}}}); g.Level != v1.GuaranteeExactlyOnce || !contains(g.Reason, "read_committed") {
 		t.Errorf("guarantee %v", g)
 	}
 }

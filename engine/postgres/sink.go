@@ -18,9 +18,8 @@ import (
 )
 
 var (
-	_ engine.Sink      = (*Sink)(nil)
-	_ engine.Guarantor = (*Sink)(nil)
-	_ io.Closer        = (*Sink)(nil)
+	_ engine.Sink = (*Sink)(nil)
+	_ io.Closer   = (*Sink)(nil)
 )
 
 // ProgressTable is the name of the table, in the sink's table's schema, that
@@ -53,7 +52,6 @@ func SinkSpec() engine.ComponentSpec {
 	return engine.ComponentSpec{
 		Summary: "Writes each batch to a PostgreSQL table in one transaction with a lockstep_batches(query_id, batch_id) row; " +
 			"output modes append (COPY), update (INSERT … ON CONFLICT DO UPDATE by key) and complete (replace the contents).",
-		Guarantee: sinkGuarantee(),
 		Fields: []engine.FieldSpec{
 			{Name: "connection.secretName", Description: "a Secret whose key dsn holds the connection string (libpq URL or DSN, with its TLS settings)"},
 			{Name: "connection.dsnEnv", Default: v1.PostgresDSNEnv, Description: "the environment variable holding the connection string"},
@@ -61,14 +59,6 @@ func SinkSpec() engine.ComponentSpec {
 			{Name: "keyColumns", Default: "the aggregation's grouping keys", Description: "update mode: the conflict target (primary key)"},
 			{Name: "createTable", Default: "false", Description: "create a missing table, key columns as primary key"},
 		},
-	}
-}
-
-func sinkGuarantee() engine.Guarantee {
-	return engine.Guarantee{
-		Level: engine.ExactlyOnce,
-		Reason: "each batch's rows and its row in " + ProgressTable + "(query_id, batch_id) are written in one transaction; " +
-			"a replayed batch finds its row and writes nothing",
 	}
 }
 
@@ -140,9 +130,6 @@ func NewSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Sin
 	s.conn = conn
 	return s, nil
 }
-
-// Guarantee returns exactly-once.
-func (s *Sink) Guarantee() engine.Guarantee { return sinkGuarantee() }
 
 // Write commits the batch in one transaction with its progress row, or finds
 // the progress row and writes nothing.

@@ -16,22 +16,13 @@ import (
 )
 
 var (
-	_ engine.Sink      = (*Console)(nil)
-	_ engine.Guarantor = (*Console)(nil)
+	_ engine.Sink = (*Console)(nil)
 )
 
 // ConsoleSpec describes the console sink for the registry and the docs.
 func ConsoleSpec() engine.ComponentSpec {
 	return engine.ComponentSpec{
-		Summary:   "Prints each batch's rows as a table on standard output, like Spark's console sink (at most 20 rows per batch).",
-		Guarantee: consoleGuarantee(),
-	}
-}
-
-func consoleGuarantee() engine.Guarantee {
-	return engine.Guarantee{
-		Level:  engine.NoGuarantee,
-		Reason: "the console sink is not fault tolerant: a batch replayed after a crash is printed again",
+		Summary: "Prints each batch's rows as a table on standard output, like Spark's console sink (at most 20 rows per batch).",
 	}
 }
 
@@ -54,9 +45,6 @@ func NewConsole(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Si
 	}
 	return &Console{out: out}, nil
 }
-
-// Guarantee returns none.
-func (c *Console) Guarantee() engine.Guarantee { return consoleGuarantee() }
 
 // Write prints the batch: a header, then up to MaxConsoleRows rows as a table.
 func (c *Console) Write(_ context.Context, b *engine.Batch) error {

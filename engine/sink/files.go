@@ -20,8 +20,7 @@ import (
 )
 
 var (
-	_ engine.Sink      = (*Files)(nil)
-	_ engine.Guarantor = (*Files)(nil)
+	_ engine.Sink = (*Files)(nil)
 )
 
 // ManifestDir is the folder of the manifest log inside the output folder.
@@ -30,19 +29,11 @@ const ManifestDir = "_lockstep_manifest"
 // FilesSpec describes the files sink for the registry and the docs.
 func FilesSpec() engine.ComponentSpec {
 	return engine.ComponentSpec{
-		Summary:   "Writes each batch as files in a folder (local or s3://) and lists them in a manifest log, " + ManifestDir + "/<query id>/<batch>; readers trust only the manifest.",
-		Guarantee: filesGuarantee(),
+		Summary: "Writes each batch as files in a folder (local or s3://) and lists them in a manifest log, " + ManifestDir + "/<query id>/<batch>; readers trust only the manifest.",
 		Fields: []engine.FieldSpec{
 			{Name: "path", Description: "the output folder: a local path, file:// URL or s3://bucket/prefix"},
 			{Name: "format", Default: "parquet", Description: "parquet or json (one object per line)"},
 		},
-	}
-}
-
-func filesGuarantee() engine.Guarantee {
-	return engine.Guarantee{
-		Level:  engine.ExactlyOnce,
-		Reason: "the files sink commits each batch with one manifest entry keyed by (query id, batch id), created only if absent, so a replayed batch writes nothing",
 	}
 }
 
@@ -106,9 +97,6 @@ func NewFiles(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Sink
 	}
 	return &Files{folder: folder, format: format, reached: reached, logger: logger}, nil
 }
-
-// Guarantee returns exactly-once.
-func (f *Files) Guarantee() engine.Guarantee { return filesGuarantee() }
 
 // Write writes the batch's rows to one data file (none for an empty batch)
 // and commits them with the batch's manifest entry. A batch whose entry

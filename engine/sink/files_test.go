@@ -107,9 +107,6 @@ func TestConsole(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if g := s.(engine.Guarantor).Guarantee(); g.Level != engine.NoGuarantee {
-		t.Errorf("Guarantee = %v, want none", g)
-	}
 	cols := v1.Columns{{Name: "value", Type: v1.TypeLong}, {Name: "label", Type: v1.TypeString}, {Name: "at", Type: v1.TypeTimestamp}}
 	var rows []engine.Row
 	for i := range 22 {

@@ -23,9 +23,8 @@ import (
 )
 
 var (
-	_ engine.Sink      = (*Sink)(nil)
-	_ engine.Guarantor = (*Sink)(nil)
-	_ io.Closer        = (*Sink)(nil)
+	_ engine.Sink = (*Sink)(nil)
+	_ io.Closer   = (*Sink)(nil)
 )
 
 // Defaults of the options.
@@ -48,8 +47,7 @@ const (
 // SinkSpec describes the webhook sink for the registry and the docs.
 func SinkSpec() engine.ComponentSpec {
 	return engine.ComponentSpec{
-		Summary:   "POSTs each batch as JSON ({queryId, batchId, chunk, chunks, rows}) to a URL, in chunks, with an Idempotency-Key header.",
-		Guarantee: guarantee(),
+		Summary: "POSTs each batch as JSON ({queryId, batchId, chunk, chunks, rows}) to a URL, in chunks, with an Idempotency-Key header.",
 		Fields: []engine.FieldSpec{
 			{Name: "url", Description: "an http or https URL"},
 			{Name: "headers", Description: "headers added to every request"},
@@ -58,12 +56,6 @@ func SinkSpec() engine.ComponentSpec {
 			{Name: "timeout", Default: "30s", Description: "bound of one request; a timeout is retried"},
 		},
 	}
-}
-
-func guarantee() engine.Guarantee {
-	return engine.Guarantee{Level: engine.AtLeastOnce,
-		Reason: "a request retried after a timeout, or a batch replayed after a failure, may be delivered again; every delivery of a chunk carries the same " +
-			"Idempotency-Key, <query id>:<batch id>[:<chunk>], and the receiver must de-duplicate by it"}
 }
 
 // Opt configures the sinks that SinkWith builds.
@@ -196,9 +188,6 @@ func (s *Sink) readHeaders(dir, secret string) error {
 	}
 	return nil
 }
-
-// Guarantee is at-least-once.
-func (s *Sink) Guarantee() engine.Guarantee { return guarantee() }
 
 // Write POSTs the batch's rows, chunk after chunk, and returns once every
 // chunk was accepted (a 2xx answer). It retries as the package documentation
