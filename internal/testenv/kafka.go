@@ -479,8 +479,10 @@ func (n *kafkaNode) format(users []KafkaCredentials) error {
 		return err
 	}
 	n.listeners.ClusterID = base64.RawURLEncoding.EncodeToString(id)
+	// --cluster-id=ID, not two arguments: an id that starts with "-" (a sixteenth of them,
+	// in URL-safe base64) would read as an option.
 	args := []string{"format", "--config", n.path("server.properties"),
-		"--cluster-id", n.listeners.ClusterID, "--ignore-formatted"}
+		"--cluster-id=" + n.listeners.ClusterID, "--ignore-formatted"}
 	for _, u := range users {
 		for _, mech := range []string{"SCRAM-SHA-256", "SCRAM-SHA-512"} {
 			args = append(args, "--add-scram", fmt.Sprintf("%s=[name=%s,password=%s]", mech, u.Name, u.Password))
