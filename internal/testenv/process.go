@@ -131,18 +131,6 @@ func (p *process) waitReadyWithin(timeout time.Duration, ready func(context.Cont
 	}
 }
 
-// tcpReady answers when addr accepts a TCP connection.
-func tcpReady(addr string) func(context.Context) error {
-	return func(ctx context.Context) error {
-		var d net.Dialer
-		c, err := d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return err
-		}
-		return c.Close()
-	}
-}
-
 // httpReady answers when url returns any status below 500.
 func httpReady(url string) func(context.Context) error {
 	return func(ctx context.Context) error {
