@@ -83,17 +83,22 @@ func (c *Checkpoint) RecordShape(ctx context.Context, batch int64, shape []byte)
 		return fmt.Errorf("record %s: negative batch %d", c.name(k), batch)
 	}
 	prev, err := c.store.Get(ctx, k)
-	switch {
-	case errors.Is(err, ErrNotFound):
-		err := c.store.Create(ctx, k, shape)
-		if errors.Is(err, ErrExists) {
+	if errors.Is(err, ErrNotFound) {
+		cerr := c.store.Create(ctx, k, shape)
+		if cerr == nil {
+			c.shape.set(batch, shape, nil, true)
+			return nil
+		}
+		if !errors.Is(cerr, ErrExists) {
+			return fmt.Errorf("record %s: %w", c.name(k), cerr)
+		}
+		// Another writer created it since we looked: the same shape is no conflict (two
+		// engines of one spec are fenced at the batch's offsets and commit); another is.
+		if prev, err = c.store.Get(ctx, k); err == nil && !bytes.Equal(prev, shape) {
 			return fmt.Errorf("record %s: %w", c.name(k), ErrFenced)
 		}
-		if err != nil {
-			return fmt.Errorf("record %s: %w", c.name(k), err)
-		}
-		c.shape.set(batch, shape, nil, true)
-		return nil
+	}
+	switch {
 	case err != nil:
 		return fmt.Errorf("record %s: %w", c.name(k), err)
 	case bytes.Equal(prev, shape):

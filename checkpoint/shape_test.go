@@ -1,6 +1,7 @@
 package checkpoint_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -152,4 +153,48 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// Two writers of one spec that start together both record its shape: the one that loses the
+// create finds the same bytes and goes on (they are fenced at the batch's offsets); a writer
+// of another spec that loses it is fenced.
+func TestRecordShapeRaceForTheFirstEntry(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		other []byte // what the winner creates between the loser's look and its create
+		fails bool
+	}{{"same shape", shapeA, false}, {"another shape", shapeB, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			d := newDir(t)
+			racy := &createAfterLook{Store: d, key: checkpoint.ShapeKey(0), data: tc.other}
+			loser := claim(t, racy)
+			err := loser.RecordShape(t.Context(), 0, shapeA)
+			if tc.fails != errors.Is(err, checkpoint.ErrFenced) || !tc.fails && err != nil {
+				t.Errorf("RecordShape after losing the create = %v, want fenced %v", err, tc.fails)
+			}
+			if got := shapeAt(t, d, 0); got != string(tc.other) {
+				t.Errorf("shape/0 = %s, want the winner's %s", got, tc.other)
+			}
+		})
+	}
+}
+
+// createAfterLook is a Store on which another writer creates key the first time it is read
+// and found missing: the interleaving of two writers racing for it.
+type createAfterLook struct {
+	checkpoint.Store
+	key  string
+	data []byte
+	done bool
+}
+
+func (s *createAfterLook) Get(ctx context.Context, key string) ([]byte, error) {
+	b, err := s.Store.Get(ctx, key)
+	if key == s.key && !s.done && errors.Is(err, checkpoint.ErrNotFound) {
+		s.done = true
+		if err := s.Store.Create(ctx, key, s.data); err != nil {
+			return nil, err
+		}
+	}
+	return b, err
 }

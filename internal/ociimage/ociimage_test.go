@@ -18,12 +18,12 @@ import (
 // would: the tag, the entrypoint, the non-root user and the files of the one layer.
 func TestWrite(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "kafka-broker")
-	if err := ociimage.BuildStatic(context.Background(), "../..", "./internal/testenv/kafkabroker", bin, ""); err != nil {
+	bin := filepath.Join(dir, "pause")
+	if err := ociimage.BuildStatic(context.Background(), "../..", "./internal/testenv/pause", bin, ""); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "image.tar")
-	spec := ociimage.Spec{Ref: "localhost/broker:test", Binary: bin, Entrypoint: "/kafka-broker",
+	spec := ociimage.Spec{Ref: "localhost/pause:test", Binary: bin, Entrypoint: "/pause",
 		Labels: map[string]string{"org.opencontainers.image.version": "test"}}
 	digest, err := ociimage.Write(spec, out)
 	if err != nil {
@@ -45,8 +45,8 @@ func TestWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.OS != "linux" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/kafka-broker" || cfg.Config.User != "65532:65532" {
-		t.Errorf("config = os %s, entrypoint %v, user %q; want linux, [/kafka-broker], 65532:65532", cfg.OS, cfg.Config.Entrypoint, cfg.Config.User)
+	if cfg.OS != "linux" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/pause" || cfg.Config.User != "65532:65532" {
+		t.Errorf("config = os %s, entrypoint %v, user %q; want linux, [/pause], 65532:65532", cfg.OS, cfg.Config.Entrypoint, cfg.Config.User)
 	}
 	if cfg.Config.Labels["org.opencontainers.image.version"] != "test" {
 		t.Errorf("labels = %v", cfg.Config.Labels)
@@ -71,7 +71,7 @@ func TestWrite(t *testing.T) {
 		}
 		modes[h.Name] = h.Mode
 	}
-	for name, mode := range map[string]int64{"kafka-broker": 0o755, "tmp/": 0o1777, "etc/passwd": 0o644} {
+	for name, mode := range map[string]int64{"pause": 0o755, "tmp/": 0o1777, "etc/passwd": 0o644} {
 		if got, ok := modes[name]; !ok || got != mode {
 			t.Errorf("layer file %s: mode %o (present %v), want %o; files %v", name, got, ok, mode, modes)
 		}
