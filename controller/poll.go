@@ -86,7 +86,7 @@ func (r *QueryReconciler) nextPoll(q *v1.StreamingQuery, old *v1.StreamingQueryS
 	if ptrOr(st.LatestPlannedBatch, -1) > committed {
 		return bound(r.follow)
 	}
-	if interval := processingTime(&q.Spec); interval > 0 {
+	if interval := q.Spec.Trigger.Interval(); interval > 0 {
 		took := time.Duration(st.LastProgress.DurationMs[checkpoint.DurationTotal]) * time.Millisecond
 		due := st.LastProgress.Timestamp.Add(interval + took + followSlack)
 		if d := due.Sub(r.clock.Now()); d > 0 {

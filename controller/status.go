@@ -252,7 +252,7 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle, "No batch has committed yet")
 	default:
 		at := o.committedAt()
-		window := max(minProgressWindow, 3*processingTime(&q.Spec))
+		window := max(minProgressWindow, 3*q.Spec.Trigger.Interval())
 		switch {
 		case !at.IsZero() && r.clock.Since(at) <= window:
 			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionTrue, v1.ReasonBatchesCommitting,
@@ -452,11 +452,6 @@ func (o *observation) committedAt() time.Time {
 		return c.Progress.Timestamp
 	}
 	return time.Time{}
-}
-
-func processingTime(s *v1.StreamingQuerySpec) time.Duration {
-	d, _ := s.Trigger.ProcessingTime.Parse()
-	return d
 }
 
 // headWithWarnings starts the Compatible message of a change allowed with warnings.

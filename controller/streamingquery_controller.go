@@ -220,7 +220,7 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	}
 	q.Status = r.status(&q, old, &o)
 	if c, ok := o.commitSeen(); ok && !q.Spec.Suspend {
-		for _, e := range r.trends.fold(req.NamespacedName, c, processingTime(&q.Spec)) {
+		for _, e := range r.trends.fold(req.NamespacedName, c, q.Spec.Trigger.Interval()) {
 			r.record(&q, e)
 		}
 	}

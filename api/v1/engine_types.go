@@ -70,6 +70,5 @@ func (s *StreamingQuerySpec) ProgressTimeout() time.Duration {
 	if d, err := s.Engine.ProgressTimeout.Parse(); err == nil && d > 0 {
 		return d
 	}
-	interval, _ := s.Trigger.ProcessingTime.Parse()
-	return max(MinProgressTimeout, 3*interval)
+	return max(MinProgressTimeout, 3*s.Trigger.Interval())
 }

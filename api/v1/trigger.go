@@ -1,5 +1,7 @@
 package v1
 
+import "time"
+
 // Name names the trigger as the engine's start event, its metrics' trigger label and the
 // query's page show it: "availableNow", "once", "processingTime=<as written>" or "default"
 // (as fast as possible).
@@ -13,4 +15,14 @@ func (t Trigger) Name() string {
 		return "processingTime=" + string(t.ProcessingTime)
 	}
 	return "default"
+}
+
+// Interval is the processingTime trigger's interval, 0 for another trigger (and for an
+// interval Validate refuses).
+func (t Trigger) Interval() time.Duration {
+	d, err := t.ProcessingTime.Parse()
+	if err != nil {
+		return 0
+	}
+	return d
 }
