@@ -45,7 +45,26 @@ func (c *Checkpoint) ShapeEntry(ctx context.Context, batch int64) ([]byte, error
 // recorded for a batch that has not committed is not it. When no batch has committed the
 // error wraps ErrNoCommit; when batches committed but none under a recorded shape (a
 // checkpoint written before Lockstep recorded shapes), it wraps ErrNotFound.
+//
+// Only the newest entry can be one no batch ran under (a start records its shape for the
+// batch after the newest commit), so it costs a listing of shape/ and two GETs: the newest
+// entry's commit and the entry. When that commit is absent (the batch has not committed, or
+// its commit was purged long after), it reads the head.
 func (c *Checkpoint) CommittedShape(ctx context.Context) (from int64, shape []byte, err error) {
+	batches, err := c.logBatches(ctx, ShapeDir)
+	if err != nil {
+		return 0, nil, err
+	}
+	if n := len(batches); n > 0 {
+		_, err := c.store.Get(ctx, CommitKey(batches[n-1]))
+		switch {
+		case err == nil:
+			data, err := c.get(ctx, ShapeKey(batches[n-1]))
+			return batches[n-1], data, err
+		case !errors.Is(err, ErrNotFound):
+			return 0, nil, fmt.Errorf("read %s: %w", c.name(CommitKey(batches[n-1])), err)
+		}
+	}
 	head, err := c.Head(ctx)
 	if err != nil {
 		return 0, nil, err

@@ -198,3 +198,16 @@ func (s *createAfterLook) Get(ctx context.Context, key string) ([]byte, error) {
 	}
 	return b, err
 }
+
+// The newest entry's commit may be gone because retention purged it, not because its batch
+// has not run: CommittedShape then asks the head, and the entry is still the committed one.
+func TestCommittedShapeAfterItsCommitWasPurged(t *testing.T) {
+	d := newDir(t)
+	c := claim(t, d)
+	must(t, c.RecordShape(t.Context(), 0, shapeA))
+	runBatches(t, c, 0, 5)
+	must(t, d.Delete(t.Context(), checkpoint.CommitKey(0)))
+	if from, got := committedShape(t, claim(t, d)); from != 0 || got != string(shapeA) {
+		t.Errorf("CommittedShape = %d %s, want 0 %s", from, got, shapeA)
+	}
+}

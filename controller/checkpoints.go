@@ -179,8 +179,8 @@ type snapshot struct {
 	committedOffsets *checkpoint.Offsets
 }
 
-// load reads what a change is judged against and what the status shows: the checkpoint's
-// metadata, its head and the shape its committed batches ran under. A location without a
+// load reads what a change is judged against: the checkpoint's metadata and the shape its
+// committed batches ran under (a listing of shape/ and two GETs). A location without a
 // checkpoint is the zero snapshot and a nil Checkpoint.
 func load(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snapshot, error) {
 	cp, err := checkpoint.Load(ctx, s)
@@ -191,21 +191,16 @@ func load(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snap
 		return nil, snapshot{}, err
 	}
 	snap := snapshot{exists: true, meta: cp.Metadata()}
-	if err := readHead(ctx, cp, &snap); err != nil {
+	from, data, err := cp.CommittedShape(ctx)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound):
+	case err != nil:
 		return nil, snapshot{}, err
-	}
-	if c := snap.head.Committed; c != nil {
-		from, data, err := cp.Shape(ctx, c.BatchID)
-		switch {
-		case errors.Is(err, checkpoint.ErrNotFound):
-		case err != nil:
-			return nil, snapshot{}, err
-		default:
-			if snap.shape, err = compat.ParseShape(data); err != nil {
-				return nil, snapshot{}, fmt.Errorf("read shape of %s from batch %d: %w", s.Location(), from, err)
-			}
-			snap.shaped = true
+	default:
+		if snap.shape, err = compat.ParseShape(data); err != nil {
+			return nil, snapshot{}, fmt.Errorf("read shape of %s from batch %d: %w", s.Location(), from, err)
 		}
+		snap.shaped = true
 	}
 	return cp, snap, nil
 }
@@ -226,6 +221,19 @@ func readHead(ctx context.Context, cp *checkpoint.Checkpoint, snap *snapshot) er
 		}
 	}
 	return nil
+}
+
+// read reads all of the checkpoint in s that the controller shows: metadata, committed
+// shape, head. It is what every status poll read before polls remembered (see poller).
+func read(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snapshot, error) {
+	cp, snap, err := load(ctx, s)
+	if err != nil || cp == nil {
+		return cp, snap, err
+	}
+	if err := readHead(ctx, cp, &snap); err != nil {
+		return nil, snapshot{}, err
+	}
+	return cp, snap, nil
 }
 
 // ownedBy reports whether the checkpoint belongs to query q: its metadata names q's namespace

@@ -229,7 +229,7 @@ func (e pollEntry) advance(ctx context.Context, rk readKey) (pollEntry, error) {
 	next := e
 	next.read = rk
 	if e.cp == nil || e.read != rk {
-		cp, snap, err := load(ctx, e.store)
+		cp, snap, err := read(ctx, e.store)
 		if err != nil {
 			return e, err
 		}

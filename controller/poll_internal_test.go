@@ -168,7 +168,7 @@ func (w *pollWorld) batches(from, to int64, planNext bool) {
 // record appends the status a whole read shows now to the history.
 func (w *pollWorld) record() {
 	w.t.Helper()
-	_, snap, err := load(context.Background(), w.direct)
+	_, snap, err := read(context.Background(), w.direct)
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -192,7 +192,7 @@ func (w *pollWorld) poll(pl *poller, pods []corev1.Pod) (v1.StreamingQueryStatus
 		w.t.Fatalf("poll = %v", err)
 	}
 	n := w.proxy.take()
-	_, want, err := load(context.Background(), w.direct)
+	_, want, err := read(context.Background(), w.direct)
 	if err != nil {
 		w.t.Fatal(err)
 	}

@@ -174,19 +174,17 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 func compatGuard(log *slog.Logger) engine.StartGuard {
 	return func(ctx context.Context, req engine.GuardRequest) error {
 		var old *compat.Shape
-		if c := req.Head.Committed; c != nil {
-			_, data, err := req.Checkpoint.Shape(ctx, c.BatchID)
-			switch {
-			case errors.Is(err, checkpoint.ErrNotFound):
-			case err != nil:
+		_, data, err := req.Checkpoint.CommittedShape(ctx)
+		switch {
+		case errors.Is(err, checkpoint.ErrNotFound):
+		case err != nil:
+			return fmt.Errorf("read the checkpoint's shape: %w", err)
+		default:
+			s, err := compat.ParseShape(data)
+			if err != nil {
 				return fmt.Errorf("read the checkpoint's shape: %w", err)
-			default:
-				s, err := compat.ParseShape(data)
-				if err != nil {
-					return fmt.Errorf("read the checkpoint's shape: %w", err)
-				}
-				old = &s
 			}
+			old = &s
 		}
 		pg, note := postgresServer(&req.Spec.Sink, req.Getenv)
 		if note != "" {
@@ -208,12 +206,14 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 		if old != nil && old.Equal(shape) {
 			// Unchanged since the committed batches, unless an earlier start that ran no
 			// batch recorded another shape for the next one: that entry must go.
-			from, _, err := req.Checkpoint.Shape(ctx, req.NextBatch)
-			if err != nil || from <= req.Head.Committed.BatchID {
+			if _, err := req.Checkpoint.ShapeEntry(ctx, req.NextBatch); err != nil {
+				if errors.Is(err, checkpoint.ErrNotFound) {
+					return nil
+				}
 				return err
 			}
 		}
-		data, err := json.Marshal(shape)
+		data, err = json.Marshal(shape)
 		if err != nil {
 			return fmt.Errorf("encode shape: %w", err)
 		}
