@@ -95,9 +95,21 @@ func TestGuaranteeOf(t *testing.T) {
 			}
 		})
 	}
-	_, reason := compat.GuaranteeOf(cleanKafka().WebhookSink("https://h.example.com/x").Spec())
-	if !strings.Contains(reason, "Idempotency-Key") || !strings.Contains(reason, "<query id>:<batch id>") {
-		t.Errorf("the webhook's reason %q does not tell the receiver how to de-duplicate", reason)
+	// Each reason says what a reader must do, in the sink's own terms.
+	for _, tc := range []struct {
+		spec *v1.StreamingQuerySpec
+		want []string
+	}{
+		{cleanKafka().WebhookSink("https://h.example.com/x").Spec(), []string{"Idempotency-Key", "<query id>:<batch id>[:<chunk>]"}},
+		{cleanKafka().Spec(), []string{"lockstep-batch header", "exactlyOnce: true"}},
+		{edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.ExactlyOnce = true }), []string{"lockstep-<query id>", "read_committed"}},
+	} {
+		_, reason := compat.GuaranteeOf(tc.spec)
+		for _, w := range tc.want {
+			if !strings.Contains(reason, w) {
+				t.Errorf("the %s sink's reason %q does not say %q", tc.spec.Sink.Kind(), reason, w)
+			}
+		}
 	}
 }
 

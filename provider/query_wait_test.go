@@ -93,19 +93,34 @@ func TestAccStreamingQuery_waitFailed(t *testing.T) {
 }
 
 // TestAccStreamingQuery_waitTimeout ends a wait that nothing answers at the timeout, saying
-// what was awaited.
+// what was awaited. A batch the status shows committed while the query is still Pending (the
+// engine of this spec is not running yet; the old engine's last batch, finished during the
+// roll) does not end wait_for = "committed_batch" either.
 func TestAccStreamingQuery_waitTimeout(t *testing.T) {
-	c := newTestCluster(t, testenv.ControlPlane(t))
-	q := baseQuery()
-	q.WaitFor = waitRunning
-	q.Extra = `  timeouts = { create = "2s" }`
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: providers,
-		Steps: []resource.TestStep{{
-			Config:      c.provider() + q.hcl(),
-			ExpectError: regexp.MustCompile(`waited\s+2s\s+for\s+wait_for\s+=\s+"running";\s+the\s+phase\s+is\s+not\s+reported\s+yet`),
-		}},
-	})
+	for _, tc := range []struct {
+		name    string
+		status  map[string]any // nil: no controller answers
+		waitFor string
+		want    string
+	}{
+		{"nothing answers", nil, waitRunning, `waited\s+2s\s+for\s+wait_for\s+=\s+"running";\s+the\s+phase\s+is\s+not\s+reported\s+yet`},
+		{"a commit while Pending", map[string]any{"phase": "Pending", "latestCommittedBatch": int64(4)}, waitCommittedBatch,
+			`waited\s+2s\s+for\s+wait_for\s+=\s+"committed_batch";\s+the\s+phase\s+is\s+Pending`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newTestCluster(t, testenv.ControlPlane(t))
+			if tc.status != nil {
+				c.fakeController(t, "orders", tc.status)
+			}
+			q := baseQuery()
+			q.WaitFor = tc.waitFor
+			q.Extra = `  timeouts = { create = "2s" }`
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: providers,
+				Steps:                    []resource.TestStep{{Config: c.provider() + q.hcl(), ExpectError: regexp.MustCompile(tc.want)}},
+			})
+		})
+	}
 }
 
 // TestAccStreamingQuery_waitCaughtUp waits for a committed batch with no lag left; while the
@@ -134,22 +149,4 @@ func TestAccStreamingQuery_waitCaughtUp(t *testing.T) {
 			resource.Test(t, resource.TestCase{ProtoV6ProviderFactories: providers, Steps: []resource.TestStep{step}})
 		})
 	}
-}
-
-// TestAccStreamingQuery_waitCommittedBatchNotPending: a batch the status shows committed while
-// the query is still Pending (the engine of this spec is not running yet; the old engine's
-// last batch, finished during the roll) does not end wait_for = "committed_batch".
-func TestAccStreamingQuery_waitCommittedBatchNotPending(t *testing.T) {
-	c := newTestCluster(t, testenv.ControlPlane(t))
-	c.fakeController(t, "orders", map[string]any{"phase": "Pending", "latestCommittedBatch": int64(4)})
-	q := baseQuery()
-	q.WaitFor = waitCommittedBatch
-	q.Extra = `  timeouts = { create = "2s" }`
-	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: providers,
-		Steps: []resource.TestStep{{
-			Config:      c.provider() + q.hcl(),
-			ExpectError: regexp.MustCompile(`waited\s+2s\s+for\s+wait_for\s+=\s+"committed_batch";\s+the\s+phase\s+is\s+Pending`),
-		}},
-	})
 }
