@@ -215,7 +215,6 @@ func firstDiff(a, b []consumed) int {
 	return min(len(a), len(b))
 }
 
-
 // TestSinkExactlyOnceCrashBeforeCommit leaves a transaction open, as a run
 // that dies in the sink write does: read_committed consumers never see it,
 // and the next run writes the batch once.
