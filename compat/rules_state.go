@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // The checks of the stateful steps and the watermark.
@@ -736,7 +737,7 @@ func eventTimeKey(op OperatorShape) string {
 
 // timestampColumns returns the timestamp columns flowing into step k of the new spec.
 func (c *change) timestampColumns(k int) []string {
-	cols, err := c.spec.StepColumns()
+	cols, err := plan.Columns(c.spec)
 	if err != nil || k >= len(cols) {
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // ShapeVersion is the version of the Shape JSON that this package writes. ParseShape reads
@@ -194,19 +195,15 @@ func options(opts []Option) outside {
 // changed). A spec that does not validate (with every feature allowed) has no shape: the
 // error lists its problems.
 func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
-	s := spec.DeepCopy()
-	s.Default()
-	if errs := s.Validate(); len(errs) > 0 {
+	pl, errs := plan.Build(spec)
+	if len(errs) > 0 {
 		return Shape{}, fmt.Errorf("the spec does not validate: %w", errs.ToAggregate())
 	}
-	cols, err := s.StepColumns()
-	if err != nil {
-		return Shape{}, fmt.Errorf("follow the columns: %w", err)
-	}
+	s := pl.Spec
 	sh := Shape{
 		Version:    ShapeVersion,
 		OutputMode: s.OutputMode,
-		Output:     cols[len(cols)-1],
+		Output:     pl.Output(),
 		Sink:       querySinkShape(s, options(opts)),
 		Trigger:    s.Trigger,
 		Pinned:     Pinned{StatePartitions: s.StateStore.Partitions},
@@ -216,53 +213,43 @@ func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 	}
 	// from maps each column flowing into the current step to how it is computed.
 	from := map[string]string{}
-	for _, c := range cols[0] {
+	for _, c := range pl.Flow[0].Columns {
 		from[c.Name] = c.Name
 	}
-	// eventTime is the column the watermark tracks at the current step, followed through
-	// selects that copy it, as the engine does.
-	eventTime := ""
-	ordinal := 0
-	for i := range s.Transform {
-		st, in := &s.Transform[i], cols[i]
+	// The event-time column flowing into each step is the plan's (followed through selects
+	// and joins that copy it, as the engine does).
+	for _, ps := range pl.Steps {
+		st, in, eventTime := ps.Spec, ps.In, ps.EventTime
 		switch {
 		case st.Select != nil:
-			next, nextEventTime := map[string]string{}, ""
+			next := map[string]string{}
 			for _, p := range st.Select {
 				e := normExpr(p.Expr)
-				if eventTime != "" && nextEventTime == "" && strings.TrimSpace(p.Expr) == eventTime {
-					nextEventTime = p.Name
-				}
 				if f, ok := from[e]; ok && identifier.MatchString(e) {
 					e = f
 				}
 				next[p.Name] = e
 			}
-			from, eventTime = next, nextEventTime
+			from = next
 		case st.Watermark != nil:
 			sh.Watermark = &WatermarkShape{Column: st.Watermark.Column, Delay: st.Watermark.Delay, From: from[st.Watermark.Column]}
-			eventTime = st.Watermark.Column
 		case st.Aggregate != nil:
-			sh.Operators = append(sh.Operators, aggregateShape(st.StatefulName(ordinal), st.Aggregate, in, from, eventTime))
-			ordinal++
-			from, eventTime = map[string]string{}, "" // nothing stateful may follow an aggregate
+			sh.Operators = append(sh.Operators, aggregateShape(ps.Operator.Name, st.Aggregate, in, from, eventTime))
+			from = map[string]string{} // nothing stateful may follow an aggregate
 		case st.Join != nil:
 			sh.Joins = append(sh.Joins, joinShape(s, st.JoinName(len(sh.Joins)), st.Join, in, from, eventTime))
-			next, nextEventTime := map[string]string{}, ""
+			next := map[string]string{}
 			right, _ := st.Join.RightColumns(s)
 			for _, oc := range st.Join.Output(in, right) {
 				if oc.Side == v1.SideLeft {
 					next[oc.Name] = from[in[oc.Index].Name]
-					if eventTime != "" && in[oc.Index].Name == eventTime && nextEventTime == "" {
-						nextEventTime = oc.Name
-					}
 				} else {
 					next[oc.Name] = "right." + right[oc.Index].Name
 				}
 			}
-			from, eventTime = next, nextEventTime
+			from = next
 		case st.DropDuplicates != nil:
-			op := OperatorShape{ID: st.StatefulName(ordinal), Kind: v1.StepDropDuplicates}
+			op := OperatorShape{ID: ps.Operator.Name, Kind: v1.StepDropDuplicates}
 			for _, c := range st.DropDuplicates.Columns {
 				op.Keys = append(op.Keys, columnKey(c, in, from))
 				if eventTime != "" && c == eventTime {
@@ -270,7 +257,6 @@ func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 				}
 			}
 			sh.Operators = append(sh.Operators, op)
-			ordinal++
 		}
 	}
 	return sh, nil

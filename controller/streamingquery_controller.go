@@ -33,6 +33,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // Defaults of the reconciler's options.
@@ -292,7 +293,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	}
 	o.pods = pods.Items
 
-	if errs := append(q.Validate(), ValidateSecretRefs(q)...); len(errs) > 0 {
+	if errs := append(plan.Validate(q), ValidateSecretRefs(q)...); len(errs) > 0 {
 		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonInvalidSpec
 		return o, nil
 	}

@@ -17,6 +17,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 var (
@@ -151,7 +152,7 @@ func (w *QueryWebhook) ValidateDelete(context.Context, *v1.StreamingQuery) (admi
 }
 
 func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admission.Warnings, error) {
-	errs := append(q.Validate(), ValidateSecretRefs(q)...)
+	errs := append(plan.Validate(q), ValidateSecretRefs(q)...)
 	if len(errs) > 0 {
 		return nil, invalid(ctx, q, errs)
 	}

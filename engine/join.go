@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // staticJoinStep is a compiled stream–static join: each batch's rows are hash-joined with the
@@ -63,9 +64,9 @@ func joinNameAt(spec *v1.StreamingQuerySpec, i int) string {
 	return names[slices.Index(steps, i)]
 }
 
-// compileJoin compiles step i of spec, a join; cols are the columns flowing into it.
-func compileJoin(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *field.Error) {
-	st := &spec.Transform[i]
+// compileJoin compiles a step of spec, a join with a static side.
+func compileJoin(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *field.Error) {
+	st, cols, i := ps.Spec, ps.In, ps.Index
 	p := field.NewPath("spec", "transform").Index(i).Child("join")
 	j := st.Join
 	if j.Static == nil {

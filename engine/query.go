@@ -19,6 +19,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // Pinned settings: recorded in every offsets entry from the first batch on
@@ -63,7 +64,7 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 	spec := &obj.Spec
 	// Every problem at once: the spec's own, then the kinds this program
 	// does not run.
-	errs := obj.Validate()
+	errs := plan.Validate(obj)
 	for i := range spec.Sources {
 		k := spec.Sources[i].Kind()
 		if _, ok := reg.sources[k]; !ok && k != "" {
@@ -83,12 +84,12 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 	if len(errs) > 0 {
 		return nil, &InvalidSpecError{Errs: errs}
 	}
-	cols, err := spec.StepColumns()
-	if err != nil {
-		return nil, &InvalidSpecError{Errs: append(errs, field.Invalid(field.NewPath("spec"), "", err.Error()))}
+	pl, errs := plan.BuildValid(spec)
+	if len(errs) > 0 {
+		return nil, &InvalidSpecError{Errs: errs}
 	}
-	steps, stepErrs := compileSteps(spec, cols)
-	if errs = append(errs, stepErrs...); len(errs) > 0 {
+	steps, errs := compileSteps(pl)
+	if len(errs) > 0 {
 		return nil, &InvalidSpecError{Errs: errs}
 	}
 	return &Query{
@@ -96,7 +97,7 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 		spec:    spec,
 		reg:     reg,
 		opts:    o,
-		outCols: cols[len(cols)-1],
+		outCols: pl.Output(),
 		steps:   steps,
 		stop:    make(chan struct{}),
 	}, nil

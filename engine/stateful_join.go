@@ -11,6 +11,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine/state"
 	"github.com/lockstep-dev/lockstep/engine/stateful"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // streamJoinStep is a compiled stream–stream join: the rows flowing into it are
@@ -30,10 +31,9 @@ type streamJoinStep struct {
 // apply is never called: a streamJoinStep needs its batch (run.transform).
 func (s *streamJoinStep) apply(rows []Row) []Row { return rows }
 
-// compileStreamJoin compiles step i of spec, a join with a stream side;
-// cols are the columns flowing into it.
-func compileStreamJoin(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *field.Error) {
-	st := &spec.Transform[i]
+// compileStreamJoin compiles a step of spec, a join with a stream side.
+func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *field.Error) {
+	st, cols, i := ps.Spec, ps.In, ps.Index
 	j := st.Join
 	p := field.NewPath("spec", "transform").Index(i).Child("join")
 	if j.Stream == nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine/state"
 	"github.com/lockstep-dev/lockstep/engine/stateful"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // StateOperatorProgress describes what a batch did to one stateful
@@ -64,18 +65,10 @@ type statefulStep struct {
 // apply is never called: a statefulStep needs its batch (run.transform).
 func (s *statefulStep) apply(rows []Row) []Row { return rows }
 
-// compileStatefulStep compiles step i of spec, a watermark, aggregate or
-// dropDuplicates; cols are the columns flowing into it.
-func compileStatefulStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (step, *field.Error) {
-	st := &spec.Transform[i]
-	p := field.NewPath("spec", "transform").Index(i)
-	eventTime := stateful.EventTimeColumns(spec)[i]
-	ordinal := 0
-	for j := range i {
-		if spec.Transform[j].Stateful() {
-			ordinal++
-		}
-	}
+// compileStatefulStep compiles a watermark, aggregate or dropDuplicates step
+// of spec.
+func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *field.Error) {
+	st, p, cols, eventTime := ps.Spec, ps.Path, ps.In, ps.EventTime
 	switch st.Kind() {
 	case v1.StepWatermark:
 		wm, err := stateful.NewWatermark(st.Watermark, cols)
@@ -84,7 +77,7 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (s
 		}
 		return &watermarkStep{wm: wm}, nil
 	case v1.StepAggregate:
-		name := st.StatefulName(ordinal)
+		name := ps.Operator.Name
 		a, err := stateful.NewAggregate(stateful.AggregateConfig{
 			Name: name, Spec: st.Aggregate, Input: cols, EventTime: eventTime, Mode: spec.OutputMode,
 		})
@@ -93,7 +86,7 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, cols v1.Columns, i int) (s
 		}
 		return &statefulStep{name: name, kind: v1.StepAggregate, op: a}, nil
 	case v1.StepDropDuplicates:
-		name := st.StatefulName(ordinal)
+		name := ps.Operator.Name
 		d, err := stateful.NewDropDuplicates(stateful.DropDuplicatesConfig{
 			Name: name, Spec: st.DropDuplicates, Input: cols, EventTime: eventTime,
 		})

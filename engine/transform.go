@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -13,6 +12,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine/internal/box"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // step is one compiled transform step. apply may reuse the rows' backing
@@ -21,34 +21,23 @@ type step interface {
 	apply(rows []Row) []Row
 }
 
-// compileSteps compiles the transform of a valid spec: every CEL expression
-// is parsed, type-checked and planned once here; the per-row path only
-// evaluates. cols[i] are the columns flowing into step i.
-func compileSteps(spec *v1.StreamingQuerySpec, cols []v1.Columns) ([]step, field.ErrorList) {
+// compileSteps compiles the steps of a valid query's plan: its CEL
+// expressions are already parsed and type-checked; here each is planned once,
+// so that the per-row path only evaluates.
+func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 	var (
 		steps []step
 		errs  field.ErrorList
 	)
-	tp := field.NewPath("spec", "transform")
-	for i := range spec.Transform {
-		st := &spec.Transform[i]
-		p := tp.Index(i)
-		env, err := v1.CELEnv(cols[i])
-		if err != nil {
-			errs = append(errs, field.InternalError(p, err))
-			continue
-		}
-		index := columnIndex(cols[i])
-		switch st.Kind() {
+	for i := range pl.Steps {
+		ps := &pl.Steps[i]
+		p := ps.Path
+		index := columnIndex(ps.In)
+		switch ps.Kind {
 		case v1.StepFilter:
-			ast, err := v1.CompileFilter(env, st.Filter)
+			prg, err := program(ps.Env, ps.Filter.AST)
 			if err != nil {
-				errs = append(errs, field.Invalid(p.Child("filter"), st.Filter, err.Error()))
-				continue
-			}
-			prg, err := program(env, ast)
-			if err != nil {
-				errs = append(errs, field.Invalid(p.Child("filter"), st.Filter, err.Error()))
+				errs = append(errs, field.Invalid(p.Child("filter"), ps.Filter.Text, err.Error()))
 				continue
 			}
 			f := &filterStep{prg: prg, act: rowActivation{index: index}}
@@ -59,40 +48,34 @@ func compileSteps(spec *v1.StreamingQuerySpec, cols []v1.Columns) ([]step, field
 			steps = append(steps, f)
 		case v1.StepSelect:
 			s := &selectStep{act: rowActivation{index: index}}
+			var err error
 			if s.frame, err = interpreter.NewExecutionFrame(&s.act); err != nil {
 				errs = append(errs, field.InternalError(p.Child("select"), err))
 				continue
 			}
-			for j, pr := range st.Select {
-				ast, _, err := v1.CompileProjection(env, pr.Expr)
-				if err == nil {
-					var prg cel.Program
-					if prg, err = program(env, ast); err == nil {
-						from, ok := index[strings.TrimSpace(pr.Expr)]
-						if !ok {
-							from = -1
-						}
-						s.prgs = append(s.prgs, prg)
-						s.from = append(s.from, from)
-						continue
-					}
+			for j, pr := range ps.Select {
+				prg, err := program(ps.Env, pr.Expr.AST)
+				if err != nil {
+					errs = append(errs, field.Invalid(p.Child("select").Index(j).Child("expr"), pr.Expr.Text, err.Error()))
+					continue
 				}
-				errs = append(errs, field.Invalid(p.Child("select").Index(j).Child("expr"), pr.Expr, err.Error()))
+				s.prgs = append(s.prgs, prg)
+				s.from = append(s.from, pr.From)
 			}
 			steps = append(steps, s)
 		case v1.StepJoin:
 			compile := compileJoin
-			if st.Join.Stream != nil {
+			if ps.Spec.Join.Stream != nil {
 				compile = compileStreamJoin
 			}
-			s, err := compile(spec, cols[i], i)
+			s, err := compile(pl.Spec, ps)
 			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			steps = append(steps, s)
 		default:
-			s, err := compileStatefulStep(spec, cols[i], i)
+			s, err := compileStatefulStep(pl.Spec, ps)
 			if err != nil {
 				errs = append(errs, err)
 				continue

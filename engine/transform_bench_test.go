@@ -6,6 +6,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // BenchmarkTransform evaluates the compiled CEL of a filter and a select
@@ -65,11 +66,11 @@ func BenchmarkFilter(b *testing.B) {
 // benchSteps compiles the transform of spec.
 func benchSteps(b testing.TB, spec *v1.StreamingQuerySpec) []step {
 	b.Helper()
-	cols, err := spec.StepColumns()
-	if err != nil {
-		b.Fatal(err)
+	pl, errs := plan.Build(spec)
+	if len(errs) > 0 {
+		b.Fatal(errs)
 	}
-	steps, errs := compileSteps(spec, cols)
+	steps, errs := compileSteps(pl)
 	if len(errs) > 0 {
 		b.Fatal(errs)
 	}

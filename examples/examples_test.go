@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // TestQueriesSayHowTheyRun: a query example is either run by a test through the CLI or the
@@ -45,7 +46,7 @@ func readQuery(t *testing.T, name string) *v1.StreamingQuery {
 	if err != nil {
 		t.Fatalf("%s: %v", name, err)
 	}
-	if errs := q.Validate(); len(errs) > 0 {
+	if errs := plan.Validate(q); len(errs) > 0 {
 		t.Errorf("%s: %v", name, errs.ToAggregate())
 	}
 	return q

@@ -9,13 +9,13 @@
 //   - [ReadQuery] and [ParseQuery] read a manifest strictly (an unknown field is an error)
 //     and apply the defaults of [StreamingQuery.Default].
 //   - [StreamingQuerySpec.Validate] returns every problem of a spec with its field path.
-//   - [StreamingQuerySpec.StepColumns] and [StreamingQuerySpec.OutputColumns] follow the
-//     columns from the sources through every transform step to the sink, and [CELEnv] builds
-//     the CEL environment in which the filter and select expressions of a step are compiled
-//     ([CompileFilter], [CompileProjection]) and evaluated.
+//   - [StreamingQuerySpec.Flow] follows the columns and the event-time column from the
+//     sources through every transform step to the sink.
 //
-// Besides apimachinery, the package imports cel-go (the expression checks the engine
-// shares), sigs.k8s.io/yaml and sigs.k8s.io/json (strict reading, as the API server does),
+// Both take an [Expressions] that checks the CEL expressions of filter and select steps: the
+// plan package implements it (plan.Validate, plan.Build), so that a client of the API types
+// does not link an expression compiler. Besides apimachinery, the package imports
+// sigs.k8s.io/yaml and sigs.k8s.io/json (strict reading, as the API server does),
 // and the types of k8s.io/api/core/v1 that [EngineSpec] shares with every pod spec
 // (tolerations, affinity, envFrom, object references): users write them as in any pod.
 //

@@ -1,14 +1,12 @@
 package v1
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
-	"cel.dev/cel-go/cel"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
@@ -38,29 +36,47 @@ func (s *Source) Columns() (Columns, bool) {
 	return nil, false
 }
 
-// StepColumns follows the columns through the query: element i holds the columns flowing into
-// s.Transform[i], and the last element (index len(s.Transform)) the columns the sink receives.
-// It errors, with every problem, when the sources or steps are invalid.
-func (s *StreamingQuerySpec) StepColumns() ([]Columns, error) {
-	fl := s.flow(field.NewPath("spec"))
+// Expressions checks the CEL expressions of filter and select steps against the columns
+// flowing into them. The plan package implements it with cel-go; this package only follows
+// the columns, so that a client of the API types does not link an expression compiler.
+type Expressions interface {
+	// CheckFilter reports why expr is not a filter (a bool expression) over cols. A column of
+	// type "" is of unknown type (hidden by an earlier error): an expression using it is not
+	// wrong for that. With known false the columns are unknown and expr is only parsed.
+	CheckFilter(cols Columns, known bool, expr string) error
+	// CheckProjection returns the column type expr yields over cols, "" when it cannot be
+	// known (a column of unknown type, or known false), and why expr is not a projection.
+	CheckProjection(cols Columns, known bool, expr string) (ColumnType, error)
+}
+
+// FlowPoint is what is known of the rows at one point of a valid query.
+type FlowPoint struct {
+	// Columns are the rows' columns.
+	Columns Columns
+	// EventTime is the watermark's column here, followed through the selects and joins that
+	// copy it under another name; "" before the watermark step, after an aggregate, or when
+	// the query has none.
+	EventTime string
+}
+
+// Flow follows the rows through the query: element i is what flows into s.Transform[i], and
+// the last element (index len(s.Transform)) what the sink receives. It errors, with every
+// problem, when the sources or steps are invalid. x checks the expressions (plan.Expressions).
+func (s *StreamingQuerySpec) Flow(x Expressions) ([]FlowPoint, error) {
+	fl := s.flow(field.NewPath("spec"), x)
 	if len(fl.errs) > 0 {
 		return nil, fl.errs.ToAggregate()
 	}
-	out := make([]Columns, len(fl.states))
+	out := make([]FlowPoint, len(fl.states))
 	for i, st := range fl.states {
-		out[i] = st.cols
+		out[i] = FlowPoint{Columns: st.cols, EventTime: st.watermark}
 	}
 	return out, nil
 }
 
-// OutputColumns returns the columns the sink receives. It errors as StepColumns.
-func (s *StreamingQuerySpec) OutputColumns() (Columns, error) {
-	cols, err := s.StepColumns()
-	if err != nil {
-		return nil, err
-	}
-	return cols[len(cols)-1], nil
-}
+// unknownType marks a column whose type could not be determined because of an earlier error;
+// expressions treat it as dyn so that later steps are still checked.
+const unknownType ColumnType = ""
 
 // flowState is what is known of the rows at one point of the query.
 type flowState struct {
@@ -92,28 +108,6 @@ func (st flowState) typeOf(name string) ColumnType {
 	return c.Type
 }
 
-// env returns the CEL environment of the columns here, and whether some column's type is
-// unknown (so that expressions using it yield dyn without being wrong).
-func (st flowState) env() (*cel.Env, bool, error) {
-	var cols Columns
-	unknown := false
-	for _, c := range st.cols {
-		if columnName(nil, c.Name) != nil {
-			continue
-		}
-		if _, dup := cols.Lookup(c.Name); dup {
-			continue
-		}
-		if !c.Type.Valid() {
-			c.Type = unknownType
-			unknown = true
-		}
-		cols = append(cols, c)
-	}
-	env, err := CELEnv(cols)
-	return env, unknown, err
-}
-
 // flowResult is the outcome of following the rows through the sources and steps.
 type flowResult struct {
 	errs field.ErrorList
@@ -130,7 +124,7 @@ type flowResult struct {
 func (r *flowResult) output() flowState { return r.states[len(r.states)-1] }
 
 // flow validates the sources and transform steps and follows the columns through them.
-func (s *StreamingQuerySpec) flow(spec *field.Path) *flowResult {
+func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
 	r := &flowResult{aggregate: -1, streamJoin: -1}
 	cur := s.sourceFlow(spec.Child("sources"), r)
 
@@ -156,10 +150,10 @@ func (s *StreamingQuerySpec) flow(spec *field.Path) *flowResult {
 		}
 		next := cur
 		if st.Filter != "" {
-			r.errs = append(r.errs, cur.filter(p.Child("filter"), st.Filter)...)
+			r.errs = append(r.errs, cur.filter(p.Child("filter"), st.Filter, x)...)
 		}
 		if st.Select != nil {
-			next = cur.project(p.Child("select"), st.Select, &r.errs)
+			next = cur.project(p.Child("select"), st.Select, x, &r.errs)
 		}
 		if w := st.Watermark; w != nil {
 			wp := p.Child("watermark")
@@ -330,33 +324,37 @@ func (st flowState) timestampColumn(p *field.Path, name string) field.ErrorList 
 	return nil
 }
 
-func (st flowState) filter(p *field.Path, expr string) field.ErrorList {
-	env, dyn, err := st.envOrParser()
-	if err != nil {
-		return field.ErrorList{field.InternalError(p, err)}
-	}
-	if !st.known {
-		if _, iss := env.Parse(expr); iss.Err() != nil {
-			return field.ErrorList{field.Invalid(p, expr, iss.Err().Error())}
-		}
-		return nil
-	}
-	if _, err := compileFilter(env, expr, dyn); err != nil {
+func (st flowState) filter(p *field.Path, expr string, x Expressions) field.ErrorList {
+	if err := x.CheckFilter(st.exprColumns(), st.known, expr); err != nil {
 		return field.ErrorList{field.Invalid(p, expr, err.Error())}
 	}
 	return nil
 }
 
-func (st flowState) project(p *field.Path, projs []Projection, errs *field.ErrorList) flowState {
+// exprColumns returns the columns an expression here may name: each valid name once.
+func (st flowState) exprColumns() Columns {
+	var cols Columns
+	for _, c := range st.cols {
+		if columnName(nil, c.Name) != nil {
+			continue
+		}
+		if _, dup := cols.Lookup(c.Name); dup {
+			continue
+		}
+		if !c.Type.Valid() {
+			c.Type = unknownType
+		}
+		cols = append(cols, c)
+	}
+	return cols
+}
+
+func (st flowState) project(p *field.Path, projs []Projection, x Expressions, errs *field.ErrorList) flowState {
 	next := flowState{known: true}
 	if len(projs) == 0 {
 		*errs = append(*errs, field.Required(p, "a select lists at least one column"))
 	}
-	env, dyn, err := st.envOrParser()
-	if err != nil {
-		*errs = append(*errs, field.InternalError(p, err))
-		return flowState{}
-	}
+	cols := st.exprColumns()
 	for j, pr := range projs {
 		pp := p.Index(j)
 		*errs = append(*errs, columnName(pp.Child("name"), pr.Name)...)
@@ -367,12 +365,8 @@ func (st flowState) project(p *field.Path, projs []Projection, errs *field.Error
 		switch {
 		case pr.Expr == "":
 			*errs = append(*errs, field.Required(pp.Child("expr"), "a CEL expression over the columns, such as a column's name"))
-		case !st.known:
-			if _, iss := env.Parse(pr.Expr); iss.Err() != nil {
-				*errs = append(*errs, field.Invalid(pp.Child("expr"), pr.Expr, iss.Err().Error()))
-			}
 		default:
-			_, typ, err := compileProjection(env, pr.Expr, dyn)
+			typ, err := x.CheckProjection(cols, st.known, pr.Expr)
 			if err != nil {
 				*errs = append(*errs, field.Invalid(pp.Child("expr"), pr.Expr, err.Error()))
 			}
@@ -477,44 +471,6 @@ func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList
 		}
 	}
 	return next, onWatermark
-}
-
-// envOrParser returns the CEL environment of the columns here, or, when they are not known,
-// an environment without variables that can still parse.
-func (st flowState) envOrParser() (*cel.Env, bool, error) {
-	if !st.known {
-		env, err := CELEnv(nil)
-		return env, false, err
-	}
-	return st.env()
-}
-
-func compileFilter(env *cel.Env, expr string, allowDyn bool) (*cel.Ast, error) {
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return nil, iss.Err()
-	}
-	t := ast.OutputType()
-	if !t.IsExactType(cel.BoolType) && !(allowDyn && t.IsExactType(cel.DynType)) {
-		return nil, fmt.Errorf("a filter must yield a bool, not %s", t)
-	}
-	return ast, nil
-}
-
-func compileProjection(env *cel.Env, expr string, allowDyn bool) (*cel.Ast, ColumnType, error) {
-	ast, iss := env.Compile(expr)
-	if iss.Err() != nil {
-		return nil, unknownType, iss.Err()
-	}
-	t, ok := columnTypeOf(ast.OutputType())
-	switch {
-	case ok:
-		return ast, t, nil
-	case allowDyn && ast.OutputType().IsExactType(cel.DynType):
-		return ast, unknownType, nil
-	}
-	return nil, unknownType, errors.New("the expression yields " + ast.OutputType().String() +
-		"; a column is string, long (CEL int), double, boolean (CEL bool) or timestamp")
 }
 
 func describeColumns(cols Columns) string {

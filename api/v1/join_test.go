@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // customers is the static side of an enrichment of orders.
@@ -174,7 +175,7 @@ func TestValidateJoin(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.query.Spec().Validate()
+			got := tc.query.Spec().Validate(plan.Expressions)
 			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
 			}
@@ -186,7 +187,7 @@ func TestJoinColumns(t *testing.T) {
 	q := enrich().Watermark("ts", "5m").
 		Join(v1.Join{Type: v1.JoinLeftOuter, Keys: qt.Keys("customer_id", "id"), Static: customers(), LeftPrefix: "o_", RightPrefix: "c_"}).
 		FilesSink("/out", "json")
-	out, err := q.Spec().OutputColumns()
+	out, err := plan.OutputColumns(q.Spec())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +201,7 @@ func TestJoinColumns(t *testing.T) {
 
 	// The stream join's right source is left out of the union; its select picks the columns.
 	s := impressions().Join(streamJoin()).FilesSink("/out", "json").Spec()
-	out, err = s.OutputColumns()
+	out, err = plan.OutputColumns(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -222,7 +223,7 @@ func TestJoinColumns(t *testing.T) {
 
 func TestJoinDetails(t *testing.T) {
 	got := enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).
-		Join(v1.Join{Keys: qt.Keys("id", "id"), Static: customers()}).FilesSink("/out", "json").Spec().Validate()
+		Join(v1.Join{Keys: qt.Keys("id", "id"), Static: customers()}).FilesSink("/out", "json").Spec().Validate(plan.Expressions)
 	msg := got.ToAggregate().Error()
 	for _, want := range []string{"spec.transform[1].join.rightPrefix", "both sides would yield a column id", "customers_"} {
 		if !strings.Contains(msg, want) {

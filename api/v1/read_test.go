@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 const minimal = `
@@ -153,7 +154,7 @@ func TestReadQueryJSON(t *testing.T) {
 	if q.Namespace != "team" || q.Spec.Sources[0].Rate.RowsPerSecond != 5 || q.Spec.Sink.Console == nil {
 		t.Errorf("ReadQuery() = %+v", q)
 	}
-	if errs := q.Validate(); len(errs) > 0 {
+	if errs := plan.Validate(q); len(errs) > 0 {
 		t.Errorf("Validate() = %v, want no errors", errs)
 	}
 }
@@ -175,7 +176,7 @@ func TestExamples(t *testing.T) {
 			if err != nil {
 				t.Fatalf("ReadQuery(%s) error = %v", file, err)
 			}
-			if errs := q.Validate(); len(errs) > 0 {
+			if errs := plan.Validate(q); len(errs) > 0 {
 				t.Errorf("Validate() = \n%s", describe(errs))
 			}
 		})

@@ -24,8 +24,9 @@ const (
 
 // Validate returns every problem of the query: its name, then its spec (see
 // [StreamingQuerySpec.Validate]). The name must be a DNS label because the controller
-// derives the names of the query's objects and its checkpoint location from it.
-func (q *StreamingQuery) Validate() field.ErrorList {
+// derives the names of the query's objects and its checkpoint location from it. x checks
+// the expressions: plan.Validate passes the CEL checker.
+func (q *StreamingQuery) Validate(x Expressions) field.ErrorList {
 	var errs field.ErrorList
 	name := field.NewPath("metadata", "name")
 	if q.Name == "" {
@@ -33,7 +34,7 @@ func (q *StreamingQuery) Validate() field.ErrorList {
 	} else {
 		errs = append(errs, dnsLabel(name, q.Name)...)
 	}
-	return append(errs, q.Spec.Validate()...)
+	return append(errs, q.Spec.Validate(x)...)
 }
 
 // Validate returns every problem of the spec, each with its field path under "spec", without
@@ -42,10 +43,11 @@ func (q *StreamingQuery) Validate() field.ErrorList {
 // It checks names (path segments, unique), one-of fields, required fields and value ranges,
 // paths and URLs, that the sources agree on their columns, that every CEL expression
 // compiles and type-checks against the columns flowing into its step, durations, and the
-// combination of output mode, sink and stateful steps (see docs/spec.md).
-func (s *StreamingQuerySpec) Validate() field.ErrorList {
+// combination of output mode, sink and stateful steps (see docs/spec.md). x checks the
+// expressions: plan.ValidateSpec passes the CEL checker.
+func (s *StreamingQuerySpec) Validate(x Expressions) field.ErrorList {
 	spec := field.NewPath("spec")
-	fl := s.flow(spec)
+	fl := s.flow(spec, x)
 	errs := fl.errs
 	errs = append(errs, s.validateSink(spec.Child("sink"), fl.output())...)
 	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"), fl)...)

@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // Details are messages for people; the tests compare type, path and value.
@@ -430,7 +431,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.query.Spec().Validate()
+			got := tc.query.Spec().Validate(plan.Expressions)
 			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
 			}
@@ -439,12 +440,12 @@ func TestValidate(t *testing.T) {
 }
 
 func TestValidateQueryName(t *testing.T) {
-	got := qt.Make("Bad.Name", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate()
+	got := qt.Make("Bad.Name", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate(plan.Expressions)
 	want := field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), "Bad.Name", "")}
 	if diff := cmp.Diff(want, got, ignoreDetail); diff != "" {
 		t.Errorf("Validate() mismatch (-want +got):\n%s", diff)
 	}
-	got = qt.Make("", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate()
+	got = qt.Make("", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate(plan.Expressions)
 	want = field.ErrorList{field.Required(field.NewPath("metadata", "name"), "")}
 	if diff := cmp.Diff(want, got, ignoreDetail); diff != "" {
 		t.Errorf("Validate() mismatch (-want +got):\n%s", diff)
@@ -465,7 +466,7 @@ func TestValidateDetails(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.query.Spec().Validate()
+			got := tc.query.Spec().Validate(plan.Expressions)
 			msg := got.ToAggregate().Error()
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {

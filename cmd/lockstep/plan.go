@@ -16,6 +16,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // Output formats of lockstep plan.
@@ -90,7 +91,7 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
-	if errs := q.Validate(); len(errs) > 0 {
+	if errs := plan.Validate(q); len(errs) > 0 {
 		return withExitCode(exitInvalid, fieldErrors(o.file, errs.ToAggregate().Errors()))
 	}
 

@@ -33,8 +33,8 @@ const planData = "testdata/plan/"
 // testPlanOptions are the options of a plan that opens only local checkpoints.
 func testPlanOptions() planOptions { return planOptions{} }
 
-// plan runs lockstep plan with args and returns its standard output, exit code and error.
-func plan(t *testing.T, o planOptions, args ...string) (string, int, error) {
+// runPlan runs lockstep plan with args and returns its standard output, exit code and error.
+func runPlan(t *testing.T, o planOptions, args ...string) (string, int, error) {
 	t.Helper()
 	cmd := planCommand(o)
 	var out bytes.Buffer
@@ -134,7 +134,7 @@ func TestPlanGolden(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, code, err := plan(t, testPlanOptions(), tc.args...)
+			out, code, err := runPlan(t, testPlanOptions(), tc.args...)
 			if code != tc.wantCode {
 				t.Fatalf("lockstep plan %s: exit %d (%v), want %d; output:\n%s", strings.Join(tc.args, " "), code, err, tc.wantCode, out)
 			}
@@ -171,7 +171,7 @@ func located(t *testing.T, file, loc string) string {
 func TestPlanFromMovedLocation(t *testing.T) {
 	old := located(t, planData+"old.yaml", "/checkpoints/payments/revenue")
 	moved := located(t, planData+"new-rejected.yaml", "/checkpoints/payments/revenue-v2")
-	out, code, err := plan(t, testPlanOptions(), "-f", moved, "--from", old)
+	out, code, err := runPlan(t, testPlanOptions(), "-f", moved, "--from", old)
 	if code != exitOK {
 		t.Fatalf("exit %d (%v), want %d; output:\n%s", code, err, exitOK, out)
 	}
@@ -179,11 +179,11 @@ func TestPlanFromMovedLocation(t *testing.T) {
 	planGolden(t, "from-moved.txt", out)
 
 	same := located(t, planData+"new-rejected.yaml", "file:///checkpoints/payments/revenue/")
-	if out, code, err := plan(t, testPlanOptions(), "-f", same, "--from", old); code != exitRefused {
+	if out, code, err := runPlan(t, testPlanOptions(), "-f", same, "--from", old); code != exitRefused {
 		t.Errorf("the same location written as a file URL: exit %d (%v), want %d; output:\n%s", code, err, exitRefused, out)
 	}
 
-	js, code, _ := plan(t, testPlanOptions(), "-f", moved, "--from", old, "-o", "json")
+	js, code, _ := runPlan(t, testPlanOptions(), "-f", moved, "--from", old, "-o", "json")
 	var v compat.Verdict
 	if err := json.Unmarshal([]byte(js), &v); err != nil || code != exitOK || !v.Fresh || v.Severity == compat.Rejected {
 		t.Errorf("-o json of a moved query: exit %d, %v, %+v; want a fresh verdict", code, err, v)
@@ -192,7 +192,7 @@ func TestPlanFromMovedLocation(t *testing.T) {
 
 // TestPlanJSON checks the JSON form's fields, which tools read.
 func TestPlanJSON(t *testing.T) {
-	out, code, _ := plan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--from", planData+"old.yaml", "-o", "json")
+	out, code, _ := runPlan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--from", planData+"old.yaml", "-o", "json")
 	if code != exitRefused {
 		t.Fatalf("exit %d, want %d", code, exitRefused)
 	}
@@ -232,14 +232,14 @@ func TestPlanCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Chdir(filepath.Dir(dir))
-		out, code, err := plan(t, testPlanOptions(), "-f", filepath.Join(wd, planData+"new-allowed.yaml"), "--checkpoint", filepath.Base(dir))
+		out, code, err := runPlan(t, testPlanOptions(), "-f", filepath.Join(wd, planData+"new-allowed.yaml"), "--checkpoint", filepath.Base(dir))
 		if code != exitOK || !strings.Contains(out, "Verdict: warning") {
 			t.Errorf("exit %d (%v), output:\n%s\nwant exit 0 and a warning", code, err, out)
 		}
 	})
 	t.Run("a checkpoint that has committed no batch", func(t *testing.T) {
 		dir, _ := newCheckpoint(t, "")
-		out, code, err := plan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--checkpoint", dir)
+		out, code, err := runPlan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--checkpoint", dir)
 		if code != exitOK || !strings.Contains(out, "it has committed no batch yet") || !strings.Contains(out, "everything is allowed") {
 			t.Errorf("exit %d (%v), output:\n%s\nwant exit 0, no batch yet, everything allowed", code, err, out)
 		}
@@ -247,7 +247,7 @@ func TestPlanCheckpoint(t *testing.T) {
 	t.Run("batches without a shape cannot be judged", func(t *testing.T) {
 		dir, _ := newCheckpoint(t, "")
 		addBatch(t, dir, 0)
-		_, code, err := plan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--checkpoint", dir)
+		_, code, err := runPlan(t, testPlanOptions(), "-f", planData+"new-rejected.yaml", "--checkpoint", dir)
 		if code != exitInvalid || err == nil || !strings.Contains(err.Error(), "records no shape") {
 			t.Errorf("exit %d (%v), want %d: records no shape", code, err, exitInvalid)
 		}
@@ -263,14 +263,14 @@ func TestPlanCheckpoint(t *testing.T) {
 			t.Fatal(err)
 		}
 		commitBatch(t, c, 0)
-		_, code, err := plan(t, testPlanOptions(), "-f", planData+"old.yaml", "--checkpoint", dir)
+		_, code, err := runPlan(t, testPlanOptions(), "-f", planData+"old.yaml", "--checkpoint", dir)
 		if code != exitInvalid || !errors.Is(err, compat.ErrNewerShape) {
 			t.Errorf("exit %d (%v), want %d wrapping compat.ErrNewerShape", code, err, exitInvalid)
 		}
 	})
 	t.Run("the checkpoint is only read", func(t *testing.T) {
 		dir := filepath.Join(t.TempDir(), "untouched")
-		if _, code, err := plan(t, testPlanOptions(), "-f", planData+"old.yaml", "--checkpoint", dir); code != exitOK {
+		if _, code, err := runPlan(t, testPlanOptions(), "-f", planData+"old.yaml", "--checkpoint", dir); code != exitOK {
 			t.Fatalf("exit %d (%v)", code, err)
 		}
 		if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
@@ -297,7 +297,7 @@ func TestPlanInvalidInput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			out, code, err := plan(t, testPlanOptions(), tc.args...)
+			out, code, err := runPlan(t, testPlanOptions(), tc.args...)
 			if code != exitInvalid || err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("lockstep plan %s: exit %d, error %v; want %d and an error naming %q", strings.Join(tc.args, " "), code, err, exitInvalid, tc.want)
 			}
@@ -420,12 +420,12 @@ spec:
 
 	opts := planOptions{}
 	allowed := query("allowed.yaml", "maxFilesPerTrigger: 1 => maxFilesPerTrigger: 2")
-	got, code, err := plan(t, opts, "-f", allowed, "--checkpoint", ck)
+	got, code, err := runPlan(t, opts, "-f", allowed, "--checkpoint", ck)
 	if code != exitOK || !strings.Contains(got, "✓ rate-limit spec.sources[0].files.maxFilesPerTrigger") {
 		t.Errorf("plan (allowed): exit %d (%v), output:\n%s", code, err, got)
 	}
 	rejected := query("rejected.yaml", "format: json}\n  trigger => format: parquet}\n  trigger")
-	got, code, err = plan(t, opts, "-f", rejected, "--checkpoint", ck)
+	got, code, err = runPlan(t, opts, "-f", rejected, "--checkpoint", ck)
 	if code != exitRefused || !strings.Contains(got, "✗ files-sink-format spec.sink.files.format") {
 		t.Errorf("plan (rejected): exit %d (%v), output:\n%s", code, err, got)
 	}
@@ -606,7 +606,7 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			file := query(strings.ReplaceAll(tc.name, " ", "-")+".yaml", tc.edit)
-			got, code, err := plan(t, opts, "-f", file, "--checkpoint", ck)
+			got, code, err := runPlan(t, opts, "-f", file, "--checkpoint", ck)
 			if code != tc.wantCode {
 				t.Errorf("lockstep plan: exit %d (%v), want %d; output:\n%s", code, err, tc.wantCode, got)
 			}
@@ -646,7 +646,7 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 	if n := count(snapshot(t, ck), checkpoint.ShapeDir); n != 2 {
 		t.Errorf("the checkpoint holds %d shapes after the allowed change, want 2", n)
 	}
-	got, code, err := plan(t, opts, "-f", allowed, "--checkpoint", ck)
+	got, code, err := runPlan(t, opts, "-f", allowed, "--checkpoint", ck)
 	if code != exitOK || !strings.Contains(got, "! watermark-delay") {
 		t.Errorf("lockstep plan after an allowed start that ran no batch: exit %d (%v), output:\n%s", code, err, got)
 	}
@@ -658,7 +658,7 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 	if code, err := execute(t, "run", "-f", allowed, "--checkpoint", ck); code != exitOK {
 		t.Fatalf("lockstep run (allowed, new data) = exit %d: %v", code, err)
 	}
-	got, code, err = plan(t, opts, "-f", allowed, "--checkpoint", ck)
+	got, code, err = runPlan(t, opts, "-f", allowed, "--checkpoint", ck)
 	if code != exitOK || !strings.Contains(got, "No changes that matter to the checkpoint.") {
 		t.Errorf("lockstep plan after the allowed run: exit %d (%v), output:\n%s", code, err, got)
 	}
@@ -730,11 +730,11 @@ func TestPlanOnS3(t *testing.T) {
 
 	o := testPlanOptions()
 	o.openOpts = newPlanCommandOptions().openOpts
-	out, code, err := plan(t, o, "-f", planData+"new-rejected.yaml", "--checkpoint", location)
+	out, code, err := runPlan(t, o, "-f", planData+"new-rejected.yaml", "--checkpoint", location)
 	if code != exitRefused || !strings.Contains(out, "from batch 0 (query id "+c.Metadata().ID+")") || !strings.Contains(out, "✗ aggregate-function") {
 		t.Errorf("plan on S3: exit %d (%v), output:\n%s", code, err, out)
 	}
-	out, code, err = plan(t, o, "-f", planData+"new-rejected.yaml", "--checkpoint", "s3://"+srv.Bucket+"/nothing/here")
+	out, code, err = runPlan(t, o, "-f", planData+"new-rejected.yaml", "--checkpoint", "s3://"+srv.Bucket+"/nothing/here")
 	if code != exitOK || !strings.Contains(out, "there is no checkpoint there yet") {
 		t.Errorf("plan on an empty S3 prefix: exit %d (%v), output:\n%s", code, err, out)
 	}

@@ -50,7 +50,7 @@ func TestPlanPostgresSinkIdentity(t *testing.T) {
 	} {
 		t.Run(tc.variable, func(t *testing.T) {
 			o := planOptions{getenv: func(k string) string { return env[k] }}
-			got, code, err := plan(t, o, "-f", withDSNEnv(t, dir, tc.variable), "--from", old)
+			got, code, err := runPlan(t, o, "-f", withDSNEnv(t, dir, tc.variable), "--from", old)
 			if code != tc.wantCode {
 				t.Errorf("exit %d (%v), want %d", code, err, tc.wantCode)
 			}

@@ -23,7 +23,7 @@ type AggregateConfig struct {
 	// Input holds the columns flowing into the step.
 	Input v1.Columns
 	// EventTime is the event-time column in force at the step
-	// (EventTimeColumns), "" when the query has no watermark before it.
+	// (plan.Step.EventTime), "" when the query has no watermark before it.
 	EventTime string
 	Mode      v1.OutputMode
 }

@@ -18,7 +18,7 @@ type DropDuplicatesConfig struct {
 	// Input holds the columns flowing into the step.
 	Input v1.Columns
 	// EventTime is the event-time column in force at the step
-	// (EventTimeColumns), "" when the query has no watermark before it.
+	// (plan.Step.EventTime), "" when the query has no watermark before it.
 	EventTime string
 }
 

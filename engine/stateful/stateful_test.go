@@ -440,16 +440,4 @@ func TestWatermark(t *testing.T) {
 			t.Fatalf("step %d: Advance() = %d, want %d", i, cur, tc.want)
 		}
 	}
-	spec := &v1.StreamingQuerySpec{Transform: []v1.Step{
-		{Filter: "true"},
-		{Watermark: &v1.Watermark{Column: "ts", Delay: "1m"}},
-		{Select: []v1.Projection{{Name: "event_time", Expr: " ts "}, {Name: "k", Expr: "k"}}},
-		{DropDuplicates: &v1.DropDuplicates{Columns: []string{"k"}}},
-		{Aggregate: &v1.Aggregate{}},
-		{Filter: "true"},
-	}}
-	want := []string{"", "", "ts", "event_time", "event_time", ""}
-	if got := stateful.EventTimeColumns(spec); !slices.Equal(got, want) {
-		t.Fatalf("EventTimeColumns() = %q, want %q", got, want)
-	}
 }

@@ -2,7 +2,6 @@ package stateful
 
 import (
 	"fmt"
-	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
@@ -51,48 +50,6 @@ func (w *Watermark) Advance(current int64) int64 {
 	}
 	w.seen, w.maxMs = false, 0
 	return next
-}
-
-// EventTimeColumns follows the watermark's column through the transform:
-// element i is the event-time column flowing into spec.Transform[i], "" where
-// none is in force. A select that copies the column as is (`expr: ts`)
-// carries it under its new name; any other select drops it.
-func EventTimeColumns(spec *v1.StreamingQuerySpec) []string {
-	out := make([]string, len(spec.Transform))
-	cur := ""
-	for i := range spec.Transform {
-		st := &spec.Transform[i]
-		out[i] = cur
-		switch {
-		case st.Watermark != nil:
-			cur = st.Watermark.Column
-		case st.Select != nil:
-			next := ""
-			for _, p := range st.Select {
-				if cur != "" && strings.TrimSpace(p.Expr) == cur {
-					next = p.Name
-					break
-				}
-			}
-			cur = next
-		case st.Aggregate != nil:
-			cur = ""
-		case st.Join != nil && cur != "":
-			// The left columns flow on, renamed by the prefix or the select.
-			next := ""
-			if len(st.Join.Select) == 0 {
-				next = st.Join.LeftPrefix + cur
-			}
-			for _, c := range st.Join.Select {
-				if c.Side == v1.SideLeft && c.Column == cur {
-					next = c.OutputName()
-					break
-				}
-			}
-			cur = next
-		}
-	}
-	return out
 }
 
 func columnIndex(cols v1.Columns, name string) int {

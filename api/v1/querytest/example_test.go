@@ -5,6 +5,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 func ExampleMake() {
@@ -15,7 +16,7 @@ func ExampleMake() {
 		FilesSink("/data/clean", "json").
 		AvailableNow().
 		Obj()
-	cols, err := q.Spec.OutputColumns()
-	fmt.Println(q.Validate(), cols, err)
+	cols, err := plan.OutputColumns(&q.Spec)
+	fmt.Println(plan.Validate(q), cols, err)
 	// Output: [] [{id string} {cents long}] <nil>
 }

@@ -1,0 +1,158 @@
+package plan
+
+import (
+	"errors"
+	"fmt"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/ext"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// Env returns the CEL environment in which the expressions of a step are compiled: one
+// variable per column, typed by the column's type (string → string, long → int,
+// double → double, boolean → bool, timestamp → google.protobuf.Timestamp), with the
+// standard library and the strings extension (so country.upperAscii() works). Numbers of
+// different types compare (amount > 0 for a double amount), but arithmetic does not mix
+// them (write amount * double(qty)). Time functions default to UTC. A column of type ""
+// (unknown, hidden by an earlier error) is dyn.
+//
+// The engine evaluates programs of this environment with one activation per row whose
+// values are string, int64, float64, bool and time.Time. An Env is safe for concurrent use.
+func Env(columns v1.Columns) (*cel.Env, error) {
+	opts := make([]cel.EnvOption, 0, len(columns)+3)
+	for _, c := range columns {
+		t, err := celType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("column %s: %w", c.Name, err)
+		}
+		opts = append(opts, cel.Variable(c.Name, t))
+	}
+	opts = append(opts,
+		ext.Strings(),
+		// amount > 0 should mean what it says for a double column.
+		cel.CrossTypeNumericComparisons(true),
+		// Timestamps are UTC instants; ts.getHours() is the UTC hour.
+		cel.DefaultUTCTimeZone(true),
+	)
+	env, err := cel.NewEnv(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("build CEL environment: %w", err)
+	}
+	return env, nil
+}
+
+// CompileFilter compiles and type-checks a filter expression, which must yield a bool.
+func CompileFilter(env *cel.Env, expr string) (*cel.Ast, error) {
+	return compileFilter(env, expr, false)
+}
+
+// CompileProjection compiles and type-checks a select expression and returns the column type
+// it yields. Expressions whose type is not one of the column types (lists, maps, bytes,
+// uint, dyn, null) are errors.
+func CompileProjection(env *cel.Env, expr string) (*cel.Ast, v1.ColumnType, error) {
+	return compileProjection(env, expr, false)
+}
+
+// Expressions is the CEL checker of [v1.Expressions]: what api/v1's validation calls for
+// every filter and select expression.
+var Expressions v1.Expressions = celChecker{}
+
+type celChecker struct{}
+
+func (celChecker) CheckFilter(cols v1.Columns, known bool, expr string) error {
+	env, dyn, err := checkEnv(cols, known)
+	if err != nil {
+		return err
+	}
+	if !known {
+		_, iss := env.Parse(expr)
+		return iss.Err()
+	}
+	_, err = compileFilter(env, expr, dyn)
+	return err
+}
+
+func (celChecker) CheckProjection(cols v1.Columns, known bool, expr string) (v1.ColumnType, error) {
+	env, dyn, err := checkEnv(cols, known)
+	if err != nil {
+		return "", err
+	}
+	if !known {
+		_, iss := env.Parse(expr)
+		return "", iss.Err()
+	}
+	_, t, err := compileProjection(env, expr, dyn)
+	return t, err
+}
+
+// checkEnv returns the environment of cols, or one without variables that can still parse
+// when the columns are not known, and whether some column's type is unknown (so that an
+// expression using it may yield dyn without being wrong).
+func checkEnv(cols v1.Columns, known bool) (*cel.Env, bool, error) {
+	if !known {
+		cols = nil
+	}
+	dyn := false
+	for _, c := range cols {
+		dyn = dyn || c.Type == ""
+	}
+	env, err := Env(cols)
+	return env, dyn, err
+}
+
+func compileFilter(env *cel.Env, expr string, allowDyn bool) (*cel.Ast, error) {
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	t := ast.OutputType()
+	if !t.IsExactType(cel.BoolType) && !(allowDyn && t.IsExactType(cel.DynType)) {
+		return nil, fmt.Errorf("a filter must yield a bool, not %s", t)
+	}
+	return ast, nil
+}
+
+func compileProjection(env *cel.Env, expr string, allowDyn bool) (*cel.Ast, v1.ColumnType, error) {
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, "", iss.Err()
+	}
+	t, ok := columnTypeOf(ast.OutputType())
+	switch {
+	case ok:
+		return ast, t, nil
+	case allowDyn && ast.OutputType().IsExactType(cel.DynType):
+		return ast, "", nil
+	}
+	return nil, "", errors.New("the expression yields " + ast.OutputType().String() +
+		"; a column is string, long (CEL int), double, boolean (CEL bool) or timestamp")
+}
+
+func celType(t v1.ColumnType) (*cel.Type, error) {
+	switch t {
+	case v1.TypeString:
+		return cel.StringType, nil
+	case v1.TypeLong:
+		return cel.IntType, nil
+	case v1.TypeDouble:
+		return cel.DoubleType, nil
+	case v1.TypeBoolean:
+		return cel.BoolType, nil
+	case v1.TypeTimestamp:
+		return cel.TimestampType, nil
+	case "":
+		return cel.DynType, nil
+	}
+	return nil, fmt.Errorf("unknown column type %q", t)
+}
+
+func columnTypeOf(t *cel.Type) (v1.ColumnType, bool) {
+	for _, ct := range v1.ColumnTypes() {
+		if want, _ := celType(ct); t.IsExactType(want) {
+			return ct, true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,178 @@
+// Package plan builds the typed logical plan of a StreamingQuery once: the columns flowing
+// into every step, each filter and select expression compiled and type-checked, the event-time
+// column at every step, and the stateful operators with their checkpoint names. Validation,
+// the planner's shape (compat), the built-in engine and the Spark compiler read this plan
+// instead of re-deriving it from the spec.
+//
+// api/v1 keeps the types, the defaults and the validation that needs no expression compiler;
+// this package owns CEL ([Env], [Expressions]): a client of the API types does not link cel-go.
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+)
+
+// Validate returns every problem of q, each with its field path: api/v1's validation with
+// the CEL checker.
+func Validate(q *v1.StreamingQuery) field.ErrorList { return q.Validate(Expressions) }
+
+// ValidateSpec returns every problem of spec, each with its field path under "spec".
+func ValidateSpec(spec *v1.StreamingQuerySpec) field.ErrorList { return spec.Validate(Expressions) }
+
+// Plan is the typed logical plan of a valid spec.
+type Plan struct {
+	// Spec is the defaulted copy of the spec the plan was built from.
+	Spec *v1.StreamingQuerySpec
+	// Flow[i] is what flows into Spec.Transform[i]; the last element what the sink receives.
+	Flow []v1.FlowPoint
+	// Steps[i] is Spec.Transform[i], compiled.
+	Steps []Step
+}
+
+// Output returns the columns the sink receives.
+func (p *Plan) Output() v1.Columns { return p.Flow[len(p.Flow)-1].Columns }
+
+// Step is one transform step, compiled.
+type Step struct {
+	// Index is the step's index in spec.transform; Path its field path.
+	Index int
+	Path  *field.Path
+	Kind  v1.StepKind
+	// Spec is the step as written.
+	Spec *v1.Step
+	// In are the columns flowing into the step; Env their CEL environment.
+	In  v1.Columns
+	Env *cel.Env
+	// EventTime is the watermark's column flowing into the step, "" if none.
+	EventTime string
+	// Filter is a filter step's expression.
+	Filter *Expr
+	// Select are a select step's projections, in order.
+	Select []Projection
+	// Operator names a stateful step (aggregate, dropDuplicates) in the checkpoint.
+	Operator *Operator
+}
+
+// Expr is a type-checked CEL expression.
+type Expr struct {
+	// Text is the expression as written.
+	Text string
+	AST  *cel.Ast
+	// Type is the column type it yields (boolean for a filter).
+	Type v1.ColumnType
+}
+
+// Projection is one column of a select.
+type Projection struct {
+	Name string
+	Expr Expr
+	// From is the index of the input column the projection copies when its expression is a
+	// bare column name, else -1.
+	From int
+}
+
+// Operator is a stateful step as the checkpoint knows it.
+type Operator struct {
+	// Name is the step's name, else its ordinal among the stateful steps: its folder under
+	// state/ and its identity in the shape.
+	Name string
+	// Ordinal is its position among the stateful steps.
+	Ordinal int
+}
+
+// Build validates a copy of spec with its defaults applied and builds its plan; every problem
+// is returned with its field path.
+func Build(spec *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
+	s := spec.DeepCopy()
+	s.Default()
+	if errs := ValidateSpec(s); len(errs) > 0 {
+		return nil, errs
+	}
+	return build(s)
+}
+
+// BuildValid builds the plan of a spec that the caller has defaulted and validated (with
+// its own additions, as the engine does); spec is kept, not copied.
+func BuildValid(spec *v1.StreamingQuerySpec) (*Plan, field.ErrorList) { return build(spec) }
+
+func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
+	flow, err := s.Flow(Expressions)
+	if err != nil {
+		return nil, field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
+	}
+	p := &Plan{Spec: s, Flow: flow}
+	var errs field.ErrorList
+	tp := field.NewPath("spec", "transform")
+	ordinal := 0
+	for i := range s.Transform {
+		st := &s.Transform[i]
+		step := Step{Index: i, Path: tp.Index(i), Kind: st.Kind(), Spec: st, In: flow[i].Columns, EventTime: flow[i].EventTime}
+		env, err := Env(step.In)
+		if err != nil {
+			errs = append(errs, field.InternalError(step.Path, err))
+			continue
+		}
+		step.Env = env
+		switch {
+		case st.Filter != "":
+			ast, err := CompileFilter(env, st.Filter)
+			if err != nil {
+				errs = append(errs, field.Invalid(step.Path.Child("filter"), st.Filter, err.Error()))
+				continue
+			}
+			step.Filter = &Expr{Text: st.Filter, AST: ast, Type: v1.TypeBoolean}
+		case st.Select != nil:
+			for j, pr := range st.Select {
+				ast, t, err := CompileProjection(env, pr.Expr)
+				if err != nil {
+					errs = append(errs, field.Invalid(step.Path.Child("select").Index(j).Child("expr"), pr.Expr, err.Error()))
+					continue
+				}
+				from := -1
+				for k, c := range step.In {
+					if c.Name == strings.TrimSpace(pr.Expr) {
+						from = k
+					}
+				}
+				step.Select = append(step.Select, Projection{Name: pr.Name, Expr: Expr{Text: pr.Expr, AST: ast, Type: t}, From: from})
+			}
+		case st.Aggregate != nil || st.DropDuplicates != nil:
+			step.Operator = &Operator{Name: st.StatefulName(ordinal), Ordinal: ordinal}
+			ordinal++
+		}
+		p.Steps = append(p.Steps, step)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return p, nil
+}
+
+// Columns returns the columns flowing into every step of a valid spec and, last, those the
+// sink receives (see [v1.StreamingQuerySpec.Flow]).
+func Columns(spec *v1.StreamingQuerySpec) ([]v1.Columns, error) {
+	flow, err := spec.Flow(Expressions)
+	if err != nil {
+		return nil, err
+	}
+	cols := make([]v1.Columns, len(flow))
+	for i, f := range flow {
+		cols[i] = f.Columns
+	}
+	return cols, nil
+}
+
+// OutputColumns returns the columns the sink of a valid spec receives.
+func OutputColumns(spec *v1.StreamingQuerySpec) (v1.Columns, error) {
+	cols, err := Columns(spec)
+	if err != nil {
+		return nil, fmt.Errorf("follow the columns: %w", err)
+	}
+	return cols[len(cols)-1], nil
+}

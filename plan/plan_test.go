@@ -1,0 +1,66 @@
+package plan_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/plan"
+)
+
+var orderColumns = []v1.Column{
+	{Name: "k", Type: v1.TypeString}, {Name: "qty", Type: v1.TypeLong}, {Name: "ts", Type: v1.TypeTimestamp},
+}
+
+// TestBuildFollowsTheEventTime checks the one place that follows the watermark's column
+// through the steps: the engine's operators and the planner's shape read it from the plan.
+func TestBuildFollowsTheEventTime(t *testing.T) {
+	spec := qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, orderColumns...).
+		Filter("qty > 0").
+		Watermark("ts", "1m").
+		Select(v1.Projection{Name: "event_time", Expr: " ts "}, v1.Projection{Name: "k", Expr: "k"}, v1.Projection{Name: "twice", Expr: "k + k"}).
+		DropDuplicates("", "k", "event_time").
+		Aggregate("", []v1.GroupKey{{Window: &v1.Window{Column: "event_time", Duration: "1m"}}}, v1.Aggregation{Name: "n", Function: v1.AggCount}).
+		Filter("n > 1").
+		FilesSink("/out", v1.FormatJSON).Spec()
+	pl, errs := plan.Build(spec)
+	if len(errs) > 0 {
+		t.Fatalf("Build() = %v", errs)
+	}
+	var got []string
+	for _, s := range pl.Steps {
+		got = append(got, s.EventTime)
+	}
+	if want := []string{"", "", "ts", "event_time", "event_time", ""}; !slices.Equal(got, want) {
+		t.Errorf("event time per step = %q, want %q", got, want)
+	}
+	sel := pl.Steps[2].Select
+	if sel[0].From != 2 || sel[1].From != 0 || sel[2].From != -1 || sel[2].Expr.Type != v1.TypeString {
+		t.Errorf("select = %+v, want event_time from column 2, k from 0, twice computed (string)", sel)
+	}
+	if op := pl.Steps[3].Operator; op == nil || op.Name != "0" {
+		t.Errorf("dropDuplicates operator = %+v, want name 0", op)
+	}
+	if op := pl.Steps[4].Operator; op == nil || op.Name != "1" || op.Ordinal != 1 {
+		t.Errorf("aggregate operator = %+v, want name 1", op)
+	}
+	if names := pl.Output().Names(); !slices.Equal(names, []string{v1.ColumnWindowStart, v1.ColumnWindowEnd, "n"}) {
+		t.Errorf("Output() = %v", names)
+	}
+	if spec.Trigger.ProcessingTime != "" || pl.Spec == spec {
+		t.Error("Build() must default a copy, not the spec it was given")
+	}
+}
+
+// TestBuildRefusesWhatValidationRefuses: an expression that does not type-check is the
+// validation's error, with its field path.
+func TestBuildRefusesWhatValidationRefuses(t *testing.T) {
+	spec := qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, orderColumns...).
+		Filter("qty + 'x'").FilesSink("/out", v1.FormatJSON).Spec()
+	_, errs := plan.Build(spec)
+	if len(errs) != 1 || errs[0].Field != "spec.transform[0].filter" || !strings.Contains(errs[0].Detail, "no matching overload") {
+		t.Fatalf("Build() = %v, want one error at spec.transform[0].filter", errs)
+	}
+}
