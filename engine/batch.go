@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"k8s.io/utils/clock"
 )
 
 // batchPlan is one batch as the offsets log records it.
@@ -27,11 +28,33 @@ type batchPlan struct {
 	replay bool
 }
 
+// phases times a batch's phases into its durations, keyed as Spark's
+// durationMs: latestOffset, walCommit, getBatch, joinSnapshot, transform,
+// addBatch, commitOffsets, and checkpoint.DurationTotal for the whole batch.
+type phases struct {
+	clk clock.Clock
+	ms  map[string]int64
+}
+
+func newPhases(clk clock.Clock) phases { return phases{clk: clk, ms: map[string]int64{}} }
+
+// time runs f as the phase name.
+func (p phases) time(name string, f func() error) error {
+	began := p.clk.Now()
+	err := f()
+	p.ms[name] = p.clk.Since(began).Milliseconds()
+	return err
+}
+
+// since records the phase name as having run from began until now.
+func (p phases) since(name string, began time.Time) { p.ms[name] = p.clk.Since(began).Milliseconds() }
+
 // plan asks every source for the end of the next batch and, when one has new
 // data, writes offsets/N. It returns nil when no source has new data.
-func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int64, error) {
+func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, phases, error) {
 	clk := r.q.opts.clock
 	began := clk.Now()
+	ph := newPhases(clk)
 	bp := &batchPlan{
 		id:          r.next,
 		time:        began.UTC().Truncate(time.Millisecond),
@@ -45,10 +68,10 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 	for _, s := range r.sources {
 		p, err := s.src.Plan(ctx, PlanRequest{Batch: bp.id, Start: r.starts[s.name], Time: bp.time, Limit: limit})
 		if err != nil {
-			return nil, nil, fmt.Errorf("plan batch %d: source %s: %w", bp.id, s.name, err)
+			return nil, ph, fmt.Errorf("plan batch %d: source %s: %w", bp.id, s.name, err)
 		}
 		if len(p.End) == 0 {
-			return nil, nil, fmt.Errorf("plan batch %d: source %s returned no end offset", bp.id, s.name)
+			return nil, ph, fmt.Errorf("plan batch %d: source %s returned no end offset", bp.id, s.name)
 		}
 		bp.ends[s.name] = p.End
 		bp.lags[s.name] = p.Lag
@@ -56,15 +79,14 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 		hasData = hasData || p.HasData
 	}
 	if !hasData && !r.noDataBatchDue() {
-		return nil, nil, nil
+		return nil, ph, nil
 	}
 	joins, err := r.planJoins(ctx, bp.time)
 	if err != nil {
-		return nil, nil, fmt.Errorf("plan batch %d: %w", bp.id, err)
+		return nil, ph, fmt.Errorf("plan batch %d: %w", bp.id, err)
 	}
 	bp.joins = joins
-	durations := map[string]int64{"latestOffset": clk.Since(began).Milliseconds()}
-	walBegan := clk.Now()
+	ph.since("latestOffset", began)
 	o := checkpoint.Offsets{
 		BatchID:          bp.id,
 		BatchWatermarkMs: bp.watermarkMs,
@@ -75,10 +97,9 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 	for _, s := range r.sources {
 		o.Sources = append(o.Sources, checkpoint.SourceOffset{Source: s.name, Offset: bp.ends[s.name]})
 	}
-	if err := r.ckpt.AddOffsets(ctx, o); err != nil {
-		return nil, nil, r.fenced(err, bp.id, "offsets")
+	if err := ph.time("walCommit", func() error { return r.ckpt.AddOffsets(ctx, o) }); err != nil {
+		return nil, ph, r.fenced(err, bp.id, "offsets")
 	}
-	durations["walCommit"] = clk.Since(walBegan).Milliseconds()
 	r.reached(PhaseOffsetsWritten, bp.id)
 	if every := r.q.opts.purgeEvery; every > 0 && bp.id > 0 && bp.id%every == 0 {
 		if _, err := r.ckpt.Purge(ctx, int(r.q.spec.Checkpoint.MinBatchesToRetain), r.purgers...); err != nil {
@@ -86,13 +107,13 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, map[string]int6
 			r.q.opts.logger.Warn("Failed to purge old batches", "batch", bp.id, "error", err)
 		}
 	}
-	return bp, durations, nil
+	return bp, ph, nil
 }
 
 // execute reads the batch's ranges, transforms the rows, writes them to the
 // sink and records the commit. began is when the batch started (planning
-// included), for the batch's duration.
-func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durations map[string]int64) (Progress, error) {
+// included), for the batch's duration; ph holds its planning phases.
+func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph phases) (Progress, error) {
 	clk := r.q.opts.clock
 	p := Progress{
 		QueryID:     r.queryID,
@@ -100,76 +121,88 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 		Replay:      bp.replay,
 		Timestamp:   bp.time,
 		WatermarkMs: bp.watermarkMs,
-		DurationMs:  durations,
+		DurationMs:  ph.ms,
 	}
-	phase := clk.Now()
 	var rows, right []Row
-	joined := r.q.spec.JoinedSources()
-	for _, s := range r.sources {
-		end, ok := bp.ends[s.name]
-		if !ok {
-			continue
+	err := ph.time("getBatch", func() error {
+		joined := r.q.spec.JoinedSources()
+		for _, s := range r.sources {
+			end, ok := bp.ends[s.name]
+			if !ok {
+				continue
+			}
+			res, err := s.src.Read(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time})
+			if err != nil {
+				return fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
+			}
+			if joined[s.name] {
+				right = append(right, res.Rows...) // the join's right side, not unioned
+			} else {
+				rows = append(rows, res.Rows...)
+			}
+			n := int64(len(res.Rows))
+			p.NumInputRows += n
+			p.NumMalformedRows += res.Malformed
+			p.Sources = append(p.Sources, SourceProgress{
+				Name: s.name, StartOffset: bp.starts[s.name], EndOffset: end,
+				NumInputRows: n, NumMalformedRows: res.Malformed, LatestOffset: bp.latest[s.name], Lag: bp.lags[s.name],
+				LagMs: maxLagMs(res.Partitions), Partitions: res.Partitions,
+			})
 		}
-		res, err := s.src.Read(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time})
-		if err != nil {
-			return Progress{}, fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
-		}
-		if joined[s.name] {
-			right = append(right, res.Rows...) // the join's right side, not unioned
-		} else {
-			rows = append(rows, res.Rows...)
-		}
-		n := int64(len(res.Rows))
-		p.NumInputRows += n
-		p.NumMalformedRows += res.Malformed
-		p.Sources = append(p.Sources, SourceProgress{
-			Name: s.name, StartOffset: bp.starts[s.name], EndOffset: end,
-			NumInputRows: n, NumMalformedRows: res.Malformed, LatestOffset: bp.latest[s.name], Lag: bp.lags[s.name],
-			LagMs: maxLagMs(res.Partitions), Partitions: res.Partitions,
-		})
-	}
-	durations["getBatch"] = clk.Since(phase).Milliseconds()
-
-	if len(r.q.staticJoins()) > 0 {
-		phase = clk.Now()
-		joins, err := r.loadJoins(ctx, bp)
-		if err != nil {
-			return Progress{}, err
-		}
-		p.Joins = joins
-		durations["joinSnapshot"] = clk.Since(phase).Milliseconds()
-	}
-
-	phase = clk.Now()
-	rows, err := r.transform(bp, rows, right)
+		return nil
+	})
 	if err != nil {
 		return Progress{}, err
 	}
-	if err := r.commitState(ctx, bp, &p); err != nil {
+
+	if len(r.q.staticJoins()) > 0 {
+		err := ph.time("joinSnapshot", func() (err error) {
+			p.Joins, err = r.loadJoins(ctx, bp)
+			return err
+		})
+		if err != nil {
+			return Progress{}, err
+		}
+	}
+
+	err = ph.time("transform", func() (err error) {
+		if rows, err = r.transform(bp, rows, right); err != nil {
+			return err
+		}
+		return r.commitState(ctx, bp, &p)
+	})
+	if err != nil {
 		return Progress{}, err
 	}
 	p.NumOutputRows = int64(len(rows))
-	durations["transform"] = clk.Since(phase).Milliseconds()
 
-	phase = clk.Now()
-	b := &Batch{QueryID: r.queryID, ID: bp.id, Time: bp.time, Columns: r.q.outCols, Rows: rows}
-	if err := r.sink.Write(ctx, b); err != nil {
-		return Progress{}, fmt.Errorf("batch %d: sink %s: %w", bp.id, r.q.spec.Sink.Kind(), err)
+	err = ph.time("addBatch", func() error {
+		b := &Batch{QueryID: r.queryID, ID: bp.id, Time: bp.time, Columns: r.q.outCols, Rows: rows}
+		if err := r.sink.Write(ctx, b); err != nil {
+			return fmt.Errorf("batch %d: sink %s: %w", bp.id, r.q.spec.Sink.Kind(), err)
+		}
+		return nil
+	})
+	if err != nil {
+		return Progress{}, err
 	}
-	durations["addBatch"] = clk.Since(phase).Milliseconds()
 	r.reached(PhaseSinkCommitted, bp.id)
 
-	phase = clk.Now()
 	cm := checkpoint.Commit{
 		BatchID:              bp.id,
 		NextBatchWatermarkMs: r.nextWatermark(bp),
-		WatermarksMs:         r.joinWatermarks(),
 		Progress: checkpoint.Progress{
 			Timestamp:     clk.Now().UTC(),
 			NumInputRows:  p.NumInputRows,
 			NumOutputRows: p.NumOutputRows,
-			DurationMs:    durations,
+			// commits/N cannot hold the time it takes to write itself: its
+			// total ends here, the live progress's after the write.
+			DurationMs: maps.Clone(ph.ms),
 		},
+	}
+	cm.Progress.DurationMs[checkpoint.DurationTotal] = clk.Since(began).Milliseconds()
+	if j := r.state.join; j != nil {
+		cm.WatermarksMs = j.watermarks()
 	}
 	for _, s := range p.Sources {
 		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{
@@ -177,21 +210,24 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, LatestOffset: s.LatestOffset, Lag: s.Lag, LagMs: s.LagMs,
 		})
 	}
-	durations[checkpoint.DurationTotal] = clk.Since(began).Milliseconds()
-	if err := r.ckpt.AddCommit(ctx, cm); err != nil {
+	if err := ph.time("commitOffsets", func() error { return r.ckpt.AddCommit(ctx, cm) }); err != nil {
 		return Progress{}, r.fenced(err, bp.id, "commits")
 	}
-	// Known only once the commit is written: in the live progress, not in commits/N.
-	durations["commitOffsets"] = clk.Since(phase).Milliseconds()
 	r.reached(PhaseCommitted, bp.id)
 
-	p.Duration = clk.Since(began)
-	durations[checkpoint.DurationTotal] = p.Duration.Milliseconds()
-	if s := p.Duration.Seconds(); s > 0 {
-		p.ProcessedRowsPerSecond = float64(p.NumInputRows) / s
-	}
+	// The batch is durable: it becomes the run's past.
+	r.adoptState(bp)
 	for name, end := range bp.ends {
 		r.starts[name] = end
+	}
+	r.next = bp.id + 1
+	r.lastCommitted = bp.id
+	r.watermarkMs = cm.NextBatchWatermarkMs
+
+	p.Duration = clk.Since(began)
+	ph.ms[checkpoint.DurationTotal] = p.Duration.Milliseconds()
+	if s := p.Duration.Seconds(); s > 0 {
+		p.ProcessedRowsPerSecond = float64(p.NumInputRows) / s
 	}
 	if seen := r.q.s3Stats.Snapshot(); seen.Retries != nil || seen.UncertainWrites != 0 {
 		if d := seen.Sub(r.s3Seen); d.Retries != nil || d.UncertainWrites != 0 {
@@ -199,9 +235,6 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, durat
 		}
 		r.s3Seen = seen
 	}
-	r.next = bp.id + 1
-	r.lastCommitted = bp.id
-	r.watermarkMs = cm.NextBatchWatermarkMs
 	return p, nil
 }
 

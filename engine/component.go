@@ -142,6 +142,9 @@ type SourceEnv struct {
 	Open FolderOpener
 	// Logger is the engine's logger; it discards by default.
 	Logger *slog.Logger
+	// Getenv reads the engine's environment (a source's credentials, such
+	// as Kafka SASL's); os.Getenv unless the engine was given WithEnv.
+	Getenv func(string) string
 	// Wake tells an idle query that the source may have new data: with the
 	// default trigger the engine then plans the next batch at once instead
 	// of after its idle poll. A source that learns of new data as it

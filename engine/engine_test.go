@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -501,6 +502,50 @@ func TestNewRefusesKindsNotRegistered(t *testing.T) {
 	var ise *engine.InvalidSpecError
 	if !errors.As(err, &ise) || len(ise.Errs) != 2 {
 		t.Fatalf("New = %v, want the source and the sink kinds refused", err)
+	}
+}
+
+// TestWithEnvReachesEveryComponent: the environment given with WithEnv is the
+// one sources and sinks read their credentials from (it once never reached
+// the sources, so a Kafka source's SASL settings were read from the process).
+func TestWithEnvReachesEveryComponent(t *testing.T) {
+	getenv := func(k string) string { return "from-WithEnv:" + k }
+	var seen []string
+	rate := func(fail bool) engine.SourceConstructor {
+		return func(ctx context.Context, spec *v1.Source, env engine.SourceEnv) (engine.Source, error) {
+			seen = append(seen, "source "+env.Getenv("SECRET"))
+			if fail {
+				return nil, errors.New("stop here")
+			}
+			return source.NewRate(ctx, spec, env)
+		}
+	}
+	sink := func(context.Context, *v1.Sink, engine.SinkEnv) (engine.Sink, error) {
+		return nil, errors.New("stop here")
+	}
+	recordingSink := func(_ context.Context, _ *v1.Sink, env engine.SinkEnv) (engine.Sink, error) {
+		seen = append(seen, "sink "+env.Getenv("SECRET"))
+		return nil, errors.New("stop here")
+	}
+	for _, c := range []struct {
+		source engine.SourceConstructor
+		sink   engine.SinkConstructor
+	}{{rate(true), sink}, {rate(false), recordingSink}} {
+		reg := engine.NewRegistry()
+		if err := errors.Join(reg.RegisterSource(v1.SourceRate, engine.ComponentSpec{}, c.source),
+			reg.RegisterSink(v1.SinkConsole, engine.ComponentSpec{}, c.sink)); err != nil {
+			t.Fatal(err)
+		}
+		eq, err := engine.New(querytest.Make("q", "ns").RateSource("r", 1).ConsoleSink().Checkpoint(t.TempDir()).Obj(), reg, engine.WithEnv(getenv))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := eq.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "stop here") {
+			t.Fatalf("Run = %v, want the component's error", err)
+		}
+	}
+	if want := []string{"source from-WithEnv:SECRET", "source from-WithEnv:SECRET", "sink from-WithEnv:SECRET"}; !cmp.Equal(seen, want) {
+		t.Errorf("components read %q, want %q", seen, want)
 	}
 }
 

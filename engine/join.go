@@ -113,10 +113,15 @@ func compileJoin(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *field.Error
 	return s, nil
 }
 
-// apply joins rows with the loaded snapshot: for each row in order, one output row per
+// process joins rows with the loaded snapshot (loadJoins).
+func (s *staticJoinStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
+	return s.join(rows), nil
+}
+
+// join joins rows with the loaded snapshot: for each row in order, one output row per
 // matching static row (in the snapshot's order), or, in a left outer join, one with nulls
 // when none matches.
-func (s *staticJoinStep) apply(rows []Row) []Row {
+func (s *staticJoinStep) join(rows []Row) []Row {
 	out := make([]Row, 0, len(rows))
 	w := len(s.out)
 	var slab []any // one allocation for many output rows

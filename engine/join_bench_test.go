@@ -93,7 +93,7 @@ func BenchmarkStaticJoin(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		t0 := cpuNow()
-		out := js.apply(orders)
+		out := js.join(orders)
 		t1 := cpuNow()
 		ref := plain(orders)
 		t2 := cpuNow()

@@ -178,7 +178,7 @@ func (q *Query) Run(ctx context.Context) (Summary, error) {
 		}
 	}
 	if r.replay != nil && !q.stopped() {
-		p, err := r.execute(ctx, r.replay, q.opts.clock.Now(), map[string]int64{})
+		p, err := r.execute(ctx, r.replay, q.opts.clock.Now(), newPhases(q.opts.clock))
 		if err != nil {
 			return finish("", err)
 		}
@@ -188,7 +188,7 @@ func (q *Query) Run(ctx context.Context) (Summary, error) {
 	// new data.
 	step := func(limit bool) (ran bool, err error) {
 		began := q.opts.clock.Now()
-		bp, durations, err := r.plan(ctx, limit)
+		bp, ph, err := r.plan(ctx, limit)
 		if err != nil {
 			return false, err
 		}
@@ -198,7 +198,7 @@ func (q *Query) Run(ctx context.Context) (Summary, error) {
 			}
 			return false, nil
 		}
-		p, err := r.execute(ctx, bp, began, durations)
+		p, err := r.execute(ctx, bp, began, ph)
 		if err != nil {
 			return true, err
 		}
@@ -568,6 +568,7 @@ func (r *run) build(ctx context.Context) error {
 			Store:   prefixStore{store: r.ckpt.Store(), prefix: checkpoint.SourceKey(spec.Name, "")},
 			Open:    q.folderOpener(spec.S3Connection(), spec.Name),
 			Logger:  q.opts.logger.With("source", spec.Name),
+			Getenv:  q.opts.getenv,
 			Wake:    r.wakeUp,
 		}
 		src, err := q.reg.sources[spec.Kind()].new(ctx, spec, env)

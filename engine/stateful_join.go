@@ -2,8 +2,7 @@ package engine
 
 import (
 	"context"
-	"errors"
-	"fmt"
+	"log/slog"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -15,24 +14,34 @@ import (
 )
 
 // streamJoinStep is a compiled stream–stream join: the rows flowing into it are
-// the left side, the rows of source the right side. Its state lives in the
-// run (run.state.join); the run calls joinBatch, never apply.
+// the left side, the rows of source the right side. It is a stateKeeper with
+// a store per side.
 type streamJoinStep struct {
 	name   string
 	source string
 	op     *stateful.StreamJoin
-	// right tracks the right side's event time (join.stream.watermark).
-	right *stateful.Watermark
+	// left and right track the sides' event times: the query's watermark
+	// step and join.stream.watermark.
+	left, right *stateful.Watermark
 	// out[i] is the operator's column (left columns, then right) that is
 	// output column i.
 	out []int
+
+	stores [2]*state.Store
+	// sideMs holds each side's watermark after the last committed batch
+	// (the commit's watermarksMs), keyed by the side's operator name; a
+	// side absent from it has seen no event time yet.
+	sideMs map[string]int64
+	// nextSideMs, nextMs and metrics are what the batch in progress
+	// computed: the sides' watermarks and the query's, for its commit.
+	nextSideMs map[string]int64
+	nextMs     int64
+	metrics    stateful.JoinMetrics
 }
 
-// apply is never called: a streamJoinStep needs its batch (run.transform).
-func (s *streamJoinStep) apply(rows []Row) []Row { return rows }
-
-// compileStreamJoin compiles a step of spec, a join with a stream side.
-func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *field.Error) {
+// compileStreamJoin compiles a step of spec, a join with a stream side; left
+// is the query's watermark step, before it.
+func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *watermarkStep) (step, *field.Error) {
 	st, cols, i := ps.Spec, ps.In, ps.Index
 	j := st.Join
 	p := field.NewPath("spec", "transform").Index(i).Child("join")
@@ -69,7 +78,10 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *field
 	if err != nil {
 		return nil, field.Invalid(p.Child("stream", "watermark"), j.Stream.Watermark.Column, err.Error())
 	}
-	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, right: wm}
+	if left == nil {
+		return nil, field.Required(p.Child("stream"), "a stream join needs a watermark step before it")
+	}
+	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, left: left.wm, right: wm, sideMs: map[string]int64{}}
 	for _, c := range j.Output(cols, right) {
 		k := c.Index
 		if c.Side == v1.SideRight {
@@ -90,81 +102,50 @@ func (q *Query) streamJoin() *streamJoinStep {
 	return nil
 }
 
-func (q *Query) hasStreamJoin() bool { return q.streamJoin() != nil }
-
-// joinRun is the run's part of a stream–stream join: the two sides' stores
-// and watermarks.
-type joinRun struct {
-	step   *streamJoinStep
-	stores [2]*state.Store
-	// sideMs holds each side's watermark after the last committed batch
-	// (the commit's watermarksMs), keyed by the side's operator name; a
-	// side absent from it has seen no event time yet.
-	sideMs map[string]int64
-	// nextSideMs and nextMs are what the batch in progress computed: the
-	// sides' watermarks and the query's, for its commit.
-	nextSideMs map[string]int64
-	nextMs     int64
-	metrics    stateful.JoinMetrics
-}
-
-// openJoin opens and loads the join's two stores at the run's next batch
-// and restores the sides' watermarks from the newest commit.
-func (r *run) openJoin(ctx context.Context, head checkpoint.Head, parts int) error {
-	step := r.q.streamJoin()
-	if step == nil {
-		return nil
-	}
-	jr := &joinRun{step: step, sideMs: map[string]int64{}}
-	r.state.join = jr
-	for i, meta := range step.op.Metadata() {
-		st, err := state.Open(ctx, r.ckpt.Store(), meta, state.Options{
-			Partitions: parts,
-			Logger:     r.q.opts.logger.With("operator", meta.Operator),
-		})
-		if errors.Is(err, state.ErrIncompatible) {
-			return fmt.Errorf("%w: %w", ErrRefused, err)
-		}
+func (s *streamJoinStep) open(ctx context.Context, open openStore) error {
+	for i, meta := range s.op.Metadata() {
+		st, err := open(ctx, meta)
 		if err != nil {
 			return err
 		}
-		jr.stores[i] = st
-		if err := st.Load(ctx, r.next); err != nil {
-			return err
-		}
-	}
-	if c := head.Committed; c != nil {
-		for _, meta := range step.op.Metadata() {
-			if ms, ok := c.WatermarksMs[meta.Operator]; ok {
-				jr.sideMs[meta.Operator] = ms
-			}
-		}
+		s.stores[i] = st
 	}
 	return nil
 }
 
-// joinBatch joins the batch's left rows (flowing into the step) with the
+// restoreWatermarks takes the sides' watermarks from the newest commit.
+func (s *streamJoinStep) restoreWatermarks(c *checkpoint.Commit) {
+	if c == nil {
+		return
+	}
+	for _, meta := range s.op.Metadata() {
+		if ms, ok := c.WatermarksMs[meta.Operator]; ok {
+			s.sideMs[meta.Operator] = ms
+		}
+	}
+}
+
+// process joins the batch's left rows (flowing into the step) with the
 // right source's rows, and computes the watermarks of the next batch: each
 // side's moves with its own newest event time, the query's is their
 // minimum (Spark's default multipleWatermarkPolicy), never lower than now.
-func (r *run) joinBatch(bp *batchPlan, s *streamJoinStep, left, right []Row) ([]Row, error) {
-	jr := r.state.join
-	for _, row := range right {
+func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
+	for _, row := range b.right {
 		s.right.Observe(row)
 	}
 	lin := make([]stateful.Row, len(left))
 	for i, row := range left {
 		lin[i] = row
 	}
-	rin := make([]stateful.Row, len(right))
-	for i, row := range right {
+	rin := make([]stateful.Row, len(b.right))
+	for i, row := range b.right {
 		rin[i] = row
 	}
-	out, m, err := s.op.Process(jr.stores[0], jr.stores[1], lin, rin, stateful.Batch{WatermarkMs: bp.watermarkMs})
+	out, m, err := s.op.Process(s.stores[0], s.stores[1], lin, rin, stateful.Batch{WatermarkMs: b.watermarkMs})
 	if err != nil {
 		return nil, err
 	}
-	jr.metrics = m
+	s.metrics = m
 	rows := make([]Row, len(out))
 	for i, o := range out {
 		row := make(Row, len(s.out))
@@ -175,48 +156,57 @@ func (r *run) joinBatch(bp *batchPlan, s *streamJoinStep, left, right []Row) ([]
 	}
 	metas := s.op.Metadata()
 	prev := func(side int) int64 {
-		if ms, ok := jr.sideMs[metas[side].Operator]; ok {
+		if ms, ok := s.sideMs[metas[side].Operator]; ok {
 			return ms
 		}
-		return bp.watermarkMs
+		return b.watermarkMs
 	}
-	leftMs := prev(0)
-	if w := r.state.watermark; w != nil {
-		leftMs = w.wm.Advance(leftMs)
-	}
-	rightMs := s.right.Advance(prev(1))
-	jr.nextSideMs = map[string]int64{metas[0].Operator: leftMs, metas[1].Operator: rightMs}
-	jr.nextMs = max(bp.watermarkMs, min(leftMs, rightMs))
+	leftMs, rightMs := s.left.Next(prev(0)), s.right.Next(prev(1))
+	s.nextSideMs = map[string]int64{metas[0].Operator: leftMs, metas[1].Operator: rightMs}
+	s.nextMs = max(b.watermarkMs, min(leftMs, rightMs))
 	return rows, nil
 }
 
-// commitJoin writes the batch's state of both sides and reports it in p.
-func (r *run) commitJoin(ctx context.Context, bp *batchPlan, p *Progress) error {
-	jr := r.state.join
-	if jr == nil {
-		return nil
-	}
-	dropped := [2]int64{jr.metrics.LeftDroppedByWatermark, jr.metrics.RightDroppedByWatermark}
-	for i, st := range jr.stores {
-		op, err := r.commitStore(ctx, bp, st, string(v1.StepJoin), dropped[i])
+// commit writes the batch's state of both sides.
+func (s *streamJoinStep) commit(ctx context.Context, b *stepBatch, write writeStore) ([]StateOperatorProgress, error) {
+	dropped := [2]int64{s.metrics.LeftDroppedByWatermark, s.metrics.RightDroppedByWatermark}
+	var out []StateOperatorProgress
+	for i, st := range s.stores {
+		op, err := write(ctx, b, st, v1.StepJoin, dropped[i])
 		if err != nil {
-			return err
+			return nil, err
 		}
-		p.StateOperators = append(p.StateOperators, op)
+		out = append(out, op)
 	}
-	jr.metrics = stateful.JoinMetrics{}
-	return nil
+	return out, nil
 }
 
-// joinWatermarks returns the sides' watermarks after the batch the join
-// just ran, for its commit, and makes them the run's; nil without a join.
-func (r *run) joinWatermarks() map[string]int64 {
-	if r.state == nil || r.state.join == nil {
-		return nil
+// watermarks returns the sides' watermarks after the batch in progress, for
+// its commit: those it computed, else those of the last committed batch.
+func (s *streamJoinStep) watermarks() map[string]int64 {
+	if s.nextSideMs != nil {
+		return s.nextSideMs
 	}
-	jr := r.state.join
-	if jr.nextSideMs != nil {
-		jr.sideMs = jr.nextSideMs
+	return s.sideMs
+}
+
+// adopt makes the committed batch's watermarks the sides' own. The left
+// side's event times are the watermark step's, which forgets them itself.
+func (s *streamJoinStep) adopt() {
+	if s.nextSideMs != nil {
+		s.sideMs, s.nextSideMs = s.nextSideMs, nil
 	}
-	return jr.sideMs
+	s.right.Forget()
+	s.metrics = stateful.JoinMetrics{}
+}
+
+func (s *streamJoinStep) close(log *slog.Logger) {
+	for i, st := range s.stores {
+		if st == nil {
+			continue
+		}
+		if err := st.Close(); err != nil {
+			log.Warn("Closed state store with an error", "operator", s.op.Metadata()[i].Operator, "error", err)
+		}
+	}
 }

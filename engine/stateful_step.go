@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -39,31 +40,71 @@ type StateOperatorProgress struct {
 	DeltaBytes int64 `json:"deltaBytes"`
 }
 
-// watermarkStep is a compiled watermark step: rows pass unchanged, and the
-// run notes their newest event time for the next batch's watermark.
+// watermarkStep is a compiled watermark step: rows pass unchanged, and it
+// notes their newest event time for the next batch's watermark.
 type watermarkStep struct {
 	wm *stateful.Watermark
 }
 
-// apply passes the rows; the run calls observe.
-func (s *watermarkStep) apply(rows []Row) []Row { return rows }
-
-func (s *watermarkStep) observe(rows []Row) {
+func (s *watermarkStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
 	for _, r := range rows {
 		s.wm.Observe(r)
 	}
+	return rows, nil
 }
 
-// statefulStep is a compiled aggregate or dropDuplicates. Its state lives in
-// the run (run.state); the run calls process, never apply.
+// statefulStep is a compiled aggregate or dropDuplicates: a stateKeeper with
+// one store.
 type statefulStep struct {
 	name string
 	kind v1.StepKind
 	op   stateful.Operator
+	// store is the operator's state, open from open to close; metrics what
+	// the batch in progress did to it.
+	store   *state.Store
+	metrics stateful.Metrics
 }
 
-// apply is never called: a statefulStep needs its batch (run.transform).
-func (s *statefulStep) apply(rows []Row) []Row { return rows }
+func (s *statefulStep) process(b *stepBatch, rows []Row) ([]Row, error) {
+	in := make([]stateful.Row, len(rows))
+	for i, row := range rows {
+		in[i] = row
+	}
+	out, m, err := s.op.Process(s.store, in, stateful.Batch{WatermarkMs: b.watermarkMs})
+	if err != nil {
+		return nil, err
+	}
+	s.metrics = m
+	rows = rows[:0]
+	for _, row := range out {
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+func (s *statefulStep) open(ctx context.Context, open openStore) (err error) {
+	s.store, err = open(ctx, s.op.Metadata())
+	return err
+}
+
+func (s *statefulStep) commit(ctx context.Context, b *stepBatch, write writeStore) ([]StateOperatorProgress, error) {
+	p, err := write(ctx, b, s.store, s.kind, s.metrics.DroppedByWatermark)
+	if err != nil {
+		return nil, err
+	}
+	return []StateOperatorProgress{p}, nil
+}
+
+func (s *statefulStep) adopt() { s.metrics = stateful.Metrics{} }
+
+func (s *statefulStep) close(log *slog.Logger) {
+	if s.store == nil {
+		return
+	}
+	if err := s.store.Close(); err != nil {
+		log.Warn("Closed state store with an error", "operator", s.name, "error", err)
+	}
+}
 
 // compileStatefulStep compiles a watermark, aggregate or dropDuplicates step
 // of spec.
@@ -98,20 +139,16 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *fie
 	return nil, field.NotSupported(p, st.Kind(), []v1.StepKind{v1.StepFilter, v1.StepSelect, v1.StepWatermark, v1.StepAggregate, v1.StepDropDuplicates, v1.StepJoin})
 }
 
-// stateRun is a run's stateful part: each operator's store, the watermark,
-// and what the batch in progress did.
+// stateRun is a run's stateful part: the steps that keep state, the
+// watermark step, and the watermark the newest committed batch ran with.
 type stateRun struct {
-	stores    map[string]*state.Store
-	ops       []*statefulStep
+	keepers   []stateKeeper
 	watermark *watermarkStep
+	join      *streamJoinStep
 	// ranWatermarkMs is the watermark the newest committed batch ran with:
 	// when the next watermark passes it, a batch runs even without new data,
 	// so that windows close and state is evicted.
 	ranWatermarkMs int64
-	// metrics holds the batch's per-operator counts, in ops order.
-	metrics []stateful.Metrics
-	// join is the stream–stream join, nil if none (stateful_join.go).
-	join *joinRun
 }
 
 // openState opens and loads the state of every stateful step at the version
@@ -119,44 +156,53 @@ type stateRun struct {
 // the state of the last committed batch. It registers state retention with
 // the logs' purge.
 func (r *run) openState(ctx context.Context, head checkpoint.Head) error {
-	sr := &stateRun{stores: map[string]*state.Store{}}
+	sr := &stateRun{}
 	for _, st := range r.q.steps {
 		switch s := st.(type) {
 		case *watermarkStep:
 			sr.watermark = s
-		case *statefulStep:
-			sr.ops = append(sr.ops, s)
+		case *streamJoinStep:
+			sr.join = s
+		}
+		if k, ok := st.(stateKeeper); ok {
+			sr.keepers = append(sr.keepers, k)
 		}
 	}
 	if head.Planned != nil && !head.Replay() {
 		sr.ranWatermarkMs = head.Planned.BatchWatermarkMs
 	}
 	r.state = sr
-	if len(sr.ops) == 0 && !r.q.hasStreamJoin() {
+	if len(sr.keepers) == 0 {
 		return nil
 	}
 	parts, err := strconv.Atoi(r.conf[ConfStatePartitions])
 	if err != nil || parts < 1 {
 		return fmt.Errorf("state partitions %q pinned by the checkpoint: want a positive number", r.conf[ConfStatePartitions])
 	}
-	for _, s := range sr.ops {
-		st, err := state.Open(ctx, r.ckpt.Store(), s.op.Metadata(), state.Options{
+	open := func(ctx context.Context, meta state.Metadata) (*state.Store, error) {
+		st, err := state.Open(ctx, r.ckpt.Store(), meta, state.Options{
 			Partitions: parts,
-			Logger:     r.q.opts.logger.With("operator", s.name),
+			Logger:     r.q.opts.logger.With("operator", meta.Operator),
 		})
 		if errors.Is(err, state.ErrIncompatible) {
-			return fmt.Errorf("%w: %w", ErrRefused, err)
+			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 		if err != nil {
-			return err
+			return nil, err
 		}
-		sr.stores[s.name] = st
 		if err := st.Load(ctx, r.next); err != nil {
+			st.Close()
+			return nil, err
+		}
+		return st, nil
+	}
+	for _, k := range sr.keepers {
+		if err := k.open(ctx, open); err != nil {
 			return err
 		}
 	}
-	if err := r.openJoin(ctx, head, parts); err != nil {
-		return err
+	if j := sr.join; j != nil {
+		j.restoreWatermarks(head.Committed)
 	}
 	r.purgers = append(r.purgers, checkpoint.PurgeState)
 	return nil
@@ -167,57 +213,19 @@ func (r *run) closeState() {
 	if r.state == nil {
 		return
 	}
-	for name, st := range r.state.stores {
-		if err := st.Close(); err != nil {
-			r.q.opts.logger.Warn("Closed state store with an error", "operator", name, "error", err)
-		}
-	}
-	if j := r.state.join; j != nil {
-		for i, st := range j.stores {
-			if st == nil {
-				continue
-			}
-			if err := st.Close(); err != nil {
-				r.q.opts.logger.Warn("Closed state store with an error", "operator", j.step.op.Metadata()[i].Operator, "error", err)
-			}
-		}
+	for _, k := range r.state.keepers {
+		k.close(r.q.opts.logger)
 	}
 }
 
-// transform runs the batch's rows through the steps: the watermark step
-// notes event times, the stateful steps process the batch against their
-// state with the batch's watermark. right holds the rows of a stream join's
-// right source.
+// transform runs the batch's rows through the steps. right holds the rows of
+// a stream join's right source.
 func (r *run) transform(bp *batchPlan, rows, right []Row) ([]Row, error) {
-	if r.state != nil {
-		r.state.metrics = r.state.metrics[:0]
-	}
+	b := &stepBatch{id: bp.id, watermarkMs: bp.watermarkMs, right: right}
 	for _, st := range r.q.steps {
-		switch s := st.(type) {
-		case *watermarkStep:
-			s.observe(rows)
-		case *statefulStep:
-			in := make([]stateful.Row, len(rows))
-			for i, row := range rows {
-				in[i] = row
-			}
-			out, m, err := s.op.Process(r.state.stores[s.name], in, stateful.Batch{WatermarkMs: bp.watermarkMs})
-			if err != nil {
-				return nil, fmt.Errorf("batch %d: %w", bp.id, err)
-			}
-			rows = rows[:0]
-			for _, row := range out {
-				rows = append(rows, row)
-			}
-			r.state.metrics = append(r.state.metrics, m)
-		case *streamJoinStep:
-			out, err := r.joinBatch(bp, s, rows, right)
-			if err != nil {
-				return nil, fmt.Errorf("batch %d: %w", bp.id, err)
-			}
-			rows = out
-		default:
-			rows = st.apply(rows)
+		var err error
+		if rows, err = st.process(b, rows); err != nil {
+			return nil, fmt.Errorf("batch %d: %w", bp.id, err)
 		}
 	}
 	return rows, nil
@@ -229,33 +237,30 @@ func (r *run) commitState(ctx context.Context, bp *batchPlan, p *Progress) error
 	if r.state == nil {
 		return nil
 	}
-	for i, s := range r.state.ops {
-		var m stateful.Metrics
-		if i < len(r.state.metrics) {
-			m = r.state.metrics[i]
-		}
-		op, err := r.commitStore(ctx, bp, r.state.stores[s.name], string(s.kind), m.DroppedByWatermark)
+	b := &stepBatch{id: bp.id, watermarkMs: bp.watermarkMs}
+	for _, k := range r.state.keepers {
+		ops, err := k.commit(ctx, b, r.commitStore)
 		if err != nil {
 			return err
 		}
-		p.StateOperators = append(p.StateOperators, op)
+		p.StateOperators = append(p.StateOperators, ops...)
 	}
-	return r.commitJoin(ctx, bp, p)
+	return nil
 }
 
 // commitStore writes an operator's state store for the batch and returns
 // the operator's progress: kind names the operator's step, dropped the
 // input rows it dropped as late.
-func (r *run) commitStore(ctx context.Context, bp *batchPlan, st *state.Store, kind string, dropped int64) (StateOperatorProgress, error) {
+func (r *run) commitStore(ctx context.Context, b *stepBatch, st *state.Store, kind v1.StepKind, dropped int64) (StateOperatorProgress, error) {
 	began := r.q.opts.clock.Now()
 	name := st.Metadata().Operator
 	cm, err := st.Commit(ctx)
 	if err != nil {
-		return StateOperatorProgress{}, r.fenced(err, bp.id, "state of operator "+name)
+		return StateOperatorProgress{}, r.fenced(err, b.id, "state of operator "+name)
 	}
 	return StateOperatorProgress{
 		Operator:                  name,
-		Kind:                      kind,
+		Kind:                      string(kind),
 		Version:                   cm.Version,
 		NumRowsTotal:              cm.Rows,
 		NumRowsUpdated:            cm.Updated,
@@ -269,21 +274,34 @@ func (r *run) commitStore(ctx context.Context, bp *batchPlan, st *state.Store, k
 }
 
 // nextWatermark returns the watermark of the batch after bp: it moves with
-// the newest event time the watermark step saw, never backwards.
+// the newest event time the watermark step saw, never backwards; with a
+// stream join, with both sides'. It changes nothing.
 func (r *run) nextWatermark(bp *batchPlan) int64 {
+	switch {
+	case r.state.join != nil:
+		return r.state.join.nextMs
+	case r.state.watermark != nil:
+		return r.state.watermark.wm.Next(bp.watermarkMs)
+	}
+	return bp.watermarkMs
+}
+
+// adoptState makes batch bp, whose commit is durable, the steps' past: the
+// watermark step forgets the batch's event times, the stream join takes its
+// sides' watermarks, and bp's watermark is the one the newest batch ran with.
+func (r *run) adoptState(bp *batchPlan) {
 	r.state.ranWatermarkMs = bp.watermarkMs
-	if j := r.state.join; j != nil {
-		return j.nextMs
+	if w := r.state.watermark; w != nil {
+		w.wm.Forget()
 	}
-	if r.state.watermark == nil {
-		return bp.watermarkMs
+	for _, k := range r.state.keepers {
+		k.adopt()
 	}
-	return r.state.watermark.wm.Advance(bp.watermarkMs)
 }
 
 // noDataBatchDue reports whether a batch must run although no source has
 // new data: the query keeps state and the watermark moved since the last
 // batch, so windows may close and state may be evicted.
 func (r *run) noDataBatchDue() bool {
-	return r.state != nil && (len(r.state.ops) > 0 || r.state.join != nil) && r.watermarkMs > r.state.ranWatermarkMs
+	return r.state != nil && len(r.state.keepers) > 0 && r.watermarkMs > r.state.ranWatermarkMs
 }

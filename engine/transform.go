@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"cel.dev/cel-go/cel"
@@ -12,14 +14,50 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine/internal/box"
+	"github.com/lockstep-dev/lockstep/engine/state"
 	"github.com/lockstep-dev/lockstep/plan"
 )
 
-// step is one compiled transform step. apply may reuse the rows' backing
-// array; it is called from one goroutine at a time.
+// step is one compiled transform step. The run calls process for every
+// batch, step after step, from one goroutine.
 type step interface {
-	apply(rows []Row) []Row
+	// process returns the step's rows of batch b; it may reuse the backing
+	// array of rows.
+	process(b *stepBatch, rows []Row) ([]Row, error)
 }
+
+// stepBatch is what the steps see of the batch they process.
+type stepBatch struct {
+	id int64
+	// watermarkMs is the batch's watermark, as its offsets entry records it.
+	watermarkMs int64
+	// right holds the rows of the stream join's right source (not unioned).
+	right []Row
+}
+
+// A stateKeeper is a step whose state lives in the checkpoint, under
+// state/<operator>/. Its lifecycle: open loads the state of the last
+// committed batch before the run's first batch; process runs each batch
+// against it; commit writes the batch's version (batch id + 1) after the
+// batch's rows are computed and before its commit log entry; adopt, once
+// that commit is durable, makes the batch the step's past; close releases
+// it when the run ends.
+type stateKeeper interface {
+	step
+	open(ctx context.Context, open openStore) error
+	commit(ctx context.Context, b *stepBatch, write writeStore) ([]StateOperatorProgress, error)
+	adopt()
+	close(log *slog.Logger)
+}
+
+// openStore opens an operator's state store and loads it as of the run's
+// last committed batch; writeStore writes a store's batch version and
+// reports it (kind is the operator's step kind, dropped the input rows it
+// dropped as late).
+type (
+	openStore  func(ctx context.Context, meta state.Metadata) (*state.Store, error)
+	writeStore func(ctx context.Context, b *stepBatch, st *state.Store, kind v1.StepKind, dropped int64) (StateOperatorProgress, error)
+)
 
 // compileSteps compiles the steps of a valid query's plan: its CEL
 // expressions are already parsed and type-checked; here each is planned once,
@@ -28,6 +66,8 @@ func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 	var (
 		steps []step
 		errs  field.ErrorList
+		// wm is the watermark step, which a stream join after it reads.
+		wm *watermarkStep
 	)
 	for i := range pl.Steps {
 		ps := &pl.Steps[i]
@@ -64,11 +104,15 @@ func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 			}
 			steps = append(steps, s)
 		case v1.StepJoin:
-			compile := compileJoin
+			var (
+				s   step
+				err *field.Error
+			)
 			if ps.Spec.Join.Stream != nil {
-				compile = compileStreamJoin
+				s, err = compileStreamJoin(pl.Spec, ps, wm)
+			} else {
+				s, err = compileJoin(pl.Spec, ps)
 			}
-			s, err := compile(pl.Spec, ps)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -79,6 +123,9 @@ func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 			if err != nil {
 				errs = append(errs, err)
 				continue
+			}
+			if w, ok := s.(*watermarkStep); ok {
+				wm = w
 			}
 			steps = append(steps, s)
 		}
@@ -113,7 +160,7 @@ type filterStep struct {
 	frame *interpreter.ExecutionFrame
 }
 
-func (s *filterStep) apply(rows []Row) []Row {
+func (s *filterStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
 	out := rows[:0]
 	for _, r := range rows {
 		s.act.row = r
@@ -123,7 +170,7 @@ func (s *filterStep) apply(rows []Row) []Row {
 		}
 	}
 	clear(rows[len(out):])
-	return out
+	return out, nil
 }
 
 // selectStep computes new rows from its expressions. An expression that
@@ -140,7 +187,7 @@ type selectStep struct {
 	frame *interpreter.ExecutionFrame // as filterStep's, for every program
 }
 
-func (s *selectStep) apply(rows []Row) []Row {
+func (s *selectStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
 	vals := make([]any, len(rows)*len(s.prgs)) // one allocation for all output rows
 	for i, r := range rows {
 		s.act.row = r
@@ -158,7 +205,7 @@ func (s *selectStep) apply(rows []Row) []Row {
 		}
 		rows[i] = out
 	}
-	return rows
+	return rows, nil
 }
 
 // rowActivation exposes one row's columns to CEL as variables.

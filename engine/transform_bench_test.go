@@ -31,7 +31,7 @@ func BenchmarkTransform(b *testing.B) {
 		copy(rows, input)
 		out := rows
 		for _, st := range steps {
-			out = st.apply(out)
+			out, _ = st.process(&stepBatch{}, out)
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
@@ -56,7 +56,7 @@ func BenchmarkFilter(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		copy(rows, input)
-		if out := steps[0].apply(rows); len(out) != n {
+		if out, _ := steps[0].process(&stepBatch{}, rows); len(out) != n {
 			b.Fatalf("%d rows kept, want %d", len(out), n)
 		}
 	}

@@ -23,7 +23,10 @@ func TestSelectCopiesBareColumns(t *testing.T) {
 		t.Errorf("copied columns %v, want [2 0 -1 1 -1]", from)
 	}
 	at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
-	got := steps[0].apply([]Row{{"a", int64(3), at}, {nil, nil, nil}})
+	got, err := steps[0].process(&stepBatch{}, []Row{{"a", int64(3), at}, {nil, nil, nil}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	want := []Row{{at, "a", int64(6), int64(3), "a"}, {nil, nil, nil, nil, nil}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("select (-want +got):\n%s", diff)

@@ -54,9 +54,9 @@ type conn struct {
 }
 
 // newConn turns the connection settings of a spec into client options. It
-// reads SASL credentials from the environment and TLS files from disk, and
-// returns every problem it finds.
-func newConn(servers []string, saslSpec *v1.KafkaSASL, tlsSpec *v1.KafkaTLS, o options, log *slog.Logger) (conn, error) {
+// reads SASL credentials through getenv (the engine's environment; os.Getenv
+// when nil) and TLS files from disk, and returns every problem it finds.
+func newConn(servers []string, saslSpec *v1.KafkaSASL, tlsSpec *v1.KafkaTLS, o options, getenv func(string) string, log *slog.Logger) (conn, error) {
 	c := conn{
 		servers: servers,
 		opts: []kgo.Opt{
@@ -71,7 +71,7 @@ func newConn(servers []string, saslSpec *v1.KafkaSASL, tlsSpec *v1.KafkaTLS, o o
 	}
 	var errs []error
 	if saslSpec != nil {
-		m, err := saslMechanism(saslSpec, o.getenv)
+		m, err := saslMechanism(saslSpec, getenv)
 		if err != nil {
 			errs = append(errs, err)
 		} else {

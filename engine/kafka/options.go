@@ -30,8 +30,6 @@ func (f optFunc) apply(o *options) { f(o) }
 type options struct {
 	connectTimeout time.Duration
 	brokerTimeout  time.Duration
-	// getenv reads SASL credentials; os.Getenv by default.
-	getenv func(string) string
 }
 
 func newOptions(opts []Opt) options {
@@ -54,12 +52,6 @@ func WithConnectTimeout(d time.Duration) Opt {
 // After it, the batch fails and the next run replays it.
 func WithBrokerTimeout(d time.Duration) Opt {
 	return optFunc(func(o *options) { o.brokerTimeout = d })
-}
-
-// WithGetenv sets the function that reads the SASL credentials' environment
-// variables; the default is os.Getenv.
-func WithGetenv(getenv func(string) string) Opt {
-	return optFunc(func(o *options) { o.getenv = getenv })
 }
 
 // NewSource builds a Kafka source with the default options. It is an

@@ -52,15 +52,22 @@ func TestSASLAndTLS(t *testing.T) {
 			spec := kafkaSpec(brokers, "t")
 			spec.Kafka.SASL = &v1.KafkaSASL{Mechanism: mech, UsernameEnv: "KAFKA_USER", PasswordEnv: "KAFKA_PASS"}
 			spec.Kafka.TLS = &v1.KafkaTLS{CAFile: caFile}
-			s := newSource(t, spec, t.TempDir(), kafka.WithGetenv(getenv))
+			src, err := kafka.NewSource(testContext(t), spec, engine.SourceEnv{
+				Name: spec.Name, QueryID: "q1", Store: sourceStore(t, t.TempDir()), Logger: testLogger(t), Getenv: getenv,
+			})
+			if err != nil {
+				t.Fatalf("new source through SASL and TLS: %v", err)
+			}
+			s := src.(*kafka.Source)
+			defer s.Close()
 			if got := ids(read(t, s, 0, nil, plan(t, s, 0, nil, true).End)); len(got) != 3 {
 				t.Fatalf("read %v through SASL and TLS", got)
 			}
 
 			sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: "out", ExactlyOnce: true,
 				SASL: spec.Kafka.SASL, TLS: spec.Kafka.TLS}}
-			sk, err := kafka.SinkWith(kafka.WithGetenv(getenv))(testContext(t), sinkSpec,
-				engine.SinkEnv{QueryID: "q1", Columns: enginetest.SinkColumns, Logger: testLogger(t)})
+			sk, err := kafka.NewSink(testContext(t), sinkSpec,
+				engine.SinkEnv{QueryID: "q1", Columns: enginetest.SinkColumns, Logger: testLogger(t), Getenv: getenv})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,8 +78,8 @@ func TestSASLAndTLS(t *testing.T) {
 			}
 
 			env["KAFKA_PASS"] = "wrong"
-			_, err = kafka.SourceWith(kafka.WithGetenv(getenv), kafka.WithConnectTimeout(5*time.Second))(testContext(t), spec,
-				engine.SourceEnv{Name: "in", Store: sourceStore(t, t.TempDir()), Logger: testLogger(t)})
+			_, err = kafka.SourceWith(kafka.WithConnectTimeout(5*time.Second))(testContext(t), spec,
+				engine.SourceEnv{Name: "in", Store: sourceStore(t, t.TempDir()), Logger: testLogger(t), Getenv: getenv})
 			// Apache Kafka answers SASL_AUTHENTICATION_FAILED (kfake closed the connection).
 			if !errors.Is(err, kerr.SaslAuthenticationFailed) || !contains(err.Error(), "refused the credentials") {
 				t.Errorf("wrong password: %v, want a clear error", err)
@@ -93,8 +100,8 @@ func TestSASLAndTLS(t *testing.T) {
 		spec := kafkaSpec([]string{"127.0.0.1:1"}, "t")
 		spec.Kafka.SASL = &v1.KafkaSASL{Mechanism: v1.SASLPlain, UsernameEnv: "NOPE_USER", PasswordEnv: "NOPE_PASS"}
 		spec.Kafka.TLS = &v1.KafkaTLS{CAFile: filepath.Join(t.TempDir(), "missing.crt")}
-		_, err := kafka.SourceWith(kafka.WithGetenv(func(string) string { return "" }))(testContext(t), spec,
-			engine.SourceEnv{Name: "in", Store: sourceStore(t, t.TempDir())})
+		_, err := kafka.NewSource(testContext(t), spec,
+			engine.SourceEnv{Name: "in", Store: sourceStore(t, t.TempDir()), Getenv: func(string) string { return "" }})
 		for _, want := range []string{"$NOPE_USER", "missing.crt"} {
 			if err == nil || !contains(err.Error(), want) {
 				t.Errorf("start: %v, want it to name %s", err, want)

@@ -131,7 +131,7 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	if f := spec.Kafka.Format; f != "" && f != v1.KafkaJSON {
 		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json", f))
 	}
-	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, log)
+	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, env.Getenv, log)
 	if err != nil {
 		errs = append(errs, err)
 	}

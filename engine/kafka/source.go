@@ -187,7 +187,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		}
 		s.deadLetter = f
 	}
-	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, log)
+	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, env.Getenv, log)
 	if err != nil {
 		errs = append(errs, err)
 	}

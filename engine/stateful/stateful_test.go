@@ -94,7 +94,8 @@ func (r *runner) run(rows ...stateful.Row) ([]stateful.Row, stateful.Metrics) {
 	}
 	r.batch++
 	if r.wm != nil {
-		r.wmMs = r.wm.Advance(r.wmMs)
+		r.wmMs = r.wm.Next(r.wmMs)
+		r.wm.Forget()
 	}
 	return out, m
 }
@@ -436,8 +437,12 @@ func TestWatermark(t *testing.T) {
 		for _, row := range tc.rows {
 			w.Observe(row)
 		}
-		if cur = w.Advance(cur); cur != tc.want {
-			t.Fatalf("step %d: Advance() = %d, want %d", i, cur, tc.want)
+		if cur = w.Next(cur); cur != tc.want {
+			t.Fatalf("step %d: Next() = %d, want %d", i, cur, tc.want)
 		}
+		if again := w.Next(cur); again != cur {
+			t.Fatalf("step %d: Next() again = %d, want %d: it must change nothing", i, again, cur)
+		}
+		w.Forget()
 	}
 }

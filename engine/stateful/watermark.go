@@ -8,8 +8,8 @@ import (
 
 // Watermark tracks event time on a timestamp column (a watermark step). It
 // passes rows through unchanged. Observe is called with each row of a batch,
-// late ones included (as Spark's EventTimeWatermarkExec); Advance then gives
-// the watermark of the next batch.
+// late ones included (as Spark's EventTimeWatermarkExec); Next then gives
+// the watermark of the next batch, and Forget starts the next batch.
 type Watermark struct {
 	col     int
 	delayMs int64
@@ -40,17 +40,19 @@ func (w *Watermark) Observe(r Row) {
 	}
 }
 
-// Advance returns the watermark for the batch after the observed rows:
+// Next returns the watermark for the batch after the observed rows:
 // max(current, newest event time − delay), or current when no row had an
-// event time. It forgets the observed rows.
-func (w *Watermark) Advance(current int64) int64 {
-	next := current
-	if w.seen {
-		next = max(current, w.maxMs-w.delayMs)
+// event time. It changes nothing: the run calls Forget once the batch has
+// committed.
+func (w *Watermark) Next(current int64) int64 {
+	if !w.seen {
+		return current
 	}
-	w.seen, w.maxMs = false, 0
-	return next
+	return max(current, w.maxMs-w.delayMs)
 }
+
+// Forget drops the observed rows: the next batch starts afresh.
+func (w *Watermark) Forget() { w.seen, w.maxMs = false, 0 }
 
 func columnIndex(cols v1.Columns, name string) int {
 	for i, c := range cols {
