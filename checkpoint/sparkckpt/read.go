@@ -1,0 +1,315 @@
+package sparkckpt
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/lockstep-dev/lockstep/checkpoint"
+)
+
+// Checkpoint is what a Spark checkpoint records.
+type Checkpoint struct {
+	// Location is where it is, for messages.
+	Location string
+	Metadata Metadata
+	// Planned and Committed are the batch ids the offsets and commit logs retain, in order.
+	Planned, Committed []int64
+	// Latest is the newest offsets entry, LatestCommit the newest commit; nil when none.
+	Latest       *Offsets
+	LatestCommit *Commit
+	// Sources are the sources of the newest batch, in its order.
+	Sources []Source
+	// Operators are the stateful operators, by id.
+	Operators []Operator
+}
+
+// Source is one source as the checkpoint knows it.
+type Source struct {
+	// ID is its ordinal (offsets v1) or its id or name (v2: a name given with
+	// DataStreamReader.name).
+	ID string
+	// Kind is inferred from its offset and its files: kafka, files, delta, rate, or "" when
+	// the checkpoint does not say.
+	Kind string
+	// Provider is the source's provider as offsets v2 records it, "" in v1.
+	Provider string
+	// Offset is its end offset in the newest batch, nil when it had none.
+	Offset json.RawMessage
+	// KafkaInitial holds a Kafka source's starting offsets (sources/<id>/0).
+	KafkaInitial map[string]map[string]int64
+	// Files counts the files a file source's log lists.
+	Files int
+}
+
+// Operator is a stateful operator with its stores' schemas.
+type Operator struct {
+	OperatorMetadata
+	// Schemas holds each store's schema, by store name ("default" for the operators with
+	// one store; left-keyToNumValues, … for a join).
+	Schemas map[string]StateSchema
+}
+
+// IsSparkCheckpoint reports whether store holds a Spark checkpoint: a metadata file with
+// only the query id (Lockstep's own also records its owner and format version).
+func IsSparkCheckpoint(ctx context.Context, store checkpoint.Store) (bool, error) {
+	data, err := store.Get(ctx, "metadata")
+	if errors.Is(err, checkpoint.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(bytes.TrimSpace(data), &m) != nil {
+		return false, nil
+	}
+	_, id := m["id"]
+	_, owner := m["owner"]
+	_, format := m["formatVersion"]
+	return id && !owner && !format, nil
+}
+
+// Read reads the Spark checkpoint in store.
+func Read(ctx context.Context, store checkpoint.Store) (*Checkpoint, error) {
+	c := &Checkpoint{Location: store.Location()}
+	data, err := store.Get(ctx, "metadata")
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", store.Location(), err)
+	}
+	if c.Metadata, err = ParseMetadata(data); err != nil {
+		return nil, fmt.Errorf("%s: %w", store.Location(), err)
+	}
+	if c.Planned, err = batches(ctx, store, "offsets/"); err != nil {
+		return nil, err
+	}
+	if c.Committed, err = batches(ctx, store, "commits/"); err != nil {
+		return nil, err
+	}
+	if n := len(c.Planned); n > 0 {
+		o, err := readLog(ctx, store, "offsets/", c.Planned[n-1], ParseOffsets)
+		if err != nil {
+			return nil, err
+		}
+		c.Latest = &o
+	}
+	if n := len(c.Committed); n > 0 {
+		cm, err := readLog(ctx, store, "commits/", c.Committed[n-1], ParseCommit)
+		if err != nil {
+			return nil, err
+		}
+		c.LatestCommit = &cm
+	}
+	if err := c.readSources(ctx, store); err != nil {
+		return nil, err
+	}
+	if err := c.readOperators(ctx, store); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// batches lists the batch files of a log folder: bare numbers (Spark does not pad them),
+// without checksum files.
+func batches(ctx context.Context, store checkpoint.Store, dir string) ([]int64, error) {
+	keys, err := store.List(ctx, dir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", dir, err)
+	}
+	var out []int64
+	for _, k := range keys {
+		name := strings.TrimPrefix(k, dir)
+		if n, err := strconv.ParseInt(name, 10, 64); err == nil && n >= 0 && !strings.Contains(name, "/") {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func readLog[T any](ctx context.Context, store checkpoint.Store, dir string, batch int64, parse func(string, int64, []byte) (T, error)) (T, error) {
+	key := dir + strconv.FormatInt(batch, 10)
+	data, err := store.Get(ctx, key)
+	if err != nil {
+		var zero T
+		return zero, fmt.Errorf("read %s: %w", key, err)
+	}
+	return parse(key, batch, data)
+}
+
+func (c *Checkpoint) readSources(ctx context.Context, store checkpoint.Store) error {
+	if c.Latest == nil {
+		return nil
+	}
+	provider := map[string]string{}
+	for _, m := range c.Latest.SourceMetadata {
+		provider[m.SourceID] = m.ProviderName
+	}
+	for _, so := range c.Latest.Sources {
+		s := Source{ID: so.ID, Offset: so.Offset, Provider: provider[so.ID], Kind: kindOfOffset(so.Offset)}
+		dir := "sources/" + so.ID + "/"
+		keys, err := store.List(ctx, dir)
+		if err != nil {
+			return fmt.Errorf("list %s: %w", dir, err)
+		}
+		// A file source's log: its newest <N>.compact holds every entry up to batch N, and the
+		// batch files after it the rest; older files may linger until Spark deletes them.
+		compact := int64(-1)
+		for _, k := range keys {
+			if n, ok := strings.CutSuffix(strings.TrimPrefix(k, dir), ".compact"); ok {
+				if b, err := strconv.ParseInt(n, 10, 64); err == nil {
+					compact = max(compact, b)
+				}
+			}
+		}
+		for _, k := range keys {
+			name := strings.TrimPrefix(k, dir)
+			if strings.HasPrefix(name, ".") || strings.HasSuffix(name, ".crc") || strings.Contains(name, "/") {
+				continue
+			}
+			n, isCompact := strings.CutSuffix(name, ".compact")
+			b, err := strconv.ParseInt(n, 10, 64)
+			if err != nil || b < compact || b == compact && !isCompact {
+				continue
+			}
+			data, err := store.Get(ctx, k)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", k, err)
+			}
+			switch {
+			case len(data) > 0 && data[0] == 0: // the Kafka source's initial offsets
+				if s.KafkaInitial, err = ParseKafkaInitialOffsets(k, data); err != nil {
+					return err
+				}
+				s.Kind = "kafka"
+			default:
+				entries, err := ParseFileSourceLog(k, data)
+				if err != nil {
+					return err
+				}
+				s.Files += len(entries)
+				if s.Kind == "" {
+					s.Kind = "files"
+				}
+			}
+		}
+		c.Sources = append(c.Sources, s)
+	}
+	return nil
+}
+
+// kindOfOffset infers a source's kind from its offset's JSON.
+func kindOfOffset(off json.RawMessage) string {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(off, &m) != nil {
+		return ""
+	}
+	switch {
+	case m["logOffset"] != nil:
+		return "files"
+	case m["reservoirId"] != nil:
+		return "delta"
+	}
+	for _, v := range m {
+		var parts map[string]int64
+		if json.Unmarshal(v, &parts) != nil {
+			return ""
+		}
+	}
+	if len(m) > 0 {
+		return "kafka"
+	}
+	return ""
+}
+
+func (c *Checkpoint) readOperators(ctx context.Context, store checkpoint.Store) error {
+	keys, err := store.List(ctx, "state/")
+	if err != nil {
+		return fmt.Errorf("list state/: %w", err)
+	}
+	type files struct {
+		v1      string
+		v2      map[int64]string
+		schemas map[string]string // store → newest schema file
+	}
+	ops := map[int64]*files{}
+	op := func(id int64) *files {
+		if ops[id] == nil {
+			ops[id] = &files{v2: map[int64]string{}, schemas: map[string]string{}}
+		}
+		return ops[id]
+	}
+	for _, k := range keys {
+		parts := strings.Split(strings.TrimPrefix(k, "state/"), "/")
+		id, err := strconv.ParseInt(parts[0], 10, 64)
+		if err != nil || len(parts) < 3 || strings.HasSuffix(k, ".crc") || strings.HasPrefix(path.Base(k), ".") {
+			continue
+		}
+		switch {
+		case parts[1] == "_metadata" && len(parts) == 3 && parts[2] == "metadata":
+			op(id).v1 = k
+		case parts[1] == "_metadata" && len(parts) == 4 && parts[2] == "v2":
+			if b, err := strconv.ParseInt(parts[3], 10, 64); err == nil {
+				op(id).v2[b] = k
+			}
+		case parts[1] == "_stateSchema" && len(parts) == 4:
+			// _stateSchema/<store>/<batch>_<uuid>: the newest batch's wins.
+			if cur, ok := op(id).schemas[parts[2]]; !ok || schemaBatch(k) >= schemaBatch(cur) {
+				op(id).schemas[parts[2]] = k
+			}
+		case parts[1] == "0" && parts[len(parts)-2] == "_metadata" && parts[len(parts)-1] == "schema":
+			// <part 0>/[<store>/]_metadata/schema (schema v1, v2).
+			storeName := "default"
+			if len(parts) == 5 {
+				storeName = parts[2]
+			}
+			if _, ok := op(id).schemas[storeName]; !ok {
+				op(id).schemas[storeName] = k
+			}
+		}
+	}
+	for _, id := range slices.Sorted(maps.Keys(ops)) {
+		f := ops[id]
+		o := Operator{OperatorMetadata: OperatorMetadata{ID: id}, Schemas: map[string]StateSchema{}}
+		key := f.v1
+		if len(f.v2) > 0 {
+			key = f.v2[slices.Max(slices.Collect(maps.Keys(f.v2)))]
+		}
+		if key != "" {
+			data, err := store.Get(ctx, key)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", key, err)
+			}
+			if o.OperatorMetadata, err = ParseOperatorMetadata(key, data); err != nil {
+				return err
+			}
+		}
+		for name, key := range f.schemas {
+			data, err := store.Get(ctx, key)
+			if err != nil {
+				return fmt.Errorf("read %s: %w", key, err)
+			}
+			s, err := ParseStateSchema(key, data)
+			if err != nil {
+				return err
+			}
+			o.Schemas[name] = s
+		}
+		c.Operators = append(c.Operators, o)
+	}
+	return nil
+}
+
+// schemaBatch is the batch a _stateSchema file was written at: <batch>_<uuid>.
+func schemaBatch(key string) int64 {
+	b, _, _ := strings.Cut(path.Base(key), "_")
+	n, _ := strconv.ParseInt(b, 10, 64)
+	return n
+}
