@@ -73,28 +73,28 @@ func ParseMetadata(data []byte) (Metadata, error) {
 
 // Offsets is one entry of the offsets log (offsets/<N>): what batch N reads.
 type Offsets struct {
-	Version int
-	BatchID int64
+	Version int   `json:"version"`
+	BatchID int64 `json:"batchId"`
 	// WatermarkMs and TimestampMs are the batch's watermark and timestamp.
-	WatermarkMs int64
-	TimestampMs int64
+	WatermarkMs int64 `json:"batchWatermarkMs"`
+	TimestampMs int64 `json:"batchTimestampMs"`
 	// Conf holds the settings the checkpoint pins (spark.sql.shuffle.partitions, the state
 	// store provider and format versions, …): on restart they override the session's.
-	Conf map[string]string
+	Conf map[string]string `json:"conf"`
 	// Sources holds one offset per source: in v1 by position (ID is the ordinal), in v2 by
 	// the source's id or name.
-	Sources []SourceOffset
+	Sources []SourceOffset `json:"sources"`
 	// SourceMetadata (v2) describes each source by id.
-	SourceMetadata []SourceMetadata
+	SourceMetadata []SourceMetadata `json:"sourceMetadata,omitempty"`
 }
 
 // SourceOffset is a source's end offset in a batch.
 type SourceOffset struct {
 	// ID is the source's ordinal (v1) or its id or name (v2).
-	ID string
+	ID string `json:"id"`
 	// Offset is the source's own JSON ({"topic":{"0":23}}, {"logOffset":3}, …); nil when the
 	// source had none yet ("-" in v1).
-	Offset json.RawMessage
+	Offset json.RawMessage `json:"offset"`
 }
 
 // SourceMetadata is what offsets v2 records of a source.
@@ -174,8 +174,8 @@ func sourceMetadata(raw json.RawMessage) ([]SourceMetadata, error) {
 
 // Commit is one entry of the commit log (commits/<N>): batch N is done.
 type Commit struct {
-	Version int
-	BatchID int64
+	Version int   `json:"version"`
+	BatchID int64 `json:"batchId"`
 	// NextBatchWatermarkMs is the watermark the next batch runs with.
 	NextBatchWatermarkMs int64 `json:"nextBatchWatermarkMs"`
 	// StateUniqueIDs (v2: state checkpoint format 2) names each operator's state files.

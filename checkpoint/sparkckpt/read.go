@@ -18,35 +18,36 @@ import (
 // Checkpoint is what a Spark checkpoint records.
 type Checkpoint struct {
 	// Location is where it is, for messages.
-	Location string
-	Metadata Metadata
+	Location string   `json:"location"`
+	Metadata Metadata `json:"metadata"`
 	// Planned and Committed are the batch ids the offsets and commit logs retain, in order.
-	Planned, Committed []int64
+	Planned   []int64 `json:"planned"`
+	Committed []int64 `json:"committed"`
 	// Latest is the newest offsets entry, LatestCommit the newest commit; nil when none.
-	Latest       *Offsets
-	LatestCommit *Commit
+	Latest       *Offsets `json:"latest,omitempty"`
+	LatestCommit *Commit  `json:"latestCommit,omitempty"`
 	// Sources are the sources of the newest batch, in its order.
-	Sources []Source
+	Sources []Source `json:"sources"`
 	// Operators are the stateful operators, by id.
-	Operators []Operator
+	Operators []Operator `json:"operators"`
 }
 
 // Source is one source as the checkpoint knows it.
 type Source struct {
 	// ID is its ordinal (offsets v1) or its id or name (v2: a name given with
 	// DataStreamReader.name).
-	ID string
+	ID string `json:"id"`
 	// Kind is inferred from its offset and its files: kafka, files, delta, rate, or "" when
 	// the checkpoint does not say.
-	Kind string
+	Kind string `json:"kind,omitempty"`
 	// Provider is the source's provider as offsets v2 records it, "" in v1.
-	Provider string
+	Provider string `json:"provider,omitempty"`
 	// Offset is its end offset in the newest batch, nil when it had none.
-	Offset json.RawMessage
+	Offset json.RawMessage `json:"offset,omitempty"`
 	// KafkaInitial holds a Kafka source's starting offsets (sources/<id>/0).
-	KafkaInitial map[string]map[string]int64
+	KafkaInitial map[string]map[string]int64 `json:"kafkaInitialOffsets,omitempty"`
 	// Files counts the files a file source's log lists.
-	Files int
+	Files int `json:"files,omitempty"`
 }
 
 // Operator is a stateful operator with its stores' schemas.
@@ -54,7 +55,7 @@ type Operator struct {
 	OperatorMetadata
 	// Schemas holds each store's schema, by store name ("default" for the operators with
 	// one store; left-keyToNumValues, … for a join).
-	Schemas map[string]StateSchema
+	Schemas map[string]StateSchema `json:"schemas,omitempty"`
 }
 
 // IsSparkCheckpoint reports whether store holds a Spark checkpoint: a metadata file with
@@ -312,4 +313,49 @@ func schemaBatch(key string) int64 {
 	b, _, _ := strings.Cut(path.Base(key), "_")
 	n, _ := strconv.ParseInt(b, 10, 64)
 	return n
+}
+
+// Batch is one retained batch: its offsets entry, and its commit once committed.
+type Batch struct {
+	ID      int64    `json:"id"`
+	Offsets *Offsets `json:"offsets,omitempty"`
+	Commit  *Commit  `json:"commit,omitempty"`
+}
+
+// Batches reads every retained batch of the offsets and commit logs, oldest first.
+func Batches(ctx context.Context, store checkpoint.Store) ([]Batch, error) {
+	planned, err := batches(ctx, store, "offsets/")
+	if err != nil {
+		return nil, err
+	}
+	committed, err := batches(ctx, store, "commits/")
+	if err != nil {
+		return nil, err
+	}
+	byID := map[int64]*Batch{}
+	get := func(id int64) *Batch {
+		if byID[id] == nil {
+			byID[id] = &Batch{ID: id}
+		}
+		return byID[id]
+	}
+	for _, id := range planned {
+		o, err := readLog(ctx, store, "offsets/", id, ParseOffsets)
+		if err != nil {
+			return nil, err
+		}
+		get(id).Offsets = &o
+	}
+	for _, id := range committed {
+		c, err := readLog(ctx, store, "commits/", id, ParseCommit)
+		if err != nil {
+			return nil, err
+		}
+		get(id).Commit = &c
+	}
+	out := make([]Batch, 0, len(byID))
+	for _, id := range slices.Sorted(maps.Keys(byID)) {
+		out = append(out, *byID[id])
+	}
+	return out, nil
 }

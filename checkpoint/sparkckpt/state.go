@@ -8,16 +8,16 @@ import (
 
 // OperatorMetadata is what state/<op>/_metadata records of a stateful operator.
 type OperatorMetadata struct {
-	Version int
+	Version int `json:"version"`
 	// ID is the operator's id (its folder under state/); Name its kind as Spark names it
 	// (stateStoreSave, dedupe, symmetricHashJoin, sessionWindowStateStoreSaveExec,
 	// transformWithStateExec, …).
-	ID     int64
-	Name   string
-	Stores []StoreInfo
+	ID     int64       `json:"id"`
+	Name   string      `json:"name"`
+	Stores []StoreInfo `json:"stores"`
 	// Properties (v2) is the operator's own JSON (transformWithState: timeMode, outputMode,
 	// state variables).
-	Properties json.RawMessage
+	Properties json.RawMessage `json:"properties,omitempty"`
 }
 
 // StoreInfo describes one state store of an operator.
@@ -58,18 +58,18 @@ func ParseOperatorMetadata(file string, data []byte) (OperatorMetadata, error) {
 // StateSchema is a state store's schema file: one column family for v1 and v2, any number
 // for v3.
 type StateSchema struct {
-	Version  int
-	Families []ColumnFamily
+	Version  int            `json:"version"`
+	Families []ColumnFamily `json:"families"`
 }
 
 // ColumnFamily is the key and value schema of one column family of a state store ("default"
 // for the operators that have one).
 type ColumnFamily struct {
-	Name  string
-	Key   StructType
-	Value StructType
+	Name  string     `json:"name"`
+	Key   StructType `json:"key"`
+	Value StructType `json:"value"`
 	// KeyEncoder (v3) is the key encoder's spec, as Spark wrote it.
-	KeyEncoder json.RawMessage
+	KeyEncoder json.RawMessage `json:"keyEncoder,omitempty"`
 }
 
 // StructType is a Spark SQL struct type as its JSON form has it.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine/state"
 )
 
@@ -56,7 +57,16 @@ Exit codes: 0 shown, 1 unreadable or damaged checkpoint, 2 malformed location or
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			c, err := loadCheckpoint(cmd.Context(), args[0])
+			store, err := openCheckpointStore(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if spark, err := sparkckpt.IsSparkCheckpoint(cmd.Context(), store); err != nil {
+				return err
+			} else if spark {
+				return describeSparkCheckpoint(cmd.Context(), cmd.OutOrStdout(), store, output)
+			}
+			c, err := checkpoint.Load(cmd.Context(), store)
 			if err != nil {
 				return err
 			}
@@ -101,7 +111,16 @@ Exit codes: 0 listed, 1 unreadable or damaged checkpoint, 2 malformed location o
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			c, err := loadCheckpoint(cmd.Context(), args[0])
+			store, err := openCheckpointStore(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if spark, err := sparkckpt.IsSparkCheckpoint(cmd.Context(), store); err != nil {
+				return err
+			} else if spark {
+				return listSparkBatches(cmd.Context(), cmd.OutOrStdout(), store, output)
+			}
+			c, err := checkpoint.Load(cmd.Context(), store)
 			if err != nil {
 				return err
 			}
@@ -136,6 +155,15 @@ func checkOutput(output string) error {
 // loadCheckpoint opens the checkpoint at location read-only. A relative path
 // is taken from the current folder.
 func loadCheckpoint(ctx context.Context, location string) (*checkpoint.Checkpoint, error) {
+	store, err := openCheckpointStore(ctx, location)
+	if err != nil {
+		return nil, err
+	}
+	return checkpoint.Load(ctx, store)
+}
+
+// openCheckpointStore opens the store of the checkpoint at location read-only.
+func openCheckpointStore(ctx context.Context, location string) (checkpoint.Store, error) {
 	if u, err := url.Parse(location); err == nil && u.Scheme == "" && location != "" && !filepath.IsAbs(location) {
 		abs, err := filepath.Abs(location)
 		if err != nil {
@@ -150,7 +178,7 @@ func loadCheckpoint(ctx context.Context, location string) (*checkpoint.Checkpoin
 	if err != nil {
 		return nil, err
 	}
-	return checkpoint.Load(ctx, store)
+	return store, nil
 }
 
 func writeJSON(w io.Writer, v any) error {
