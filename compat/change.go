@@ -15,6 +15,8 @@ type change struct {
 	new  Shape
 	err  error // why the new spec has no shape
 	spec *v1.StreamingQuerySpec
+	// out is what the caller read outside the spec and the shape.
+	out outside
 	// stop ends the chain after the current rule: nothing further can be judged.
 	stop bool
 

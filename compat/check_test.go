@@ -40,6 +40,9 @@ type ruleCase struct {
 	// passes are rules the case exercises without them finding anything: the other
 	// direction of each rule.
 	passes []string
+	// sparkSources, when set, judges as against a Spark checkpoint with that many unnamed
+	// sources (compat.FromSpark).
+	sparkSources int
 }
 
 func edit(q *qt.Query, fn func(s *v1.StreamingQuerySpec)) *v1.StreamingQuerySpec {
@@ -1169,6 +1172,24 @@ func ruleCases() []ruleCase {
 			passes: []string{"join-refresh"},
 		},
 
+		{
+			name:         "spark-source-positions/a source added to a Spark checkpoint that names none",
+			old:          revenue().Spec(),
+			new:          revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...).Spec(),
+			sparkSources: 1,
+			want: []finding{
+				{Rule: "source-added", Severity: compat.Warning, Path: "spec.sources[1]", New: "kafka topics [returns]"},
+				{Rule: "spark-source-positions", Severity: compat.Rejected, Path: "spec.sources", Old: "1 unnamed sources", New: "2 sources"},
+			},
+		},
+		{
+			name:         "spark-source-positions/as many sources as the Spark checkpoint",
+			old:          revenue().Spec(),
+			new:          revenue().Spec(),
+			sparkSources: 1,
+			passes:       []string{"spark-source-positions"},
+		},
+
 		// Settings.
 		{
 			name: "state-partitions/8 to 16",
@@ -1229,7 +1250,11 @@ func (rc ruleCase) shapeOfOld(t *testing.T) compat.Shape {
 
 // opts are the options the new spec is judged with.
 func (rc ruleCase) opts() []compat.Option {
-	return []compat.Option{compat.WithPostgresServer(rc.newServer)}
+	opts := []compat.Option{compat.WithPostgresServer(rc.newServer)}
+	if rc.sparkSources > 0 {
+		opts = append(opts, compat.FromSpark(compat.Inference{Positional: true}, rc.sparkSources))
+	}
+	return opts
 }
 
 func brief(fs []compat.Finding) []finding {

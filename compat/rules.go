@@ -493,6 +493,15 @@ func Rules() []Rule {
 
 		// Settings.
 		{
+			ID: "spark-source-positions", Area: AreaSources, Title: "The number of sources changes on a Spark checkpoint that names none",
+			Severities: []Severity{Rejected},
+			Description: "A checkpoint written by Spark without source names (offsets log v1: sources not named with DataStreamReader.name) matches the query's sources to its offsets by position. " +
+				"Spark refuses a restart with another number of sources (\"There are N sources in the checkpoint offsets and now there are M sources requested by the query\"), and a reordering of sources of the same kind would silently read each from another's offsets. " +
+				"Only `lockstep plan` against a Spark checkpoint runs this rule; Lockstep's own checkpoints and the spark runtime's name every source.",
+			Example: Example{Old: "(a Spark checkpoint with 1 unnamed source)", New: "sources: [{name: orders, …}, {name: returns, …}]"},
+			check:   checkSparkSourcePositions,
+		},
+		{
 			ID: "state-partitions", Area: AreaSettings, Title: "The number of state partitions changes",
 			Severities:  []Severity{Rejected},
 			Description: "spec.stateStore.partitions is pinned by the checkpoint at its first batch: state keys are hashed into that many partitions, so another count would look for every key in the wrong partition. Spark silently keeps the old value and ignores the new one (a known pain); Lockstep rejects the change instead, stateless queries included, so that the spec always says what runs.",

@@ -171,6 +171,9 @@ type Option func(*outside)
 // outside is what the options gave.
 type outside struct {
 	postgresServer string
+	// positionalSources is the number of sources of a Spark checkpoint that names none
+	// (offsets v1), which Spark matches by position; 0 otherwise.
+	positionalSources int
 }
 
 // WithPostgresServer gives the server and database that a postgres sink's connection string

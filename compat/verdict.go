@@ -84,7 +84,7 @@ func (v Verdict) Rejected() []Finding {
 func Check(old Shape, new *v1.StreamingQuerySpec, opts ...Option) Verdict {
 	g, reason := GuaranteeOf(new)
 	v := Verdict{Severity: Allowed, Guarantee: g, GuaranteeReason: reason, Findings: []Finding{}}
-	c := &change{old: old}
+	c := &change{old: old, out: options(opts)}
 	c.spec = new.DeepCopy()
 	c.spec.Default()
 	c.new, c.err = ShapeOf(c.spec, opts...)

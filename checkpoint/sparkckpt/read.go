@@ -46,8 +46,10 @@ type Source struct {
 	Offset json.RawMessage `json:"offset,omitempty"`
 	// KafkaInitial holds a Kafka source's starting offsets (sources/<id>/0).
 	KafkaInitial map[string]map[string]int64 `json:"kafkaInitialOffsets,omitempty"`
-	// Files counts the files a file source's log lists.
-	Files int `json:"files,omitempty"`
+	// Files counts the files a file source's log lists, and Folders are the folders they
+	// are in (as Spark writes paths: file:/…, s3a://…), each once.
+	Files   int      `json:"files,omitempty"`
+	Folders []string `json:"folders,omitempty"`
 }
 
 // Operator is a stateful operator with its stores' schemas.
@@ -196,6 +198,11 @@ func (c *Checkpoint) readSources(ctx context.Context, store checkpoint.Store) er
 					return err
 				}
 				s.Files += len(entries)
+				for _, e := range entries {
+					if d := path.Dir(e.Path); !slices.Contains(s.Folders, d) {
+						s.Folders = append(s.Folders, d)
+					}
+				}
 				if s.Kind == "" {
 					s.Kind = "files"
 				}

@@ -15,6 +15,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/plan"
 )
@@ -95,29 +96,46 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 		return withExitCode(exitInvalid, fieldErrors(o.file, errs.ToAggregate().Errors()))
 	}
 
-	var old *compat.Shape
-	var against string
+	pg, note := postgresServer(&q.Spec.Sink, o.getenv)
+	var (
+		old     *compat.Shape
+		against string
+		spark   *sparkJudgement
+	)
 	if o.from != "" {
 		old, against, err = o.shapeFrom(&q.Spec)
 	} else {
-		old, against, err = o.shapeInCheckpoint(ctx)
+		old, against, spark, err = o.shapeInCheckpoint(ctx, &q.Spec, pg)
 	}
 	if err != nil {
 		return err
 	}
 
-	pg, note := postgresServer(&q.Spec.Sink, o.getenv)
-	v := compat.Check(shapeOrZero(old), &q.Spec, pg)
+	opts := []compat.Option{pg}
+	if spark != nil {
+		opts = append(opts, compat.FromSpark(spark.inference, spark.sources))
+	}
+	v := compat.Check(shapeOrZero(old), &q.Spec, opts...)
 	if o.output == planJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		err = enc.Encode(v)
+		if spark != nil {
+			err = enc.Encode(struct {
+				compat.Verdict
+				Inference compat.Inference `json:"inference"`
+			}{v, spark.inference})
+		} else {
+			err = enc.Encode(v)
+		}
 	} else {
 		if note != "" {
 			against += ".\nNote: " + note
 		}
 		if _, err = fmt.Fprintf(w, "Judging %s against %s.\n\n", o.file, against); err == nil {
 			err = v.WriteText(w)
+		}
+		if err == nil && spark != nil {
+			err = spark.writeText(w)
 		}
 	}
 	if err != nil {
@@ -151,7 +169,9 @@ func (o *planOptions) shapeFrom(spec *v1.StreamingQuerySpec) (*compat.Shape, str
 
 // shapeInCheckpoint returns the shape the committed batches in the --checkpoint location ran
 // under, read-only; nil when there is no checkpoint there or it has committed no batch yet.
-func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, string, error) {
+// A checkpoint that Spark wrote records no shape: the shape is inferred from its files, and
+// the judgement says how (spark).
+func (o *planOptions) shapeInCheckpoint(ctx context.Context, spec *v1.StreamingQuerySpec, pg compat.Option) (*compat.Shape, string, *sparkJudgement, error) {
 	loc := o.location
 	if u, err := url.Parse(loc); err == nil && u.Scheme == "" && !filepath.IsAbs(loc) {
 		if abs, err := filepath.Abs(loc); err == nil {
@@ -160,32 +180,79 @@ func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, str
 	}
 	store, err := checkpoint.Open(ctx, loc, o.openOpts...)
 	if err != nil {
-		return nil, "", withExitCode(exitInvalid, err)
+		return nil, "", nil, withExitCode(exitInvalid, err)
+	}
+	if ok, err := sparkckpt.IsSparkCheckpoint(ctx, store); err != nil {
+		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
+	} else if ok {
+		return o.shapeOfSparkCheckpoint(ctx, store, spec, pg)
 	}
 	c, err := checkpoint.Load(ctx, store)
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		return nil, "checkpoint " + o.location + ": there is no checkpoint there yet", nil
+		return nil, "checkpoint " + o.location + ": there is no checkpoint there yet", nil, nil
 	}
 	if err != nil {
-		return nil, "", withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
+		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
 	}
 	from, data, err := c.CommittedShape(ctx)
 	if errors.Is(err, checkpoint.ErrNoCommit) {
-		return nil, "checkpoint " + o.location + ": it has committed no batch yet", nil
+		return nil, "checkpoint " + o.location + ": it has committed no batch yet", nil, nil
 	}
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		return nil, "", withExitCode(exitInvalid, fmt.Errorf(
+		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf(
 			"checkpoint %s has committed batches but records no shape, so this change cannot be judged; judge it with --from OLD.yaml instead",
 			o.location))
 	}
 	if err != nil {
-		return nil, "", withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
+		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
 	}
 	sh, err := compat.ParseShape(data)
 	if err != nil {
-		return nil, "", withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
+		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
 	}
-	return &sh, fmt.Sprintf("the shape recorded in checkpoint %s from batch %d (query id %s)", o.location, from, c.Metadata().ID), nil
+	return &sh, fmt.Sprintf("the shape recorded in checkpoint %s from batch %d (query id %s)", o.location, from, c.Metadata().ID), nil, nil
+}
+
+// sparkJudgement is how a shape was inferred from a checkpoint that Spark wrote.
+type sparkJudgement struct {
+	inference compat.Inference
+	// sources is the number of sources the checkpoint's newest batch read.
+	sources int
+}
+
+// shapeOfSparkCheckpoint infers the shape of the Spark checkpoint in store.
+func (o *planOptions) shapeOfSparkCheckpoint(ctx context.Context, store checkpoint.Store, spec *v1.StreamingQuerySpec, pg compat.Option) (*compat.Shape, string, *sparkJudgement, error) {
+	c, err := sparkckpt.Read(ctx, store)
+	if err != nil {
+		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read Spark checkpoint %s: %w", o.location, err))
+	}
+	if c.Latest == nil {
+		return nil, "Spark checkpoint " + o.location + ": it has planned no batch yet", nil, nil
+	}
+	sh, inf, err := compat.ShapeOfSpark(c, spec, pg)
+	if err != nil {
+		return nil, "", nil, withExitCode(exitInvalid, err)
+	}
+	return &sh, fmt.Sprintf("the shape inferred from the Spark checkpoint %s at batch %d (query id %s)", o.location, c.Latest.BatchID, c.Metadata.ID),
+		&sparkJudgement{inference: inf, sources: len(c.Sources)}, nil
+}
+
+// writeText says what the verdict read from Spark's files and what it assumed.
+func (j *sparkJudgement) writeText(w io.Writer) error {
+	var b strings.Builder
+	b.WriteString("\nInferred from Spark's files:\n")
+	for _, s := range j.inference.Inferred {
+		b.WriteString("  - " + s + "\n")
+	}
+	b.WriteString("Not recorded by Spark, so assumed unchanged (not judged):\n")
+	for _, s := range j.inference.Assumed {
+		b.WriteString("  - " + s + "\n")
+	}
+	if j.inference.Positional {
+		b.WriteString("The checkpoint names no sources (offsets v1): sources are matched by position, as Spark does.\n")
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 func shapeOrZero(s *compat.Shape) compat.Shape {

@@ -1,0 +1,317 @@
+package compat
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
+)
+
+// Inference says how a shape was read from a checkpoint that Spark wrote, which records less
+// than Lockstep's shape: each fact it inferred (and from which file), and each fact it could
+// not infer and took from the new spec, so that the verdict judges only what the checkpoint
+// tells.
+type Inference struct {
+	// Inferred lists the facts read from Spark's files.
+	Inferred []string `json:"inferred"`
+	// Assumed lists what Spark's files do not record: the verdict assumes it unchanged.
+	Assumed []string `json:"assumed"`
+	// Positional is true when the checkpoint names no sources (offsets v1): Spark then
+	// matches sources by position, and so does the verdict.
+	Positional bool `json:"positional,omitempty"`
+}
+
+// ShapeOfSpark infers the shape of the Spark checkpoint c, for judging spec against it with
+// Check. Facts Spark records (its sources, by name or position, their kinds and Kafka topics;
+// the files source's folder; the stateful operators in order, their kinds, state key columns
+// with their types and aggregate functions; the shuffle partitions it pins) are taken from
+// c. Facts it does not record (column names a state schema lacks, window sizes, expressions,
+// the sink, the output mode, the trigger) are taken from spec, so they judge as unchanged, and
+// the Inference says which.
+func ShapeOfSpark(c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec, opts ...Option) (Shape, Inference, error) {
+	sh, err := ShapeOf(spec, opts...)
+	if err != nil {
+		return Shape{}, Inference{}, err
+	}
+	var inf Inference
+	inf.Assumed = append(inf.Assumed,
+		"the sink, the output mode, the output columns and the trigger (Spark's checkpoint does not record them)",
+		"filter and select expressions, and the columns each step computes (Spark does not record them)")
+	if c.Latest != nil {
+		sh.Sources = sparkSources(c, sh.Sources, &inf)
+		if p, ok := c.Latest.Conf["spark.sql.shuffle.partitions"]; ok {
+			if n, err := strconv.ParseInt(p, 10, 32); err == nil {
+				sh.Pinned.StatePartitions = int32(n)
+				inf.Inferred = append(inf.Inferred, fmt.Sprintf("state partitions %d: spark.sql.shuffle.partitions pinned in offsets/%d", n, c.Latest.BatchID))
+			}
+		}
+	}
+	sh.Operators = sparkOperators(c, sh.Operators, &inf)
+	if c.LatestCommit != nil && c.LatestCommit.NextBatchWatermarkMs > 0 && sh.Watermark == nil {
+		// Spark's watermark moved, so the query had one: removing it is judged.
+		sh.Watermark = &WatermarkShape{Column: "(a column Spark does not record)"}
+		inf.Inferred = append(inf.Inferred, fmt.Sprintf("a watermark: commits/%d records nextBatchWatermarkMs %d", c.LatestCommit.BatchID, c.LatestCommit.NextBatchWatermarkMs))
+	} else if sh.Watermark != nil {
+		inf.Assumed = append(inf.Assumed, "the watermark's column and delay")
+	}
+	return sh, inf, nil
+}
+
+// sparkSources infers the sources of the newest batch. Named sources (offsets v2) keep their
+// names; unnamed ones (v1) take the spec's names by position.
+func sparkSources(c *sparkckpt.Checkpoint, spec []SourceShape, inf *Inference) []SourceShape {
+	inf.Positional = c.Latest.Version == 1
+	var out []SourceShape
+	for i, s := range c.Sources {
+		var sh SourceShape
+		switch {
+		case inf.Positional && i < len(spec):
+			sh = spec[i]
+		case inf.Positional:
+			sh = SourceShape{Name: fmt.Sprintf("(source %d of the checkpoint)", i)}
+		default:
+			sh = SourceShape{Name: s.ID}
+			if k := slices.IndexFunc(spec, func(n SourceShape) bool { return n.Name == s.ID }); k >= 0 {
+				sh = spec[k]
+			}
+		}
+		where := fmt.Sprintf("source %s of offsets/%d", s.ID, c.Latest.BatchID)
+		switch kind := v1.SourceKind(s.Kind); kind {
+		case v1.SourceKafka:
+			var topics map[string]json.RawMessage
+			if json.Unmarshal(s.Offset, &topics) == nil && len(topics) > 0 {
+				sh.Kind, sh.TopicPattern = kind, ""
+				sh.Topics = nil
+				for t := range topics {
+					sh.Topics = append(sh.Topics, t)
+				}
+				slices.Sort(sh.Topics)
+				inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: kafka, topics %s", where, strings.Join(sh.Topics, ", ")))
+			}
+		case v1.SourceFiles:
+			sh.Kind = kind
+			if dir := sparkFilesDir(s); dir != "" {
+				sh.Path = normPath(dir)
+				inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: files in %s (the folder of the files its log lists)", where, dir))
+			} else {
+				inf.Inferred = append(inf.Inferred, where+": files")
+			}
+		case v1.SourceDelta:
+			sh.Kind = kind
+			inf.Inferred = append(inf.Inferred, where+": delta (the table's path is not recorded)")
+		default:
+			inf.Assumed = append(inf.Assumed, where+": its kind (its offset does not tell)")
+		}
+		out = append(out, sh)
+	}
+	if len(c.Sources) > 0 {
+		inf.Assumed = append(inf.Assumed, "the sources' formats, schemas, starting positions and rate limits")
+	}
+	return out
+}
+
+// sparkFilesDir is the folder of the files a file source's log lists, when they share one.
+func sparkFilesDir(s sparkckpt.Source) string {
+	if len(s.Folders) != 1 {
+		return ""
+	}
+	return sparkPath(s.Folders[0])
+}
+
+// sparkPath turns a Hadoop path (file:/in/a.json, s3a://b/in/a.json) into Lockstep's form.
+func sparkPath(p string) string {
+	switch {
+	case strings.HasPrefix(p, "s3a://"):
+		return "s3://" + strings.TrimPrefix(p, "s3a://")
+	case strings.HasPrefix(p, "file://"):
+		return strings.TrimPrefix(p, "file://")
+	case strings.HasPrefix(p, "file:"):
+		return strings.TrimPrefix(p, "file:")
+	}
+	return p
+}
+
+// sparkOperatorKinds maps Spark's operator names to the step kinds that write them.
+var sparkOperatorKinds = map[string]v1.StepKind{
+	"stateStoreSave":          v1.StepAggregate,
+	"dedupe":                  v1.StepDropDuplicates,
+	"dedupeWithinWatermark":   v1.StepDropDuplicates,
+	"symmetricHashJoin":       v1.StepJoin,
+	"sessionWindowStateStore": v1.StepAggregate,
+}
+
+// sparkOperators infers the stateful operators, in Spark's order (its operator ids follow
+// the plan). They take the spec's operator ids by position, since Spark identifies them by
+// position; their kinds, key columns and aggregate functions come from Spark's files.
+func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inference) []OperatorShape {
+	// Joins are not operators in the shape: Spark's join state is judged by the join rules,
+	// which take the spec's joins (assumed).
+	var ops []sparkckpt.Operator
+	for _, op := range c.Operators {
+		if sparkOperatorKinds[op.Name] == v1.StepJoin {
+			inf.Assumed = append(inf.Assumed, fmt.Sprintf("the stream join of state/%d: its keys and time bound", op.ID))
+			continue
+		}
+		ops = append(ops, op)
+	}
+	var out []OperatorShape
+	for i, op := range ops {
+		var sh OperatorShape
+		if i < len(spec) {
+			sh = spec[i]
+		} else {
+			sh = OperatorShape{ID: strconv.Itoa(i)}
+		}
+		where := fmt.Sprintf("state/%d", op.ID)
+		kind, known := sparkOperatorKinds[op.Name]
+		if !known {
+			inf.Assumed = append(inf.Assumed, fmt.Sprintf("%s: operator %q is not one Lockstep writes", where, cmp.Or(op.Name, "without metadata")))
+			out = append(out, sh)
+			continue
+		}
+		sh.Kind = kind
+		inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: %s (%s)", where, kind, op.Name))
+		if s, ok := op.Schemas["default"]; ok && len(s.Families) > 0 {
+			sh.Keys = sparkKeys(s.Families[0].Key, sh.Keys)
+			inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: state key %s", where, describeKeys(sh.Keys)))
+			if kind == v1.StepAggregate {
+				if fns := sparkAggregateFunctions(s.Families[0].Value); fns != nil {
+					sh.Aggregates = sparkAggregates(fns, sh.Aggregates)
+					inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: aggregate functions %s (from the state's buffer columns)", where, joinFunctions(fns)))
+				}
+				inf.Assumed = append(inf.Assumed, where+": aggregate names, input columns and window sizes")
+			}
+		} else {
+			inf.Assumed = append(inf.Assumed, where+": its state key (no state schema file found)")
+		}
+		out = append(out, sh)
+	}
+	return out
+}
+
+// sparkKeys reads the state key's columns: a column is a key by its name and type, a window
+// (window: struct<start, end>) keeps the spec's window at its position (Spark does not record
+// its column or size).
+func sparkKeys(key sparkckpt.StructType, spec []KeyShape) []KeyShape {
+	keys := []KeyShape{}
+	for i, f := range key.Fields {
+		var k KeyShape
+		if i < len(spec) {
+			k = spec[i]
+		}
+		if f.Name == "window" && strings.HasPrefix(f.TypeName(), "struct<start:timestamp,end:timestamp") {
+			if k.Window == nil {
+				k = KeyShape{Window: &WindowShape{Column: "(a column Spark does not record)"}}
+			}
+			keys = append(keys, k)
+			continue
+		}
+		from := k.From
+		if k.Column != f.Name {
+			from = f.Name
+		}
+		keys = append(keys, KeyShape{Column: f.Name, Type: sparkColumnType(f.TypeName()), From: from})
+	}
+	return keys
+}
+
+// sparkColumnType maps a Spark SQL type to a column type; "" for one Lockstep has not.
+func sparkColumnType(t string) v1.ColumnType {
+	switch t {
+	case "string":
+		return v1.TypeString
+	case "long", "integer", "short", "byte":
+		return v1.TypeLong
+	case "double", "float":
+		return v1.TypeDouble
+	case "boolean":
+		return v1.TypeBoolean
+	case "timestamp", "timestamp_ntz":
+		return v1.TypeTimestamp
+	}
+	return ""
+}
+
+// sparkAggregateFunctions reads the aggregate functions from a streaming aggregation's value
+// schema: its aggregation buffer, one column per function (sum, count, max, min) and two for
+// avg (sum, count). nil when a column is not a buffer Lockstep knows.
+func sparkAggregateFunctions(value sparkckpt.StructType) []v1.AggregateFunction {
+	names := value.Names()
+	var fns []v1.AggregateFunction
+	for i := 0; i < len(names); i++ {
+		switch names[i] {
+		case "sum":
+			if i+1 < len(names) && names[i+1] == "count" {
+				fns = append(fns, v1.AggAvg)
+				i++
+				continue
+			}
+			fns = append(fns, v1.AggSum)
+		case "count":
+			fns = append(fns, v1.AggCount)
+		case "max":
+			fns = append(fns, v1.AggMax)
+		case "min":
+			fns = append(fns, v1.AggMin)
+		default:
+			return nil
+		}
+	}
+	return fns
+}
+
+// sparkAggregates sets the functions of the spec's aggregates by position; an aggregate the
+// checkpoint has and the spec has not keeps only its function.
+func sparkAggregates(fns []v1.AggregateFunction, spec []AggregateShape) []AggregateShape {
+	out := make([]AggregateShape, len(fns))
+	for i, fn := range fns {
+		if i < len(spec) {
+			out[i] = spec[i]
+		} else {
+			out[i] = AggregateShape{Name: fmt.Sprintf("(aggregate %d of the checkpoint)", i)}
+		}
+		if out[i].Function != fn {
+			out[i].Function = fn
+		}
+	}
+	return out
+}
+
+func joinFunctions(fns []v1.AggregateFunction) string {
+	s := make([]string, len(fns))
+	for i, f := range fns {
+		s[i] = string(f)
+	}
+	return strings.Join(s, ", ")
+}
+
+// FromSpark tells Check that old was inferred from a Spark checkpoint (ShapeOfSpark), so
+// that the rules about Spark's own matching run.
+func FromSpark(inf Inference, sources int) Option {
+	return func(o *outside) {
+		if inf.Positional {
+			o.positionalSources = sources
+		}
+	}
+}
+
+func checkSparkSourcePositions(c *change) []Finding {
+	n := c.out.positionalSources
+	if n == 0 || n == len(c.spec.Sources) {
+		return nil
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.sources",
+		Old:      fmt.Sprintf("%d unnamed sources", n),
+		New:      fmt.Sprintf("%d sources", len(c.spec.Sources)),
+		Message: fmt.Sprintf("The Spark checkpoint names no sources and has %d; Spark matches sources to offsets by position and refuses to restart with %d.",
+			n, len(c.spec.Sources)),
+		Remedy: c.revertOrFresh(fmt.Sprintf("Keep exactly the checkpoint's %d sources, in their order", n)),
+	}}
+}
