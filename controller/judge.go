@@ -55,7 +55,8 @@ type judgement struct {
 	// the store's template when the webhook did not default it). Zero when the spec is
 	// invalid.
 	placement
-	// located is the query with its effective location. Nil when the spec is invalid.
+	// located is the query with its effective location. Nil when the spec or its placement
+	// is refused.
 	located *v1.StreamingQuery
 	// refusal is why the query cannot run as specified; nil when nothing refuses it.
 	refusal *refusal
