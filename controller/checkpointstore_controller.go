@@ -136,10 +136,8 @@ func (r *StoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if !st.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &st)
 	}
-	if controllerutil.AddFinalizer(&st, StoreFinalizer) {
-		if err := r.client.Update(ctx, &st); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
-		}
+	if err := addFinalizer(ctx, r.client, &st, StoreFinalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	users, err := r.users(ctx, st.Name, false)
 	if err != nil {
@@ -154,6 +152,8 @@ func (r *StoreReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl
 		}
 	}
 	if !equality.Semantic.DeepEqual(old, &st.Status) {
+		// An Update, not a patch: the status is computed from the status read (its probe
+		// time, its Ready), and the announcement holds only if that is still the stored one.
 		if err := r.client.Status().Update(ctx, &st); err != nil {
 			return ctrl.Result{}, fmt.Errorf("update status: %w", err)
 		}
@@ -177,8 +177,7 @@ func (r *StoreReconciler) finalize(ctx context.Context, st *v1.CheckpointStore) 
 		return ctrl.Result{}, err
 	}
 	if len(users) == 0 {
-		controllerutil.RemoveFinalizer(st, StoreFinalizer)
-		if err := r.client.Update(ctx, st); err != nil {
+		if err := removeFinalizer(ctx, r.client, st, StoreFinalizer); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		logf.FromContext(ctx).Info("Released CheckpointStore", "checkpointStore", st.Name)
@@ -188,6 +187,7 @@ func (r *StoreReconciler) finalize(ctx context.Context, st *v1.CheckpointStore) 
 	st.Status.Queries = int32(len(users))
 	r.setCondition(st, metav1.ConditionFalse, v1.ReasonDeleting, deletingMessage(users))
 	if !equality.Semantic.DeepEqual(old, &st.Status) {
+		// An Update, as in Reconcile: the status is computed from the status read.
 		if err := r.client.Status().Update(ctx, st); err != nil {
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}

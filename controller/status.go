@@ -107,13 +107,16 @@ func failureMessage(t *corev1.ContainerStateTerminated) string {
 	return msg
 }
 
-// status computes the query's status from what the reconcile observed; old is the status it
-// had, kept where nothing newer was observed.
-func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQueryStatus, o *observation) v1.StreamingQueryStatus {
+// status computes the query's status from what the reconcile observed and what its apply
+// did; old is the status it had, kept where nothing newer was observed. Each condition is
+// decided by a function of its own (below).
+func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQueryStatus, o *observation, a applied) v1.StreamingQueryStatus {
+	in := statusInput{q: q, old: old, o: o, a: a, now: r.clock.Now()}
+	refused := in.refusal() != nil
 	st := *old.DeepCopy()
 	gen := q.Generation
 	st.ObservedGeneration = gen
-	if o.refused == nil {
+	if !refused {
 		// A refused spec's reconcile does not look at the pods: keep what was seen.
 		st.Restarts = o.engine.restarts
 	}
@@ -123,7 +126,7 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 	if v := o.verdict; v != nil {
 		st.Guarantee, st.GuaranteeReason = v.Guarantee, v.GuaranteeReason
 	}
-	if o.refused == nil && o.unreachable == nil {
+	if !refused && o.unreachable == nil {
 		// The location, the query id and the progress come from one read of one checkpoint
 		// and are written together: a status never shows a mix of two. Until the checkpoint
 		// can be read, they all stay as last read.
@@ -138,147 +141,182 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 			st.Sources[i].Lag, st.Sources[i].LagSeconds = nil, nil
 		}
 	}
-	conds := &st.Conditions
+	set := func(typ string, c condition) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: typ, Status: c.status, Reason: c.reason, Message: c.message,
+			ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(in.now),
+		})
+	}
+	set(v1.ConditionCheckpointReachable, checkpointReachable(in))
+	set(v1.ConditionCompatible, compatible(in))
+	var ready condition
+	st.Phase, ready = readiness(in, st.LastFailure)
+	set(v1.ConditionReady, ready)
+	set(v1.ConditionProgressing, progressing(in, st.Phase, st.LastProgress))
+	return st
+}
 
-	// CheckpointReachable
-	switch {
-	case o.refused != nil:
-		r.setCondition(conds, gen, v1.ConditionCheckpointReachable, metav1.ConditionUnknown, o.refusedReason, o.refused.Error())
+// statusInput is what a status is computed from.
+type statusInput struct {
+	q *v1.StreamingQuery
+	// old is the status before the reconcile.
+	old *v1.StreamingQueryStatus
+	o   *observation
+	a   applied
+	now time.Time
+}
+
+// refusal is why the query cannot run as specified: the judge's refusal, or the API
+// server's refusal of the workload apply rendered; nil when neither refused it.
+func (in statusInput) refusal() *refusal {
+	if in.a.refusal != nil {
+		return in.a.refusal
+	}
+	return in.o.refusal
+}
+
+// A condition is one of a query's conditions as a reconcile decides it, before it is
+// stamped with its type, the generation and the time.
+type condition struct {
+	status  metav1.ConditionStatus
+	reason  string
+	message string
+}
+
+// checkpointReachable decides CheckpointReachable: whether the checkpoint could be read.
+func checkpointReachable(in statusInput) condition {
+	o := in.o
+	switch ref := in.refusal(); {
+	case ref != nil:
+		return condition{metav1.ConditionUnknown, ref.reason, ref.err.Error()}
 	case o.unreachable != nil:
-		r.setCondition(conds, gen, v1.ConditionCheckpointReachable, metav1.ConditionFalse, v1.ReasonCheckpointUnreachable,
-			fmt.Sprintf("Cannot read the checkpoint: %v", o.unreachable))
+		return condition{metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, fmt.Sprintf("Cannot read the checkpoint: %v", o.unreachable)}
 	case !o.snap.exists:
-		r.setCondition(conds, gen, v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonNoCheckpoint,
-			fmt.Sprintf("No checkpoint at %s yet: the engine creates it at its first batch", o.location))
+		return condition{metav1.ConditionTrue, v1.ReasonNoCheckpoint,
+			fmt.Sprintf("No checkpoint at %s yet: the engine creates it at its first batch", o.location)}
 	default:
-		r.setCondition(conds, gen, v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead,
-			fmt.Sprintf("Read checkpoint %s (query id %s)", o.location, o.snap.meta.ID))
+		return condition{metav1.ConditionTrue, v1.ReasonCheckpointRead, fmt.Sprintf("Read checkpoint %s (query id %s)", o.location, o.snap.meta.ID)}
 	}
+}
 
-	// Compatible
-	switch {
-	case o.refusedReason == v1.ReasonSecretMissing:
-		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, o.refusedReason, "Not judged: the checkpoint is read once the store's credentials Secret exists")
-	case o.refused != nil:
-		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, o.refusedReason, "Not judged: the spec or its store is refused")
+// compatible decides Compatible: whether the checkpoint accepts the spec, with the verdict's
+// findings. The warnings of a change the engine has run are kept until the next change.
+func compatible(in statusInput) condition {
+	o := in.o
+	switch ref := in.refusal(); {
+	case ref != nil && ref.reason == v1.ReasonSecretMissing:
+		return condition{metav1.ConditionUnknown, ref.reason, "Not judged: the checkpoint is read once the store's credentials Secret exists"}
+	case ref != nil:
+		return condition{metav1.ConditionUnknown, ref.reason, "Not judged: the spec or its store is refused"}
 	case o.unreachable != nil:
-		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable,
-			"Not judged: the checkpoint cannot be read; the running spec is kept until it can")
-	case !o.snap.ownedBy(q):
-		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionFalse, v1.ReasonCheckpointOwnedElsewhere,
-			fmt.Sprintf("Checkpoint %s belongs to %s: give this query its own location", o.location, o.snap.meta.Owner))
+		return condition{metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable, "Not judged: the checkpoint cannot be read; the running spec is kept until it can"}
+	case o.foreign != nil:
+		return condition{metav1.ConditionFalse, v1.ReasonCheckpointOwnedElsewhere,
+			fmt.Sprintf("Checkpoint %s belongs to %s: give this query its own location", o.location, o.snap.meta.Owner)}
 	case o.verdict.Severity == compat.Rejected:
-		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionFalse, v1.ReasonIncompatibleChange, verdictMessage(o.verdict))
+		return condition{metav1.ConditionFalse, v1.ReasonIncompatibleChange, verdictMessage(o.verdict)}
 	case o.verdict.Fresh || !o.snap.exists:
-		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint, "No shape recorded in the checkpoint yet: every spec is compatible")
-	default:
-		msg := verdictMessage(o.verdict)
-		if p := meta.FindStatusCondition(old.Conditions, v1.ConditionCompatible); o.verdict.Severity == compat.Allowed && p != nil &&
-			(p.ObservedGeneration == gen || o.engineSpecKept) && p.Reason == v1.ReasonCompatibleChange && strings.HasPrefix(p.Message, headWithWarnings) {
-			// The engine has run the change and recorded its shape, which the spec now
-			// matches; the warnings of that change still hold until the next one. A new
-			// generation that the engine does not see (a suspend, a resume, a retention) is
-			// not a change.
-			msg = p.Message
-		}
-		r.setCondition(conds, gen, v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonCompatibleChange, msg)
+		return condition{metav1.ConditionTrue, v1.ReasonNoCheckpoint, "No shape recorded in the checkpoint yet: every spec is compatible"}
 	}
+	msg := verdictMessage(o.verdict)
+	if p := meta.FindStatusCondition(in.old.Conditions, v1.ConditionCompatible); o.verdict.Severity == compat.Allowed && p != nil &&
+		(p.ObservedGeneration == in.q.Generation || o.engineSpecKept) && p.Reason == v1.ReasonCompatibleChange && strings.HasPrefix(p.Message, headWithWarnings) {
+		// The engine has run the change and recorded its shape, which the spec now
+		// matches; the warnings of that change still hold until the next one. A new
+		// generation that the engine does not see (a suspend, a resume, a retention) is
+		// not a change.
+		msg = p.Message
+	}
+	return condition{metav1.ConditionTrue, v1.ReasonCompatibleChange, msg}
+}
 
-	// Phase, Ready. A batch committed since the current engine started proves that it runs,
-	// before the kubelet reports it ready.
-	recovering := r.recovering(q, o)
+// readiness decides the phase and Ready. lastFailure is the status's last failure of the
+// engine. A batch committed since the current engine started proves that it runs, before
+// the kubelet reports it ready.
+func readiness(in statusInput, lastFailure *v1.Failure) (v1.Phase, condition) {
+	q, o, gen := in.q, in.o, in.q.Generation
+	recovering := in.recovering()
 	running := o.engine.ready || o.committedSinceStart()
 	runningGen := generationOf(o.desiredCM)
-	deploymentCurrent := o.workloadCurrent()
-	switch {
+	switch ref := in.refusal(); {
 	case q.Spec.Suspend:
-		st.Phase = v1.PhaseSuspended
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended, "spec.suspend is true: the engine stopped at a batch boundary")
-	case o.refusedReason == v1.ReasonSecretMissing:
-		st.Phase = v1.PhasePending
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, o.refusedReason, o.refused.Error())
-	case o.refused != nil:
-		st.Phase = v1.PhaseBlocked
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, o.refusedReason, o.refused.Error())
+		return v1.PhaseSuspended, condition{metav1.ConditionFalse, v1.ReasonSuspended, "spec.suspend is true: the engine stopped at a batch boundary"}
+	case ref != nil && ref.reason == v1.ReasonSecretMissing:
+		return v1.PhasePending, condition{metav1.ConditionFalse, ref.reason, ref.err.Error()}
+	case ref != nil:
+		return v1.PhaseBlocked, condition{metav1.ConditionFalse, ref.reason, ref.err.Error()}
 	case o.blocked:
-		st.Phase = v1.PhaseBlocked
 		msg := fmt.Sprintf("Generation %d is refused by the checkpoint", gen)
 		if runningGen > 0 {
 			msg += fmt.Sprintf("; generation %d keeps running", runningGen)
 		}
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonIncompatibleChange, msg+": see the Compatible condition")
+		return v1.PhaseBlocked, condition{metav1.ConditionFalse, v1.ReasonIncompatibleChange, msg + ": see the Compatible condition"}
 	case o.completed:
-		st.Phase = v1.PhaseCompleted
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonCompleted, "The trigger ended and every batch committed")
-	case o.engine.failing, recovering && old.Phase == v1.PhaseFailed:
+		return v1.PhaseCompleted, condition{metav1.ConditionTrue, v1.ReasonCompleted, "The trigger ended and every batch committed"}
+	case o.engine.failing, recovering && in.old.Phase == v1.PhaseFailed:
 		// A crash loop runs the engine between its crashes: until it shows that it works
 		// again, it is still failing (and its failure is announced once).
-		st.Phase = v1.PhaseFailed
 		msg := "The engine is failing"
-		if st.LastFailure != nil {
-			msg += ": " + st.LastFailure.Message
+		if lastFailure != nil {
+			msg += ": " + lastFailure.Message
 		}
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineFailed, msg)
+		return v1.PhaseFailed, condition{metav1.ConditionFalse, v1.ReasonEngineFailed, msg}
 	case recovering:
-		st.Phase = v1.PhaseRunning
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineRestarted,
+		return v1.PhaseRunning, condition{metav1.ConditionFalse, v1.ReasonEngineRestarted,
 			fmt.Sprintf("%s; Ready again once a batch commits, or once it has run %s without another restart",
-				restartNote(o.engine.restart, o.engine.restarts), livenessBound(&q.Spec)))
+				restartNote(o.engine.restart, o.engine.restarts), livenessBound(&q.Spec))}
 	case o.unreachable != nil && o.desiredCM == nil:
-		st.Phase = v1.PhasePending
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint before the engine starts")
-	case running && deploymentCurrent && runningGen == gen:
-		st.Phase = v1.PhaseRunning
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning, fmt.Sprintf("The engine runs generation %d", gen))
+		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint before the engine starts"}
+	case running && in.a.current(o.desiredCM) && runningGen == gen:
+		return v1.PhaseRunning, condition{metav1.ConditionTrue, v1.ReasonRunning, fmt.Sprintf("The engine runs generation %d", gen)}
 	case running:
-		st.Phase = v1.PhaseRunning
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineStarting, fmt.Sprintf("The engine of generation %d is starting", gen))
+		return v1.PhaseRunning, condition{metav1.ConditionFalse, v1.ReasonEngineStarting, fmt.Sprintf("The engine of generation %d is starting", gen)}
 	default:
-		st.Phase = v1.PhasePending
-		r.setCondition(conds, gen, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineStarting, "The engine pod is not ready yet")
+		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonEngineStarting, "The engine pod is not ready yet"}
 	}
+}
 
-	// Progressing
-	switch {
-	case st.Phase == v1.PhaseSuspended:
-		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonSuspended, "Suspended")
-	case st.Phase == v1.PhaseCompleted:
-		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonCompleted, "The trigger ended")
-	case o.refused != nil:
-		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionUnknown, o.refusedReason, "Not known: the spec or its store is refused")
-	case o.unreachable != nil:
-		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable, "Not known: the checkpoint cannot be read")
-	case st.LastProgress == nil:
-		r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle, "No batch has committed yet")
-	default:
-		at := o.committedAt()
-		window := max(minProgressWindow, 3*q.Spec.Trigger.Interval())
-		switch {
-		case !at.IsZero() && r.clock.Since(at) <= window:
-			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionTrue, v1.ReasonBatchesCommitting,
-				fmt.Sprintf("Batch %d committed at %s", st.LastProgress.Batch, at.UTC().Format(time.RFC3339)))
-		case at.IsZero():
-			// A commit without a timestamp: say so rather than print the zero time.
-			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle,
-				fmt.Sprintf("Batch %d is the newest committed; its commit recorded no time", st.LastProgress.Batch))
-		default:
-			r.setCondition(conds, gen, v1.ConditionProgressing, metav1.ConditionFalse, v1.ReasonIdle,
-				fmt.Sprintf("No batch committed within %s (the last, %d, at %s)", window, st.LastProgress.Batch, at.UTC().Format(time.RFC3339)))
-		}
+// progressing decides Progressing from the phase just decided and the status's last
+// progress: whether batches commit within three trigger intervals (at least
+// minProgressWindow).
+func progressing(in statusInput, phase v1.Phase, last *v1.BatchProgress) condition {
+	switch ref := in.refusal(); {
+	case phase == v1.PhaseSuspended:
+		return condition{metav1.ConditionFalse, v1.ReasonSuspended, "Suspended"}
+	case phase == v1.PhaseCompleted:
+		return condition{metav1.ConditionFalse, v1.ReasonCompleted, "The trigger ended"}
+	case ref != nil:
+		return condition{metav1.ConditionUnknown, ref.reason, "Not known: the spec or its store is refused"}
+	case in.o.unreachable != nil:
+		return condition{metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable, "Not known: the checkpoint cannot be read"}
+	case last == nil:
+		return condition{metav1.ConditionFalse, v1.ReasonIdle, "No batch has committed yet"}
 	}
-	return st
+	at := in.o.committedAt()
+	window := max(minProgressWindow, 3*in.q.Spec.Trigger.Interval())
+	switch {
+	case !at.IsZero() && in.now.Sub(at) <= window:
+		return condition{metav1.ConditionTrue, v1.ReasonBatchesCommitting,
+			fmt.Sprintf("Batch %d committed at %s", last.Batch, at.UTC().Format(time.RFC3339))}
+	case at.IsZero():
+		// A commit without a timestamp: say so rather than print the zero time.
+		return condition{metav1.ConditionFalse, v1.ReasonIdle, fmt.Sprintf("Batch %d is the newest committed; its commit recorded no time", last.Batch)}
+	default:
+		return condition{metav1.ConditionFalse, v1.ReasonIdle,
+			fmt.Sprintf("No batch committed within %s (the last, %d, at %s)", window, last.Batch, at.UTC().Format(time.RFC3339))}
+	}
 }
 
 // recovering reports whether the engine of the current spec restarted after a failure and
 // has not shown since that it works: no batch committed since it started again, and it has
 // run for less than its liveness bound (an engine that runs that long without its liveness
 // probe restarting it finishes triggers).
-func (r *QueryReconciler) recovering(q *v1.StreamingQuery, o *observation) bool {
-	e := &o.engine
-	if e.restart == nil || e.startedAt.IsZero() || o.committedSinceStart() {
+func (in statusInput) recovering() bool {
+	e := &in.o.engine
+	if e.restart == nil || e.startedAt.IsZero() || in.o.committedSinceStart() {
 		return false
 	}
-	return r.clock.Since(e.startedAt) < livenessBound(&q.Spec)
+	return in.now.Sub(e.startedAt) < livenessBound(&in.q.Spec)
 }
 
 // committedSinceStart reports whether the newest commit the reconcile read is younger than
@@ -435,7 +473,7 @@ func phaseEvent(old, now *v1.StreamingQueryStatus) *event {
 // commitSeen is the newest commit the reconcile read, for the trend Events; false when it
 // read none.
 func (o *observation) commitSeen() (commitSeen, bool) {
-	if o.refused != nil || o.unreachable != nil {
+	if o.refusal != nil || o.unreachable != nil {
 		return commitSeen{}, false
 	}
 	c := o.snap.head.Committed

@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
@@ -88,17 +89,17 @@ func TestProgressingNeverShowsZeroTime(t *testing.T) {
 		status metav1.ConditionStatus
 		reason string
 	}{
-		{"checkpoint unreachable", observation{unreachable: errors.New("store down")}, metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable},
-		{"spec refused", observation{refused: errors.New("no store"), refusedReason: v1.ReasonStoreRefused}, metav1.ConditionUnknown, v1.ReasonStoreRefused},
-		{"commit without a time", observation{verdict: &compat.Verdict{}, snap: snapshot{exists: true, meta: owned,
-			head: checkpoint.Head{Committed: &checkpoint.Commit{BatchID: 5}}}}, metav1.ConditionFalse, v1.ReasonIdle},
-		{"old commit", observation{verdict: &compat.Verdict{}, snap: snapshot{exists: true, meta: owned,
-			head: checkpoint.Head{Committed: &checkpoint.Commit{BatchID: 5, Progress: checkpoint.Progress{Timestamp: now.Add(-time.Hour)}}}}},
+		{"checkpoint unreachable", observation{judgement: judgement{unreachable: &unreachableError{err: errors.New("store down")}}}, metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable},
+		{"spec refused", observation{judgement: judgement{refusal: &refusal{reason: v1.ReasonStoreRefused, err: errors.New("no store")}}}, metav1.ConditionUnknown, v1.ReasonStoreRefused},
+		{"commit without a time", observation{judgement: judgement{verdict: &compat.Verdict{}, snap: snapshot{exists: true, meta: owned,
+			head: checkpoint.Head{Committed: &checkpoint.Commit{BatchID: 5}}}}}, metav1.ConditionFalse, v1.ReasonIdle},
+		{"old commit", observation{judgement: judgement{verdict: &compat.Verdict{}, snap: snapshot{exists: true, meta: owned,
+			head: checkpoint.Head{Committed: &checkpoint.Commit{BatchID: 5, Progress: checkpoint.Progress{Timestamp: now.Add(-time.Hour)}}}}}},
 			metav1.ConditionFalse, v1.ReasonIdle},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := r.status(q, old, &tt.o)
+			st := r.status(q, old, &tt.o, applied{})
 			c := meta.FindStatusCondition(st.Conditions, v1.ConditionProgressing)
 			if c == nil || c.Status != tt.status || c.Reason != tt.reason || strings.Contains(c.Message, "0001-01-01") {
 				t.Errorf("Progressing = %+v, want %s/%s without the zero time", c, tt.status, tt.reason)
@@ -169,11 +170,9 @@ func TestEngineRestartStatus(t *testing.T) {
 	crashed := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "read sasl password: no such file",
 		FinishedAt: metav1.NewTime(now.Add(-12 * time.Second))}
 	obs := func(restart *corev1.ContainerStateTerminated, started time.Time, committed *checkpoint.Commit) *observation {
-		return &observation{verdict: &compat.Verdict{}, desiredCM: cm,
-			deployment: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}},
-			engine: engineState{ready: true, restarts: 1, restart: restart, startedAt: started},
-			snap:   snapshot{exists: true, meta: owned, head: checkpoint.Head{Committed: committed}}}
+		return &observation{desiredCM: cm,
+			judgement: judgement{verdict: &compat.Verdict{}, snap: snapshot{exists: true, meta: owned, head: checkpoint.Head{Committed: committed}}},
+			engine:    engineState{ready: true, restarts: 1, restart: restart, startedAt: started}}
 	}
 	commitAt := func(at time.Time) *checkpoint.Commit {
 		return &checkpoint.Commit{BatchID: 3, Progress: checkpoint.Progress{Timestamp: at}}
@@ -200,7 +199,10 @@ func TestEngineRestartStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			st := r.status(q, tt.old, tt.o)
+			// The engine's Deployment runs the ConfigMap in force.
+			a := applied{deployment: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}}
+			st := r.status(q, tt.old, tt.o, a)
 			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
 			if st.Phase != tt.phase || c == nil || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
 				t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, tt.phase, tt.reason, tt.says)
@@ -237,5 +239,193 @@ func TestAnnouncements(t *testing.T) {
 				t.Errorf("announcements() = %v, want %v", got, tt.want)
 			}
 		})
+	}
+}
+
+// conditionCase is one case of a condition function's table: the input, and the condition
+// it must decide (its message must contain says).
+type conditionCase struct {
+	name   string
+	in     statusInput
+	status metav1.ConditionStatus
+	reason string
+	says   string
+}
+
+func (c conditionCase) check(t *testing.T, fn string, got condition) {
+	t.Helper()
+	if got.status != c.status || got.reason != c.reason || !strings.Contains(got.message, c.says) {
+		t.Errorf("%s() = %+v, want %s/%s saying %q", fn, got, c.status, c.reason, c.says)
+	}
+}
+
+// statusFixture returns the pieces of the condition functions' inputs: a query of generation
+// 2, a clock, and an observation that read an owned checkpoint and judged the spec
+// compatible, its engine ready on the ConfigMap in force.
+func statusFixture(t *testing.T) (in func(edit func(*statusInput)) statusInput, now time.Time) {
+	t.Helper()
+	now = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
+	q.Generation = 2
+	cm, err := RenderConfigMap(q, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Annotations[AnnotationGeneration] = "2"
+	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
+	deployment := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}
+	return func(edit func(*statusInput)) statusInput {
+		in := statusInput{
+			q:   q.DeepCopy(),
+			old: &v1.StreamingQueryStatus{},
+			o: &observation{
+				judgement: judgement{placement: placement{location: "s3://b/ns/q"}, verdict: &compat.Verdict{Severity: compat.Allowed},
+					snap: snapshot{exists: true, meta: owned}},
+				desiredCM: cm,
+				engine:    engineState{ready: true},
+			},
+			a:   applied{deployment: deployment},
+			now: now,
+		}
+		if edit != nil {
+			edit(&in)
+		}
+		return in
+	}, now
+}
+
+func TestCheckpointReachable(t *testing.T) {
+	in, _ := statusFixture(t)
+	tests := []conditionCase{
+		{"read", in(nil), metav1.ConditionTrue, v1.ReasonCheckpointRead, "Read checkpoint s3://b/ns/q (query id id)"},
+		{"no checkpoint", in(func(in *statusInput) { in.o.snap = snapshot{} }),
+			metav1.ConditionTrue, v1.ReasonNoCheckpoint, "No checkpoint at s3://b/ns/q yet"},
+		{"over budget", in(func(in *statusInput) {
+			in.o.unreachable = &unreachableError{budget: 2 * time.Second, err: errors.New("dial: timeout")}
+		}), metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Cannot read the checkpoint: the store did not answer within 2s: dial: timeout"},
+		{"store refused", in(func(in *statusInput) {
+			in.o.refusal = &refusal{reason: v1.ReasonStoreRefused, err: errors.New("namespace not allowed")}
+		}), metav1.ConditionUnknown, v1.ReasonStoreRefused, "namespace not allowed"},
+		{"workload refused", in(func(in *statusInput) {
+			in.a.refusal = &refusal{reason: v1.ReasonInvalidSpec, err: errors.New("bad toleration")}
+		}), metav1.ConditionUnknown, v1.ReasonInvalidSpec, "bad toleration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.check(t, "checkpointReachable", checkpointReachable(tt.in)) })
+	}
+}
+
+func TestCompatible(t *testing.T) {
+	in, _ := statusFixture(t)
+	warned := func(gen int64) *v1.StreamingQueryStatus {
+		return &v1.StreamingQueryStatus{Conditions: []metav1.Condition{{Type: v1.ConditionCompatible, Status: metav1.ConditionTrue,
+			Reason: v1.ReasonCompatibleChange, Message: headWithWarnings + "\nthe warning", ObservedGeneration: gen}}}
+	}
+	rejected := &compat.Verdict{Severity: compat.Rejected, Findings: []compat.Finding{
+		{Rule: "source-removed", Severity: compat.Rejected, Path: "spec.sources", Old: "ticks", Message: "a source was removed"}}}
+	tests := []conditionCase{
+		{"compatible", in(nil), metav1.ConditionTrue, v1.ReasonCompatibleChange, "Compatible with the checkpoint"},
+		{"fresh", in(func(in *statusInput) { in.o.verdict = &compat.Verdict{Fresh: true} }),
+			metav1.ConditionTrue, v1.ReasonNoCheckpoint, "No shape recorded"},
+		{"rejected", in(func(in *statusInput) { in.o.verdict = rejected }),
+			metav1.ConditionFalse, v1.ReasonIncompatibleChange, "The checkpoint refuses this spec (1 rejected)"},
+		{"another query's", in(func(in *statusInput) {
+			in.o.snap.meta.Owner = checkpoint.Owner{Namespace: "other", Name: "q"}
+			in.o.foreign = &field.Error{}
+		}), metav1.ConditionFalse, v1.ReasonCheckpointOwnedElsewhere, "Checkpoint s3://b/ns/q belongs to other/q"},
+		{"unreachable", in(func(in *statusInput) { in.o.unreachable = &unreachableError{err: errors.New("boom")} }),
+			metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable, "the running spec is kept"},
+		{"secret missing", in(func(in *statusInput) {
+			in.o.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New("Secret ns/s3 does not exist")}
+		}), metav1.ConditionUnknown, v1.ReasonSecretMissing, "once the store's credentials Secret exists"},
+		{"spec refused", in(func(in *statusInput) { in.o.refusal = &refusal{reason: v1.ReasonInvalidSpec, err: errors.New("bad")} }),
+			metav1.ConditionUnknown, v1.ReasonInvalidSpec, "the spec or its store is refused"},
+		{"warnings of this generation kept", in(func(in *statusInput) { in.old = warned(2) }),
+			metav1.ConditionTrue, v1.ReasonCompatibleChange, "the warning"},
+		{"warnings kept by a generation the engine does not see", in(func(in *statusInput) {
+			in.old, in.o.engineSpecKept = warned(1), true
+		}), metav1.ConditionTrue, v1.ReasonCompatibleChange, "the warning"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.check(t, "compatible", compatible(tt.in)) })
+	}
+	// A new generation the engine runs is a new change: the old warnings go.
+	if got := compatible(in(func(in *statusInput) { in.old = warned(1) })); got.message != "Compatible with the checkpoint" {
+		t.Errorf("compatible() after a change the engine sees = %+v, want the old warnings dropped", got)
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	in, now := statusFixture(t)
+	tests := []struct {
+		conditionCase
+		phase v1.Phase
+	}{
+		{conditionCase{"running", in(nil), metav1.ConditionTrue, v1.ReasonRunning, "The engine runs generation 2"}, v1.PhaseRunning},
+		{conditionCase{"suspended", in(func(in *statusInput) { in.q.Spec.Suspend = true }),
+			metav1.ConditionFalse, v1.ReasonSuspended, "spec.suspend is true"}, v1.PhaseSuspended},
+		{conditionCase{"waiting for a Secret", in(func(in *statusInput) {
+			in.o.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New("Secret ns/s3 does not exist")}
+		}), metav1.ConditionFalse, v1.ReasonSecretMissing, "Secret ns/s3 does not exist"}, v1.PhasePending},
+		{conditionCase{"store refused", in(func(in *statusInput) {
+			in.o.refusal = &refusal{reason: v1.ReasonStoreRefused, err: errors.New("store gone"), revoked: true}
+		}), metav1.ConditionFalse, v1.ReasonStoreRefused, "store gone"}, v1.PhaseBlocked},
+		{conditionCase{"blocked by the checkpoint", in(func(in *statusInput) { in.o.blocked = true }),
+			metav1.ConditionFalse, v1.ReasonIncompatibleChange, "Generation 2 is refused by the checkpoint; generation 2 keeps running"}, v1.PhaseBlocked},
+		{conditionCase{"completed", in(func(in *statusInput) { in.o.completed = true }),
+			metav1.ConditionTrue, v1.ReasonCompleted, "The trigger ended"}, v1.PhaseCompleted},
+		{conditionCase{"failing", in(func(in *statusInput) { in.o.engine = engineState{failing: true} }),
+			metav1.ConditionFalse, v1.ReasonEngineFailed, "The engine is failing: boom"}, v1.PhaseFailed},
+		{conditionCase{"unreachable before the first run", in(func(in *statusInput) {
+			in.o.unreachable, in.o.desiredCM = &unreachableError{err: errors.New("boom")}, nil
+		}), metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint"}, v1.PhasePending},
+		{conditionCase{"rolling", in(func(in *statusInput) { in.a.deployment = &appsv1.Deployment{} }),
+			metav1.ConditionFalse, v1.ReasonEngineStarting, "The engine of generation 2 is starting"}, v1.PhaseRunning},
+		{conditionCase{"a commit since the engine started", in(func(in *statusInput) {
+			in.o.engine = engineState{startedAt: now.Add(-time.Minute)}
+			in.o.snap.head.Committed = &checkpoint.Commit{BatchID: 1, Progress: checkpoint.Progress{Timestamp: now}}
+		}), metav1.ConditionTrue, v1.ReasonRunning, "The engine runs generation 2"}, v1.PhaseRunning},
+		{conditionCase{"not ready", in(func(in *statusInput) { in.o.engine = engineState{} }),
+			metav1.ConditionFalse, v1.ReasonEngineStarting, "not ready yet"}, v1.PhasePending},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			phase, got := readiness(tt.in, &v1.Failure{Message: "boom"})
+			if phase != tt.phase {
+				t.Errorf("readiness() phase = %s, want %s", phase, tt.phase)
+			}
+			tt.check(t, "readiness", got)
+		})
+	}
+}
+
+func TestProgressing(t *testing.T) {
+	in, now := statusFixture(t)
+	committedAt := func(at time.Time) func(*statusInput) {
+		return func(in *statusInput) {
+			in.o.snap.head.Committed = &checkpoint.Commit{BatchID: 4, Progress: checkpoint.Progress{Timestamp: at}}
+		}
+	}
+	last := &v1.BatchProgress{Batch: 4}
+	tests := []struct {
+		conditionCase
+		phase v1.Phase
+		last  *v1.BatchProgress
+	}{
+		{conditionCase{"committing", in(committedAt(now.Add(-time.Minute))), metav1.ConditionTrue, v1.ReasonBatchesCommitting,
+			"Batch 4 committed at 2026-07-01T11:59:00Z"}, v1.PhaseRunning, last},
+		{conditionCase{"idle", in(committedAt(now.Add(-time.Hour))), metav1.ConditionFalse, v1.ReasonIdle,
+			"No batch committed within 2m0s (the last, 4, at 2026-07-01T11:00:00Z)"}, v1.PhaseRunning, last},
+		{conditionCase{"no batch yet", in(nil), metav1.ConditionFalse, v1.ReasonIdle, "No batch has committed yet"}, v1.PhaseRunning, nil},
+		{conditionCase{"suspended", in(nil), metav1.ConditionFalse, v1.ReasonSuspended, "Suspended"}, v1.PhaseSuspended, last},
+		{conditionCase{"completed", in(nil), metav1.ConditionFalse, v1.ReasonCompleted, "The trigger ended"}, v1.PhaseCompleted, last},
+		{conditionCase{"refused", in(func(in *statusInput) { in.o.refusal = &refusal{reason: v1.ReasonStoreRefused, err: errors.New("no")} }),
+			metav1.ConditionUnknown, v1.ReasonStoreRefused, "Not known"}, v1.PhaseBlocked, last},
+		{conditionCase{"unreachable", in(func(in *statusInput) { in.o.unreachable = &unreachableError{err: errors.New("boom")} }),
+			metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable, "Not known: the checkpoint cannot be read"}, v1.PhaseRunning, last},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { tt.check(t, "progressing", progressing(tt.in, tt.phase, tt.last)) })
 	}
 }

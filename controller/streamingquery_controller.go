@@ -12,11 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
@@ -33,7 +31,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
-	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // Defaults of the reconciler's options.
@@ -206,21 +203,20 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	if !q.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &q)
 	}
-	if controllerutil.AddFinalizer(&q, Finalizer) {
-		if err := r.client.Update(ctx, &q); err != nil {
-			return ctrl.Result{}, fmt.Errorf("add finalizer: %w", err)
-		}
+	if err := addFinalizer(ctx, r.client, &q, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	old := q.Status.DeepCopy()
 	o, err := r.observe(ctx, &q)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if err := r.apply(ctx, &q, &o); err != nil {
+	a, err := r.apply(ctx, &q, &o)
+	if err != nil {
 		return ctrl.Result{}, err
 	}
-	q.Status = r.status(&q, old, &o)
-	if c, ok := o.commitSeen(); ok && !q.Spec.Suspend {
+	q.Status = r.status(&q, old, &o, a)
+	if c, ok := o.commitSeen(); ok && a.refusal == nil && !q.Spec.Suspend {
 		for _, e := range r.trends.fold(req.NamespacedName, c, q.Spec.Trigger.Interval()) {
 			r.record(&q, e)
 		}
@@ -230,6 +226,8 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	// them again, and its write conflicts.
 	announced := announcements(q.Generation, old, &q.Status)
 	if !equality.Semantic.DeepEqual(old, &q.Status) {
+		// An Update, not a patch: the status is computed from the status read, and its
+		// announcements hold only if that is still the stored one.
 		if err := r.client.Status().Update(ctx, &q); err != nil {
 			return ctrl.Result{}, fmt.Errorf("update status: %w", err)
 		}
@@ -237,34 +235,24 @@ func (r *QueryReconciler) reconcile(ctx context.Context, req ctrl.Request) (ctrl
 	for _, e := range announced {
 		r.record(&q, e)
 	}
-	if o.refused != nil && o.store == nil {
+	if o.refusal != nil && o.store == nil {
 		// Nothing to watch but the query and its store: their changes reconcile again.
-		return ctrl.Result{}, reconcile.TerminalError(o.refused)
+		return ctrl.Result{}, reconcile.TerminalError(o.refusal.err)
 	}
 	return ctrl.Result{RequeueAfter: r.nextPoll(&q, old)}, nil
 }
 
-// observation is everything a reconcile learned before acting.
+// observation is everything a reconcile learned before acting: the judgement of the query
+// (see judge), its engine's children and pods, and what it should run. A refused query's
+// observation stops at the refusal: it has no ConfigMap to run and no engine state.
 type observation struct {
-	placement
-	// refused is why the query cannot run as specified (invalid spec, store refused); nil
-	// when it can.
-	refused       error
-	refusedReason string
-	// revoked is true when the store no longer lets the query write (deleted, being
-	// deleted, its namespace no longer allowed, its credentials gone): the engine is stopped
-	// rather than left writing where it may not.
-	revoked bool
-	// unreachable is why the checkpoint could not be read; nil when it was.
-	unreachable error
-	snap        snapshot
-	verdict     *compat.Verdict // nil when not judged (checkpoint unreachable, spec refused)
-	blocked     bool            // the checkpoint refuses the spec: keep the running one
-	configMap   *corev1.ConfigMap
-	deployment  *appsv1.Deployment
-	job         *batchv1.Job // the engine's workload when the trigger ends by itself
-	pods        []corev1.Pod
-	// desiredCM is the ConfigMap to run: the new spec's, or the existing one when blocked.
+	judgement
+	configMap  *corev1.ConfigMap
+	deployment *appsv1.Deployment
+	job        *batchv1.Job // the engine's workload when the trigger ends by itself
+	pods       []corev1.Pod
+	// desiredCM is the ConfigMap to run: the new spec's, or the existing one when the
+	// checkpoint was not read or refuses the spec.
 	desiredCM *corev1.ConfigMap
 	// engineSpecKept is true when the spec renders the engine's query as it stands: the
 	// generation changed nothing the engine sees.
@@ -273,10 +261,10 @@ type observation struct {
 	completed      bool
 }
 
-// observe reads the query's store, checkpoint, children and pods, and judges the spec.
+// observe reads the query's children and pods, and judges the query (its store, checkpoint
+// and spec).
 func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (observation, error) {
 	var o observation
-	cps := checkpoints{reader: r.reader, cache: r.client}
 	var err error
 	if o.configMap, err = getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &corev1.ConfigMap{}); err != nil {
 		return o, err
@@ -293,59 +281,13 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	}
 	o.pods = pods.Items
 
-	if errs := append(plan.Validate(q), ValidateSecretRefs(q)...); len(errs) > 0 {
-		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonInvalidSpec
-		return o, nil
-	}
-	var refused field.ErrorList
-	o.placement, refused, err = cps.locate(ctx, q)
-	if err != nil {
+	if o.judgement, err = r.judge(o.pods).check(ctx, q); err != nil {
 		return o, err
 	}
-	if len(refused) == 0 {
-		refused = storeDeleting(o.store)
-	}
-	if len(refused) > 0 {
-		o.refused, o.refusedReason, o.revoked = revokedError(refused.ToAggregate()), v1.ReasonStoreRefused, true
+	if o.refusal != nil {
 		return o, nil
 	}
-	others, err := overlapping(ctx, r.client, o.location)
-	if err != nil {
-		return o, err
-	}
-	located := q.DeepCopy()
-	located.Spec.Checkpoint.Location = o.location
-	if errs := ValidateUniqueLocation(located, others); len(errs) > 0 {
-		o.refused, o.refusedReason = errs.ToAggregate(), v1.ReasonStoreRefused
-		return o, nil
-	}
-
-	rctx, cancel := context.WithTimeout(ctx, r.budget)
-	o.snap, err = r.polls.poll(rctx, cps, q, o.placement, o.pods)
-	overBudget := rctx.Err() != nil && ctx.Err() == nil
-	cancel()
-	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
-		// Waiting for the Secret (applied after the query, or deleted): no engine runs until
-		// it exists; its creation reconciles the query at once.
-		o.refused, o.refusedReason, o.revoked = errors.New(missing.waiting()), v1.ReasonSecretMissing, true
-		return o, nil
-	}
-	if errors.Is(err, errStoreRefused) {
-		o.refused, o.refusedReason, o.revoked = revokedError(err), v1.ReasonStoreRefused, true
-		return o, nil
-	}
-	if err != nil {
-		if overBudget {
-			err = fmt.Errorf("the store did not answer within %s: %w", r.budget, err)
-		}
-		o.unreachable = err
-	} else {
-		v := compat.Check(o.snap.shape, &located.Spec, r.pgServers.option(ctx, r.reader, r.client, q))
-		o.verdict = &v
-		o.blocked = v.Severity == compat.Rejected || !o.snap.ownedBy(q)
-	}
-
-	desired, err := RenderConfigMap(located, o.store)
+	desired, err := RenderConfigMap(o.located, o.store)
 	if err != nil {
 		return o, err
 	}
@@ -368,45 +310,71 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	return o, nil
 }
 
-// apply creates or updates the ConfigMap and the engine's workload (workload.go).
-func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *observation) error {
+// judge is the reconciler's judge of a query whose engine pods are pods: it reads the
+// checkpoint through the poller (as little as its memory of the last poll allows) and the
+// postgres sink's server from memory, and refuses a store being deleted.
+func (r *QueryReconciler) judge(pods []corev1.Pod) judge {
+	return judge{
+		checkpoints: checkpoints{reader: r.reader, cache: r.client},
+		queries:     r.client,
+		budget:      r.budget,
+		read: func(ctx context.Context, cps checkpoints, q *v1.StreamingQuery, p placement) (snapshot, error) {
+			return r.polls.poll(ctx, cps, q, p, pods)
+		},
+		postgres: func(ctx context.Context, q *v1.StreamingQuery) (compat.Option, string) {
+			return r.pgServers.option(ctx, r.reader, r.client, q), ""
+		},
+		refuseDeletingStore: true,
+	}
+}
+
+// applied is what apply did, for the status.
+type applied struct {
+	// deployment and job are the engine's workload as apply left it; nil when there is none.
+	deployment *appsv1.Deployment
+	job        *batchv1.Job
+	// refusal is the API server's refusal of the workload apply rendered (see
+	// workloadRefusal); nil when it took it.
+	refusal *refusal
+}
+
+// apply creates or updates the ConfigMap and the engine's workload (workload.go), and returns
+// what it did. It does not change o.
+func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *observation) (applied, error) {
 	log := logf.FromContext(ctx)
-	if o.revoked {
+	a := applied{deployment: o.deployment, job: o.job}
+	if o.refusal != nil && o.refusal.revoked {
 		// The store no longer lets this query write: stop the engine (the checkpoint keeps
 		// its progress) until it does again.
-		return r.stopRevoked(ctx, o)
+		return r.stopRevoked(ctx, a)
 	}
-	if o.desiredCM == nil || o.store == nil {
-		if o.refused != nil && q.Spec.Suspend {
-			return r.suspendWorkload(ctx, o)
+	if o.refusal != nil || o.desiredCM == nil || o.store == nil {
+		// The spec or store is refused, or nothing was ever judged runnable: keep what runs
+		// as is, unless suspended.
+		if o.refusal != nil && q.Spec.Suspend {
+			return r.suspendWorkload(ctx, a)
 		}
-		return nil
+		return a, nil
 	}
 	cm := o.desiredCM
 	if o.configMap == nil {
 		if err := controllerutil.SetControllerReference(q, cm, r.scheme); err != nil {
-			return err
+			return a, err
 		}
 		if err := r.client.Create(ctx, cm); err != nil {
-			return fmt.Errorf("create ConfigMap: %w", err)
+			return a, fmt.Errorf("create ConfigMap: %w", err)
 		}
 		log.Info("Created ConfigMap", "configMap", client.ObjectKeyFromObject(cm))
 	} else if !equality.Semantic.DeepEqual(o.configMap.Data, cm.Data) || o.configMap.Annotations[AnnotationGeneration] != cm.Annotations[AnnotationGeneration] {
 		upd := o.configMap.DeepCopy()
 		upd.Data = cm.Data
 		upd.Labels, upd.Annotations = cm.Labels, cm.Annotations
+		// An Update, not a merge patch: it replaces the rendering whole, where a patch from
+		// a stale cached copy could leave a key the new rendering dropped.
 		if err := r.client.Update(ctx, upd); err != nil {
-			return fmt.Errorf("update ConfigMap: %w", err)
+			return a, fmt.Errorf("update ConfigMap: %w", err)
 		}
 		log.Info("Updated ConfigMap", "configMap", client.ObjectKeyFromObject(cm), "generation", q.Generation)
-	}
-
-	if o.refused != nil {
-		// The spec or store is refused: keep what runs as is, unless suspended.
-		if q.Spec.Suspend {
-			return r.suspendWorkload(ctx, o)
-		}
-		return nil
 	}
 	replicas := int32(1)
 	if o.completed {
@@ -416,44 +384,43 @@ func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *ob
 }
 
 // suspendWorkload stops the engine of a refused query that is suspended.
-func (r *QueryReconciler) suspendWorkload(ctx context.Context, o *observation) error {
-	if o.deployment != nil && deploymentReplicas(o.deployment) > 0 {
-		return r.scale(ctx, o.deployment, 0)
+func (r *QueryReconciler) suspendWorkload(ctx context.Context, a applied) (applied, error) {
+	if d := a.deployment; d != nil && deploymentReplicas(d) > 0 {
+		upd := d.DeepCopy()
+		upd.Spec.Replicas = ptr.To(int32(0))
+		if err := r.client.Patch(ctx, upd, client.MergeFrom(d)); err != nil {
+			return a, fmt.Errorf("scale Deployment %s to 0: %w", d.Name, err)
+		}
+		a.deployment = upd
+		return a, nil
 	}
-	if j := o.job; j != nil && (j.Spec.Suspend == nil || !*j.Spec.Suspend) {
+	if j := a.job; j != nil && (j.Spec.Suspend == nil || !*j.Spec.Suspend) {
 		upd := j.DeepCopy()
 		upd.Spec.Suspend = ptr.To(true)
-		if err := r.client.Update(ctx, upd); err != nil {
-			return fmt.Errorf("suspend Job %s: %w", j.Name, err)
+		if err := r.client.Patch(ctx, upd, client.MergeFrom(j)); err != nil {
+			return a, fmt.Errorf("suspend Job %s: %w", j.Name, err)
 		}
+		a.job = upd
 	}
-	return nil
+	return a, nil
 }
 
 // stopRevoked stops the engine of a query its store no longer admits. The Deployment loses
 // its template hash, so that the store's admitting the query again renders it afresh (with
 // one replica) rather than finding it current.
-func (r *QueryReconciler) stopRevoked(ctx context.Context, o *observation) error {
-	if d := o.deployment; d != nil && deploymentReplicas(d) > 0 {
+func (r *QueryReconciler) stopRevoked(ctx context.Context, a applied) (applied, error) {
+	if d := a.deployment; d != nil && deploymentReplicas(d) > 0 {
 		upd := d.DeepCopy()
 		upd.Spec.Replicas = ptr.To(int32(0))
 		delete(upd.Annotations, annotationTemplateHash)
-		if err := r.client.Update(ctx, upd); err != nil {
-			return fmt.Errorf("scale Deployment %s to 0: %w", d.Name, err)
+		if err := r.client.Patch(ctx, upd, client.MergeFrom(d)); err != nil {
+			return a, fmt.Errorf("scale Deployment %s to 0: %w", d.Name, err)
 		}
 		logf.FromContext(ctx).Info("Stopped the engine: its CheckpointStore refuses the query", "deployment", client.ObjectKeyFromObject(d))
-		return nil
+		a.deployment = upd
+		return a, nil
 	}
-	return r.suspendWorkload(ctx, o)
-}
-
-func (r *QueryReconciler) scale(ctx context.Context, d *appsv1.Deployment, replicas int32) error {
-	upd := d.DeepCopy()
-	upd.Spec.Replicas = &replicas
-	if err := r.client.Update(ctx, upd); err != nil {
-		return fmt.Errorf("scale Deployment %s to %d: %w", d.Name, replicas, err)
-	}
-	return nil
+	return r.suspendWorkload(ctx, a)
 }
 
 // finalize applies the query's checkpoint retention, then lets it go.
@@ -470,8 +437,7 @@ func (r *QueryReconciler) finalize(ctx context.Context, q *v1.StreamingQuery) (c
 			return ctrl.Result{RequeueAfter: deletionPoll}, nil
 		}
 	}
-	controllerutil.RemoveFinalizer(q, Finalizer)
-	if err := r.client.Update(ctx, q); err != nil {
+	if err := removeFinalizer(ctx, r.client, q, Finalizer); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	r.forget(client.ObjectKeyFromObject(q))
@@ -656,12 +622,4 @@ func generationOf(cm *corev1.ConfigMap) int64 {
 	}
 	g, _ := strconv.ParseInt(cm.Annotations[AnnotationGeneration], 10, 64)
 	return g
-}
-
-// setCondition sets a condition stamped with the reconciler's clock.
-func (r *QueryReconciler) setCondition(conds *[]metav1.Condition, gen int64, typ string, status metav1.ConditionStatus, reason, msg string) {
-	meta.SetStatusCondition(conds, metav1.Condition{
-		Type: typ, Status: status, Reason: reason, Message: msg,
-		ObservedGeneration: gen, LastTransitionTime: metav1.NewTime(r.clock.Now()),
-	})
 }

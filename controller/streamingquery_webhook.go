@@ -2,7 +2,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -17,7 +16,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
-	"github.com/lockstep-dev/lockstep/plan"
 )
 
 var (
@@ -152,79 +150,64 @@ func (w *QueryWebhook) ValidateDelete(context.Context, *v1.StreamingQuery) (admi
 }
 
 func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admission.Warnings, error) {
-	errs := append(plan.Validate(q), ValidateSecretRefs(q)...)
-	if len(errs) > 0 {
-		return nil, invalid(ctx, q, errs)
-	}
-	cps := checkpoints{reader: w.reader, cache: w.client}
-	p, refused, err := cps.locate(ctx, q)
+	j, err := w.judge().check(ctx, q)
 	if err != nil {
 		return nil, err
 	}
-	if len(refused) > 0 {
-		return nil, invalid(ctx, q, refused)
+	if r := j.refusal; r != nil {
+		if r.reason == v1.ReasonSecretMissing {
+			// The controller judges the spec and starts the engine once the Secret exists;
+			// the status says what it waits for.
+			return admission.Warnings{"spec.checkpoint.store: " + r.err.Error() +
+				"; the query was admitted without being judged against its checkpoint, which the controller does before the engine runs"}, nil
+		}
+		return nil, invalid(ctx, q, r.errs)
 	}
-	others, err := overlapping(ctx, w.client, p.location)
-	if err != nil {
-		return nil, err
-	}
-	located := q.DeepCopy()
-	located.Spec.Checkpoint.Location = p.location
-	if errs := ValidateUniqueLocation(located, others); len(errs) > 0 {
-		return nil, invalid(ctx, q, errs)
-	}
-
-	snap, err := w.readCheckpoint(ctx, cps, q.Namespace, p)
-	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
-		// Pods wait for their Secrets, and so does a query: `kubectl apply -f dir/` may
-		// create the query before the Secret. The controller judges the spec and starts the
-		// engine once the Secret exists; the status says what it waits for.
-		return admission.Warnings{"spec.checkpoint.store: " + missing.waiting() +
-			"; the query was admitted without being judged against its checkpoint, which the controller does before the engine runs"}, nil
-	}
-	if errors.Is(err, errStoreRefused) {
-		return nil, invalid(ctx, q, field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())})
-	}
-	if err != nil {
-		logf.FromContext(ctx).Info("Admitted a change not judged against its checkpoint", "streamingQuery", client.ObjectKeyFromObject(q), "reason", err.Error())
-		return admission.Warnings{"spec.checkpoint: " + err.Error() + ": the change was admitted without being judged against the checkpoint; " +
+	if u := j.unreachable; u != nil {
+		reason := fmt.Sprintf("could not read the checkpoint at %s: %v", j.location, u.err)
+		if u.budget > 0 {
+			// What the store was doing when the budget ran out says nothing more; the log has it.
+			logf.FromContext(ctx).Info("Could not read checkpoint at admission", "location", j.location, "budget", u.budget, "error", u.err.Error())
+			reason = fmt.Sprintf("could not read the checkpoint at %s within %s (the store is slow or unreachable)", j.location, u.budget)
+		}
+		logf.FromContext(ctx).Info("Admitted a change not judged against its checkpoint", "streamingQuery", client.ObjectKeyFromObject(q), "reason", reason)
+		return admission.Warnings{"spec.checkpoint: " + reason + ": the change was admitted without being judged against the checkpoint; " +
 			"the controller judges it before the engine runs it, and keeps the running spec until it can"}, nil
 	}
-	if !snap.ownedBy(q) {
-		return nil, invalid(ctx, q, field.ErrorList{field.Forbidden(field.NewPath("spec", "checkpoint", "location"),
-			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", p.location, snap.meta.Owner))})
+	if j.foreign != nil {
+		return nil, invalid(ctx, q, field.ErrorList{j.foreign})
 	}
-	pg, note := postgresServer(ctx, w.reader, q)
-	v := compat.Check(snap.shape, &located.Spec, pg)
-	w.metrics.verdict(v)
-	warnings, err := ValidateVerdict(ctx, q, v)
-	if note != "" && snap.shaped {
-		warnings = append(warnings, "spec.sink.postgres.connection: "+note)
+	w.metrics.verdict(*j.verdict)
+	warnings, err := ValidateVerdict(ctx, q, *j.verdict)
+	if j.postgresNote != "" && j.snap.shaped {
+		warnings = append(warnings, "spec.sink.postgres.connection: "+j.postgresNote)
 	}
 	return warnings, err
 }
 
-// readCheckpoint reads what the change is judged against (metadata and the committed batches' shape) within
-// the budget. Its errors other than errStoreRefused are phrased for the admission warning:
-// they name the location and, when the budget ran out, the budget.
-func (w *QueryWebhook) readCheckpoint(ctx context.Context, cps checkpoints, namespace string, p placement) (snapshot, error) {
-	bctx, cancel := context.WithTimeout(ctx, w.budget)
-	defer cancel()
-	store, err := cps.open(bctx, namespace, p, true)
-	var snap snapshot
-	if err == nil {
-		_, snap, err = load(bctx, store)
+// judge is admission's judge: it reads the checkpoint's metadata and committed shape afresh
+// within the budget, and the postgres sink's Secret.
+func (w *QueryWebhook) judge() judge {
+	return judge{
+		checkpoints: checkpoints{reader: w.reader, cache: w.client},
+		queries:     w.client,
+		budget:      w.budget,
+		read:        readCommitted,
+		postgres: func(ctx context.Context, q *v1.StreamingQuery) (compat.Option, string) {
+			return postgresServer(ctx, w.reader, q)
+		},
 	}
-	switch {
-	case err == nil || errors.Is(err, errStoreRefused):
-		return snap, err
-	case bctx.Err() != nil && ctx.Err() == nil:
-		// What the store was doing when the budget ran out says nothing more; the log has it.
-		logf.FromContext(ctx).Info("Could not read checkpoint at admission", "location", p.location, "budget", w.budget, "error", err.Error())
-		return snapshot{}, fmt.Errorf("could not read the checkpoint at %s within %s (the store is slow or unreachable)", p.location, w.budget)
-	default:
-		return snapshot{}, fmt.Errorf("could not read the checkpoint at %s: %w", p.location, err)
+}
+
+// readCommitted reads what a change is judged against (metadata and the committed batches'
+// shape), opening the store read-only.
+func readCommitted(ctx context.Context, cps checkpoints, q *v1.StreamingQuery, p placement) (snapshot, error) {
+	store, err := cps.open(ctx, q.Namespace, p, true)
+	if err != nil {
+		return snapshot{}, err
 	}
+	_, snap, err := load(ctx, store)
+	return snap, err
 }
 
 // ValidateVerdict turns a compat verdict into admission's terms: each rejected finding is a

@@ -21,6 +21,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -485,5 +486,44 @@ func TestWebhookJudgesAgainstTheCommittedShape(t *testing.T) {
 	err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Sources[0].Files.Path = unrun.Spec.Sources[0].Files.Path })
 	if !apierrors.IsInvalid(err) || !strings.Contains(statusCauses(err), "spec.sources[0]") {
 		t.Errorf("moving the source to the unrun shape's path = %v, want Invalid at spec.sources[0]: batch 0 read the old path", err)
+	}
+}
+
+// TestForeignCheckpointRefusedByBoth: admission and the reconciler judge a query with one
+// judge, so a checkpoint that belongs to another query refuses it in both: admission denies
+// the query on spec.checkpoint.location, and a query that got past admission (created
+// without the webhooks) is Blocked with Compatible=False CheckpointOwnedElsewhere, and no
+// engine runs on the other query's checkpoint.
+func TestForeignCheckpointRefusedByBoth(t *testing.T) {
+	ctx := context.Background()
+	claim := func(f *fixture) {
+		t.Helper()
+		if _, err := checkpoint.Claim(ctx, f.openCheckpoint("orders"), checkpoint.Owner{Namespace: f.ns, Name: "previous"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	f, _ := webhookFixture(t)
+	claim(f)
+	err := f.c.Create(ctx, f.query("orders").Obj())
+	if causes := statusCauses(err); !apierrors.IsInvalid(err) ||
+		!strings.Contains(causes, "spec.checkpoint.location: ") || !strings.Contains(causes, "belongs to "+f.ns+"/previous") {
+		t.Errorf("Create on another query's checkpoint = %v, causes:\n%s\nwant Invalid on spec.checkpoint.location naming the owner", err, causes)
+	}
+
+	g := newFixture(t, testenv.ControlPlane(t))
+	g.startManager(nil)
+	claim(g)
+	g.create(g.query("orders").Obj())
+	q := g.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionFalse, v1.ReasonCheckpointOwnedElsewhere)
+	if c := condition(q, v1.ConditionCompatible); !strings.Contains(c.Message, "belongs to "+g.ns+"/previous") {
+		t.Errorf("Compatible = %+v, want it to name the owner", c)
+	}
+	q = g.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonIncompatibleChange)
+	if q.Status.Phase != v1.PhaseBlocked {
+		t.Errorf("phase = %s, want Blocked", q.Status.Phase)
+	}
+	if err := g.c.Get(ctx, client.ObjectKey{Namespace: g.ns, Name: controller.EngineName("orders")}, &appsv1.Deployment{}); !apierrors.IsNotFound(err) {
+		t.Errorf("get engine Deployment = %v, want NotFound", err)
 	}
 }

@@ -32,17 +32,18 @@ const EventEngineReplaced = "EngineReplaced"
 // wantsJob reports whether the query's engine runs as a Job.
 func wantsJob(s *v1.StreamingQuerySpec) bool { return endsByItself(s) }
 
-// applyWorkload creates, updates or replaces the engine's Deployment or Job to run cm.
-// replicas is 0 when the engine should not run (completed).
-func (r *QueryReconciler) applyWorkload(ctx context.Context, q *v1.StreamingQuery, o *observation, cm *corev1.ConfigMap, replicas int32) error {
+// applyWorkload creates, updates or replaces the engine's Deployment or Job to run cm, and
+// returns what it did. replicas is 0 when the engine should not run (completed).
+func (r *QueryReconciler) applyWorkload(ctx context.Context, q *v1.StreamingQuery, o *observation, cm *corev1.ConfigMap, replicas int32) (applied, error) {
 	log := logf.FromContext(ctx)
+	a := applied{deployment: o.deployment, job: o.job}
 	job := wantsJob(&q.Spec)
 	// The other kind goes first.
 	if job && o.deployment != nil {
-		return r.replace(ctx, q, o.deployment, "the trigger now ends by itself: the engine runs as a Job")
+		return a, r.replace(ctx, q, o.deployment, "the trigger now ends by itself: the engine runs as a Job")
 	}
 	if !job && o.job != nil {
-		return r.replace(ctx, q, o.job, "the trigger no longer ends by itself: the engine runs as a Deployment")
+		return a, r.replace(ctx, q, o.job, "the trigger no longer ends by itself: the engine runs as a Deployment")
 	}
 	if !job {
 		return r.applyDeployment(ctx, q, o, cm, replicas)
@@ -53,64 +54,67 @@ func (r *QueryReconciler) applyWorkload(ctx context.Context, q *v1.StreamingQuer
 	if j := o.job; j != nil {
 		if j.Annotations[annotationTemplateHash] != want.Annotations[annotationTemplateHash] {
 			if o.completed {
-				return nil // the finished Job stays, for its status and logs
+				return a, nil // the finished Job stays, for its status and logs
 			}
-			return r.replace(ctx, q, j, fmt.Sprintf("generation %d changes the engine's pod, which a Job cannot change", q.Generation))
+			return a, r.replace(ctx, q, j, fmt.Sprintf("generation %d changes the engine's pod, which a Job cannot change", q.Generation))
 		}
 		if suspended := j.Spec.Suspend != nil && *j.Spec.Suspend; suspended != q.Spec.Suspend && !o.completed {
 			upd := j.DeepCopy()
 			upd.Spec.Suspend = &q.Spec.Suspend
-			if err := r.client.Update(ctx, upd); err != nil {
-				return fmt.Errorf("update Job %s: %w", j.Name, err)
+			if err := r.client.Patch(ctx, upd, client.MergeFrom(j)); err != nil {
+				return a, fmt.Errorf("update Job %s: %w", j.Name, err)
 			}
 			log.Info("Updated Job", "job", client.ObjectKeyFromObject(j), "suspend", q.Spec.Suspend)
-			o.job = upd
+			a.job = upd
 		}
-		return nil
+		return a, nil
 	}
 	if o.completed || q.Spec.Suspend {
-		return nil // nothing to run: a Job is created when there is
+		return a, nil // nothing to run: a Job is created when there is
 	}
 	if len(o.pods) > 0 {
 		log.V(1).Info("Waiting for the old engine pods to stop before creating the Job", "pods", len(o.pods))
-		return nil // the pods' deletion reconciles again
+		return a, nil // the pods' deletion reconciles again
 	}
 	if err := controllerutil.SetControllerReference(q, want, r.scheme); err != nil {
-		return err
+		return a, err
 	}
 	if err := r.client.Create(ctx, want); err != nil {
-		return r.workloadError(o, "create Job", err)
+		a.refusal, err = workloadRefusal("create Job", err)
+		return a, err
 	}
 	log.Info("Created Job", "job", client.ObjectKeyFromObject(want))
 	r.recorder.Eventf(q, want, corev1.EventTypeNormal, EventEngineCreated, "Create", "Created Job %s running generation %d", want.Name, q.Generation)
-	o.job = want
-	return nil
+	a.job = want
+	return a, nil
 }
 
-// applyDeployment creates or updates the engine Deployment.
-func (r *QueryReconciler) applyDeployment(ctx context.Context, q *v1.StreamingQuery, o *observation, cm *corev1.ConfigMap, replicas int32) error {
+// applyDeployment creates or updates the engine Deployment, and returns what it did.
+func (r *QueryReconciler) applyDeployment(ctx context.Context, q *v1.StreamingQuery, o *observation, cm *corev1.ConfigMap, replicas int32) (applied, error) {
 	log := logf.FromContext(ctx)
+	a := applied{deployment: o.deployment, job: o.job}
 	want := RenderDeployment(q, o.store, cm, replicas, r.engine)
 	want.Annotations = map[string]string{annotationTemplateHash: templateHash(want)}
 	if o.deployment == nil {
 		if len(o.pods) > 0 {
 			log.V(1).Info("Waiting for the old engine pods to stop before creating the Deployment", "pods", len(o.pods))
-			return nil
+			return a, nil
 		}
 		if err := controllerutil.SetControllerReference(q, want, r.scheme); err != nil {
-			return err
+			return a, err
 		}
 		if err := r.client.Create(ctx, want); err != nil {
-			return r.workloadError(o, "create Deployment", err)
+			a.refusal, err = workloadRefusal("create Deployment", err)
+			return a, err
 		}
 		log.Info("Created Deployment", "deployment", client.ObjectKeyFromObject(want))
 		r.recorder.Eventf(q, want, corev1.EventTypeNormal, EventEngineCreated, "Create", "Created Deployment %s running generation %d", want.Name, q.Generation)
-		o.deployment = want
-		return nil
+		a.deployment = want
+		return a, nil
 	}
 	d := o.deployment
 	if d.Annotations[annotationTemplateHash] == want.Annotations[annotationTemplateHash] {
-		return nil
+		return a, nil
 	}
 	rolled := d.Spec.Template.Annotations[AnnotationSpecHash] != want.Spec.Template.Annotations[AnnotationSpecHash]
 	upd := d.DeepCopy()
@@ -122,15 +126,18 @@ func (r *QueryReconciler) applyDeployment(ctx context.Context, q *v1.StreamingQu
 	upd.Spec.Replicas = want.Spec.Replicas
 	upd.Spec.Strategy = want.Spec.Strategy
 	upd.Spec.Template = want.Spec.Template
+	// An Update, not a merge patch: it replaces the rendered pod template whole, where a
+	// patch from a stale cached copy could leave a field the new rendering dropped.
 	if err := r.client.Update(ctx, upd); err != nil {
-		return r.workloadError(o, "update Deployment", err)
+		a.refusal, err = workloadRefusal("update Deployment", err)
+		return a, err
 	}
 	log.Info("Updated Deployment", "deployment", client.ObjectKeyFromObject(upd), "replicas", *want.Spec.Replicas)
 	if rolled {
 		r.recorder.Eventf(q, upd, corev1.EventTypeNormal, EventEngineRolled, "Roll", "Rolled the engine to generation %d: the old engine stops at a batch boundary, then the new one starts from the checkpoint", q.Generation)
 	}
-	o.deployment = upd
-	return nil
+	a.deployment = upd
+	return a, nil
 }
 
 // replace deletes the engine's workload obj (its pods go with it, each stopping at a batch
@@ -155,16 +162,14 @@ func (r *QueryReconciler) replace(ctx context.Context, q *v1.StreamingQuery, obj
 	return nil
 }
 
-// workloadError turns the API server's refusal of the rendered workload (a pod template it
+// workloadRefusal turns the API server's refusal of the rendered workload (a pod template it
 // finds invalid: an affinity or a toleration that admission's checks let pass) into a
-// refused spec the status reports; other errors are retried.
-func (r *QueryReconciler) workloadError(o *observation, what string, err error) error {
+// refused spec the status reports; other errors are returned, to be retried.
+func workloadRefusal(what string, err error) (*refusal, error) {
 	if apierrors.IsInvalid(err) {
-		o.refused = fmt.Errorf("the API server refused the engine's workload (check spec.engine): %w", err)
-		o.refusedReason = v1.ReasonInvalidSpec
-		return nil
+		return &refusal{reason: v1.ReasonInvalidSpec, err: fmt.Errorf("the API server refused the engine's workload (check spec.engine): %w", err)}, nil
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	return nil, fmt.Errorf("%s: %w", what, err)
 }
 
 // podTemplateHash is the hash of a rendered pod template, which tells whether a Job, whose
@@ -196,17 +201,17 @@ func jobState(st engineState, j *batchv1.Job, hash string) engineState {
 	return st
 }
 
-// workloadCurrent reports whether the engine's workload runs the ConfigMap in force.
-func (o *observation) workloadCurrent() bool {
-	if o.desiredCM == nil {
+// current reports whether the engine's workload runs the ConfigMap cm (nil: none).
+func (a applied) current(cm *corev1.ConfigMap) bool {
+	if cm == nil {
 		return false
 	}
-	hash := SpecHash(o.desiredCM)
+	hash := SpecHash(cm)
 	switch {
-	case o.deployment != nil:
-		return o.deployment.Spec.Template.Annotations[AnnotationSpecHash] == hash
-	case o.job != nil:
-		return o.job.Spec.Template.Annotations[AnnotationSpecHash] == hash
+	case a.deployment != nil:
+		return a.deployment.Spec.Template.Annotations[AnnotationSpecHash] == hash
+	case a.job != nil:
+		return a.job.Spec.Template.Annotations[AnnotationSpecHash] == hash
 	}
 	return false
 }

@@ -1,0 +1,181 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/plan"
+)
+
+// judge decides whether a query may run as its spec says. Admission (is the change to be
+// stored?) and the reconciler (may the engine run it?) ask the same questions in the same
+// order, and both ask this one function:
+//
+//  1. the spec's own validation and its Secret references;
+//  2. its placement: the store exists and allows the namespace, the location is the
+//     namespace's (and, when refuseDeletingStore, the store is not being deleted);
+//  3. its location is no other query's, nor inside or around one;
+//  4. the checkpoint at the location, read within budget;
+//  5. the checkpoint's owner;
+//  6. compat.Check of the spec against the shape the committed batches ran under.
+//
+// What it finds is a judgement, data each caller renders in its own terms: admission as
+// denials with field paths and warnings, the reconciler as conditions and what the engine
+// runs. A judge is a value built per request; it is safe for concurrent use when its
+// functions are.
+type judge struct {
+	checkpoints checkpoints
+	// queries reads StreamingQueries with the location index (the manager's cache).
+	queries client.Reader
+	// budget bounds step 4, the store's access check and its Secret included.
+	budget time.Duration
+	// read reads the checkpoint of q at p for step 4; ctx carries the budget. A missing
+	// credentials Secret is a *secretMissingError and a store that refuses the query wraps
+	// errStoreRefused; any other error leaves the checkpoint unread.
+	read func(ctx context.Context, cps checkpoints, q *v1.StreamingQuery, p placement) (snapshot, error)
+	// postgres returns the compat option that names the server of q's postgres sink, and a
+	// note when it could not be read (see postgresServer).
+	postgres func(ctx context.Context, q *v1.StreamingQuery) (compat.Option, string)
+	// refuseDeletingStore refuses a query whose store is being deleted. The reconciler does
+	// (the engine stops); admission does not, so that the query can still be changed, to
+	// point it at another store or suspend it.
+	refuseDeletingStore bool
+}
+
+// A judgement is what the judge found. The steps after a refusal, or after a checkpoint that
+// could not be read, did not run: their fields are zero.
+type judgement struct {
+	// placement is the query's store and effective location (spec.checkpoint.location, or
+	// the store's template when the webhook did not default it). Zero when the spec is
+	// invalid.
+	placement
+	// located is the query with its effective location. Nil when the spec or its placement
+	// is refused.
+	located *v1.StreamingQuery
+	// refusal is why the query cannot run as specified; nil when nothing refuses it.
+	refusal *refusal
+	// unreachable is why the checkpoint could not be read; nil when it was read, or a
+	// refusal came first.
+	unreachable *unreachableError
+	// snap is what was read of the checkpoint.
+	snap snapshot
+	// foreign is the refusal of a checkpoint that belongs to another query (on
+	// spec.checkpoint.location); nil when it is the query's, or there is none.
+	foreign *field.Error
+	// verdict is compat.Check's; nil when the checkpoint was not read.
+	verdict *compat.Verdict
+	// blocked is true when the checkpoint refuses the spec: the verdict rejects it, or the
+	// checkpoint belongs to another query.
+	blocked bool
+	// postgresNote says why the postgres sink was judged by its Secret's name, not by its
+	// server; "" when it was not.
+	postgresNote string
+}
+
+// A refusal is why a query cannot run as specified, in the terms of each of its readers.
+type refusal struct {
+	// reason is the conditions' reason: v1.ReasonInvalidSpec, v1.ReasonStoreRefused or
+	// v1.ReasonSecretMissing.
+	reason string
+	// err is what the status says.
+	err error
+	// errs are the refused fields with their paths, as admission denies them. A missing
+	// Secret (v1.ReasonSecretMissing) has none: the query waits for it, and admission admits
+	// it with a warning. Nor has the API server's refusal of the engine's workload, which
+	// only the reconciler meets (see workloadRefusal).
+	errs field.ErrorList
+	// revoked is true when the store does not let the query write (gone, being deleted, its
+	// namespace no longer allowed, its credentials missing): no engine may run until it does.
+	revoked bool
+}
+
+// An unreachableError is a checkpoint that could not be read.
+type unreachableError struct {
+	// budget is the judge's budget when it ran out (the store is slow or hangs), else 0.
+	budget time.Duration
+	// err is what the read was doing.
+	err error
+}
+
+func (e *unreachableError) Error() string {
+	if e.budget > 0 {
+		return fmt.Sprintf("the store did not answer within %s: %v", e.budget, e.err)
+	}
+	return e.err.Error()
+}
+
+func (e *unreachableError) Unwrap() error { return e.err }
+
+// check judges q. Its error is for failures worth a retry (the API server did not answer);
+// everything else it finds is in the judgement.
+func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, error) {
+	var jm judgement
+	if errs := append(plan.Validate(q), ValidateSecretRefs(q)...); len(errs) > 0 {
+		jm.refusal = &refusal{reason: v1.ReasonInvalidSpec, err: errs.ToAggregate(), errs: errs}
+		return jm, nil
+	}
+	p, refused, err := j.checkpoints.locate(ctx, q)
+	if err != nil {
+		return jm, err
+	}
+	jm.placement = p
+	if len(refused) == 0 && j.refuseDeletingStore {
+		refused = storeDeleting(p.store)
+	}
+	if len(refused) > 0 {
+		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: revokedError(refused.ToAggregate()), errs: refused, revoked: true}
+		return jm, nil
+	}
+	others, err := overlapping(ctx, j.queries, p.location)
+	if err != nil {
+		return jm, err
+	}
+	jm.located = q.DeepCopy()
+	jm.located.Spec.Checkpoint.Location = p.location
+	if errs := ValidateUniqueLocation(jm.located, others); len(errs) > 0 {
+		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: errs.ToAggregate(), errs: errs}
+		return jm, nil
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, j.budget)
+	snap, err := j.read(rctx, j.checkpoints, q, p)
+	overBudget := rctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
+		// Pods wait for their Secrets, and so does a query: `kubectl apply -f dir/` may
+		// create the query before the Secret. No engine runs until it exists; its creation
+		// reconciles the query at once.
+		jm.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New(missing.waiting()), revoked: true}
+		return jm, nil
+	}
+	if errors.Is(err, errStoreRefused) {
+		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: revokedError(err), revoked: true,
+			errs: field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())}}
+		return jm, nil
+	}
+	if err != nil {
+		jm.unreachable = &unreachableError{err: err}
+		if overBudget {
+			jm.unreachable.budget = j.budget
+		}
+		return jm, nil
+	}
+
+	jm.snap = snap
+	if !snap.ownedBy(q) {
+		jm.foreign = field.Forbidden(field.NewPath("spec", "checkpoint", "location"),
+			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", p.location, snap.meta.Owner))
+	}
+	pg, note := j.postgres(ctx, q)
+	v := compat.Check(snap.shape, &jm.located.Spec, pg)
+	jm.verdict, jm.postgresNote = &v, note
+	jm.blocked = v.Severity == compat.Rejected || jm.foreign != nil
+	return jm, nil
+}
