@@ -26,6 +26,9 @@ type streamJoinStep struct {
 	// out[i] is the operator's column (left columns, then right) that is
 	// output column i.
 	out []int
+	// delayMs is how far behind the watermark the event time of the rows it
+	// emits may be: the upper end of its time bound.
+	delayMs int64
 
 	stores [2]*state.Store
 	// sideMs holds each side's watermark after the last committed batch
@@ -81,7 +84,7 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *waterma
 	if left == nil {
 		return nil, field.Required(p.Child("stream"), "a stream join needs a watermark step before it")
 	}
-	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, left: left.wm, right: wm, sideMs: map[string]int64{}}
+	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, left: left.wm, right: wm, sideMs: map[string]int64{}, delayMs: max(0, upper.Milliseconds())}
 	for _, c := range j.Output(cols, right) {
 		k := c.Index
 		if c.Side == v1.SideRight {
@@ -164,6 +167,10 @@ func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
 	leftMs, rightMs := s.left.Next(prev(0)), s.right.Next(prev(1))
 	s.nextSideMs = map[string]int64{metas[0].Operator: leftMs, metas[1].Operator: rightMs}
 	s.nextMs = max(b.watermarkMs, min(leftMs, rightMs))
+	// The join emits a left row up to its time bound's upper end behind the watermark (a
+	// match found late, or an outer row at eviction), so the stateful steps after it judge
+	// lateness and evict by a watermark that much behind (Spark's watermark propagation).
+	b.watermarkMs -= s.delayMs
 	return rows, nil
 }
 

@@ -197,6 +197,69 @@ func TestStreamJoinQueryResumes(t *testing.T) {
 	}
 }
 
+// joinThenCount is Nexmark q4's shape on the ad events: join impressions with their clicks,
+// then count the clicks and sum their cost per ad per minute of impression time.
+func (e *adEvents) joinThenCount() *querytest.Query {
+	q := e.query()
+	return q.Edit(func(s *v1.StreamingQuerySpec) {
+		s.Transform[1].Join.Type = v1.JoinInner
+	}).Aggregate("per-ad", []v1.GroupKey{querytest.Key("ad_id"), querytest.Window("imp_ts", "1m")},
+		v1.Aggregation{Name: "clicks", Function: v1.AggCount},
+		v1.Aggregation{Name: "spend", Function: v1.AggSum, Column: "cost"})
+}
+
+// TestStreamJoinThenAggregate: a windowed aggregation after a stream join, in append mode.
+// The join emits an impression up to its time bound (30s) behind the watermark, so the
+// aggregation closes a window only when the watermark is that much past it.
+func TestStreamJoinThenAggregate(t *testing.T) {
+	e := newAdEvents(t)
+	for _, b := range adStream {
+		e.add(t, b[0], b[1])
+	}
+	sum := run(t, e.joinThenCount().Obj())
+	if sum.Reason != engine.StopTriggerDone {
+		t.Fatalf("Summary = %+v", sum)
+	}
+	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+	// a: the click at 10s (the one at 31s is out of the impression's bound);
+	// c: the clicks at 25s and 45s; b and the second a had none.
+	want := []string{
+		fmt.Sprint([]any{"a", ts(0), ts(60), int64(1), 1.0}),
+		fmt.Sprint([]any{"c", ts(0), ts(60), int64(2), 7.0}),
+	}
+	if diff := cmp.Diff(want, e.output(t)); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+
+	// A click found after the watermark passed its impression's time: the join emits the
+	// impression behind the watermark, and the aggregation must not drop it as late.
+	slow := newAdEvents(t)
+	for _, b := range [][2][]adEvent{
+		{{{ad: "d", sec: 100, user: "u5"}}, {{ad: "x", sec: 90}}},
+		{{{ad: "e", sec: 200, user: "u6"}}, {{ad: "q", sec: 126}}}, // watermark: min(195, 121)
+		{nil, {{ad: "d", sec: 125, cost: 5}}},                       // d@100 matches, 21s behind it
+		{{{ad: "z", sec: 900, user: "u9"}}, {{ad: "y", sec: 900}}},
+	} {
+		slow.add(t, b[0], b[1])
+	}
+	run(t, slow.joinThenCount().Obj())
+	if diff := cmp.Diff([]string{fmt.Sprint([]any{"d", ts(60), ts(120), int64(1), 5.0})}, slow.output(t)); diff != "" {
+		t.Errorf("output of a late-found match (-want +got):\n%s", diff)
+	}
+
+	// The same, run as three runs that each resume from the checkpoint.
+	parts := newAdEvents(t)
+	for i, b := range adStream {
+		parts.add(t, b[0], b[1])
+		if i%2 == 1 || i == len(adStream)-1 {
+			run(t, parts.joinThenCount().Obj())
+		}
+	}
+	if diff := cmp.Diff(want, parts.output(t)); diff != "" {
+		t.Errorf("output of three runs (-want +got):\n%s", diff)
+	}
+}
+
 // TestImpressionsClicksExample runs examples/queries/impressions-clicks.yaml
 // on its bundled data.
 func TestImpressionsClicksExample(t *testing.T) {

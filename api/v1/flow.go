@@ -183,9 +183,6 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
 			next, onWatermark = cur.aggregate(ap, a, &r.errs)
 			r.aggregateOnWatermark = r.aggregateOnWatermark || onWatermark
 		}
-		if (st.Aggregate != nil || st.DropDuplicates != nil) && r.streamJoin >= 0 {
-			r.errs = append(r.errs, field.Forbidden(p.Child(string(st.Kind())), fmt.Sprintf("a stateful step after a stream join (transform[%d]) is not supported yet", r.streamJoin)))
-		}
 		if j := st.Join; j != nil {
 			jc := joinContext{names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, streamJoinAt: r.streamJoin}
 			next = s.join(p.Child("join"), j, cur, jc, &r.errs)
