@@ -237,7 +237,7 @@ func TestStreamJoinThenAggregate(t *testing.T) {
 	for _, b := range [][2][]adEvent{
 		{{{ad: "d", sec: 100, user: "u5"}}, {{ad: "x", sec: 90}}},
 		{{{ad: "e", sec: 200, user: "u6"}}, {{ad: "q", sec: 126}}}, // watermark: min(195, 121)
-		{nil, {{ad: "d", sec: 125, cost: 5}}},                       // d@100 matches, 21s behind it
+		{nil, {{ad: "d", sec: 125, cost: 5}}},                      // d@100 matches, 21s behind it
 		{{{ad: "z", sec: 900, user: "u9"}}, {{ad: "y", sec: 900}}},
 	} {
 		slow.add(t, b[0], b[1])
