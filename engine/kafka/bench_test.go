@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/metrics"
 	"slices"
 	"strconv"
 	"strings"
@@ -109,6 +110,9 @@ type usage struct {
 	brokerCPU time.Duration
 	// faults are minor page faults: the heap growing into new memory.
 	faults int64
+	// peakHeap is the most heap memory live objects held during the run
+	// (runtime/metrics, sampled every 5ms).
+	peakHeap uint64
 }
 
 func measure(broker int, fn func()) usage {
@@ -118,14 +122,39 @@ func measure(broker int, fn func()) usage {
 	runtime.ReadMemStats(&ms0)
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	broker0 := processCPU(broker)
+	stop := samplePeakHeap()
 	began := time.Now()
 	fn()
 	wall := time.Since(began)
+	peakHeap := stop()
 	brokerCPU := processCPU(broker) - broker0
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
 	runtime.ReadMemStats(&ms1)
 	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
-	return usage{wall: wall, cpu: cpu, allocs: ms1.Mallocs - ms0.Mallocs, brokerCPU: brokerCPU, faults: ru1.Minflt - ru0.Minflt}
+	return usage{wall: wall, cpu: cpu, allocs: ms1.Mallocs - ms0.Mallocs, brokerCPU: brokerCPU, faults: ru1.Minflt - ru0.Minflt, peakHeap: peakHeap}
+}
+
+// samplePeakHeap samples the bytes of live heap objects until stop, which returns the
+// largest sample.
+func samplePeakHeap() (stop func() uint64) {
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	done, result := make(chan struct{}), make(chan uint64)
+	go func() {
+		var peak uint64
+		t := time.NewTicker(5 * time.Millisecond)
+		defer t.Stop()
+		for {
+			metrics.Read(sample)
+			peak = max(peak, sample[0].Value.Uint64())
+			select {
+			case <-done:
+				result <- peak
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() uint64 { close(done); return <-result }
 }
 
 // pipeline is one way to move records from a topic to another.
@@ -362,7 +391,7 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 	n := *benchRecords
 	createTopic(b, brokers, "in", benchPartitions, nil)
 	preload(b, brokers, "in", n)
-	var ceiling float64
+	var ceiling, ceilingHeap, ceilingCPU float64
 	for _, c := range []struct {
 		name string
 		p    pipeline
@@ -382,6 +411,7 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 				u.allocs += run.allocs
 				u.brokerCPU += run.brokerCPU
 				u.faults += run.faults
+				u.peakHeap = max(u.peakHeap, run.peakHeap)
 			}
 			records := float64(n * b.N)
 			rps := records / u.wall.Seconds()
@@ -393,10 +423,18 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 			// about the ratio of this process's and the broker's CPU.
 			b.ReportMetric(float64(u.brokerCPU.Nanoseconds())/records, "broker-cpu-ns/record")
 			b.ReportMetric(float64(u.faults)*1000/records, "page-faults/1k-records")
+			heapMB := float64(u.peakHeap) / (1 << 20)
+			b.ReportMetric(heapMB, "peak-heap-MB")
+			// Records per CPU-second of this process and the broker together: on a loaded
+			// machine the halves run at other moments with other neighbours, which moves
+			// their rates but not the CPU each record costs.
+			perCPU := records / (u.cpu + u.brokerCPU).Seconds()
 			if c.name == "ceiling" {
-				ceiling = rps
+				ceiling, ceilingHeap, ceilingCPU = rps, heapMB, perCPU
 			} else if ceiling > 0 {
 				b.ReportMetric(rps/ceiling, "x-ceiling")
+				b.ReportMetric(perCPU/ceilingCPU, "x-ceiling-cpu")
+				b.ReportMetric(heapMB/ceilingHeap, "x-ceiling-heap")
 			}
 			lat := latencies(b, brokers, c.p, c.name)
 			b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")
