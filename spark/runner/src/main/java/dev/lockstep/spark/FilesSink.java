@@ -46,8 +46,10 @@ final class FilesSink implements VoidFunction2<Dataset<Row>, Long> {
     Configuration conf = batch.sparkSession().sessionState().newHadoopConf();
     Path out = new Path(sink.path);
     FileSystem fs = out.getFileSystem(conf);
+    fs.setWriteChecksum(false); // no .crc files beside the data: readers go by the manifest
+    out = fs.makeQualified(out);
     String name = String.format("%020d", batchId);
-    Path entry = new Path(out, sink.manifestDir + "/" + queryId + "/" + name);
+    Path entry = fs.makeQualified(new Path(out, sink.manifestDir + "/" + queryId + "/" + name));
     if (fs.exists(entry)) {
       return; // committed by an earlier attempt
     }

@@ -37,6 +37,7 @@ public final class Plan {
     public String schema;
     public Map<String, String> options = new LinkedHashMap<>();
     public List<String> project = new ArrayList<>();
+    public List<String> then = new ArrayList<>();
   }
 
   /** One transform step; exactly one field is set. */

@@ -131,6 +131,9 @@ public final class Runner {
     if (!s.project.isEmpty()) {
       df = df.selectExpr(s.project.toArray(new String[0]));
     }
+    if (!s.then.isEmpty()) {
+      df = df.selectExpr(s.then.toArray(new String[0]));
+    }
     return df;
   }
 
