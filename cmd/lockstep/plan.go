@@ -157,7 +157,7 @@ func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, str
 			loc = abs
 		}
 	}
-	store, err := checkpoint.Open(ctx, loc, o.openOpts...)
+	store, err := openCheckpointStore(ctx, loc, o.openOpts...)
 	if err != nil {
 		return nil, "", withExitCode(exitInvalid, err)
 	}

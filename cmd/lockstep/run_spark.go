@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
@@ -81,4 +82,19 @@ func refuseSparkCheckpoint(ctx context.Context, obj *v1.StreamingQuery, location
 		return nil
 	}
 	return fmt.Errorf("%w: %s was written by the spark runtime; the runtime cannot change on a checkpoint (rule runtime, docs/compatibility.md): run it with --runtime spark, or start fresh at a new checkpoint location", engine.ErrRefused, location)
+}
+
+// openCheckpointStore opens the store of the checkpoint at location for reading Lockstep's
+// records: the location itself for the built-in engine, its spark.RecordsDir folder for a
+// checkpoint the spark runtime wrote (Spark's own files sit at the location), so that
+// `plan` and `checkpoint describe` read the shape and batches of either.
+func openCheckpointStore(ctx context.Context, location string, opts ...checkpoint.OpenOption) (checkpoint.Store, error) {
+	store, err := checkpoint.Open(ctx, location, opts...)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := store.Get(ctx, spark.RecordsDir+"/"+checkpoint.MetadataKey); err == nil {
+		return checkpoint.Open(ctx, strings.TrimSuffix(location, "/")+"/"+spark.RecordsDir, opts...)
+	}
+	return store, nil
 }

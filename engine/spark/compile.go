@@ -124,6 +124,10 @@ func (c *compiler) conf(rt *v1.SparkRuntime) map[string]string {
 		// A files source commits a file it has read to its log; Lockstep's sources read every
 		// file of the folder, as does Spark's by default.
 		"spark.sql.streaming.schemaInference": "false",
+		// Rows in means rows read, as in the built-in engine: a filter pushed into the JSON or
+		// CSV reader would drop rows before Spark counts them.
+		"spark.sql.json.filterPushdown.enabled": "false",
+		"spark.sql.csv.filterPushdown.enabled":  "false",
 	}
 	maps.Copy(conf, rt.Conf)
 	return conf
@@ -151,8 +155,14 @@ func SourceName(name string) string { return strings.ReplaceAll(name, "-", "_") 
 
 func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 	s := Source{Name: SourceName(src.Name), Options: map[string]string{}}
-	if src.OnMalformed != "" && src.OnMalformed != v1.MalformedFail {
-		c.refuse(p.Child("onMalformed"), src.OnMalformed, "Spark's readers have no dead-letter or skip-and-count mode with the built-in engine's meaning")
+	// A malformed record fails the query (FAILFAST) or is skipped (DROPMALFORMED, uncounted);
+	// Spark has no dead-letter output.
+	mode := "FAILFAST"
+	switch src.OnMalformed {
+	case v1.MalformedSkip:
+		mode = "DROPMALFORMED"
+	case v1.MalformedDeadLetter:
+		c.refuse(p.Child("onMalformed"), src.OnMalformed, "Spark's readers have no dead-letter output")
 	}
 	switch src.Kind() {
 	case v1.SourceFiles:
@@ -168,9 +178,9 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 		switch f.Format {
 		case v1.FormatCSV:
 			s.Options["header"] = "false"
-			s.Options["mode"] = "FAILFAST"
+			s.Options["mode"] = mode
 		case v1.FormatJSON:
-			s.Options["mode"] = "FAILFAST"
+			s.Options["mode"] = mode
 		}
 		s.Schema, s.Project = readSchema(src.Schema.Columns, f.Format != v1.FormatParquet)
 	case v1.SourceDelta:
@@ -192,7 +202,7 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 			s.Project = append(s.Project, fmt.Sprintf("CAST(%s AS %s) AS %s", quoteIdent(col.Name), sqlType(col.Type), quoteIdent(col.Name)))
 		}
 	case v1.SourceKafka:
-		c.kafka(p.Child("kafka"), src, &s)
+		c.kafka(p.Child("kafka"), src, &s, mode)
 	case v1.SourceRate:
 		c.refuse(p.Child("rate"), "", "Spark's rate source spreads rows over a ramp-up and numbers them per partition; its rows differ from the built-in engine's")
 	case v1.SourceNexmark:
@@ -201,7 +211,7 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 	return s
 }
 
-func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source) {
+func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source, mode string) {
 	k := src.Kafka
 	s.Format = "kafka"
 	s.Options["kafka.bootstrap.servers"] = strings.Join(k.BootstrapServers, ",")
@@ -239,7 +249,7 @@ func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source) {
 	case v1.KafkaJSON, "":
 		// Parse the value into a struct _v, then project each column as a file source does.
 		schema, project := readSchemaFrom("`_v`.", src.Schema.Columns, true)
-		s.Project = append([]string{"from_json(CAST(value AS STRING), " + QuoteString(schema) + ", map('mode', 'FAILFAST')) AS `_v`"}, meta...)
+		s.Project = append([]string{"from_json(CAST(value AS STRING), " + QuoteString(schema) + ", map('mode', '" + mode + "')) AS `_v`"}, meta...)
 		s.Then = append(project, metaNames()...)
 	default:
 		c.refuse(p.Child("format"), k.Format, "not compiled yet; use format raw")

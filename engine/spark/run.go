@@ -82,6 +82,13 @@ func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
 	if opts.Location == "" {
 		return nil, errors.New("spark: no checkpoint location")
 	}
+	if !strings.Contains(opts.Location, "://") {
+		abs, err := filepath.Abs(opts.Location)
+		if err != nil {
+			return nil, fmt.Errorf("spark: checkpoint location: %w", err)
+		}
+		opts.Location = abs
+	}
 	if opts.Stdout == nil {
 		opts.Stdout = os.Stdout
 	}
@@ -278,6 +285,9 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 		return fmt.Errorf("write spark plan: %w", err)
 	}
 	logPath := q.LogPath()
+	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
+		return fmt.Errorf("open the Spark log: %w", err)
+	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return fmt.Errorf("open the Spark log: %w", err)
@@ -337,12 +347,15 @@ type reader struct {
 	last        int64
 	runnerError string
 	err         error
+	// sinkRows holds the rows a foreachBatch sink reported per batch (Spark reports none).
+	sinkRows map[int64]int64
 }
 
 const (
 	linePrefix     = "@@lockstep-"
 	progressPrefix = "@@lockstep-progress "
 	errorPrefix    = "@@lockstep-error "
+	sinkPrefix     = "@@lockstep-sink "
 )
 
 func (r *reader) read(ctx context.Context, out io.Reader) error {
@@ -357,6 +370,17 @@ func (r *reader) read(ctx context.Context, out io.Reader) error {
 				if r.err != nil {
 					r.q.Stop()
 				}
+			}
+		case strings.HasPrefix(line, sinkPrefix):
+			var e struct {
+				BatchID int64 `json:"batchId"`
+				Rows    int64 `json:"rows"`
+			}
+			if json.Unmarshal([]byte(strings.TrimPrefix(line, sinkPrefix)), &e) == nil {
+				if r.sinkRows == nil {
+					r.sinkRows = map[int64]int64{}
+				}
+				r.sinkRows[e.BatchID] = e.Rows
 			}
 		case strings.HasPrefix(line, errorPrefix):
 			var e struct {
@@ -419,6 +443,10 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		DurationMs:             sp.DurationMs,
 		ProcessedRowsPerSecond: sp.ProcessedRowsPerSecond,
 	}
+	if n, ok := r.sinkRows[sp.BatchID]; ok { // the runner counted what it wrote
+		p.NumOutputRows = n
+		delete(r.sinkRows, sp.BatchID)
+	}
 	if wm, ok := sp.EventTime["watermark"]; ok {
 		if t, err := time.Parse(time.RFC3339Nano, wm); err == nil {
 			p.WatermarkMs = t.UnixMilli()
@@ -429,11 +457,27 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		if i < len(r.q.spec.Sources) {
 			name = r.q.spec.Sources[i].Name
 		}
-		sp := engine.SourceProgress{Name: name, StartOffset: nullable(s.StartOffset), EndOffset: nullable(s.EndOffset), LatestOffset: nullable(s.LatestOffset), NumInputRows: s.NumInputRows}
+		src := engine.SourceProgress{Name: name, StartOffset: nullable(s.StartOffset), EndOffset: nullable(s.EndOffset), LatestOffset: nullable(s.LatestOffset), NumInputRows: s.NumInputRows}
 		if lag, ok := kafkaLag(s.EndOffset, s.LatestOffset); ok {
-			sp.Lag = &lag
+			src.Lag = &lag
 		}
-		p.Sources = append(p.Sources, sp)
+		p.Sources = append(p.Sources, src)
+	}
+	// Lockstep's records mirror the batch after Spark committed it: its offsets (the sources'
+	// end offsets in Spark's JSON), then its commit, so describe and status read them.
+	off := checkpoint.Offsets{BatchID: sp.BatchID, BatchWatermarkMs: p.WatermarkMs, BatchTimestampMs: sp.Timestamp.UnixMilli(),
+		Conf: map[string]string{"runtime": string(v1.RuntimeSpark)}}
+	for _, s := range p.Sources {
+		o := s.EndOffset
+		if o == nil {
+			o = json.RawMessage("null")
+		}
+		off.Sources = append(off.Sources, checkpoint.SourceOffset{Source: s.Name, Offset: o})
+	}
+	if err := r.ck.AddOffsets(ctx, off); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
+		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
+	} else if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
 	}
 	cm := checkpoint.Commit{BatchID: sp.BatchID, NextBatchWatermarkMs: p.WatermarkMs, Progress: checkpoint.Progress{
 		Timestamp: sp.Timestamp, NumInputRows: p.NumInputRows, NumOutputRows: p.NumOutputRows, DurationMs: sp.DurationMs,

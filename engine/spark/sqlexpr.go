@@ -149,7 +149,7 @@ func (t *translator) call(e celast.Expr) (string, error) {
 		// CEL's ternary errs on a null condition; SQL's CASE would take the ELSE branch.
 		return "(CASE WHEN " + a[0] + " THEN " + a[1] + " WHEN NOT " + a[0] + " THEN " + a[2] + " END)", nil
 	case operators.Equals, operators.NotEquals:
-		if mixedNumeric(t.typeOf(args[0]), t.typeOf(args[1])) {
+		if t.mixedInexact(args[0], args[1]) {
 			return "", unsupported(celFunctionName(fn)+" between an int and a double", "CEL compares them exactly, Spark converts the int to a double first (they differ beyond 2^53); convert one side with double() or int()")
 		}
 	}
@@ -160,7 +160,7 @@ func (t *translator) call(e celast.Expr) (string, error) {
 		return "(" + a[0] + " <> " + a[1] + ")", nil
 	case operators.Less, operators.LessEquals, operators.Greater, operators.GreaterEquals:
 		op := map[string]string{operators.Less: "<", operators.LessEquals: "<=", operators.Greater: ">", operators.GreaterEquals: ">="}[fn]
-		if mixedNumeric(t.typeOf(args[0]), t.typeOf(args[1])) {
+		if t.mixedInexact(args[0], args[1]) {
 			return "", unsupported(op+" between an int and a double", "CEL compares them exactly, Spark converts the int to a double first (they differ beyond 2^53); convert one side with double() or int()")
 		}
 		return "(" + a[0] + " " + op + " " + a[1] + ")", nil
@@ -294,8 +294,24 @@ var timeAccessors = map[string]string{
 
 const minInt64 = "CAST('-9223372036854775808' AS BIGINT)"
 
-func mixedNumeric(a, b *types.Type) bool {
-	return isInt(a) && isDouble(b) || isDouble(a) && isInt(b)
+// mixedInexact reports a comparison of an int with a double that Spark would not make
+// exactly: Spark converts the int to a double, which is exact only for an int literal within
+// ±2^53 (amount > 0 is fine; amount > qty is not).
+func (t *translator) mixedInexact(a, b celast.Expr) bool {
+	ta, tb := t.typeOf(a), t.typeOf(b)
+	if !(isInt(ta) && isDouble(tb) || isDouble(ta) && isInt(tb)) {
+		return false
+	}
+	intSide := a
+	if isDouble(ta) {
+		intSide = b
+	}
+	if intSide.Kind() == celast.LiteralKind {
+		if n, ok := intSide.AsLiteral().(types.Int); ok && n >= -(1<<53) && n <= 1<<53 {
+			return false
+		}
+	}
+	return true
 }
 
 func typeName(tp *types.Type) string {

@@ -94,6 +94,15 @@ final class FilesSink implements VoidFunction2<Dataset<Row>, Long> {
     }
     byte[] data = (JSON.writeValueAsString(m) + "\n").getBytes(StandardCharsets.UTF_8);
     createIfAbsent(fs, entry, data);
+    long written = 0;
+    for (var f : files) {
+      written += f.get("rows").asLong();
+    }
+    // Spark reports no output rows for foreachBatch: tell the Go side (before the progress).
+    synchronized (System.out) {
+      System.out.println("@@lockstep-sink {\"batchId\":" + batchId + ",\"rows\":" + written + "}");
+      System.out.flush();
+    }
   }
 
   /**
