@@ -171,7 +171,7 @@ func openCheckpointStore(ctx context.Context, location string) (checkpoint.Store
 		}
 		location = abs
 	}
-	store, err := checkpoint.Open(ctx, location, checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
+	store, err := openCheckpointStore(ctx, location, checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
 	if errors.Is(err, checkpoint.ErrInvalidLocation) {
 		return nil, withExitCode(exitInvalid, err)
 	}

@@ -178,7 +178,7 @@ func (o *planOptions) shapeInCheckpoint(ctx context.Context, spec *v1.StreamingQ
 			loc = abs
 		}
 	}
-	store, err := checkpoint.Open(ctx, loc, o.openOpts...)
+	store, err := openCheckpointStore(ctx, loc, o.openOpts...)
 	if err != nil {
 		return nil, "", nil, withExitCode(exitInvalid, err)
 	}
