@@ -57,7 +57,7 @@ Exit codes: 0 shown, 1 unreadable or damaged checkpoint, 2 malformed location or
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			store, err := openCheckpointStore(cmd.Context(), args[0])
+			store, err := openReadOnly(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -111,7 +111,7 @@ Exit codes: 0 listed, 1 unreadable or damaged checkpoint, 2 malformed location o
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			store, err := openCheckpointStore(cmd.Context(), args[0])
+			store, err := openReadOnly(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -155,15 +155,16 @@ func checkOutput(output string) error {
 // loadCheckpoint opens the checkpoint at location read-only. A relative path
 // is taken from the current folder.
 func loadCheckpoint(ctx context.Context, location string) (*checkpoint.Checkpoint, error) {
-	store, err := openCheckpointStore(ctx, location)
+	store, err := openReadOnly(ctx, location)
 	if err != nil {
 		return nil, err
 	}
 	return checkpoint.Load(ctx, store)
 }
 
-// openCheckpointStore opens the store of the checkpoint at location read-only.
-func openCheckpointStore(ctx context.Context, location string) (checkpoint.Store, error) {
+// openReadOnly opens the store of the checkpoint at location read-only (see
+// openCheckpointStore). A relative path is taken from the current folder.
+func openReadOnly(ctx context.Context, location string) (checkpoint.Store, error) {
 	if u, err := url.Parse(location); err == nil && u.Scheme == "" && location != "" && !filepath.IsAbs(location) {
 		abs, err := filepath.Abs(location)
 		if err != nil {
