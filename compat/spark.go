@@ -145,14 +145,15 @@ var sparkOperatorKinds = map[string]v1.StepKind{
 	"sessionWindowStateStore": v1.StepAggregate,
 }
 
-// sparkOperators infers the stateful operators, in Spark's order (its operator ids follow
-// the plan). They take the spec's operator ids by position, since Spark identifies them by
+// sparkOperators infers the stateful operators, in the plan's order. They take the spec's operator ids by position, since Spark identifies them by
 // position; their kinds, key columns and aggregate functions come from Spark's files.
 func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inference) []OperatorShape {
 	// Joins are not operators in the shape: Spark's join state is judged by the join rules,
 	// which take the spec's joins (assumed).
+	// Spark numbers the stateful operators from the sink back to the sources (the aggregate
+	// after a dedup is operator 0, the dedup 1): the plan's order is the ids' reverse.
 	var ops []sparkckpt.Operator
-	for _, op := range c.Operators {
+	for _, op := range slices.Backward(c.Operators) {
 		if sparkOperatorKinds[op.Name] == v1.StepJoin {
 			inf.Assumed = append(inf.Assumed, fmt.Sprintf("the stream join of state/%d: its keys and time bound", op.ID))
 			continue
