@@ -246,7 +246,7 @@ func (s snapshot) ownedBy(q *v1.StreamingQuery) bool {
 // deleteAll removes every object of the checkpoint in s, the metadata last, so that a
 // deletion cut short is retried and still finds the checkpoint's owner.
 func deleteAll(ctx context.Context, s checkpoint.Store) error {
-	keys, err := s.List(ctx, "")
+	keys, err := checkpoint.ListKeys(ctx, s, "")
 	if err != nil {
 		return fmt.Errorf("list %s: %w", s.Location(), err)
 	}

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
 // NamespacePrefix returns the location prefix under which queries of namespace may keep their
@@ -91,7 +92,7 @@ func ValidateUniqueLocation(q *v1.StreamingQuery, others []v1.StreamingQuery) fi
 			continue
 		}
 		how := "is inside or around"
-		if strings.TrimRight(loc, "/") == strings.TrimRight(ol, "/") {
+		if checkpoint.CanonicalLocation(loc) == checkpoint.CanonicalLocation(ol) {
 			how = "is"
 		}
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "checkpoint", "location"),

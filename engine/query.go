@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -433,14 +431,14 @@ func (q *Query) location() (string, error) {
 	if loc == "" {
 		return "", errors.New("no checkpoint location: set spec.checkpoint.location or pass one")
 	}
-	if !strings.Contains(loc, "://") && !filepath.IsAbs(loc) {
-		abs, err := filepath.Abs(loc)
-		if err != nil {
-			return "", fmt.Errorf("checkpoint location %q: %w", loc, err)
-		}
-		loc = abs
+	parsed, err := checkpoint.ParseLocation(loc)
+	if err != nil {
+		return "", err
 	}
-	return loc, nil
+	if parsed, err = parsed.Abs(); err != nil {
+		return "", err
+	}
+	return parsed.String(), nil
 }
 
 // recover sets where the run starts from the checkpoint's head (DESIGN §3):
