@@ -151,11 +151,11 @@ func (c checkpoints) secretCurrent(ctx context.Context, namespace string, p plac
 
 // openStore opens the store at the placement with the credentials in sec.
 func openStore(ctx context.Context, p placement, sec *corev1.Secret, readOnly bool) (checkpoint.Store, error) {
-	opts, err := storeconn.Options(p.store, sec.Data)
+	st, err := storeconn.Resolve(nil, storeconn.From{Store: p.store, Secret: sec.Data})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errStoreRefused, err)
 	}
-	opts = append(opts, s3.WithRetries(checkpointAttempts, 50*time.Millisecond), s3.WithRequestTimeout(checkpointTimeout))
+	opts := []s3.Option{s3.WithSettings(st), s3.WithRetries(checkpointAttempts, 50*time.Millisecond), s3.WithRequestTimeout(checkpointTimeout)}
 	if readOnly {
 		opts = append(opts, s3.ReadOnly())
 	}

@@ -51,7 +51,7 @@ func ValidatePlacement(q *v1.StreamingQuery, store *v1.CheckpointStore, nsLabels
 		return field.ErrorList{field.Forbidden(cp.Child("store"),
 			fmt.Sprintf("namespace %q may not use CheckpointStore %q: ask the platform team to add it to the store's allowedNamespaces or namespaceSelector", q.Namespace, store.Name))}
 	}
-	loc := strings.TrimRight(q.Spec.Checkpoint.Location, "/")
+	loc := checkpoint.CanonicalLocation(q.Spec.Checkpoint.Location)
 	if loc == "" {
 		return field.ErrorList{field.Required(cp.Child("location"), "defaulted from the store's location template by the admission webhook")}
 	}
