@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -136,14 +134,14 @@ func checkOutput(output string) error {
 // loadCheckpoint opens the checkpoint at location read-only. A relative path
 // is taken from the current folder.
 func loadCheckpoint(ctx context.Context, location string) (*checkpoint.Checkpoint, error) {
-	if u, err := url.Parse(location); err == nil && u.Scheme == "" && location != "" && !filepath.IsAbs(location) {
-		abs, err := filepath.Abs(location)
-		if err != nil {
-			return nil, err
-		}
-		location = abs
+	loc, err := checkpoint.ParseLocation(location)
+	if err == nil {
+		loc, err = loc.Abs()
 	}
-	store, err := checkpoint.Open(ctx, location, checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
+	if err != nil {
+		return nil, withExitCode(exitInvalid, err)
+	}
+	store, err := checkpoint.OpenLocation(ctx, loc, checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
 	if errors.Is(err, checkpoint.ErrInvalidLocation) {
 		return nil, withExitCode(exitInvalid, err)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -151,13 +149,14 @@ func (o *planOptions) shapeFrom(spec *v1.StreamingQuerySpec) (*compat.Shape, str
 // shapeInCheckpoint returns the shape the committed batches in the --checkpoint location ran
 // under, read-only; nil when there is no checkpoint there or it has committed no batch yet.
 func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, string, error) {
-	loc := o.location
-	if u, err := url.Parse(loc); err == nil && u.Scheme == "" && !filepath.IsAbs(loc) {
-		if abs, err := filepath.Abs(loc); err == nil {
-			loc = abs
-		}
+	loc, err := checkpoint.ParseLocation(o.location)
+	if err == nil {
+		loc, err = loc.Abs()
 	}
-	store, err := checkpoint.Open(ctx, loc, o.openOpts...)
+	if err != nil {
+		return nil, "", withExitCode(exitInvalid, err)
+	}
+	store, err := checkpoint.OpenLocation(ctx, loc, o.openOpts...)
 	if err != nil {
 		return nil, "", withExitCode(exitInvalid, err)
 	}
