@@ -308,7 +308,7 @@ func (c *Checkpoint) Batches(ctx context.Context) ([]Batch, error) {
 // logBatches lists the batch numbers of a log, oldest first. Names that are
 // not batch names are ignored.
 func (c *Checkpoint) logBatches(ctx context.Context, dir string) ([]int64, error) {
-	keys, err := c.store.List(ctx, dir)
+	keys, err := ListKeys(ctx, c.store, dir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", c.name(dir), err)
 	}
@@ -337,7 +337,7 @@ func (c *Checkpoint) readMetadata(ctx context.Context) (Metadata, error) {
 // reports raced when the listing shows metadata after all: another process
 // created the checkpoint since the metadata was read.
 func (c *Checkpoint) checkEmpty(ctx context.Context) (raced bool, err error) {
-	keys, err := c.store.List(ctx, "")
+	keys, err := ListKeys(ctx, c.store, "")
 	if err != nil {
 		return false, fmt.Errorf("list %s: %w", c.Location(), err)
 	}

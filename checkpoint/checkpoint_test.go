@@ -170,7 +170,7 @@ func TestAddOffsetsRefusesBadInput(t *testing.T) {
 			t.Errorf("AddOffsets(%s) error = nil, want an error", name)
 		}
 	}
-	if keys, _ := c.Store().List(t.Context(), "offsets/"); len(keys) != 0 {
+	if keys, _ := checkpoint.ListKeys(t.Context(), c.Store(), "offsets/"); len(keys) != 0 {
 		t.Errorf("refused entries were written: %q", keys)
 	}
 }
@@ -475,7 +475,7 @@ func (s *countingStore) Get(ctx context.Context, key string) ([]byte, error) {
 	return s.Store.Get(ctx, key)
 }
 
-func (s *countingStore) List(ctx context.Context, prefix string) ([]string, error) {
+func (s *countingStore) List(ctx context.Context, prefix string) ([]checkpoint.ObjectInfo, error) {
 	s.lists.Add(1)
 	return s.Store.List(ctx, prefix)
 }

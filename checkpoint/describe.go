@@ -122,7 +122,7 @@ func (c *Checkpoint) Describe(ctx context.Context) (Description, error) {
 }
 
 func (c *Checkpoint) describeState(ctx context.Context) ([]OperatorState, error) {
-	infos, err := ListInfo(ctx, c.store, StateDir)
+	infos, err := c.store.List(ctx, StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", c.name(StateDir), err)
 	}

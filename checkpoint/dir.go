@@ -34,7 +34,7 @@ type Dir struct {
 	afterChunk func(written int)
 }
 
-var _ InfoLister = (*Dir)(nil)
+var _ Store = (*Dir)(nil)
 
 // writeChunk is how much of an object Dir writes per write(2).
 const writeChunk = 1 << 20
@@ -147,21 +147,9 @@ func (d *Dir) Delete(ctx context.Context, key string) error {
 	return fmt.Errorf("delete: %w", err)
 }
 
-// List walks the folder named by the prefix up to its last slash.
-func (d *Dir) List(ctx context.Context, prefix string) ([]string, error) {
-	infos, err := d.ListInfo(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, len(infos))
-	for i, info := range infos {
-		keys[i] = info.Key
-	}
-	return keys, nil
-}
-
-// ListInfo is List with the files' sizes.
-func (d *Dir) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+// List walks the folder named by the prefix up to its last slash. A link to
+// a file lists as that file, as reading it does.
+func (d *Dir) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -204,15 +192,21 @@ func (d *Dir) ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error)
 			}
 			return nil
 		}
-		if !e.Type().IsRegular() || !strings.HasPrefix(key, prefix) {
+		if !strings.HasPrefix(key, prefix) {
 			return nil
 		}
 		fi, err := e.Info()
+		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			fi, err = os.Stat(p)
+		}
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // deleted while we walked
+			return nil // deleted while we walked, or a dangling link
 		}
 		if err != nil {
 			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
 		}
 		infos = append(infos, ObjectInfo{Key: key, Size: fi.Size(), ModTime: fi.ModTime()})
 		return nil

@@ -135,7 +135,7 @@ func TestDirWriterKilledMidWrite(t *testing.T) {
 					t.Errorf("after the killed Put, Get = %q, %v; want the previous version", got, err)
 				}
 			}
-			keys, err := d.List(t.Context(), "")
+			keys, err := checkpoint.ListKeys(t.Context(), d, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -160,4 +160,28 @@ func newDir(t testing.TB) *checkpoint.Dir {
 		t.Fatal(err)
 	}
 	return d
+}
+
+// A link to a file lists as that file, with the file's size, as reading it
+// does (a source's folder may hold links); a dangling link is not listed.
+func TestDirListFollowsLinksToFiles(t *testing.T) {
+	dir := t.TempDir()
+	target := filepath.Join(t.TempDir(), "data.json")
+	if err := os.WriteFile(target, []byte(`{"a":1}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "linked.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(filepath.Join(dir, "gone"), filepath.Join(dir, "dangling.json")); err != nil {
+		t.Fatal(err)
+	}
+	d, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := d.List(t.Context(), "")
+	if err != nil || len(list) != 1 || list[0].Key != "linked.json" || list[0].Size != 7 {
+		t.Fatalf("List = %+v, %v; want linked.json of 7 bytes only", list, err)
+	}
 }

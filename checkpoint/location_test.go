@@ -3,6 +3,8 @@ package checkpoint_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
@@ -95,5 +97,68 @@ func TestOpenPassesTheOpenersError(t *testing.T) {
 	opener := func(context.Context, string, string) (checkpoint.Store, error) { return nil, boom }
 	if _, err := checkpoint.Open(t.Context(), "s3://checkpoints/q", checkpoint.WithS3(opener)); !errors.Is(err, boom) {
 		t.Errorf("Open error = %v, want the opener's", err)
+	}
+}
+
+func TestParseLocation(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want checkpoint.Location
+		str  string
+	}{
+		{"/data/in", checkpoint.Location{Scheme: "file", Path: "/data/in"}, "/data/in"},
+		{"/data/in/", checkpoint.Location{Scheme: "file", Path: "/data/in"}, "/data/in"},
+		{"file:///data/in/", checkpoint.Location{Scheme: "file", Path: "/data/in"}, "/data/in"},
+		{"file://localhost/data/../in", checkpoint.Location{Scheme: "file", Path: "/in"}, "/in"},
+		{"rel/dir/", checkpoint.Location{Scheme: "file", Path: "rel/dir"}, "rel/dir"},
+		{"./rel", checkpoint.Location{Scheme: "file", Path: "rel"}, "rel"},
+		{"s3://bucket", checkpoint.Location{Scheme: "s3", Bucket: "bucket"}, "s3://bucket"},
+		{"s3://bucket/", checkpoint.Location{Scheme: "s3", Bucket: "bucket"}, "s3://bucket"},
+		{"s3://bucket/a/b/", checkpoint.Location{Scheme: "s3", Bucket: "bucket", Prefix: "a/b"}, "s3://bucket/a/b"},
+	} {
+		got, err := checkpoint.ParseLocation(tc.in)
+		if err != nil || got != tc.want || got.String() != tc.str {
+			t.Errorf("ParseLocation(%q) = %+v (%q), %v; want %+v (%q)", tc.in, got, got.String(), err, tc.want, tc.str)
+		}
+	}
+	for _, in := range []string{"", "s3:///nobucket", "gs://bucket/x", "file:relative", "s3://bucket/a//b"} {
+		if _, err := checkpoint.ParseLocation(in); !errors.Is(err, checkpoint.ErrInvalidLocation) {
+			t.Errorf("ParseLocation(%q) error = %v, want ErrInvalidLocation", in, err)
+		}
+	}
+}
+
+func TestLocationOverlaps(t *testing.T) {
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"/a/b", "file:///a/b/", true},
+		{"/a/b", "/a/b/c", true},
+		{"/a/b/c", "/a/b", true},
+		{"/a/b", "/a/bc", false},
+		{"s3://bkt/x", "s3://bkt/x/y", true},
+		{"s3://bkt", "s3://bkt/x", true},
+		{"s3://bkt/x", "s3://bkt/xy", false},
+		{"s3://bkt/x", "s3://other/x", false},
+		{"/bkt/x", "s3://bkt/x", false},
+	} {
+		a, _ := checkpoint.ParseLocation(tc.a)
+		b, _ := checkpoint.ParseLocation(tc.b)
+		if got := a.Overlaps(b); got != tc.want {
+			t.Errorf("%s.Overlaps(%s) = %v, want %v", tc.a, tc.b, got, tc.want)
+		}
+	}
+}
+
+func TestLocationAbs(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	loc, _ := checkpoint.ParseLocation("rel/dir")
+	got, err := loc.Abs()
+	if want := filepath.Join(wd, "rel/dir"); err != nil || got.Path != want {
+		t.Errorf("Abs() = %+v, %v; want path %s", got, err, want)
 	}
 }

@@ -92,7 +92,7 @@ func (c *Checkpoint) Purge(ctx context.Context, minBatchesToRetain int, more ...
 // before version oldest; a partition with no such snapshot keeps everything.
 // Operators' _metadata files are never deleted.
 func PurgeState(ctx context.Context, s Store, oldest int64) error {
-	keys, err := s.List(ctx, StateDir)
+	keys, err := ListKeys(ctx, s, StateDir)
 	if err != nil {
 		return fmt.Errorf("list %s: %w", StateDir, err)
 	}
@@ -139,7 +139,7 @@ func PurgeState(ctx context.Context, s Store, oldest int64) error {
 func PurgeSource(source string) PurgeFunc {
 	return func(ctx context.Context, s Store, oldest int64) error {
 		dir := SourceKey(source, "")
-		keys, err := s.List(ctx, dir)
+		keys, err := ListKeys(ctx, s, dir)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", dir, err)
 		}

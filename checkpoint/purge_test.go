@@ -22,7 +22,7 @@ func batchKeys(dir string, from, to int64) []string {
 
 func list(t *testing.T, s checkpoint.Store, prefix string) []string {
 	t.Helper()
-	keys, err := s.List(t.Context(), prefix)
+	keys, err := checkpoint.ListKeys(t.Context(), s, prefix)
 	if err != nil {
 		t.Fatal(err)
 	}

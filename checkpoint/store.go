@@ -31,9 +31,11 @@ type Store interface {
 	// like Create. It is for files that are not part of a log.
 	Put(ctx context.Context, key string, data []byte) error
 
-	// List returns the keys that start with prefix, in lexicographic (byte)
-	// order. Objects being written by Create or Put are not listed.
-	List(ctx context.Context, prefix string) ([]string, error)
+	// List returns the objects whose keys start with prefix, at any depth, in
+	// lexicographic (byte) order of their keys, with their sizes and
+	// modification times, without reading them. Objects being written by
+	// Create or Put, and names starting with a dot, are not listed.
+	List(ctx context.Context, prefix string) ([]ObjectInfo, error)
 
 	// Delete removes the object. Deleting a missing object is not an error.
 	Delete(ctx context.Context, key string) error
@@ -52,35 +54,17 @@ type ObjectInfo struct {
 	ModTime time.Time
 }
 
-// An InfoLister is a Store that reports object sizes while listing, without
-// reading the objects. Both stores in this module are InfoListers; use
-// ListInfo to get sizes from any Store.
-type InfoLister interface {
-	ListInfo(ctx context.Context, prefix string) ([]ObjectInfo, error)
-}
-
-// ListInfo lists the objects under prefix with their sizes, using the store's
-// InfoLister when it has one and reading each object otherwise.
-func ListInfo(ctx context.Context, s Store, prefix string) ([]ObjectInfo, error) {
-	if il, ok := s.(InfoLister); ok {
-		return il.ListInfo(ctx, prefix)
-	}
-	keys, err := s.List(ctx, prefix)
+// ListKeys returns the keys of the objects under prefix (see Store.List).
+func ListKeys(ctx context.Context, s Store, prefix string) ([]string, error) {
+	infos, err := s.List(ctx, prefix)
 	if err != nil {
 		return nil, err
 	}
-	infos := make([]ObjectInfo, 0, len(keys))
-	for _, k := range keys {
-		b, err := s.Get(ctx, k)
-		if errors.Is(err, ErrNotFound) {
-			continue // deleted since the listing
-		}
-		if err != nil {
-			return nil, err
-		}
-		infos = append(infos, ObjectInfo{Key: k, Size: int64(len(b))})
+	keys := make([]string, len(infos))
+	for i, info := range infos {
+		keys[i] = info.Key
 	}
-	return infos, nil
+	return keys, nil
 }
 
 var (

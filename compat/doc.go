@@ -27,7 +27,8 @@
 //     `lockstep run` and the engine all print it the same way.
 //
 // The same Check runs in `lockstep plan`, the admission webhook, the Terraform plan and the
-// engine at start. Package compat does no I/O: it imports only the API types.
+// engine at start. Package compat does no I/O: it imports only the API types and, from package checkpoint,
+// the one location parser (file:///a/b and /a/b/ compare equal everywhere).
 package compat
 
 //go:generate go run ./internal/gendocs -o ../docs/compatibility.md

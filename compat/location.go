@@ -1,13 +1,17 @@
 package compat
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/lockstep-dev/lockstep/checkpoint"
+)
 
 // Moved reports whether a query whose checkpoint location was from now names the location to:
 // both are set and they are not the same location (file:///a/b and /a/b/ are). A moved query
 // is a fresh start at to, unless to already holds its checkpoint: nothing recorded at from is
 // judged against.
 func Moved(from, to string) bool {
-	return from != "" && to != "" && normPath(from) != normPath(to)
+	return from != "" && to != "" && checkpoint.CanonicalLocation(from) != checkpoint.CanonicalLocation(to)
 }
 
 // MovedText says what moving a query's checkpoint location from from to to does, for a

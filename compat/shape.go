@@ -6,12 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path"
 	"regexp"
 	"slices"
 	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -351,11 +351,11 @@ func sourceShape(src *v1.Source) SourceShape {
 			s.Columns = v1.Columns{{Name: v1.ColumnKafkaValue, Type: v1.TypeString}}
 		}
 	case src.Files != nil:
-		s.Path = normPath(src.Files.Path)
+		s.Path = checkpoint.CanonicalLocation(src.Files.Path)
 		s.Format = string(src.Files.Format)
 		s.MaxFilesPerTrigger = src.Files.MaxFilesPerTrigger
 	case src.Delta != nil:
-		s.Path = normPath(src.Delta.Path)
+		s.Path = checkpoint.CanonicalLocation(src.Delta.Path)
 		s.StartingVersion = src.Delta.StartingVersion
 		s.MaxFilesPerTrigger = src.Delta.MaxFilesPerTrigger
 	case src.Rate != nil:
@@ -405,10 +405,10 @@ func sinkShape(s *v1.Sink) SinkShape {
 	k := SinkShape{Kind: s.Kind()}
 	switch {
 	case s.Delta != nil:
-		k.Path = normPath(s.Delta.Path)
+		k.Path = checkpoint.CanonicalLocation(s.Delta.Path)
 		k.PartitionColumns = slices.Clone(s.Delta.PartitionColumns)
 	case s.Files != nil:
-		k.Path = normPath(s.Files.Path)
+		k.Path = checkpoint.CanonicalLocation(s.Files.Path)
 		k.Format = s.Files.Format
 	case s.Kafka != nil:
 		k.Topic = s.Kafka.Topic
@@ -471,20 +471,6 @@ func normExpr(e string) string {
 		}
 	}
 	return b.String()
-}
-
-// normPath makes equal locations compare equal: file:///a/b and /a/b/, s3://b/p/ and s3://b/p.
-func normPath(p string) string {
-	if rest, ok := strings.CutPrefix(p, "file://"); ok {
-		p = rest
-	}
-	if strings.Contains(p, "://") {
-		return strings.TrimRight(p, "/")
-	}
-	if p == "" {
-		return ""
-	}
-	return path.Clean(p)
 }
 
 // redactURL keeps a URL's scheme, host and path.

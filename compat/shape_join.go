@@ -2,6 +2,7 @@ package compat
 
 import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
 // JoinShape is one join step: what its output and, for a stream join, its state depend on.
@@ -51,7 +52,7 @@ func joinShape(spec *v1.StreamingQuerySpec, id string, j *v1.Join, in v1.Columns
 	}
 	switch {
 	case j.Static != nil:
-		st := &StaticSideShape{Kind: j.Static.Kind(), Path: normPath(j.Static.Path())}
+		st := &StaticSideShape{Kind: j.Static.Kind(), Path: checkpoint.CanonicalLocation(j.Static.Path())}
 		if j.Static.Files != nil {
 			st.Format = j.Static.Files.Format
 		}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 )
 
@@ -96,7 +97,7 @@ func sparkSources(c *sparkckpt.Checkpoint, spec []SourceShape, inf *Inference) [
 		case v1.SourceFiles:
 			sh.Kind = kind
 			if dir := sparkFilesDir(s); dir != "" {
-				sh.Path = normPath(dir)
+				sh.Path = checkpoint.CanonicalLocation(dir)
 				inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: files in %s (the folder of the files its log lists)", where, dir))
 			} else {
 				inf.Inferred = append(inf.Inferred, where+": files")

@@ -151,11 +151,11 @@ func (c checkpoints) secretCurrent(ctx context.Context, namespace string, p plac
 
 // openStore opens the store at the placement with the credentials in sec.
 func openStore(ctx context.Context, p placement, sec *corev1.Secret, readOnly bool) (checkpoint.Store, error) {
-	opts, err := storeconn.Options(p.store, sec.Data)
+	st, err := storeconn.Resolve(nil, storeconn.From{Store: p.store, Secret: sec.Data})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errStoreRefused, err)
 	}
-	opts = append(opts, s3.WithRetries(checkpointAttempts, 50*time.Millisecond), s3.WithRequestTimeout(checkpointTimeout))
+	opts := []s3.Option{s3.WithSettings(st), s3.WithRetries(checkpointAttempts, 50*time.Millisecond), s3.WithRequestTimeout(checkpointTimeout)}
 	if readOnly {
 		opts = append(opts, s3.ReadOnly())
 	}
@@ -246,7 +246,7 @@ func (s snapshot) ownedBy(q *v1.StreamingQuery) bool {
 // deleteAll removes every object of the checkpoint in s, the metadata last, so that a
 // deletion cut short is retried and still finds the checkpoint's owner.
 func deleteAll(ctx context.Context, s checkpoint.Store) error {
-	keys, err := s.List(ctx, "")
+	keys, err := checkpoint.ListKeys(ctx, s, "")
 	if err != nil {
 		return fmt.Errorf("list %s: %w", s.Location(), err)
 	}

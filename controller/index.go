@@ -3,12 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
 // The uniqueness of checkpoint locations is checked on every reconcile and admission. Listing
@@ -62,7 +62,7 @@ func queriesNaming(ctx context.Context, cache client.Reader, store string) ([]v1
 
 // locationKeys returns the index keys of a location: "=L" and "<F" for each folder F around it.
 func locationKeys(loc string) []string {
-	loc = strings.TrimRight(loc, "/")
+	loc = checkpoint.CanonicalLocation(loc)
 	if loc == "" {
 		return nil
 	}
@@ -87,7 +87,7 @@ func folders(loc string) []string {
 // lookupKeys returns the index keys under which the queries overlapping loc are: those inside
 // it ("<L"), at it ("=L") and around it ("=F" for each folder F of L).
 func lookupKeys(loc string) []string {
-	loc = strings.TrimRight(loc, "/")
+	loc = checkpoint.CanonicalLocation(loc)
 	if loc == "" {
 		return nil
 	}

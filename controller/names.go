@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
 // Names, labels and annotations of the objects the controller manages.
@@ -62,6 +63,6 @@ func EngineLabels(q *v1.StreamingQuery) map[string]string {
 // Overlaps reports whether two checkpoint locations are equal or one is inside the other:
 // two queries on such locations would read or purge each other's files.
 func Overlaps(a, b string) bool {
-	a, b = strings.TrimRight(a, "/")+"/", strings.TrimRight(b, "/")+"/"
+	a, b = checkpoint.CanonicalLocation(a)+"/", checkpoint.CanonicalLocation(b)+"/"
 	return strings.HasPrefix(a, b) || strings.HasPrefix(b, a)
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
 // NamespacePrefix returns the location prefix under which queries of namespace may keep their
@@ -50,7 +51,7 @@ func ValidatePlacement(q *v1.StreamingQuery, store *v1.CheckpointStore, nsLabels
 		return field.ErrorList{field.Forbidden(cp.Child("store"),
 			fmt.Sprintf("namespace %q may not use CheckpointStore %q: ask the platform team to add it to the store's allowedNamespaces or namespaceSelector", q.Namespace, store.Name))}
 	}
-	loc := strings.TrimRight(q.Spec.Checkpoint.Location, "/")
+	loc := checkpoint.CanonicalLocation(q.Spec.Checkpoint.Location)
 	if loc == "" {
 		return field.ErrorList{field.Required(cp.Child("location"), "defaulted from the store's location template by the admission webhook")}
 	}
@@ -91,7 +92,7 @@ func ValidateUniqueLocation(q *v1.StreamingQuery, others []v1.StreamingQuery) fi
 			continue
 		}
 		how := "is inside or around"
-		if strings.TrimRight(loc, "/") == strings.TrimRight(ol, "/") {
+		if checkpoint.CanonicalLocation(loc) == checkpoint.CanonicalLocation(ol) {
 			how = "is"
 		}
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "checkpoint", "location"),

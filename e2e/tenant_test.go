@@ -252,7 +252,7 @@ func (tn *tenant) putOrders(file string, first, n int) {
 // its manifest, so only committed batches count.
 func (tn *tenant) sinkRows(path string) (v1.Columns, []engine.Row) {
 	tn.t.Helper()
-	folder, err := blob.OpenS3(tn.s3.Bucket, path, tn.s3.Options()...)
+	folder, err := blob.Open("s3://"+tn.s3.Bucket+"/"+path, tn.s3.Options()...)
 	if err != nil {
 		tn.t.Fatal(err)
 	}

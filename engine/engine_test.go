@@ -86,7 +86,7 @@ func (o *orders) query() *querytest.Query {
 
 func (o *orders) check(t *testing.T) {
 	t.Helper()
-	f, err := blob.OpenDir(o.out)
+	f, err := blob.Open(o.out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -253,7 +253,7 @@ func TestProcessingTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The rate source's values are consecutive across batches.
-	f, _ := blob.OpenDir(out)
+	f, _ := blob.Open(out)
 	rows := enginetest.OutputRows(t, f)
 	seen := map[int64]bool{}
 	for _, r := range rows {
@@ -352,7 +352,7 @@ func TestReplayKeepsLoggedTimestampAndRange(t *testing.T) {
 	if _, err := result(); err != nil {
 		t.Fatal(err)
 	}
-	f, _ := blob.OpenDir(out)
+	f, _ := blob.Open(out)
 	var values []int64
 	for _, r := range enginetest.OutputRows(t, f) {
 		values = append(values, r[1].(int64))
@@ -509,7 +509,12 @@ func TestNewRefusesKindsNotRegistered(t *testing.T) {
 // one sources and sinks read their credentials from (it once never reached
 // the sources, so a Kafka source's SASL settings were read from the process).
 func TestWithEnvReachesEveryComponent(t *testing.T) {
-	getenv := func(k string) string { return "from-WithEnv:" + k }
+	getenv := func(k string) string {
+		if k == "SECRET" {
+			return "from-WithEnv:" + k
+		}
+		return ""
+	}
 	var seen []string
 	rate := func(fail bool) engine.SourceConstructor {
 		return func(ctx context.Context, spec *v1.Source, env engine.SourceEnv) (engine.Source, error) {
@@ -663,7 +668,7 @@ func TestFilesToFilesExample(t *testing.T) {
 	if sum.Batches != 1 || sum.NumInputRows != 8 || sum.NumOutputRows != 6 {
 		t.Errorf("Summary = %+v, want one batch, 8 rows in, 6 out", sum)
 	}
-	f, _ := blob.OpenDir(out)
+	f, _ := blob.Open(out)
 	rows := enginetest.OutputRows(t, f)
 	if len(rows) != 6 || rows[0][0] != "o-1001" || rows[0][1] != "DE" || rows[0][2] != 19.99 {
 		t.Errorf("output = %v", rows)

@@ -80,7 +80,7 @@ func (e *enrichment) query(refresh *v1.Refresh) *querytest.Query {
 
 func (e *enrichment) output(t *testing.T) []engine.Row {
 	t.Helper()
-	f, err := blob.OpenDir(e.out)
+	f, err := blob.Open(e.out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/internal/storeconn"
 	"github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -358,7 +357,11 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
-	store, err := checkpoint.Open(ctx, loc, checkpoint.WithS3(s3.Opener(q.s3Options()...)))
+	opts, err := q.s3Options(storeconn.From{})
+	if err != nil {
+		return nil, fmt.Errorf("open checkpoint: %w", err)
+	}
+	store, err := checkpoint.Open(ctx, loc, checkpoint.WithS3(s3.Opener(opts...)))
 	if err != nil {
 		return nil, fmt.Errorf("open checkpoint: %w", err)
 	}
@@ -434,14 +437,14 @@ func (q *Query) location() (string, error) {
 	if loc == "" {
 		return "", errors.New("no checkpoint location: set spec.checkpoint.location or pass one")
 	}
-	if !strings.Contains(loc, "://") && !filepath.IsAbs(loc) {
-		abs, err := filepath.Abs(loc)
-		if err != nil {
-			return "", fmt.Errorf("checkpoint location %q: %w", loc, err)
-		}
-		loc = abs
+	parsed, err := checkpoint.ParseLocation(loc)
+	if err != nil {
+		return "", err
 	}
-	return loc, nil
+	if parsed, err = parsed.Abs(); err != nil {
+		return "", err
+	}
+	return parsed.String(), nil
 }
 
 // recover sets where the run starts from the checkpoint's head (DESIGN §3):
@@ -519,42 +522,38 @@ func (q *Query) hasSource(name string) bool {
 	return false
 }
 
-// s3Options are the options of every S3 location the query opens: the
-// engine's, and the counting of retries into the query's stats.
-func (q *Query) s3Options() []s3.Option {
-	opts := make([]s3.Option, 0, len(q.opts.s3)+2)
-	opts = append(opts, s3.WithEnv(q.opts.getenv))
+// s3Options are the options of an S3 location the query opens: its settings
+// resolved from the environment (and from a source's or sink's own spec.s3),
+// with the engine's options and the counting of retries into the query's
+// stats. The settings of a spec.s3 apply over the engine's options.
+func (q *Query) s3Options(from storeconn.From) ([]s3.Option, error) {
+	env, err := storeconn.Resolve(q.opts.getenv, storeconn.From{})
+	if err != nil {
+		return nil, err
+	}
+	opts := make([]s3.Option, 0, len(q.opts.s3)+3)
+	opts = append(opts, s3.WithSettings(env))
 	opts = append(opts, q.opts.s3...)
-	return append(opts, s3.WithStats(&q.s3Stats))
+	if from.Conn != nil {
+		own, err := storeconn.Resolve(q.opts.getenv, from)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, s3.WithSettings(own))
+	}
+	return append(opts, s3.WithStats(&q.s3Stats)), nil
 }
 
 // folderOpener opens the locations of the source or sink called name (""
 // for the sink): with the engine's S3 settings, and its own spec.s3 on top.
 func (q *Query) folderOpener(conn *v1.S3Connection, name string) FolderOpener {
-	opts := q.s3Options()
-	if conn != nil {
-		opts = append(opts, connectionOptions(conn, name, q.opts.getenv)...)
+	opts, err := q.s3Options(storeconn.From{Conn: conn, Name: name})
+	return func(location string) (blob.Folder, error) {
+		if err != nil {
+			return nil, fmt.Errorf("open %s: %w", location, err)
+		}
+		return blob.Open(location, opts...)
 	}
-	return func(location string) (blob.Folder, error) { return blob.Open(location, opts...) }
-}
-
-// connectionOptions are the S3 options of a source's or sink's own
-// connection: its endpoint and region, its keys from the variables under its
-// prefix, else the standard credential chain (never the checkpoint's keys).
-func connectionOptions(c *v1.S3Connection, name string, getenv func(string) string) []s3.Option {
-	endpoint, region := c.Endpoint, c.Region
-	if endpoint == "" {
-		endpoint = s3.AWSEndpoint
-	}
-	if region == "" {
-		region = s3.DefaultRegion
-	}
-	opts := []s3.Option{s3.WithEndpoint(endpoint), s3.WithRegion(region), s3.WithInsecureSkipVerify(c.InsecureSkipVerify)}
-	prefix := v1.S3CredentialsEnvPrefix(c, name)
-	if id, secret := getenv(prefix+s3.EnvAccessKey), getenv(prefix+s3.EnvSecretKey); id != "" && secret != "" {
-		return append(opts, s3.WithCredentials(id, secret, getenv(prefix+s3.EnvSessionToken)))
-	}
-	return append(opts, s3.WithCredentialChain())
 }
 
 // build constructs the sources and the sink.

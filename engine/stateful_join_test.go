@@ -97,7 +97,7 @@ func (e *adEvents) query() *querytest.Query {
 
 func (e *adEvents) output(t *testing.T) []string {
 	t.Helper()
-	f, err := blob.OpenDir(e.out)
+	f, err := blob.Open(e.out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +280,7 @@ func TestImpressionsClicksExample(t *testing.T) {
 	if sum.Batches != 3 || sum.NumInputRows != 10 || sum.NumOutputRows != 4 {
 		t.Errorf("Summary = %+v, want 3 batches, 10 rows in, 4 out", sum)
 	}
-	f, _ := blob.OpenDir(out)
+	f, _ := blob.Open(out)
 	var users []string
 	for _, r := range enginetest.OutputRows(t, f) {
 		users = append(users, fmt.Sprintf("%s clicked=%t", r[1], r[3] != nil))

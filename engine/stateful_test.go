@@ -95,7 +95,7 @@ func (e *events) query() *querytest.Query {
 
 func (e *events) output(t *testing.T) []engine.Row {
 	t.Helper()
-	f, err := blob.OpenDir(e.out)
+	f, err := blob.Open(e.out)
 	if err != nil {
 		t.Fatal(err)
 	}

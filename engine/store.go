@@ -32,15 +32,15 @@ func (p prefixStore) Put(ctx context.Context, key string, data []byte) error {
 	return p.store.Put(ctx, p.prefix+key, data)
 }
 
-func (p prefixStore) List(ctx context.Context, prefix string) ([]string, error) {
-	keys, err := p.store.List(ctx, p.prefix+prefix)
+func (p prefixStore) List(ctx context.Context, prefix string) ([]checkpoint.ObjectInfo, error) {
+	infos, err := p.store.List(ctx, p.prefix+prefix)
 	if err != nil {
 		return nil, err
 	}
-	for i, k := range keys {
-		keys[i] = strings.TrimPrefix(k, p.prefix)
+	for i := range infos {
+		infos[i].Key = strings.TrimPrefix(infos[i].Key, p.prefix)
 	}
-	return keys, nil
+	return infos, nil
 }
 
 func (p prefixStore) Delete(ctx context.Context, key string) error {
@@ -51,10 +51,7 @@ func (p prefixStore) Location() string {
 	return p.store.Location() + "/" + strings.TrimSuffix(p.prefix, "/")
 }
 
-var (
-	_ checkpoint.Store      = observedStore{}
-	_ checkpoint.InfoLister = observedStore{}
-)
+var _ checkpoint.Store = observedStore{}
 
 // observedStore tells a StoreObserver of each operation on a store.
 type observedStore struct {
@@ -89,15 +86,8 @@ func (o observedStore) Put(ctx context.Context, key string, data []byte) (err er
 	return err
 }
 
-func (o observedStore) List(ctx context.Context, prefix string) (keys []string, err error) {
-	o.observe(ctx, OpList, func(ctx context.Context) error { keys, err = o.store.List(ctx, prefix); return err })
-	return keys, err
-}
-
-// ListInfo keeps the store's listing with sizes (checkpoint.ListInfo would
-// otherwise read every object).
-func (o observedStore) ListInfo(ctx context.Context, prefix string) (infos []checkpoint.ObjectInfo, err error) {
-	o.observe(ctx, OpList, func(ctx context.Context) error { infos, err = checkpoint.ListInfo(ctx, o.store, prefix); return err })
+func (o observedStore) List(ctx context.Context, prefix string) (infos []checkpoint.ObjectInfo, err error) {
+	o.observe(ctx, OpList, func(ctx context.Context) error { infos, err = o.store.List(ctx, prefix); return err })
 	return infos, err
 }
 

@@ -130,11 +130,11 @@ func (c *cluster) storeOptions(ctx context.Context, namespace string, store *v1.
 			data[k] = b
 		}
 	}
-	opts, err := storeconn.Options(store, data)
+	st, err := storeconn.Resolve(nil, storeconn.From{Store: store, Secret: data})
 	if err != nil {
 		return nil, fmt.Errorf("the store's credentials in namespace %s: %w", namespace, err)
 	}
-	return append(opts, s3.WithRetries(2, 50*time.Millisecond), s3.WithRequestTimeout(checkpointBudget), s3.ReadOnly()), nil
+	return []s3.Option{s3.WithSettings(st), s3.WithRetries(2, 50*time.Millisecond), s3.WithRequestTimeout(checkpointBudget), s3.ReadOnly()}, nil
 }
 
 // retentionOf returns the retention policy of a query read from the API server: what its

@@ -14,10 +14,13 @@
 // ErrConditionalWritesIgnored, since two writers there could both write the
 // same batch.
 //
-// Settings come from options, else from the environment: LOCKSTEP_S3_ENDPOINT
-// (http://host:port or https://host:port; unset means AWS), AWS_REGION,
-// AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN and
-// AWS_CA_BUNDLE. Requests failing transiently (5xx, 429, timeouts, network
+// Settings (a plain struct: endpoint, region, credentials, web identity, CAs)
+// come from WithSettings, else from the environment through FromEnv:
+// LOCKSTEP_S3_ENDPOINT (http://host:port or https://host:port; unset means
+// AWS), AWS_REGION, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+// AWS_SESSION_TOKEN, the web identity variables and AWS_CA_BUNDLE; options
+// such as WithEndpoint apply on top. Package internal/storeconn resolves the
+// settings of a CheckpointStore and of a source's or sink's spec.s3. Requests failing transiently (5xx, 429, timeouts, network
 // errors) are retried with exponential backoff; a failed precondition, a
 // missing object or a refused permission never is.
 //

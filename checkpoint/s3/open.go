@@ -89,7 +89,7 @@ func New(bucket, prefix string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", loc, err)
 	}
-	host, secure, err := parseEndpoint(*cfg.endpoint)
+	host, secure, err := parseEndpoint(cfg.endpoint)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", loc, err)
 	}
@@ -98,13 +98,13 @@ func New(bucket, prefix string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", loc, err)
 	}
 	lookup := minio.BucketLookupAuto
-	if *cfg.endpoint != AWSEndpoint {
+	if cfg.endpoint != AWSEndpoint {
 		lookup = minio.BucketLookupPath // MinIO, versitygw and most others
 	}
 	client, err := minio.New(host, &minio.Options{
 		Creds:        cfg.creds,
 		Secure:       secure,
-		Region:       *cfg.region, // known: no GetBucketLocation round trip
+		Region:       cfg.region, // known: no GetBucketLocation round trip
 		Transport:    tr,
 		BucketLookup: lookup,
 		MaxRetries:   1, // Store.retry decides what is retried
@@ -112,7 +112,7 @@ func New(bucket, prefix string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", loc, err)
 	}
-	s := &Store{client: client, bucket: bucket, endpoint: *cfg.endpoint, cfg: cfg}
+	s := &Store{client: client, bucket: bucket, endpoint: cfg.endpoint, cfg: cfg}
 	if prefix != "" {
 		s.prefix = prefix + "/"
 	}

@@ -1,6 +1,7 @@
 package s3
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
@@ -53,35 +54,115 @@ const (
 	AWSEndpoint = "https://s3.amazonaws.com"
 )
 
+// Settings are the resolved connection settings of one S3 location: which
+// server, which region, which credentials, which certificates to trust. They
+// are plain values so that a runtime other than this package's client (Spark's
+// s3a options) can be given the very same settings. FromEnv reads them from
+// the environment; package internal/storeconn resolves those of a
+// CheckpointStore and of a source's or sink's spec.s3. The zero Settings are
+// AWS S3 in us-east-1 with the standard credential chain.
+type Settings struct {
+	// Endpoint is "http://host:port" or "https://host:port"; empty means AWS
+	// S3 (AWSEndpoint).
+	Endpoint string
+	// Region is the bucket's region; empty means DefaultRegion.
+	Region string
+	// AccessKey, SecretKey and SessionToken are static credentials; with no
+	// AccessKey the standard chain finds credentials (see WithCredentials).
+	AccessKey, SecretKey, SessionToken string
+	// WebIdentityTokenFile, RoleARN and STSEndpoint are the web identity
+	// (IRSA, Workload Identity) the standard chain uses, as the AWS_*
+	// variables of the same names set them; STSEndpoint empty means AWS STS.
+	WebIdentityTokenFile, RoleARN, STSEndpoint string
+	// CABundle holds PEM certificates of CAs to trust besides the system's
+	// (a CheckpointStore's caBundle); CAFile names a PEM file of them
+	// ($AWS_CA_BUNDLE). CABundle wins when both are set.
+	CABundle []byte
+	CAFile   string
+	// InsecureSkipVerify accepts any server certificate (tests only).
+	InsecureSkipVerify bool
+	// OperationTimeout bounds one operation with all its retries; zero means
+	// DefaultOperationTimeout.
+	OperationTimeout time.Duration
+}
+
+// FromEnv returns the settings the environment gives, read through getenv:
+// $LOCKSTEP_S3_ENDPOINT, $AWS_REGION, the static keys when both
+// $AWS_ACCESS_KEY_ID and $AWS_SECRET_ACCESS_KEY are set (with
+// $AWS_SESSION_TOKEN), the web identity variables, $AWS_CA_BUNDLE,
+// $LOCKSTEP_S3_INSECURE_SKIP_VERIFY ("true") and
+// $LOCKSTEP_S3_OPERATION_TIMEOUT (a Go duration). It is what Open and New use
+// when no WithSettings is given.
+func FromEnv(getenv func(string) string) (Settings, error) {
+	st := Settings{
+		Endpoint:             getenv(EnvEndpoint),
+		Region:               getenv(EnvRegion),
+		WebIdentityTokenFile: getenv(EnvWebIdentityTokenFile),
+		RoleARN:              getenv(EnvRoleARN),
+		STSEndpoint:          getenv(EnvSTSEndpoint),
+		CAFile:               getenv(EnvCABundle),
+		InsecureSkipVerify:   getenv(EnvInsecureSkipVerify) == "true",
+	}
+	if id, secret := getenv(EnvAccessKey), getenv(EnvSecretKey); id != "" && secret != "" {
+		st.AccessKey, st.SecretKey, st.SessionToken = id, secret, getenv(EnvSessionToken)
+	}
+	if v := getenv(EnvOperationTimeout); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return Settings{}, fmt.Errorf("%s=%q: want a positive Go duration such as 2m or 90s", EnvOperationTimeout, v)
+		}
+		st.OperationTimeout = d
+	}
+	return st, nil
+}
+
 // An Option configures Open and New. Options apply in order; a later one
 // wins, so per-location settings can follow the defaults.
 type Option func(*config)
 
 type config struct {
-	endpoint  *string
-	region    *string
+	// edits change the settings in the order the options came; given is set
+	// by WithSettings, and without it the settings start from the environment.
+	edits []func(*Settings)
+	given bool
+
+	endpoint  string
+	region    string
 	creds     *credentials.Credentials
 	accessKey string       // for messages
 	chain     *chainSource // the standard chain's last failure; nil with static keys
-	caFile    *string
-	insecure  *bool
 	tls       *tls.Config
 	attempts  int // 0: until the operation timeout
 	baseDelay time.Duration
 	maxDelay  time.Duration
 	timeout   time.Duration // one request
-	opTimeout *time.Duration
+	opTimeout time.Duration
 	readOnly  bool
 	stats     *Stats
-	getenv    func(string) string
+	settings  Settings
+}
+
+func (c *config) edit(f func(*Settings)) { c.edits = append(c.edits, f) }
+
+// WithSettings sets every connection setting at once, replacing the
+// environment's and those of earlier options. Options after it apply on top.
+func WithSettings(st Settings) Option {
+	return func(c *config) {
+		c.given = true
+		c.edit(func(s *Settings) { *s = st })
+	}
 }
 
 // WithEndpoint sets the server: "http://host:port" or "https://host:port".
 // The default is $LOCKSTEP_S3_ENDPOINT, and AWS S3 when that is unset.
-func WithEndpoint(endpoint string) Option { return func(c *config) { c.endpoint = &endpoint } }
+func WithEndpoint(endpoint string) Option {
+	return func(c *config) { c.edit(func(s *Settings) { s.Endpoint = endpoint }) }
+}
 
 // WithRegion sets the region. The default is $AWS_REGION, else us-east-1.
-func WithRegion(region string) Option { return func(c *config) { c.region = &region } }
+func WithRegion(region string) Option {
+	return func(c *config) { c.edit(func(s *Settings) { s.Region = region }) }
+}
 
 // WithCredentials sets static credentials; sessionToken may be empty. The
 // default is the standard chain: $AWS_ACCESS_KEY_ID, $AWS_SECRET_ACCESS_KEY
@@ -91,18 +172,7 @@ func WithRegion(region string) Option { return func(c *config) { c.region = &reg
 // or instance metadata endpoint.
 func WithCredentials(accessKey, secretKey, sessionToken string) Option {
 	return func(c *config) {
-		c.creds = credentials.NewStaticV4(accessKey, secretKey, sessionToken)
-		c.accessKey, c.chain = accessKey, nil
-	}
-}
-
-// WithCredentialChain drops credentials set by an earlier option and uses the
-// standard chain (see WithCredentials). A location on another server than
-// the checkpoint's takes it when it names no keys of its own.
-func WithCredentialChain() Option {
-	return func(c *config) {
-		c.creds, c.chain = standardChain(c.getenv)
-		c.accessKey = ""
+		c.edit(func(s *Settings) { s.AccessKey, s.SecretKey, s.SessionToken = accessKey, secretKey, sessionToken })
 	}
 }
 
@@ -112,19 +182,19 @@ func WithCredentialChain() Option {
 // reading the AWS_* variables itself). minio-go's chain drops the reason a
 // provider failed and signs nothing, so the server answers a bare "access
 // denied"; the chainSource it also returns keeps that reason for classify.
-func standardChain(getenv func(string) string) (*credentials.Credentials, *chainSource) {
+func standardChain(st Settings) (*credentials.Credentials, *chainSource) {
 	iam := &credentials.IAM{Client: &http.Client{Transport: http.DefaultTransport}}
 	src := &chainSource{source: "the instance or container metadata endpoint"}
-	if f := getenv(EnvWebIdentityTokenFile); f != "" {
+	if f := st.WebIdentityTokenFile; f != "" {
 		// The provider's Endpoint is STS's for web identity, the metadata
 		// endpoint's otherwise: set it only for the first.
-		iam.Endpoint = getenv(EnvSTSEndpoint)
+		iam.Endpoint = st.STSEndpoint
 		sts := iam.Endpoint
 		if sts == "" {
 			sts = "AWS STS"
 		}
 		src.source = fmt.Sprintf("web identity (STS %s, %s=%s, %s=%s)",
-			sts, EnvWebIdentityTokenFile, f, EnvRoleARN, getenv(EnvRoleARN))
+			sts, EnvWebIdentityTokenFile, f, EnvRoleARN, st.RoleARN)
 	}
 	src.Provider = iam
 	return credentials.NewChainCredentials([]credentials.Provider{&credentials.FileAWSCredentials{}, src}), src
@@ -178,14 +248,16 @@ func (p *chainSource) failure() error {
 
 // WithCA trusts the CAs in a PEM file as well as the system's. The default
 // is $AWS_CA_BUNDLE when set.
-func WithCA(pemFile string) Option { return func(c *config) { c.caFile = &pemFile } }
+func WithCA(pemFile string) Option {
+	return func(c *config) { c.edit(func(s *Settings) { s.CAFile, s.CABundle = pemFile, nil }) }
+}
 
 // WithInsecureSkipVerify accepts any server certificate (or, with false,
 // verifies again). For tests only; the default is
 // $LOCKSTEP_S3_INSECURE_SKIP_VERIFY == "true", else verify.
 func WithInsecureSkipVerify(skip ...bool) Option {
 	v := len(skip) == 0 || skip[0]
-	return func(c *config) { c.insecure = &v }
+	return func(c *config) { c.edit(func(s *Settings) { s.InsecureSkipVerify = v }) }
 }
 
 // WithTLSConfig sets the whole TLS configuration, for client certificates and
@@ -208,15 +280,13 @@ func WithRequestTimeout(d time.Duration) Option { return func(c *config) { c.tim
 
 // WithOperationTimeout bounds one operation with all its retries. The
 // default is $LOCKSTEP_S3_OPERATION_TIMEOUT, else 2 minutes.
-func WithOperationTimeout(d time.Duration) Option { return func(c *config) { c.opTimeout = &d } }
+func WithOperationTimeout(d time.Duration) Option {
+	return func(c *config) { c.edit(func(s *Settings) { s.OperationTimeout = d }) }
+}
 
 // WithStats counts the retries and the resolved uncertain writes of the
 // store's operations into st, which may be shared by several stores.
 func WithStats(st *Stats) Option { return func(c *config) { c.stats = st } }
-
-// WithEnv reads the environment defaults through getenv instead of
-// os.Getenv.
-func WithEnv(getenv func(string) string) Option { return func(c *config) { c.getenv = getenv } }
 
 // ReadOnly opens the store for reading only: Open does not write its
 // scratch object, and Create, Put and Delete fail with
@@ -224,52 +294,29 @@ func WithEnv(getenv func(string) string) Option { return func(c *config) { c.get
 func ReadOnly() Option { return func(c *config) { c.readOnly = true } }
 
 func newConfig(opts []Option) (*config, error) {
-	c := &config{baseDelay: DefaultBaseDelay, maxDelay: DefaultMaxDelay, timeout: DefaultRequestTimeout, getenv: os.Getenv}
+	c := &config{baseDelay: DefaultBaseDelay, maxDelay: DefaultMaxDelay, timeout: DefaultRequestTimeout}
 	for _, opt := range opts {
 		opt(c)
 	}
-	getenv := c.getenv
-	if c.endpoint == nil {
-		ep := getenv(EnvEndpoint)
-		if ep == "" {
-			ep = AWSEndpoint
-		}
-		c.endpoint = &ep
-	}
-	if c.region == nil {
-		r := getenv(EnvRegion)
-		if r == "" {
-			r = DefaultRegion
-		}
-		c.region = &r
-	}
-	if c.creds == nil {
-		if id, secret := getenv(EnvAccessKey), getenv(EnvSecretKey); id != "" && secret != "" {
-			c.creds = credentials.NewStaticV4(id, secret, getenv(EnvSessionToken))
-			c.accessKey = id
-		} else {
-			c.creds, c.chain = standardChain(getenv)
+	var st Settings
+	if !c.given {
+		var err error
+		if st, err = FromEnv(os.Getenv); err != nil {
+			return nil, err
 		}
 	}
-	if c.caFile == nil {
-		if f := getenv(EnvCABundle); f != "" {
-			c.caFile = &f
-		}
+	for _, edit := range c.edits {
+		edit(&st)
 	}
-	if c.insecure == nil {
-		v := getenv(EnvInsecureSkipVerify) == "true"
-		c.insecure = &v
-	}
-	if c.opTimeout == nil {
-		d := DefaultOperationTimeout
-		if v := getenv(EnvOperationTimeout); v != "" {
-			parsed, err := time.ParseDuration(v)
-			if err != nil || parsed <= 0 {
-				return nil, fmt.Errorf("%s=%q: want a positive Go duration such as 2m or 90s", EnvOperationTimeout, v)
-			}
-			d = parsed
-		}
-		c.opTimeout = &d
+	c.settings = st
+	c.endpoint = cmp.Or(st.Endpoint, AWSEndpoint)
+	c.region = cmp.Or(st.Region, DefaultRegion)
+	c.opTimeout = cmp.Or(st.OperationTimeout, DefaultOperationTimeout)
+	if st.AccessKey != "" {
+		c.creds = credentials.NewStaticV4(st.AccessKey, st.SecretKey, st.SessionToken)
+		c.accessKey = st.AccessKey
+	} else {
+		c.creds, c.chain = standardChain(st)
 	}
 	return c, nil
 }
@@ -299,16 +346,20 @@ type transportKey struct {
 // its own tls.Config. It records Retry-After answers for the retry loop.
 func (c *config) transport(secure bool) (http.RoundTripper, error) {
 	var pem []byte
-	if secure && c.caFile != nil {
+	switch {
+	case !secure:
+	case len(c.settings.CABundle) > 0:
+		pem = c.settings.CABundle
+	case c.settings.CAFile != "":
 		var err error
-		if pem, err = os.ReadFile(*c.caFile); err != nil {
+		if pem, err = os.ReadFile(c.settings.CAFile); err != nil {
 			return nil, fmt.Errorf("read CA bundle: %w", err)
 		}
 	}
 	if c.tls != nil {
 		return c.newTransport(secure, pem)
 	}
-	key := transportKey{secure: secure, insecure: secure && *c.insecure}
+	key := transportKey{secure: secure, insecure: secure && c.settings.InsecureSkipVerify}
 	if pem != nil {
 		key.ca = sha256.Sum256(pem)
 	}
@@ -337,7 +388,7 @@ func (c *config) newTransport(secure bool, pem []byte) (http.RoundTripper, error
 		if tr.TLSClientConfig == nil {
 			tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		if *c.insecure {
+		if c.settings.InsecureSkipVerify {
 			tr.TLSClientConfig.InsecureSkipVerify = true
 		}
 		if pem != nil {
@@ -346,7 +397,7 @@ func (c *config) newTransport(secure bool, pem []byte) (http.RoundTripper, error
 				pool = x509.NewCertPool()
 			}
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", *c.caFile)
+				return nil, fmt.Errorf("CA bundle %s holds no PEM certificate", cmp.Or(c.settings.CAFile, "(inline)"))
 			}
 			tr.TLSClientConfig.RootCAs = pool
 		}

@@ -114,7 +114,7 @@ func (st *Stats) resolved() {
 // what a Retry-After answer asked.
 func (s *Store) retry(ctx context.Context, o op, f func(ctx context.Context) error) error {
 	start := time.Now()
-	opCtx, cancel := context.WithTimeout(ctx, *s.cfg.opTimeout)
+	opCtx, cancel := context.WithTimeout(ctx, s.cfg.opTimeout)
 	defer cancel()
 	backoff := s.cfg.baseDelay
 	for attempt := 1; ; attempt++ {
@@ -136,7 +136,7 @@ func (s *Store) retry(ctx context.Context, o op, f func(ctx context.Context) err
 		backoff = min(2*backoff, s.cfg.maxDelay)
 		if dl, ok := opCtx.Deadline(); ok && time.Until(dl) < wait {
 			return fmt.Errorf("gave up after %d attempts in %s: the next retry would pass the operation timeout %s (set %s to wait longer): %w",
-				attempt, time.Since(start).Round(time.Millisecond), *s.cfg.opTimeout, EnvOperationTimeout, err)
+				attempt, time.Since(start).Round(time.Millisecond), s.cfg.opTimeout, EnvOperationTimeout, err)
 		}
 		s.cfg.stats.retried(o)
 		if n, ok := ctx.Value(retryCountKey{}).(*int); ok {

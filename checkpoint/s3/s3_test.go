@@ -67,7 +67,7 @@ func TestPrefixesAreIsolated(t *testing.T) {
 	if err := b.Create(t.Context(), "metadata", []byte("b")); err != nil {
 		t.Fatalf("Create in a neighbouring prefix error = %v", err)
 	}
-	keys, err := a.List(t.Context(), "")
+	keys, err := checkpoint.ListKeys(t.Context(), a, "")
 	if err != nil || len(keys) != 1 {
 		t.Errorf("List of prefix q = %q, %v; want only its own metadata", keys, err)
 	}

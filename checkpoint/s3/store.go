@@ -27,9 +27,8 @@ type Store struct {
 }
 
 var (
-	_ checkpoint.Store      = (*Store)(nil)
-	_ checkpoint.InfoLister = (*Store)(nil)
-	_ checkpoint.Opener     = Opener()
+	_ checkpoint.Store  = (*Store)(nil)
+	_ checkpoint.Opener = Opener()
 )
 
 // Location returns s3://bucket/prefix.
@@ -147,22 +146,10 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
-// List lists the objects under the prefix. Objects with an element starting
-// with a dot (such as Open's scratch object) are left out, as in every Store.
-func (s *Store) List(ctx context.Context, prefix string) ([]string, error) {
-	infos, err := s.ListInfo(ctx, prefix)
-	if err != nil {
-		return nil, err
-	}
-	keys := make([]string, len(infos))
-	for i, info := range infos {
-		keys[i] = info.Key
-	}
-	return keys, nil
-}
-
-// ListInfo is List with the objects' sizes.
-func (s *Store) ListInfo(ctx context.Context, prefix string) ([]checkpoint.ObjectInfo, error) {
+// List lists the objects under the prefix with their sizes and modification
+// times. Objects with an element starting with a dot (such as Open's scratch
+// object) are left out, as in every Store.
+func (s *Store) List(ctx context.Context, prefix string) ([]checkpoint.ObjectInfo, error) {
 	if err := checkpoint.CheckPrefix(prefix); err != nil {
 		return nil, err
 	}

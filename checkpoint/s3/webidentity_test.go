@@ -24,7 +24,7 @@ const roleARN = "arn:aws:iam::123456789012:role/lockstep-engine"
 // useWebIdentity sets the environment as IRSA or Workload Identity sets it
 // in a pod, pointed at srv for both S3 and STS, with token in the token
 // file and no static keys. minio-go's IAM provider reads these variables
-// from the process environment itself, hence t.Setenv and no WithEnv.
+// from the process environment itself, hence t.Setenv.
 func useWebIdentity(t *testing.T, srv *testenv.S3Server, token string) (tokenFile string) {
 	t.Helper()
 	dir := t.TempDir()

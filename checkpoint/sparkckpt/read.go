@@ -122,7 +122,7 @@ func Read(ctx context.Context, store checkpoint.Store) (*Checkpoint, error) {
 // batches lists the batch files of a log folder: bare numbers (Spark does not pad them),
 // without checksum files.
 func batches(ctx context.Context, store checkpoint.Store, dir string) ([]int64, error) {
-	keys, err := store.List(ctx, dir)
+	keys, err := checkpoint.ListKeys(ctx, store, dir)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", dir, err)
 	}
@@ -158,7 +158,7 @@ func (c *Checkpoint) readSources(ctx context.Context, store checkpoint.Store) er
 	for _, so := range c.Latest.Sources {
 		s := Source{ID: so.ID, Offset: so.Offset, Provider: provider[so.ID], Kind: kindOfOffset(so.Offset)}
 		dir := "sources/" + so.ID + "/"
-		keys, err := store.List(ctx, dir)
+		keys, err := checkpoint.ListKeys(ctx, store, dir)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", dir, err)
 		}
@@ -238,7 +238,7 @@ func kindOfOffset(off json.RawMessage) string {
 }
 
 func (c *Checkpoint) readOperators(ctx context.Context, store checkpoint.Store) error {
-	keys, err := store.List(ctx, "state/")
+	keys, err := checkpoint.ListKeys(ctx, store, "state/")
 	if err != nil {
 		return fmt.Errorf("list state/: %w", err)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -165,14 +163,14 @@ func loadCheckpoint(ctx context.Context, location string) (*checkpoint.Checkpoin
 // openReadOnly opens the store of the checkpoint at location read-only (see
 // openCheckpointStore). A relative path is taken from the current folder.
 func openReadOnly(ctx context.Context, location string) (checkpoint.Store, error) {
-	if u, err := url.Parse(location); err == nil && u.Scheme == "" && location != "" && !filepath.IsAbs(location) {
-		abs, err := filepath.Abs(location)
-		if err != nil {
-			return nil, err
-		}
-		location = abs
+	loc, err := checkpoint.ParseLocation(location)
+	if err == nil {
+		loc, err = loc.Abs()
 	}
-	store, err := openCheckpointStore(ctx, location, checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
+	if err != nil {
+		return nil, withExitCode(exitInvalid, err)
+	}
+	store, err := openCheckpointStore(ctx, loc.String(), checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
 	if errors.Is(err, checkpoint.ErrInvalidLocation) {
 		return nil, withExitCode(exitInvalid, err)
 	}

@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/url"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -172,13 +170,14 @@ func (o *planOptions) shapeFrom(spec *v1.StreamingQuerySpec) (*compat.Shape, str
 // A checkpoint that Spark wrote records no shape: the shape is inferred from its files, and
 // the judgement says how (spark).
 func (o *planOptions) shapeInCheckpoint(ctx context.Context, spec *v1.StreamingQuerySpec, pg compat.Option) (*compat.Shape, string, *sparkJudgement, error) {
-	loc := o.location
-	if u, err := url.Parse(loc); err == nil && u.Scheme == "" && !filepath.IsAbs(loc) {
-		if abs, err := filepath.Abs(loc); err == nil {
-			loc = abs
-		}
+	loc, err := checkpoint.ParseLocation(o.location)
+	if err == nil {
+		loc, err = loc.Abs()
 	}
-	store, err := openCheckpointStore(ctx, loc, o.openOpts...)
+	if err != nil {
+		return nil, "", nil, withExitCode(exitInvalid, err)
+	}
+	store, err := openCheckpointStore(ctx, loc.String(), o.openOpts...)
 	if err != nil {
 		return nil, "", nil, withExitCode(exitInvalid, err)
 	}

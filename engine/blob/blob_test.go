@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -137,7 +138,7 @@ func TestDirListSkipsTemporaryFiles(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "data.json"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, err := blob.OpenDir(dir)
+	f, err := blob.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,29 +148,23 @@ func TestDirListSkipsTemporaryFiles(t *testing.T) {
 	}
 }
 
-func TestParse(t *testing.T) {
+// Open resolves a relative path against the working directory and refuses
+// what checkpoint.ParseLocation refuses.
+func TestOpen(t *testing.T) {
 	wd, _ := os.Getwd()
-	tests := []struct {
-		in      string
-		want    blob.Location
-		wantErr bool
-	}{
-		{in: "/data/in", want: blob.Location{Path: "/data/in"}},
-		{in: "file:///data/in/", want: blob.Location{Path: "/data/in"}},
-		{in: "rel/dir", want: blob.Location{Path: filepath.Join(wd, "rel/dir")}},
-		{in: "s3://bucket", want: blob.Location{Bucket: "bucket"}},
-		{in: "s3://bucket/a/b/", want: blob.Location{Bucket: "bucket", Prefix: "a/b"}},
-		{in: "s3:///nobucket", wantErr: true},
-		{in: "gs://bucket/x", wantErr: true},
-		{in: "", wantErr: true},
-	}
-	for _, tt := range tests {
-		got, err := blob.Parse(tt.in)
-		if (err != nil) != tt.wantErr || (err == nil && got != tt.want) {
-			t.Errorf("Parse(%q) = %+v, %v; want %+v, error %t", tt.in, got, err, tt.want, tt.wantErr)
+	for in, want := range map[string]string{
+		"/data/in":         "/data/in",
+		"file:///data/in/": "/data/in",
+		"rel/dir":          filepath.Join(wd, "rel/dir"),
+	} {
+		f, err := blob.Open(in)
+		if err != nil || f.Location() != want {
+			t.Errorf("Open(%q) = %v, %v; want the folder %s", in, f, err, want)
 		}
-		if err != nil && !errors.Is(err, blob.ErrInvalidLocation) {
-			t.Errorf("Parse(%q) error %v does not wrap ErrInvalidLocation", tt.in, err)
+	}
+	for _, in := range []string{"s3:///nobucket", "gs://bucket/x", ""} {
+		if _, err := blob.Open(in); !errors.Is(err, checkpoint.ErrInvalidLocation) {
+			t.Errorf("Open(%q) error = %v, want ErrInvalidLocation", in, err)
 		}
 	}
 }

@@ -359,7 +359,7 @@ func TestSecondSignalExitsAtOnce(t *testing.T) {
 		t.Fatalf("next run: exit %d:\n%s", r.Code, r.Stderr)
 	}
 	// Count through the manifest: decoding 300000 rows is slow under -race.
-	f, _ := blob.OpenDir(s.out)
+	f, _ := blob.Open(s.out)
 	ms, err := sink.ReadManifest(context.Background(), f)
 	if err != nil {
 		t.Fatal(err)

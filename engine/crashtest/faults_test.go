@@ -353,7 +353,7 @@ func soakOutput(t *testing.T, sinkKind, loc string, srv *testenv.S3Server) ([]en
 			rows = enginetest.OutputRows(t, f)
 		}
 	case "delta":
-		tbl := delta.Open(delta.FolderStore(f))
+		tbl := delta.Open(f)
 		latest, err := tbl.Snapshot(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -80,7 +80,7 @@ func (j *joinSetup) setCustomers(v int) {
 	for c := range 5 {
 		rows = append(rows, delta.Row{fmt.Sprintf("c%d", c), fmt.Sprintf("v%d-c%d", v, c)})
 	}
-	if _, err := delta.Open(delta.FolderStore(f)).Write(context.Background(), delta.Write{Columns: customerColumns, Rows: rows, Mode: delta.Complete}); err != nil {
+	if _, err := delta.Open(f).Write(context.Background(), delta.Write{Columns: customerColumns, Rows: rows, Mode: delta.Complete}); err != nil {
 		j.t.Fatal(err)
 	}
 	j.version = v
@@ -139,7 +139,7 @@ func (j *joinSetup) output(out string) []engine.Row {
 	if err != nil {
 		j.t.Fatal(err)
 	}
-	tbl := delta.Open(delta.FolderStore(f))
+	tbl := delta.Open(f)
 	snap, err := tbl.Snapshot(context.Background())
 	if err != nil {
 		j.t.Fatal(err)

@@ -56,7 +56,7 @@ func TestNexmarkPhaseKills(t *testing.T) {
 				return Run(t, cmd)
 			}
 			output := func(name string) []engine.Row {
-				f, err := blob.OpenDir(filepath.Join(dir, name+"-out"))
+				f, err := blob.Open(filepath.Join(dir, name+"-out"))
 				if err != nil {
 					t.Fatal(err)
 				}

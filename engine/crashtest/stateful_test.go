@@ -140,7 +140,7 @@ func (s *statefulSetup) finish() {
 
 func (s *statefulSetup) output(out string) []engine.Row {
 	s.t.Helper()
-	f, err := blob.OpenDir(out)
+	f, err := blob.Open(out)
 	if err != nil {
 		s.t.Fatal(err)
 	}

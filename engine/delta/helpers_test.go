@@ -128,7 +128,7 @@ type countingStore struct {
 	lists int
 }
 
-func (s *countingStore) List(ctx context.Context, prefix string) ([]string, error) {
+func (s *countingStore) List(ctx context.Context, prefix string) ([]checkpoint.ObjectInfo, error) {
 	s.mu.Lock()
 	s.lists++
 	s.mu.Unlock()

@@ -139,7 +139,7 @@ func TestKafkaToDeltaSIGKILLAtRandomInstants(t *testing.T) {
 			t.Logf("seed %d", seed)
 			rng := rand.New(rand.NewPCG(uint64(seed), 9))
 			q := p.queryKafka(pr)
-			tbl := delta.Open(delta.FolderStore(p.folder(t, p.table)))
+			tbl := delta.Open(p.folder(t, p.table))
 			version := int64(-1)
 			n, finished, early := 0, 0, 0
 			for n < kills {

@@ -261,7 +261,7 @@ func (p *pipeline) checkAgg(t *testing.T, sum engine.Summary) {
 	if s.Version != sum.LastCommitted {
 		t.Errorf("table version = %d, want %d: one commit per batch", s.Version, sum.LastCommitted)
 	}
-	everyVersionReads(t, delta.Open(delta.FolderStore(p.folder(t, p.table))))
+	everyVersionReads(t, delta.Open(p.folder(t, p.table)))
 }
 
 // An update aggregation into delta, killed (SIGKILL, in a child process) at

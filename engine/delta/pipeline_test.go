@@ -186,7 +186,7 @@ func (p *pipeline) crash(t *testing.T, q *v1.StreamingQuery, phase engine.Phase,
 // tableRows is the table's content, sorted.
 func (p *pipeline) tableRows(t testing.TB) (*delta.Snapshot, []engine.Row) {
 	t.Helper()
-	tbl := delta.Open(delta.FolderStore(p.folder(t, p.table)))
+	tbl := delta.Open(p.folder(t, p.table))
 	s, err := tbl.Snapshot(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -288,7 +288,7 @@ func TestQueryStopsOnDataLoss(t *testing.T) {
 	p.run(t, p.queryB()) // B has read versions 0-2
 	p.add(t, 20)
 	p.run(t, p.queryA()) // versions 3-22; checkpoints 10 and 20
-	tbl := delta.Open(delta.FolderStore(p.folder(t, p.table)))
+	tbl := delta.Open(p.folder(t, p.table))
 	if _, err := tbl.CleanupLog(context.Background(), 20); err != nil {
 		t.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func TestCompleteModeAggregation(t *testing.T) {
 			if v, _ := s.TxnVersion(sum.QueryID); v != sum.LastCommitted || s.Version != sum.LastCommitted {
 				t.Errorf("table version %d, txn %d; want both %d", s.Version, v, sum.LastCommitted)
 			}
-			tbl := delta.Open(delta.FolderStore(p.folder(t, p.table)))
+			tbl := delta.Open(p.folder(t, p.table))
 			actions, err := tbl.Commit(context.Background(), s.Version)
 			if err != nil {
 				t.Fatal(err)

@@ -79,7 +79,7 @@ func NewSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Sin
 		return nil, fmt.Errorf("open %s: %w", spec.Delta.Path, err)
 	}
 	s := &Sink{
-		table:            Open(FolderStore(folder)),
+		table:            Open(folder),
 		mode:             mode,
 		outputMode:       outputMode,
 		keys:             env.Keys,

@@ -38,7 +38,7 @@ func (l tableLocation) table(t testing.TB) *delta.Table {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return delta.Open(delta.FolderStore(f))
+	return delta.Open(f)
 }
 
 func (l tableLocation) rows(t testing.TB) []engine.Row {

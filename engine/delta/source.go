@@ -111,7 +111,7 @@ func NewSource(_ context.Context, spec *v1.Source, env engine.SourceEnv) (engine
 	}
 	s := &Source{
 		name:           env.Name,
-		table:          Open(FolderStore(folder)),
+		table:          Open(folder),
 		store:          env.Store,
 		columns:        spec.Schema.Columns,
 		startVersion:   spec.Delta.StartingVersion,

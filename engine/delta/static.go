@@ -43,7 +43,7 @@ func NewStatic(_ context.Context, spec *v1.StaticSide, env engine.StaticEnv) (en
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", spec.Delta.Path, err)
 	}
-	return &Static{table: Open(FolderStore(folder)), columns: spec.Schema.Columns}, nil
+	return &Static{table: Open(folder), columns: spec.Schema.Columns}, nil
 }
 
 // Latest returns the table's newest version; a table without a commit is an error.

@@ -278,7 +278,7 @@ func (t *Table) Commit(ctx context.Context, v int64) ([]Action, error) {
 // _delta_log/), ordered by version, commits before a checkpoint of the same
 // version.
 func (t *Table) listLog(ctx context.Context, prefix string) ([]logFile, error) {
-	keys, err := t.store.List(ctx, logDir+prefix)
+	keys, err := checkpoint.ListKeys(ctx, t.store, logDir+prefix)
 	if err != nil {
 		return nil, fmt.Errorf("delta table %s: list log: %w", t.Location(), err)
 	}

@@ -65,7 +65,7 @@ func TestFilesSinkS3(t *testing.T) {
 func TestFilesSinkIgnoresUnlistedFiles(t *testing.T) {
 	dir := t.TempDir()
 	h := filesHarness(dir, nil, v1.FormatJSON)
-	f, _ := blob.OpenDir(dir)
+	f, _ := blob.Open(dir)
 	if err := f.Put(context.Background(), "part-q-00000000000000000000-dead.json", []byte(`{"id":"orphan","n":1}`+"\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +84,7 @@ func TestFilesSinkCallsHookBeforeCommit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := blob.OpenDir(dir)
+	f, _ := blob.Open(dir)
 	err = s.Write(context.Background(), &engine.Batch{QueryID: "q", ID: 3, Columns: enginetest.SinkColumns, Rows: []engine.Row{{"a", int64(1)}}})
 	if err != nil {
 		t.Fatal(err)

@@ -305,7 +305,7 @@ func (f *Files) Purge(ctx context.Context, oldest int64) error {
 	if err := f.load(ctx); err != nil {
 		return err
 	}
-	keys, err := f.store.List(ctx, filesLogDir)
+	keys, err := checkpoint.ListKeys(ctx, f.store, filesLogDir)
 	if err != nil {
 		return err
 	}
@@ -318,7 +318,7 @@ func (f *Files) Purge(ctx context.Context, oldest int64) error {
 	if len(old) == 0 {
 		return nil
 	}
-	compacts, err := f.store.List(ctx, compactDir)
+	compacts, err := checkpoint.ListKeys(ctx, f.store, compactDir)
 	if err != nil {
 		return err
 	}
@@ -361,11 +361,11 @@ func (f *Files) load(ctx context.Context) error {
 		return nil
 	}
 	f.seen, f.entries = map[string]bool{}, map[int64]bool{}
-	compacts, err := f.store.List(ctx, compactDir)
+	compacts, err := checkpoint.ListKeys(ctx, f.store, compactDir)
 	if err != nil {
 		return fmt.Errorf("read seen-files log: %w", err)
 	}
-	keys, err := f.store.List(ctx, filesLogDir)
+	keys, err := checkpoint.ListKeys(ctx, f.store, filesLogDir)
 	if err != nil {
 		return fmt.Errorf("read seen-files log: %w", err)
 	}

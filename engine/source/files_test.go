@@ -187,7 +187,7 @@ func TestFilesPurgeCompacts(t *testing.T) {
 		t.Fatal(err)
 	}
 	store, _ := checkpoint.OpenDir(in.ckpt)
-	keys, _ := store.List(ctx, "")
+	keys, _ := checkpoint.ListKeys(ctx, store, "")
 	want := []string{"compact/" + checkpoint.BatchName(3), "files/" + checkpoint.BatchName(3)}
 	if diff := cmp.Diff(want, keys); diff != "" {
 		t.Errorf("keys after purge (-want +got):\n%s", diff)

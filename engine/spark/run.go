@@ -197,7 +197,7 @@ func refuseForeign(ctx context.Context, records, sparkStore checkpoint.Store) er
 	if _, err := records.Get(ctx, checkpoint.MetadataKey); err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
 		return nil // ours (or unreadable: Claim reports it)
 	}
-	keys, err := sparkStore.List(ctx, "")
+	keys, err := checkpoint.ListKeys(ctx, sparkStore, "")
 	if err != nil {
 		return fmt.Errorf("list %s: %w", sparkStore.Location(), err)
 	}
@@ -236,7 +236,7 @@ func claimSparkMetadata(ctx context.Context, s checkpoint.Store, id string) erro
 // sparkBatches returns the newest batch in Spark's commits and offsets logs, -1 for none.
 func sparkBatches(ctx context.Context, s checkpoint.Store) (committed, planned int64, err error) {
 	newest := func(dir string) (int64, error) {
-		keys, err := s.List(ctx, dir+"/")
+		keys, err := checkpoint.ListKeys(ctx, s, dir+"/")
 		if err != nil {
 			return -1, fmt.Errorf("list %s/%s: %w", s.Location(), dir, err)
 		}

@@ -111,7 +111,7 @@ func benchCommit(b *testing.B, cs checkpoint.Store, names []string, touched int,
 	b.ReportMetric(ms(commits[0]), "min-ms/commit")
 	b.ReportMetric(float64(deltaBytes)/float64(b.N), "delta-B/commit")
 	b.ReportMetric(float64(deltaBytes)/float64(b.N)/float64(touched), "delta-B/key")
-	infos, err := checkpoint.ListInfo(b.Context(), cs, "state/agg/")
+	infos, err := cs.List(b.Context(), "state/agg/")
 	if err != nil {
 		b.Fatal(err)
 	}

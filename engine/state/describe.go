@@ -37,7 +37,7 @@ type Summary struct {
 // or before version. A file that does not parse makes the operator's Rows
 // -1 rather than an error: describe shows a damaged checkpoint.
 func Describe(ctx context.Context, cs checkpoint.Store, version int64) ([]Summary, error) {
-	infos, err := checkpoint.ListInfo(ctx, cs, checkpoint.StateDir)
+	infos, err := cs.List(ctx, checkpoint.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("describe state: %w", err)
 	}

@@ -169,7 +169,7 @@ func (s *Store) Load(ctx context.Context, version int64) error {
 // files lists the operator's state files by partition, each list in version
 // order, deltas before the snapshot of the same version.
 func (s *Store) files(ctx context.Context) (map[int][]checkpoint.StateFile, error) {
-	keys, err := s.cs.List(ctx, checkpoint.StateDir+s.meta.Operator+"/")
+	keys, err := checkpoint.ListKeys(ctx, s.cs, checkpoint.StateDir+s.meta.Operator+"/")
 	if err != nil {
 		return nil, err
 	}

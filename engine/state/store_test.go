@@ -130,7 +130,7 @@ func testCommitLoad(t *testing.T, cs checkpoint.Store) {
 	if diff := cmp.Diff(want[len(batches)], contents(re)); diff != "" {
 		t.Fatalf("Load(%d) contents (-want +got):\n%s", len(batches), diff)
 	}
-	keys, _ := cs.List(t.Context(), "state/agg/")
+	keys, _ := checkpoint.ListKeys(t.Context(), cs, "state/agg/")
 	if !strings.Contains(strings.Join(keys, " "), ".snapshot") {
 		t.Errorf("no snapshot written after %d versions: %v", len(batches), keys)
 	}

@@ -1,13 +1,14 @@
-// Package storeconn turns a CheckpointStore and the data of its credentials
-// Secret into the options of package checkpoint/s3. It is the one translation
-// the controller, the admission webhook, the store reconciler and the
-// Terraform provider share, so that they reach a store exactly as its
-// engines do.
+// Package storeconn resolves the S3 settings of a location into
+// checkpoint/s3's Settings. Resolve is the one translation of a
+// CheckpointStore (with its credentials Secret), of a source's or sink's
+// spec.s3 and of the environment: the engine, the controller, the admission
+// webhook, the store reconciler and the Terraform provider all call it, so
+// that each reaches a location exactly as an engine does, and a runtime that
+// needs the settings in another form (Spark's s3a options) maps the same
+// plain s3.Settings.
 package storeconn
 
 import (
-	"cmp"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -20,35 +21,64 @@ import (
 // settings cannot be used (a caBundle without a certificate).
 var ErrIncomplete = errors.New("incomplete store settings")
 
-// Options returns the S3 options of store with the keys in data (a Secret's
-// data): its endpoint and region, the static keys and optional session token,
-// its CA bundle and TLS verification. Nothing comes from the environment of
-// the process calling it. Callers add their own retries, timeouts and
-// s3.ReadOnly.
-func Options(store *v1.CheckpointStore, data map[string][]byte) ([]s3.Option, error) {
+// From says where the settings of one location come from. The zero From is
+// the environment alone.
+type From struct {
+	// Store is a CheckpointStore and Secret the data of its credentials
+	// Secret: its endpoint, region, CA bundle, TLS verification and the keys
+	// in Secret, and nothing from the environment of the process resolving
+	// them.
+	Store  *v1.CheckpointStore
+	Secret map[string][]byte
+	// Conn is a source's or sink's own spec.s3, and Name the source's name
+	// ("" for the sink): its endpoint, region and TLS verification, its keys
+	// from the variables under its prefix (v1.S3CredentialsEnvPrefix), else
+	// the standard credential chain (never the checkpoint's keys). The CA
+	// bundle, web identity and operation timeout come from the environment.
+	Conn *v1.S3Connection
+	Name string
+}
+
+// Resolve returns the S3 settings of a location from a store, a connection
+// or the environment (read through getenv), as from says. Callers add their
+// own retries, timeouts and s3.ReadOnly as options after s3.WithSettings.
+func Resolve(getenv func(string) string, from From) (s3.Settings, error) {
+	if from.Store != nil {
+		return storeSettings(from.Store, from.Secret)
+	}
+	st, err := s3.FromEnv(getenv)
+	if err != nil {
+		return s3.Settings{}, err
+	}
+	if c := from.Conn; c != nil {
+		st.Endpoint, st.Region, st.InsecureSkipVerify = c.Endpoint, c.Region, c.InsecureSkipVerify
+		st.AccessKey, st.SecretKey, st.SessionToken = "", "", ""
+		prefix := v1.S3CredentialsEnvPrefix(c, from.Name)
+		if id, secret := getenv(prefix+s3.EnvAccessKey), getenv(prefix+s3.EnvSecretKey); id != "" && secret != "" {
+			st.AccessKey, st.SecretKey, st.SessionToken = id, secret, getenv(prefix+s3.EnvSessionToken)
+		}
+	}
+	return st, nil
+}
+
+// storeSettings are the settings of store with the keys in data (a Secret's
+// data).
+func storeSettings(store *v1.CheckpointStore, data map[string][]byte) (s3.Settings, error) {
 	spec := store.Spec
 	id, key := string(data[s3.EnvAccessKey]), string(data[s3.EnvSecretKey])
 	if id == "" || key == "" {
-		return nil, fmt.Errorf("%w: Secret %s lacks %s or %s", ErrIncomplete, spec.CredentialsSecretName, s3.EnvAccessKey, s3.EnvSecretKey)
+		return s3.Settings{}, fmt.Errorf("%w: Secret %s lacks %s or %s", ErrIncomplete, spec.CredentialsSecretName, s3.EnvAccessKey, s3.EnvSecretKey)
 	}
-	opts := []s3.Option{
-		s3.WithEnv(func(string) string { return "" }),
-		s3.WithEndpoint(cmp.Or(spec.S3.Endpoint, s3.AWSEndpoint)),
-		s3.WithRegion(cmp.Or(spec.S3.Region, s3.DefaultRegion)),
-		s3.WithCredentials(id, key, string(data[s3.EnvSessionToken])),
+	if len(spec.S3.CABundle) > 0 && !x509.NewCertPool().AppendCertsFromPEM(spec.S3.CABundle) {
+		return s3.Settings{}, fmt.Errorf("%w: CheckpointStore %s: caBundle holds no PEM certificate", ErrIncomplete, store.Name)
 	}
-	if len(spec.S3.CABundle) > 0 {
-		pool, err := x509.SystemCertPool()
-		if err != nil {
-			pool = x509.NewCertPool()
-		}
-		if !pool.AppendCertsFromPEM(spec.S3.CABundle) {
-			return nil, fmt.Errorf("%w: CheckpointStore %s: caBundle holds no PEM certificate", ErrIncomplete, store.Name)
-		}
-		opts = append(opts, s3.WithTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}))
-	}
-	if spec.S3.InsecureSkipVerify {
-		opts = append(opts, s3.WithInsecureSkipVerify())
-	}
-	return opts, nil
+	return s3.Settings{
+		Endpoint:           spec.S3.Endpoint,
+		Region:             spec.S3.Region,
+		AccessKey:          id,
+		SecretKey:          key,
+		SessionToken:       string(data[s3.EnvSessionToken]),
+		CABundle:           spec.S3.CABundle,
+		InsecureSkipVerify: spec.S3.InsecureSkipVerify,
+	}, nil
 }
