@@ -122,7 +122,7 @@ public final class Runner {
     }
   }
 
-  private static Dataset<Row> source(SparkSession spark, Plan.Source s) {
+  static Dataset<Row> source(SparkSession spark, Plan.Source s) {
     DataStreamReader r = spark.readStream().name(s.name).format(s.format).options(s.options);
     if (s.schema != null && !s.schema.isEmpty()) {
       r = r.schema(s.schema);
@@ -137,7 +137,7 @@ public final class Runner {
     return df;
   }
 
-  private static Dataset<Row> step(Dataset<Row> df, Plan.Step st) {
+  static Dataset<Row> step(Dataset<Row> df, Plan.Step st) {
     if (st.filter != null) {
       return df.filter(functions.expr(st.filter));
     }

@@ -1,0 +1,323 @@
+package spark_test
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+var updateOracle = flag.Bool("update-oracle", false, "rewrite docs/compatibility-spark.md from the oracle's run")
+
+// The planner's oracle: for each change, the old query runs on real Spark until two batches
+// are committed, then the changed query restarts from the same checkpoint; what Spark does
+// (refuses, with its error class; runs with the rows an uninterrupted run of the changed
+// query gives; or runs with other rows) is set against Lockstep's verdict. All cases run in
+// one JVM (the runner's Oracle class), one plan at a time.
+
+var oracleColumns = []v1.Column{
+	{Name: "order_id", Type: v1.TypeString}, {Name: "country", Type: v1.TypeString}, {Name: "city", Type: v1.TypeString},
+	{Name: "amount", Type: v1.TypeDouble}, {Name: "qty", Type: v1.TypeLong}, {Name: "ts", Type: v1.TypeTimestamp},
+}
+
+// oracleInput is four files, taken one per batch: the first two before the restart.
+var oracleInput = []string{
+	`{"order_id":"o1","country":"de","city":"berlin","amount":10.0,"qty":1,"ts":"2026-01-05T10:00:05Z"}
+{"order_id":"o2","country":"fr","city":"paris","amount":20.0,"qty":2,"ts":"2026-01-05T10:00:10Z"}`,
+	`{"order_id":"o3","country":"de","city":"munich","amount":5.0,"qty":3,"ts":"2026-01-05T10:00:20Z"}
+{"order_id":"o1","country":"de","city":"berlin","amount":10.0,"qty":1,"ts":"2026-01-05T10:00:05Z"}`,
+	`{"order_id":"o4","country":"de","city":"berlin","amount":30.0,"qty":4,"ts":"2026-01-05T10:00:40Z"}
+{"order_id":"o5","country":"fr","city":"lyon","amount":7.0,"qty":5,"ts":"2026-01-05T10:00:45Z"}`,
+	`{"order_id":"o6","country":"de","city":"munich","amount":1.0,"qty":6,"ts":"2026-01-05T10:02:30Z"}`,
+}
+
+// oracleQuery is the base: a count, sum and max per country per minute, in update mode (so
+// every batch writes the groups it changed, read from and written to state).
+func oracleQuery(in string) *qt.Query {
+	return qt.Make("oracle", "spark").FilesSource("orders", in, v1.FormatJSON, oracleColumns...).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		Watermark("ts", "10s").
+		Aggregate("", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "1m")},
+			v1.Aggregation{Name: "orders", Function: v1.AggCount},
+			v1.Aggregation{Name: "revenue", Function: v1.AggSum, Column: "amount"},
+			v1.Aggregation{Name: "top", Function: v1.AggMax, Column: "amount"}).
+		OutputMode(v1.OutputUpdate).ConsoleSink().StatePartitions(3).AvailableNow()
+}
+
+type oracleCase struct {
+	rule   string // the rule the change is about
+	change string // the change, in words
+	edit   func(s *v1.StreamingQuerySpec)
+	// why explains a verdict that differs from what Spark does: Lockstep stricter, or a
+	// change whose other rows are its meaning (they apply from the restart on).
+	why string
+}
+
+func oracleCases() []oracleCase {
+	agg := func(s *v1.StreamingQuerySpec) *v1.Aggregate { return s.Transform[1].Aggregate }
+	return []oracleCase{
+		{rule: "(none)", change: "the same query", edit: func(*v1.StreamingQuerySpec) {}},
+		{rule: "key-columns", change: "group by city instead of country (both strings)", edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).GroupBy[0].Column = "city"
+		}},
+		{rule: "key-columns", change: "group by qty (a long) instead of country", edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).GroupBy[0].Column = "qty"
+		}},
+		{rule: "key-order", change: "the window before the country", edit: func(s *v1.StreamingQuerySpec) {
+			g := agg(s).GroupBy
+			g[0], g[1] = g[1], g[0]
+		}},
+		{rule: "window-size", change: "windows of 2 minutes instead of 1", edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).GroupBy[1].Window.Duration = "2m"
+		}},
+		{rule: "aggregate-function", change: "max becomes min", edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).Aggregates[2].Function = v1.AggMin
+		}},
+		{rule: "aggregate-input", change: "sum of qty instead of amount (long, not double)", edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).Aggregates[1].Column = "qty"
+		}},
+		{rule: "aggregate-added", change: "an average is added", edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).Aggregates = append(agg(s).Aggregates, v1.Aggregation{Name: "mean", Function: v1.AggAvg, Column: "amount"})
+		}},
+		{rule: "aggregate-removed", change: "the max is removed", edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).Aggregates = agg(s).Aggregates[:2]
+		}},
+		{rule: "aggregate-renamed", change: "the count renamed", edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).Aggregates[0].Name = "n"
+		}},
+		{rule: "operator-added", change: "a dropDuplicates by order_id before the aggregate", edit: func(s *v1.StreamingQuerySpec) {
+			s.Transform = slices.Insert(s.Transform, 1, v1.Step{DropDuplicates: &v1.DropDuplicates{Columns: []string{"order_id"}}})
+		}},
+		{rule: "watermark-delay", change: "the watermark's delay from 10s to 30s", edit: func(s *v1.StreamingQuerySpec) {
+			s.Transform[0].Watermark.Delay = "30s"
+		}},
+		{rule: "state-partitions", change: "3 state partitions become 5", edit: func(s *v1.StreamingQuerySpec) {
+			s.StateStore.Partitions = 5
+		}, why: "Spark silently keeps the 3 partitions its checkpoint pinned and ignores the new value; Lockstep refuses a setting that would not take effect"},
+		{rule: "state-input-expression", change: "a filter amount > 6 before the aggregate", edit: func(s *v1.StreamingQuerySpec) {
+			s.Transform = slices.Insert(s.Transform, 0, v1.Step{Filter: "amount > 6.0"})
+		}, why: "a filter applies from the restart on: the state keeps what the old query aggregated, so the rows differ from a run that filtered from the start, which is what changing a filter means"},
+	}
+}
+
+// oracle drives the runner's Oracle class: one JVM, one plan at a time.
+type oracle struct {
+	t   *testing.T
+	in  io.WriteCloser
+	out *bufio.Scanner
+	dir string
+	n   int
+}
+
+type oracleResult struct {
+	Ran        bool     `json:"ran"`
+	ErrorClass string   `json:"errorClass"`
+	Message    string   `json:"message"`
+	Rows       []string `json:"rows"`
+}
+
+func startOracle(t *testing.T) *oracle {
+	r := testenv.SparkRunner(t)
+	cmd := exec.Command(r.Java, oracleJavaArgs(r)...)
+	logf, err := os.Create(filepath.Join(t.TempDir(), "spark.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = logf
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		in.Close()
+		_ = cmd.Wait()
+		if t.Failed() {
+			data, _ := os.ReadFile(logf.Name())
+			t.Logf("the oracle's Spark log (%s), its end:\n%s", logf.Name(), lastLines(string(data), 40))
+		}
+	})
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 1<<20), 64<<20)
+	return &oracle{t: t, in: in, out: sc, dir: t.TempDir()}
+}
+
+func oracleJavaArgs(r spark.Runner) []string {
+	cmd := r.Command("-", 1<<30)
+	args := slices.Clone(cmd.Args[1:])
+	i := slices.Index(args, "dev.lockstep.spark.Runner")
+	return append(args[:i], "dev.lockstep.spark.Oracle")
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// run runs spec on Spark at checkpoint ckpt and returns what happened.
+func (o *oracle) run(spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
+	o.t.Helper()
+	s := spec.DeepCopy()
+	s.Default()
+	p, err := spark.Compile(s, spark.CompileOptions{QueryID: "oracle", CheckpointLocation: ckpt, AppName: "oracle"})
+	if err != nil {
+		o.t.Fatal(err)
+	}
+	o.n++
+	path := filepath.Join(o.dir, fmt.Sprintf("plan-%d.json", o.n))
+	data, _ := json.Marshal(p)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		o.t.Fatal(err)
+	}
+	if _, err := fmt.Fprintln(o.in, path); err != nil {
+		o.t.Fatal(err)
+	}
+	if !o.out.Scan() {
+		o.t.Fatalf("the oracle JVM ended: %v", o.out.Err())
+	}
+	var res oracleResult
+	if err := json.Unmarshal(o.out.Bytes(), &res); err != nil {
+		o.t.Fatalf("oracle line %q: %v", o.out.Text(), err)
+	}
+	return res
+}
+
+// addInput writes input file i into dir, modified i seconds after the others.
+func addOracleInput(t *testing.T, dir string, i int) {
+	t.Helper()
+	p := filepath.Join(dir, fmt.Sprintf("part-%d.json", i))
+	if err := os.WriteFile(p, []byte(oracleInput[i]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 1, 5, 10, 0, i, 0, time.UTC)
+	if err := os.Chtimes(p, at, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// observe runs the old query over the first two files, then the new one from the same
+// checkpoint over the other two, and the new one uninterrupted over all four, and says what
+// Spark did: "refused (CLASS)", "ran, same rows" or "ran, other rows".
+func (o *oracle) observe(old, changed func(in string) *v1.StreamingQuerySpec) (string, oracleResult) {
+	restartIn, freshIn := o.t.TempDir(), o.t.TempDir()
+	restart, fresh := filepath.Join(o.t.TempDir(), "ckpt"), filepath.Join(o.t.TempDir(), "ckpt")
+	for i := range 2 {
+		addOracleInput(o.t, restartIn, i)
+		addOracleInput(o.t, freshIn, i)
+	}
+	if r := o.run(old(restartIn), restart); !r.Ran {
+		o.t.Fatalf("the old query failed on Spark: %s %s", r.ErrorClass, r.Message)
+	}
+	if r := o.run(changed(freshIn), fresh); !r.Ran {
+		o.t.Fatalf("the changed query failed on Spark from a fresh checkpoint: %s %s", r.ErrorClass, r.Message)
+	}
+	for i := 2; i < len(oracleInput); i++ {
+		addOracleInput(o.t, restartIn, i)
+		addOracleInput(o.t, freshIn, i)
+	}
+	got := o.run(changed(restartIn), restart)
+	if !got.Ran {
+		return "refused (" + cmpOr(got.ErrorClass, "no error class") + ")", got
+	}
+	want := o.run(changed(freshIn), fresh)
+	slices.Sort(got.Rows)
+	slices.Sort(want.Rows)
+	if slices.Equal(got.Rows, want.Rows) {
+		return "ran, same rows", got
+	}
+	return "ran, other rows", got
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// TestPlannerAgainstSpark is the oracle: where Spark refuses a restart or computes other rows
+// than an uninterrupted run of the changed query, Lockstep rejects the change; where Spark
+// runs and its rows are right, Lockstep does not reject it; unless the case says why not.
+// The observed table is docs/compatibility-spark.md (-update-oracle rewrites it).
+func TestPlannerAgainstSpark(t *testing.T) {
+	o := startOracle(t)
+	var table strings.Builder
+	table.WriteString("| rule | change | Spark on restart | Lockstep | why they differ |\n|---|---|---|---|---|\n")
+	for _, c := range oracleCases() {
+		oldSpec := func(in string) *v1.StreamingQuerySpec { return oracleQuery(in).Spec() }
+		newSpec := func(in string) *v1.StreamingQuerySpec {
+			s := oracleQuery(in).Spec()
+			c.edit(s)
+			return s
+		}
+		observed, res := o.observe(oldSpec, newSpec)
+		oldShape, err := compat.ShapeOf(oldSpec("/in"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := compat.Check(oldShape, newSpec("/in"))
+		lockstep := string(v.Severity)
+		var rules []string
+		for _, f := range v.Findings {
+			if f.Severity == compat.Rejected {
+				rules = append(rules, f.Rule)
+			}
+		}
+		if len(rules) > 0 {
+			lockstep += " (" + strings.Join(slices.Compact(rules), ", ") + ")"
+		}
+		sparkWrong := observed != "ran, same rows"
+		rejected := v.Severity == compat.Rejected
+		if sparkWrong != rejected && c.why == "" {
+			t.Errorf("%s (%s): Spark %s (%s), Lockstep %s: they disagree and the case gives no reason", c.rule, c.change, observed, res.Message, lockstep)
+		}
+		if sparkWrong == rejected && c.why != "" {
+			t.Errorf("%s (%s): Spark %s, Lockstep %s: they agree, so the case's reason is stale", c.rule, c.change, observed, lockstep)
+		}
+		fmt.Fprintf(&table, "| `%s` | %s | %s | %s | %s |\n", c.rule, c.change, observed, lockstep, c.why)
+	}
+	page := oracleHeader + table.String()
+	path := filepath.Join("..", "..", "docs", "compatibility-spark.md")
+	if *updateOracle {
+		if err := os.WriteFile(path, []byte(page), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	have, _ := os.ReadFile(path)
+	if string(have) != page {
+		t.Errorf("%s is stale; run go test ./engine/spark -run TestPlannerAgainstSpark -update-oracle and review the diff. Observed:\n%s", path, page)
+	}
+}
+
+const oracleHeader = `# The planner against Spark
+
+Generated by ` + "`TestPlannerAgainstSpark`" + ` (engine/spark/oracle_test.go) from what Apache Spark 4.2.0 does;
+do not edit. For each change, the old query ran on real Spark over two files (two committed
+batches), then the changed query restarted from the same checkpoint over two more; an
+uninterrupted run of the changed query over the same four files gave the rows to compare with.
+The base query counts, sums and takes the max of orders per country per minute, in update mode,
+after a 10s watermark. "Spark on restart" is what Spark did: refused (with its error class), ran
+with the rows an uninterrupted run gives, or ran with other rows (silently wrong). "Lockstep" is
+` + "`lockstep plan`" + `'s verdict, with the rules that rejected. The rules are in [compatibility.md](compatibility.md).
+
+`

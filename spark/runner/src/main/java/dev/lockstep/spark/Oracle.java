@@ -1,0 +1,116 @@
+package dev.lockstep.spark;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.SparkThrowable;
+import org.apache.spark.api.java.function.VoidFunction2;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.streaming.StreamingQuery;
+import org.apache.spark.sql.streaming.Trigger;
+
+/**
+ * The planner's oracle (engine/spark/oracle_test.go): {@code Oracle} reads plan paths from
+ * standard input, one per line, and runs each in one SparkSession (one JVM for the whole
+ * matrix), availableNow, with the plan's sources and steps but its rows collected instead of
+ * written. After each it prints one JSON line: whether Spark ran it or refused it, the error
+ * class Spark gave, and the rows each batch produced.
+ */
+public final class Oracle {
+  private Oracle() {}
+
+  public static void main(String[] args) throws Exception {
+    PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
+    System.setOut(out);
+    SparkSession spark = SparkSession.builder().appName("lockstep-oracle").master("local[2]")
+        .config("spark.ui.enabled", "false").getOrCreate();
+    spark.sparkContext().setLogLevel("ERROR");
+    ObjectMapper json = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
+    try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+      String path;
+      while ((path = in.readLine()) != null) {
+        if (path.isBlank()) {
+          continue;
+        }
+        Map<String, Object> result = new LinkedHashMap<>();
+        result.put("plan", path);
+        List<String> rows = new ArrayList<>();
+        try {
+          Plan plan = json.readValue(new File(path), Plan.class);
+          run(spark, plan, rows);
+          result.put("ran", true);
+        } catch (Throwable e) {
+          result.put("ran", false);
+          result.put("errorClass", errorClass(e));
+          result.put("message", rootMessage(e));
+        }
+        result.put("rows", rows);
+        out.println(json.writeValueAsString(result));
+      }
+    } finally {
+      spark.stop();
+    }
+  }
+
+  private static void run(SparkSession spark, Plan plan, List<String> rows) throws Exception {
+    for (Map.Entry<String, String> e : plan.conf.entrySet()) {
+      try {
+        spark.conf().set(e.getKey(), e.getValue());
+      } catch (Exception ignored) {
+        // a static setting: fixed for the session, as it would be for a restarted job's
+      }
+    }
+    Dataset<Row> df = null;
+    for (Plan.Source s : plan.sources) {
+      Dataset<Row> in = Runner.source(spark, s);
+      df = df == null ? in : df.union(in);
+    }
+    for (Plan.Step st : plan.steps) {
+      df = Runner.step(df, st);
+    }
+    VoidFunction2<Dataset<Row>, Long> collect = (batch, id) -> {
+      synchronized (rows) {
+        rows.addAll(batch.toJSON().collectAsList());
+      }
+    };
+    StreamingQuery q = df.writeStream().queryName(null).outputMode(plan.outputMode)
+        .option("checkpointLocation", plan.checkpointLocation)
+        .trigger(Trigger.AvailableNow())
+        .foreachBatch(collect)
+        .start();
+    q.awaitTermination();
+  }
+
+  /**
+   * The error class (condition) Spark gave: the innermost SparkThrowable's, since the outer ones
+   * (STREAM_FAILED) only say that the query stopped; "" if none.
+   */
+  private static String errorClass(Throwable e) {
+    String found = "";
+    for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+      if (t instanceof SparkThrowable st && st.getCondition() != null) {
+        found = st.getCondition();
+      }
+    }
+    return found;
+  }
+
+  private static String rootMessage(Throwable e) {
+    Throwable t = e;
+    while (t.getCause() != null && t.getCause() != t) {
+      t = t.getCause();
+    }
+    return String.valueOf(t.getMessage()).lines().findFirst().orElse("");
+  }
+}
