@@ -75,6 +75,8 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		rt = &v1.SparkRuntime{}
 	}
 	plan := &Plan{
+		// Never null in the JSON: the runner iterates it (a query without transform steps).
+		Steps:              []Step{},
 		Version:            PlanVersion,
 		AppName:            opts.AppName,
 		Master:             fmt.Sprintf("local[%d]", rt.Executor.CoresOrDefault()),

@@ -46,9 +46,10 @@ var oracleInput = []string{
 }
 
 // oracleQuery is the base: a count, sum and max per country per minute, in update mode (so
-// every batch writes the groups it changed, read from and written to state).
+// every batch writes the groups it changed, read from and written to state). Its source reads
+// in/orders.
 func oracleQuery(in string) *qt.Query {
-	return qt.Make("oracle", "spark").FilesSource("orders", in, v1.FormatJSON, oracleColumns...).
+	return qt.Make("oracle", "spark").FilesSource("orders", filepath.Join(in, "orders"), v1.FormatJSON, oracleColumns...).
 		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
 		Watermark("ts", "10s").
 		Aggregate("", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "1m")},
@@ -58,10 +59,28 @@ func oracleQuery(in string) *qt.Query {
 		OutputMode(v1.OutputUpdate).ConsoleSink().StatePartitions(3).AvailableNow()
 }
 
+// oracleDedup is the second base: orders deduplicated by order_id, appended.
+func oracleDedup(in string) *qt.Query {
+	return qt.Make("oracle", "spark").FilesSource("orders", filepath.Join(in, "orders"), v1.FormatJSON, oracleColumns...).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		DropDuplicates("", "order_id").
+		OutputMode(v1.OutputAppend).ConsoleSink().StatePartitions(3).AvailableNow()
+}
+
+// oracleSource adds a files source name reading in/<folder>, unioned with orders.
+func oracleSource(s *v1.StreamingQuerySpec, in, name, folder string) {
+	one := int32(1)
+	s.Sources = append(s.Sources, v1.Source{Name: name, Files: &v1.FilesSource{Path: filepath.Join(in, folder), Format: v1.FormatJSON, MaxFilesPerTrigger: &one},
+		Schema: &v1.Schema{Columns: oracleColumns}})
+}
+
 type oracleCase struct {
 	rule   string // the rule the change is about
 	change string // the change, in words
-	edit   func(s *v1.StreamingQuerySpec)
+	// base is the old query (oracleQuery when nil); old, when set, edits it further.
+	base func(in string) *qt.Query
+	old  func(s *v1.StreamingQuerySpec, in string)
+	edit func(s *v1.StreamingQuerySpec, in string)
 	// why explains a verdict that differs from what Spark does: Lockstep stricter, or a
 	// change whose other rows are its meaning (they apply from the restart on).
 	why string
@@ -70,47 +89,70 @@ type oracleCase struct {
 func oracleCases() []oracleCase {
 	agg := func(s *v1.StreamingQuerySpec) *v1.Aggregate { return s.Transform[1].Aggregate }
 	return []oracleCase{
-		{rule: "(none)", change: "the same query", edit: func(*v1.StreamingQuerySpec) {}},
-		{rule: "key-columns", change: "group by city instead of country (both strings)", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "(none)", change: "the same query", edit: func(*v1.StreamingQuerySpec, string) {}},
+		{rule: "key-columns", change: "group by city instead of country (both strings)", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).GroupBy[0].Column = "city"
 		}},
-		{rule: "key-columns", change: "group by qty (a long) instead of country", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "key-columns", change: "group by qty (a long) instead of country", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).GroupBy[0].Column = "qty"
 		}},
-		{rule: "key-order", change: "the window before the country", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "key-order", change: "the window before the country", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			g := agg(s).GroupBy
 			g[0], g[1] = g[1], g[0]
 		}},
-		{rule: "window-size", change: "windows of 2 minutes instead of 1", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "window-size", change: "windows of 2 minutes instead of 1", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).GroupBy[1].Window.Duration = "2m"
 		}},
-		{rule: "aggregate-function", change: "max becomes min", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "aggregate-function", change: "max becomes min", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).Aggregates[2].Function = v1.AggMin
 		}},
-		{rule: "aggregate-input", change: "sum of qty instead of amount (long, not double)", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "aggregate-input", change: "sum of qty instead of amount (long, not double)", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).Aggregates[1].Column = "qty"
 		}},
-		{rule: "aggregate-added", change: "an average is added", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "aggregate-added", change: "an average is added", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).Aggregates = append(agg(s).Aggregates, v1.Aggregation{Name: "mean", Function: v1.AggAvg, Column: "amount"})
 		}},
-		{rule: "aggregate-removed", change: "the max is removed", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "aggregate-removed", change: "the max is removed", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).Aggregates = agg(s).Aggregates[:2]
 		}},
-		{rule: "aggregate-renamed", change: "the count renamed", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "aggregate-renamed", change: "the count renamed", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).Aggregates[0].Name = "n"
 		}},
-		{rule: "operator-added", change: "a dropDuplicates by order_id before the aggregate", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "operator-added", change: "a dropDuplicates by order_id before the aggregate", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Transform = slices.Insert(s.Transform, 1, v1.Step{DropDuplicates: &v1.DropDuplicates{Columns: []string{"order_id"}}})
 		}},
-		{rule: "watermark-delay", change: "the watermark's delay from 10s to 30s", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "watermark-delay", change: "the watermark's delay from 10s to 30s", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Transform[0].Watermark.Delay = "30s"
 		}},
-		{rule: "state-partitions", change: "3 state partitions become 5", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "state-partitions", change: "3 state partitions become 5", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.StateStore.Partitions = 5
 		}, why: "Spark silently keeps the 3 partitions its checkpoint pinned and ignores the new value; Lockstep refuses a setting that would not take effect"},
-		{rule: "state-input-expression", change: "a filter amount > 6 before the aggregate", edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "state-input-expression", change: "a filter amount > 6 before the aggregate", edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Transform = slices.Insert(s.Transform, 0, v1.Step{Filter: "amount > 6.0"})
 		}, why: "a filter applies from the restart on: the state keeps what the old query aggregated, so the rows differ from a run that filtered from the start, which is what changing a filter means"},
+
+		// A dropDuplicates.
+		{rule: "key-columns", change: "dropDuplicates by city instead of order_id", base: oracleDedup, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform[0].DropDuplicates.Columns = []string{"city"}
+		}},
+		{rule: "operator-removed", change: "the dropDuplicates removed", base: oracleDedup, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform = nil
+		}},
+
+		// Sources, named (Spark 4.2's source evolution).
+		{rule: "source-added", change: "a second source, returns", edit: func(s *v1.StreamingQuerySpec, in string) {
+			oracleSource(s, in, "returns", "returns")
+		}},
+		{rule: "source-removed", change: "the returns source removed", old: func(s *v1.StreamingQuerySpec, in string) {
+			oracleSource(s, in, "returns", "returns")
+		}, edit: func(s *v1.StreamingQuerySpec, _ string) { s.Sources = s.Sources[:1] },
+			why: "what the removed source contributed stays in the state, so the rows differ from a run that never read it; the query goes on correctly with the sources it has"},
+		{rule: "source-renamed", change: "the returns source renamed refunds", old: func(s *v1.StreamingQuerySpec, in string) {
+			oracleSource(s, in, "returns", "returns")
+		}, edit: func(s *v1.StreamingQuerySpec, in string) {
+			s.Sources = s.Sources[:1]
+			oracleSource(s, in, "refunds", "returns")
+		}},
 	}
 }
 
@@ -202,16 +244,22 @@ func (o *oracle) run(spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
 	return res
 }
 
-// addInput writes input file i into dir, modified i seconds after the others.
+// addOracleInput writes input file i into dir/orders and dir/returns, modified i seconds
+// after the others.
 func addOracleInput(t *testing.T, dir string, i int) {
 	t.Helper()
-	p := filepath.Join(dir, fmt.Sprintf("part-%d.json", i))
-	if err := os.WriteFile(p, []byte(oracleInput[i]+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	at := time.Date(2026, 1, 5, 10, 0, i, 0, time.UTC)
-	if err := os.Chtimes(p, at, at); err != nil {
-		t.Fatal(err)
+	for _, folder := range []string{"orders", "returns"} {
+		p := filepath.Join(dir, folder, fmt.Sprintf("part-%d.json", i))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(oracleInput[i]+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Date(2026, 1, 5, 10, 0, i, 0, time.UTC)
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -248,6 +296,13 @@ func (o *oracle) observe(old, changed func(in string) *v1.StreamingQuerySpec) (s
 	return "ran, other rows", got
 }
 
+func cmpOrQuery(q, def func(string) *qt.Query) func(string) *qt.Query {
+	if q == nil {
+		return def
+	}
+	return q
+}
+
 func cmpOr(s, def string) string {
 	if s == "" {
 		return def
@@ -264,10 +319,17 @@ func TestPlannerAgainstSpark(t *testing.T) {
 	var table strings.Builder
 	table.WriteString("| rule | change | Spark on restart | Lockstep | why they differ |\n|---|---|---|---|---|\n")
 	for _, c := range oracleCases() {
-		oldSpec := func(in string) *v1.StreamingQuerySpec { return oracleQuery(in).Spec() }
+		base := cmpOrQuery(c.base, oracleQuery)
+		oldSpec := func(in string) *v1.StreamingQuerySpec {
+			s := base(in).Spec()
+			if c.old != nil {
+				c.old(s, in)
+			}
+			return s
+		}
 		newSpec := func(in string) *v1.StreamingQuerySpec {
-			s := oracleQuery(in).Spec()
-			c.edit(s)
+			s := oldSpec(in)
+			c.edit(s, in)
 			return s
 		}
 		observed, res := o.observe(oldSpec, newSpec)
@@ -315,8 +377,9 @@ Generated by ` + "`TestPlannerAgainstSpark`" + ` (engine/spark/oracle_test.go) f
 do not edit. For each change, the old query ran on real Spark over two files (two committed
 batches), then the changed query restarted from the same checkpoint over two more; an
 uninterrupted run of the changed query over the same four files gave the rows to compare with.
-The base query counts, sums and takes the max of orders per country per minute, in update mode,
-after a 10s watermark. "Spark on restart" is what Spark did: refused (with its error class), ran
+The first base query counts, sums and takes the max of orders per country per minute, in update
+mode, after a 10s watermark; the second drops duplicate orders by id, in append mode. Sources are
+named (Spark 4.2's source evolution). "Spark on restart" is what Spark did: refused (with its error class), ran
 with the rows an uninterrupted run gives, or ran with other rows (silently wrong). "Lockstep" is
 ` + "`lockstep plan`" + `'s verdict, with the rules that rejected. The rules are in [compatibility.md](compatibility.md).
 
