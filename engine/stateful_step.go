@@ -119,13 +119,22 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *fie
 		return &watermarkStep{wm: wm}, nil
 	case v1.StepAggregate:
 		name := ps.Operator.Name
-		a, err := stateful.NewAggregate(stateful.AggregateConfig{
+		cfg := stateful.AggregateConfig{
 			Name: name, Spec: st.Aggregate, Input: cols, EventTime: eventTime, Mode: spec.OutputMode,
-		})
+		}
+		var (
+			op  stateful.Operator
+			err error
+		)
+		if st.Aggregate.Session() != nil {
+			op, err = stateful.NewSession(cfg)
+		} else {
+			op, err = stateful.NewAggregate(cfg)
+		}
 		if err != nil {
 			return nil, field.Invalid(p.Child("aggregate"), name, err.Error())
 		}
-		return &statefulStep{name: name, kind: v1.StepAggregate, op: a}, nil
+		return &statefulStep{name: name, kind: v1.StepAggregate, op: op}, nil
 	case v1.StepDropDuplicates:
 		name := ps.Operator.Name
 		d, err := stateful.NewDropDuplicates(stateful.DropDuplicatesConfig{

@@ -39,6 +39,7 @@ func (s *Source) Columns() (Columns, bool) {
 // Expressions checks the CEL expressions of filter and select steps against the columns
 // flowing into them. The plan package implements it with cel-go; this package only follows
 // the columns, so that a client of the API types does not link an expression compiler.
+// +kubebuilder:object:generate=false
 type Expressions interface {
 	// CheckFilter reports why expr is not a filter (a bool expression) over cols. A column of
 	// type "" is of unknown type (hidden by an earlier error): an expression using it is not
@@ -50,6 +51,7 @@ type Expressions interface {
 }
 
 // FlowPoint is what is known of the rows at one point of a valid query.
+// +kubebuilder:object:generate=false
 type FlowPoint struct {
 	// Columns are the rows' columns.
 	Columns Columns
@@ -378,6 +380,8 @@ func (st flowState) project(p *field.Path, projs []Projection, x Expressions, er
 	return next
 }
 
+// aggregate follows the columns through an aggregate step; onWatermark reports that it
+// groups by the watermark column or a window or session on it.
 func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList) (next flowState, onWatermark bool) {
 	next = flowState{known: true}
 	add := func(p *field.Path, c Column) {
@@ -387,14 +391,50 @@ func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList
 		}
 		next.cols = append(next.cols, c)
 	}
-	windowAt := -1
+	windowAt, sessionAt := -1, -1
 	for k, g := range a.GroupBy {
 		gp := p.Child("groupBy").Index(k)
+		var set []string
+		for name, ok := range map[string]bool{"column": g.Column != "", "window": g.Window != nil, "session": g.Session != nil} {
+			if ok {
+				set = append(set, name)
+			}
+		}
+		slices.Sort(set)
 		switch {
-		case g.Column == "" && g.Window == nil:
-			*errs = append(*errs, field.Required(gp, "exactly one of column, window must be set"))
-		case g.Column != "" && g.Window != nil:
-			*errs = append(*errs, field.Invalid(gp, "column, window", "exactly one of column, window must be set"))
+		case len(set) == 0:
+			*errs = append(*errs, field.Required(gp, "exactly one of column, window, session must be set"))
+		case len(set) > 1:
+			*errs = append(*errs, field.Invalid(gp, strings.Join(set, ", "), "exactly one of column, window, session must be set"))
+		}
+		if sw := g.Session; sw != nil {
+			sp := gp.Child("session")
+			switch {
+			case sessionAt >= 0:
+				*errs = append(*errs, field.Forbidden(sp, fmt.Sprintf("an aggregate may have only one session window (groupBy[%d] is one)", sessionAt)))
+			case windowAt >= 0:
+				*errs = append(*errs, field.Forbidden(sp, fmt.Sprintf("an aggregate groups by a window or by a session, not both (groupBy[%d] is a window): a row would belong to a window and a session at once", windowAt)))
+			}
+			if sessionAt < 0 {
+				sessionAt = k
+			}
+			colErrs := st.timestampColumn(sp.Child("column"), sw.Column)
+			*errs = append(*errs, colErrs...)
+			if len(colErrs) == 0 && st.known && st.watermark != sw.Column {
+				msg := "a session closes when the watermark reaches its end: the session column must be the watermark's column, and the query has no watermark before this step"
+				if st.watermark != "" {
+					msg = fmt.Sprintf("a session closes when the watermark reaches its end: the session column must be the watermark's column %q", st.watermark)
+				}
+				*errs = append(*errs, field.Invalid(sp.Child("column"), sw.Column, msg))
+			}
+			onWatermark = onWatermark || (st.watermark != "" && sw.Column == st.watermark)
+			if sw.Gap == "" {
+				*errs = append(*errs, field.Required(sp.Child("gap"), "how long a session stays open after its newest row, such as 5m"))
+			} else {
+				*errs = append(*errs, duration(sp.Child("gap"), sw.Gap, true)...)
+			}
+			add(sp, Column{Name: ColumnWindowStart, Type: TypeTimestamp})
+			add(sp, Column{Name: ColumnWindowEnd, Type: TypeTimestamp})
 		}
 		if g.Column != "" {
 			*errs = append(*errs, st.column(gp.Child("column"), g.Column)...)
@@ -403,9 +443,13 @@ func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList
 		}
 		if w := g.Window; w != nil {
 			wp := gp.Child("window")
-			if windowAt >= 0 {
+			switch {
+			case windowAt >= 0:
 				*errs = append(*errs, field.Forbidden(wp, fmt.Sprintf("an aggregate may have only one window (groupBy[%d] is one)", windowAt)))
-			} else {
+			case sessionAt >= 0:
+				*errs = append(*errs, field.Forbidden(wp, fmt.Sprintf("an aggregate groups by a window or by a session, not both (groupBy[%d] is a session): a row would belong to a window and a session at once", sessionAt)))
+			}
+			if windowAt < 0 {
 				windowAt = k
 			}
 			*errs = append(*errs, st.timestampColumn(wp.Child("column"), w.Column)...)
