@@ -74,7 +74,7 @@ func ruleCases() []ruleCase {
 			name:     "shape-version/a shape from a newer Lockstep is not judged",
 			oldShape: &compat.Shape{Version: compat.ShapeVersion + 1},
 			new:      revenue().Spec(),
-			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 3", New: "shape version 2"}},
+			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 4", New: "shape version 3"}},
 		},
 
 		// Sources.
@@ -500,6 +500,36 @@ func ruleCases() []ruleCase {
 			old:    revenue().Spec(),
 			new:    edit(revenue(), func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Window.Slide = "5m" }),
 			passes: []string{"window-slide"},
+		},
+		{
+			name: "session-gap/5m to 10m",
+			old:  revenueSessions().Spec(),
+			new:  edit(revenueSessions(), func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Session.Gap = "10m" }),
+			want: []finding{{Rule: "session-gap", Severity: compat.Rejected, Path: revAggPath + ".groupBy[1].session.gap", Old: "5m", New: "10m"}},
+		},
+		{
+			name:   "session-gap/5m written as 300s",
+			old:    revenueSessions().Spec(),
+			new:    edit(revenueSessions(), func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Session.Gap = "300s" }),
+			passes: []string{"session-gap", "session-column", "key-columns"},
+		},
+		{
+			name: "session-column/sessions on another time column",
+			old:  revenueSessions().Spec(),
+			new: edit(revenueSessions(), func(s *v1.StreamingQuerySpec) {
+				s.Transform[revWatermark].Watermark.Column = "received"
+				agg(s).GroupBy[1].Session.Column = "received"
+			}),
+			want: []finding{
+				{Rule: "session-column", Severity: compat.Rejected, Path: revAggPath + ".groupBy[1].session.column", Old: "ts", New: "received"},
+				{Rule: "watermark-column", Severity: compat.Rejected, Path: "spec.transform[2].watermark.column", Old: "ts", New: "received"},
+			},
+		},
+		{
+			name: "key-columns/a window becomes a session",
+			old:  revenue().Spec(),
+			new:  revenueSessions().Spec(),
+			want: []finding{{Rule: "key-columns", Severity: compat.Rejected, Path: revAggPath + ".groupBy", Old: "(country string, window(ts, 5m))", New: "(country string, session(ts, gap 5m))"}},
 		},
 		{
 			name:   "aggregate-function/max to min",

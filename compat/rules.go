@@ -236,6 +236,20 @@ func Rules() []Rule {
 			check:       checkWindowSlide,
 		},
 		{
+			ID: "session-column", Area: AreaState, Title: "A session window's time column changes",
+			Severities:  []Severity{Rejected},
+			Description: "The open sessions in the state span event times of the old column; rows would extend and merge them by another clock. The engine refuses it too: the column is part of the operator's fingerprint.",
+			Example:     Example{Old: "session: {column: ts, gap: 5m}", New: "session: {column: received_at, gap: 5m}"},
+			check:       checkSessionColumn,
+		},
+		{
+			ID: "session-gap", Area: AreaState, Title: "A session window's gap changes",
+			Severities:  []Severity{Rejected},
+			Description: "Each open session in the state ends at its newest row plus the old gap, and its rows were merged by that gap: with a longer gap open sessions would close too early and miss merges, with a shorter one sessions already merged hold rows the new gap keeps apart. Lockstep records the gap (compared by value: 5m equals 300s); the engine refuses it too (the gap is part of the operator's fingerprint). Switching between a window and a session changes the grouping keys (key-columns).",
+			Example:     Example{Old: "session: {column: ts, gap: 5m}", New: "session: {column: ts, gap: 10m}"},
+			check:       checkSessionGap,
+		},
+		{
 			ID: "aggregate-function", Area: AreaState, Title: "An aggregate's function changes",
 			Severities:  []Severity{Rejected},
 			Description: "The state holds each group's partial result of the old function; max→min or sum→avg would silently continue from it. Spark lets same-typed changes pass; Lockstep records the function.",

@@ -18,7 +18,7 @@ import (
 // ShapeVersion is the version of the Shape JSON that this package writes. ParseShape reads
 // this version and refuses newer ones. Any change to the JSON, additive ones included, bumps
 // it, so that an older Lockstep never judges a checkpoint by a record it only partly reads.
-const ShapeVersion = 2
+const ShapeVersion = 3
 
 // ErrNewerShape means a shape was recorded by a newer Lockstep than this one.
 var ErrNewerShape = errors.New("shape recorded by a newer Lockstep")
@@ -101,11 +101,14 @@ type OperatorShape struct {
 	Eviction string `json:"eviction,omitempty"`
 }
 
-// KeyShape is one part of a state key: a column with its type, or an event-time window.
+// KeyShape is one part of a state key: a column with its type, an event-time window or a
+// session window.
 type KeyShape struct {
 	Column string        `json:"column,omitempty"`
 	Type   v1.ColumnType `json:"type,omitempty"`
 	Window *WindowShape  `json:"window,omitempty"`
+	// Session is a session window key (since version 3).
+	Session *SessionShape `json:"session,omitempty"`
 	// From is how the column (a window's time column) is computed: the CEL expression of
 	// the select that made it, followed back through selects that only copy or rename a
 	// column, with blanks outside string literals removed; a source column's own name when
@@ -119,6 +122,12 @@ type WindowShape struct {
 	Duration v1.Duration `json:"duration"`
 	// Slide is the distance between window starts; "" for a tumbling window.
 	Slide v1.Duration `json:"slide,omitempty"`
+}
+
+// SessionShape is a session window key: its time column and gap.
+type SessionShape struct {
+	Column string      `json:"column"`
+	Gap    v1.Duration `json:"gap"`
 }
 
 // AggregateShape is one aggregate value: its output name, function and input.
@@ -360,8 +369,12 @@ func sourceShape(src *v1.Source) SourceShape {
 func aggregateShape(id string, a *v1.Aggregate, in v1.Columns, from map[string]string, eventTime string) OperatorShape {
 	op := OperatorShape{ID: id, Kind: v1.StepAggregate, Keys: []KeyShape{}}
 	for _, g := range a.GroupBy {
-		if eventTime != "" && (g.Column == eventTime || g.Window != nil && g.Window.Column == eventTime) {
+		if eventTime != "" && (g.Column == eventTime || g.Window != nil && g.Window.Column == eventTime || g.Session != nil && g.Session.Column == eventTime) {
 			op.Eviction = eventTime
+		}
+		if sw := g.Session; sw != nil {
+			op.Keys = append(op.Keys, KeyShape{Session: &SessionShape{Column: sw.Column, Gap: sw.Gap}, From: from[sw.Column]})
+			continue
 		}
 		if w := g.Window; w != nil {
 			k := KeyShape{Window: &WindowShape{Column: w.Column, Duration: w.Duration}, From: from[w.Column]}
