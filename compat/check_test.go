@@ -1088,6 +1088,24 @@ func ruleCases() []ruleCase {
 			want: []finding{{Rule: "join-type", Severity: compat.Rejected, Path: "spec.transform[1].join.type", Old: "leftOuter", New: "inner"}},
 		},
 		{
+			name: "join-type/left outer becomes full outer",
+			old:  adClicks().Spec(),
+			new:  edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Type = v1.JoinFullOuter }),
+			want: []finding{{Rule: "join-type", Severity: compat.Rejected, Path: "spec.transform[1].join.type", Old: "leftOuter", New: "fullOuter"}},
+		},
+		{
+			name: "join-type/left outer becomes left semi",
+			old:  adClicks().Spec(),
+			new: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				adJoin(s).Type = v1.JoinLeftSemi
+				adJoin(s).Select = []v1.JoinColumn{{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "imp_time"}}
+			}),
+			want: []finding{
+				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[1].join", Old: "(ad_id string, imp_time timestamp, click_time timestamp)", New: "(ad_id string, imp_time timestamp)"},
+				{Rule: "join-type", Severity: compat.Rejected, Path: "spec.transform[1].join.type", Old: "leftOuter", New: "leftSemi"},
+			},
+		},
+		{
 			name:   "join-type/inner written out is the default",
 			old:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = "" }),
 			new:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = v1.JoinInner }),

@@ -465,7 +465,7 @@ func Rules() []Rule {
 		{
 			ID: "join-type", Area: AreaJoins, Title: "A join's type changes",
 			Severities:  []Severity{Rejected},
-			Description: "inner, leftOuter and rightOuter emit different rows: the output already written (and a stream join's buffered rows, whose outer rows are still due) follows the old type. Spark lists a changed stream–stream join as not allowed; Lockstep says so before the restart, for static joins too.",
+			Description: "inner, leftOuter, rightOuter, fullOuter and leftSemi emit different rows: the output already written (and a stream join's buffered rows, whose outer rows are still due; a left semi join keeps no left row it has matched) follows the old type. Spark lists a changed stream–stream join as not allowed; Lockstep says so before the restart, for static joins too.",
 			Example:     Example{Old: "join: {type: inner, …}", New: "join: {type: leftOuter, …}"},
 			check:       checkJoinType,
 		},

@@ -36,10 +36,14 @@ type OutputColumn struct {
 }
 
 // Output returns the join's output columns given the columns of both sides: Select's, or
-// every left column then every right column renamed by the prefixes. A column a side does not
-// have is left out; name clashes are not checked (validation does).
+// every left column then every right column renamed by the prefixes. A leftSemi join yields no
+// right column. A column a side does not have is left out; name clashes are not checked
+// (validation does).
 func (j *Join) Output(left, right Columns) []OutputColumn {
 	var out []OutputColumn
+	if j.EffectiveType() == JoinLeftSemi {
+		right = nil
+	}
 	if len(j.Select) > 0 {
 		for _, c := range j.Select {
 			cols := left
@@ -173,6 +177,10 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			case SideLeft:
 				add(cur.column(cp.Child("column"), c.Column)...)
 			case SideRight:
+				if j.EffectiveType() == JoinLeftSemi {
+					add(field.Invalid(cp.Child("side"), c.Side, "a leftSemi join yields the left side's columns only"))
+					break
+				}
 				add(rs.column(cp.Child("column"), c.Column)...)
 			case "":
 				add(field.Required(cp.Child("side"), "left or right"))
@@ -199,7 +207,10 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 				add(field.Invalid(p.Child(pf.name), pf.v, "a prefix is letters, digits and underscores, not starting with a digit"))
 			}
 		}
-		if next.known {
+		if j.RightPrefix != "" && j.EffectiveType() == JoinLeftSemi {
+			add(field.Invalid(p.Child("rightPrefix"), j.RightPrefix, "a leftSemi join yields the left side's columns only: omit rightPrefix"))
+		}
+		if next.known && j.EffectiveType() != JoinLeftSemi {
 			at := p.Child("rightPrefix")
 			leftNames := map[string]bool{}
 			for _, c := range cur.cols {

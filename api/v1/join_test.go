@@ -72,6 +72,28 @@ func TestValidateJoin(t *testing.T) {
 			query: impressions().Join(streamJoin()).FilesSink("/out", "json"),
 		},
 		{
+			name: "a stream–stream full outer join is valid; a static one is inner or left outer only",
+			query: impressions().Join(func() v1.Join { j := streamJoin(); j.Type = v1.JoinFullOuter; return j }()).
+				Join(v1.Join{Type: v1.JoinLeftSemi, Keys: qt.Keys("ad_id", "id"), Static: qt.StaticDelta("/lake/ads", qt.Col("id", v1.TypeString))}).
+				FilesSink("/out", "json"),
+			want: field.ErrorList{field.NotSupported(transform.Index(3).Child("join", "type"), v1.JoinLeftSemi, v1.StaticJoinTypes())},
+		},
+		{
+			name: "a left semi join yields the left columns only",
+			query: impressions().Join(func() v1.Join { j := streamJoin(); j.Type = v1.JoinLeftSemi; return j }()).
+				Filter("imp_time > timestamp('2026-01-01T00:00:00Z')").FilesSink("/out", "json"),
+			want: field.ErrorList{field.Invalid(transform.Index(2).Child("join", "select").Index(2).Child("side"), v1.SideRight, "")},
+		},
+		{
+			name: "a left semi join has no right prefix",
+			query: impressions().Join(func() v1.Join {
+				j := streamJoin()
+				j.Type, j.Select, j.RightPrefix = v1.JoinLeftSemi, nil, "c_"
+				return j
+			}()).FilesSink("/out", "json"),
+			want: field.ErrorList{field.Invalid(transform.Index(2).Child("join", "rightPrefix"), "c_", "")},
+		},
+		{
 			name:  "both sides yield a column: refused at the prefix",
 			query: enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).Join(v1.Join{Keys: qt.Keys("id", "id"), Static: customers()}).FilesSink("/out", "json"),
 			want:  field.ErrorList{field.Invalid(transform.Index(1).Child("join", "rightPrefix"), "", "")},

@@ -6,7 +6,8 @@ package v1
 // for a stream join, when the right row's event time lies within TimeBound of the left row's.
 //
 // The output has the left side's columns, then the right side's, each side's renamed by its
-// prefix (LeftPrefix, RightPrefix); or, with Select, exactly the listed columns. A name that
+// prefix (LeftPrefix, RightPrefix); or, with Select, exactly the listed columns. A leftSemi
+// join yields the left side's columns only. A name that
 // both sides would yield is refused at validation. An outer join fills the missing side's
 // columns with nulls.
 // +kubebuilder:validation:XValidation:rule="has(self.static) != has(self.stream)",message="exactly one of static, stream must be set"
@@ -20,7 +21,9 @@ type Join struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name,omitempty"`
 	// Type is inner (default: only matching rows), leftOuter (every left row; unmatched ones with
-	// nulls for the right side) or rightOuter (every right row; stream joins only).
+	// nulls for the right side), rightOuter (every right row; stream joins only), fullOuter
+	// (every row of both sides; stream joins only) or leftSemi (each left row that has a match,
+	// once, with the left side's columns only; stream joins only).
 	// +optional
 	// +kubebuilder:default=inner
 	Type JoinType `json:"type,omitempty"`
@@ -54,7 +57,7 @@ type Join struct {
 }
 
 // JoinType is the type of a join.
-// +kubebuilder:validation:Enum=inner;leftOuter;rightOuter
+// +kubebuilder:validation:Enum=inner;leftOuter;rightOuter;fullOuter;leftSemi
 type JoinType string
 
 // Join types, with SQL's meaning.
@@ -62,10 +65,20 @@ const (
 	JoinInner      JoinType = "inner"
 	JoinLeftOuter  JoinType = "leftOuter"
 	JoinRightOuter JoinType = "rightOuter"
+	JoinFullOuter  JoinType = "fullOuter"
+	JoinLeftSemi   JoinType = "leftSemi"
 )
 
 // JoinTypes lists every join type.
-func JoinTypes() []JoinType { return []JoinType{JoinInner, JoinLeftOuter, JoinRightOuter} }
+func JoinTypes() []JoinType {
+	return []JoinType{JoinInner, JoinLeftOuter, JoinRightOuter, JoinFullOuter, JoinLeftSemi}
+}
+
+// OuterLeft reports whether the join type keeps the left rows that match nothing.
+func (t JoinType) OuterLeft() bool { return t == JoinLeftOuter || t == JoinFullOuter }
+
+// OuterRight reports whether the join type keeps the right rows that match nothing.
+func (t JoinType) OuterRight() bool { return t == JoinRightOuter || t == JoinFullOuter }
 
 // StaticJoinTypes lists the join types of a static join.
 func StaticJoinTypes() []JoinType { return []JoinType{JoinInner, JoinLeftOuter} }

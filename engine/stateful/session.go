@@ -191,7 +191,7 @@ func (s *Session) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics,
 		if !ok {
 			continue // no session holds a null event time (Spark drops it too)
 		}
-		if s.evicts && satAdd(ts, s.gap) <= wm {
+		if s.evicts && addSat(ts, s.gap) <= wm {
 			m.DroppedByWatermark++
 			continue
 		}
@@ -247,7 +247,7 @@ func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm in
 			for j := range s.aggs {
 				scratch = s.aggs[j].update(&accs[j], pr.row, scratch)
 			}
-			sessions = append(sessions, session{start: pr.ts, end: satAdd(pr.ts, s.gap), accs: accs, changed: true})
+			sessions = append(sessions, session{start: pr.ts, end: addSat(pr.ts, s.gap), accs: accs, changed: true})
 		}
 		sessions = s.mergeSessions(sessions)
 		open, out, err := s.close(key, sessions, wm, true)
@@ -440,12 +440,4 @@ func (s *Session) row(key string, ss session) (Row, error) {
 		row = append(row, s.aggs[j].result(&ss.accs[j]))
 	}
 	return row, nil
-}
-
-// satAdd adds two nanosecond times, saturating at the int64 bounds.
-func satAdd(a, b int64) int64 {
-	if b > 0 && a > math.MaxInt64-b {
-		return math.MaxInt64
-	}
-	return a + b
 }
