@@ -1106,6 +1106,30 @@ func ruleCases() []ruleCase {
 			},
 		},
 		{
+			name: "join-side-transform/the right side's filter changes",
+			old:  edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.Transform = []v1.SideStep{{Filter: "ad_id != ''"}} }),
+			new: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				adJoin(s).Stream.Transform = []v1.SideStep{{Filter: "ad_id != 'test'"}}
+			}),
+			want: []finding{{Rule: "join-side-transform", Severity: compat.Warning, Path: "spec.transform[1].join.stream.transform", Old: "[filter: ad_id!='']", New: "[filter: ad_id!='test']"}},
+		},
+		{
+			name: "join-side-transform/a select drops the right side's metadata columns",
+			old:  adClicks().Spec(),
+			new: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				adJoin(s).Stream.Transform = []v1.SideStep{{Select: []v1.Projection{qt.As("ad_id", "ad_id"), qt.As("click_time", "click_time")}}}
+			}),
+			want: []finding{{Rule: "join-side-transform", Severity: compat.Rejected, Path: "spec.transform[1].join.stream.transform",
+				Old: "(ad_id string, click_time timestamp, _key string, _topic string, _partition long, _offset long, _timestamp timestamp)",
+				New: "(ad_id string, click_time timestamp)"}},
+		},
+		{
+			name:   "join-side-transform/a filter reformatted",
+			old:    edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.Transform = []v1.SideStep{{Filter: "ad_id != ''"}} }),
+			new:    edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.Transform = []v1.SideStep{{Filter: " ad_id!='' "}} }),
+			passes: []string{"join-side-transform", "join-keys", "join-watermark"},
+		},
+		{
 			name:   "join-type/inner written out is the default",
 			old:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = "" }),
 			new:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = v1.JoinInner }),

@@ -484,6 +484,13 @@ func Rules() []Rule {
 			check:       checkJoinSide,
 		},
 		{
+			ID: "join-side-transform", Area: AreaJoins, Title: "A stream join's right-side transform changes",
+			Severities:  []Severity{Warning, Rejected},
+			Description: "The right rows already buffered passed the old `join.stream.transform` and keep its values: until the watermark evicts them (within the time bound), matches with them follow the old transform, new right rows the new one (a warning). When the right side's columns change (names or types), the buffered rows no longer fit the join and the engine refuses its state (rejected). Changes upstream of the transform, in the source's schema, are judged by the source rules.",
+			Example:     Example{Old: "stream: {source: clicks, transform: [{filter: \"cost > 0.0\"}], …}", New: "stream: {source: clicks, transform: [{filter: \"cost > 1.0\"}], …}"},
+			check:       checkJoinSideTransform,
+		},
+		{
 			ID: "join-time-bound", Area: AreaJoins, Title: "A stream join's time bound changes",
 			Severities:  []Severity{Rejected},
 			Description: "The time bound (its columns and both durations, compared by value) decides how long each side's rows are buffered and when outer rows are emitted; rows buffered under the old bound would be matched and evicted by neither.",

@@ -249,9 +249,9 @@ func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 			sh.Operators = append(sh.Operators, aggregateShape(ps.Operator.Name, st.Aggregate, in, from, eventTime))
 			from = map[string]string{} // nothing stateful may follow an aggregate
 		case st.Join != nil:
-			sh.Joins = append(sh.Joins, joinShape(s, st.JoinName(len(sh.Joins)), st.Join, in, from, eventTime))
+			sh.Joins = append(sh.Joins, joinShape(st.JoinName(len(sh.Joins)), st.Join, in, ps.Right, from))
 			next := map[string]string{}
-			right, _ := st.Join.RightColumns(s)
+			right := ps.Right
 			for _, oc := range st.Join.Output(in, right) {
 				if oc.Side == v1.SideLeft {
 					next[oc.Name] = from[in[oc.Index].Name]

@@ -347,3 +347,34 @@ func TestStreamJoinFullOuterAndLeftSemiQueries(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamJoinRightTransform filters and projects the clicks before the
+// join: only the clicks that pass reach the right watermark and the join,
+// with the columns the select made.
+func TestStreamJoinRightTransform(t *testing.T) {
+	e := newAdEvents(t)
+	for _, b := range adStream {
+		e.add(t, b[0], b[1])
+	}
+	q := e.query().Edit(func(s *v1.StreamingQuerySpec) {
+		j := s.Transform[1].Join
+		j.Type = v1.JoinInner
+		j.Stream.Transform = []v1.SideStep{
+			{Filter: "cost >= 2.0"},
+			{Select: []v1.Projection{querytest.As("ad_id", "ad_id"), querytest.As("click_ts", "click_ts"), querytest.As("cents", "int(cost * 100.0)")}},
+		}
+		j.Select = []v1.JoinColumn{{Side: v1.SideLeft, Column: "user"}, {Side: v1.SideRight, Column: "click_ts"}, {Side: v1.SideRight, Column: "cents"}}
+	})
+	if sum := run(t, q.Obj()); sum.Reason != engine.StopTriggerDone {
+		t.Fatalf("Summary = %+v", sum)
+	}
+	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+	// The click of cost 1 at 10s is filtered out: u1 has no match.
+	want := []string{
+		fmt.Sprint([]any{"u3", ts(25), int64(300)}),
+		fmt.Sprint([]any{"u3", ts(45), int64(400)}),
+	}
+	if diff := cmp.Diff(want, e.output(t)); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}

@@ -59,6 +59,10 @@ type FlowPoint struct {
 	// copy it under another name; "" before the watermark step, after an aggregate, or when
 	// the query has none.
 	EventTime string
+	// Right are the columns of the right side of the join step flowing from here: a static
+	// side's schema, or a stream side's source columns after its transform; nil for other
+	// steps and for the sink.
+	Right Columns
 }
 
 // Flow follows the rows through the query: element i is what flows into s.Transform[i], and
@@ -71,7 +75,7 @@ func (s *StreamingQuerySpec) Flow(x Expressions) ([]FlowPoint, error) {
 	}
 	out := make([]FlowPoint, len(fl.states))
 	for i, st := range fl.states {
-		out[i] = FlowPoint{Columns: st.cols, EventTime: st.watermark}
+		out[i] = FlowPoint{Columns: st.cols, EventTime: st.watermark, Right: fl.rights[i]}
 	}
 	return out, nil
 }
@@ -121,13 +125,15 @@ type flowResult struct {
 	aggregateOnWatermark bool
 	// streamJoin is the index of the stream join step, -1 if none.
 	streamJoin int
+	// rights holds the right side's columns of each join step, by step index.
+	rights map[int]Columns
 }
 
 func (r *flowResult) output() flowState { return r.states[len(r.states)-1] }
 
 // flow validates the sources and transform steps and follows the columns through them.
 func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
-	r := &flowResult{aggregate: -1, streamJoin: -1}
+	r := &flowResult{aggregate: -1, streamJoin: -1, rights: map[int]Columns{}}
 	cur := s.sourceFlow(spec.Child("sources"), r)
 
 	steps := spec.Child("transform")
@@ -186,8 +192,10 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
 			r.aggregateOnWatermark = r.aggregateOnWatermark || onWatermark
 		}
 		if j := st.Join; j != nil {
-			jc := joinContext{names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, streamJoinAt: r.streamJoin}
-			next = s.join(p.Child("join"), j, cur, jc, &r.errs)
+			jc := joinContext{names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, streamJoinAt: r.streamJoin, x: x}
+			var right flowState
+			next, right = s.join(p.Child("join"), j, cur, jc, &r.errs)
+			r.rights[i] = right.cols
 			if j.Stream != nil {
 				statefulSeen = true
 				if r.streamJoin < 0 {

@@ -8,8 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// RightColumns returns the columns of the join's right side: the static side's schema, or the
-// columns of the source a stream join reads. It reports false when they cannot be known.
+// RightColumns returns the columns of the join's right side as read: the static side's schema,
+// or the columns of the source a stream join reads, before join.stream.transform (whose output
+// columns need an expression checker: see FlowPoint.Right). It reports false when they cannot
+// be known.
 func (j *Join) RightColumns(spec *StreamingQuerySpec) (Columns, bool) {
 	switch {
 	case j.Static != nil:
@@ -74,10 +76,13 @@ type joinContext struct {
 	aggregateAt int
 	// streamJoinAt is the index of an earlier stream join, -1 if none.
 	streamJoinAt int
+	// x checks the expressions of a stream side's transform.
+	x Expressions
 }
 
-// join validates a join step and returns the columns flowing out of it.
-func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc joinContext, errs *field.ErrorList) flowState {
+// join validates a join step and returns the columns flowing out of it and those of its right
+// side (after a stream side's transform).
+func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc joinContext, errs *field.ErrorList) (flowState, flowState) {
 	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
 	add(joinName(p.Child("name"), j, jc)...)
 	if jc.aggregateAt >= 0 {
@@ -101,7 +106,7 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			add(field.Forbidden(p.Child("stream"), fmt.Sprintf("a query may have only one stream join (transform[%d] is one)", jc.streamJoinAt)))
 		}
 		var ok bool
-		right, ok = s.streamSide(p.Child("stream"), j.Stream, errs)
+		right, ok = s.streamSide(p.Child("stream"), j.Stream, jc.x, errs)
 		rightKnown = ok
 	}
 	if !slices.Contains(JoinTypes(), j.EffectiveType()) {
@@ -231,7 +236,7 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			}
 		}
 	}
-	return next
+	return next, rs
 }
 
 // joinSideHint suggests a prefix for the right side: the static table's or source's last
@@ -330,8 +335,9 @@ func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-// streamSide validates a stream join's right side and returns its columns.
-func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, errs *field.ErrorList) (Columns, bool) {
+// streamSide validates a stream join's right side and returns its columns, after its
+// transform.
+func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, x Expressions, errs *field.ErrorList) (Columns, bool) {
 	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
 	var src *Source
 	for i := range s.Sources {
@@ -354,6 +360,21 @@ func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, errs *fie
 		cols, known = src.Columns()
 	}
 	rs := flowState{cols: cols, known: known}
+	for i, step := range st.Transform {
+		sp := p.Child("transform").Index(i)
+		switch {
+		case step.Filter == "" && step.Select == nil:
+			add(field.Required(sp, "exactly one of filter, select must be set"))
+		case step.Filter != "" && step.Select != nil:
+			add(field.Invalid(sp, "filter, select", "exactly one of filter, select must be set"))
+			rs.known = false
+		case step.Filter != "":
+			add(rs.filter(sp.Child("filter"), step.Filter, x)...)
+		default:
+			rs = rs.project(sp.Child("select"), step.Select, x, errs)
+		}
+	}
+	cols, known = rs.cols, rs.known
 	wp := p.Child("watermark")
 	add(rs.timestampColumn(wp.Child("column"), st.Watermark.Column)...)
 	if st.Watermark.Delay == "" {

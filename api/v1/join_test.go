@@ -85,6 +85,36 @@ func TestValidateJoin(t *testing.T) {
 			want: field.ErrorList{field.Invalid(transform.Index(2).Child("join", "select").Index(2).Child("side"), v1.SideRight, "")},
 		},
 		{
+			name: "a stream side's transform is valid, and the join sees its columns",
+			query: impressions().Join(func() v1.Join {
+				j := streamJoin()
+				j.Stream.Transform = []v1.SideStep{
+					{Filter: "click_ad_id != ''"},
+					{Select: []v1.Projection{qt.As("click_ad_id", "click_ad_id.upperAscii()"), qt.As("click_time", "click_time"), qt.As("p", "_partition")}},
+				}
+				j.Select = append(j.Select, v1.JoinColumn{Side: v1.SideRight, Column: "p"})
+				return j
+			}()).FilesSink("/out", "json"),
+		},
+		{
+			name: "a stream side's transform: bad steps, and the watermark column selected away",
+			query: impressions().Join(func() v1.Join {
+				j := streamJoin()
+				j.Stream.Transform = []v1.SideStep{
+					{Filter: "cost > 1.0"},
+					{},
+					{Select: []v1.Projection{qt.As("click_ad_id", "click_ad_id")}},
+				}
+				return j
+			}()).FilesSink("/out", "json"),
+			want: field.ErrorList{
+				field.Invalid(transform.Index(2).Child("join", "stream", "transform").Index(0).Child("filter"), "cost > 1.0", ""),
+				field.Required(transform.Index(2).Child("join", "stream", "transform").Index(1), ""),
+				field.Invalid(transform.Index(2).Child("join", "stream", "watermark", "column"), "click_time", ""),
+				field.Invalid(transform.Index(2).Child("join", "select").Index(2).Child("column"), "click_time", ""),
+			},
+		},
+		{
 			name: "a left semi join has no right prefix",
 			query: impressions().Join(func() v1.Join {
 				j := streamJoin()

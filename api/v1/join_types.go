@@ -226,13 +226,34 @@ type Refresh struct {
 // the time bound; outer rows are emitted then.
 type StreamSide struct {
 	// Source names one of spec.sources. That source is read for this join only: it is not
-	// unioned with the other sources, and its columns are the right side's.
+	// unioned with the other sources, and its columns (after Transform) are the right side's.
 	// +kubebuilder:validation:MinLength=1
 	Source string `json:"source"`
+	// Transform lists filter and select steps applied to the source's rows, in order, before
+	// they reach the watermark and the join: the right side's columns are its last step's.
+	// Omitted: the source's rows as read.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Transform []SideStep `json:"transform,omitempty"`
 	// Watermark declares event time on a timestamp column of the right side.
 	Watermark Watermark `json:"watermark"`
 	// TimeBound bounds how far apart in event time matching rows may be.
 	TimeBound TimeBound `json:"timeBound"`
+}
+
+// SideStep is a stateless step on a join's right side: a filter or a select, as in
+// spec.transform. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="has(self.filter) != has(self.select)",message="exactly one of filter, select must be set"
+type SideStep struct {
+	// Filter keeps the rows for which this CEL expression is true.
+	// +optional
+	Filter string `json:"filter,omitempty"`
+	// Select replaces the columns with the listed ones, each computed by a CEL expression.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	Select []Projection `json:"select,omitempty"`
 }
 
 // TimeBound matches a right row with a left row when
