@@ -1171,6 +1171,15 @@ func ruleCases() []ruleCase {
 			want: []finding{{Rule: "join-side", Severity: compat.Rejected, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "delta table s3://lake/countries_v2"}},
 		},
 		{
+			name: "join-side/a delta table becomes a postgres table",
+			old:  enriched().Spec(),
+			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				st := s.Transform[enrichedJoin].Join.Static
+				st.Delta, st.Postgres = nil, &v1.StaticPostgres{Connection: v1.PostgresConnection{DSNEnv: "REF_DSN"}, Table: "ref.countries"}
+			}),
+			want: []finding{{Rule: "join-side", Severity: compat.Rejected, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "postgres table ref.countries (env/REF_DSN)"}},
+		},
+		{
 			name: "join-side/the same table written another way",
 			old:  enriched().Spec(),
 			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {

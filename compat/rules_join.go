@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
 
 // The checks of the join steps.
@@ -60,8 +62,11 @@ func describeJoinID(id string) string { return strconv.Quote(id) }
 func describeJoinSide(j JoinShape) string {
 	switch {
 	case j.Static != nil:
-		if j.Static.Kind == "files" {
+		switch j.Static.Kind {
+		case v1.StaticFilesKind:
 			return fmt.Sprintf("files (%s) in %s", j.Static.Format, j.Static.Path)
+		case v1.StaticPostgresKind:
+			return fmt.Sprintf("postgres table %s (%s)", j.Static.Path, j.Static.Connection)
 		}
 		return "delta table " + j.Static.Path
 	case j.Stream != nil:

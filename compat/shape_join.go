@@ -29,9 +29,13 @@ type JoinKeyShape struct {
 type StaticSideShape struct {
 	// Kind is delta or files.
 	Kind v1.StaticSideKind `json:"kind"`
-	// Path is normalized like SourceShape.Path; Format is a files side's format.
+	// Path is normalized like SourceShape.Path (a PostgreSQL table's name); Format is a files
+	// side's format.
 	Path   string        `json:"path"`
 	Format v1.FileFormat `json:"format,omitempty"`
+	// Connection names where a PostgreSQL table's connection string comes from, as
+	// SinkShape.Connection (since version 3).
+	Connection string `json:"connection,omitempty"`
 	// Refresh is the refresh policy; nil keeps the first snapshot.
 	Refresh *v1.Refresh `json:"refresh,omitempty"`
 }
@@ -84,6 +88,9 @@ func joinShape(id string, j *v1.Join, in, right v1.Columns, from map[string]stri
 		st := &StaticSideShape{Kind: j.Static.Kind(), Path: normPath(j.Static.Path())}
 		if j.Static.Files != nil {
 			st.Format = j.Static.Files.Format
+		}
+		if pg := j.Static.Postgres; pg != nil {
+			st.Connection = "env/" + pg.Connection.DSNEnvName()
 		}
 		if r := j.Static.Refresh; r != nil && (r.Every != "" || r.OnNewVersion) {
 			st.Refresh = r.DeepCopy()

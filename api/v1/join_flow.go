@@ -294,11 +294,37 @@ func joinName(p *field.Path, j *Join, jc joinContext) field.ErrorList {
 
 func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	var set []string
+	for _, k := range []struct {
+		name string
+		ok   bool
+	}{{"delta", st.Delta != nil}, {"files", st.Files != nil}, {"postgres", st.Postgres != nil}} {
+		if k.ok {
+			set = append(set, k.name)
+		}
+	}
 	switch {
-	case st.Delta == nil && st.Files == nil:
-		errs = append(errs, field.Required(p, "exactly one of delta, files must be set"))
-	case st.Delta != nil && st.Files != nil:
-		errs = append(errs, field.Invalid(p, "delta, files", "exactly one of delta, files must be set"))
+	case len(set) == 0:
+		errs = append(errs, field.Required(p, "exactly one of delta, files, postgres must be set"))
+	case len(set) > 1:
+		errs = append(errs, field.Invalid(p, strings.Join(set, ", "), "exactly one of delta, files, postgres must be set"))
+	}
+	if pg := st.Postgres; pg != nil {
+		pp := p.Child("postgres")
+		c := pg.Connection
+		switch {
+		case c.SecretName != "":
+			errs = append(errs, field.Forbidden(pp.Child("connection", "secretName"), "a static side's Secret is not passed to the engine yet: set dsnEnv, an environment variable of the engine holding the connection string"))
+		case c.DSNEnv == "":
+			errs = append(errs, field.Required(pp.Child("connection", "dsnEnv"), "the engine's environment variable holding the connection string"))
+		case !envName.MatchString(c.DSNEnv):
+			errs = append(errs, field.Invalid(pp.Child("connection", "dsnEnv"), c.DSNEnv, "must be an environment variable name"))
+		}
+		if pg.Table == "" {
+			errs = append(errs, field.Required(pp.Child("table"), "the table read: name or schema.name"))
+		} else if !pgTable.MatchString(pg.Table) {
+			errs = append(errs, field.Invalid(pp.Child("table"), pg.Table, "must be name or schema.name of lowercase letters, digits and _, starting with a letter or _"))
+		}
 	}
 	if d := st.Delta; d != nil {
 		errs = append(errs, location(p.Child("delta", "path"), d.Path, true)...)
@@ -329,7 +355,7 @@ func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 			errs = append(errs, duration(rp.Child("every"), r.Every, true)...)
 		}
 		if r.OnNewVersion && st.Delta == nil {
-			errs = append(errs, field.Invalid(rp.Child("onNewVersion"), true, "needs a delta table: a files folder has no versions; refresh it with every"))
+			errs = append(errs, field.Invalid(rp.Child("onNewVersion"), true, "needs a delta table: a files folder or a PostgreSQL table has no versions; refresh it with every"))
 		}
 	}
 	return errs

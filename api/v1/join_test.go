@@ -115,6 +115,27 @@ func TestValidateJoin(t *testing.T) {
 			},
 		},
 		{
+			name: "a static PostgreSQL table refreshed every 5m is valid",
+			query: enrich().Join(v1.Join{Keys: qt.Keys("customer_id", "id"), RightPrefix: "c_", Static: &v1.StaticSide{
+				Postgres: &v1.StaticPostgres{Connection: v1.PostgresConnection{DSNEnv: "CRM_DSN"}, Table: "crm.customers"},
+				Schema:   &v1.Schema{Columns: v1.Columns{{Name: "id", Type: v1.TypeString}}},
+				Refresh:  &v1.Refresh{Every: "5m"},
+			}}).FilesSink("/out", "json"),
+		},
+		{
+			name: "a static PostgreSQL table: no Secret yet, a table name, no versions",
+			query: enrich().Join(v1.Join{Keys: qt.Keys("customer_id", "id"), RightPrefix: "c_", Static: &v1.StaticSide{
+				Postgres: &v1.StaticPostgres{Connection: v1.PostgresConnection{SecretName: "crm"}, Table: "CRM Customers"},
+				Schema:   &v1.Schema{Columns: v1.Columns{{Name: "id", Type: v1.TypeString}}},
+				Refresh:  &v1.Refresh{OnNewVersion: true},
+			}}).FilesSink("/out", "json"),
+			want: field.ErrorList{
+				field.Forbidden(transform.Index(0).Child("join", "static", "postgres", "connection", "secretName"), ""),
+				field.Invalid(transform.Index(0).Child("join", "static", "postgres", "table"), "CRM Customers", ""),
+				field.Invalid(transform.Index(0).Child("join", "static", "refresh", "onNewVersion"), true, ""),
+			},
+		},
+		{
 			name: "a left semi join has no right prefix",
 			query: impressions().Join(func() v1.Join {
 				j := streamJoin()

@@ -125,7 +125,7 @@ func (c JoinColumn) OutputName() string {
 // whole as a snapshot. The snapshot a batch joins against (the Delta version, or the files'
 // listing fingerprint) is recorded in the batch's offsets-log entry, so a replayed batch joins
 // against exactly the same snapshot.
-// +kubebuilder:validation:XValidation:rule="has(self.delta) != has(self.files)",message="exactly one of delta, files must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.delta), has(self.files), has(self.postgres)].filter(x, x).size() == 1",message="exactly one of delta, files, postgres must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.refresh) || !has(self.refresh.onNewVersion) || !self.refresh.onNewVersion || has(self.delta)",message="refresh.onNewVersion needs a delta table; refresh a files folder with every"
 type StaticSide struct {
 	// Delta reads the table's latest version.
@@ -134,6 +134,9 @@ type StaticSide struct {
 	// Files reads every file under the folder.
 	// +optional
 	Files *StaticFiles `json:"files,omitempty"`
+	// Postgres reads every row of a PostgreSQL table.
+	// +optional
+	Postgres *StaticPostgres `json:"postgres,omitempty"`
 	// Schema lists the columns read from the table or files.
 	Schema *Schema `json:"schema"`
 	// Refresh says when a new snapshot is read, checked once per batch before it is planned.
@@ -147,28 +150,39 @@ type StaticSideKind string
 
 // Static side kinds.
 const (
-	StaticDeltaKind StaticSideKind = "delta"
-	StaticFilesKind StaticSideKind = "files"
+	StaticDeltaKind    StaticSideKind = "delta"
+	StaticFilesKind    StaticSideKind = "files"
+	StaticPostgresKind StaticSideKind = "postgres"
 )
 
 // Kind returns the static side's kind, or "" unless exactly one is set.
 func (s *StaticSide) Kind() StaticSideKind {
+	n := 0
+	for _, set := range []bool{s.Delta != nil, s.Files != nil, s.Postgres != nil} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case s.Delta != nil && s.Files == nil:
+	case n != 1:
+		return ""
+	case s.Delta != nil:
 		return StaticDeltaKind
-	case s.Files != nil && s.Delta == nil:
+	case s.Files != nil:
 		return StaticFilesKind
 	}
-	return ""
+	return StaticPostgresKind
 }
 
-// Path returns the static side's table or folder path.
+// Path returns the static side's table or folder path; for a PostgreSQL table its name.
 func (s *StaticSide) Path() string {
 	switch {
 	case s.Delta != nil:
 		return s.Delta.Path
 	case s.Files != nil:
 		return s.Files.Path
+	case s.Postgres != nil:
+		return s.Postgres.Table
 	}
 	return ""
 }
@@ -206,6 +220,20 @@ type StaticFiles struct {
 	// header) or parquet.
 	// +kubebuilder:validation:Enum=json;csv;parquet
 	Format FileFormat `json:"format"`
+}
+
+// StaticPostgres is a PostgreSQL table read whole as a snapshot. PostgreSQL keeps no versions
+// a later batch could read again, so a snapshot is named by a digest of its rows: a batch
+// records the digest it joined against, and a replayed batch reads the table again and stops,
+// naming the table, when its rows changed since (as a static files side does when a file
+// changed).
+type StaticPostgres struct {
+	// Connection reaches the database. Only dsnEnv is supported for now: the controller does
+	// not yet pass a static side's Secret to the engine.
+	Connection PostgresConnection `json:"connection"`
+	// Table is name or schema.name, of lowercase unquoted identifiers.
+	// +kubebuilder:validation:MinLength=1
+	Table string `json:"table"`
 }
 
 // Refresh says when a static side is read again. At most one field is set.
