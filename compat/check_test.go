@@ -508,6 +508,24 @@ func ruleCases() []ruleCase {
 			want: []finding{{Rule: "session-gap", Severity: compat.Rejected, Path: revAggPath + ".groupBy[1].session.gap", Old: "5m", New: "10m"}},
 		},
 		{
+			name: "session-gap/a fixed gap becomes one per row",
+			old:  revenueSessions().Spec(),
+			new: edit(revenueSessions(), func(s *v1.StreamingQuerySpec) {
+				agg(s).GroupBy[1].Session.Gap, agg(s).GroupBy[1].Session.GapExpr = "", "country == 'DE' ? duration('5m') : duration('10m')"
+			}),
+			want: []finding{{Rule: "session-gap", Severity: compat.Rejected, Path: revAggPath + ".groupBy[1].session.gapExpr", Old: "5m", New: "country=='DE'?duration('5m'):duration('10m')"}},
+		},
+		{
+			name: "session-gap/a gap expression reformatted",
+			old: edit(revenueSessions(), func(s *v1.StreamingQuerySpec) {
+				agg(s).GroupBy[1].Session.Gap, agg(s).GroupBy[1].Session.GapExpr = "", "duration('5m')"
+			}),
+			new: edit(revenueSessions(), func(s *v1.StreamingQuerySpec) {
+				agg(s).GroupBy[1].Session.Gap, agg(s).GroupBy[1].Session.GapExpr = "", " duration( '5m' ) "
+			}),
+			passes: []string{"session-gap"},
+		},
+		{
 			name:   "session-gap/5m written as 300s",
 			old:    revenueSessions().Spec(),
 			new:    edit(revenueSessions(), func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Session.Gap = "300s" }),

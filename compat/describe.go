@@ -87,7 +87,7 @@ func describeKey(k KeyShape) string {
 		return describeWindow(*w)
 	}
 	if s := k.Session; s != nil {
-		return fmt.Sprintf("session(%s, gap %s)", s.Column, s.Gap)
+		return fmt.Sprintf("session(%s, gap %s)", s.Column, describeGap(*s))
 	}
 	return k.Column + " " + string(k.Type)
 }
@@ -194,4 +194,12 @@ func sameDuration(a, b v1.Duration) bool {
 		return a == b
 	}
 	return x == y
+}
+
+// describeGap renders a session's gap: its duration, or its expression.
+func describeGap(s SessionShape) string {
+	if s.GapExpr != "" {
+		return s.GapExpr
+	}
+	return string(s.Gap)
 }

@@ -245,7 +245,7 @@ func Rules() []Rule {
 		{
 			ID: "session-gap", Area: AreaState, Title: "A session window's gap changes",
 			Severities:  []Severity{Rejected},
-			Description: "Each open session in the state ends at its newest row plus the old gap, and its rows were merged by that gap: with a longer gap open sessions would close too early and miss merges, with a shorter one sessions already merged hold rows the new gap keeps apart. Lockstep records the gap (compared by value: 5m equals 300s); the engine refuses it too (the gap is part of the operator's fingerprint). Switching between a window and a session changes the grouping keys (key-columns).",
+			Description: "Each open session in the state ends at its newest row plus the old gap, and its rows were merged by that gap: with a longer gap open sessions would close too early and miss merges, with a shorter one sessions already merged hold rows the new gap keeps apart. Lockstep records the gap (compared by value: 5m equals 300s) or the gapExpr (compared without blanks); the engine refuses it too (the gap is part of the operator's fingerprint). Switching between a window and a session changes the grouping keys (key-columns).",
 			Example:     Example{Old: "session: {column: ts, gap: 5m}", New: "session: {column: ts, gap: 10m}"},
 			check:       checkSessionGap,
 		},

@@ -289,17 +289,25 @@ func checkSessionColumn(c *change) []Finding {
 func checkSessionGap(c *change) []Finding {
 	var out []Finding
 	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
-		if o.Session == nil || sameDuration(o.Session.Gap, n.Session.Gap) {
+		if o.Session == nil || o.Session.GapExpr == n.Session.GapExpr && sameDuration(o.Session.Gap, n.Session.Gap) {
 			return
+		}
+		og, ng := describeGap(*o.Session), describeGap(*n.Session)
+		at, revert := ".session.gap", fmt.Sprintf("Revert %s.session.gap to %s", path, og)
+		if n.Session.GapExpr != "" {
+			at = ".session.gapExpr"
+		}
+		if o.Session.GapExpr != "" {
+			revert = fmt.Sprintf("Revert %s.session.gapExpr to %s", path, og)
 		}
 		out = append(out, Finding{
 			Severity: Rejected,
-			Path:     path + ".session.gap",
-			Old:      string(o.Session.Gap),
-			New:      string(n.Session.Gap),
-			Message: fmt.Sprintf("The sessions of the %s now close %s after their newest row instead of %s; each open session in its state ends at its newest row + %s and was merged by that gap, so open sessions would close at the wrong time and some would hold rows the new gap keeps apart.",
-				describeOp(p.new), n.Session.Gap, o.Session.Gap, o.Session.Gap),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.session.gap to %s", path, o.Session.Gap)),
+			Path:     path + at,
+			Old:      og,
+			New:      ng,
+			Message: fmt.Sprintf("The sessions of the %s now close %s after their newest row instead of %s; each open session in its state ends at its newest row plus the old gap and was merged by it, so open sessions would close at the wrong time and some would hold rows the new gap keeps apart.",
+				describeOp(p.new), ng, og),
+			Remedy: c.revertOrFresh(revert),
 		})
 	})
 	return out

@@ -124,10 +124,12 @@ type WindowShape struct {
 	Slide v1.Duration `json:"slide,omitempty"`
 }
 
-// SessionShape is a session window key: its time column and gap.
+// SessionShape is a session window key: its time column and its gap, fixed or computed per
+// row (GapExpr, normalized as KeyShape.From).
 type SessionShape struct {
-	Column string      `json:"column"`
-	Gap    v1.Duration `json:"gap"`
+	Column  string      `json:"column"`
+	Gap     v1.Duration `json:"gap,omitempty"`
+	GapExpr string      `json:"gapExpr,omitempty"`
 }
 
 // AggregateShape is one aggregate value: its output name, function and input.
@@ -373,7 +375,11 @@ func aggregateShape(id string, a *v1.Aggregate, in v1.Columns, from map[string]s
 			op.Eviction = eventTime
 		}
 		if sw := g.Session; sw != nil {
-			op.Keys = append(op.Keys, KeyShape{Session: &SessionShape{Column: sw.Column, Gap: sw.Gap}, From: from[sw.Column]})
+			ss := &SessionShape{Column: sw.Column, Gap: sw.Gap}
+			if sw.GapExpr != "" {
+				ss.GapExpr = normExpr(sw.GapExpr)
+			}
+			op.Keys = append(op.Keys, KeyShape{Session: ss, From: from[sw.Column]})
 			continue
 		}
 		if w := g.Window; w != nil {

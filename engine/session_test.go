@@ -79,3 +79,25 @@ func TestSessionWindowAcrossRuns(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionWindowGapExpr computes the gap per row with CEL: FR sessions
+// close 10s after their newest row, the others 2s after.
+func TestSessionWindowGapExpr(t *testing.T) {
+	e := newEvents(t)
+	e.add(t, event{"a", "FR", 1, 0}, event{"b", "FR", 2, 8}, event{"c", "DE", 4, 0}, event{"d", "DE", 8, 3})
+	e.add(t, event{"z", "FR", 0, 100}) // moves the watermark past every session above
+	q := e.query().Watermark("ts", "5s").
+		Aggregate("sessions", []v1.GroupKey{querytest.Key("country"),
+			{Session: &v1.SessionWindow{Column: "ts", GapExpr: "country == 'FR' ? duration('10s') : duration('2s')"}}},
+			querytest.Agg("orders", v1.AggCount, "")).
+		OutputMode(v1.OutputAppend)
+	run(t, q.Obj())
+	s := func(country string, start, end int, n int64) engine.Row {
+		return engine.Row{country, eventT0.Add(time.Duration(start) * time.Second), eventT0.Add(time.Duration(end) * time.Second), n}
+	}
+	want := []engine.Row{s("DE", 0, 2, 1), s("DE", 3, 5, 1), s("FR", 0, 18, 2)}
+	enginetest.SortRows(want)
+	if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(e.output(t))); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}

@@ -57,6 +57,8 @@ type Step struct {
 	Select []Projection
 	// Operator names a stateful step (aggregate, dropDuplicates) in the checkpoint.
 	Operator *Operator
+	// SessionGap is an aggregate's session gapExpr, which yields a duration.
+	SessionGap *Expr
 	// Right are a join's right-side columns as the join sees them (a stream side's after its
 	// transform); RightSteps that transform, compiled.
 	Right      v1.Columns
@@ -159,6 +161,14 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 		case st.Aggregate != nil || st.DropDuplicates != nil:
 			step.Operator = &Operator{Name: st.StatefulName(ordinal), Ordinal: ordinal}
 			ordinal++
+			if sw := sessionOf(st); sw != nil && sw.GapExpr != "" {
+				ast, err := CompileDuration(env, sw.GapExpr)
+				if err != nil {
+					errs = append(errs, field.Invalid(step.Path.Child("aggregate", "groupBy"), sw.GapExpr, err.Error()))
+					continue
+				}
+				step.SessionGap = &Expr{Text: sw.GapExpr, AST: ast}
+			}
 		case st.Join != nil:
 			step.Right = flow[i].Right
 			if st.Join.Stream != nil {
@@ -176,6 +186,14 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 		return nil, errs
 	}
 	return p, nil
+}
+
+// sessionOf returns the session window of an aggregate step, nil for any other step.
+func sessionOf(st *v1.Step) *v1.SessionWindow {
+	if st.Aggregate == nil {
+		return nil
+	}
+	return st.Aggregate.Session()
 }
 
 // sideSteps compiles a stream side's transform over the source's columns in.

@@ -188,7 +188,7 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
 			}
 			r.errs = append(r.errs, statefulName(ap.Child("name"), a.Name, statefulNames, ordinal)...)
 			var onWatermark bool
-			next, onWatermark = cur.aggregate(ap, a, &r.errs)
+			next, onWatermark = cur.aggregate(ap, a, x, &r.errs)
 			r.aggregateOnWatermark = r.aggregateOnWatermark || onWatermark
 		}
 		if j := st.Join; j != nil {
@@ -390,7 +390,7 @@ func (st flowState) project(p *field.Path, projs []Projection, x Expressions, er
 
 // aggregate follows the columns through an aggregate step; onWatermark reports that it
 // groups by the watermark column or a window or session on it.
-func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList) (next flowState, onWatermark bool) {
+func (st flowState) aggregate(p *field.Path, a *Aggregate, x Expressions, errs *field.ErrorList) (next flowState, onWatermark bool) {
 	next = flowState{known: true}
 	add := func(p *field.Path, c Column) {
 		if _, dup := next.cols.Lookup(c.Name); dup {
@@ -436,10 +436,19 @@ func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList
 				*errs = append(*errs, field.Invalid(sp.Child("column"), sw.Column, msg))
 			}
 			onWatermark = onWatermark || (st.watermark != "" && sw.Column == st.watermark)
-			if sw.Gap == "" {
-				*errs = append(*errs, field.Required(sp.Child("gap"), "how long a session stays open after its newest row, such as 5m"))
-			} else {
+			switch {
+			case sw.Gap == "" && sw.GapExpr == "":
+				*errs = append(*errs, field.Required(sp.Child("gap"), "how long a session stays open after its newest row, such as 5m, or gapExpr to compute it per row"))
+			case sw.Gap != "" && sw.GapExpr != "":
+				*errs = append(*errs, field.Invalid(sp, "gap, gapExpr", "exactly one of gap, gapExpr must be set"))
+			case sw.Gap != "":
 				*errs = append(*errs, duration(sp.Child("gap"), sw.Gap, true)...)
+			default:
+				// A duration compares with a duration: the check proves the type without a
+				// method of its own on Expressions.
+				if err := x.CheckFilter(st.exprColumns(), st.known, "("+sw.GapExpr+") > duration('0s')"); err != nil {
+					*errs = append(*errs, field.Invalid(sp.Child("gapExpr"), sw.GapExpr, "must be a CEL expression yielding a duration, such as duration('5m'): "+err.Error()))
+				}
 			}
 			add(sp, Column{Name: ColumnWindowStart, Type: TypeTimestamp})
 			add(sp, Column{Name: ColumnWindowEnd, Type: TypeTimestamp})

@@ -209,13 +209,21 @@ type Window struct {
 // that overlap or touch merge into one, across batches. It yields window_start (the first
 // row's time) and window_end (the last row's time + Gap). A session closes, and in append
 // mode is written, when the watermark reaches its end; Column must therefore be the
-// watermark's column. A gap per key computed by an expression (Spark allows one) is not
-// supported yet.
+// watermark's column. The gap is fixed (Gap) or computed per row (GapExpr, as Spark's
+// session_window(col, expr) allows).
+// +kubebuilder:validation:XValidation:rule="has(self.gap) != has(self.gapExpr)",message="exactly one of gap, gapExpr must be set"
 type SessionWindow struct {
 	// Column is a timestamp column: the watermark's.
 	Column string `json:"column"`
 	// Gap is how long a session stays open after its newest row (a Go duration such as 5m).
-	Gap Duration `json:"gap"`
+	// +optional
+	Gap Duration `json:"gap,omitempty"`
+	// GapExpr computes the gap of each row: a CEL expression over the columns flowing into
+	// the aggregate that yields a duration, such as
+	// "country == 'DE' ? duration('5m') : duration('10m')". A row whose gap is null, zero or
+	// negative joins no session and is dropped (as in Spark).
+	// +optional
+	GapExpr string `json:"gapExpr,omitempty"`
 }
 
 // Session returns the aggregate's session window, nil if it groups by none.

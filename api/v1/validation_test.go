@@ -307,6 +307,23 @@ func TestValidate(t *testing.T) {
 			want: field.ErrorList{field.Invalid(mode, v1.OutputUpdate, "")},
 		},
 		{
+			name: "a session gap per row by a duration expression is valid",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{qt.Key("country"), {Session: &v1.SessionWindow{Column: "ts", GapExpr: "country == 'DE' ? duration('5m') : duration('10m')"}}}, qt.Agg("n", v1.AggCount, "")),
+		},
+		{
+			name: "a session gap expression must yield a duration",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{{Session: &v1.SessionWindow{Column: "ts", GapExpr: "qty * 60"}}}, qt.Agg("n", v1.AggCount, "")),
+			want: field.ErrorList{field.Invalid(transform.Index(1).Child("aggregate", "groupBy").Index(0).Child("session", "gapExpr"), "qty * 60", "")},
+		},
+		{
+			name: "a session has a gap or a gapExpr, not both",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{{Session: &v1.SessionWindow{Column: "ts", Gap: "1m", GapExpr: "duration('1m')"}}}, qt.Agg("n", v1.AggCount, "")),
+			want: field.ErrorList{field.Invalid(transform.Index(1).Child("aggregate", "groupBy").Index(0).Child("session"), "gap, gapExpr", "")},
+		},
+		{
 			name: "a session in complete mode is refused",
 			query: orders().Watermark("ts", "10m").
 				Aggregate("", []v1.GroupKey{qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).ConsoleSink().OutputMode(v1.OutputComplete),

@@ -26,6 +26,9 @@ type AggregateConfig struct {
 	// (plan.Step.EventTime), "" when the query has no watermark before it.
 	EventTime string
 	Mode      v1.OutputMode
+	// GapOf computes a row's session gap, for a session window with a gapExpr
+	// (NewSession); false for a null gap.
+	GapOf func(Row) (time.Duration, bool)
 }
 
 // Aggregate groups rows by its keys (columns and an event-time window) and

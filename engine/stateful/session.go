@@ -37,7 +37,9 @@ type Session struct {
 	// keys are the group keys in order; the session's is marked window.
 	keys []keyPart
 	col  int   // the session column
-	gap  int64 // nanoseconds
+	gap  int64 // nanoseconds, when gapOf is nil
+	// gapOf computes a row's gap (gapExpr); false for a null one.
+	gapOf func(Row) (time.Duration, bool)
 	// evicts is false only when the watermark is not on the session
 	// column, which validation refuses; then nothing is late or closed.
 	evicts bool
@@ -62,11 +64,19 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 	if sw == nil {
 		return nil, fmt.Errorf("aggregate %s: no session window", cfg.Name)
 	}
-	gap, err := sw.Gap.Parse()
-	if err != nil || gap <= 0 {
-		return nil, fmt.Errorf("aggregate %s: invalid session gap %q", cfg.Name, sw.Gap)
+	var gap time.Duration
+	switch {
+	case sw.GapExpr != "":
+		if cfg.GapOf == nil {
+			return nil, fmt.Errorf("aggregate %s: gapExpr %q without its compiled GapOf", cfg.Name, sw.GapExpr)
+		}
+	default:
+		var err error
+		if gap, err = sw.Gap.Parse(); err != nil || gap <= 0 {
+			return nil, fmt.Errorf("aggregate %s: invalid session gap %q", cfg.Name, sw.Gap)
+		}
 	}
-	s := &Session{name: cfg.Name, mode: cfg.Mode, col: columnIndex(cfg.Input, sw.Column), gap: int64(gap),
+	s := &Session{name: cfg.Name, mode: cfg.Mode, col: columnIndex(cfg.Input, sw.Column), gap: int64(gap), gapOf: cfg.GapOf,
 		evicts: cfg.EventTime != "" && cfg.EventTime == sw.Column}
 	if s.col < 0 {
 		return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, sw.Column)
@@ -75,8 +85,9 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 		Column  string `json:"column,omitempty"`
 		Type    string `json:"type,omitempty"`
 		Session *struct {
-			Column string `json:"column"`
-			Gap    string `json:"gap"`
+			Column  string `json:"column"`
+			Gap     string `json:"gap,omitempty"`
+			GapExpr string `json:"gapExpr,omitempty"`
 		} `json:"session,omitempty"`
 	}
 	type aggDesc struct {
@@ -98,9 +109,13 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 			s.out = append(s.out, v1.Column{Name: v1.ColumnWindowStart, Type: v1.TypeTimestamp}, v1.Column{Name: v1.ColumnWindowEnd, Type: v1.TypeTimestamp})
 			kd := keyDesc{}
 			kd.Session = &struct {
-				Column string `json:"column"`
-				Gap    string `json:"gap"`
-			}{sw.Column, gap.String()}
+				Column  string `json:"column"`
+				Gap     string `json:"gap,omitempty"`
+				GapExpr string `json:"gapExpr,omitempty"`
+			}{Column: sw.Column, GapExpr: sw.GapExpr}
+			if sw.GapExpr == "" {
+				kd.Session.Gap = gap.String()
+			}
 			desc.Keys = append(desc.Keys, kd)
 			continue
 		}
@@ -118,9 +133,13 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 		desc.Eviction = cfg.EventTime
 	}
 	// The value holds the key's sessions: their bounds, then the aggregates.
+	fn := "session(" + gap.String() + ")"
+	if sw.GapExpr != "" {
+		fn = "session(" + sw.GapExpr + ")"
+	}
 	valueSchema = append(valueSchema,
-		state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp), Function: "session(" + gap.String() + ")", Input: sw.Column},
-		state.Field{Name: v1.ColumnWindowEnd, Type: string(v1.TypeTimestamp), Function: "session(" + gap.String() + ")", Input: sw.Column})
+		state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp), Function: fn, Input: sw.Column},
+		state.Field{Name: v1.ColumnWindowEnd, Type: string(v1.TypeTimestamp), Function: fn, Input: sw.Column})
 	for _, ag := range cfg.Spec.Aggregates {
 		sp := aggSpec{fn: ag.Function, col: -1}
 		if ag.Column != "" {
@@ -170,8 +189,8 @@ func (s *Session) Metadata() state.Metadata { return s.meta }
 
 // pendingRow is a row of the batch waiting to join its key's sessions.
 type pendingRow struct {
-	ts  int64
-	row Row
+	ts, end int64 // the row's own session [ts, end)
+	row     Row
 }
 
 // Process merges the batch's rows into their keys' sessions in st, closes
@@ -191,13 +210,21 @@ func (s *Session) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics,
 		if !ok {
 			continue // no session holds a null event time (Spark drops it too)
 		}
-		if s.evicts && addSat(ts, s.gap) <= wm {
+		gap := s.gap
+		if s.gapOf != nil {
+			g, ok := s.gapOf(r)
+			if !ok || g <= 0 {
+				continue // no session of a null or non-positive gap (Spark drops the row too)
+			}
+			gap = int64(g)
+		}
+		if s.evicts && addSat(ts, gap) <= wm {
 			m.DroppedByWatermark++
 			continue
 		}
 		key = s.appendKey(key[:0], r)
 		g := groups[state.PartitionOf(key, parts)]
-		g[string(key)] = append(g[string(key)], pendingRow{ts: ts, row: r})
+		g[string(key)] = append(g[string(key)], pendingRow{ts: ts, end: addSat(ts, gap), row: r})
 	}
 	outs := make([][]keyedRow, parts)
 	err := st.Update(func(p *state.Partition) error {
@@ -247,7 +274,7 @@ func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm in
 			for j := range s.aggs {
 				scratch = s.aggs[j].update(&accs[j], pr.row, scratch)
 			}
-			sessions = append(sessions, session{start: pr.ts, end: addSat(pr.ts, s.gap), accs: accs, changed: true})
+			sessions = append(sessions, session{start: pr.ts, end: pr.end, accs: accs, changed: true})
 		}
 		sessions = s.mergeSessions(sessions)
 		open, out, err := s.close(key, sessions, wm, true)

@@ -3,6 +3,7 @@ package stateful_test
 import (
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -157,5 +158,45 @@ func TestSessionFingerprint(t *testing.T) {
 	}
 	if a.Metadata().Fingerprint == w.Metadata().Fingerprint {
 		t.Error("a session and a tumbling window share a fingerprint")
+	}
+}
+
+// TestSessionGapPerRow gives FR rows a 10s gap and DE rows a 2s one; a row
+// without a gap joins no session.
+func TestSessionGapPerRow(t *testing.T) {
+	s, err := stateful.NewSession(stateful.AggregateConfig{
+		Name: "0", Input: orders, EventTime: "ts", Mode: v1.OutputAppend,
+		Spec: &v1.Aggregate{
+			GroupBy:    []v1.GroupKey{{Column: "country"}, {Session: &v1.SessionWindow{Column: "ts", GapExpr: "country == 'FR' ? duration('10s') : duration('2s')"}}},
+			Aggregates: []v1.Aggregation{{Name: "n", Function: v1.AggCount}},
+		},
+		GapOf: func(r stateful.Row) (time.Duration, bool) {
+			switch r[1] {
+			case "FR":
+				return 10 * time.Second, true
+			case "DE":
+				return 2 * time.Second, true
+			case "XX":
+				return 0, true
+			}
+			return 0, false
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRunner(t, s, nil)
+	r.wmMs = t0.UnixMilli() - 60_000
+	r.run(order("a", "FR", 1, 1, at(0)), order("b", "FR", 1, 1, at(8)), order("c", "DE", 1, 1, at(0)), order("d", "DE", 1, 1, at(3)),
+		stateful.Row{"e", nil, 1.0, int64(1), at(0)}, order("f", "XX", 1, 1, at(0)))
+	r.wmMs = at(100).UnixMilli()
+	out, _ := r.run()
+	want := []stateful.Row{
+		{"DE", at(0), at(2), int64(1)},
+		{"DE", at(3), at(5), int64(1)},
+		{"FR", at(0), at(18), int64(2)},
+	}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
 	}
 }
