@@ -74,7 +74,7 @@ func ruleCases() []ruleCase {
 			name:     "shape-version/a shape from a newer Lockstep is not judged",
 			oldShape: &compat.Shape{Version: compat.ShapeVersion + 1},
 			new:      revenue().Spec(),
-			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 3", New: "shape version 2"}},
+			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 4", New: "shape version 3"}},
 		},
 
 		// Sources.
@@ -500,6 +500,54 @@ func ruleCases() []ruleCase {
 			old:    revenue().Spec(),
 			new:    edit(revenue(), func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Window.Slide = "5m" }),
 			passes: []string{"window-slide"},
+		},
+		{
+			name: "session-gap/5m to 10m",
+			old:  revenueSessions().Spec(),
+			new:  edit(revenueSessions(), func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Session.Gap = "10m" }),
+			want: []finding{{Rule: "session-gap", Severity: compat.Rejected, Path: revAggPath + ".groupBy[1].session.gap", Old: "5m", New: "10m"}},
+		},
+		{
+			name: "session-gap/a fixed gap becomes one per row",
+			old:  revenueSessions().Spec(),
+			new: edit(revenueSessions(), func(s *v1.StreamingQuerySpec) {
+				agg(s).GroupBy[1].Session.Gap, agg(s).GroupBy[1].Session.GapExpr = "", "country == 'DE' ? duration('5m') : duration('10m')"
+			}),
+			want: []finding{{Rule: "session-gap", Severity: compat.Rejected, Path: revAggPath + ".groupBy[1].session.gapExpr", Old: "5m", New: "country=='DE'?duration('5m'):duration('10m')"}},
+		},
+		{
+			name: "session-gap/a gap expression reformatted",
+			old: edit(revenueSessions(), func(s *v1.StreamingQuerySpec) {
+				agg(s).GroupBy[1].Session.Gap, agg(s).GroupBy[1].Session.GapExpr = "", "duration('5m')"
+			}),
+			new: edit(revenueSessions(), func(s *v1.StreamingQuerySpec) {
+				agg(s).GroupBy[1].Session.Gap, agg(s).GroupBy[1].Session.GapExpr = "", " duration( '5m' ) "
+			}),
+			passes: []string{"session-gap"},
+		},
+		{
+			name:   "session-gap/5m written as 300s",
+			old:    revenueSessions().Spec(),
+			new:    edit(revenueSessions(), func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Session.Gap = "300s" }),
+			passes: []string{"session-gap", "session-column", "key-columns"},
+		},
+		{
+			name: "session-column/sessions on another time column",
+			old:  revenueSessions().Spec(),
+			new: edit(revenueSessions(), func(s *v1.StreamingQuerySpec) {
+				s.Transform[revWatermark].Watermark.Column = "received"
+				agg(s).GroupBy[1].Session.Column = "received"
+			}),
+			want: []finding{
+				{Rule: "session-column", Severity: compat.Rejected, Path: revAggPath + ".groupBy[1].session.column", Old: "ts", New: "received"},
+				{Rule: "watermark-column", Severity: compat.Rejected, Path: "spec.transform[2].watermark.column", Old: "ts", New: "received"},
+			},
+		},
+		{
+			name: "key-columns/a window becomes a session",
+			old:  revenue().Spec(),
+			new:  revenueSessions().Spec(),
+			want: []finding{{Rule: "key-columns", Severity: compat.Rejected, Path: revAggPath + ".groupBy", Old: "(country string, window(ts, 5m))", New: "(country string, session(ts, gap 5m))"}},
 		},
 		{
 			name:   "aggregate-function/max to min",
@@ -1058,6 +1106,48 @@ func ruleCases() []ruleCase {
 			want: []finding{{Rule: "join-type", Severity: compat.Rejected, Path: "spec.transform[1].join.type", Old: "leftOuter", New: "inner"}},
 		},
 		{
+			name: "join-type/left outer becomes full outer",
+			old:  adClicks().Spec(),
+			new:  edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Type = v1.JoinFullOuter }),
+			want: []finding{{Rule: "join-type", Severity: compat.Rejected, Path: "spec.transform[1].join.type", Old: "leftOuter", New: "fullOuter"}},
+		},
+		{
+			name: "join-type/left outer becomes left semi",
+			old:  adClicks().Spec(),
+			new: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				adJoin(s).Type = v1.JoinLeftSemi
+				adJoin(s).Select = []v1.JoinColumn{{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "imp_time"}}
+			}),
+			want: []finding{
+				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[1].join", Old: "(ad_id string, imp_time timestamp, click_time timestamp)", New: "(ad_id string, imp_time timestamp)"},
+				{Rule: "join-type", Severity: compat.Rejected, Path: "spec.transform[1].join.type", Old: "leftOuter", New: "leftSemi"},
+			},
+		},
+		{
+			name: "join-side-transform/the right side's filter changes",
+			old:  edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.Transform = []v1.SideStep{{Filter: "ad_id != ''"}} }),
+			new: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				adJoin(s).Stream.Transform = []v1.SideStep{{Filter: "ad_id != 'test'"}}
+			}),
+			want: []finding{{Rule: "join-side-transform", Severity: compat.Warning, Path: "spec.transform[1].join.stream.transform", Old: "[filter: ad_id!='']", New: "[filter: ad_id!='test']"}},
+		},
+		{
+			name: "join-side-transform/a select drops the right side's metadata columns",
+			old:  adClicks().Spec(),
+			new: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				adJoin(s).Stream.Transform = []v1.SideStep{{Select: []v1.Projection{qt.As("ad_id", "ad_id"), qt.As("click_time", "click_time")}}}
+			}),
+			want: []finding{{Rule: "join-side-transform", Severity: compat.Rejected, Path: "spec.transform[1].join.stream.transform",
+				Old: "(ad_id string, click_time timestamp, _key string, _topic string, _partition long, _offset long, _timestamp timestamp)",
+				New: "(ad_id string, click_time timestamp)"}},
+		},
+		{
+			name:   "join-side-transform/a filter reformatted",
+			old:    edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.Transform = []v1.SideStep{{Filter: "ad_id != ''"}} }),
+			new:    edit(adClicks(), func(s *v1.StreamingQuerySpec) { adJoin(s).Stream.Transform = []v1.SideStep{{Filter: " ad_id!='' "}} }),
+			passes: []string{"join-side-transform", "join-keys", "join-watermark"},
+		},
+		{
 			name:   "join-type/inner written out is the default",
 			old:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = "" }),
 			new:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = v1.JoinInner }),
@@ -1097,6 +1187,15 @@ func ruleCases() []ruleCase {
 				s.Transform[enrichedJoin].Join.Static.Delta.Path = "s3://lake/countries_v2"
 			}),
 			want: []finding{{Rule: "join-side", Severity: compat.Rejected, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "delta table s3://lake/countries_v2"}},
+		},
+		{
+			name: "join-side/a delta table becomes a postgres table",
+			old:  enriched().Spec(),
+			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
+				st := s.Transform[enrichedJoin].Join.Static
+				st.Delta, st.Postgres = nil, &v1.StaticPostgres{Connection: v1.PostgresConnection{DSNEnv: "REF_DSN"}, Table: "ref.countries"}
+			}),
+			want: []finding{{Rule: "join-side", Severity: compat.Rejected, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "postgres table ref.countries (env/REF_DSN)"}},
 		},
 		{
 			name: "join-side/the same table written another way",

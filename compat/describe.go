@@ -67,13 +67,16 @@ func describeKeys(keys []KeyShape) string {
 	return "(" + strings.Join(parts, ", ") + ")"
 }
 
-// keyNames lists the keys' columns, a window as "window".
+// keyNames lists the keys' columns, a window as "window", a session as "session".
 func keyNames(keys []KeyShape) []string {
 	names := make([]string, len(keys))
 	for i, k := range keys {
 		names[i] = k.Column
-		if k.Window != nil {
+		switch {
+		case k.Window != nil:
 			names[i] = "window"
+		case k.Session != nil:
+			names[i] = "session"
 		}
 	}
 	return names
@@ -82,6 +85,9 @@ func keyNames(keys []KeyShape) []string {
 func describeKey(k KeyShape) string {
 	if w := k.Window; w != nil {
 		return describeWindow(*w)
+	}
+	if s := k.Session; s != nil {
+		return fmt.Sprintf("session(%s, gap %s)", s.Column, describeGap(*s))
 	}
 	return k.Column + " " + string(k.Type)
 }
@@ -188,4 +194,12 @@ func sameDuration(a, b v1.Duration) bool {
 		return a == b
 	}
 	return x == y
+}
+
+// describeGap renders a session's gap: its duration, or its expression.
+func describeGap(s SessionShape) string {
+	if s.GapExpr != "" {
+		return s.GapExpr
+	}
+	return string(s.Gap)
 }

@@ -55,6 +55,13 @@ func revenueUpdate() *qt.Query {
 	return revenue().KafkaSink("kafka:9092", "revenue").OutputMode(v1.OutputUpdate)
 }
 
+// revenueSessions is revenue with sessions (a 5m gap) instead of 5m windows.
+func revenueSessions() *qt.Query {
+	return revenue().Edit(func(s *v1.StreamingQuerySpec) {
+		s.Transform[revAggregate].Aggregate.GroupBy[1] = qt.Session("ts", "5m")
+	})
+}
+
 // revenueNoWatermark is revenueUpdate without its watermark.
 func revenueNoWatermark() *qt.Query {
 	return qt.Make("revenue", "payments").

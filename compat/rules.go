@@ -236,6 +236,20 @@ func Rules() []Rule {
 			check:       checkWindowSlide,
 		},
 		{
+			ID: "session-column", Area: AreaState, Title: "A session window's time column changes",
+			Severities:  []Severity{Rejected},
+			Description: "The open sessions in the state span event times of the old column; rows would extend and merge them by another clock. The engine refuses it too: the column is part of the operator's fingerprint.",
+			Example:     Example{Old: "session: {column: ts, gap: 5m}", New: "session: {column: received_at, gap: 5m}"},
+			check:       checkSessionColumn,
+		},
+		{
+			ID: "session-gap", Area: AreaState, Title: "A session window's gap changes",
+			Severities:  []Severity{Rejected},
+			Description: "Each open session in the state ends at its newest row plus the old gap, and its rows were merged by that gap: with a longer gap open sessions would close too early and miss merges, with a shorter one sessions already merged hold rows the new gap keeps apart. Lockstep records the gap (compared by value: 5m equals 300s) or the gapExpr (compared without blanks); the engine refuses it too (the gap is part of the operator's fingerprint). Switching between a window and a session changes the grouping keys (key-columns).",
+			Example:     Example{Old: "session: {column: ts, gap: 5m}", New: "session: {column: ts, gap: 10m}"},
+			check:       checkSessionGap,
+		},
+		{
 			ID: "aggregate-function", Area: AreaState, Title: "An aggregate's function changes",
 			Severities:  []Severity{Rejected},
 			Description: "The state holds each group's partial result of the old function; max→min or sum→avg would silently continue from it. Spark lets same-typed changes pass; Lockstep records the function.",
@@ -451,7 +465,7 @@ func Rules() []Rule {
 		{
 			ID: "join-type", Area: AreaJoins, Title: "A join's type changes",
 			Severities:  []Severity{Rejected},
-			Description: "inner, leftOuter and rightOuter emit different rows: the output already written (and a stream join's buffered rows, whose outer rows are still due) follows the old type. Spark lists a changed stream–stream join as not allowed; Lockstep says so before the restart, for static joins too.",
+			Description: "inner, leftOuter, rightOuter, fullOuter and leftSemi emit different rows: the output already written (and a stream join's buffered rows, whose outer rows are still due; a left semi join keeps no left row it has matched) follows the old type. Spark lists a changed stream–stream join as not allowed; Lockstep says so before the restart, for static joins too.",
 			Example:     Example{Old: "join: {type: inner, …}", New: "join: {type: leftOuter, …}"},
 			check:       checkJoinType,
 		},
@@ -468,6 +482,13 @@ func Rules() []Rule {
 			Description: "A static join's table (kind, path and, for files, format) and a stream join's source are its identity: the recorded snapshot version or the buffered rows belong to them. Join another table or source with a new join under a fresh checkpoint instead.",
 			Example:     Example{Old: "static: {delta: {path: s3://lake/customers}, …}", New: "static: {delta: {path: s3://lake/customers_v2}, …}"},
 			check:       checkJoinSide,
+		},
+		{
+			ID: "join-side-transform", Area: AreaJoins, Title: "A stream join's right-side transform changes",
+			Severities:  []Severity{Warning, Rejected},
+			Description: "The right rows already buffered passed the old `join.stream.transform` and keep its values: until the watermark evicts them (within the time bound), matches with them follow the old transform, new right rows the new one (a warning). When the right side's columns change (names or types), the buffered rows no longer fit the join and the engine refuses its state (rejected). Changes upstream of the transform, in the source's schema, are judged by the source rules.",
+			Example:     Example{Old: "stream: {source: clicks, transform: [{filter: \"cost > 0.0\"}], …}", New: "stream: {source: clicks, transform: [{filter: \"cost > 1.0\"}], …}"},
+			check:       checkJoinSideTransform,
 		},
 		{
 			ID: "join-time-bound", Area: AreaJoins, Title: "A stream join's time bound changes",

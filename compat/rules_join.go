@@ -2,8 +2,11 @@ package compat
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
 
 // The checks of the join steps.
@@ -59,8 +62,11 @@ func describeJoinID(id string) string { return strconv.Quote(id) }
 func describeJoinSide(j JoinShape) string {
 	switch {
 	case j.Static != nil:
-		if j.Static.Kind == "files" {
+		switch j.Static.Kind {
+		case v1.StaticFilesKind:
 			return fmt.Sprintf("files (%s) in %s", j.Static.Format, j.Static.Path)
+		case v1.StaticPostgresKind:
+			return fmt.Sprintf("postgres table %s (%s)", j.Static.Path, j.Static.Connection)
 		}
 		return "delta table " + j.Static.Path
 	case j.Stream != nil:
@@ -276,6 +282,47 @@ func checkJoinSide(c *change) []Finding {
 		})
 	}
 	return out
+}
+
+func checkJoinSideTransform(c *change) []Finding {
+	var out []Finding
+	for _, p := range c.joins().pairs {
+		if p.old.Stream == nil || p.new.Stream == nil || p.old.Stream.Source != p.new.Stream.Source {
+			continue
+		}
+		o, n := p.old.Stream, p.new.Stream
+		// Without a transform on either side, the right columns are the source's, which the
+		// source rules judge.
+		colsChanged := o.Columns != nil && (len(o.Transform) > 0 || len(n.Transform) > 0) && !slices.Equal(o.Columns, n.Columns)
+		if slices.Equal(o.Transform, n.Transform) && !colsChanged {
+			continue
+		}
+		f := Finding{
+			Severity: Warning,
+			Path:     c.joinPath(p.newIdx) + ".stream.transform",
+			Old:      describeSideTransform(o.Transform),
+			New:      describeSideTransform(n.Transform),
+			Message: fmt.Sprintf("The right side of the %s is now %s instead of %s; the right rows already buffered passed the old transform and keep its values, so until the watermark evicts them, matches with them follow the old transform and new right rows the new one.",
+				describeJoin(p.new), describeSideTransform(n.Transform), describeSideTransform(o.Transform)),
+			Remedy: "Accept the mix for up to the time bound, or revert the transform.",
+		}
+		if colsChanged {
+			f.Severity = Rejected
+			f.Old, f.New = describeColumns(o.Columns), describeColumns(n.Columns)
+			f.Message = fmt.Sprintf("The right side of the %s now yields the columns %s instead of %s; its buffered right rows hold the old columns, so they no longer fit the join (the engine refuses the state).",
+				describeJoin(p.new), describeColumns(n.Columns), describeColumns(o.Columns))
+			f.Remedy = c.revertOrFresh("Restore the right side's columns " + describeColumns(o.Columns))
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+func describeSideTransform(steps []string) string {
+	if len(steps) == 0 {
+		return "the source's rows as read"
+	}
+	return "[" + strings.Join(steps, "; ") + "]"
 }
 
 func checkJoinTimeBound(c *change) []Finding {

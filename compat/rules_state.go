@@ -267,6 +267,52 @@ func checkWindowSlide(c *change) []Finding {
 	return out
 }
 
+func checkSessionColumn(c *change) []Finding {
+	var out []Finding
+	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
+		if o.Session == nil || o.Session.Column == n.Session.Column {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path + ".session.column",
+			Old:      o.Session.Column,
+			New:      n.Session.Column,
+			Message: fmt.Sprintf("The sessions of the %s now take event time from %s instead of %s; the open sessions in its state span times of %s, so rows would extend or merge sessions by another clock.",
+				describeOp(p.new), n.Session.Column, o.Session.Column, o.Session.Column),
+			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.session.column to %s", path, o.Session.Column)),
+		})
+	})
+	return out
+}
+
+func checkSessionGap(c *change) []Finding {
+	var out []Finding
+	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
+		if o.Session == nil || o.Session.GapExpr == n.Session.GapExpr && sameDuration(o.Session.Gap, n.Session.Gap) {
+			return
+		}
+		og, ng := describeGap(*o.Session), describeGap(*n.Session)
+		at, revert := ".session.gap", fmt.Sprintf("Revert %s.session.gap to %s", path, og)
+		if n.Session.GapExpr != "" {
+			at = ".session.gapExpr"
+		}
+		if o.Session.GapExpr != "" {
+			revert = fmt.Sprintf("Revert %s.session.gapExpr to %s", path, og)
+		}
+		out = append(out, Finding{
+			Severity: Rejected,
+			Path:     path + at,
+			Old:      og,
+			New:      ng,
+			Message: fmt.Sprintf("The sessions of the %s now close %s after their newest row instead of %s; each open session in its state ends at its newest row plus the old gap and was merged by it, so open sessions would close at the wrong time and some would hold rows the new gap keeps apart.",
+				describeOp(p.new), ng, og),
+			Remedy: c.revertOrFresh(revert),
+		})
+	})
+	return out
+}
+
 func describeSlide(w WindowShape) string {
 	if w.Slide == "" {
 		return "every " + string(w.Duration) + " (tumbling)"
@@ -440,12 +486,16 @@ func checkAggregateRemoved(c *change) []Finding {
 func checkStateInputExpression(c *change) []Finding {
 	var out []Finding
 	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
-		if o.From == n.From || o.Type != n.Type || o.Column != n.Column || o.Window != nil && o.Window.Column != n.Window.Column {
+		if o.From == n.From || o.Type != n.Type || o.Column != n.Column || o.Window != nil && o.Window.Column != n.Window.Column ||
+			o.Session != nil && o.Session.Column != n.Session.Column {
 			return
 		}
 		col := n.Column
-		if n.Window != nil {
+		switch {
+		case n.Window != nil:
 			col = n.Window.Column
+		case n.Session != nil:
+			col = n.Session.Column
 		}
 		at := c.exprPath(col, c.opStep(p.newIdx))
 		if at == "" {
@@ -571,14 +621,18 @@ func checkStateEviction(c *change) []Finding {
 	return out
 }
 
-// keyColumns lists the keys' columns, a window as "window(<column>)": other rules judge a
+// keyColumns lists the keys' columns, a window as "window(<column>)", a session as
+// "session(<column>)": other rules judge a
 // change of them.
 func keyColumns(keys []KeyShape) []string {
 	cols := make([]string, len(keys))
 	for i, k := range keys {
 		cols[i] = k.Column
-		if k.Window != nil {
+		switch {
+		case k.Window != nil:
 			cols[i] = "window(" + k.Window.Column + ")"
+		case k.Session != nil:
+			cols[i] = "session(" + k.Session.Column + ")"
 		}
 	}
 	return cols

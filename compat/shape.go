@@ -18,7 +18,7 @@ import (
 // ShapeVersion is the version of the Shape JSON that this package writes. ParseShape reads
 // this version and refuses newer ones. Any change to the JSON, additive ones included, bumps
 // it, so that an older Lockstep never judges a checkpoint by a record it only partly reads.
-const ShapeVersion = 2
+const ShapeVersion = 3
 
 // ErrNewerShape means a shape was recorded by a newer Lockstep than this one.
 var ErrNewerShape = errors.New("shape recorded by a newer Lockstep")
@@ -101,11 +101,14 @@ type OperatorShape struct {
 	Eviction string `json:"eviction,omitempty"`
 }
 
-// KeyShape is one part of a state key: a column with its type, or an event-time window.
+// KeyShape is one part of a state key: a column with its type, an event-time window or a
+// session window.
 type KeyShape struct {
 	Column string        `json:"column,omitempty"`
 	Type   v1.ColumnType `json:"type,omitempty"`
 	Window *WindowShape  `json:"window,omitempty"`
+	// Session is a session window key (since version 3).
+	Session *SessionShape `json:"session,omitempty"`
 	// From is how the column (a window's time column) is computed: the CEL expression of
 	// the select that made it, followed back through selects that only copy or rename a
 	// column, with blanks outside string literals removed; a source column's own name when
@@ -119,6 +122,14 @@ type WindowShape struct {
 	Duration v1.Duration `json:"duration"`
 	// Slide is the distance between window starts; "" for a tumbling window.
 	Slide v1.Duration `json:"slide,omitempty"`
+}
+
+// SessionShape is a session window key: its time column and its gap, fixed or computed per
+// row (GapExpr, normalized as KeyShape.From).
+type SessionShape struct {
+	Column  string      `json:"column"`
+	Gap     v1.Duration `json:"gap,omitempty"`
+	GapExpr string      `json:"gapExpr,omitempty"`
 }
 
 // AggregateShape is one aggregate value: its output name, function and input.
@@ -252,9 +263,9 @@ func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 			sh.Operators = append(sh.Operators, aggregateShape(ps.Operator.Name, st.Aggregate, in, from, eventTime))
 			from = map[string]string{} // nothing stateful may follow an aggregate
 		case st.Join != nil:
-			sh.Joins = append(sh.Joins, joinShape(s, st.JoinName(len(sh.Joins)), st.Join, in, from, eventTime))
+			sh.Joins = append(sh.Joins, joinShape(st.JoinName(len(sh.Joins)), st.Join, in, ps.Right, from))
 			next := map[string]string{}
-			right, _ := st.Join.RightColumns(s)
+			right := ps.Right
 			for _, oc := range st.Join.Output(in, right) {
 				if oc.Side == v1.SideLeft {
 					next[oc.Name] = from[in[oc.Index].Name]
@@ -372,8 +383,16 @@ func sourceShape(src *v1.Source) SourceShape {
 func aggregateShape(id string, a *v1.Aggregate, in v1.Columns, from map[string]string, eventTime string) OperatorShape {
 	op := OperatorShape{ID: id, Kind: v1.StepAggregate, Keys: []KeyShape{}}
 	for _, g := range a.GroupBy {
-		if eventTime != "" && (g.Column == eventTime || g.Window != nil && g.Window.Column == eventTime) {
+		if eventTime != "" && (g.Column == eventTime || g.Window != nil && g.Window.Column == eventTime || g.Session != nil && g.Session.Column == eventTime) {
 			op.Eviction = eventTime
+		}
+		if sw := g.Session; sw != nil {
+			ss := &SessionShape{Column: sw.Column, Gap: sw.Gap}
+			if sw.GapExpr != "" {
+				ss.GapExpr = normExpr(sw.GapExpr)
+			}
+			op.Keys = append(op.Keys, KeyShape{Session: ss, From: from[sw.Column]})
+			continue
 		}
 		if w := g.Window; w != nil {
 			k := KeyShape{Window: &WindowShape{Column: w.Column, Duration: w.Duration}, From: from[w.Column]}

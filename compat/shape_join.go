@@ -1,6 +1,8 @@
 package compat
 
 import (
+	"strings"
+
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 )
@@ -28,26 +30,58 @@ type JoinKeyShape struct {
 type StaticSideShape struct {
 	// Kind is delta or files.
 	Kind v1.StaticSideKind `json:"kind"`
-	// Path is normalized like SourceShape.Path; Format is a files side's format.
+	// Path is normalized like SourceShape.Path (a PostgreSQL table's name); Format is a files
+	// side's format.
 	Path   string        `json:"path"`
 	Format v1.FileFormat `json:"format,omitempty"`
+	// Connection names where a PostgreSQL table's connection string comes from, as
+	// SinkShape.Connection (since version 3).
+	Connection string `json:"connection,omitempty"`
 	// Refresh is the refresh policy; nil keeps the first snapshot.
 	Refresh *v1.Refresh `json:"refresh,omitempty"`
 }
 
-// StreamSideShape is a stream join's right side: the source, its watermark and the time bound.
+// StreamSideShape is a stream join's right side: the source, its transform, its watermark and
+// the time bound.
 type StreamSideShape struct {
 	Source string `json:"source"`
+	// Transform describes join.stream.transform, a step a line ("filter: <expr>", "select:
+	// name = <expr>, …", expressions without blanks outside string literals); Columns are the
+	// right side's columns after it, which the buffered right rows hold (both since version 3;
+	// a shape of version 2 has no Columns).
+	Transform []string   `json:"transform,omitempty"`
+	Columns   v1.Columns `json:"columns,omitempty"`
 	// Watermark is the right side's watermark (its From is the source column).
 	Watermark WatermarkShape `json:"watermark"`
 	TimeBound v1.TimeBound   `json:"timeBound"`
 }
 
-func joinShape(spec *v1.StreamingQuerySpec, id string, j *v1.Join, in v1.Columns, from map[string]string, _ string) JoinShape {
+// joinShape is the shape of join j, whose left side has the columns in (computed as from
+// says) and right side the columns right (a stream side's after its transform).
+func joinShape(id string, j *v1.Join, in, right v1.Columns, from map[string]string) JoinShape {
 	js := JoinShape{ID: id, Type: j.EffectiveType(), Keys: []JoinKeyShape{}}
-	right, _ := j.RightColumns(spec)
+	rightFrom := map[string]string{}
+	for _, c := range right {
+		rightFrom[c.Name] = c.Name
+	}
+	if j.Stream != nil {
+		for _, st := range j.Stream.Transform {
+			if st.Select == nil {
+				continue
+			}
+			next := map[string]string{}
+			for _, p := range st.Select {
+				e := normExpr(p.Expr)
+				if f, ok := rightFrom[e]; ok && identifier.MatchString(e) {
+					e = f
+				}
+				next[p.Name] = e
+			}
+			rightFrom = next
+		}
+	}
 	for _, k := range j.Keys {
-		rk := columnKey(k.Right, right, map[string]string{k.Right: k.Right})
+		rk := columnKey(k.Right, right, rightFrom)
 		js.Keys = append(js.Keys, JoinKeyShape{Left: columnKey(k.Left, in, from), Right: rk})
 	}
 	switch {
@@ -56,6 +90,9 @@ func joinShape(spec *v1.StreamingQuerySpec, id string, j *v1.Join, in v1.Columns
 		if j.Static.Files != nil {
 			st.Format = j.Static.Files.Format
 		}
+		if pg := j.Static.Postgres; pg != nil {
+			st.Connection = "env/" + pg.Connection.DSNEnvName()
+		}
 		if r := j.Static.Refresh; r != nil && (r.Every != "" || r.OnNewVersion) {
 			st.Refresh = r.DeepCopy()
 		}
@@ -63,9 +100,25 @@ func joinShape(spec *v1.StreamingQuerySpec, id string, j *v1.Join, in v1.Columns
 	case j.Stream != nil:
 		js.Stream = &StreamSideShape{
 			Source:    j.Stream.Source,
-			Watermark: WatermarkShape{Column: j.Stream.Watermark.Column, Delay: j.Stream.Watermark.Delay, From: j.Stream.Watermark.Column},
+			Watermark: WatermarkShape{Column: j.Stream.Watermark.Column, Delay: j.Stream.Watermark.Delay, From: rightFrom[j.Stream.Watermark.Column]},
 			TimeBound: j.Stream.TimeBound,
 		}
+		for _, st := range j.Stream.Transform {
+			js.Stream.Transform = append(js.Stream.Transform, describeSideStep(st))
+		}
+		js.Stream.Columns = right
 	}
 	return js
+}
+
+// describeSideStep renders a step of a stream side's transform, expressions normalized.
+func describeSideStep(st v1.SideStep) string {
+	if st.Select == nil {
+		return "filter: " + normExpr(st.Filter)
+	}
+	parts := make([]string, len(st.Select))
+	for i, p := range st.Select {
+		parts[i] = p.Name + " = " + normExpr(p.Expr)
+	}
+	return "select: " + strings.Join(parts, ", ")
 }

@@ -261,7 +261,10 @@ type StaticEnv struct {
 	// Join is the join's name, for messages and credentials.
 	Join string
 	// Open opens the table's location with the join's S3 settings.
-	Open   FolderOpener
+	Open FolderOpener
+	// Getenv reads the engine's environment (a table's connection settings);
+	// os.Getenv unless the engine was given WithEnv.
+	Getenv func(string) string
 	Logger *slog.Logger
 }
 

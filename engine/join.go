@@ -333,6 +333,7 @@ func (r *run) buildJoins(ctx context.Context) error {
 		t, err := e.new(ctx, s.spec.Static, StaticEnv{
 			Join:   s.name,
 			Open:   q.folderOpener(s.spec.Static.S3Connection(), s.name),
+			Getenv: q.opts.getenv,
 			Logger: q.opts.logger.With("join", s.name),
 		})
 		if err != nil {

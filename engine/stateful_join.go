@@ -23,6 +23,9 @@ type streamJoinStep struct {
 	// left and right track the sides' event times: the query's watermark
 	// step and join.stream.watermark.
 	left, right *stateful.Watermark
+	// rightSteps are join.stream.transform, run on the right source's rows
+	// before the right watermark sees them.
+	rightSteps []step
 	// out[i] is the operator's column (left columns, then right) that is
 	// output column i.
 	out []int
@@ -52,9 +55,25 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *waterma
 		return nil, field.NotSupported(p.Child("static"), "static", []string{"stream"})
 	}
 	name := joinNameAt(spec, i)
-	right, ok := j.RightColumns(spec)
-	if !ok {
+	right := ps.Right
+	if right == nil {
 		return nil, field.Invalid(p.Child("stream", "source"), j.Stream.Source, "the source's columns are not known")
+	}
+	var rightSteps []step
+	for _, ss := range ps.RightSteps {
+		var (
+			s   step
+			err *field.Error
+		)
+		if ss.Filter != nil {
+			s, err = compileFilter(ss.Path, ss.Env, ss.Filter, columnIndex(ss.In))
+		} else {
+			s, err = compileSelect(ss.Path, ss.Env, ss.Select, columnIndex(ss.In))
+		}
+		if err != nil {
+			return nil, err
+		}
+		rightSteps = append(rightSteps, s)
 	}
 	tb := j.Stream.TimeBound
 	lower, err := tb.LowerBound.Parse()
@@ -84,7 +103,8 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *waterma
 	if left == nil {
 		return nil, field.Required(p.Child("stream"), "a stream join needs a watermark step before it")
 	}
-	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, left: left.wm, right: wm, sideMs: map[string]int64{}, delayMs: max(0, upper.Milliseconds())}
+	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, left: left.wm, right: wm, rightSteps: rightSteps,
+		sideMs: map[string]int64{}, delayMs: max(0, upper.Milliseconds())}
 	for _, c := range j.Output(cols, right) {
 		k := c.Index
 		if c.Side == v1.SideRight {
@@ -133,6 +153,12 @@ func (s *streamJoinStep) restoreWatermarks(c *checkpoint.Commit) {
 // side's moves with its own newest event time, the query's is their
 // minimum (Spark's default multipleWatermarkPolicy), never lower than now.
 func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
+	for _, st := range s.rightSteps {
+		var err error
+		if b.right, err = st.process(b, b.right); err != nil {
+			return nil, err
+		}
+	}
 	for _, row := range b.right {
 		s.right.Observe(row)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -288,6 +289,92 @@ func TestImpressionsClicksExample(t *testing.T) {
 	sort.Strings(users)
 	want := []string{"u-100 clicked=true", "u-101 clicked=true", "u-102 clicked=false", "u-103 clicked=false"}
 	if diff := cmp.Diff(want, users); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
+
+// TestStreamJoinFullOuterAndLeftSemiQueries runs the join of adStream as a
+// full outer join (unmatched rows of both sides once, at eviction) and as a
+// left semi join (each impression with a click once, its columns only).
+func TestStreamJoinFullOuterAndLeftSemiQueries(t *testing.T) {
+	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+	cases := []struct {
+		typ        v1.JoinType
+		selectCols []v1.JoinColumn
+		want       []string
+	}{
+		{
+			typ: v1.JoinFullOuter,
+			selectCols: []v1.JoinColumn{
+				{Side: v1.SideLeft, Column: "ad_id"}, {Side: v1.SideLeft, Column: "user"}, {Side: v1.SideLeft, Column: "imp_ts"},
+				{Side: v1.SideRight, Column: "ad_id", Name: "click_ad"}, {Side: v1.SideRight, Column: "click_ts"}, {Side: v1.SideRight, Column: "cost"},
+			},
+			want: []string{
+				fmt.Sprint([]any{"a", "u1", ts(0), "a", ts(10), 1.0}),
+				fmt.Sprint([]any{"b", "u2", ts(2), nil, nil, nil}),
+				fmt.Sprint([]any{nil, nil, nil, "a", ts(31), 2.0}), // no impression in [1s, 31s]
+				fmt.Sprint([]any{"c", "u3", ts(20), "c", ts(25), 3.0}),
+				fmt.Sprint([]any{"c", "u3", ts(20), "c", ts(45), 4.0}),
+				fmt.Sprint([]any{"a", "u4", ts(40), nil, nil, nil}),
+			},
+		},
+		{
+			typ: v1.JoinLeftSemi,
+			want: []string{
+				fmt.Sprint([]any{"a", "u1", ts(0)}),
+				fmt.Sprint([]any{"c", "u3", ts(20)}), // two clicks, one row
+			},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.typ), func(t *testing.T) {
+			e := newAdEvents(t)
+			for _, b := range adStream {
+				e.add(t, b[0], b[1])
+			}
+			q := e.query().Edit(func(s *v1.StreamingQuerySpec) {
+				j := s.Transform[1].Join
+				j.Type, j.Select = tc.typ, tc.selectCols
+			})
+			if sum := run(t, q.Obj()); sum.Reason != engine.StopTriggerDone {
+				t.Fatalf("Summary = %+v", sum)
+			}
+			want := slices.Clone(tc.want)
+			sort.Strings(want)
+			if diff := cmp.Diff(want, e.output(t)); diff != "" {
+				t.Errorf("output (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestStreamJoinRightTransform filters and projects the clicks before the
+// join: only the clicks that pass reach the right watermark and the join,
+// with the columns the select made.
+func TestStreamJoinRightTransform(t *testing.T) {
+	e := newAdEvents(t)
+	for _, b := range adStream {
+		e.add(t, b[0], b[1])
+	}
+	q := e.query().Edit(func(s *v1.StreamingQuerySpec) {
+		j := s.Transform[1].Join
+		j.Type = v1.JoinInner
+		j.Stream.Transform = []v1.SideStep{
+			{Filter: "cost >= 2.0"},
+			{Select: []v1.Projection{querytest.As("ad_id", "ad_id"), querytest.As("click_ts", "click_ts"), querytest.As("cents", "int(cost * 100.0)")}},
+		}
+		j.Select = []v1.JoinColumn{{Side: v1.SideLeft, Column: "user"}, {Side: v1.SideRight, Column: "click_ts"}, {Side: v1.SideRight, Column: "cents"}}
+	})
+	if sum := run(t, q.Obj()); sum.Reason != engine.StopTriggerDone {
+		t.Fatalf("Summary = %+v", sum)
+	}
+	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+	// The click of cost 1 at 10s is filtered out: u1 has no match.
+	want := []string{
+		fmt.Sprint([]any{"u3", ts(25), int64(300)}),
+		fmt.Sprint([]any{"u3", ts(45), int64(400)}),
+	}
+	if diff := cmp.Diff(want, e.output(t)); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
 	}
 }

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"time"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/interpreter"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -119,13 +123,29 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *fie
 		return &watermarkStep{wm: wm}, nil
 	case v1.StepAggregate:
 		name := ps.Operator.Name
-		a, err := stateful.NewAggregate(stateful.AggregateConfig{
+		cfg := stateful.AggregateConfig{
 			Name: name, Spec: st.Aggregate, Input: cols, EventTime: eventTime, Mode: spec.OutputMode,
-		})
+		}
+		var (
+			op  stateful.Operator
+			err error
+		)
+		if st.Aggregate.Session() != nil {
+			if ps.SessionGap != nil {
+				gap, ferr := compileGap(p.Child("aggregate"), ps)
+				if ferr != nil {
+					return nil, ferr
+				}
+				cfg.GapOf = gap.of
+			}
+			op, err = stateful.NewSession(cfg)
+		} else {
+			op, err = stateful.NewAggregate(cfg)
+		}
 		if err != nil {
 			return nil, field.Invalid(p.Child("aggregate"), name, err.Error())
 		}
-		return &statefulStep{name: name, kind: v1.StepAggregate, op: a}, nil
+		return &statefulStep{name: name, kind: v1.StepAggregate, op: op}, nil
 	case v1.StepDropDuplicates:
 		name := ps.Operator.Name
 		d, err := stateful.NewDropDuplicates(stateful.DropDuplicatesConfig{
@@ -137,6 +157,39 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *fie
 		return &statefulStep{name: name, kind: v1.StepDropDuplicates, op: d}, nil
 	}
 	return nil, field.NotSupported(p, st.Kind(), []v1.StepKind{v1.StepFilter, v1.StepSelect, v1.StepWatermark, v1.StepAggregate, v1.StepDropDuplicates, v1.StepJoin})
+}
+
+// gapEval evaluates a session window's gapExpr for a row. It is used by one
+// goroutine at a time (the aggregate's Process).
+type gapEval struct {
+	prg   cel.Program
+	act   rowActivation
+	frame *interpreter.ExecutionFrame
+}
+
+// compileGap compiles the gapExpr of the aggregate step ps.
+func compileGap(p *field.Path, ps *plan.Step) (*gapEval, *field.Error) {
+	prg, err := program(ps.Env, ps.SessionGap.AST)
+	if err != nil {
+		return nil, field.Invalid(p, ps.SessionGap.Text, err.Error())
+	}
+	g := &gapEval{prg: prg, act: rowActivation{index: columnIndex(ps.In)}}
+	if g.frame, err = interpreter.NewExecutionFrame(&g.act); err != nil {
+		return nil, field.InternalError(p, err)
+	}
+	return g, nil
+}
+
+// of returns the gap of row r; false when it cannot be evaluated (a null
+// input), as a select yields null then.
+func (g *gapEval) of(r stateful.Row) (time.Duration, bool) {
+	g.act.row = r
+	v, _, err := g.prg.Eval(g.frame)
+	if err != nil {
+		return 0, false
+	}
+	d, ok := v.Value().(time.Duration)
+	return d, ok
 }
 
 // stateRun is a run's stateful part: the steps that keep state, the

@@ -65,20 +65,27 @@ func (e *events) add(t *testing.T, evs ...event) {
 // out of order, one late row per file, and ids that repeat.
 func (e *events) generate(t *testing.T, n int) {
 	t.Helper()
-	countries := []string{"DE", "FR", "US"}
-	for f := range n {
-		var evs []event
-		for j := range 12 {
-			evs = append(evs, event{
-				id:      fmt.Sprintf("o-%d", (f*12+j)%50),
-				country: countries[(f+j)%3],
-				amount:  float64(j%5) + 0.25,
-				sec:     float64(f*5) + float64(j%7) - 3,
-			})
-		}
-		evs = append(evs, event{id: "late", country: "DE", amount: 100, sec: float64(f*5 - 60)})
-		e.add(t, evs...)
+	for range n {
+		e.generateNext(t)
 	}
+}
+
+// generateNext writes the next file of generate.
+func (e *events) generateNext(t *testing.T) {
+	t.Helper()
+	countries := []string{"DE", "FR", "US"}
+	f := e.files
+	var evs []event
+	for j := range 12 {
+		evs = append(evs, event{
+			id:      fmt.Sprintf("o-%d", (f*12+j)%50),
+			country: countries[(f+j)%3],
+			amount:  float64(j%5) + 0.25,
+			sec:     float64(f*5) + float64(j%7) - 3,
+		})
+	}
+	evs = append(evs, event{id: "late", country: "DE", amount: 100, sec: float64(f*5 - 60)})
+	e.add(t, evs...)
 }
 
 func (e *events) query() *querytest.Query {
@@ -176,6 +183,8 @@ func statefulQueries() map[string]func(*querytest.Query) *querytest.Query {
 				querytest.Agg("mean", v1.AggAvg, "amount"), querytest.Agg("buyers", v1.AggCountDistinct, "id")).
 				OutputMode(v1.OutputUpdate)
 		},
+		"session-append": sessions(v1.OutputAppend),
+		"session-update": sessions(v1.OutputUpdate),
 		"dedup": func(q *querytest.Query) *querytest.Query {
 			return q.DropDuplicates("", "id").OutputMode(v1.OutputAppend)
 		},

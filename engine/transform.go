@@ -77,32 +77,17 @@ func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 		index := columnIndex(ps.In)
 		switch ps.Kind {
 		case v1.StepFilter:
-			prg, err := program(ps.Env, ps.Filter.AST)
+			f, err := compileFilter(p, ps.Env, ps.Filter, index)
 			if err != nil {
-				errs = append(errs, field.Invalid(p.Child("filter"), ps.Filter.Text, err.Error()))
-				continue
-			}
-			f := &filterStep{prg: prg, act: rowActivation{index: index}}
-			if f.frame, err = interpreter.NewExecutionFrame(&f.act); err != nil {
-				errs = append(errs, field.InternalError(p.Child("filter"), err))
+				errs = append(errs, err)
 				continue
 			}
 			steps = append(steps, f)
 		case v1.StepSelect:
-			s := &selectStep{act: rowActivation{index: index}}
-			var err error
-			if s.frame, err = interpreter.NewExecutionFrame(&s.act); err != nil {
-				errs = append(errs, field.InternalError(p.Child("select"), err))
+			s, err := compileSelect(p, ps.Env, ps.Select, index)
+			if err != nil {
+				errs = append(errs, err)
 				continue
-			}
-			for j, pr := range ps.Select {
-				prg, err := program(ps.Env, pr.Expr.AST)
-				if err != nil {
-					errs = append(errs, field.Invalid(p.Child("select").Index(j).Child("expr"), pr.Expr.Text, err.Error()))
-					continue
-				}
-				s.prgs = append(s.prgs, prg)
-				s.from = append(s.from, pr.From)
 			}
 			steps = append(steps, s)
 		case v1.StepJoin:
@@ -133,6 +118,39 @@ func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 		}
 	}
 	return steps, errs
+}
+
+// compileFilter compiles the filter expression e of the step at p over the
+// columns index names.
+func compileFilter(p *field.Path, env *cel.Env, e *plan.Expr, index map[string]int) (*filterStep, *field.Error) {
+	prg, err := program(env, e.AST)
+	if err != nil {
+		return nil, field.Invalid(p.Child("filter"), e.Text, err.Error())
+	}
+	f := &filterStep{prg: prg, act: rowActivation{index: index}}
+	if f.frame, err = interpreter.NewExecutionFrame(&f.act); err != nil {
+		return nil, field.InternalError(p.Child("filter"), err)
+	}
+	return f, nil
+}
+
+// compileSelect compiles the projections of the select step at p over the
+// columns index names.
+func compileSelect(p *field.Path, env *cel.Env, projs []plan.Projection, index map[string]int) (*selectStep, *field.Error) {
+	s := &selectStep{act: rowActivation{index: index}}
+	var err error
+	if s.frame, err = interpreter.NewExecutionFrame(&s.act); err != nil {
+		return nil, field.InternalError(p.Child("select"), err)
+	}
+	for j, pr := range projs {
+		prg, err := program(env, pr.Expr.AST)
+		if err != nil {
+			return nil, field.Invalid(p.Child("select").Index(j).Child("expr"), pr.Expr.Text, err.Error())
+		}
+		s.prgs = append(s.prgs, prg)
+		s.from = append(s.from, pr.From)
+	}
+	return s, nil
 }
 
 func program(env *cel.Env, ast *cel.Ast) (cel.Program, error) {

@@ -55,6 +55,19 @@ func CompileProjection(env *cel.Env, expr string) (*cel.Ast, v1.ColumnType, erro
 	return compileProjection(env, expr, false)
 }
 
+// CompileDuration compiles and type-checks an expression that must yield a duration (a
+// session window's gapExpr).
+func CompileDuration(env *cel.Env, expr string) (*cel.Ast, error) {
+	ast, iss := env.Compile(expr)
+	if iss.Err() != nil {
+		return nil, iss.Err()
+	}
+	if t := ast.OutputType(); !t.IsExactType(cel.DurationType) {
+		return nil, fmt.Errorf("the expression yields %s; want a duration, such as duration('5m')", t)
+	}
+	return ast, nil
+}
+
 // Expressions is the CEL checker of [v1.Expressions]: what api/v1's validation calls for
 // every filter and select expression.
 var Expressions v1.Expressions = celChecker{}

@@ -57,6 +57,22 @@ type Step struct {
 	Select []Projection
 	// Operator names a stateful step (aggregate, dropDuplicates) in the checkpoint.
 	Operator *Operator
+	// SessionGap is an aggregate's session gapExpr, which yields a duration.
+	SessionGap *Expr
+	// Right are a join's right-side columns as the join sees them (a stream side's after its
+	// transform); RightSteps that transform, compiled.
+	Right      v1.Columns
+	RightSteps []SideStep
+}
+
+// SideStep is one step of a stream join's right-side transform, compiled: a filter or a
+// select over the columns In.
+type SideStep struct {
+	Path   *field.Path
+	In     v1.Columns
+	Env    *cel.Env
+	Filter *Expr
+	Select []Projection
 }
 
 // Expr is a type-checked CEL expression.
@@ -145,6 +161,24 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 		case st.Aggregate != nil || st.DropDuplicates != nil:
 			step.Operator = &Operator{Name: st.StatefulName(ordinal), Ordinal: ordinal}
 			ordinal++
+			if sw := sessionOf(st); sw != nil && sw.GapExpr != "" {
+				ast, err := CompileDuration(env, sw.GapExpr)
+				if err != nil {
+					errs = append(errs, field.Invalid(step.Path.Child("aggregate", "groupBy"), sw.GapExpr, err.Error()))
+					continue
+				}
+				step.SessionGap = &Expr{Text: sw.GapExpr, AST: ast}
+			}
+		case st.Join != nil:
+			step.Right = flow[i].Right
+			if st.Join.Stream != nil {
+				in, _ := st.Join.RightColumns(s)
+				var err *field.Error
+				if step.RightSteps, err = sideSteps(step.Path.Child("join", "stream", "transform"), st.Join.Stream.Transform, in); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+			}
 		}
 		p.Steps = append(p.Steps, step)
 	}
@@ -152,6 +186,54 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 		return nil, errs
 	}
 	return p, nil
+}
+
+// sessionOf returns the session window of an aggregate step, nil for any other step.
+func sessionOf(st *v1.Step) *v1.SessionWindow {
+	if st.Aggregate == nil {
+		return nil
+	}
+	return st.Aggregate.Session()
+}
+
+// sideSteps compiles a stream side's transform over the source's columns in.
+func sideSteps(p *field.Path, steps []v1.SideStep, in v1.Columns) ([]SideStep, *field.Error) {
+	var out []SideStep
+	for i, st := range steps {
+		sp := p.Index(i)
+		env, err := Env(in)
+		if err != nil {
+			return nil, field.InternalError(sp, err)
+		}
+		ss := SideStep{Path: sp, In: in, Env: env}
+		if st.Filter != "" {
+			ast, err := CompileFilter(env, st.Filter)
+			if err != nil {
+				return nil, field.Invalid(sp.Child("filter"), st.Filter, err.Error())
+			}
+			ss.Filter = &Expr{Text: st.Filter, AST: ast, Type: v1.TypeBoolean}
+			out = append(out, ss)
+			continue
+		}
+		var next v1.Columns
+		for j, pr := range st.Select {
+			ast, t, err := CompileProjection(env, pr.Expr)
+			if err != nil {
+				return nil, field.Invalid(sp.Child("select").Index(j).Child("expr"), pr.Expr, err.Error())
+			}
+			from := -1
+			for k, c := range in {
+				if c.Name == strings.TrimSpace(pr.Expr) {
+					from = k
+				}
+			}
+			ss.Select = append(ss.Select, Projection{Name: pr.Name, Expr: Expr{Text: pr.Expr, AST: ast, Type: t}, From: from})
+			next = append(next, v1.Column{Name: pr.Name, Type: t})
+		}
+		out = append(out, ss)
+		in = next
+	}
+	return out, nil
 }
 
 // Columns returns the columns flowing into every step of a valid spec and, last, those the

@@ -39,6 +39,7 @@ func (s *Source) Columns() (Columns, bool) {
 // Expressions checks the CEL expressions of filter and select steps against the columns
 // flowing into them. The plan package implements it with cel-go; this package only follows
 // the columns, so that a client of the API types does not link an expression compiler.
+// +kubebuilder:object:generate=false
 type Expressions interface {
 	// CheckFilter reports why expr is not a filter (a bool expression) over cols. A column of
 	// type "" is of unknown type (hidden by an earlier error): an expression using it is not
@@ -50,6 +51,7 @@ type Expressions interface {
 }
 
 // FlowPoint is what is known of the rows at one point of a valid query.
+// +kubebuilder:object:generate=false
 type FlowPoint struct {
 	// Columns are the rows' columns.
 	Columns Columns
@@ -57,6 +59,10 @@ type FlowPoint struct {
 	// copy it under another name; "" before the watermark step, after an aggregate, or when
 	// the query has none.
 	EventTime string
+	// Right are the columns of the right side of the join step flowing from here: a static
+	// side's schema, or a stream side's source columns after its transform; nil for other
+	// steps and for the sink.
+	Right Columns
 }
 
 // Flow follows the rows through the query: element i is what flows into s.Transform[i], and
@@ -69,7 +75,7 @@ func (s *StreamingQuerySpec) Flow(x Expressions) ([]FlowPoint, error) {
 	}
 	out := make([]FlowPoint, len(fl.states))
 	for i, st := range fl.states {
-		out[i] = FlowPoint{Columns: st.cols, EventTime: st.watermark}
+		out[i] = FlowPoint{Columns: st.cols, EventTime: st.watermark, Right: fl.rights[i]}
 	}
 	return out, nil
 }
@@ -119,13 +125,15 @@ type flowResult struct {
 	aggregateOnWatermark bool
 	// streamJoin is the index of the stream join step, -1 if none.
 	streamJoin int
+	// rights holds the right side's columns of each join step, by step index.
+	rights map[int]Columns
 }
 
 func (r *flowResult) output() flowState { return r.states[len(r.states)-1] }
 
 // flow validates the sources and transform steps and follows the columns through them.
 func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
-	r := &flowResult{aggregate: -1, streamJoin: -1}
+	r := &flowResult{aggregate: -1, streamJoin: -1, rights: map[int]Columns{}}
 	cur := s.sourceFlow(spec.Child("sources"), r)
 
 	steps := spec.Child("transform")
@@ -180,12 +188,14 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
 			}
 			r.errs = append(r.errs, statefulName(ap.Child("name"), a.Name, statefulNames, ordinal)...)
 			var onWatermark bool
-			next, onWatermark = cur.aggregate(ap, a, &r.errs)
+			next, onWatermark = cur.aggregate(ap, a, x, &r.errs)
 			r.aggregateOnWatermark = r.aggregateOnWatermark || onWatermark
 		}
 		if j := st.Join; j != nil {
-			jc := joinContext{names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, streamJoinAt: r.streamJoin}
-			next = s.join(p.Child("join"), j, cur, jc, &r.errs)
+			jc := joinContext{names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, streamJoinAt: r.streamJoin, x: x}
+			var right flowState
+			next, right = s.join(p.Child("join"), j, cur, jc, &r.errs)
+			r.rights[i] = right.cols
 			if j.Stream != nil {
 				statefulSeen = true
 				if r.streamJoin < 0 {
@@ -378,7 +388,9 @@ func (st flowState) project(p *field.Path, projs []Projection, x Expressions, er
 	return next
 }
 
-func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList) (next flowState, onWatermark bool) {
+// aggregate follows the columns through an aggregate step; onWatermark reports that it
+// groups by the watermark column or a window or session on it.
+func (st flowState) aggregate(p *field.Path, a *Aggregate, x Expressions, errs *field.ErrorList) (next flowState, onWatermark bool) {
 	next = flowState{known: true}
 	add := func(p *field.Path, c Column) {
 		if _, dup := next.cols.Lookup(c.Name); dup {
@@ -387,14 +399,59 @@ func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList
 		}
 		next.cols = append(next.cols, c)
 	}
-	windowAt := -1
+	windowAt, sessionAt := -1, -1
 	for k, g := range a.GroupBy {
 		gp := p.Child("groupBy").Index(k)
+		var set []string
+		for name, ok := range map[string]bool{"column": g.Column != "", "window": g.Window != nil, "session": g.Session != nil} {
+			if ok {
+				set = append(set, name)
+			}
+		}
+		slices.Sort(set)
 		switch {
-		case g.Column == "" && g.Window == nil:
-			*errs = append(*errs, field.Required(gp, "exactly one of column, window must be set"))
-		case g.Column != "" && g.Window != nil:
-			*errs = append(*errs, field.Invalid(gp, "column, window", "exactly one of column, window must be set"))
+		case len(set) == 0:
+			*errs = append(*errs, field.Required(gp, "exactly one of column, window, session must be set"))
+		case len(set) > 1:
+			*errs = append(*errs, field.Invalid(gp, strings.Join(set, ", "), "exactly one of column, window, session must be set"))
+		}
+		if sw := g.Session; sw != nil {
+			sp := gp.Child("session")
+			switch {
+			case sessionAt >= 0:
+				*errs = append(*errs, field.Forbidden(sp, fmt.Sprintf("an aggregate may have only one session window (groupBy[%d] is one)", sessionAt)))
+			case windowAt >= 0:
+				*errs = append(*errs, field.Forbidden(sp, fmt.Sprintf("an aggregate groups by a window or by a session, not both (groupBy[%d] is a window): a row would belong to a window and a session at once", windowAt)))
+			}
+			if sessionAt < 0 {
+				sessionAt = k
+			}
+			colErrs := st.timestampColumn(sp.Child("column"), sw.Column)
+			*errs = append(*errs, colErrs...)
+			if len(colErrs) == 0 && st.known && st.watermark != sw.Column {
+				msg := "a session closes when the watermark reaches its end: the session column must be the watermark's column, and the query has no watermark before this step"
+				if st.watermark != "" {
+					msg = fmt.Sprintf("a session closes when the watermark reaches its end: the session column must be the watermark's column %q", st.watermark)
+				}
+				*errs = append(*errs, field.Invalid(sp.Child("column"), sw.Column, msg))
+			}
+			onWatermark = onWatermark || (st.watermark != "" && sw.Column == st.watermark)
+			switch {
+			case sw.Gap == "" && sw.GapExpr == "":
+				*errs = append(*errs, field.Required(sp.Child("gap"), "how long a session stays open after its newest row, such as 5m, or gapExpr to compute it per row"))
+			case sw.Gap != "" && sw.GapExpr != "":
+				*errs = append(*errs, field.Invalid(sp, "gap, gapExpr", "exactly one of gap, gapExpr must be set"))
+			case sw.Gap != "":
+				*errs = append(*errs, duration(sp.Child("gap"), sw.Gap, true)...)
+			default:
+				// A duration compares with a duration: the check proves the type without a
+				// method of its own on Expressions.
+				if err := x.CheckFilter(st.exprColumns(), st.known, "("+sw.GapExpr+") > duration('0s')"); err != nil {
+					*errs = append(*errs, field.Invalid(sp.Child("gapExpr"), sw.GapExpr, "must be a CEL expression yielding a duration, such as duration('5m'): "+err.Error()))
+				}
+			}
+			add(sp, Column{Name: ColumnWindowStart, Type: TypeTimestamp})
+			add(sp, Column{Name: ColumnWindowEnd, Type: TypeTimestamp})
 		}
 		if g.Column != "" {
 			*errs = append(*errs, st.column(gp.Child("column"), g.Column)...)
@@ -403,9 +460,13 @@ func (st flowState) aggregate(p *field.Path, a *Aggregate, errs *field.ErrorList
 		}
 		if w := g.Window; w != nil {
 			wp := gp.Child("window")
-			if windowAt >= 0 {
+			switch {
+			case windowAt >= 0:
 				*errs = append(*errs, field.Forbidden(wp, fmt.Sprintf("an aggregate may have only one window (groupBy[%d] is one)", windowAt)))
-			} else {
+			case sessionAt >= 0:
+				*errs = append(*errs, field.Forbidden(wp, fmt.Sprintf("an aggregate groups by a window or by a session, not both (groupBy[%d] is a session): a row would belong to a window and a session at once", sessionAt)))
+			}
+			if windowAt < 0 {
 				windowAt = k
 			}
 			*errs = append(*errs, st.timestampColumn(wp.Child("column"), w.Column)...)

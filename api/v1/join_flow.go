@@ -8,8 +8,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// RightColumns returns the columns of the join's right side: the static side's schema, or the
-// columns of the source a stream join reads. It reports false when they cannot be known.
+// RightColumns returns the columns of the join's right side as read: the static side's schema,
+// or the columns of the source a stream join reads, before join.stream.transform (whose output
+// columns need an expression checker: see FlowPoint.Right). It reports false when they cannot
+// be known.
 func (j *Join) RightColumns(spec *StreamingQuerySpec) (Columns, bool) {
 	switch {
 	case j.Static != nil:
@@ -36,10 +38,14 @@ type OutputColumn struct {
 }
 
 // Output returns the join's output columns given the columns of both sides: Select's, or
-// every left column then every right column renamed by the prefixes. A column a side does not
-// have is left out; name clashes are not checked (validation does).
+// every left column then every right column renamed by the prefixes. A leftSemi join yields no
+// right column. A column a side does not have is left out; name clashes are not checked
+// (validation does).
 func (j *Join) Output(left, right Columns) []OutputColumn {
 	var out []OutputColumn
+	if j.EffectiveType() == JoinLeftSemi {
+		right = nil
+	}
 	if len(j.Select) > 0 {
 		for _, c := range j.Select {
 			cols := left
@@ -70,10 +76,13 @@ type joinContext struct {
 	aggregateAt int
 	// streamJoinAt is the index of an earlier stream join, -1 if none.
 	streamJoinAt int
+	// x checks the expressions of a stream side's transform.
+	x Expressions
 }
 
-// join validates a join step and returns the columns flowing out of it.
-func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc joinContext, errs *field.ErrorList) flowState {
+// join validates a join step and returns the columns flowing out of it and those of its right
+// side (after a stream side's transform).
+func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc joinContext, errs *field.ErrorList) (flowState, flowState) {
 	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
 	add(joinName(p.Child("name"), j, jc)...)
 	if jc.aggregateAt >= 0 {
@@ -97,7 +106,7 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			add(field.Forbidden(p.Child("stream"), fmt.Sprintf("a query may have only one stream join (transform[%d] is one)", jc.streamJoinAt)))
 		}
 		var ok bool
-		right, ok = s.streamSide(p.Child("stream"), j.Stream, errs)
+		right, ok = s.streamSide(p.Child("stream"), j.Stream, jc.x, errs)
 		rightKnown = ok
 	}
 	if !slices.Contains(JoinTypes(), j.EffectiveType()) {
@@ -173,6 +182,10 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			case SideLeft:
 				add(cur.column(cp.Child("column"), c.Column)...)
 			case SideRight:
+				if j.EffectiveType() == JoinLeftSemi {
+					add(field.Invalid(cp.Child("side"), c.Side, "a leftSemi join yields the left side's columns only"))
+					break
+				}
 				add(rs.column(cp.Child("column"), c.Column)...)
 			case "":
 				add(field.Required(cp.Child("side"), "left or right"))
@@ -199,7 +212,10 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 				add(field.Invalid(p.Child(pf.name), pf.v, "a prefix is letters, digits and underscores, not starting with a digit"))
 			}
 		}
-		if next.known {
+		if j.RightPrefix != "" && j.EffectiveType() == JoinLeftSemi {
+			add(field.Invalid(p.Child("rightPrefix"), j.RightPrefix, "a leftSemi join yields the left side's columns only: omit rightPrefix"))
+		}
+		if next.known && j.EffectiveType() != JoinLeftSemi {
 			at := p.Child("rightPrefix")
 			leftNames := map[string]bool{}
 			for _, c := range cur.cols {
@@ -220,7 +236,7 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			}
 		}
 	}
-	return next
+	return next, rs
 }
 
 // joinSideHint suggests a prefix for the right side: the static table's or source's last
@@ -278,11 +294,37 @@ func joinName(p *field.Path, j *Join, jc joinContext) field.ErrorList {
 
 func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	var set []string
+	for _, k := range []struct {
+		name string
+		ok   bool
+	}{{"delta", st.Delta != nil}, {"files", st.Files != nil}, {"postgres", st.Postgres != nil}} {
+		if k.ok {
+			set = append(set, k.name)
+		}
+	}
 	switch {
-	case st.Delta == nil && st.Files == nil:
-		errs = append(errs, field.Required(p, "exactly one of delta, files must be set"))
-	case st.Delta != nil && st.Files != nil:
-		errs = append(errs, field.Invalid(p, "delta, files", "exactly one of delta, files must be set"))
+	case len(set) == 0:
+		errs = append(errs, field.Required(p, "exactly one of delta, files, postgres must be set"))
+	case len(set) > 1:
+		errs = append(errs, field.Invalid(p, strings.Join(set, ", "), "exactly one of delta, files, postgres must be set"))
+	}
+	if pg := st.Postgres; pg != nil {
+		pp := p.Child("postgres")
+		c := pg.Connection
+		switch {
+		case c.SecretName != "":
+			errs = append(errs, field.Forbidden(pp.Child("connection", "secretName"), "a static side's Secret is not passed to the engine yet: set dsnEnv, an environment variable of the engine holding the connection string"))
+		case c.DSNEnv == "":
+			errs = append(errs, field.Required(pp.Child("connection", "dsnEnv"), "the engine's environment variable holding the connection string"))
+		case !envName.MatchString(c.DSNEnv):
+			errs = append(errs, field.Invalid(pp.Child("connection", "dsnEnv"), c.DSNEnv, "must be an environment variable name"))
+		}
+		if pg.Table == "" {
+			errs = append(errs, field.Required(pp.Child("table"), "the table read: name or schema.name"))
+		} else if !pgTable.MatchString(pg.Table) {
+			errs = append(errs, field.Invalid(pp.Child("table"), pg.Table, "must be name or schema.name of lowercase letters, digits and _, starting with a letter or _"))
+		}
 	}
 	if d := st.Delta; d != nil {
 		errs = append(errs, location(p.Child("delta", "path"), d.Path, true)...)
@@ -313,14 +355,15 @@ func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 			errs = append(errs, duration(rp.Child("every"), r.Every, true)...)
 		}
 		if r.OnNewVersion && st.Delta == nil {
-			errs = append(errs, field.Invalid(rp.Child("onNewVersion"), true, "needs a delta table: a files folder has no versions; refresh it with every"))
+			errs = append(errs, field.Invalid(rp.Child("onNewVersion"), true, "needs a delta table: a files folder or a PostgreSQL table has no versions; refresh it with every"))
 		}
 	}
 	return errs
 }
 
-// streamSide validates a stream join's right side and returns its columns.
-func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, errs *field.ErrorList) (Columns, bool) {
+// streamSide validates a stream join's right side and returns its columns, after its
+// transform.
+func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, x Expressions, errs *field.ErrorList) (Columns, bool) {
 	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
 	var src *Source
 	for i := range s.Sources {
@@ -343,6 +386,21 @@ func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, errs *fie
 		cols, known = src.Columns()
 	}
 	rs := flowState{cols: cols, known: known}
+	for i, step := range st.Transform {
+		sp := p.Child("transform").Index(i)
+		switch {
+		case step.Filter == "" && step.Select == nil:
+			add(field.Required(sp, "exactly one of filter, select must be set"))
+		case step.Filter != "" && step.Select != nil:
+			add(field.Invalid(sp, "filter, select", "exactly one of filter, select must be set"))
+			rs.known = false
+		case step.Filter != "":
+			add(rs.filter(sp.Child("filter"), step.Filter, x)...)
+		default:
+			rs = rs.project(sp.Child("select"), step.Select, x, errs)
+		}
+	}
+	cols, known = rs.cols, rs.known
 	wp := p.Child("watermark")
 	add(rs.timestampColumn(wp.Child("column"), st.Watermark.Column)...)
 	if st.Watermark.Delay == "" {

@@ -72,6 +72,79 @@ func TestValidateJoin(t *testing.T) {
 			query: impressions().Join(streamJoin()).FilesSink("/out", "json"),
 		},
 		{
+			name: "a stream–stream full outer join is valid; a static one is inner or left outer only",
+			query: impressions().Join(func() v1.Join { j := streamJoin(); j.Type = v1.JoinFullOuter; return j }()).
+				Join(v1.Join{Type: v1.JoinLeftSemi, Keys: qt.Keys("ad_id", "id"), Static: qt.StaticDelta("/lake/ads", qt.Col("id", v1.TypeString))}).
+				FilesSink("/out", "json"),
+			want: field.ErrorList{field.NotSupported(transform.Index(3).Child("join", "type"), v1.JoinLeftSemi, v1.StaticJoinTypes())},
+		},
+		{
+			name: "a left semi join yields the left columns only",
+			query: impressions().Join(func() v1.Join { j := streamJoin(); j.Type = v1.JoinLeftSemi; return j }()).
+				Filter("imp_time > timestamp('2026-01-01T00:00:00Z')").FilesSink("/out", "json"),
+			want: field.ErrorList{field.Invalid(transform.Index(2).Child("join", "select").Index(2).Child("side"), v1.SideRight, "")},
+		},
+		{
+			name: "a stream side's transform is valid, and the join sees its columns",
+			query: impressions().Join(func() v1.Join {
+				j := streamJoin()
+				j.Stream.Transform = []v1.SideStep{
+					{Filter: "click_ad_id != ''"},
+					{Select: []v1.Projection{qt.As("click_ad_id", "click_ad_id.upperAscii()"), qt.As("click_time", "click_time"), qt.As("p", "_partition")}},
+				}
+				j.Select = append(j.Select, v1.JoinColumn{Side: v1.SideRight, Column: "p"})
+				return j
+			}()).FilesSink("/out", "json"),
+		},
+		{
+			name: "a stream side's transform: bad steps, and the watermark column selected away",
+			query: impressions().Join(func() v1.Join {
+				j := streamJoin()
+				j.Stream.Transform = []v1.SideStep{
+					{Filter: "cost > 1.0"},
+					{},
+					{Select: []v1.Projection{qt.As("click_ad_id", "click_ad_id")}},
+				}
+				return j
+			}()).FilesSink("/out", "json"),
+			want: field.ErrorList{
+				field.Invalid(transform.Index(2).Child("join", "stream", "transform").Index(0).Child("filter"), "cost > 1.0", ""),
+				field.Required(transform.Index(2).Child("join", "stream", "transform").Index(1), ""),
+				field.Invalid(transform.Index(2).Child("join", "stream", "watermark", "column"), "click_time", ""),
+				field.Invalid(transform.Index(2).Child("join", "select").Index(2).Child("column"), "click_time", ""),
+			},
+		},
+		{
+			name: "a static PostgreSQL table refreshed every 5m is valid",
+			query: enrich().Join(v1.Join{Keys: qt.Keys("customer_id", "id"), RightPrefix: "c_", Static: &v1.StaticSide{
+				Postgres: &v1.StaticPostgres{Connection: v1.PostgresConnection{DSNEnv: "CRM_DSN"}, Table: "crm.customers"},
+				Schema:   &v1.Schema{Columns: v1.Columns{{Name: "id", Type: v1.TypeString}}},
+				Refresh:  &v1.Refresh{Every: "5m"},
+			}}).FilesSink("/out", "json"),
+		},
+		{
+			name: "a static PostgreSQL table: no Secret yet, a table name, no versions",
+			query: enrich().Join(v1.Join{Keys: qt.Keys("customer_id", "id"), RightPrefix: "c_", Static: &v1.StaticSide{
+				Postgres: &v1.StaticPostgres{Connection: v1.PostgresConnection{SecretName: "crm"}, Table: "CRM Customers"},
+				Schema:   &v1.Schema{Columns: v1.Columns{{Name: "id", Type: v1.TypeString}}},
+				Refresh:  &v1.Refresh{OnNewVersion: true},
+			}}).FilesSink("/out", "json"),
+			want: field.ErrorList{
+				field.Forbidden(transform.Index(0).Child("join", "static", "postgres", "connection", "secretName"), ""),
+				field.Invalid(transform.Index(0).Child("join", "static", "postgres", "table"), "CRM Customers", ""),
+				field.Invalid(transform.Index(0).Child("join", "static", "refresh", "onNewVersion"), true, ""),
+			},
+		},
+		{
+			name: "a left semi join has no right prefix",
+			query: impressions().Join(func() v1.Join {
+				j := streamJoin()
+				j.Type, j.Select, j.RightPrefix = v1.JoinLeftSemi, nil, "c_"
+				return j
+			}()).FilesSink("/out", "json"),
+			want: field.ErrorList{field.Invalid(transform.Index(2).Child("join", "rightPrefix"), "c_", "")},
+		},
+		{
 			name:  "both sides yield a column: refused at the prefix",
 			query: enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).Join(v1.Join{Keys: qt.Keys("id", "id"), Static: customers()}).FilesSink("/out", "json"),
 			want:  field.ErrorList{field.Invalid(transform.Index(1).Child("join", "rightPrefix"), "", "")},

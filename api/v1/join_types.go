@@ -6,7 +6,8 @@ package v1
 // for a stream join, when the right row's event time lies within TimeBound of the left row's.
 //
 // The output has the left side's columns, then the right side's, each side's renamed by its
-// prefix (LeftPrefix, RightPrefix); or, with Select, exactly the listed columns. A name that
+// prefix (LeftPrefix, RightPrefix); or, with Select, exactly the listed columns. A leftSemi
+// join yields the left side's columns only. A name that
 // both sides would yield is refused at validation. An outer join fills the missing side's
 // columns with nulls.
 // +kubebuilder:validation:XValidation:rule="has(self.static) != has(self.stream)",message="exactly one of static, stream must be set"
@@ -20,7 +21,9 @@ type Join struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	Name string `json:"name,omitempty"`
 	// Type is inner (default: only matching rows), leftOuter (every left row; unmatched ones with
-	// nulls for the right side) or rightOuter (every right row; stream joins only).
+	// nulls for the right side), rightOuter (every right row; stream joins only), fullOuter
+	// (every row of both sides; stream joins only) or leftSemi (each left row that has a match,
+	// once, with the left side's columns only; stream joins only).
 	// +optional
 	// +kubebuilder:default=inner
 	Type JoinType `json:"type,omitempty"`
@@ -54,7 +57,7 @@ type Join struct {
 }
 
 // JoinType is the type of a join.
-// +kubebuilder:validation:Enum=inner;leftOuter;rightOuter
+// +kubebuilder:validation:Enum=inner;leftOuter;rightOuter;fullOuter;leftSemi
 type JoinType string
 
 // Join types, with SQL's meaning.
@@ -62,10 +65,20 @@ const (
 	JoinInner      JoinType = "inner"
 	JoinLeftOuter  JoinType = "leftOuter"
 	JoinRightOuter JoinType = "rightOuter"
+	JoinFullOuter  JoinType = "fullOuter"
+	JoinLeftSemi   JoinType = "leftSemi"
 )
 
 // JoinTypes lists every join type.
-func JoinTypes() []JoinType { return []JoinType{JoinInner, JoinLeftOuter, JoinRightOuter} }
+func JoinTypes() []JoinType {
+	return []JoinType{JoinInner, JoinLeftOuter, JoinRightOuter, JoinFullOuter, JoinLeftSemi}
+}
+
+// OuterLeft reports whether the join type keeps the left rows that match nothing.
+func (t JoinType) OuterLeft() bool { return t == JoinLeftOuter || t == JoinFullOuter }
+
+// OuterRight reports whether the join type keeps the right rows that match nothing.
+func (t JoinType) OuterRight() bool { return t == JoinRightOuter || t == JoinFullOuter }
 
 // StaticJoinTypes lists the join types of a static join.
 func StaticJoinTypes() []JoinType { return []JoinType{JoinInner, JoinLeftOuter} }
@@ -112,7 +125,7 @@ func (c JoinColumn) OutputName() string {
 // whole as a snapshot. The snapshot a batch joins against (the Delta version, or the files'
 // listing fingerprint) is recorded in the batch's offsets-log entry, so a replayed batch joins
 // against exactly the same snapshot.
-// +kubebuilder:validation:XValidation:rule="has(self.delta) != has(self.files)",message="exactly one of delta, files must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.delta), has(self.files), has(self.postgres)].filter(x, x).size() == 1",message="exactly one of delta, files, postgres must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.refresh) || !has(self.refresh.onNewVersion) || !self.refresh.onNewVersion || has(self.delta)",message="refresh.onNewVersion needs a delta table; refresh a files folder with every"
 type StaticSide struct {
 	// Delta reads the table's latest version.
@@ -121,6 +134,9 @@ type StaticSide struct {
 	// Files reads every file under the folder.
 	// +optional
 	Files *StaticFiles `json:"files,omitempty"`
+	// Postgres reads every row of a PostgreSQL table.
+	// +optional
+	Postgres *StaticPostgres `json:"postgres,omitempty"`
 	// Schema lists the columns read from the table or files.
 	Schema *Schema `json:"schema"`
 	// Refresh says when a new snapshot is read, checked once per batch before it is planned.
@@ -134,28 +150,39 @@ type StaticSideKind string
 
 // Static side kinds.
 const (
-	StaticDeltaKind StaticSideKind = "delta"
-	StaticFilesKind StaticSideKind = "files"
+	StaticDeltaKind    StaticSideKind = "delta"
+	StaticFilesKind    StaticSideKind = "files"
+	StaticPostgresKind StaticSideKind = "postgres"
 )
 
 // Kind returns the static side's kind, or "" unless exactly one is set.
 func (s *StaticSide) Kind() StaticSideKind {
+	n := 0
+	for _, set := range []bool{s.Delta != nil, s.Files != nil, s.Postgres != nil} {
+		if set {
+			n++
+		}
+	}
 	switch {
-	case s.Delta != nil && s.Files == nil:
+	case n != 1:
+		return ""
+	case s.Delta != nil:
 		return StaticDeltaKind
-	case s.Files != nil && s.Delta == nil:
+	case s.Files != nil:
 		return StaticFilesKind
 	}
-	return ""
+	return StaticPostgresKind
 }
 
-// Path returns the static side's table or folder path.
+// Path returns the static side's table or folder path; for a PostgreSQL table its name.
 func (s *StaticSide) Path() string {
 	switch {
 	case s.Delta != nil:
 		return s.Delta.Path
 	case s.Files != nil:
 		return s.Files.Path
+	case s.Postgres != nil:
+		return s.Postgres.Table
 	}
 	return ""
 }
@@ -195,6 +222,20 @@ type StaticFiles struct {
 	Format FileFormat `json:"format"`
 }
 
+// StaticPostgres is a PostgreSQL table read whole as a snapshot. PostgreSQL keeps no versions
+// a later batch could read again, so a snapshot is named by a digest of its rows: a batch
+// records the digest it joined against, and a replayed batch reads the table again and stops,
+// naming the table, when its rows changed since (as a static files side does when a file
+// changed).
+type StaticPostgres struct {
+	// Connection reaches the database. Only dsnEnv is supported for now: the controller does
+	// not yet pass a static side's Secret to the engine.
+	Connection PostgresConnection `json:"connection"`
+	// Table is name or schema.name, of lowercase unquoted identifiers.
+	// +kubebuilder:validation:MinLength=1
+	Table string `json:"table"`
+}
+
 // Refresh says when a static side is read again. At most one field is set.
 // +kubebuilder:validation:XValidation:rule="!(has(self.every) && has(self.onNewVersion) && self.onNewVersion)",message="at most one of every, onNewVersion may be set"
 type Refresh struct {
@@ -213,13 +254,34 @@ type Refresh struct {
 // the time bound; outer rows are emitted then.
 type StreamSide struct {
 	// Source names one of spec.sources. That source is read for this join only: it is not
-	// unioned with the other sources, and its columns are the right side's.
+	// unioned with the other sources, and its columns (after Transform) are the right side's.
 	// +kubebuilder:validation:MinLength=1
 	Source string `json:"source"`
+	// Transform lists filter and select steps applied to the source's rows, in order, before
+	// they reach the watermark and the join: the right side's columns are its last step's.
+	// Omitted: the source's rows as read.
+	// +optional
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	Transform []SideStep `json:"transform,omitempty"`
 	// Watermark declares event time on a timestamp column of the right side.
 	Watermark Watermark `json:"watermark"`
 	// TimeBound bounds how far apart in event time matching rows may be.
 	TimeBound TimeBound `json:"timeBound"`
+}
+
+// SideStep is a stateless step on a join's right side: a filter or a select, as in
+// spec.transform. Exactly one field is set.
+// +kubebuilder:validation:XValidation:rule="has(self.filter) != has(self.select)",message="exactly one of filter, select must be set"
+type SideStep struct {
+	// Filter keeps the rows for which this CEL expression is true.
+	// +optional
+	Filter string `json:"filter,omitempty"`
+	// Select replaces the columns with the listed ones, each computed by a CEL expression.
+	// +optional
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	Select []Projection `json:"select,omitempty"`
 }
 
 // TimeBound matches a right row with a left row when

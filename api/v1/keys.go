@@ -45,7 +45,7 @@ func (s *StreamingQuerySpec) groupKeyColumns() ([]string, bool) {
 		}
 		keys := []string{}
 		for _, g := range a.GroupBy {
-			if g.Window != nil {
+			if g.Window != nil || g.Session != nil {
 				keys = append(keys, ColumnWindowStart, ColumnWindowEnd)
 			} else {
 				keys = append(keys, g.Column)

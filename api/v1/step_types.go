@@ -179,14 +179,17 @@ type Aggregate struct {
 	Aggregates []Aggregation `json:"aggregates"`
 }
 
-// GroupKey is one grouping key: a column, or an event-time window on a timestamp column.
-// +kubebuilder:validation:XValidation:rule="has(self.column) != has(self.window)",message="exactly one of column, window must be set"
+// GroupKey is one grouping key: a column, an event-time window or a session window on a
+// timestamp column.
+// +kubebuilder:validation:XValidation:rule="[has(self.column), has(self.window), has(self.session)].filter(x, x).size() == 1",message="exactly one of column, window, session must be set"
 type GroupKey struct {
 	// Column groups by the value of this column.
 	// +optional
 	Column string `json:"column,omitempty"`
 	// +optional
 	Window *Window `json:"window,omitempty"`
+	// +optional
+	Session *SessionWindow `json:"session,omitempty"`
 }
 
 // Window assigns each row to event-time windows [start, start+duration) aligned to the Unix
@@ -199,6 +202,38 @@ type Window struct {
 	// Slide is the distance between window starts; at most Duration. Omitted: Duration (tumbling).
 	// +optional
 	Slide Duration `json:"slide,omitempty"`
+}
+
+// SessionWindow groups the rows of each key into sessions of activity (Spark's
+// session_window): a row at event time t opens the session [t, t+Gap); sessions of one key
+// that overlap or touch merge into one, across batches. It yields window_start (the first
+// row's time) and window_end (the last row's time + Gap). A session closes, and in append
+// mode is written, when the watermark reaches its end; Column must therefore be the
+// watermark's column. The gap is fixed (Gap) or computed per row (GapExpr, as Spark's
+// session_window(col, expr) allows).
+// +kubebuilder:validation:XValidation:rule="has(self.gap) != has(self.gapExpr)",message="exactly one of gap, gapExpr must be set"
+type SessionWindow struct {
+	// Column is a timestamp column: the watermark's.
+	Column string `json:"column"`
+	// Gap is how long a session stays open after its newest row (a Go duration such as 5m).
+	// +optional
+	Gap Duration `json:"gap,omitempty"`
+	// GapExpr computes the gap of each row: a CEL expression over the columns flowing into
+	// the aggregate that yields a duration, such as
+	// "country == 'DE' ? duration('5m') : duration('10m')". A row whose gap is null, zero or
+	// negative joins no session and is dropped (as in Spark).
+	// +optional
+	GapExpr string `json:"gapExpr,omitempty"`
+}
+
+// Session returns the aggregate's session window, nil if it groups by none.
+func (a *Aggregate) Session() *SessionWindow {
+	for i := range a.GroupBy {
+		if sw := a.GroupBy[i].Session; sw != nil {
+			return sw
+		}
+	}
+	return nil
 }
 
 // Aggregation computes one output column per group.

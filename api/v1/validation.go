@@ -397,6 +397,16 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, fl *flowResult) f
 	if fl.streamJoin >= 0 && mode != OutputAppend {
 		errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("a stream join (transform[%d]) emits each joined row once, when it is found or when the watermark passes its time bound: it needs append mode", fl.streamJoin)))
 	}
+	if fl.aggregate >= 0 {
+		if sw := s.Transform[fl.aggregate].Aggregate.Session(); sw != nil {
+			switch {
+			case mode == OutputComplete:
+				errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session: a session is written when it changes (update) or once, when the watermark closes it (append); complete mode would keep every session forever", fl.aggregate)))
+			case mode == OutputUpdate && s.Sink.Kind().upserts():
+				errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session and the %s sink upserts by key: when sessions merge, the merged-away session's row (another window_start) would stay in the table; use append mode, which writes each session once, when it closes", fl.aggregate, s.Sink.Kind())))
+			}
+		}
+	}
 	switch {
 	case mode == OutputComplete && fl.aggregate < 0:
 		errs = append(errs, field.Invalid(p, mode, "complete mode writes the whole result of an aggregation every batch: it needs an aggregate step; use append or update"))

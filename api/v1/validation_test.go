@@ -289,6 +289,73 @@ func TestValidate(t *testing.T) {
 			want:  field.ErrorList{field.Invalid(mode, v1.OutputAppend, "")},
 		},
 		{
+			name: "session windows in append and update mode are valid",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("sessions", []v1.GroupKey{qt.Key("country"), qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, ""), qt.Agg("total", v1.AggSum, "amount")).
+				Filter("window_end > window_start && n > 0"),
+		},
+		{
+			name: "a session in update mode with a files sink is valid",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputUpdate),
+		},
+		{
+			name: "a session with an upserting sink in update mode, or in complete mode, is refused",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{qt.Key("country"), qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).
+				DeltaSink("/lake/t").OutputMode(v1.OutputUpdate),
+			want: field.ErrorList{field.Invalid(mode, v1.OutputUpdate, "")},
+		},
+		{
+			name: "a session gap per row by a duration expression is valid",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{qt.Key("country"), {Session: &v1.SessionWindow{Column: "ts", GapExpr: "country == 'DE' ? duration('5m') : duration('10m')"}}}, qt.Agg("n", v1.AggCount, "")),
+		},
+		{
+			name: "a session gap expression must yield a duration",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{{Session: &v1.SessionWindow{Column: "ts", GapExpr: "qty * 60"}}}, qt.Agg("n", v1.AggCount, "")),
+			want: field.ErrorList{field.Invalid(transform.Index(1).Child("aggregate", "groupBy").Index(0).Child("session", "gapExpr"), "qty * 60", "")},
+		},
+		{
+			name: "a session has a gap or a gapExpr, not both",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{{Session: &v1.SessionWindow{Column: "ts", Gap: "1m", GapExpr: "duration('1m')"}}}, qt.Agg("n", v1.AggCount, "")),
+			want: field.ErrorList{field.Invalid(transform.Index(1).Child("aggregate", "groupBy").Index(0).Child("session"), "gap, gapExpr", "")},
+		},
+		{
+			name: "a session in complete mode is refused",
+			query: orders().Watermark("ts", "10m").
+				Aggregate("", []v1.GroupKey{qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).ConsoleSink().OutputMode(v1.OutputComplete),
+			want: field.ErrorList{field.Invalid(mode, v1.OutputComplete, "")},
+		},
+		{
+			name: "session fields",
+			query: orders().Watermark("ts", "10m").Select(qt.As("t2", "ts + duration('1h')"), qt.As("ts", "ts"), qt.As("amount", "amount")).
+				Aggregate("", []v1.GroupKey{qt.Window("ts", "5m"), qt.Session("ts", "0s"), qt.Session("t2", ""), qt.Session("amount", "1m"),
+					{Column: "ts", Session: &v1.SessionWindow{Column: "ts", Gap: "1m"}}}, qt.Agg("n", v1.AggCount, "")).
+				OutputMode(v1.OutputUpdate),
+			want: field.ErrorList{
+				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(1).Child("session"), ""),
+				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(1).Child("session", "gap"), "0s", ""),
+				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(1).Child("session"), "window_start"),
+				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(1).Child("session"), "window_end"),
+				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session"), ""),
+				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session", "column"), "t2", ""),
+				field.Required(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session", "gap"), ""),
+				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session"), "window_start"),
+				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session"), "window_end"),
+				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session"), ""),
+				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session", "column"), "amount", ""),
+				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session"), "window_start"),
+				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session"), "window_end"),
+				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(4), "column, session", ""),
+				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(4).Child("session"), ""),
+				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(4).Child("session"), "window_start"),
+				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(4).Child("session"), "window_end"),
+			},
+		},
+		{
 			name:  "update mode with a plain aggregate is valid",
 			query: orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputUpdate),
 		},

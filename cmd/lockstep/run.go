@@ -101,6 +101,7 @@ func newRegistry(opts ...webhook.Opt) (*engine.Registry, error) {
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterStatic(v1.StaticDeltaKind, delta.StaticSpec(), delta.NewStatic),
 		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
+		reg.RegisterStatic(v1.StaticPostgresKind, postgres.StaticSpec(), postgres.NewStatic),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 		reg.RegisterSink(v1.SinkPostgres, postgres.SinkSpec(), postgres.NewSink),
 	)

@@ -43,7 +43,7 @@ spec:
 
 // statefulScenarios are the stateful queries killed: a windowed count and
 // sum with a watermark in append mode, a keyed aggregation in update mode,
-// and a deduplication.
+// a deduplication, and sessions per country in append mode.
 var statefulScenarios = []struct {
 	name, transform, mode string
 }{
@@ -62,6 +62,11 @@ var statefulScenarios = []struct {
       - {name: top, function: max, column: amount}`, "update"},
 	{"dedup", `
   - dropDuplicates: {columns: [id]}`, "append"},
+	{"session-append", `
+  - watermark: {column: ts, delay: 5s}
+  - aggregate:
+      groupBy: [{column: country}, {session: {column: ts, gap: 4s}}]
+      aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}, {name: first, function: min, column: id}]`, "append"},
 }
 
 // statefulSetup is one scenario's folders, local.

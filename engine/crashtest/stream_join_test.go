@@ -20,9 +20,10 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-// streamJoinQuery is an impressions/clicks stream–stream left outer join into
-// files, one file of each side a batch: the clicks on the same ad up to 10s
-// after an impression, both sides watermarked 5s behind.
+// streamJoinQuery is an impressions/clicks stream–stream join into files (its
+// type and select filled in, left outer by default), one file of each side a
+// batch: the clicks on the same ad up to 10s after an impression, both sides
+// watermarked 5s behind.
 const streamJoinQuery = `apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
 metadata: {name: crash-join, namespace: test}
@@ -46,7 +47,7 @@ spec:
   - watermark: {column: imp_ts, delay: 5s}
   - join:
       name: ad-clicks
-      type: leftOuter
+      type: %s
       keys: [{left: ad_id, right: ad_id}]
       stream:
         source: clicks
@@ -55,9 +56,7 @@ spec:
       select:
       - {side: left, column: ad_id}
       - {side: left, column: user}
-      - {side: left, column: imp_ts}
-      - {side: right, column: click_ts}
-      - {side: right, column: cost}
+      - {side: left, column: imp_ts}%s
   sink:
     files: {path: %q, format: json}
   outputMode: append
@@ -74,6 +73,25 @@ type streamJoinSetup struct {
 	cfg                []cks3.Option
 	env                []string
 	files, impressions int
+	// typ is the join type, leftOuter unless set.
+	typ string
+}
+
+// rightSelect is the select entries of the right side's columns, none for a left semi join.
+func (s *streamJoinSetup) rightSelect() string {
+	if s.typ == "leftSemi" {
+		return ""
+	}
+	return `
+      - {side: right, column: click_ts}
+      - {side: right, column: cost}`
+}
+
+func (s *streamJoinSetup) joinType() string {
+	if s.typ == "" {
+		return "leftOuter"
+	}
+	return s.typ
 }
 
 func newStreamJoinLocal(t *testing.T) *streamJoinSetup {
@@ -136,7 +154,7 @@ func (s *streamJoinSetup) addInput(n int) {
 }
 
 func (s *streamJoinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
-	return runCommand(s.t, s.dir, fmt.Appendf(nil, streamJoinQuery, s.imps, s.clicks, out), ckpt, append(s.env, env...)...)
+	return runCommand(s.t, s.dir, fmt.Appendf(nil, streamJoinQuery, s.imps, s.clicks, s.joinType(), s.rightSelect(), out), ckpt, append(s.env, env...)...)
 }
 
 func (s *streamJoinSetup) runOnce(ckpt, out string, env ...string) Result {
@@ -155,8 +173,9 @@ func (s *streamJoinSetup) output(out string) []engine.Row {
 
 // finish runs the query to its end and checks its output: equal to an
 // uninterrupted run's, every impression there once without a click or
-// only with clicks (outer rows once, never beside a match), and
-// `lockstep checkpoint describe` showing both sides' state and watermarks.
+// only with clicks (outer rows once, never beside a match; a left semi join:
+// each impression at most once), and `lockstep checkpoint describe` showing
+// both sides' state and watermarks.
 func (s *streamJoinSetup) finish() {
 	s.t.Helper()
 	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
@@ -171,15 +190,35 @@ func (s *streamJoinSetup) finish() {
 	if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(got)); diff != "" {
 		s.t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
 	}
-	matched, unmatched := map[any]int{}, map[any]int{}
+	matched, unmatched, clicksAlone := map[any]int{}, map[any]int{}, 0
 	for _, r := range got {
-		if r[3] == nil {
+		switch {
+		case s.typ == "leftSemi":
+			matched[r[1]]++
+		case r[1] == nil: // a full outer join's click without an impression
+			clicksAlone++
+		case r[3] == nil:
 			unmatched[r[1]]++
-		} else {
+		default:
 			matched[r[1]]++
 		}
 	}
-	if len(matched) == 0 || len(unmatched) == 0 {
+	switch s.typ {
+	case "leftSemi":
+		for user, n := range matched {
+			if n != 1 {
+				s.t.Errorf("impression %v written %d times by a left semi join; want once", user, n)
+			}
+		}
+		if len(matched) == 0 {
+			s.t.Fatal("the left semi join wrote nothing")
+		}
+	case "fullOuter":
+		if clicksAlone == 0 {
+			s.t.Errorf("the full outer join wrote no click without an impression; the input has some")
+		}
+	}
+	if s.typ != "leftSemi" && (len(matched) == 0 || len(unmatched) == 0) {
 		s.t.Fatalf("the join wrote %d matched and %d unmatched impressions; the input should give both", len(matched), len(unmatched))
 	}
 	for user, n := range unmatched {
@@ -245,6 +284,19 @@ func TestStreamJoinPhaseKillsS3(t *testing.T) { streamJoinPhaseKills(t, newStrea
 func TestStreamJoinRandomKillsLocal(t *testing.T) {
 	t.Parallel()
 	streamJoinRandomKills(t, newStreamJoinLocal(t))
+}
+
+// TestStreamJoinTypesRandomKillsLocal kills a full outer and a left semi join
+// at random instants, with a local checkpoint, input and output.
+func TestStreamJoinTypesRandomKillsLocal(t *testing.T) {
+	for _, typ := range []string{"fullOuter", "leftSemi"} {
+		t.Run(typ, func(t *testing.T) {
+			t.Parallel()
+			s := newStreamJoinLocal(t)
+			s.typ = typ
+			streamJoinRandomKills(t, s)
+		})
+	}
 }
 
 func TestStreamJoinRandomKillsS3(t *testing.T) {

@@ -26,6 +26,9 @@ type AggregateConfig struct {
 	// (plan.Step.EventTime), "" when the query has no watermark before it.
 	EventTime string
 	Mode      v1.OutputMode
+	// GapOf computes a row's session gap, for a session window with a gapExpr
+	// (NewSession); false for a null gap.
+	GapOf func(Row) (time.Duration, bool)
 }
 
 // Aggregate groups rows by its keys (columns and an event-time window) and
@@ -567,9 +570,13 @@ func (s *aggSpec) result(c *acc) any {
 //	avg             uvarint n, then the 8-byte double sum when n > 0
 //	count_distinct  uvarint n, then n sorted length-prefixed encoded values
 func (a *Aggregate) encodeAccs(accs []acc) []byte {
-	b := make([]byte, 0, 4*len(accs)+8)
-	for j := range a.aggs {
-		s, c := &a.aggs[j], &accs[j]
+	return appendAccs(make([]byte, 0, 4*len(accs)+8), a.aggs, accs)
+}
+
+// appendAccs appends the encoding of accs, one per spec (see encodeAccs).
+func appendAccs(b []byte, specs []aggSpec, accs []acc) []byte {
+	for j := range specs {
+		s, c := &specs[j], &accs[j]
 		switch s.fn {
 		case v1.AggCount:
 			b = binary.AppendUvarint(b, uint64(c.n))
@@ -611,18 +618,31 @@ func (a *Aggregate) encodeAccs(accs []acc) []byte {
 
 // decodeAccs is the inverse of encodeAccs, into zeroed accumulators.
 func (a *Aggregate) decodeAccs(b []byte, accs []acc) error {
-	for j := range a.aggs {
-		s, c := &a.aggs[j], &accs[j]
+	rest, err := readAccs(b, a.aggs, accs)
+	if err != nil {
+		return err
+	}
+	if len(rest) != 0 {
+		return errCorrupt
+	}
+	return nil
+}
+
+// readAccs decodes the accumulators appendAccs wrote at the start of b, into
+// zeroed accs, and returns the bytes after them.
+func readAccs(b []byte, specs []aggSpec, accs []acc) ([]byte, error) {
+	for j := range specs {
+		s, c := &specs[j], &accs[j]
 		switch s.fn {
 		case v1.AggCount:
 			n, w := binary.Uvarint(b)
 			if w <= 0 {
-				return errCorrupt
+				return nil, errCorrupt
 			}
 			c.n, b = int64(n), b[w:]
 		case v1.AggSum:
 			if len(b) == 0 {
-				return errCorrupt
+				return nil, errCorrupt
 			}
 			c.has, b = b[0] == 1, b[1:]
 			if !c.has {
@@ -630,53 +650,50 @@ func (a *Aggregate) decodeAccs(b []byte, accs []acc) error {
 			}
 			if s.in == v1.TypeDouble {
 				if len(b) < 8 {
-					return errCorrupt
+					return nil, errCorrupt
 				}
 				c.f, b = math.Float64frombits(binary.BigEndian.Uint64(b)), b[8:]
 				break
 			}
 			v, w := binary.Varint(b)
 			if w <= 0 {
-				return errCorrupt
+				return nil, errCorrupt
 			}
 			c.i, b = v, b[w:]
 		case v1.AggMin, v1.AggMax:
 			v, rest, err := readValue(b)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			c.v, c.has, b = v, v != nil, rest
 		case v1.AggAvg:
 			n, w := binary.Uvarint(b)
 			if w <= 0 {
-				return errCorrupt
+				return nil, errCorrupt
 			}
 			c.n, b = int64(n), b[w:]
 			if c.n > 0 {
 				if len(b) < 8 {
-					return errCorrupt
+					return nil, errCorrupt
 				}
 				c.f, b = math.Float64frombits(binary.BigEndian.Uint64(b)), b[8:]
 			}
 		case v1.AggCountDistinct:
 			n, w := binary.Uvarint(b)
 			if w <= 0 {
-				return errCorrupt
+				return nil, errCorrupt
 			}
 			b = b[w:]
 			c.set = make(map[string]struct{}, n)
 			for range n {
 				l, w := binary.Uvarint(b)
 				if w <= 0 || uint64(len(b)-w) < l {
-					return errCorrupt
+					return nil, errCorrupt
 				}
 				c.set[string(b[w:w+int(l)])] = struct{}{}
 				b = b[w+int(l):]
 			}
 		}
 	}
-	if len(b) != 0 {
-		return errCorrupt
-	}
-	return nil
+	return b, nil
 }

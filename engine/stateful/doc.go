@@ -1,5 +1,6 @@
 // Package stateful holds the stateful operators of a query — aggregate,
-// dropDuplicates, the stream–stream join — and the event-time watermark, as plain code over rows
+// aggregate by session ([Session]), dropDuplicates, the stream–stream join —
+// and the event-time watermark, as plain code over rows
 // (docs/state.md). It knows nothing of the engine's batch loop: the engine
 // loads each operator's [state.Store] at the batch's version, calls Process
 // with the batch's rows and watermark, and commits the store.
@@ -26,11 +27,20 @@
 // writes first occurrences; with the watermark column among its columns it
 // drops late rows and evicts keys the watermark passed.
 //
+// # Session windows
+//
+// [Session] groups each key's rows into sessions [first row, newest row +
+// gap) that merge when they overlap or touch, across batches; a session
+// closes when the watermark reaches its end, before the batch's rows merge.
+// Its state holds one row per key with the key's open sessions.
+//
 // # Stream–stream join
 //
 // [StreamJoin] buffers each side's rows in its own store (<name>.left,
 // <name>.right), keyed by join key and event time, and drops late rows. A
 // row is evicted once the watermark passes its time bound (no future row
 // of the other side can match it); an outer side's rows that never matched
-// are emitted then, once, with nulls for the other side (Spark's semantics).
+// are emitted then, once, with nulls for the other side (Spark's semantics;
+// a full outer join both sides'). A left semi join emits a left row once, at
+// its first match, and keeps no matched left row.
 package stateful

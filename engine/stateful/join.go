@@ -51,6 +51,13 @@ type StreamJoinConfig struct {
 // this batch's included; so each matching pair is emitted exactly once, in
 // the batch where its second row arrives.
 //
+// A full outer join emits both sides' unmatched rows at eviction. A left semi
+// join (Spark's LeftSemi) emits a left row once, at its first match, with
+// nulls for the right columns (the step keeps the left ones): a left row
+// that matches an earlier right row is emitted and never buffered; a
+// buffered left row that a later right row matches is emitted and removed
+// from the state; right rows are buffered as for an inner join.
+//
 // Rows at or behind the watermark are dropped as late; a row with a null key
 // or event time can match nothing, and is emitted at once with nulls if its
 // side is outer, else dropped. Output is deterministic given the batch's
@@ -108,10 +115,8 @@ const (
 
 // NewStreamJoin compiles a stream–stream join.
 func NewStreamJoin(cfg StreamJoinConfig) (*StreamJoin, error) {
-	switch cfg.Type {
-	case v1.JoinInner, v1.JoinLeftOuter, v1.JoinRightOuter:
-	default:
-		return nil, fmt.Errorf("join %s: unknown join type %q; use %s, %s or %s", cfg.Name, cfg.Type, v1.JoinInner, v1.JoinLeftOuter, v1.JoinRightOuter)
+	if !slices.Contains(v1.JoinTypes(), cfg.Type) {
+		return nil, fmt.Errorf("join %s: unknown join type %q; use one of %v", cfg.Name, cfg.Type, v1.JoinTypes())
 	}
 	if len(cfg.LeftKeys) == 0 || len(cfg.LeftKeys) != len(cfg.RightKeys) {
 		return nil, fmt.Errorf("join %s: %d left keys and %d right keys; name at least one pair", cfg.Name, len(cfg.LeftKeys), len(cfg.RightKeys))
@@ -191,7 +196,7 @@ func NewStreamJoin(cfg StreamJoinConfig) (*StreamJoin, error) {
 	if err := build(&j.right, JoinRightSuffix, cfg.Right, cfg.RightKeys, cfg.RightTime); err != nil {
 		return nil, err
 	}
-	j.left.outer, j.right.outer = cfg.Type == v1.JoinLeftOuter, cfg.Type == v1.JoinRightOuter
+	j.left.outer, j.right.outer = cfg.Type.OuterLeft(), cfg.Type.OuterRight()
 	// A left row at l matches right rows in [l - lower, l + upper]; a right
 	// row at r matches left rows in [r - upper, r + lower].
 	j.left.before, j.left.after = j.lower, j.upper
@@ -289,6 +294,14 @@ func (j *StreamJoin) processPartition(pl, pr *state.Partition, lin, rin []joinIt
 	var out []Row
 	// Left rows against the right rows of earlier batches, then buffered.
 	for _, it := range lin {
+		if j.typ == v1.JoinLeftSemi {
+			if j.semiMatch(&ix[1], it) {
+				out = append(out, j.combine(it.row, true, nil))
+				continue // matched once: never buffered
+			}
+			j.buffer(&ix[0], pl, &j.left, it, version, false)
+			continue
+		}
 		matched, err := j.probe(&ix[1], pr, &j.right, &j.left, it, false, &out)
 		if err != nil {
 			return nil, err
@@ -297,7 +310,15 @@ func (j *StreamJoin) processPartition(pl, pr *state.Partition, lin, rin []joinIt
 	}
 	// Right rows against every buffered left row, this batch's included.
 	for _, it := range rin {
-		matched, err := j.probe(&ix[0], pl, &j.left, &j.right, it, true, &out)
+		var (
+			matched bool
+			err     error
+		)
+		if j.typ == v1.JoinLeftSemi {
+			err = j.semiTake(&ix[0], pl, it, &out)
+		} else {
+			matched, err = j.probe(&ix[0], pl, &j.left, &j.right, it, true, &out)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -392,6 +413,59 @@ func (j *StreamJoin) probe(oi *sideIndex, op *state.Partition, o, s *joinSide, i
 		}
 	}
 	return matched, nil
+}
+
+// semiMatch reports whether left item it has a match among the buffered
+// right rows (index ri).
+func (j *StreamJoin) semiMatch(ri *sideIndex, it joinItem) bool {
+	es := ri.byKey[it.key]
+	from, to := addSat(it.t, -j.left.before), addSat(it.t, j.left.after)
+	i, _ := slices.BinarySearchFunc(es, from, func(e joinEntry, t int64) int {
+		if e.t < t {
+			return -1
+		}
+		return 1
+	})
+	return i < len(es) && es[i].t <= to
+}
+
+// semiTake emits the buffered left rows (index li, partition pl) that right
+// item it matches, each for the first and last time, and removes them from
+// the state and the index.
+func (j *StreamJoin) semiTake(li *sideIndex, pl *state.Partition, it joinItem, out *[]Row) error {
+	es := li.byKey[it.key]
+	if len(es) == 0 {
+		return nil
+	}
+	from, to := addSat(it.t, -j.right.before), addSat(it.t, j.right.after)
+	i, _ := slices.BinarySearchFunc(es, from, func(e joinEntry, t int64) int {
+		if e.t < t {
+			return -1
+		}
+		return 1
+	})
+	k := i
+	for ; k < len(es) && es[k].t <= to; k++ {
+		val, ok := pl.Get(es[k].key)
+		if !ok {
+			return fmt.Errorf("partition %d: indexed row missing from the state", pl.ID())
+		}
+		row, err := j.left.decode(es[k].key, val)
+		if err != nil {
+			return fmt.Errorf("partition %d: %w", pl.ID(), err)
+		}
+		*out = append(*out, j.combine(row, true, nil))
+		pl.Delete(es[k].key)
+	}
+	if k == i {
+		return nil
+	}
+	if es = slices.Delete(es, i, k); len(es) == 0 {
+		delete(li.byKey, it.key)
+	} else {
+		li.byKey[it.key] = es
+	}
+	return nil
 }
 
 // buffer adds item it to side s's state and index.

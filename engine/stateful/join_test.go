@@ -302,7 +302,7 @@ func randomJoinStream(seed uint64, n int) []joinBatch {
 }
 
 func TestStreamJoinRecoveryGivesTheSameOutput(t *testing.T) {
-	for _, typ := range []v1.JoinType{v1.JoinInner, v1.JoinLeftOuter, v1.JoinRightOuter} {
+	for _, typ := range v1.JoinTypes() {
 		t.Run(string(typ), func(t *testing.T) {
 			stream := randomJoinStream(uint64(len(typ)), 60)
 			// Uninterrupted: one operator and one pair of stores throughout.
@@ -388,5 +388,126 @@ func TestStreamJoinOuterRowsExactlyOnce(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("left outer join of the stream (-brute force +join):\n%s", diff)
+	}
+}
+
+// TestStreamJoinTypesExactlyOnce checks every join type over a random
+// stream against a brute-force join of the rows that were not late: each
+// matching pair once (inner, outer), each unmatched row of an outer side
+// once with nulls, and for leftSemi each left row that has a match once,
+// with nulls for the right columns.
+func TestStreamJoinTypesExactlyOnce(t *testing.T) {
+	for _, typ := range v1.JoinTypes() {
+		t.Run(string(typ), func(t *testing.T) {
+			stream := randomJoinStream(11, 80)
+			r := newJoinRunner(t, newJoin(t, typ))
+			got := map[string]int{}
+			for _, b := range stream {
+				out, _ := r.run(b.wm, b.left, b.right)
+				for _, row := range out {
+					got[fmt.Sprint(row)]++
+				}
+			}
+			out, _ := r.run(1<<20, nil, nil) // the watermark passes everything
+			for _, row := range out {
+				got[fmt.Sprint(row)]++
+			}
+			if l, rr := r.rows(); l != 0 || rr != 0 {
+				t.Errorf("buffered rows = %d left, %d right after the watermark passed everything", l, rr)
+			}
+			var lefts, rights []stateful.Row
+			for _, b := range stream {
+				for _, l := range b.left {
+					if l[2].(time.Time).After(at(b.wm)) {
+						lefts = append(lefts, l)
+					}
+				}
+				for _, c := range b.right {
+					if c[1].(time.Time).After(at(b.wm)) {
+						rights = append(rights, c)
+					}
+				}
+			}
+			match := func(l, c stateful.Row) bool {
+				lt, ct := l[2].(time.Time), c[1].(time.Time)
+				return l[0] == c[0] && !ct.Before(lt.Add(-5*time.Second)) && !ct.After(lt.Add(20*time.Second))
+			}
+			want := map[string]int{}
+			rightMatched := make([]bool, len(rights))
+			for _, l := range lefts {
+				matched := false
+				for k, c := range rights {
+					if !match(l, c) {
+						continue
+					}
+					matched, rightMatched[k] = true, true
+					if typ != v1.JoinLeftSemi {
+						want[fmt.Sprint(joined(l, c))]++
+					}
+				}
+				switch {
+				case matched && typ == v1.JoinLeftSemi:
+					want[fmt.Sprint(joined(l, nil))]++
+				case !matched && typ.OuterLeft():
+					want[fmt.Sprint(joined(l, nil))]++
+				}
+			}
+			if typ.OuterRight() {
+				for k, c := range rights {
+					if !rightMatched[k] {
+						want[fmt.Sprint(joined(nil, c))]++
+					}
+				}
+			}
+			if len(want) == 0 {
+				t.Fatal("the stream joined nothing")
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("%s join of the stream (-brute force +join):\n%s", typ, diff)
+			}
+		})
+	}
+}
+
+func TestStreamJoinLeftSemi(t *testing.T) {
+	r := newJoinRunner(t, newJoin(t, v1.JoinLeftSemi))
+	// u1 matches the buffered click of batch 0 at once and is never
+	// buffered; u2 waits for its click.
+	r.run(0, nil, rows(click("a", 12, 1)))
+	out, _ := r.run(0, rows(imp("a", "u1", 10), imp("b", "u2", 10)), nil)
+	if diff := cmp.Diff(rows(joined(imp("a", "u1", 10), nil)), out); diff != "" {
+		t.Errorf("batch 1 (-want +got):\n%s", diff)
+	}
+	if l, _ := r.rows(); l != 1 {
+		t.Errorf("buffered left rows = %d, want 1 (only the unmatched u2)", l)
+	}
+	// Two clicks match u2: it is emitted once, and leaves the state.
+	out, _ = r.run(0, nil, rows(click("b", 15, 2), click("b", 16, 3)))
+	if diff := cmp.Diff(rows(joined(imp("b", "u2", 10), nil)), out); diff != "" {
+		t.Errorf("batch 2 (-want +got):\n%s", diff)
+	}
+	out, _ = r.run(0, nil, rows(click("b", 17, 4)))
+	if len(out) != 0 {
+		t.Errorf("a third click emitted %v; a semi join emits a left row once", out)
+	}
+	if l, _ := r.rows(); l != 0 {
+		t.Errorf("buffered left rows = %d, want 0", l)
+	}
+}
+
+func TestStreamJoinFullOuter(t *testing.T) {
+	r := newJoinRunner(t, newJoin(t, v1.JoinFullOuter))
+	r.run(0, rows(imp("a", "u", 10), imp("c", "alone", 10)), rows(click("a", 12, 1), click("b", 12, 2)))
+	// The click at 12s is done at 17s, the impressions at 10s at 30s.
+	out, _ := r.run(17, nil, nil)
+	if diff := cmp.Diff(rows(joined(nil, click("b", 12, 2))), out); diff != "" {
+		t.Errorf("watermark 17s (-want +got):\n%s", diff)
+	}
+	out, _ = r.run(30, nil, nil)
+	if diff := cmp.Diff(rows(joined(imp("c", "alone", 10), nil)), out); diff != "" {
+		t.Errorf("watermark 30s (-want +got):\n%s", diff)
+	}
+	if out, _ := r.run(100, nil, nil); len(out) != 0 {
+		t.Errorf("watermark 100s emitted %v", out)
 	}
 }

@@ -64,6 +64,11 @@ func SlidingWindow(column string, duration, slide v1.Duration) v1.GroupKey {
 	return v1.GroupKey{Window: &v1.Window{Column: column, Duration: duration, Slide: slide}}
 }
 
+// Session returns a group key on a session window.
+func Session(column string, gap v1.Duration) v1.GroupKey {
+	return v1.GroupKey{Session: &v1.SessionWindow{Column: column, Gap: gap}}
+}
+
 // Agg returns an aggregation; column may be "" for count.
 func Agg(name string, fn v1.AggregateFunction, column string) v1.Aggregation {
 	return v1.Aggregation{Name: name, Function: fn, Column: column}

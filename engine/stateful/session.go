@@ -1,0 +1,470 @@
+package stateful
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/state"
+)
+
+var _ Operator = (*Session)(nil)
+
+// Session is an aggregate with a session window among its group keys
+// (Spark's session_window): each row at event time t opens the session
+// [t, t+gap) of its key (the other group keys); sessions of a key that
+// overlap or touch merge into one, their aggregates merged, within a batch
+// and across batches. A row is late when its own session [t, t+gap) ended
+// at or before the watermark. A session closes when the watermark reaches
+// its end, before the rows of the batch that runs with that watermark merge
+// (so the output does not depend on whether a batch without data ran at
+// that watermark first): in append mode it is written then, once; in update
+// mode each batch writes the sessions that took rows, and a closed session
+// is dropped.
+//
+// State: one row per key (the other group keys' values, in order); its value
+// is the key's open sessions, sorted by start and disjoint:
+//
+//	uvarint n, then n times: varint start, varint end (nanoseconds since
+//	the epoch), the session's accumulators (encodeAccs)
+type Session struct {
+	name string
+	mode v1.OutputMode
+	// keys are the group keys in order; the session's is marked window.
+	keys []keyPart
+	col  int   // the session column
+	gap  int64 // nanoseconds, when gapOf is nil
+	// gapOf computes a row's gap (gapExpr); false for a null one.
+	gapOf func(Row) (time.Duration, bool)
+	// evicts is false only when the watermark is not on the session
+	// column, which validation refuses; then nothing is late or closed.
+	evicts bool
+	aggs   []aggSpec
+	out    v1.Columns
+	meta   state.Metadata
+}
+
+// session is one open session of a key.
+type session struct {
+	start, end int64
+	accs       []acc
+	// changed marks a session that took rows in the batch.
+	changed bool
+}
+
+// NewSession compiles an aggregate step whose group keys hold a session
+// window (cfg.Spec.Session() is not nil). The spec must be valid
+// (v1.StreamingQuery.Validate).
+func NewSession(cfg AggregateConfig) (*Session, error) {
+	sw := cfg.Spec.Session()
+	if sw == nil {
+		return nil, fmt.Errorf("aggregate %s: no session window", cfg.Name)
+	}
+	var gap time.Duration
+	switch {
+	case sw.GapExpr != "":
+		if cfg.GapOf == nil {
+			return nil, fmt.Errorf("aggregate %s: gapExpr %q without its compiled GapOf", cfg.Name, sw.GapExpr)
+		}
+	default:
+		var err error
+		if gap, err = sw.Gap.Parse(); err != nil || gap <= 0 {
+			return nil, fmt.Errorf("aggregate %s: invalid session gap %q", cfg.Name, sw.Gap)
+		}
+	}
+	s := &Session{name: cfg.Name, mode: cfg.Mode, col: columnIndex(cfg.Input, sw.Column), gap: int64(gap), gapOf: cfg.GapOf,
+		evicts: cfg.EventTime != "" && cfg.EventTime == sw.Column}
+	if s.col < 0 {
+		return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, sw.Column)
+	}
+	type keyDesc struct {
+		Column  string `json:"column,omitempty"`
+		Type    string `json:"type,omitempty"`
+		Session *struct {
+			Column  string `json:"column"`
+			Gap     string `json:"gap,omitempty"`
+			GapExpr string `json:"gapExpr,omitempty"`
+		} `json:"session,omitempty"`
+	}
+	type aggDesc struct {
+		Function string `json:"function"`
+		Input    string `json:"input,omitempty"`
+		Type     string `json:"type,omitempty"`
+	}
+	desc := struct {
+		Kind       string    `json:"kind"`
+		Format     int       `json:"format"`
+		Keys       []keyDesc `json:"keys"`
+		Aggregates []aggDesc `json:"aggregates"`
+		Eviction   string    `json:"eviction,omitempty"`
+	}{Kind: string(v1.StepAggregate), Format: 1, Keys: []keyDesc{}}
+	var keySchema, valueSchema []state.Field
+	for _, g := range cfg.Spec.GroupBy {
+		if g.Session != nil {
+			s.keys = append(s.keys, keyPart{col: s.col, window: true})
+			s.out = append(s.out, v1.Column{Name: v1.ColumnWindowStart, Type: v1.TypeTimestamp}, v1.Column{Name: v1.ColumnWindowEnd, Type: v1.TypeTimestamp})
+			kd := keyDesc{}
+			kd.Session = &struct {
+				Column  string `json:"column"`
+				Gap     string `json:"gap,omitempty"`
+				GapExpr string `json:"gapExpr,omitempty"`
+			}{Column: sw.Column, GapExpr: sw.GapExpr}
+			if sw.GapExpr == "" {
+				kd.Session.Gap = gap.String()
+			}
+			desc.Keys = append(desc.Keys, kd)
+			continue
+		}
+		col := columnIndex(cfg.Input, g.Column)
+		if col < 0 || g.Window != nil {
+			return nil, fmt.Errorf("aggregate %s: invalid group key %q", cfg.Name, g.Column)
+		}
+		t := cfg.Input[col].Type
+		s.keys = append(s.keys, keyPart{col: col})
+		s.out = append(s.out, v1.Column{Name: g.Column, Type: t})
+		desc.Keys = append(desc.Keys, keyDesc{Column: g.Column, Type: string(t)})
+		keySchema = append(keySchema, state.Field{Name: g.Column, Type: string(t)})
+	}
+	if s.evicts {
+		desc.Eviction = cfg.EventTime
+	}
+	// The value holds the key's sessions: their bounds, then the aggregates.
+	fn := "session(" + gap.String() + ")"
+	if sw.GapExpr != "" {
+		fn = "session(" + sw.GapExpr + ")"
+	}
+	valueSchema = append(valueSchema,
+		state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp), Function: fn, Input: sw.Column},
+		state.Field{Name: v1.ColumnWindowEnd, Type: string(v1.TypeTimestamp), Function: fn, Input: sw.Column})
+	for _, ag := range cfg.Spec.Aggregates {
+		sp := aggSpec{fn: ag.Function, col: -1}
+		if ag.Column != "" {
+			if sp.col = columnIndex(cfg.Input, ag.Column); sp.col < 0 {
+				return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, ag.Column)
+			}
+			sp.in = cfg.Input[sp.col].Type
+		}
+		var out v1.ColumnType
+		switch ag.Function {
+		case v1.AggCount, v1.AggCountDistinct:
+			out = v1.TypeLong
+		case v1.AggAvg:
+			out = v1.TypeDouble
+		case v1.AggSum, v1.AggMin, v1.AggMax:
+			out = sp.in
+		default:
+			return nil, fmt.Errorf("aggregate %s: unknown function %q", cfg.Name, ag.Function)
+		}
+		if ag.Function != v1.AggCount && sp.col < 0 {
+			return nil, fmt.Errorf("aggregate %s: %s needs an input column", cfg.Name, ag.Function)
+		}
+		s.aggs = append(s.aggs, sp)
+		s.out = append(s.out, v1.Column{Name: ag.Name, Type: out})
+		desc.Aggregates = append(desc.Aggregates, aggDesc{Function: string(ag.Function), Input: ag.Column, Type: string(sp.in)})
+		valueSchema = append(valueSchema, state.Field{Name: ag.Name, Type: string(out), Function: string(ag.Function), Input: ag.Column})
+	}
+	c := computes(desc)
+	s.meta = state.Metadata{
+		Operator:    cfg.Name,
+		Kind:        string(v1.StepAggregate),
+		KeySchema:   keySchema,
+		ValueSchema: valueSchema,
+		Eviction:    desc.Eviction,
+		Computes:    c,
+		Fingerprint: state.Fingerprint(c),
+	}
+	return s, nil
+}
+
+// Columns returns the step's output columns: the group keys in order (the
+// session as window_start, window_end), then the aggregates.
+func (s *Session) Columns() v1.Columns { return s.out }
+
+// Metadata describes the operator's state.
+func (s *Session) Metadata() state.Metadata { return s.meta }
+
+// pendingRow is a row of the batch waiting to join its key's sessions.
+type pendingRow struct {
+	ts, end int64 // the row's own session [ts, end)
+	row     Row
+}
+
+// Process merges the batch's rows into their keys' sessions in st, closes
+// the sessions the watermark reached, and returns the rows the output mode
+// asks for, sorted by key and session start.
+func (s *Session) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics, error) {
+	parts := st.Partitions()
+	wm := b.watermarkNanos()
+	var m Metrics
+	groups := make([]map[string][]pendingRow, parts)
+	for i := range groups {
+		groups[i] = map[string][]pendingRow{}
+	}
+	key := make([]byte, 0, 64)
+	for _, r := range rows {
+		ts, ok := nanos(r[s.col])
+		if !ok {
+			continue // no session holds a null event time (Spark drops it too)
+		}
+		gap := s.gap
+		if s.gapOf != nil {
+			g, ok := s.gapOf(r)
+			if !ok || g <= 0 {
+				continue // no session of a null or non-positive gap (Spark drops the row too)
+			}
+			gap = int64(g)
+		}
+		if s.evicts && addSat(ts, gap) <= wm {
+			m.DroppedByWatermark++
+			continue
+		}
+		key = s.appendKey(key[:0], r)
+		g := groups[state.PartitionOf(key, parts)]
+		g[string(key)] = append(g[string(key)], pendingRow{ts: ts, end: addSat(ts, gap), row: r})
+	}
+	outs := make([][]keyedRow, parts)
+	err := st.Update(func(p *state.Partition) error {
+		out, err := s.merge(p, groups[p.ID()], wm)
+		outs[p.ID()] = out
+		return err
+	})
+	if err != nil {
+		return nil, m, fmt.Errorf("aggregate %s: %w", s.name, err)
+	}
+	var emit []keyedRow
+	for _, o := range outs {
+		emit = append(emit, o...)
+	}
+	slices.SortFunc(emit, func(x, y keyedRow) int { return strings.Compare(x.key, y.key) })
+	out := make([]Row, len(emit))
+	for i, e := range emit {
+		out[i] = e.row
+	}
+	m.Emitted = int64(len(out))
+	return out, m, nil
+}
+
+// merge folds the batch's rows of partition p into their keys' sessions,
+// closes sessions the watermark reached, and returns the rows to emit.
+func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm int64) ([]keyedRow, error) {
+	var emit []keyedRow
+	for key, pending := range batch {
+		var sessions []session
+		if old, ok := p.Get(key); ok {
+			stored, err := s.decode(old)
+			if err != nil {
+				return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
+			}
+			// A session the watermark reached is final before the batch's
+			// rows merge: no row extends it, whether or not a batch ran
+			// at this watermark before.
+			open, out, err := s.close(key, stored, wm, false)
+			if err != nil {
+				return nil, err
+			}
+			emit, sessions = append(emit, out...), open
+		}
+		for _, pr := range pending {
+			accs := make([]acc, len(s.aggs))
+			var scratch []byte
+			for j := range s.aggs {
+				scratch = s.aggs[j].update(&accs[j], pr.row, scratch)
+			}
+			sessions = append(sessions, session{start: pr.ts, end: pr.end, accs: accs, changed: true})
+		}
+		sessions = s.mergeSessions(sessions)
+		open, out, err := s.close(key, sessions, wm, true)
+		if err != nil {
+			return nil, err
+		}
+		emit = append(emit, out...)
+		s.store(p, key, open)
+	}
+	if !s.evicts || wm < p.Hint {
+		return emit, nil
+	}
+	// The watermark may have closed sessions of keys without rows in the
+	// batch: scan the partition, and note its earliest open end.
+	floor := int64(math.MaxInt64)
+	for key, val := range p.All() {
+		if _, done := batch[key]; done {
+			if end, ok := firstEnd(val); ok {
+				floor = min(floor, end)
+			}
+			continue
+		}
+		if end, ok := firstEnd(val); ok && end > wm {
+			floor = min(floor, end)
+			continue
+		}
+		sessions, err := s.decode(val)
+		if err != nil {
+			return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
+		}
+		open, out, err := s.close(key, sessions, wm, false)
+		if err != nil {
+			return nil, err
+		}
+		emit = append(emit, out...)
+		s.store(p, key, open)
+		for _, o := range open {
+			floor = min(floor, o.end)
+		}
+	}
+	p.Hint = floor
+	return emit, nil
+}
+
+// mergeSessions sorts sessions by start and merges those that overlap or
+// touch (the next starts at or before the current one's end), merging
+// their aggregates.
+func (s *Session) mergeSessions(sessions []session) []session {
+	slices.SortStableFunc(sessions, func(x, y session) int {
+		switch {
+		case x.start < y.start:
+			return -1
+		case x.start > y.start:
+			return 1
+		}
+		return 0
+	})
+	out := sessions[:0]
+	for _, cur := range sessions {
+		if n := len(out); n > 0 && cur.start <= out[n-1].end {
+			last := &out[n-1]
+			last.end = max(last.end, cur.end)
+			last.changed = last.changed || cur.changed
+			for j := range s.aggs {
+				s.aggs[j].merge(&last.accs[j], &cur.accs[j])
+			}
+			continue
+		}
+		out = append(out, cur)
+	}
+	return out
+}
+
+// close splits a key's sessions into those still open and the rows to emit:
+// in append mode the sessions the watermark closed; in update mode, when
+// updated is set, the sessions that took rows in the batch.
+func (s *Session) close(key string, sessions []session, wm int64, updated bool) (open []session, emit []keyedRow, err error) {
+	for _, ss := range sessions {
+		closed := s.evicts && ss.end <= wm
+		if closed && s.mode == v1.OutputAppend || !closed && updated && ss.changed && s.mode != v1.OutputAppend {
+			row, err := s.row(key, ss)
+			if err != nil {
+				return nil, nil, err
+			}
+			emit = append(emit, keyedRow{key: key + string(appendEvictTime(nil, ss.start)), row: row})
+		}
+		if !closed {
+			open = append(open, ss)
+		}
+	}
+	return open, emit, nil
+}
+
+// store writes a key's open sessions, or deletes the key when none is, and
+// lowers the partition's hint to their earliest end.
+func (s *Session) store(p *state.Partition, key string, open []session) {
+	if len(open) == 0 {
+		if _, ok := p.Get(key); ok {
+			p.Delete(key)
+		}
+		return
+	}
+	b := binary.AppendUvarint(nil, uint64(len(open)))
+	for _, ss := range open {
+		b = binary.AppendVarint(b, ss.start)
+		b = binary.AppendVarint(b, ss.end)
+		b = appendAccs(b, s.aggs, ss.accs)
+		p.Hint = min(p.Hint, ss.end)
+	}
+	p.Put(key, b)
+}
+
+// decode reads a key's sessions.
+func (s *Session) decode(b []byte) ([]session, error) {
+	n, w := binary.Uvarint(b)
+	if w <= 0 || n > uint64(len(b)) {
+		return nil, errCorrupt
+	}
+	b = b[w:]
+	out := make([]session, 0, n)
+	for range n {
+		var ss session
+		var w1, w2 int
+		ss.start, w1 = binary.Varint(b)
+		if w1 <= 0 {
+			return nil, errCorrupt
+		}
+		ss.end, w2 = binary.Varint(b[w1:])
+		if w2 <= 0 {
+			return nil, errCorrupt
+		}
+		ss.accs = make([]acc, len(s.aggs))
+		rest, err := readAccs(b[w1+w2:], s.aggs, ss.accs)
+		if err != nil {
+			return nil, err
+		}
+		b = rest
+		out = append(out, ss)
+	}
+	if len(b) != 0 {
+		return nil, errCorrupt
+	}
+	return out, nil
+}
+
+// firstEnd returns the earliest end among a stored key's sessions without
+// decoding the aggregates: the sessions are disjoint and sorted by start,
+// so the first ends first.
+func firstEnd(b []byte) (int64, bool) {
+	_, w := binary.Uvarint(b)
+	if w <= 0 {
+		return 0, false
+	}
+	_, w1 := binary.Varint(b[w:])
+	if w1 <= 0 {
+		return 0, false
+	}
+	end, w2 := binary.Varint(b[w+w1:])
+	return end, w2 > 0
+}
+
+// appendKey appends the state key of row r: the values of the group keys
+// other than the session, in order.
+func (s *Session) appendKey(b []byte, r Row) []byte {
+	for _, k := range s.keys {
+		if !k.window {
+			b = appendValue(b, r[k.col])
+		}
+	}
+	return b
+}
+
+// row builds the output row of a session of key.
+func (s *Session) row(key string, ss session) (Row, error) {
+	row := make(Row, 0, len(s.out))
+	b := []byte(key)
+	for _, k := range s.keys {
+		if k.window {
+			row = append(row, time.Unix(0, ss.start).UTC(), time.Unix(0, ss.end).UTC())
+			continue
+		}
+		v, rest, err := readValue(b)
+		if err != nil {
+			return nil, fmt.Errorf("aggregate %s: key: %w", s.name, err)
+		}
+		b = rest
+		row = append(row, v)
+	}
+	for j := range s.aggs {
+		row = append(row, s.aggs[j].result(&ss.accs[j]))
+	}
+	return row, nil
+}
