@@ -221,6 +221,24 @@ func TestRunRefusesIncompatibleChange(t *testing.T) {
 	}
 }
 
+// TestRunNexmarkSessionsExample runs examples/queries/nexmark-q11.yaml: bids per bidder per
+// session, 5 batches and a sixth without data in which the watermark closes the last sessions.
+func TestRunNexmarkSessionsExample(t *testing.T) {
+	file := filepath.Join("..", "..", "examples", "queries", "nexmark-q11.yaml")
+	stdout, stderr, code := runCommand(t, "run", "-f", file, "--checkpoint", filepath.Join(t.TempDir(), "ckpt"))
+	if code != exitOK {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	for _, want := range []string{"batch 0: 18400 rows in, ", "lockstep: done: 6 batches, 92000 rows in, 11265 out"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("output lacks %q:\n%s", want, stderr)
+		}
+	}
+	if !strings.Contains(stdout, "|bidder|window_start|window_end|bids|") {
+		t.Errorf("console output lacks the sessions:\n%s", stdout)
+	}
+}
+
 // TestRunNexmarkExample runs examples/queries/nexmark-q5.yaml as its comment
 // says, twice: the first run reads the 500,000 events in 5 batches and a
 // sixth, without data, in which the watermark closes the last windows; the
