@@ -18,6 +18,7 @@ type decoder struct {
 	format v1.KafkaFormat
 	cols   v1.Columns
 	dec    *codec.Decoder
+	avro   *avroDecoder // format avro
 }
 
 func newDecoder(format v1.KafkaFormat, cols v1.Columns) *decoder {
@@ -34,6 +35,8 @@ func (d *decoder) decode(value []byte, row []any, vals *box.Slab) error {
 		return nil
 	case v1.KafkaCSV:
 		return d.csv(value, row)
+	case v1.KafkaAvro:
+		return d.avro.decode(value, row, vals)
 	default:
 		return d.dec.DecodeJSON(value, row, vals)
 	}

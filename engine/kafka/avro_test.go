@@ -1,0 +1,264 @@
+package kafka_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/hamba/avro/v2"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// registryEnv returns the variables that hold the shared registry's credentials.
+func registryEnv(reg testenv.Registry) func(string) string {
+	return func(k string) string {
+		switch k {
+		case v1.DefaultSchemaRegistryUsernameEnv:
+			return reg.User
+		case v1.DefaultSchemaRegistryPasswordEnv:
+			return reg.Password
+		}
+		return ""
+	}
+}
+
+// registryClient returns a client of the shared registry, as producers and admins use it.
+func registryClient(t *testing.T, reg testenv.Registry) *sr.Client {
+	t.Helper()
+	cl, err := sr.NewClient(sr.URLs(reg.URL), sr.BasicAuth(reg.User, reg.Password))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
+}
+
+// avroSourceSpec is a Kafka source of topic in format avro.
+func avroSourceSpec(brokers []string, reg testenv.Registry, topic string, cols v1.Columns) *v1.Source {
+	spec := kafkaSpec(brokers, topic)
+	spec.Kafka.Format = v1.KafkaAvro
+	spec.Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: reg.URL}
+	spec.Schema = &v1.Schema{Columns: cols}
+	return spec
+}
+
+// readAll plans and reads one batch of everything in the topics.
+func readAll(t *testing.T, s *kafka.Source) engine.ReadResult {
+	t.Helper()
+	p := plan(t, s, 0, nil, false)
+	res, err := s.Read(testContext(t), engine.ReadRequest{Batch: 0, End: p.End})
+	if err != nil {
+		t.Fatalf("read: %v", err)
+	}
+	return res
+}
+
+// TestAvroRoundTrip writes rows of every column type, nulls included, through the Kafka sink
+// in format avro (its schema registered over TLS with basic authentication) and reads them
+// back with the source in format avro.
+func TestAvroRoundTrip(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	reg := testenv.SchemaRegistry(t)
+	topic := "avro-roundtrip"
+	createTopic(t, brokers, topic, 1, nil)
+	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "price", Type: v1.TypeDouble},
+		{Name: "ok", Type: v1.TypeBoolean}, {Name: "at", Type: v1.TypeTimestamp}}
+	at := time.Date(2026, 3, 1, 12, 30, 0, 123456000, time.UTC)
+	rows := []engine.Row{
+		{"a", int64(1), 1.5, true, at},
+		{"b", int64(-7), -0.25, false, at.Add(time.Hour)},
+		{"c", nil, nil, nil, nil},
+	}
+	tlsRegistry := &v1.SchemaRegistry{URL: reg.TLSURL, CAFile: reg.CAFile}
+	sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaAvro, SchemaRegistry: tlsRegistry}}
+	sk, err := kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), sinkSpec,
+		engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("new sink: %v", err)
+	}
+	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
+	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+
+	src := newSource(t, avroSourceSpec(brokers, reg, topic, cols), t.TempDir(), kafka.WithGetenv(registryEnv(reg)))
+	res := readAll(t, src)
+	var got []engine.Row
+	for _, r := range res.Rows {
+		got = append(got, slices.Clone(r[:len(cols)]))
+	}
+	if diff := cmp.Diff(rows, got); diff != "" {
+		t.Fatalf("rows read back (-written +read):\n%s", diff)
+	}
+	// The registry holds the derived schema under the topic-name strategy's subject.
+	s, err := registryClient(t, reg).SchemaByVersion(testContext(t), topic+"-value", -1)
+	if err != nil || !strings.Contains(s.Schema.Schema, `"timestamp-micros"`) {
+		t.Fatalf("latest schema of %s-value = %+v, %v", topic, s, err)
+	}
+}
+
+// producer writes Avro records in the Schema Registry wire format, as other clients do.
+type producer struct {
+	t       *testing.T
+	brokers []string
+	cl      *sr.Client
+	subject string
+}
+
+// register registers schema text and returns the schema and its id.
+func (p producer) register(text string) (avro.Schema, int) {
+	p.t.Helper()
+	s, err := p.cl.CreateSchema(testContext(p.t), p.subject, sr.Schema{Schema: text, Type: sr.TypeAvro})
+	if err != nil {
+		p.t.Fatalf("register %s: %v", text, err)
+	}
+	return avro.MustParse(text), s.ID
+}
+
+// send produces one record per value with schema id.
+func (p producer) send(topic string, schema avro.Schema, id int, values ...map[string]any) {
+	p.t.Helper()
+	var h sr.ConfluentHeader
+	var recs []*kgo.Record
+	for _, v := range values {
+		body, err := avro.Marshal(schema, v)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		b, err := h.AppendEncode(nil, id, nil)
+		if err != nil {
+			p.t.Fatal(err)
+		}
+		recs = append(recs, &kgo.Record{Topic: topic, Value: append(b, body...)})
+	}
+	produce(p.t, p.brokers, recs...)
+}
+
+// TestAvroEvolution reads a topic whose writers evolved under the subject's BACKWARD rule: a
+// field added with a default, an int widened to a long, an optional field removed; a record
+// with a schema id the registry does not know follows onMalformed; the start guard names the
+// column the latest schema lacks.
+func TestAvroEvolution(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	reg := testenv.SchemaRegistry(t)
+	topic := "avro-evolution"
+	createTopic(t, brokers, topic, 1, nil)
+	p := producer{t: t, brokers: brokers, cl: registryClient(t, reg), subject: topic + "-value"}
+
+	v1s, id1 := p.register(`{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"n","type":"int"}]}`)
+	if rs := p.cl.SetCompatibility(testContext(t), sr.SetCompatibility{Level: sr.CompatBackward}, p.subject); rs[0].Err != nil {
+		t.Fatal(rs[0].Err)
+	}
+	// Added with a default, and n widened from int to long: BACKWARD allows both.
+	v2s, id2 := p.register(`{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"n","type":"long"},` +
+		`{"name":"note","type":["null","string"],"default":null}]}`)
+	p.send(topic, v1s, id1, map[string]any{"id": "a", "n": 1})
+	p.send(topic, v2s, id2, map[string]any{"id": "b", "n": int64(1) << 40, "note": "big"})
+
+	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "note", Type: v1.TypeString}}
+	spec := avroSourceSpec(brokers, reg, topic, cols)
+	spec.OnMalformed = v1.MalformedSkip
+	src := newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg)))
+
+	// The optional field removed: BACKWARD allows it; its column reads null.
+	v3s, id3 := p.register(`{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"n","type":"long"}]}`)
+	p.send(topic, v3s, id3, map[string]any{"id": "c", "n": int64(3)})
+	// A schema id the registry never gave.
+	var h sr.ConfluentHeader
+	unknown, _ := h.AppendEncode(nil, 987654, nil)
+	produce(t, brokers, &kgo.Record{Topic: topic, Value: append(unknown, 2, 'x')})
+
+	res := readAll(t, src)
+	var got []engine.Row
+	for _, r := range res.Rows {
+		got = append(got, slices.Clone(r[:len(cols)]))
+	}
+	want := []engine.Row{{"a", int64(1), nil}, {"b", int64(1) << 40, "big"}, {"c", int64(3), nil}}
+	if diff := cmp.Diff(want, got); diff != "" || res.Malformed != 1 {
+		t.Fatalf("read %d malformed (want 1), rows (-want +got):\n%s", res.Malformed, diff)
+	}
+
+	// A type change BACKWARD forbids is refused by the registry.
+	if _, err := p.cl.CreateSchema(testContext(t), p.subject, sr.Schema{Type: sr.TypeAvro,
+		Schema: `{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"n","type":"string"}]}`}); err == nil {
+		t.Fatal("the registry took n changed from long to string under BACKWARD")
+	}
+
+	// The start guard: the latest schema (v3) lacks note.
+	_, err := kafka.SourceWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec, engine.SourceEnv{
+		Name: spec.Name, QueryID: "q1", Store: sourceStore(t, t.TempDir()), Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), "column note: no field note") || !strings.Contains(err.Error(), p.subject) {
+		t.Fatalf("new source on a subject whose latest schema lacks note = %v, want the column named", err)
+	}
+	// And a column of another type.
+	spec.Schema.Columns = v1.Columns{{Name: "id", Type: v1.TypeLong}, {Name: "n", Type: v1.TypeLong}}
+	_, err = kafka.SourceWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec, engine.SourceEnv{
+		Name: spec.Name, QueryID: "q1", Store: sourceStore(t, t.TempDir()), Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), "column id (long): field id: the writer's string cannot be read as long") {
+		t.Fatalf("new source with id as long = %v, want the column and both types named", err)
+	}
+
+	// onMalformed fail stops at the unknown id.
+	spec.Schema.Columns = cols
+	spec.OnMalformed = v1.MalformedFail
+	spec.Kafka.SchemaRegistry.Subject = "avro-evolution-unchecked" // no such subject: the guard passes
+	failing := newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg)))
+	pl := plan(t, failing, 0, nil, false)
+	if _, err := failing.Read(testContext(t), engine.ReadRequest{End: pl.End}); err == nil || !strings.Contains(err.Error(), "987654") {
+		t.Fatalf("read with an unknown schema id and onMalformed fail = %v, want the id named", err)
+	}
+}
+
+// TestAvroSinkIncompatibleChange changes an output column's type under the subject's BACKWARD
+// rule: the sink fails at start, before any record, naming the subject, the rule and the field.
+func TestAvroSinkIncompatibleChange(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	reg := testenv.SchemaRegistry(t)
+	topic := "avro-incompatible"
+	createTopic(t, brokers, topic, 1, nil)
+	spec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaAvro,
+		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL}}}
+	newAvroSink := func(cols v1.Columns) (engine.Sink, error) {
+		return kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec,
+			engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
+	}
+	first, err := newAvroSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.(*kafka.Sink).Close()
+	cl := registryClient(t, reg)
+	if rs := cl.SetCompatibility(testContext(t), sr.SetCompatibility{Level: sr.CompatBackward}, topic+"-value"); rs[0].Err != nil {
+		t.Fatal(rs[0].Err)
+	}
+	// A column added is compatible: its field defaults to null.
+	added, err := newAvroSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "x", Type: v1.TypeDouble}})
+	if err != nil {
+		t.Fatalf("new sink with a column added: %v", err)
+	}
+	added.(*kafka.Sink).Close()
+
+	_, err = newAvroSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeString}})
+	var ie *kafka.IncompatibleSchemaError
+	if !errors.As(err, &ie) || ie.Subject != topic+"-value" || ie.Rule != "BACKWARD" || ie.Field != "n" {
+		t.Fatalf("new sink with n changed from long to string = %v, want an IncompatibleSchemaError for subject %s-value, BACKWARD, field n", err, topic)
+	}
+	t.Logf("the sink's error: %v", err)
+	ends, err := admin(t, brokers).ListEndOffsets(testContext(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(o kadmListed) {
+		if o.Offset != 0 {
+			t.Errorf("partition %d has %d records, want none", o.Partition, o.Offset)
+		}
+	})
+}
