@@ -71,7 +71,7 @@ func ruleCases() []ruleCase {
 			name:     "shape-version/a shape from a newer Lockstep is not judged",
 			oldShape: &compat.Shape{Version: compat.ShapeVersion + 1},
 			new:      revenue().Spec(),
-			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 3", New: "shape version 2"}},
+			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 4", New: "shape version 3"}},
 		},
 
 		// Sources.
@@ -207,6 +207,18 @@ func ruleCases() []ruleCase {
 			old:    cleanKafka().Spec(),
 			new:    edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sources[0].Kafka.Format = v1.KafkaJSON }),
 			passes: []string{"kafka-format"},
+		},
+		{
+			name: "kafka-subject/another subject",
+			old:  edit(cleanKafka(), avroSource("")),
+			new:  edit(cleanKafka(), avroSource("orders-v2")),
+			want: []finding{{Rule: "kafka-subject", Severity: compat.Allowed, Path: "spec.sources[0].kafka.schemaRegistry.subject", Old: "orders-value", New: "orders-v2"}},
+		},
+		{
+			name:   "kafka-subject/the default written out",
+			old:    edit(cleanKafka(), avroSource("")),
+			new:    edit(cleanKafka(), avroSource("orders-value")),
+			passes: []string{"kafka-subject"},
 		},
 		{
 			name: "rate-limit/maxOffsetsPerTrigger set",
@@ -959,6 +971,30 @@ func ruleCases() []ruleCase {
 			old:    cleanKafka().Spec(),
 			new:    edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "order_id" }),
 			passes: []string{"kafka-sink-topic"},
+		},
+		{
+			name: "kafka-sink-format/json to avro",
+			old:  cleanKafka().Spec(),
+			new:  edit(cleanKafka(), avroSink("")),
+			want: []finding{{Rule: "kafka-sink-format", Severity: compat.Warning, Path: "spec.sink.kafka.format", Old: "json", New: "avro"}},
+		},
+		{
+			name:   "kafka-sink-format/the default written out",
+			old:    cleanKafka().Spec(),
+			new:    edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.Format = v1.KafkaJSON }),
+			passes: []string{"kafka-sink-format"},
+		},
+		{
+			name: "kafka-sink-subject/another subject",
+			old:  edit(cleanKafka(), avroSink("")),
+			new:  edit(cleanKafka(), avroSink("clean-v2")),
+			want: []finding{{Rule: "kafka-sink-subject", Severity: compat.Warning, Path: "spec.sink.kafka.schemaRegistry.subject", Old: "clean-value", New: "clean-v2"}},
+		},
+		{
+			name:   "kafka-sink-subject/the default written out",
+			old:    edit(cleanKafka(), avroSink("")),
+			new:    edit(cleanKafka(), avroSink("clean-value")),
+			passes: []string{"kafka-sink-subject"},
 		},
 		{
 			name: "webhook-url/another receiver",

@@ -17,7 +17,7 @@ import (
 // ShapeVersion is the version of the Shape JSON that this package writes. ParseShape reads
 // this version and refuses newer ones. Any change to the JSON, additive ones included, bumps
 // it, so that an older Lockstep never judges a checkpoint by a record it only partly reads.
-const ShapeVersion = 2
+const ShapeVersion = 3
 
 // ErrNewerShape means a shape was recorded by a newer Lockstep than this one.
 var ErrNewerShape = errors.New("shape recorded by a newer Lockstep")
@@ -62,6 +62,9 @@ type SourceShape struct {
 	// Format is a files source's file format, a Kafka source's value format or a nexmark
 	// source's table.
 	Format string `json:"format,omitempty"`
+	// Subject is the Schema Registry subject a Kafka source in format avro checks its
+	// columns against at start (schemaRegistry.subject, default <first topic>-value).
+	Subject string `json:"subject,omitempty"`
 	// StartingOffsets (Kafka) and StartingVersion (delta) say where a source new to the
 	// checkpoint starts.
 	StartingOffsets string `json:"startingOffsets,omitempty"`
@@ -143,6 +146,11 @@ type SinkShape struct {
 	// Topic and ExactlyOnce describe a Kafka sink.
 	Topic       string `json:"topic,omitempty"`
 	ExactlyOnce bool   `json:"exactlyOnce,omitempty"`
+	// ValueFormat is a Kafka sink's value format, and Subject the Schema Registry subject its
+	// value schema is registered under (format avro: schemaRegistry.subject, default
+	// <topic>-value).
+	ValueFormat v1.KafkaFormat `json:"valueFormat,omitempty"`
+	Subject     string         `json:"subject,omitempty"`
 	// URL is a webhook's URL without user information, query or fragment, which may hold
 	// credentials.
 	URL string `json:"url,omitempty"`
@@ -349,6 +357,12 @@ func sourceShape(src *v1.Source) SourceShape {
 		if k.Format == v1.KafkaRaw {
 			s.Columns = v1.Columns{{Name: v1.ColumnKafkaValue, Type: v1.TypeString}}
 		}
+		if r := k.SchemaRegistry; r != nil {
+			s.Subject = r.Subject
+			if s.Subject == "" && len(k.Topics) > 0 {
+				s.Subject = k.Topics[0] + "-value"
+			}
+		}
 	case src.Files != nil:
 		s.Path = normPath(src.Files.Path)
 		s.Format = string(src.Files.Format)
@@ -412,6 +426,10 @@ func sinkShape(s *v1.Sink) SinkShape {
 	case s.Kafka != nil:
 		k.Topic = s.Kafka.Topic
 		k.ExactlyOnce = s.Kafka.ExactlyOnce
+		k.ValueFormat = cmp.Or(s.Kafka.Format, v1.DefaultKafkaFormat)
+		if r := s.Kafka.SchemaRegistry; r != nil {
+			k.Subject = cmp.Or(r.Subject, s.Kafka.Topic+"-value")
+		}
 	case s.Webhook != nil:
 		k.URL = redactURL(s.Webhook.URL)
 	case s.Postgres != nil:
