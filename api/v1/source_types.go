@@ -134,13 +134,14 @@ type KafkaSource struct {
 	// Format of the record values: json (default), csv (columns in schema order, no header),
 	// raw (the value as a string column named value; no schema) or avro (the Schema Registry
 	// wire format: each record decoded with its writer schema, fetched by id from
-	// schemaRegistry, and resolved to the schema's columns; see docs/kafka.md).
+	// schemaRegistry, and resolved to the schema's columns; see docs/kafka.md) or protobuf (the
+	// same with Protobuf schemas and message indexes).
 	// +optional
 	// +kubebuilder:default=json
-	// +kubebuilder:validation:Enum=json;csv;raw;avro
+	// +kubebuilder:validation:Enum=json;csv;raw;avro;protobuf
 	Format KafkaFormat `json:"format,omitempty"`
-	// SchemaRegistry is the Confluent-compatible Schema Registry of format avro; required with
-	// it, not allowed with the other formats.
+	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf;
+	// required with them, not allowed with the other formats.
 	// +optional
 	SchemaRegistry *SchemaRegistry `json:"schemaRegistry,omitempty"`
 	// SASL authenticates to the brokers. Omitted: no authentication.
@@ -168,7 +169,13 @@ const (
 	// KafkaAvro is Avro in the Schema Registry wire format: a zero byte, the writer schema's
 	// id (4 bytes, big-endian), the Avro binary encoding.
 	KafkaAvro KafkaFormat = "avro"
+	// KafkaProtobuf is Protobuf in the Schema Registry wire format: a zero byte, the schema's
+	// id, the message indexes (which message of the schema's file), the Protobuf encoding.
+	KafkaProtobuf KafkaFormat = "protobuf"
 )
+
+// UsesSchemaRegistry reports whether records of format f carry Schema Registry ids.
+func (f KafkaFormat) UsesSchemaRegistry() bool { return f == KafkaAvro || f == KafkaProtobuf }
 
 // SchemaRegistry reaches a Schema Registry with the Confluent REST API (Confluent's, Apicurio's
 // ccompat API, Redpanda's, Karapace). Credentials never sit in the spec: the engine reads them

@@ -173,9 +173,9 @@ func (k *KafkaSource) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("maxOffsetsPerTrigger"), *k.MaxOffsetsPerTrigger, "must be at least 1"))
 	}
 	switch k.Format {
-	case "", KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro:
+	case "", KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf:
 	default:
-		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro}))
+		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf}))
 	}
 	errs = append(errs, validateSchemaRegistry(p, k.Format, k.SchemaRegistry)...)
 	errs = append(errs, k.SASL.validate(p.Child("sasl"))...)
@@ -229,13 +229,13 @@ func (k *KafkaSource) validateStartingOffsets(p *field.Path) field.ErrorList {
 }
 
 // validateSchemaRegistry checks that a Kafka source's or sink's schemaRegistry is set exactly
-// when its format needs one (avro).
+// when its format needs one (avro, protobuf).
 func validateSchemaRegistry(p *field.Path, format KafkaFormat, r *SchemaRegistry) field.ErrorList {
 	rp := p.Child("schemaRegistry")
 	switch {
-	case format == KafkaAvro && r == nil:
-		return field.ErrorList{field.Required(rp, "format avro reads schemas from a Schema Registry: set schemaRegistry.url")}
-	case format != KafkaAvro && r != nil:
+	case format.UsesSchemaRegistry() && r == nil:
+		return field.ErrorList{field.Required(rp, fmt.Sprintf("format %s reads schemas from a Schema Registry: set schemaRegistry.url", format))}
+	case !format.UsesSchemaRegistry() && r != nil:
 		return field.ErrorList{field.Forbidden(rp, fmt.Sprintf("format %s uses no Schema Registry", format))}
 	case r == nil:
 		return nil
@@ -364,9 +364,9 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.Er
 			errs = append(errs, out.column(kp.Child("keyColumn"), ks.KeyColumn)...)
 		}
 		switch ks.Format {
-		case "", KafkaJSON, KafkaAvro:
+		case "", KafkaJSON, KafkaAvro, KafkaProtobuf:
 		default:
-			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON, KafkaAvro}))
+			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON, KafkaAvro, KafkaProtobuf}))
 		}
 		errs = append(errs, validateSchemaRegistry(kp, ks.Format, ks.SchemaRegistry)...)
 		errs = append(errs, ks.SASL.validate(kp.Child("sasl"))...)

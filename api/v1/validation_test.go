@@ -130,7 +130,7 @@ func TestValidate(t *testing.T) {
 				Name: "k",
 				Kafka: &v1.KafkaSource{
 					BootstrapServers: []string{"kafka"}, Topics: []string{"a", "a", "b c"}, TopicPattern: "(",
-					StartingOffsets: `{"x":{"0":1}}`, MaxOffsetsPerTrigger: ptr(int64(0)), Format: "protobuf",
+					StartingOffsets: `{"x":{"0":1}}`, MaxOffsetsPerTrigger: ptr(int64(0)), Format: "thrift",
 					SASL: &v1.KafkaSASL{Mechanism: "GSSAPI"},
 				},
 				Schema: &v1.Schema{Columns: v1.Columns{qt.Col("_offset", v1.TypeLong)}},
@@ -143,7 +143,7 @@ func TestValidate(t *testing.T) {
 				field.Invalid(sources.Index(0).Child("kafka", "topicPattern"), "(", ""),
 				field.Invalid(sources.Index(0).Child("kafka", "startingOffsets"), `{"x":{"0":1}}`, ""),
 				field.Invalid(sources.Index(0).Child("kafka", "maxOffsetsPerTrigger"), int64(0), ""),
-				field.NotSupported(sources.Index(0).Child("kafka", "format"), v1.KafkaFormat("protobuf"), []v1.KafkaFormat{}),
+				field.NotSupported(sources.Index(0).Child("kafka", "format"), v1.KafkaFormat("thrift"), []v1.KafkaFormat{}),
 				field.NotSupported(sources.Index(0).Child("kafka", "sasl", "mechanism"), v1.SASLMechanism("GSSAPI"), []v1.SASLMechanism{}),
 				field.Invalid(sources.Index(0).Child("schema", "columns").Index(0).Child("name"), "_offset", ""),
 			},

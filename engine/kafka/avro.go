@@ -351,10 +351,10 @@ func isAvroTypeName(k string) bool {
 	return false
 }
 
-// avroCheckLatest is the source's start guard: it reads the latest schema of subject and
-// says which column it lacks or holds in another type. A subject the registry does not
-// have yet passes: nothing was written.
-func avroCheckLatest(ctx context.Context, cl *sr.Client, subject string, cols v1.Columns) error {
+// checkLatest is the source's start guard: it reads the latest schema of subject (Avro, or
+// the first message of a Protobuf schema) and says which column it lacks or holds in another
+// type. A subject the registry does not have yet passes: nothing was written.
+func checkLatest(ctx context.Context, cl *sr.Client, subject string, cols v1.Columns) error {
 	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
 	defer cancel()
 	s, err := cl.SchemaByVersion(ctx, subject, -1)
@@ -365,14 +365,31 @@ func avroCheckLatest(ctx context.Context, cl *sr.Client, subject string, cols v1
 	if err != nil {
 		return fmt.Errorf("schema registry: latest schema of subject %s: %w", subject, err)
 	}
-	p := newAvroPlan(s.Schema, cols)
 	var errs []error
-	if p.err != nil {
-		errs = append(errs, p.err)
-	}
-	for i, path := range p.paths {
-		if path == nil && p.schema != nil {
-			errs = append(errs, fmt.Errorf("column %s: no field %s", cols[i].Name, cols[i].Name))
+	missing := func(i int) { errs = append(errs, fmt.Errorf("column %s: no field %s", cols[i].Name, cols[i].Name)) }
+	if s.Type == sr.TypeProtobuf {
+		f, err := compileProto(ctx, s.Schema.Schema)
+		if err != nil || f.Messages().Len() == 0 {
+			return fmt.Errorf("schema registry: latest schema of subject %s: %v", subject, err)
+		}
+		p := newProtoPlan(f.Messages().Get(0), cols)
+		if p.err != nil {
+			errs = append(errs, p.err)
+		}
+		for i, path := range p.paths {
+			if path == nil {
+				missing(i)
+			}
+		}
+	} else {
+		p := newAvroPlan(s.Schema, cols)
+		if p.err != nil {
+			errs = append(errs, p.err)
+		}
+		for i, path := range p.paths {
+			if path == nil && p.schema != nil {
+				missing(i)
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -594,4 +611,26 @@ func avroBreak(oldText, newText, rule string) (field, reason string) {
 		}
 	}
 	return "", ""
+}
+
+// valueEncoder appends one row's record value, in a Schema Registry format.
+type valueEncoder interface {
+	append(b []byte, row []any) ([]byte, error)
+}
+
+// newValueEncoder registers the value schema of cols under subject, in format f, and returns
+// the encoder of its records.
+func newValueEncoder(ctx context.Context, cl *sr.Client, f v1.KafkaFormat, subject string, cols v1.Columns) (valueEncoder, error) {
+	if f == v1.KafkaProtobuf {
+		id, err := registerProto(ctx, cl, subject, cols)
+		if err != nil {
+			return nil, err
+		}
+		return newProtoEncoder(ctx, id, subject, cols)
+	}
+	id, err := registerAvro(ctx, cl, subject, cols)
+	if err != nil {
+		return nil, err
+	}
+	return &avroEncoder{id: id, cols: cols}, nil
 }

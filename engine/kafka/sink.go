@@ -71,7 +71,7 @@ type Sink struct {
 	queryID     string
 	cols        v1.Columns
 	key         int          // index of the key column, -1 for none
-	avro        *avroEncoder // format avro: encodes values with the registered schema
+	enc         valueEncoder // formats avro and protobuf: encodes values with the registered schema
 	exactlyOnce bool
 	log         *slog.Logger
 	reached     func(engine.Phase, int64)
@@ -133,16 +133,16 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	var registry *sr.Client
 	switch f := spec.Kafka.Format; f {
 	case "", v1.KafkaJSON:
-	case v1.KafkaAvro:
+	case v1.KafkaAvro, v1.KafkaProtobuf:
 		if spec.Kafka.SchemaRegistry == nil {
-			errs = append(errs, errors.New("format avro needs schemaRegistry"))
+			errs = append(errs, fmt.Errorf("format %s needs schemaRegistry", f))
 		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, o.getenv); err != nil {
 			errs = append(errs, err)
 		} else {
 			registry = cl
 		}
 	default:
-		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json or avro", f))
+		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json, avro or protobuf", f))
 	}
 	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, log)
 	if err != nil {
@@ -153,11 +153,11 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	}
 	if registry != nil {
 		// Before any record: a schema the subject's rule refuses stops the sink here.
-		id, err := registerAvro(ctx, registry, valueSubject(spec.Kafka.SchemaRegistry, spec.Kafka.Topic), env.Columns)
+		enc, err := newValueEncoder(ctx, registry, spec.Kafka.Format, valueSubject(spec.Kafka.SchemaRegistry, spec.Kafka.Topic), env.Columns)
 		if err != nil {
 			return nil, err
 		}
-		s.avro = &avroEncoder{id: id, cols: env.Columns}
+		s.enc = enc
 	}
 	s.conn = c
 	s.base = append(c.opts,
@@ -316,10 +316,10 @@ func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error 
 		c := s.takeChunk()
 		var err error
 		c.ends = c.ends[:0]
-		if s.avro != nil {
+		if s.enc != nil {
 			c.values = c.values[:0]
 			for _, row := range rows {
-				if c.values, err = s.avro.append(c.values, row); err != nil {
+				if c.values, err = s.enc.append(c.values, row); err != nil {
 					return fmt.Errorf("encode batch %d: %w", b.ID, err)
 				}
 				c.ends = append(c.ends, len(c.values))
@@ -334,7 +334,7 @@ func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error 
 		start := 0
 		for i, row := range rows {
 			r := &c.recs[i]
-			if s.avro != nil {
+			if s.enc != nil {
 				end := c.ends[i]
 				*r = kgo.Record{Value: values[start:end:end], Headers: hdr, Timestamp: b.Time}
 				start = end
@@ -402,7 +402,7 @@ func (w *batchWrite) done(err error) {
 type sendChunk struct {
 	recs    []kgo.Record
 	values  []byte
-	ends    []int // format avro: where each record's value ends in values
+	ends    []int // formats avro and protobuf: where each record's value ends in values
 	keys    []byte
 	write   *batchWrite
 	left    atomic.Int32 // records whose promise did not run yet

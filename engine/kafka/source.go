@@ -171,14 +171,14 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 	}
 	s.dec = newDecoder(spec.Kafka.Format, cols)
 	var registry *sr.Client
-	if spec.Kafka.Format == v1.KafkaAvro {
+	if f := spec.Kafka.Format; f.UsesSchemaRegistry() {
 		if spec.Kafka.SchemaRegistry == nil {
-			errs = append(errs, errors.New("format avro needs schemaRegistry"))
+			errs = append(errs, fmt.Errorf("format %s needs schemaRegistry", f))
 		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, o.getenv); err != nil {
 			errs = append(errs, err)
 		} else {
 			registry = cl
-			s.dec.avro = newAvroDecoder(cl, cols)
+			s.dec.avro, s.dec.proto = newAvroDecoder(cl, cols), newProtoDecoder(cl, cols)
 		}
 	}
 	s.width = len(cols) + len(v1.KafkaMetadataColumns())
@@ -234,7 +234,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		if len(spec.Kafka.Topics) > 0 {
 			topic = spec.Kafka.Topics[0]
 		}
-		if err := avroCheckLatest(ctx, registry, valueSubject(reg, topic), cols); err != nil {
+		if err := checkLatest(ctx, registry, valueSubject(reg, topic), cols); err != nil {
 			s.cl.Close()
 			return nil, fmt.Errorf("source %s: %w", s.name, err)
 		}
