@@ -380,9 +380,26 @@ func TestValidate(t *testing.T) {
 			want: field.ErrorList{
 				field.Required(sink.Child("kafka", "topic"), ""),
 				field.Invalid(sink.Child("kafka", "keyColumn"), "key", ""),
-				field.NotSupported(sink.Child("kafka", "format"), v1.KafkaCSV, []v1.KafkaFormat{v1.KafkaJSON}),
+				field.NotSupported(sink.Child("kafka", "format"), v1.KafkaCSV, []v1.KafkaFormat{}),
 				field.Invalid(sink.Child("kafka", "tls"), "/tls.crt,", ""),
 			},
+		},
+		{
+			name:  "kafka sink avro without a schema registry",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaAvro}}),
+			want:  field.ErrorList{field.Required(sink.Child("kafka", "schemaRegistry"), "")},
+		},
+		{
+			name: "kafka sink json with a schema registry",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaJSON,
+				SchemaRegistry: &v1.SchemaRegistry{URL: "http://r:8081"}}}),
+			want: field.ErrorList{field.Forbidden(sink.Child("kafka", "schemaRegistry"), "")},
+		},
+		{
+			name: "kafka sink protobuf with a bad registry URL",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaProtobuf,
+				SchemaRegistry: &v1.SchemaRegistry{URL: "registry:8081"}}}),
+			want: field.ErrorList{field.Invalid(sink.Child("kafka", "schemaRegistry", "url"), "registry:8081", "")},
 		},
 		{
 			name: "webhook sink fields",
