@@ -997,6 +997,18 @@ func ruleCases() []ruleCase {
 			passes: []string{"kafka-sink-subject"},
 		},
 		{
+			name: "kafka-sink-schema-version/another version",
+			old:  edit(cleanKafka(), pinnedSink(3)),
+			new:  edit(cleanKafka(), pinnedSink(4)),
+			want: []finding{{Rule: "kafka-sink-schema-version", Severity: compat.Warning, Path: "spec.sink.kafka.schemaRegistry.version", Old: "version 3", New: "version 4"}},
+		},
+		{
+			name:   "kafka-sink-schema-version/the same version",
+			old:    edit(cleanKafka(), pinnedSink(3)),
+			new:    edit(cleanKafka(), pinnedSink(3)),
+			passes: []string{"kafka-sink-schema-version"},
+		},
+		{
 			name: "webhook-url/another receiver",
 			old:  cleanKafka().WebhookSink("https://hooks.example.com/a").Spec(),
 			new:  cleanKafka().WebhookSink("https://hooks.example.com/b").Spec(),

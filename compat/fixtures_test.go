@@ -207,6 +207,14 @@ func avroSource(subject string) func(*v1.StreamingQuerySpec) {
 	}
 }
 
+// pinnedSink is avroSink("") pinned to version v.
+func pinnedSink(v int32) func(*v1.StreamingQuerySpec) {
+	return func(s *v1.StreamingQuerySpec) {
+		avroSink("")(s)
+		s.Sink.Kafka.SchemaRegistry.Version = &v
+	}
+}
+
 // avroSink turns the Kafka sink into format avro with a Schema Registry, subject as given
 // ("" for the default).
 func avroSink(subject string) func(*v1.StreamingQuerySpec) {

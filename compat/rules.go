@@ -426,6 +426,13 @@ func Rules() []Rule {
 			check:       checkKafkaSinkSubject,
 		},
 		{
+			ID: "kafka-sink-schema-version", Area: AreaOutput, Title: "The Kafka sink's pinned schema version changes",
+			Severities:  []Severity{Warning},
+			Description: "From the next batch on (a batch replayed at restart included) records carry the id of the new version, or of the schema derived from the output columns when the pin is removed; consumers must be able to read both. The sink checks at start that the version holds every output column.",
+			Example:     Example{Old: "kafka: {topic: revenue, format: avro, schemaRegistry: {url: …, version: 3}}", New: "kafka: {topic: revenue, format: avro, schemaRegistry: {url: …, version: 4}}"},
+			check:       checkKafkaSinkSchemaVersion,
+		},
+		{
 			ID: "webhook-url", Area: AreaOutput, Title: "The webhook sink's URL changes",
 			Severities:  []Severity{Warning},
 			Description: "The new receiver gets batches from the next one on, with Idempotency-Keys (<query id>:<batch id>) continuing the same sequence; the old one stops receiving them. The shape records the URL without user information, query or fragment, which may hold credentials.",

@@ -318,6 +318,28 @@ func checkKafkaSinkSubject(c *change) []Finding {
 	}}
 }
 
+func checkKafkaSinkSchemaVersion(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.Subject == "" || n.Subject == "" || o.SchemaVersion == n.SchemaVersion {
+		return nil
+	}
+	version := func(v int32) string {
+		if v == 0 {
+			return "derived from the output columns"
+		}
+		return fmt.Sprintf("version %d", v)
+	}
+	return []Finding{{
+		Severity: Warning,
+		Path:     "spec.sink.kafka.schemaRegistry.version",
+		Old:      version(o.SchemaVersion),
+		New:      version(n.SchemaVersion),
+		Message: fmt.Sprintf("The Kafka sink's value schema changes from %s to %s of subject %s; from the next batch on its consumers read records of both.",
+			version(o.SchemaVersion), version(n.SchemaVersion), n.Subject),
+		Remedy: "Keep the old pin if consumers cannot read the new schema.",
+	}}
+}
+
 func checkWebhookURL(c *change) []Finding {
 	o, n := c.old.Sink, c.new.Sink
 	if o.Kind != v1.SinkWebhook || n.Kind != v1.SinkWebhook || o.URL == n.URL {

@@ -151,6 +151,9 @@ type SinkShape struct {
 	// <topic>-value).
 	ValueFormat v1.KafkaFormat `json:"valueFormat,omitempty"`
 	Subject     string         `json:"subject,omitempty"`
+	// SchemaVersion is the subject version a Kafka sink's value schema is pinned to, 0 when
+	// it registers a schema derived from its columns.
+	SchemaVersion int32 `json:"schemaVersion,omitempty"`
 	// URL is a webhook's URL without user information, query or fragment, which may hold
 	// credentials.
 	URL string `json:"url,omitempty"`
@@ -429,6 +432,9 @@ func sinkShape(s *v1.Sink) SinkShape {
 		k.ValueFormat = cmp.Or(s.Kafka.Format, v1.DefaultKafkaFormat)
 		if r := s.Kafka.SchemaRegistry; r != nil {
 			k.Subject = cmp.Or(r.Subject, s.Kafka.Topic+"-value")
+			if r.Version != nil {
+				k.SchemaVersion = *r.Version
+			}
 		}
 	case s.Webhook != nil:
 		k.URL = redactURL(s.Webhook.URL)

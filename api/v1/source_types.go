@@ -202,6 +202,14 @@ type SchemaRegistry struct {
 	// +optional
 	// +kubebuilder:default=LOCKSTEP_SCHEMA_REGISTRY_PASSWORD
 	PasswordEnv string `json:"passwordEnv,omitempty"`
+	// Version pins a sink's value schema to this version of Subject, registered beforehand: the
+	// sink encodes with it instead of registering a schema derived from its columns. Each output
+	// column fills the field of its name (which must hold the column's type); a field without a
+	// column must have a default. Omitted: the derived schema. Not allowed on a source, which
+	// reads each record by the schema id it carries.
+	// +optional
+	// +kubebuilder:validation:Minimum=1
+	Version *int32 `json:"version,omitempty"`
 	// CAFile is a PEM bundle of the CAs to trust for an https URL. Omitted: the system's roots.
 	// +optional
 	CAFile string `json:"caFile,omitempty"`

@@ -178,6 +178,9 @@ func (k *KafkaSource) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf}))
 	}
 	errs = append(errs, validateSchemaRegistry(p, k.Format, k.SchemaRegistry)...)
+	if r := k.SchemaRegistry; r != nil && r.Version != nil {
+		errs = append(errs, field.Forbidden(p.Child("schemaRegistry", "version"), "a source reads each record by the schema id it carries; version pins a sink's schema"))
+	}
 	errs = append(errs, k.SASL.validate(p.Child("sasl"))...)
 	errs = append(errs, k.TLS.validate(p.Child("tls"))...)
 	return errs
@@ -239,6 +242,9 @@ func validateSchemaRegistry(p *field.Path, format KafkaFormat, r *SchemaRegistry
 		return field.ErrorList{field.Forbidden(rp, fmt.Sprintf("format %s uses no Schema Registry", format))}
 	case r == nil:
 		return nil
+	}
+	if r.Version != nil && *r.Version < 1 {
+		return field.ErrorList{field.Invalid(rp.Child("version"), *r.Version, "versions start at 1")}
 	}
 	u, err := url.Parse(r.URL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

@@ -620,7 +620,10 @@ type valueEncoder interface {
 
 // newValueEncoder registers the value schema of cols under subject, in format f, and returns
 // the encoder of its records.
-func newValueEncoder(ctx context.Context, cl *sr.Client, f v1.KafkaFormat, subject string, cols v1.Columns) (valueEncoder, error) {
+func newValueEncoder(ctx context.Context, cl *sr.Client, f v1.KafkaFormat, spec *v1.SchemaRegistry, subject string, cols v1.Columns) (valueEncoder, error) {
+	if spec.Version != nil {
+		return pinnedEncoder(ctx, cl, f, subject, int(*spec.Version), cols)
+	}
 	if f == v1.KafkaProtobuf {
 		id, err := registerProto(ctx, cl, subject, cols)
 		if err != nil {

@@ -346,3 +346,64 @@ func unionValue(v any) any {
 	}
 	return v
 }
+
+// TestAvroSinkPinnedVersion writes with a version of the subject registered beforehand, whose
+// extra field has a default, and refuses output columns the pinned schema cannot hold.
+func TestAvroSinkPinnedVersion(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	reg := testenv.SchemaRegistry(t)
+	topic := "avro-pinned"
+	createTopic(t, brokers, topic, 1, nil)
+	p := producer{t: t, brokers: brokers, cl: registryClient(t, reg), subject: topic + "-value"}
+	_, id := p.register(`{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"string"},` +
+		`{"name":"amount","type":["null","double"],"default":null},{"name":"country","type":"string","default":"XX"}]}`)
+	version := int32(1)
+	spec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaAvro,
+		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL, Version: &version}}}
+	newPinned := func(cols v1.Columns) (engine.Sink, error) {
+		return kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec,
+			engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
+	}
+	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "amount", Type: v1.TypeDouble}}
+	sk, err := newPinned(cols)
+	if err != nil {
+		t.Fatalf("new sink pinned to version 1: %v", err)
+	}
+	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
+	rows := []engine.Row{{"a", 2.5}, {"b", nil}}
+	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	schema := avro.MustParse(mustSchema(t, p.cl, id))
+	var got []map[string]any
+	for _, r := range consume(t, brokers, topic) {
+		var h sr.ConfluentHeader
+		gotID, body, err := h.DecodeID([]byte(r.value))
+		if err != nil || gotID != id {
+			t.Fatalf("record schema id %d (%v), want the pinned %d", gotID, err, id)
+		}
+		var m map[string]any
+		if err := avro.Unmarshal(schema, body, &m); err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, map[string]any{"id": m["id"], "amount": unionValue(m["amount"]), "country": m["country"]})
+	}
+	want := []map[string]any{{"id": "a", "amount": 2.5, "country": "XX"}, {"id": "b", "amount": nil, "country": "XX"}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("records (-want +got):\n%s", diff)
+	}
+
+	_, err = newPinned(v1.Columns{{Name: "id", Type: v1.TypeLong}, {Name: "n", Type: v1.TypeLong}})
+	if err == nil || !strings.Contains(err.Error(), "column id (long): field id is string") || !strings.Contains(err.Error(), "column n: no field n") {
+		t.Fatalf("new sink pinned with unfit columns = %v, want both columns named", err)
+	}
+}
+
+func mustSchema(t *testing.T, cl *sr.Client, id int) string {
+	t.Helper()
+	s, err := cl.SchemaByID(testContext(t), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Schema
+}

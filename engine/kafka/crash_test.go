@@ -55,7 +55,7 @@ func lockstepBinary(t *testing.T) string {
 type scenario struct {
 	t    *testing.T
 	dir  string
-	spec string // the manifest, with %[1]s standing for the output (topic or folder)
+	spec string   // the manifest, with %[1]s standing for the output (topic or folder)
 	env  []string // settings of every run, such as the Schema Registry's credentials
 }
 

@@ -153,7 +153,7 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	}
 	if registry != nil {
 		// Before any record: a schema the subject's rule refuses stops the sink here.
-		enc, err := newValueEncoder(ctx, registry, spec.Kafka.Format, valueSubject(spec.Kafka.SchemaRegistry, spec.Kafka.Topic), env.Columns)
+		enc, err := newValueEncoder(ctx, registry, spec.Kafka.Format, spec.Kafka.SchemaRegistry, valueSubject(spec.Kafka.SchemaRegistry, spec.Kafka.Topic), env.Columns)
 		if err != nil {
 			return nil, err
 		}
