@@ -89,6 +89,8 @@ type avroDecoder struct {
 type avroPlan struct {
 	schema avro.Schema
 	paths  [][]string // per column; nil when the writer lacks the field
+	unions [][]bool   // per column and step of its path: the field's type is a union
+	scales []int      // per column: a decimal field's scale
 	err    error      // why the writer schema cannot fill the columns
 }
 
@@ -116,7 +118,7 @@ func (d *avroDecoder) decode(value []byte, row []any, vals *box.Slab) error {
 		if path == nil {
 			continue
 		}
-		v, err := d.value(rec, path, d.cols[i].Type, vals)
+		v, err := d.value(rec, path, p.unions[i], p.scales[i], d.cols[i].Type, vals)
 		if err != nil {
 			return fmt.Errorf("column %s (writer schema %d): %w", d.cols[i].Name, id, err)
 		}
@@ -158,12 +160,18 @@ func newAvroPlan(s sr.Schema, cols v1.Columns) *avroPlan {
 	if err != nil {
 		return &avroPlan{err: fmt.Errorf("parse: %w", err)}
 	}
-	p := &avroPlan{schema: schema, paths: make([][]string, len(cols))}
+	p := &avroPlan{schema: schema, paths: make([][]string, len(cols)), unions: make([][]bool, len(cols)), scales: make([]int, len(cols))}
 	var errs []error
 	for i, c := range cols {
-		path, leaf := avroField(schema, c.Name)
+		path, unions, leaf := avroField(schema, c.Name)
 		if path == nil {
 			continue
+		}
+		p.unions[i] = unions
+		if l, ok := nonNull(leaf).(avro.LogicalTypeSchema); ok {
+			if dec, ok := l.Logical().(*avro.DecimalLogicalSchema); ok {
+				p.scales[i] = dec.Scale()
+			}
 		}
 		if err := avroReadable(leaf, c.Type); err != nil {
 			errs = append(errs, fmt.Errorf("column %s (%s): field %s: %w", c.Name, c.Type, strings.Join(path, "."), err))
@@ -175,29 +183,32 @@ func newAvroPlan(s sr.Schema, cols v1.Columns) *avroPlan {
 }
 
 // avroField finds the field column name reads in the record schema s: the field of that
-// name, or the path a__b__c through nested records. It returns a nil path when there is none.
-func avroField(s avro.Schema, name string) ([]string, avro.Schema) {
+// name, or the path a__b__c through nested records. It returns a nil path when there is none,
+// and for each step whether the field's type is a union (whose value hamba's generic reader
+// wraps in a one-entry map).
+func avroField(s avro.Schema, name string) ([]string, []bool, avro.Schema) {
 	rec, ok := nonNull(s).(*avro.RecordSchema)
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
+	isUnion := func(t avro.Schema) bool { _, ok := t.(*avro.UnionSchema); return ok }
 	for _, f := range rec.Fields() {
 		if f.Name() == name {
-			return []string{name}, f.Type()
+			return []string{name}, []bool{isUnion(f.Type())}, f.Type()
 		}
 	}
 	head, tail, ok := strings.Cut(name, "__")
 	if !ok {
-		return nil, nil
+		return nil, nil, nil
 	}
 	for _, f := range rec.Fields() {
 		if f.Name() == head {
-			if path, leaf := avroField(f.Type(), tail); path != nil {
-				return append([]string{head}, path...), leaf
+			if path, unions, leaf := avroField(f.Type(), tail); path != nil {
+				return append([]string{head}, path...), append([]bool{isUnion(f.Type())}, unions...), leaf
 			}
 		}
 	}
-	return nil, nil
+	return nil, nil, nil
 }
 
 // nonNull returns the one non-null branch of a nullable union, else s.
@@ -265,16 +276,18 @@ func avroReadable(s avro.Schema, t v1.ColumnType) error {
 }
 
 // value walks path through the decoded record and converts the leaf to the column's type.
-func (d *avroDecoder) value(rec map[string]any, path []string, t v1.ColumnType, vals *box.Slab) (any, error) {
+func (d *avroDecoder) value(rec map[string]any, path []string, unions []bool, scale int, t v1.ColumnType, vals *box.Slab) (any, error) {
 	var v any = rec
-	for _, name := range path {
-		m, ok := unwrapUnion(v).(map[string]any)
+	for j, name := range path {
+		m, ok := v.(map[string]any)
 		if !ok {
 			return nil, nil // a null record on the way
 		}
 		v = m[name]
+		if unions[j] {
+			v = unwrapUnion(v)
+		}
 	}
-	v = unwrapUnion(v)
 	switch v := v.(type) {
 	case nil:
 		return nil, nil
@@ -307,7 +320,7 @@ func (d *avroDecoder) value(rec map[string]any, path []string, t v1.ColumnType, 
 		return vals.Time(v), nil
 	case *big.Rat:
 		if t == v1.TypeString {
-			return vals.String(v.FloatString(ratScale(v))), nil
+			return vals.String(v.FloatString(scale)), nil
 		}
 		f, _ := v.Float64()
 		return vals.Float64(f), nil
@@ -315,40 +328,15 @@ func (d *avroDecoder) value(rec map[string]any, path []string, t v1.ColumnType, 
 	return nil, fmt.Errorf("unexpected value %T", v)
 }
 
-// ratScale is the digits after the point that print a decimal exactly (at most 38).
-func ratScale(r *big.Rat) int {
-	scale := 0
-	for d := new(big.Int).Set(r.Denom()); d.Cmp(big.NewInt(1)) > 0 && scale < 38; scale++ {
-		d.Quo(d, big.NewInt(10))
-	}
-	return scale
-}
-
-// unwrapUnion returns the value of a union branch, which hamba's generic reader gives as a
-// one-entry map from the branch's type name.
+// unwrapUnion returns the value of a union's branch, which hamba's generic reader gives as a
+// one-entry map from the branch's type name (nil for the null branch).
 func unwrapUnion(v any) any {
 	if m, ok := v.(map[string]any); ok && len(m) == 1 {
-		for k, inner := range m {
-			if !strings.Contains(k, ".") && !isAvroTypeName(k) {
-				return v // a record with one field
-			}
+		for _, inner := range m {
 			return inner
 		}
 	}
 	return v
-}
-
-// isAvroTypeName says whether k names a primitive or logical Avro type, as hamba keys union
-// branches that are not named types.
-func isAvroTypeName(k string) bool {
-	switch k {
-	case "string", "bytes", "int", "long", "float", "double", "boolean",
-		"int.date", "long.timestamp-millis", "long.timestamp-micros", "bytes.decimal", "fixed.decimal",
-		"int.time-millis", "long.time-micros", "long.local-timestamp-millis", "long.local-timestamp-micros",
-		"string.uuid", "array", "map":
-		return true
-	}
-	return false
 }
 
 // checkLatest is the source's start guard: it reads the latest schema of subject (Avro, or

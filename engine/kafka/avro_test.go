@@ -3,6 +3,7 @@ package kafka_test
 import (
 	"errors"
 	"fmt"
+	"math/big"
 	"os"
 	"slices"
 	"strings"
@@ -406,4 +407,37 @@ func mustSchema(t *testing.T, cl *sr.Client, id int) string {
 		t.Fatal(err)
 	}
 	return s.Schema
+}
+
+// TestAvroLogicalTypesAndNestedRecords reads a nullable nested record through a__b columns,
+// a decimal as a double and as an exact string, an enum, and a date as a timestamp.
+func TestAvroLogicalTypesAndNestedRecords(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	reg := testenv.SchemaRegistry(t)
+	topic := "avro-logical"
+	createTopic(t, brokers, topic, 1, nil)
+	p := producer{t: t, brokers: brokers, cl: registryClient(t, reg), subject: topic + "-value"}
+	schema, id := p.register(`{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},` +
+		`{"name":"customer","type":["null",{"type":"record","name":"Customer","fields":[{"name":"country","type":"string"}]}]},` +
+		`{"name":"total","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},` +
+		`{"name":"exact","type":{"type":"bytes","logicalType":"decimal","precision":9,"scale":2}},` +
+		`{"name":"status","type":{"type":"enum","name":"Status","symbols":["NEW","PAID"]}},` +
+		`{"name":"day","type":{"type":"int","logicalType":"date"}}]}`)
+	day := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	p.send(topic, schema, id,
+		map[string]any{"id": "a", "customer": map[string]any{"Customer": map[string]any{"country": "FR"}}, "total": big.NewRat(1250, 100), "exact": big.NewRat(1250, 100), "status": "PAID", "day": day},
+		map[string]any{"id": "b", "customer": nil, "total": big.NewRat(-5, 100), "exact": big.NewRat(-5, 100), "status": "NEW", "day": day},
+	)
+	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "customer__country", Type: v1.TypeString},
+		{Name: "total", Type: v1.TypeDouble}, {Name: "exact", Type: v1.TypeString}, {Name: "status", Type: v1.TypeString},
+		{Name: "day", Type: v1.TypeTimestamp}}
+	src := newSource(t, avroSourceSpec(brokers, reg, topic, cols), t.TempDir(), kafka.WithGetenv(registryEnv(reg)))
+	var got []engine.Row
+	for _, r := range readAll(t, src).Rows {
+		got = append(got, slices.Clone(r[:len(cols)]))
+	}
+	want := []engine.Row{{"a", "FR", 12.5, "12.50", "PAID", day}, {"b", nil, -0.05, "-0.05", "NEW", day}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("rows (-want +got):\n%s", diff)
+	}
 }
