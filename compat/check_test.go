@@ -212,6 +212,18 @@ func ruleCases() []ruleCase {
 			passes: []string{"kafka-format"},
 		},
 		{
+			name: "kafka-subject/another subject",
+			old:  edit(cleanKafka(), avroSource("")),
+			new:  edit(cleanKafka(), avroSource("orders-v2")),
+			want: []finding{{Rule: "kafka-subject", Severity: compat.Allowed, Path: "spec.sources[0].kafka.schemaRegistry.subject", Old: "orders-value", New: "orders-v2"}},
+		},
+		{
+			name:   "kafka-subject/the default written out",
+			old:    edit(cleanKafka(), avroSource("")),
+			new:    edit(cleanKafka(), avroSource("orders-value")),
+			passes: []string{"kafka-subject"},
+		},
+		{
 			name: "rate-limit/maxOffsetsPerTrigger set",
 			old:  revenue().Spec(),
 			new:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Sources[0].Kafka.MaxOffsetsPerTrigger = ptr[int64](10000) }),
@@ -1010,6 +1022,42 @@ func ruleCases() []ruleCase {
 			old:    cleanKafka().Spec(),
 			new:    edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "order_id" }),
 			passes: []string{"kafka-sink-topic"},
+		},
+		{
+			name: "kafka-sink-format/json to avro",
+			old:  cleanKafka().Spec(),
+			new:  edit(cleanKafka(), avroSink("")),
+			want: []finding{{Rule: "kafka-sink-format", Severity: compat.Warning, Path: "spec.sink.kafka.format", Old: "json", New: "avro"}},
+		},
+		{
+			name:   "kafka-sink-format/the default written out",
+			old:    cleanKafka().Spec(),
+			new:    edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.Format = v1.KafkaJSON }),
+			passes: []string{"kafka-sink-format"},
+		},
+		{
+			name: "kafka-sink-subject/another subject",
+			old:  edit(cleanKafka(), avroSink("")),
+			new:  edit(cleanKafka(), avroSink("clean-v2")),
+			want: []finding{{Rule: "kafka-sink-subject", Severity: compat.Warning, Path: "spec.sink.kafka.schemaRegistry.subject", Old: "clean-value", New: "clean-v2"}},
+		},
+		{
+			name:   "kafka-sink-subject/the default written out",
+			old:    edit(cleanKafka(), avroSink("")),
+			new:    edit(cleanKafka(), avroSink("clean-value")),
+			passes: []string{"kafka-sink-subject"},
+		},
+		{
+			name: "kafka-sink-schema-version/another version",
+			old:  edit(cleanKafka(), pinnedSink(3)),
+			new:  edit(cleanKafka(), pinnedSink(4)),
+			want: []finding{{Rule: "kafka-sink-schema-version", Severity: compat.Warning, Path: "spec.sink.kafka.schemaRegistry.version", Old: "version 3", New: "version 4"}},
+		},
+		{
+			name:   "kafka-sink-schema-version/the same version",
+			old:    edit(cleanKafka(), pinnedSink(3)),
+			new:    edit(cleanKafka(), pinnedSink(3)),
+			passes: []string{"kafka-sink-schema-version"},
 		},
 		{
 			name: "webhook-url/another receiver",

@@ -204,3 +204,29 @@ func adClicks() *qt.Query {
 
 // adJoin returns adClicks' join in s.
 func adJoin(s *v1.StreamingQuerySpec) *v1.Join { return s.Transform[1].Join }
+
+// avroSource turns the first source into format avro with a Schema Registry, subject as given
+// ("" for the default).
+func avroSource(subject string) func(*v1.StreamingQuerySpec) {
+	return func(s *v1.StreamingQuerySpec) {
+		s.Sources[0].Kafka.Format = v1.KafkaAvro
+		s.Sources[0].Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: "http://registry:8081", Subject: subject}
+	}
+}
+
+// pinnedSink is avroSink("") pinned to version v.
+func pinnedSink(v int32) func(*v1.StreamingQuerySpec) {
+	return func(s *v1.StreamingQuerySpec) {
+		avroSink("")(s)
+		s.Sink.Kafka.SchemaRegistry.Version = &v
+	}
+}
+
+// avroSink turns the Kafka sink into format avro with a Schema Registry, subject as given
+// ("" for the default).
+func avroSink(subject string) func(*v1.StreamingQuerySpec) {
+	return func(s *v1.StreamingQuerySpec) {
+		s.Sink.Kafka.Format = v1.KafkaAvro
+		s.Sink.Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: "http://registry:8081", Subject: subject}
+	}
+}

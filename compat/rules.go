@@ -129,6 +129,13 @@ func Rules() []Rule {
 			check:       checkKafkaFormat,
 		},
 		{
+			ID: "kafka-subject", Area: AreaSources, Title: "A Kafka source's Schema Registry subject changes",
+			Severities:  []Severity{Allowed},
+			Description: "A source in format avro decodes each record by the schema id the record carries, so its offsets and its reading stay as they were; the subject only names the schema whose latest version the start guard checks the columns against. Allowed: the next start checks the new subject.",
+			Example:     Example{Old: "kafka: {topics: [orders], format: avro, schemaRegistry: {url: …}}", New: "kafka: {topics: [orders], format: avro, schemaRegistry: {url: …, subject: orders-v2}}"},
+			check:       checkKafkaSubject,
+		},
+		{
 			ID: "rate-limit", Area: AreaSources, Title: "A source's rate limit changes",
 			Severities:  []Severity{Allowed},
 			Description: "maxOffsetsPerTrigger (Kafka), maxFilesPerTrigger (files, Delta) and rowsPerSecond (rate) only size future batches: a new limit applies from the next newly planned batch, while a batch replayed at restart keeps its logged range. Allowed, as in Spark.",
@@ -417,6 +424,27 @@ func Rules() []Rule {
 			Description: "Allowed by Spark: the new topic sees only records from the next batch on (a batch replayed at restart included), and the old topic stops receiving them. A warning for the consumers of both.",
 			Example:     Example{Old: "kafka: {topic: revenue, …}", New: "kafka: {topic: revenue-v2, …}"},
 			check:       checkKafkaSinkTopic,
+		},
+		{
+			ID: "kafka-sink-format", Area: AreaOutput, Title: "The Kafka sink's value format changes",
+			Severities:  []Severity{Warning},
+			Description: "From the next batch on (a batch replayed at restart included) the topic receives records in the new format, after the records already written in the old one: its consumers must read both, or move to a new topic. Format avro registers the output columns' schema before the first record; a schema the subject's compatibility rule refuses stops the sink at start, naming the subject, the rule and the field.",
+			Example:     Example{Old: "kafka: {topic: revenue, format: json}", New: "kafka: {topic: revenue, format: avro, schemaRegistry: {url: …}}"},
+			check:       checkKafkaSinkFormat,
+		},
+		{
+			ID: "kafka-sink-subject", Area: AreaOutput, Title: "The Kafka sink's Schema Registry subject changes",
+			Severities:  []Severity{Warning},
+			Description: "The value schema is registered under the new subject from the next start on and judged against that subject's history, not the old one's: records in the topic then carry ids of schemas from two subjects, and consumers that look up the old subject (for their reader schema or its compatibility) no longer see the sink's changes.",
+			Example:     Example{Old: "kafka: {topic: revenue, format: avro, schemaRegistry: {url: …}}", New: "kafka: {topic: revenue, format: avro, schemaRegistry: {url: …, subject: revenue-v2}}"},
+			check:       checkKafkaSinkSubject,
+		},
+		{
+			ID: "kafka-sink-schema-version", Area: AreaOutput, Title: "The Kafka sink's pinned schema version changes",
+			Severities:  []Severity{Warning},
+			Description: "From the next batch on (a batch replayed at restart included) records carry the id of the new version, or of the schema derived from the output columns when the pin is removed; consumers must be able to read both. The sink checks at start that the version holds every output column.",
+			Example:     Example{Old: "kafka: {topic: revenue, format: avro, schemaRegistry: {url: …, version: 3}}", New: "kafka: {topic: revenue, format: avro, schemaRegistry: {url: …, version: 4}}"},
+			check:       checkKafkaSinkSchemaVersion,
 		},
 		{
 			ID: "webhook-url", Area: AreaOutput, Title: "The webhook sink's URL changes",

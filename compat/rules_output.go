@@ -286,6 +286,60 @@ func checkKafkaSinkTopic(c *change) []Finding {
 	}}
 }
 
+func checkKafkaSinkFormat(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.ValueFormat == "" || o.ValueFormat == n.ValueFormat {
+		return nil
+	}
+	return []Finding{{
+		Severity: Warning,
+		Path:     "spec.sink.kafka.format",
+		Old:      string(o.ValueFormat),
+		New:      string(n.ValueFormat),
+		Message: fmt.Sprintf("The Kafka sink now writes %s instead of %s to topic %s; from the next batch on (a batch replayed at restart included) its consumers read records of both formats in one topic.",
+			n.ValueFormat, o.ValueFormat, n.Topic),
+		Remedy: fmt.Sprintf("Revert spec.sink.kafka.format to %s, or write the new format to a new topic.", o.ValueFormat),
+	}}
+}
+
+func checkKafkaSinkSubject(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.Subject == "" || n.Subject == "" || o.Subject == n.Subject {
+		return nil
+	}
+	return []Finding{{
+		Severity: Warning,
+		Path:     "spec.sink.kafka.schemaRegistry.subject",
+		Old:      o.Subject,
+		New:      n.Subject,
+		Message: fmt.Sprintf("The Kafka sink now registers its value schema under subject %s instead of %s, judged against the new subject's history; consumers that follow %s no longer see its changes.",
+			n.Subject, o.Subject, o.Subject),
+		Remedy: fmt.Sprintf("Revert spec.sink.kafka.schemaRegistry.subject to %s if consumers follow it.", o.Subject),
+	}}
+}
+
+func checkKafkaSinkSchemaVersion(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.Subject == "" || n.Subject == "" || o.SchemaVersion == n.SchemaVersion {
+		return nil
+	}
+	version := func(v int32) string {
+		if v == 0 {
+			return "derived from the output columns"
+		}
+		return fmt.Sprintf("version %d", v)
+	}
+	return []Finding{{
+		Severity: Warning,
+		Path:     "spec.sink.kafka.schemaRegistry.version",
+		Old:      version(o.SchemaVersion),
+		New:      version(n.SchemaVersion),
+		Message: fmt.Sprintf("The Kafka sink's value schema changes from %s to %s of subject %s; from the next batch on its consumers read records of both.",
+			version(o.SchemaVersion), version(n.SchemaVersion), n.Subject),
+		Remedy: "Keep the old pin if consumers cannot read the new schema.",
+	}}
+}
+
 func checkWebhookURL(c *change) []Finding {
 	o, n := c.old.Sink, c.new.Sink
 	if o.Kind != v1.SinkWebhook || n.Kind != v1.SinkWebhook || o.URL == n.URL {

@@ -238,6 +238,24 @@ func checkKafkaFormat(c *change) []Finding {
 	return out
 }
 
+func checkKafkaSubject(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		if o.Kind != v1.SourceKafka || o.Subject == n.Subject || o.Subject == "" || n.Subject == "" {
+			return
+		}
+		out = append(out, Finding{
+			Severity: Allowed,
+			Path:     p + ".kafka.schemaRegistry.subject",
+			Old:      o.Subject,
+			New:      n.Subject,
+			Message: fmt.Sprintf("Source %q now checks its columns at start against the latest schema of subject %s instead of %s; records are still decoded by the schema id each carries.",
+				n.Name, n.Subject, o.Subject),
+		})
+	})
+	return out
+}
+
 func checkRateLimit(c *change) []Finding {
 	var out []Finding
 	const applies = "; the limit applies from the next newly planned batch, and a batch replayed at restart keeps its logged range."

@@ -63,6 +63,9 @@ type SourceShape struct {
 	// Format is a files source's file format, a Kafka source's value format or a nexmark
 	// source's table.
 	Format string `json:"format,omitempty"`
+	// Subject is the Schema Registry subject a Kafka source in format avro checks its
+	// columns against at start (schemaRegistry.subject, default <first topic>-value).
+	Subject string `json:"subject,omitempty"`
 	// StartingOffsets (Kafka) and StartingVersion (delta) say where a source new to the
 	// checkpoint starts.
 	StartingOffsets string `json:"startingOffsets,omitempty"`
@@ -155,6 +158,14 @@ type SinkShape struct {
 	// Topic and ExactlyOnce describe a Kafka sink.
 	Topic       string `json:"topic,omitempty"`
 	ExactlyOnce bool   `json:"exactlyOnce,omitempty"`
+	// ValueFormat is a Kafka sink's value format, and Subject the Schema Registry subject its
+	// value schema is registered under (format avro: schemaRegistry.subject, default
+	// <topic>-value).
+	ValueFormat v1.KafkaFormat `json:"valueFormat,omitempty"`
+	Subject     string         `json:"subject,omitempty"`
+	// SchemaVersion is the subject version a Kafka sink's value schema is pinned to, 0 when
+	// it registers a schema derived from its columns.
+	SchemaVersion int32 `json:"schemaVersion,omitempty"`
 	// URL is a webhook's URL without user information, query or fragment, which may hold
 	// credentials.
 	URL string `json:"url,omitempty"`
@@ -361,6 +372,12 @@ func sourceShape(src *v1.Source) SourceShape {
 		if k.Format == v1.KafkaRaw {
 			s.Columns = v1.Columns{{Name: v1.ColumnKafkaValue, Type: v1.TypeString}}
 		}
+		if r := k.SchemaRegistry; r != nil {
+			s.Subject = r.Subject
+			if s.Subject == "" && len(k.Topics) > 0 {
+				s.Subject = k.Topics[0] + "-value"
+			}
+		}
 	case src.Files != nil:
 		s.Path = checkpoint.CanonicalLocation(src.Files.Path)
 		s.Format = string(src.Files.Format)
@@ -432,6 +449,13 @@ func sinkShape(s *v1.Sink) SinkShape {
 	case s.Kafka != nil:
 		k.Topic = s.Kafka.Topic
 		k.ExactlyOnce = s.Kafka.ExactlyOnce
+		k.ValueFormat = cmp.Or(s.Kafka.Format, v1.DefaultKafkaFormat)
+		if r := s.Kafka.SchemaRegistry; r != nil {
+			k.Subject = cmp.Or(r.Subject, s.Kafka.Topic+"-value")
+			if r.Version != nil {
+				k.SchemaVersion = *r.Version
+			}
+		}
 	case s.Webhook != nil:
 		k.URL = redactURL(s.Webhook.URL)
 	case s.Postgres != nil:

@@ -222,6 +222,28 @@ build_spark() {
   log "spark $SPARK_VERSION: $(find "$dir/libs" -name '*.jar' | wc -l) jars, runner $hash"
 }
 
+# build_registry: Apicurio Registry $APICURIO_VERSION, the Schema Registry of the tests
+# (internal/testenv/registry.go), built by hack/registry/pom.xml from Maven Central (that file
+# says why this release) in $SRC/registry and copied to $TOOLS/apicurio-registry-$APICURIO_VERSION
+# (runner jar and lib/). Runs on the java the kafka step links. Skipped when built by this very pom.
+build_registry() {
+  local dir=$TOOLS/apicurio-registry-$APICURIO_VERSION src=$SRC/registry
+  [ -x "$BIN/java" ] || build_kafka
+  if [ -f "$dir/apicurio-registry-runner.jar" ] && cmp -s "$here/registry/pom.xml" "$dir/pom.xml"; then
+    log "apicurio-registry $APICURIO_VERSION: cached"; return
+  fi
+  rm -rf "$dir" "$src"; mkdir -p "$src"
+  cp "$here/registry/pom.xml" "$here/registry/settings.xml" "$src/"
+  timed "apicurio-registry $APICURIO_VERSION (Maven Central, ~2 min)" mvn -q -B -gs "$src/settings.xml" -f "$src/pom.xml" \
+    package -DskipTests -Dapicurio.version="$APICURIO_VERSION"
+  mkdir -p "$dir.tmp"
+  cp "$src/target/apicurio-registry-1-runner.jar" "$dir.tmp/apicurio-registry-runner.jar"
+  cp -r "$src/target/lib" "$dir.tmp/lib"
+  cp "$here/registry/pom.xml" "$dir.tmp/pom.xml"
+  rm -rf "$dir"; mv "$dir.tmp" "$dir"; rm -rf "$src"
+  log "apicurio-registry $APICURIO_VERSION: $(find "$dir/lib" -name '*.jar' | wc -l) jars"
+}
+
 # link_postgres: links Debian's PostgreSQL server binaries into the cache, so tests
 # find them in one place; fails when none are installed.
 link_postgres() {
@@ -267,7 +289,7 @@ build_duckdb() {
   timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
 }
 
-all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka spark postgres duckdb chromium)
+all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka spark postgres duckdb chromium registry)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 

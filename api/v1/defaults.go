@@ -64,6 +64,7 @@ func (s *Source) Default() {
 			k.Format = DefaultKafkaFormat
 		}
 		k.SASL.defaults()
+		k.SchemaRegistry.defaults()
 	}
 	if d := s.Delta; d != nil && d.FailOnDataLoss == nil {
 		d.FailOnDataLoss = ptr(true)
@@ -94,6 +95,7 @@ func (s *Sink) Default() {
 			k.Format = DefaultKafkaFormat
 		}
 		k.SASL.defaults()
+		k.SchemaRegistry.defaults()
 	}
 	if w := s.Webhook; w != nil {
 		if w.MaxRowsPerRequest == 0 {
@@ -102,6 +104,18 @@ func (s *Sink) Default() {
 		if w.Timeout == "" {
 			w.Timeout = DefaultWebhookTimeout
 		}
+	}
+}
+
+func (r *SchemaRegistry) defaults() {
+	if r == nil {
+		return
+	}
+	if r.UsernameEnv == "" {
+		r.UsernameEnv = DefaultSchemaRegistryUsernameEnv
+	}
+	if r.PasswordEnv == "" {
+		r.PasswordEnv = DefaultSchemaRegistryPasswordEnv
 	}
 }
 

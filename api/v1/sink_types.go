@@ -184,11 +184,18 @@ type KafkaSink struct {
 	// Omitted: records have no key.
 	// +optional
 	KeyColumn string `json:"keyColumn,omitempty"`
-	// Format of the record values: json (default).
+	// Format of the record values: json (default) or avro (the Schema Registry wire format,
+	// with a value schema derived from the output columns and registered under
+	// schemaRegistry's subject before the first record; see docs/kafka.md) or protobuf (the
+	// same with a proto3 message).
 	// +optional
 	// +kubebuilder:default=json
-	// +kubebuilder:validation:Enum=json
+	// +kubebuilder:validation:Enum=json;avro;protobuf
 	Format KafkaFormat `json:"format,omitempty"`
+	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf;
+	// required with them, not allowed with json.
+	// +optional
+	SchemaRegistry *SchemaRegistry `json:"schemaRegistry,omitempty"`
 	// ExactlyOnce produces each batch in one Kafka transaction whose transactional id derives
 	// from the query id, and records the batch id with it, so a replayed batch is not produced
 	// again (readers must use read_committed). Default false: at-least-once.

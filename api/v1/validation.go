@@ -176,9 +176,13 @@ func (k *KafkaSource) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("maxOffsetsPerTrigger"), *k.MaxOffsetsPerTrigger, "must be at least 1"))
 	}
 	switch k.Format {
-	case "", KafkaJSON, KafkaCSV, KafkaRaw:
+	case "", KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf:
 	default:
-		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw}))
+		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf}))
+	}
+	errs = append(errs, validateSchemaRegistry(p, k.Format, k.SchemaRegistry)...)
+	if r := k.SchemaRegistry; r != nil && r.Version != nil {
+		errs = append(errs, field.Forbidden(p.Child("schemaRegistry", "version"), "a source reads each record by the schema id it carries; version pins a sink's schema"))
 	}
 	errs = append(errs, k.SASL.validate(p.Child("sasl"))...)
 	errs = append(errs, k.TLS.validate(p.Child("tls"))...)
@@ -228,6 +232,28 @@ func (k *KafkaSource) validateStartingOffsets(p *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// validateSchemaRegistry checks that a Kafka source's or sink's schemaRegistry is set exactly
+// when its format needs one (avro, protobuf).
+func validateSchemaRegistry(p *field.Path, format KafkaFormat, r *SchemaRegistry) field.ErrorList {
+	rp := p.Child("schemaRegistry")
+	switch {
+	case format.UsesSchemaRegistry() && r == nil:
+		return field.ErrorList{field.Required(rp, fmt.Sprintf("format %s reads schemas from a Schema Registry: set schemaRegistry.url", format))}
+	case !format.UsesSchemaRegistry() && r != nil:
+		return field.ErrorList{field.Forbidden(rp, fmt.Sprintf("format %s uses no Schema Registry", format))}
+	case r == nil:
+		return nil
+	}
+	if r.Version != nil && *r.Version < 1 {
+		return field.ErrorList{field.Invalid(rp.Child("version"), *r.Version, "versions start at 1")}
+	}
+	u, err := url.Parse(r.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return field.ErrorList{field.Invalid(rp.Child("url"), r.URL, "want an http or https URL")}
+	}
+	return nil
 }
 
 func (s *KafkaSASL) validate(p *field.Path) field.ErrorList {
@@ -347,10 +373,11 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.Er
 			errs = append(errs, out.column(kp.Child("keyColumn"), ks.KeyColumn)...)
 		}
 		switch ks.Format {
-		case "", KafkaJSON:
+		case "", KafkaJSON, KafkaAvro, KafkaProtobuf:
 		default:
-			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON}))
+			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON, KafkaAvro, KafkaProtobuf}))
 		}
+		errs = append(errs, validateSchemaRegistry(kp, ks.Format, ks.SchemaRegistry)...)
 		errs = append(errs, ks.SASL.validate(kp.Child("sasl"))...)
 		errs = append(errs, ks.TLS.validate(kp.Child("tls"))...)
 	}

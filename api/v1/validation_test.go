@@ -131,7 +131,7 @@ func TestValidate(t *testing.T) {
 				Name: "k",
 				Kafka: &v1.KafkaSource{
 					BootstrapServers: []string{"kafka"}, Topics: []string{"a", "a", "b c"}, TopicPattern: "(",
-					StartingOffsets: `{"x":{"0":1}}`, MaxOffsetsPerTrigger: ptr(int64(0)), Format: "avro",
+					StartingOffsets: `{"x":{"0":1}}`, MaxOffsetsPerTrigger: ptr(int64(0)), Format: "thrift",
 					SASL: &v1.KafkaSASL{Mechanism: "GSSAPI"},
 				},
 				Schema: &v1.Schema{Columns: v1.Columns{qt.Col("_offset", v1.TypeLong)}},
@@ -144,7 +144,7 @@ func TestValidate(t *testing.T) {
 				field.Invalid(sources.Index(0).Child("kafka", "topicPattern"), "(", ""),
 				field.Invalid(sources.Index(0).Child("kafka", "startingOffsets"), `{"x":{"0":1}}`, ""),
 				field.Invalid(sources.Index(0).Child("kafka", "maxOffsetsPerTrigger"), int64(0), ""),
-				field.NotSupported(sources.Index(0).Child("kafka", "format"), v1.KafkaFormat("avro"), []v1.KafkaFormat{}),
+				field.NotSupported(sources.Index(0).Child("kafka", "format"), v1.KafkaFormat("thrift"), []v1.KafkaFormat{}),
 				field.NotSupported(sources.Index(0).Child("kafka", "sasl", "mechanism"), v1.SASLMechanism("GSSAPI"), []v1.SASLMechanism{}),
 				field.Invalid(sources.Index(0).Child("schema", "columns").Index(0).Child("name"), "_offset", ""),
 			},
@@ -448,9 +448,26 @@ func TestValidate(t *testing.T) {
 			want: field.ErrorList{
 				field.Required(sink.Child("kafka", "topic"), ""),
 				field.Invalid(sink.Child("kafka", "keyColumn"), "key", ""),
-				field.NotSupported(sink.Child("kafka", "format"), v1.KafkaCSV, []v1.KafkaFormat{v1.KafkaJSON}),
+				field.NotSupported(sink.Child("kafka", "format"), v1.KafkaCSV, []v1.KafkaFormat{}),
 				field.Invalid(sink.Child("kafka", "tls"), "/tls.crt,", ""),
 			},
+		},
+		{
+			name:  "kafka sink avro without a schema registry",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaAvro}}),
+			want:  field.ErrorList{field.Required(sink.Child("kafka", "schemaRegistry"), "")},
+		},
+		{
+			name: "kafka sink json with a schema registry",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaJSON,
+				SchemaRegistry: &v1.SchemaRegistry{URL: "http://r:8081"}}}),
+			want: field.ErrorList{field.Forbidden(sink.Child("kafka", "schemaRegistry"), "")},
+		},
+		{
+			name: "kafka sink protobuf with a bad registry URL",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaProtobuf,
+				SchemaRegistry: &v1.SchemaRegistry{URL: "registry:8081"}}}),
+			want: field.ErrorList{field.Invalid(sink.Child("kafka", "schemaRegistry", "url"), "registry:8081", "")},
 		},
 		{
 			name: "webhook sink fields",

@@ -55,7 +55,8 @@ func lockstepBinary(t *testing.T) string {
 type scenario struct {
 	t    *testing.T
 	dir  string
-	spec string // the manifest, with %[1]s standing for the output (topic or folder)
+	spec string   // the manifest, with %[1]s standing for the output (topic or folder)
+	env  []string // settings of every run, such as the Schema Registry's credentials
 }
 
 func newScenario(t *testing.T, spec string) *scenario {
@@ -71,7 +72,7 @@ func (s *scenario) command(ckpt, out string, env ...string) *exec.Cmd {
 	}
 	cmd := exec.Command(lockstepBinary(s.t), "run", "-f", file, "--checkpoint", filepath.Join(s.dir, ckpt))
 	cmd.Dir = s.dir
-	cmd.Env = crashtest.Env(env...)
+	cmd.Env = crashtest.Env(append(slices.Clip(s.env), env...)...)
 	return cmd
 }
 

@@ -18,6 +18,8 @@ type decoder struct {
 	format v1.KafkaFormat
 	cols   v1.Columns
 	dec    *codec.Decoder
+	avro   *avroDecoder  // format avro
+	proto  *protoDecoder // format protobuf
 }
 
 func newDecoder(format v1.KafkaFormat, cols v1.Columns) *decoder {
@@ -34,6 +36,10 @@ func (d *decoder) decode(value []byte, row []any, vals *box.Slab) error {
 		return nil
 	case v1.KafkaCSV:
 		return d.csv(value, row)
+	case v1.KafkaAvro:
+		return d.avro.decode(value, row, vals)
+	case v1.KafkaProtobuf:
+		return d.proto.decode(value, row, vals)
 	default:
 		return d.dec.DecodeJSON(value, row, vals)
 	}

@@ -30,6 +30,17 @@ func (f optFunc) apply(o *options) { f(o) }
 type options struct {
 	connectTimeout time.Duration
 	brokerTimeout  time.Duration
+	// getenv, when set, reads credentials instead of the environment the engine gives.
+	getenv func(string) string
+}
+
+// env returns the function that reads credentials: WithGetenv's, else the engine's
+// (SourceEnv.Getenv, SinkEnv.Getenv; os.Getenv when that is nil).
+func (o options) env(engine func(string) string) func(string) string {
+	if o.getenv != nil {
+		return o.getenv
+	}
+	return engine
 }
 
 func newOptions(opts []Opt) options {
@@ -52,6 +63,13 @@ func WithConnectTimeout(d time.Duration) Opt {
 // After it, the batch fails and the next run replays it.
 func WithBrokerTimeout(d time.Duration) Opt {
 	return optFunc(func(o *options) { o.brokerTimeout = d })
+}
+
+// WithGetenv reads the SASL and Schema Registry credentials through getenv instead of the
+// environment the engine gives its components (engine.WithEnv): for a program that builds
+// components itself, as the tests do.
+func WithGetenv(getenv func(string) string) Opt {
+	return optFunc(func(o *options) { o.getenv = getenv })
 }
 
 // NewSource builds a Kafka source with the default options. It is an

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine"
@@ -69,7 +70,8 @@ type Sink struct {
 	spec        v1.KafkaSink
 	queryID     string
 	cols        v1.Columns
-	key         int // index of the key column, -1 for none
+	key         int          // index of the key column, -1 for none
+	enc         valueEncoder // formats avro and protobuf: encodes values with the registered schema
 	exactlyOnce bool
 	log         *slog.Logger
 	reached     func(engine.Phase, int64)
@@ -128,15 +130,34 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 			errs = append(errs, fmt.Errorf("keyColumn %q is not an output column (%v)", k, env.Columns.Names()))
 		}
 	}
-	if f := spec.Kafka.Format; f != "" && f != v1.KafkaJSON {
-		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json", f))
+	var registry *sr.Client
+	switch f := spec.Kafka.Format; f {
+	case "", v1.KafkaJSON:
+	case v1.KafkaAvro, v1.KafkaProtobuf:
+		if spec.Kafka.SchemaRegistry == nil {
+			errs = append(errs, fmt.Errorf("format %s needs schemaRegistry", f))
+		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, o.env(env.Getenv)); err != nil {
+			errs = append(errs, err)
+		} else {
+			registry = cl
+		}
+	default:
+		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json, avro or protobuf", f))
 	}
-	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, env.Getenv, log)
+	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, o.env(env.Getenv), log)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
+	}
+	if registry != nil {
+		// Before any record: a schema the subject's rule refuses stops the sink here.
+		enc, err := newValueEncoder(ctx, registry, spec.Kafka.Format, spec.Kafka.SchemaRegistry, valueSubject(spec.Kafka.SchemaRegistry, spec.Kafka.Topic), env.Columns)
+		if err != nil {
+			return nil, err
+		}
+		s.enc = enc
 	}
 	s.conn = c
 	s.base = append(c.opts,
@@ -294,18 +315,34 @@ func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error 
 		rows := b.Rows[lo:min(lo+sendChunkRows, len(b.Rows))]
 		c := s.takeChunk()
 		var err error
-		if c.values, err = codec.AppendJSON(c.values[:0], b.Columns, rows); err != nil {
+		c.ends = c.ends[:0]
+		if s.enc != nil {
+			c.values = c.values[:0]
+			for _, row := range rows {
+				if c.values, err = s.enc.append(c.values, row); err != nil {
+					return fmt.Errorf("encode batch %d: %w", b.ID, err)
+				}
+				c.ends = append(c.ends, len(c.values))
+			}
+		} else if c.values, err = codec.AppendJSON(c.values[:0], b.Columns, rows); err != nil {
 			return fmt.Errorf("encode batch %d: %w", b.ID, err)
 		}
 		c.keys = c.keys[:0]
 		c.write = w
 		c.left.Store(int32(len(rows)))
 		values := c.values
+		start := 0
 		for i, row := range rows {
-			end := bytes.IndexByte(values, '\n')
 			r := &c.recs[i]
-			*r = kgo.Record{Value: values[:end:end], Headers: hdr, Timestamp: b.Time}
-			values = values[end+1:]
+			if s.enc != nil {
+				end := c.ends[i]
+				*r = kgo.Record{Value: values[start:end:end], Headers: hdr, Timestamp: b.Time}
+				start = end
+			} else {
+				end := bytes.IndexByte(values, '\n')
+				*r = kgo.Record{Value: values[:end:end], Headers: hdr, Timestamp: b.Time}
+				values = values[end+1:]
+			}
 			if s.key >= 0 && row[s.key] != nil {
 				// A key that outgrows keys moves the rest to a new array;
 				// the keys already cut keep theirs.
@@ -365,6 +402,7 @@ func (w *batchWrite) done(err error) {
 type sendChunk struct {
 	recs    []kgo.Record
 	values  []byte
+	ends    []int // formats avro and protobuf: where each record's value ends in values
 	keys    []byte
 	write   *batchWrite
 	left    atomic.Int32 // records whose promise did not run yet

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
@@ -169,6 +170,17 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		errs = append(errs, errors.New("a schema is required unless format is raw"))
 	}
 	s.dec = newDecoder(spec.Kafka.Format, cols)
+	var registry *sr.Client
+	if f := spec.Kafka.Format; f.UsesSchemaRegistry() {
+		if spec.Kafka.SchemaRegistry == nil {
+			errs = append(errs, fmt.Errorf("format %s needs schemaRegistry", f))
+		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, o.env(env.Getenv)); err != nil {
+			errs = append(errs, err)
+		} else {
+			registry = cl
+			s.dec.avro, s.dec.proto = newAvroDecoder(cl, cols), newProtoDecoder(cl, cols)
+		}
+	}
 	s.width = len(cols) + len(v1.KafkaMetadataColumns())
 	if p := spec.Kafka.TopicPattern; p != "" {
 		re, err := regexp.Compile("^(?:" + p + ")$")
@@ -187,7 +199,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		}
 		s.deadLetter = f
 	}
-	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, env.Getenv, log)
+	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, o.env(env.Getenv), log)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -216,6 +228,16 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 	if err := s.loadStart(ctx); err != nil {
 		s.cl.Close()
 		return nil, err
+	}
+	if reg := spec.Kafka.SchemaRegistry; registry != nil && (reg.Subject != "" || len(spec.Kafka.Topics) > 0) {
+		topic := ""
+		if len(spec.Kafka.Topics) > 0 {
+			topic = spec.Kafka.Topics[0]
+		}
+		if err := checkLatest(ctx, registry, valueSubject(reg, topic), cols); err != nil {
+			s.cl.Close()
+			return nil, fmt.Errorf("source %s: %w", s.name, err)
+		}
 	}
 	return s, nil
 }

@@ -168,18 +168,20 @@ func freePortOn(host string) (int, error) {
 // shared holds the services started once per test binary; Main stops them.
 // It is the one piece of package state, as a TestMain-scoped registry.
 var shared struct {
-	mu       sync.Mutex
-	dir      string
-	stops    []func()
-	s3       map[string]*s3Service
-	pg       *pgService
-	pgErr    error
-	cp       *controlPlane
-	cpErr    error
-	kafka    *kafkaService
-	kafkaErr error
-	buckets  int
-	main     bool // Main runs the tests: it will stop the services
+	mu          sync.Mutex
+	dir         string
+	stops       []func()
+	s3          map[string]*s3Service
+	pg          *pgService
+	pgErr       error
+	cp          *controlPlane
+	cpErr       error
+	kafka       *kafkaService
+	kafkaErr    error
+	registry    *Registry
+	registryErr error
+	buckets     int
+	main        bool // Main runs the tests: it will stop the services
 }
 
 // needMain refuses to start a shared service in a test binary whose TestMain
