@@ -21,6 +21,8 @@ type CompileOptions struct {
 	CheckpointLocation string
 	// AppName names the Spark application (namespace/name).
 	AppName string
+	// Getenv reads the S3 settings (S3AConf); nil: no S3 settings.
+	Getenv func(string) string
 }
 
 // Compile turns a defaulted, valid spec into the runner's plan. Every construct Spark
@@ -77,7 +79,7 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		Version:            PlanVersion,
 		AppName:            opts.AppName,
 		Master:             fmt.Sprintf("local[%d]", rt.Executor.CoresOrDefault()),
-		Conf:               c.conf(rt),
+		Conf:               c.conf(rt, opts.Getenv),
 		CheckpointLocation: opts.CheckpointLocation,
 		QueryName:          "lockstep",
 		QueryID:            opts.QueryID,
@@ -109,7 +111,7 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 
 // conf is Lockstep's Spark settings, then the spec's passthrough (validation has refused the
 // keys Lockstep owns).
-func (c *compiler) conf(rt *v1.SparkRuntime) map[string]string {
+func (c *compiler) conf(rt *v1.SparkRuntime, getenv func(string) string) map[string]string {
 	partitions := c.spec.StateStore.Partitions
 	if partitions <= 0 {
 		partitions = 8
@@ -128,6 +130,9 @@ func (c *compiler) conf(rt *v1.SparkRuntime) map[string]string {
 		// CSV reader would drop rows before Spark counts them.
 		"spark.sql.json.filterPushdown.enabled": "false",
 		"spark.sql.csv.filterPushdown.enabled":  "false",
+	}
+	if getenv != nil {
+		maps.Copy(conf, S3AConf(getenv))
 	}
 	maps.Copy(conf, rt.Conf)
 	return conf

@@ -161,7 +161,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 			return sum, fmt.Errorf("%w: %w", engine.ErrRefused, err)
 		}
 	}
-	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: SparkLocation(loc), AppName: owner.Namespace + "/" + owner.Name})
+	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: SparkLocation(loc), AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv})
 	if err != nil {
 		return sum, err
 	}
