@@ -138,6 +138,7 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
+		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 	} {
 		if err != nil {
 			t.Fatal(err)
