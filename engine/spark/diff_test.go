@@ -78,6 +78,9 @@ func diffCases() []diffCase {
 		{name: "window-update", query: func(in, out string) *qt.Query {
 			return base("window-update", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
 		}},
+		{name: "window-update-delta", delta: true, query: func(in, out string) *qt.Query {
+			return base("window-update-delta", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputUpdate).DeltaSink(out)
+		}},
 		{name: "dedup", query: func(in, out string) *qt.Query {
 			return base("dedup", in).DropDuplicates("", "id").SelectColumns("id").FilesSink(out, v1.FormatJSON)
 		}},

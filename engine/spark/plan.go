@@ -100,9 +100,12 @@ type Trigger struct {
 
 // Sink kinds the runner builds.
 const (
-	SinkDelta   = "delta"
-	SinkConsole = "console"
-	SinkFiles   = "files"
+	SinkDelta = "delta"
+	// SinkDeltaMerge is Delta in update mode: a MERGE by MergeKeys in foreachBatch, made
+	// idempotent by Delta's txnAppId/txnVersion (query id, batch id).
+	SinkDeltaMerge = "deltaMerge"
+	SinkConsole    = "console"
+	SinkFiles      = "files"
 )
 
 // Sink is where batches go.
@@ -119,4 +122,6 @@ type Sink struct {
 	Columns json.RawMessage `json:"columns,omitempty"`
 	// ManifestDir is the files sink's manifest folder inside Path.
 	ManifestDir string `json:"manifestDir,omitempty"`
+	// MergeKeys are deltaMerge's key columns; empty for a global aggregate (its one row).
+	MergeKeys []string `json:"mergeKeys,omitempty"`
 }

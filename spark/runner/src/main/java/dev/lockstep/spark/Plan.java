@@ -78,5 +78,7 @@ public final class Plan {
     public JsonNode columns;
     /** Files sink: the manifest folder inside the output folder. */
     public String manifestDir;
+    /** Delta MERGE: the key columns ([] for a global aggregate: its one row). */
+    public List<String> mergeKeys = new ArrayList<>();
   }
 }
