@@ -43,6 +43,10 @@ func TestRunSpark(t *testing.T) {
 		t.Errorf("plan of the built-in engine on a Spark checkpoint: exit %d, want %d:\n%s%s", code, exitRefused, stdout, stderr)
 	}
 
+	if stdout, stderr, code := runCommand(t, "plan", "--runtime", "spark", "-f", spec, "--checkpoint", ckpt); code != exitOK {
+		t.Errorf("plan --runtime spark of the same query: exit %d, want %d:\n%s%s", code, exitOK, stdout, stderr)
+	}
+
 	_, stderr, code = runCommand(t, "run", "--runtime", "spark", "-f", spec, "--checkpoint", ckpt)
 	if code != exitOK || !strings.Contains(stderr, "lockstep: resuming from batch 1 (batches up to 0 are committed)") {
 		t.Errorf("second run: exit %d:\n%s", code, stderr)
