@@ -30,7 +30,7 @@ type CompileOptions struct {
 // with its field path and reason. Check (without options) runs the same refusals for
 // validation.
 func Compile(spec *v1.StreamingQuerySpec, opts CompileOptions) (*Plan, error) {
-	c := &compiler{spec: spec}
+	c := &compiler{spec: spec, getenv: opts.Getenv}
 	p := c.compile(opts)
 	if len(c.errs) > 0 {
 		return nil, &InvalidError{Errs: c.errs}
@@ -60,8 +60,9 @@ func (e *InvalidError) Error() string {
 }
 
 type compiler struct {
-	spec *v1.StreamingQuerySpec
-	errs field.ErrorList
+	spec   *v1.StreamingQuerySpec
+	errs   field.ErrorList
+	getenv func(string) string
 }
 
 func (c *compiler) refuse(p *field.Path, value any, reason string) {
@@ -455,7 +456,9 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) Sink {
 			opts["timestampFormat"] = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 		}
 		return Sink{Kind: SinkFiles, Format: string(format), Path: SparkLocation(f.Path), Options: opts, Columns: colsJSON, ManifestDir: sink.ManifestDir}
-	case v1.SinkKafka, v1.SinkPostgres, v1.SinkWebhook:
+	case v1.SinkPostgres:
+		return c.postgresSink(p.Child("postgres"), s.Postgres, cols, c.getenv)
+	case v1.SinkKafka, v1.SinkWebhook:
 		c.refuse(p.Child(string(s.Kind())), "", "this sink is not compiled for Spark yet")
 	}
 	return Sink{}

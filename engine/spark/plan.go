@@ -105,7 +105,9 @@ const (
 	// idempotent by Delta's txnAppId/txnVersion (query id, batch id).
 	SinkDeltaMerge = "deltaMerge"
 	SinkConsole    = "console"
-	SinkFiles      = "files"
+	// SinkPostgres is PostgreSQL in foreachBatch (Sink.Postgres).
+	SinkPostgres = "postgres"
+	SinkFiles    = "files"
 )
 
 // Sink is where batches go.
@@ -124,4 +126,6 @@ type Sink struct {
 	ManifestDir string `json:"manifestDir,omitempty"`
 	// MergeKeys are deltaMerge's key columns; empty for a global aggregate (its one row).
 	MergeKeys []string `json:"mergeKeys,omitempty"`
+	// Postgres is the postgres sink's connection and statements.
+	Postgres *Postgres `json:"postgres,omitempty"`
 }

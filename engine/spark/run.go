@@ -297,6 +297,9 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	cmd := q.opts.Runner.Command(planPath, mem.Value())
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
+	if pw := postgresPassword(q.spec, os.Getenv); pw != "" {
+		cmd.Env = append(cmd.Env, PasswordEnv+"="+pw)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

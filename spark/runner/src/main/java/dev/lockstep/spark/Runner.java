@@ -115,6 +115,11 @@ public final class Runner {
       case "deltaMerge" -> {
         return w.foreachBatch(new DeltaMergeSink(k, plan.queryId)).start();
       }
+      case "postgres" -> {
+        PostgresSink pg = new PostgresSink(k.postgres, plan.queryId);
+        pg.setup();
+        return w.foreachBatch(pg).start();
+      }
       case "console" -> {
         return w.format("console").options(k.options).start();
       }
