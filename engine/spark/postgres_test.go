@@ -2,7 +2,6 @@ package spark_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -95,5 +94,4 @@ func TestDifferentialPostgres(t *testing.T) {
 	if want := sparkSum.LastCommitted + 1; int64(batches) != want {
 		t.Errorf("lockstep_batches holds %d rows of the spark query, want %d (one per committed batch)", batches, want)
 	}
-	_ = fmt.Sprint
 }
