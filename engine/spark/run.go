@@ -277,6 +277,8 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	}
 	defer os.RemoveAll(dir)
 	planPath := filepath.Join(dir, "plan.json")
+	// Spark's SQL warehouse (unused: tables are named by path) would land in the working folder.
+	plan.Conf["spark.sql.warehouse.dir"] = filepath.Join(dir, "warehouse")
 	data, err := json.MarshalIndent(plan, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode spark plan: %w", err)
