@@ -121,20 +121,7 @@ func sparkFilesDir(s sparkckpt.Source) string {
 	if len(s.Folders) != 1 {
 		return ""
 	}
-	return sparkPath(s.Folders[0])
-}
-
-// sparkPath turns a Hadoop path (file:/in/a.json, s3a://b/in/a.json) into Lockstep's form.
-func sparkPath(p string) string {
-	switch {
-	case strings.HasPrefix(p, "s3a://"):
-		return "s3://" + strings.TrimPrefix(p, "s3a://")
-	case strings.HasPrefix(p, "file://"):
-		return strings.TrimPrefix(p, "file://")
-	case strings.HasPrefix(p, "file:"):
-		return strings.TrimPrefix(p, "file:")
-	}
-	return p
+	return sparkckpt.LockstepLocation(s.Folders[0])
 }
 
 // sparkOperatorKinds maps Spark's operator names to the step kinds that write them.

@@ -216,7 +216,9 @@ build_spark() {
     printf '%s\n' "$pomhash" >"$dir/libs.hash"
   fi
   timed "spark runner" mvn -q -B -f "$runner/pom.xml" package -Dspark.version="$SPARK_VERSION"
-  cp "$runner/target/lockstep-spark-runner.jar" "$dir/lockstep-spark-runner.jar"
+  # Replaced by a rename, so that a runner JVM already running keeps reading the jar it opened.
+  cp "$runner/target/lockstep-spark-runner.jar" "$dir/.lockstep-spark-runner.jar.tmp"
+  mv "$dir/.lockstep-spark-runner.jar.tmp" "$dir/lockstep-spark-runner.jar"
   rm -rf "$runner/target"
   printf '%s\n' "$hash" >"$dir/runner.hash"
   log "spark $SPARK_VERSION: $(find "$dir/libs" -name '*.jar' | wc -l) jars, runner $hash"

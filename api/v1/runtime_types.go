@@ -110,6 +110,7 @@ var sparkOwnedConf = []string{
 	"spark.sql.catalog.spark_catalog",
 	"spark.hadoop.fs.s3a.",
 	"spark.ui.enabled",
+	"spark.sql.warehouse.dir",
 }
 
 // SparkOwnedConf returns the Spark settings (keys, or prefixes ending in '.') that Lockstep

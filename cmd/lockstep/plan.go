@@ -27,6 +27,8 @@ const (
 // planOptions are the flags of lockstep plan, and what the command validates against.
 type planOptions struct {
 	file, location, from, output string
+	// runtime is --runtime: "" keeps the spec's.
+	runtime string
 	// openOpts open the checkpoint location.
 	openOpts []checkpoint.OpenOption
 	// getenv reads the environment: a postgres sink's connection string, whose server and
@@ -73,6 +75,7 @@ unreadable input (manifest, checkpoint or flags), 1 another failure.`,
 	cmd.Flags().StringVar(&o.location, "checkpoint", "", "judge against the shape the committed batches in this checkpoint location ran under")
 	cmd.Flags().StringVar(&o.from, "from", "", "judge against the shape of this StreamingQuery manifest")
 	cmd.Flags().StringVarP(&o.output, "output", "o", planText, "output format: text or json")
+	cmd.Flags().StringVar(&o.runtime, "runtime", "", "judge the new query as run on this runtime, as lockstep run --runtime would: lockstep or spark (default: the spec's)")
 	cmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return withExitCode(exitInvalid, err) })
 	return cmd
 }
@@ -86,10 +89,16 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 	case (o.location == "") == (o.from == ""):
 		return withExitCode(exitInvalid, errors.New("give exactly one of --checkpoint LOCATION and --from OLD.yaml"))
 	}
+	switch v1.RuntimeName(o.runtime) {
+	case "", v1.RuntimeLockstep, v1.RuntimeSpark:
+	default:
+		return withExitCode(exitInvalid, fmt.Errorf("--runtime %q: want lockstep or spark", o.runtime))
+	}
 	q, err := readQueryFile(o.file)
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
+	overrideRuntime(&q.Spec, v1.RuntimeName(o.runtime))
 	if errs := plan.Validate(q); len(errs) > 0 {
 		return withExitCode(exitInvalid, fieldErrors(o.file, errs.ToAggregate().Errors()))
 	}

@@ -182,8 +182,7 @@ func (s *Sink) write(ctx context.Context, b *engine.Batch) (skipped bool, err er
 	batch.Queue("BEGIN")
 	// The progress row first: a concurrent instance writing the same batch
 	// waits here for this transaction, then finds the row and skips.
-	batch.Queue("INSERT INTO "+s.progress.Sanitize()+" (query_id, batch_id, committed_at) VALUES ($1, $2, now()) ON CONFLICT DO NOTHING",
-		b.QueryID, b.ID)
+	batch.Queue(RecordBatchSQL(s.progress), b.QueryID, b.ID)
 	switch {
 	case replace:
 		batch.Queue("DELETE FROM " + s.table.Sanitize())
@@ -353,8 +352,7 @@ func (s *Sink) prepare(ctx context.Context, conn *pgx.Conn, pg *v1.PostgresSink)
 	}
 	s.table = pgx.Identifier{schema, name}
 	s.progress = pgx.Identifier{schema, ProgressTable}
-	if _, err := conn.Exec(ctx, "CREATE TABLE IF NOT EXISTS "+s.progress.Sanitize()+
-		" (query_id text NOT NULL, batch_id bigint NOT NULL, committed_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (query_id, batch_id))"); err != nil {
+	if _, err := conn.Exec(ctx, ProgressTableSQL(s.progress)); err != nil {
 		return fmt.Errorf("postgres sink: create %s: %w", s.progress.Sanitize(), err)
 	}
 	have, err := tableColumns(ctx, conn, schema, name)

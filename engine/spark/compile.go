@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -22,6 +23,8 @@ type CompileOptions struct {
 	CheckpointLocation string
 	// AppName names the Spark application (namespace/name).
 	AppName string
+	// Getenv reads the S3 settings (S3AConf); nil: no S3 settings.
+	Getenv func(string) string
 }
 
 // Compile turns a defaulted, valid spec into the runner's plan. Every construct Spark
@@ -29,7 +32,7 @@ type CompileOptions struct {
 // with its field path and reason. Check (without options) runs the same refusals for
 // validation.
 func Compile(spec *v1.StreamingQuerySpec, opts CompileOptions) (*Plan, error) {
-	c := &compiler{spec: spec}
+	c := &compiler{spec: spec, getenv: opts.Getenv}
 	p := c.compile(opts)
 	if len(c.errs) > 0 {
 		return nil, &InvalidError{Errs: c.errs}
@@ -59,8 +62,9 @@ func (e *InvalidError) Error() string {
 }
 
 type compiler struct {
-	spec *v1.StreamingQuerySpec
-	errs field.ErrorList
+	spec   *v1.StreamingQuerySpec
+	errs   field.ErrorList
+	getenv func(string) string
 }
 
 func (c *compiler) refuse(p *field.Path, value any, reason string) {
@@ -80,7 +84,7 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		Version:            PlanVersion,
 		AppName:            opts.AppName,
 		Master:             fmt.Sprintf("local[%d]", rt.Executor.CoresOrDefault()),
-		Conf:               c.conf(rt),
+		Conf:               c.conf(rt, opts.Getenv),
 		CheckpointLocation: opts.CheckpointLocation,
 		QueryName:          "lockstep",
 		QueryID:            opts.QueryID,
@@ -112,7 +116,7 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 
 // conf is Lockstep's Spark settings, then the spec's passthrough (validation has refused the
 // keys Lockstep owns).
-func (c *compiler) conf(rt *v1.SparkRuntime) map[string]string {
+func (c *compiler) conf(rt *v1.SparkRuntime, getenv func(string) string) map[string]string {
 	partitions := c.spec.StateStore.Partitions
 	if partitions <= 0 {
 		partitions = 8
@@ -131,6 +135,9 @@ func (c *compiler) conf(rt *v1.SparkRuntime) map[string]string {
 		// CSV reader would drop rows before Spark counts them.
 		"spark.sql.json.filterPushdown.enabled": "false",
 		"spark.sql.csv.filterPushdown.enabled":  "false",
+	}
+	if getenv != nil {
+		maps.Copy(conf, S3AConf(getenv))
 	}
 	maps.Copy(conf, rt.Conf)
 	return conf
@@ -174,7 +181,7 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 			c.refuse(p.Child("files", "s3"), "", "per-source S3 settings are not mapped to S3A yet")
 		}
 		s.Format = string(f.Format)
-		s.Path = SparkLocation(f.Path)
+		s.Path = sparkckpt.HadoopLocation(f.Path)
 		if f.MaxFilesPerTrigger != nil {
 			s.Options["maxFilesPerTrigger"] = strconv.Itoa(int(*f.MaxFilesPerTrigger))
 		}
@@ -194,7 +201,7 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 		if d.IgnoreChanges {
 			c.refuse(p.Child("delta", "ignoreChanges"), true, "not mapped yet")
 		}
-		s.Format, s.Path = "delta", SparkLocation(d.Path)
+		s.Format, s.Path = "delta", sparkckpt.HadoopLocation(d.Path)
 		if d.MaxFilesPerTrigger != nil {
 			s.Options["maxFilesPerTrigger"] = strconv.Itoa(int(*d.MaxFilesPerTrigger))
 		}
@@ -422,14 +429,18 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) Sink {
 		if d.S3 != nil {
 			c.refuse(p.Child("delta", "s3"), "", "per-sink S3 settings are not mapped to S3A yet")
 		}
-		if c.spec.OutputMode == v1.OutputUpdate {
-			c.refuse(p.Root().Child("spec", "outputMode"), c.spec.OutputMode, "a Delta sink in update mode (a MERGE) is not compiled for Spark yet")
-		}
 		opts := map[string]string{}
 		if len(d.PartitionColumns) > 0 {
 			c.refuse(p.Child("delta", "partitionColumns"), d.PartitionColumns, "not mapped yet")
 		}
-		return Sink{Kind: SinkDelta, Path: SparkLocation(d.Path), Options: opts}
+		if c.spec.OutputMode == v1.OutputUpdate {
+			if len(d.MergeKeys) > 0 {
+				c.refuse(p.Child("delta", "mergeKeys"), d.MergeKeys, "a stateless MERGE is not compiled for Spark yet (two rows of one key in a batch fail Spark's MERGE)")
+			}
+			keys, _ := c.spec.UpsertKeys()
+			return Sink{Kind: SinkDeltaMerge, Path: sparkckpt.HadoopLocation(d.Path), Options: opts, MergeKeys: keys}
+		}
+		return Sink{Kind: SinkDelta, Path: sparkckpt.HadoopLocation(d.Path), Options: opts}
 	case v1.SinkConsole:
 		return Sink{Kind: SinkConsole, Options: map[string]string{"truncate": "false", "numRows": "2147483647"}}
 	case v1.SinkFiles:
@@ -448,8 +459,10 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) Sink {
 			opts["ignoreNullFields"] = "false"
 			opts["timestampFormat"] = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
 		}
-		return Sink{Kind: SinkFiles, Format: string(format), Path: SparkLocation(f.Path), Options: opts, Columns: colsJSON, ManifestDir: sink.ManifestDir}
-	case v1.SinkKafka, v1.SinkPostgres, v1.SinkWebhook:
+		return Sink{Kind: SinkFiles, Format: string(format), Path: sparkckpt.HadoopLocation(f.Path), Options: opts, Columns: colsJSON, ManifestDir: sink.ManifestDir}
+	case v1.SinkPostgres:
+		return c.postgresSink(p.Child("postgres"), s.Postgres, cols, c.getenv)
+	case v1.SinkKafka, v1.SinkWebhook:
 		c.refuse(p.Child(string(s.Kind())), "", "this sink is not compiled for Spark yet")
 	}
 	return Sink{}

@@ -78,6 +78,9 @@ func diffCases() []diffCase {
 		{name: "window-update", query: func(in, out string) *qt.Query {
 			return base("window-update", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
 		}},
+		{name: "window-update-delta", delta: true, query: func(in, out string) *qt.Query {
+			return base("window-update-delta", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputUpdate).DeltaSink(out)
+		}},
 		{name: "dedup", query: func(in, out string) *qt.Query {
 			return base("dedup", in).DropDuplicates("", "id").SelectColumns("id").FilesSink(out, v1.FormatJSON)
 		}},
@@ -138,6 +141,7 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles),
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
+		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 	} {
 		if err != nil {
 			t.Fatal(err)

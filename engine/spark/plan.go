@@ -100,9 +100,14 @@ type Trigger struct {
 
 // Sink kinds the runner builds.
 const (
-	SinkDelta   = "delta"
-	SinkConsole = "console"
-	SinkFiles   = "files"
+	SinkDelta = "delta"
+	// SinkDeltaMerge is Delta in update mode: a MERGE by MergeKeys in foreachBatch, made
+	// idempotent by Delta's txnAppId/txnVersion (query id, batch id).
+	SinkDeltaMerge = "deltaMerge"
+	SinkConsole    = "console"
+	// SinkPostgres is PostgreSQL in foreachBatch (Sink.Postgres).
+	SinkPostgres = "postgres"
+	SinkFiles    = "files"
 )
 
 // Sink is where batches go.
@@ -119,4 +124,8 @@ type Sink struct {
 	Columns json.RawMessage `json:"columns,omitempty"`
 	// ManifestDir is the files sink's manifest folder inside Path.
 	ManifestDir string `json:"manifestDir,omitempty"`
+	// MergeKeys are deltaMerge's key columns; empty for a global aggregate (its one row).
+	MergeKeys []string `json:"mergeKeys,omitempty"`
+	// Postgres is the postgres sink's connection and statements.
+	Postgres *Postgres `json:"postgres,omitempty"`
 }

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +19,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -150,7 +150,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	if err := claimSparkMetadata(ctx, sparkStore, id); err != nil {
 		return sum, err
 	}
-	committed, planned, err := sparkBatches(ctx, sparkStore)
+	committed, planned, err := sparkckpt.Newest(ctx, sparkStore)
 	if err != nil {
 		return sum, err
 	}
@@ -162,7 +162,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 			return sum, fmt.Errorf("%w: %w", engine.ErrRefused, err)
 		}
 	}
-	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: SparkLocation(loc), AppName: owner.Namespace + "/" + owner.Name})
+	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(loc), AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv})
 	if err != nil {
 		return sum, err
 	}
@@ -233,43 +233,6 @@ func claimSparkMetadata(ctx context.Context, s checkpoint.Store, id string) erro
 	return nil
 }
 
-// sparkBatches returns the newest batch in Spark's commits and offsets logs, -1 for none.
-func sparkBatches(ctx context.Context, s checkpoint.Store) (committed, planned int64, err error) {
-	newest := func(dir string) (int64, error) {
-		keys, err := checkpoint.ListKeys(ctx, s, dir+"/")
-		if err != nil {
-			return -1, fmt.Errorf("list %s/%s: %w", s.Location(), dir, err)
-		}
-		n := int64(-1)
-		for _, k := range keys {
-			if b, err := strconv.ParseInt(strings.TrimPrefix(k, dir+"/"), 10, 64); err == nil && b > n {
-				n = b
-			}
-		}
-		return n, nil
-	}
-	if committed, err = newest("commits"); err != nil {
-		return -1, -1, err
-	}
-	planned, err = newest("offsets")
-	return committed, planned, err
-}
-
-// SparkLocation is a checkpoint or table location as Spark names it: a local path made
-// absolute, s3:// as s3a://.
-func SparkLocation(loc string) string {
-	switch {
-	case strings.HasPrefix(loc, "s3://"):
-		return "s3a://" + strings.TrimPrefix(loc, "s3://")
-	case strings.HasPrefix(loc, "file://"):
-		return loc
-	}
-	if abs, err := filepath.Abs(loc); err == nil {
-		return abs
-	}
-	return loc
-}
-
 // runRunner starts the runner on plan and follows it to its end.
 func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, sum *engine.Summary) error {
 	dir, err := os.MkdirTemp("", "lockstep-spark-")
@@ -278,6 +241,8 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	}
 	defer os.RemoveAll(dir)
 	planPath := filepath.Join(dir, "plan.json")
+	// Spark's SQL warehouse (unused: tables are named by path) would land in the working folder.
+	plan.Conf["spark.sql.warehouse.dir"] = filepath.Join(dir, "warehouse")
 	data, err := json.MarshalIndent(plan, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode spark plan: %w", err)
@@ -298,6 +263,9 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	cmd := q.opts.Runner.Command(planPath, mem.Value())
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
+	if pw := postgresPassword(q.spec, os.Getenv); pw != "" {
+		cmd.Env = append(cmd.Env, PasswordEnv+"="+pw)
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

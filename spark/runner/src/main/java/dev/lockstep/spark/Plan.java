@@ -78,5 +78,21 @@ public final class Plan {
     public JsonNode columns;
     /** Files sink: the manifest folder inside the output folder. */
     public String manifestDir;
+    /** Delta MERGE: the key columns ([] for a global aggregate: its one row). */
+    public List<String> mergeKeys = new ArrayList<>();
+    /** PostgreSQL: the connection and statements. */
+    public Postgres postgres;
+  }
+
+  /** The PostgreSQL sink: engine/spark/postgres.go says what each statement does. */
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Postgres {
+    public String jdbcUrl;
+    public String user;
+    public List<String> setup = new ArrayList<>();
+    public String recordBatch;
+    public String replace;
+    public String insert;
+    public List<String> types = new ArrayList<>();
   }
 }

@@ -112,6 +112,14 @@ public final class Runner {
       case "delta" -> {
         return w.format("delta").options(k.options).start(k.path);
       }
+      case "deltaMerge" -> {
+        return w.foreachBatch(new DeltaMergeSink(k, plan.queryId)).start();
+      }
+      case "postgres" -> {
+        PostgresSink pg = new PostgresSink(k.postgres, plan.queryId);
+        pg.setup();
+        return w.foreachBatch(pg).start();
+      }
       case "console" -> {
         return w.format("console").options(k.options).start();
       }

@@ -1,0 +1,91 @@
+package spark_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/engine/spark"
+	lplan "github.com/lockstep-dev/lockstep/plan"
+)
+
+func defaulted(q *qt.Query) *v1.StreamingQuerySpec {
+	obj := q.Obj()
+	obj.Default()
+	if errs := lplan.Validate(obj); len(errs) > 0 {
+		panic(errs.ToAggregate())
+	}
+	return &obj.Spec
+}
+
+// TestCheckRefuses: what Spark cannot run with the spec's meaning is refused, naming the field.
+func TestCheckRefuses(t *testing.T) {
+	cols := []v1.Column{{Name: "id", Type: v1.TypeString}, {Name: "amount", Type: v1.TypeDouble}}
+	files := func() *qt.Query {
+		return qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, cols...).FilesSink("/out", v1.FormatJSON)
+	}
+	cases := []struct {
+		name string
+		spec *v1.StreamingQuerySpec
+		want []string // field: a word of the reason
+	}{
+		{name: "a plain query runs", spec: defaulted(files().Filter("amount > 0").Select(v1.Projection{Name: "id", Expr: "id.lowerAscii()"}))},
+		{name: "rate", spec: defaulted(qt.Make("q", "ns").RateSource("ticks", 10).ConsoleSink()), want: []string{"spec.sources[0].rate: ramp-up"}},
+		{name: "nexmark", spec: defaulted(qt.Make("q", "ns").NexmarkSource("bids", v1.NexmarkSource{Table: v1.NexmarkBid}).ConsoleSink()), want: []string{"spec.sources[0].nexmark: no Nexmark"}},
+		{name: "regex filter", spec: defaulted(files().Filter("id.matches('^a')")), want: []string{"spec.transform[0].filter: RE2"}},
+		{name: "double division in a select", spec: defaulted(files().Select(v1.Projection{Name: "x", Expr: "amount / 2.0"})), want: []string{"spec.transform[0].select[0].expr: Infinity"}},
+		{name: "count_distinct", spec: defaulted(files().Aggregate("", []v1.GroupKey{{Column: "id"}}, v1.Aggregation{Name: "n", Function: v1.AggCountDistinct, Column: "amount"}).OutputMode(v1.OutputUpdate)),
+			want: []string{"spec.transform[0].aggregate.aggregates[0].function: distinct"}},
+		{name: "source names one in Spark", spec: defaulted(qt.Make("q", "ns").FilesSource("a-b", "/in1", v1.FormatJSON, cols...).FilesSource("a_b", "/in2", v1.FormatJSON, cols...).ConsoleSink()),
+			want: []string{"spec.sources[1].name: one name"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := spark.Check(tc.spec)
+			var got []string
+			for i, e := range errs {
+				word := ""
+				if i < len(tc.want) {
+					_, word, _ = strings.Cut(tc.want[i], ": ")
+				}
+				if word != "" && strings.Contains(e.Detail, word) {
+					got = append(got, e.Field+": "+word)
+				} else {
+					got = append(got, e.Field+": "+e.Detail)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Check (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCompileWindow: a window key becomes window() and is renamed to window_start and
+// window_end in its place; the state partitions become Spark's shuffle partitions.
+func TestCompileWindow(t *testing.T) {
+	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, v1.Column{Name: "ts", Type: v1.TypeTimestamp}, v1.Column{Name: "qty", Type: v1.TypeLong}).
+		Watermark("ts", "10s").Aggregate("", []v1.GroupKey{{Window: &v1.Window{Column: "ts", Duration: "1m", Slide: "30s"}}}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "qty"}).
+		OutputMode(v1.OutputAppend).StatePartitions(4).DeltaSink("/out"))
+	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []spark.Step{
+		{Watermark: &spark.Watermark{Column: "ts", Delay: "10000 milliseconds"}},
+		{Aggregate: &spark.Aggregate{GroupBy: []string{"window(`ts`, '60000 milliseconds', '30000 milliseconds') AS `_window0`"}, Aggregates: []string{"try_sum(`qty`) AS `total`"}}},
+		{Select: []string{"`_window0`.start AS `window_start`", "`_window0`.end AS `window_end`", "`total`"}},
+	}
+	if diff := cmp.Diff(want, plan.Steps); diff != "" {
+		t.Errorf("Compile steps (-want +got):\n%s", diff)
+	}
+	if got := plan.Conf["spark.sql.shuffle.partitions"]; got != "4" {
+		t.Errorf("spark.sql.shuffle.partitions = %q, want 4", got)
+	}
+	if plan.Sources[0].Name != "orders" || plan.Sink.Kind != spark.SinkDelta {
+		t.Errorf("source %q, sink %q; want orders, delta", plan.Sources[0].Name, plan.Sink.Kind)
+	}
+}

@@ -1,0 +1,16 @@
+// Package spark is Lockstep's second runtime: it runs a StreamingQuery on Apache Spark
+// Structured Streaming (4.2, local mode) instead of the built-in engine, with the same spec,
+// planner, guarantees and progress lines.
+//
+// The query is compiled here, in Go: [Compile] turns a spec into a [Plan] (sources with Spark's
+// options, CEL filter and select expressions translated to Spark SQL by [TranslateCEL], the
+// watermark, the stateful steps, the sink), and refuses, naming the field and the reason, what
+// Spark cannot run with the spec's meaning ([Check]). The runner (spark/runner, Java) only
+// builds the query the plan describes and prints Spark's progress. [Query.Run] claims
+// Lockstep's records in <location>/[RecordsDir] before Spark starts (Spark does not fence two
+// writers; the owner record's conditional create does), writes Spark's metadata with the same
+// query id, starts the runner as a child JVM ([FindRunner] finds the one `make tools` built),
+// and turns each committed batch into an engine.Progress and a commit in the records.
+//
+// See docs/spark.md for when to choose which runtime and what differs.
+package spark

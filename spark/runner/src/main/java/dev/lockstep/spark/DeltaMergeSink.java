@@ -1,0 +1,57 @@
+package dev.lockstep.spark;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import io.delta.tables.DeltaTable;
+import org.apache.spark.api.java.function.VoidFunction2;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+
+/**
+ * Delta in update mode, in foreachBatch: each batch's rows are MERGEd into the table by the merge
+ * keys (null-safe equality, as grouping treats nulls), in one commit carrying Delta's
+ * txn(appId = query id, version = batch id). A replayed batch finds its txn and Delta skips the
+ * write, so the MERGE is idempotent, keyed by (query id, batch id) as Delta's own sink is.
+ */
+final class DeltaMergeSink implements VoidFunction2<Dataset<Row>, Long> {
+  private static final long serialVersionUID = 1L;
+  private static final String TXN_APP_ID = "spark.databricks.delta.write.txnAppId";
+  private static final String TXN_VERSION = "spark.databricks.delta.write.txnVersion";
+
+  private final Plan.Sink sink;
+  private final String queryId;
+
+  DeltaMergeSink(Plan.Sink sink, String queryId) {
+    this.sink = sink;
+    this.queryId = queryId;
+  }
+
+  @Override
+  public void call(Dataset<Row> batch, Long batchId) {
+    SparkSession spark = batch.sparkSession();
+    if (!DeltaTable.isDeltaTable(spark, sink.path)) {
+      // An empty table with the batch's schema; a concurrent creator wins harmlessly.
+      batch.limit(0).write().format("delta").mode("append").save(sink.path);
+    }
+    List<String> on = new ArrayList<>();
+    for (String k : sink.mergeKeys) {
+      String q = "`" + k.replace("`", "``") + "`";
+      on.add("t." + q + " <=> s." + q);
+    }
+    String cond = on.isEmpty() ? "true" : String.join(" AND ", on);
+    spark.conf().set(TXN_APP_ID, queryId);
+    spark.conf().set(TXN_VERSION, batchId.toString());
+    try {
+      DeltaTable.forPath(spark, sink.path).as("t")
+          .merge(batch.as("s"), cond)
+          .whenMatched().updateAll()
+          .whenNotMatched().insertAll()
+          .execute();
+    } finally {
+      spark.conf().unset(TXN_APP_ID);
+      spark.conf().unset(TXN_VERSION);
+    }
+  }
+}
