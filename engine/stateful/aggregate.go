@@ -89,11 +89,6 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 			Slide    string `json:"slide"`
 		} `json:"window,omitempty"`
 	}
-	type aggDesc struct {
-		Function string `json:"function"`
-		Input    string `json:"input,omitempty"`
-		Type     string `json:"type,omitempty"`
-	}
 	desc := struct {
 		Kind       string    `json:"kind"`
 		Format     int       `json:"format"`
@@ -153,33 +148,13 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 	case evictWindow, evictColumn:
 		desc.Eviction = cfg.EventTime
 	}
-	for _, ag := range cfg.Spec.Aggregates {
-		s := aggSpec{fn: ag.Function, col: -1}
-		if ag.Column != "" {
-			if s.col = columnIndex(cfg.Input, ag.Column); s.col < 0 {
-				return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, ag.Column)
-			}
-			s.in = cfg.Input[s.col].Type
-		}
-		var out v1.ColumnType
-		switch ag.Function {
-		case v1.AggCount, v1.AggCountDistinct:
-			out = v1.TypeLong
-		case v1.AggAvg:
-			out = v1.TypeDouble
-		case v1.AggSum, v1.AggMin, v1.AggMax:
-			out = s.in
-		default:
-			return nil, fmt.Errorf("aggregate %s: unknown function %q", cfg.Name, ag.Function)
-		}
-		if ag.Function != v1.AggCount && s.col < 0 {
-			return nil, fmt.Errorf("aggregate %s: %s needs an input column", cfg.Name, ag.Function)
-		}
-		a.aggs = append(a.aggs, s)
-		a.out = append(a.out, v1.Column{Name: ag.Name, Type: out})
-		desc.Aggregates = append(desc.Aggregates, aggDesc{Function: string(ag.Function), Input: ag.Column, Type: string(s.in)})
-		valueSchema = append(valueSchema, state.Field{Name: ag.Name, Type: string(out), Function: string(ag.Function), Input: ag.Column})
+	aggs, out, descs, fields, err := compileAggregations(cfg.Name, cfg.Spec.Aggregates, cfg.Input)
+	if err != nil {
+		return nil, err
 	}
+	a.aggs, a.out = aggs, append(a.out, out...)
+	desc.Aggregates = append(desc.Aggregates, descs...)
+	valueSchema = append(valueSchema, fields...)
 	c := computes(desc)
 	a.meta = state.Metadata{
 		Operator:    cfg.Name,
@@ -191,6 +166,47 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 		Fingerprint: state.Fingerprint(c),
 	}
 	return a, nil
+}
+
+// aggDesc describes an aggregation in the state's fingerprint (state.Metadata.Computes).
+type aggDesc struct {
+	Function string `json:"function"`
+	Input    string `json:"input,omitempty"`
+	Type     string `json:"type,omitempty"`
+}
+
+// compileAggregations compiles the aggregations of the aggregate step name over the columns
+// in: each one's input column, its output column, its description in the state's fingerprint
+// and its field in the state's value schema. A window's and a session's aggregate share it.
+func compileAggregations(name string, specs []v1.Aggregation, in v1.Columns) (aggs []aggSpec, out v1.Columns, descs []aggDesc, fields []state.Field, err error) {
+	for _, ag := range specs {
+		s := aggSpec{fn: ag.Function, col: -1}
+		if ag.Column != "" {
+			if s.col = columnIndex(in, ag.Column); s.col < 0 {
+				return nil, nil, nil, nil, fmt.Errorf("aggregate %s: no column %q", name, ag.Column)
+			}
+			s.in = in[s.col].Type
+		}
+		var t v1.ColumnType
+		switch ag.Function {
+		case v1.AggCount, v1.AggCountDistinct:
+			t = v1.TypeLong
+		case v1.AggAvg:
+			t = v1.TypeDouble
+		case v1.AggSum, v1.AggMin, v1.AggMax:
+			t = s.in
+		default:
+			return nil, nil, nil, nil, fmt.Errorf("aggregate %s: unknown function %q", name, ag.Function)
+		}
+		if ag.Function != v1.AggCount && s.col < 0 {
+			return nil, nil, nil, nil, fmt.Errorf("aggregate %s: %s needs an input column", name, ag.Function)
+		}
+		aggs = append(aggs, s)
+		out = append(out, v1.Column{Name: ag.Name, Type: t})
+		descs = append(descs, aggDesc{Function: string(ag.Function), Input: ag.Column, Type: string(s.in)})
+		fields = append(fields, state.Field{Name: ag.Name, Type: string(t), Function: string(ag.Function), Input: ag.Column})
+	}
+	return aggs, out, descs, fields, nil
 }
 
 // Columns returns the step's output columns: the keys in order (a window

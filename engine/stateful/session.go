@@ -90,11 +90,6 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 			GapExpr string `json:"gapExpr,omitempty"`
 		} `json:"session,omitempty"`
 	}
-	type aggDesc struct {
-		Function string `json:"function"`
-		Input    string `json:"input,omitempty"`
-		Type     string `json:"type,omitempty"`
-	}
 	desc := struct {
 		Kind       string    `json:"kind"`
 		Format     int       `json:"format"`
@@ -140,33 +135,13 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 	valueSchema = append(valueSchema,
 		state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp), Function: fn, Input: sw.Column},
 		state.Field{Name: v1.ColumnWindowEnd, Type: string(v1.TypeTimestamp), Function: fn, Input: sw.Column})
-	for _, ag := range cfg.Spec.Aggregates {
-		sp := aggSpec{fn: ag.Function, col: -1}
-		if ag.Column != "" {
-			if sp.col = columnIndex(cfg.Input, ag.Column); sp.col < 0 {
-				return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, ag.Column)
-			}
-			sp.in = cfg.Input[sp.col].Type
-		}
-		var out v1.ColumnType
-		switch ag.Function {
-		case v1.AggCount, v1.AggCountDistinct:
-			out = v1.TypeLong
-		case v1.AggAvg:
-			out = v1.TypeDouble
-		case v1.AggSum, v1.AggMin, v1.AggMax:
-			out = sp.in
-		default:
-			return nil, fmt.Errorf("aggregate %s: unknown function %q", cfg.Name, ag.Function)
-		}
-		if ag.Function != v1.AggCount && sp.col < 0 {
-			return nil, fmt.Errorf("aggregate %s: %s needs an input column", cfg.Name, ag.Function)
-		}
-		s.aggs = append(s.aggs, sp)
-		s.out = append(s.out, v1.Column{Name: ag.Name, Type: out})
-		desc.Aggregates = append(desc.Aggregates, aggDesc{Function: string(ag.Function), Input: ag.Column, Type: string(sp.in)})
-		valueSchema = append(valueSchema, state.Field{Name: ag.Name, Type: string(out), Function: string(ag.Function), Input: ag.Column})
+	aggs, out, descs, fields, err := compileAggregations(cfg.Name, cfg.Spec.Aggregates, cfg.Input)
+	if err != nil {
+		return nil, err
 	}
+	s.aggs, s.out = aggs, append(s.out, out...)
+	desc.Aggregates = append(desc.Aggregates, descs...)
+	valueSchema = append(valueSchema, fields...)
 	c := computes(desc)
 	s.meta = state.Metadata{
 		Operator:    cfg.Name,
