@@ -55,18 +55,12 @@ Exit codes: 0 shown, 1 unreadable or damaged checkpoint, 2 malformed location or
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			store, err := openReadOnly(cmd.Context(), args[0])
-			if err != nil {
+			c, store, err := inspect(cmd.Context(), args[0])
+			switch {
+			case err != nil:
 				return err
-			}
-			if spark, err := sparkckpt.IsSparkCheckpoint(cmd.Context(), store); err != nil {
-				return err
-			} else if spark {
+			case c == nil:
 				return describeSparkCheckpoint(cmd.Context(), cmd.OutOrStdout(), store, output)
-			}
-			c, err := checkpoint.Load(cmd.Context(), store)
-			if err != nil {
-				return err
 			}
 			d, err := c.Describe(cmd.Context())
 			if err != nil {
@@ -109,18 +103,12 @@ Exit codes: 0 listed, 1 unreadable or damaged checkpoint, 2 malformed location o
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			store, err := openReadOnly(cmd.Context(), args[0])
-			if err != nil {
+			c, store, err := inspect(cmd.Context(), args[0])
+			switch {
+			case err != nil:
 				return err
-			}
-			if spark, err := sparkckpt.IsSparkCheckpoint(cmd.Context(), store); err != nil {
-				return err
-			} else if spark {
+			case c == nil:
 				return listSparkBatches(cmd.Context(), cmd.OutOrStdout(), store, output)
-			}
-			c, err := checkpoint.Load(cmd.Context(), store)
-			if err != nil {
-				return err
 			}
 			batches, err := c.Batches(cmd.Context())
 			if err != nil {
@@ -158,6 +146,19 @@ func loadCheckpoint(ctx context.Context, location string) (*checkpoint.Checkpoin
 		return nil, err
 	}
 	return checkpoint.Load(ctx, store)
+}
+
+// inspect opens the checkpoint at location read-only for the checkpoint commands: Lockstep's
+// (c), or one that Spark wrote (c nil, store its folder).
+func inspect(ctx context.Context, location string) (c *checkpoint.Checkpoint, store checkpoint.Store, err error) {
+	if store, err = openReadOnly(ctx, location); err != nil {
+		return nil, nil, err
+	}
+	if spark, err := sparkckpt.IsSparkCheckpoint(ctx, store); err != nil || spark {
+		return nil, store, err
+	}
+	c, err = checkpoint.Load(ctx, store)
+	return c, store, err
 }
 
 // openReadOnly opens the store of the checkpoint at location read-only (see
