@@ -1210,6 +1210,24 @@ func ruleCases() []ruleCase {
 			passes: []string{"state-partitions"},
 		},
 		{
+			name: "runtime/built-in engine to spark",
+			old:  revenue().Spec(),
+			new:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
+			want: []finding{{Rule: "runtime", Severity: compat.Rejected, Path: "spec.runtime", Old: "lockstep", New: "spark"}},
+		},
+		{
+			name: "runtime/spark to the built-in engine",
+			old:  edit(clean(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
+			new:  clean().Spec(),
+			want: []finding{{Rule: "runtime", Severity: compat.Rejected, Path: "spec.runtime", Old: "spark", New: "lockstep"}},
+		},
+		{
+			name:   "runtime/spark sizing is not part of the shape",
+			old:    edit(clean(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
+			new:    edit(clean(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{Instances: 3} }),
+			passes: []string{"runtime"},
+		},
+		{
 			name: "trigger/processingTime to availableNow",
 			old:  revenue().Spec(),
 			new:  revenue().AvailableNow().Spec(),

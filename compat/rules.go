@@ -509,6 +509,13 @@ func Rules() []Rule {
 			check:       checkStatePartitions,
 		},
 		{
+			ID: "runtime", Area: AreaSettings, Title: "The runtime changes (built-in engine ↔ Spark)",
+			Severities:  []Severity{Rejected},
+			Description: "spec.runtime (or `lockstep run --runtime`) chooses the built-in engine or Apache Spark. The two keep different checkpoint formats at the same location — Spark its own metadata, offsets, commits, sources and state, the built-in engine Lockstep's — so neither can resume the other's offsets or state. The runtime is pinned at the first batch like the state partitions; a change is rejected rather than left to fail, or to start over silently, at start. See docs/spark.md.",
+			Example:     Example{Old: "runtime: {}", New: "runtime: {spark: {}}"},
+			check:       checkRuntime,
+		},
+		{
 			ID: "trigger", Area: AreaSettings, Title: "The trigger changes",
 			Severities:  []Severity{Allowed},
 			Description: "A trigger only decides when batches are planned: it applies from the next newly planned batch, and a batch planned before the restart is first re-run with its logged offsets. Allowed, as in Spark and Databricks.",

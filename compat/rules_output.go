@@ -353,6 +353,27 @@ func checkStatePartitions(c *change) []Finding {
 	}}
 }
 
+func checkRuntime(c *change) []Finding {
+	o, n := c.old.Pinned.Runtime, c.new.Pinned.Runtime
+	if o == n {
+		return nil
+	}
+	name := func(r v1.RuntimeName) v1.RuntimeName {
+		if r == "" {
+			return v1.RuntimeLockstep
+		}
+		return r
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.runtime",
+		Old:      string(name(o)),
+		New:      string(name(n)),
+		Message:  fmt.Sprintf("The runtime changed from %s to %s; the checkpoint was written by %s, whose checkpoint format %s cannot read (offsets, commits and state differ).", name(o), name(n), name(o), name(n)),
+		Remedy:   c.revertOrFresh(fmt.Sprintf("Run it on %s again (spec.runtime, or lockstep run --runtime %s)", name(o), name(o))),
+	}}
+}
+
 func checkTrigger(c *change) []Finding {
 	o, n := c.old.Trigger, c.new.Trigger
 	if describeTrigger(o) == describeTrigger(n) || o.ProcessingTime != "" && sameDuration(o.ProcessingTime, n.ProcessingTime) {

@@ -163,6 +163,18 @@ type SinkShape struct {
 // Pinned are the settings that the checkpoint pins at its first batch.
 type Pinned struct {
 	StatePartitions int32 `json:"statePartitions"`
+	// Runtime is the runtime that writes the checkpoint; omitted for the built-in engine, so
+	// the shapes of its queries read as before. (No version bump: a Lockstep that does not
+	// know the field refuses a spark shape as unreadable, which is the safe outcome.)
+	Runtime v1.RuntimeName `json:"runtime,omitempty"`
+}
+
+// runtimeOf is the runtime a shape records: "" for the built-in engine.
+func runtimeOf(spec *v1.StreamingQuerySpec) v1.RuntimeName {
+	if n := spec.Runtime.Name(); n != v1.RuntimeLockstep {
+		return n
+	}
+	return ""
 }
 
 // Option gives ShapeOf, Check and Guard what the caller read outside the spec.
@@ -209,7 +221,7 @@ func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 		Output:     pl.Output(),
 		Sink:       querySinkShape(s, options(opts)),
 		Trigger:    s.Trigger,
-		Pinned:     Pinned{StatePartitions: s.StateStore.Partitions},
+		Pinned:     Pinned{StatePartitions: s.StateStore.Partitions, Runtime: runtimeOf(s)},
 	}
 	for i := range s.Sources {
 		sh.Sources = append(sh.Sources, sourceShape(&s.Sources[i]))

@@ -163,19 +163,26 @@ build_terraform() {
   go_install "terraform v$TERRAFORM_VERSION (~3 min)" "github.com/hashicorp/terraform@v$TERRAFORM_VERSION"
 }
 
-# build_kafka: Apache Kafka $KAFKA_VERSION for the tests (internal/testenv/kafka.go): the broker's
-# jars from Maven Central through the pinned build in hack/kafka/pom.xml, copied into
-# $TOOLS/kafka-$KAFKA_VERSION/libs; Java (17 or later) and Maven from Debian when absent,
-# java linked into the cache. Skipped when the libs were copied by this very pom.
-build_kafka() {
-  local dir=$TOOLS/kafka-$KAFKA_VERSION need=()
-  command -v java >/dev/null || need+=(openjdk-17-jre-headless)
+# install_java: Java (17 or later) and Maven from Debian when absent, java linked into the
+# cache. Shared by the kafka and spark steps.
+install_java() {
+  local need=()
+  command -v java >/dev/null || need+=(openjdk-17-jdk-headless)
   command -v mvn >/dev/null || need+=(maven)
   if [ ${#need[@]} -gt 0 ]; then
     local sudo=; [ "$(id -u)" = 0 ] || sudo=sudo
     timed "${need[*]} (apt-get install)" bash -c "$sudo apt-get update -qq && $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends ${need[*]} >/dev/null"
   fi
   ln -sf "$(readlink -f "$(command -v java)")" "$BIN/java"
+}
+
+# build_kafka: Apache Kafka $KAFKA_VERSION for the tests (internal/testenv/kafka.go): the broker's
+# jars from Maven Central through the pinned build in hack/kafka/pom.xml, copied into
+# $TOOLS/kafka-$KAFKA_VERSION/libs; Java (17 or later) and Maven from Debian when absent,
+# java linked into the cache. Skipped when the libs were copied by this very pom.
+build_kafka() {
+  local dir=$TOOLS/kafka-$KAFKA_VERSION
+  install_java
   if [ -f "$dir/libs/kafka_2.13-$KAFKA_VERSION.jar" ] && cmp -s "$here/kafka/pom.xml" "$dir/pom.xml"; then
     log "kafka $KAFKA_VERSION: cached"; return
   fi
@@ -185,6 +192,34 @@ build_kafka() {
   mv "$dir/libs.tmp" "$dir/libs"
   cp "$here/kafka/pom.xml" "$dir/pom.xml"
   log "kafka $KAFKA_VERSION: $(find "$dir/libs" -name '*.jar' | wc -l) jars, java $("$BIN/java" -version 2>&1 | awk -F'"' 'NR==1{print $2}')"
+}
+
+# build_spark: the Spark runner (spark/runner, docs/spark.md) and its dependency jars, into
+# $TOOLS/spark-$SPARK_VERSION/: libs/ (Spark, Delta, Kafka, hadoop-aws, the AWS SDK modules
+# S3A loads, PostgreSQL JDBC) from Maven Central, and lockstep-spark-runner.jar. Java and Maven
+# as for kafka. The cache is keyed by a hash of spark/runner (pom and sources): a change there
+# rebuilds the runner, and the libs when the pom changed; otherwise the step is skipped.
+build_spark() {
+  local dir=$TOOLS/spark-$SPARK_VERSION runner=$root/spark/runner hash pomhash
+  install_java
+  hash=$(cd "$runner" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum | sha256sum | cut -c1-16)
+  pomhash=$(sha256sum "$runner/pom.xml" | cut -c1-16)
+  if [ -f "$dir/lockstep-spark-runner.jar" ] && [ "$(cat "$dir/runner.hash" 2>/dev/null)" = "$hash" ]; then
+    log "spark $SPARK_VERSION runner: cached"; return
+  fi
+  mkdir -p "$dir"
+  if [ ! -d "$dir/libs" ] || [ "$(cat "$dir/libs.hash" 2>/dev/null)" != "$pomhash" ]; then
+    rm -rf "$dir/libs" "$dir/libs.tmp"
+    timed "spark $SPARK_VERSION jars (Maven Central, ~320 MB)" mvn -q -B -f "$runner/pom.xml" dependency:copy-dependencies \
+      -Dspark.version="$SPARK_VERSION" -DincludeScope=runtime -DoutputDirectory="$dir/libs.tmp"
+    mv "$dir/libs.tmp" "$dir/libs"
+    printf '%s\n' "$pomhash" >"$dir/libs.hash"
+  fi
+  timed "spark runner" mvn -q -B -f "$runner/pom.xml" package -Dspark.version="$SPARK_VERSION"
+  cp "$runner/target/lockstep-spark-runner.jar" "$dir/lockstep-spark-runner.jar"
+  rm -rf "$runner/target"
+  printf '%s\n' "$hash" >"$dir/runner.hash"
+  log "spark $SPARK_VERSION: $(find "$dir/libs" -name '*.jar' | wc -l) jars, runner $hash"
 }
 
 # link_postgres: links Debian's PostgreSQL server binaries into the cache, so tests
@@ -232,7 +267,7 @@ build_duckdb() {
   timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
 }
 
-all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka postgres duckdb chromium)
+all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka spark postgres duckdb chromium)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 

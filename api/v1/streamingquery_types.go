@@ -92,6 +92,12 @@ type StreamingQuerySpec struct {
 	// +optional
 	Resources ResourceRequirements `json:"resources,omitzero"`
 
+	// Runtime selects what runs the query: the built-in engine (omitted) or Apache Spark
+	// Structured Streaming (spark). Changing it on an existing checkpoint is rejected: the
+	// two keep different checkpoint formats. See docs/spark.md.
+	// +optional
+	Runtime Runtime `json:"runtime,omitzero"`
+
 	// Engine shapes the engine pod on Kubernetes: service account, scheduling, labels and
 	// annotations, image pull secrets, extra environment and the liveness bound.
 	// +optional

@@ -57,6 +57,7 @@ func (s *StreamingQuerySpec) Validate(x Expressions) field.ErrorList {
 	errs = append(errs, s.StateStore.validate(spec.Child("stateStore"))...)
 	errs = append(errs, s.Resources.validate(spec.Child("resources"))...)
 	errs = append(errs, s.Engine.validate(spec.Child("engine"))...)
+	errs = append(errs, s.Runtime.validate(spec.Child("runtime"))...)
 	return errs
 }
 

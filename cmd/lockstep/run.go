@@ -41,7 +41,7 @@ const (
 )
 
 func newRunCommand() *cobra.Command {
-	var file, location, progress, httpAddr string
+	var file, location, progress, httpAddr, runtime string
 	cmd := &cobra.Command{
 		Use:   "run -f QUERY.yaml",
 		Short: "Run a streaming query on this machine",
@@ -56,6 +56,10 @@ the end; the console sink prints rows on standard output. SIGINT or SIGTERM stop
 query after the current batch (exit 0); a second signal exits at once (exit 1; the
 next run replays the interrupted batch).
 
+--runtime spark runs the query on Apache Spark (local mode, the runner built by
+make tools) instead of the built-in engine, without editing the file; --runtime
+lockstep the other way. The Spark driver's log goes to a file the run names.
+
 Exit codes: 0 done or stopped, 1 runtime failure, 2 invalid spec or unreadable file,
 3 the checkpoint refuses this query (another query's checkpoint, or another engine
 is running on it).`,
@@ -64,12 +68,18 @@ is running on it).`,
 			if progress != progressText && progress != progressJSON {
 				return withExitCode(exitInvalid, fmt.Errorf("--progress %q: want text or json", progress))
 			}
-			return runQuery(cmd.Context(), file, location, progress, httpAddr, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			switch v1.RuntimeName(runtime) {
+			case "", v1.RuntimeLockstep, v1.RuntimeSpark:
+			default:
+				return withExitCode(exitInvalid, fmt.Errorf("--runtime %q: want lockstep or spark", runtime))
+			}
+			return runQueryOn(cmd.Context(), file, location, progress, httpAddr, v1.RuntimeName(runtime), cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVarP(&file, "file", "f", "", "the StreamingQuery manifest (YAML or JSON)")
 	cmd.Flags().StringVar(&location, "checkpoint", "", "the checkpoint location: a path, file:///path or s3://bucket/prefix (default: the spec's, else ./.lockstep/checkpoints/<namespace>/<name>)")
 	cmd.Flags().StringVar(&progress, "progress", progressText, "progress output on standard error: text or json")
+	cmd.Flags().StringVar(&runtime, "runtime", "", "run on this runtime whatever the spec says: lockstep (the built-in engine) or spark (default: the spec's spec.runtime)")
 	cmd.Flags().StringVar(&httpAddr, "http", "", "serve the query's page (/), progress (/api/progress) and Prometheus metrics (/metrics) on this address, e.g. 127.0.0.1:4040 (default: off)")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
@@ -97,13 +107,28 @@ func newRegistry(opts ...webhook.Opt) (*engine.Registry, error) {
 }
 
 func runQuery(ctx context.Context, file, location, progress, httpAddr string, stdout, stderr io.Writer) error {
+	return runQueryOn(ctx, file, location, progress, httpAddr, "", stdout, stderr)
+}
+
+// runQueryOn is runQuery on the given runtime ("": the spec's).
+func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, runtime v1.RuntimeName, stdout, stderr io.Writer) error {
 	gctune.Tune() // docs/engine.md, "Memory and garbage collection"
 	obj, err := readQueryFile(file)
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
+	overrideRuntime(&obj.Spec, runtime)
 	if location == "" && obj.Spec.Checkpoint.Location == "" {
 		location = filepath.Join(".lockstep", "checkpoints", obj.Namespace, obj.Name)
+	}
+	if obj.Spec.Runtime.Name() == v1.RuntimeSpark {
+		if httpAddr != "" {
+			return withExitCode(exitInvalid, errors.New("--http is not served for the spark runtime yet"))
+		}
+		return runSpark(ctx, obj, file, location, progress, stdout, stderr)
+	}
+	if err := refuseSparkCheckpoint(ctx, obj, location); err != nil {
+		return withExitCode(exitRefused, err)
 	}
 	reg, err := newRegistry()
 	if err != nil {

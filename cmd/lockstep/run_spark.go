@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/spark"
+)
+
+// overrideRuntime applies `lockstep run --runtime`: spark runs the spec on Spark (keeping its
+// spark sizing when it has some), lockstep on the built-in engine; "" keeps the spec's.
+func overrideRuntime(spec *v1.StreamingQuerySpec, runtime v1.RuntimeName) {
+	switch runtime {
+	case v1.RuntimeSpark:
+		if spec.Runtime.Spark == nil {
+			spec.Runtime.Spark = &v1.SparkRuntime{}
+		}
+	case v1.RuntimeLockstep:
+		spec.Runtime.Spark = nil
+	}
+}
+
+// runSpark runs the query on Spark: the same progress lines, exit codes and signals as the
+// built-in engine (docs/spark.md).
+func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progress string, stdout, stderr io.Writer) error {
+	runner, err := spark.FindRunner()
+	if err != nil {
+		return withExitCode(exitFailure, err)
+	}
+	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	q, err := spark.New(obj, spark.Options{
+		Location: location,
+		Runner:   runner,
+		Observer: obs,
+		Stdout:   stdout,
+		Guard:    compatGuard(logger),
+		Logger:   logger,
+	})
+	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
+		return withExitCode(exitInvalid, invalidSpec(file, ise))
+	}
+	if err != nil {
+		return withExitCode(exitFailure, err)
+	}
+	obs.note("runtime spark: the Spark driver's log is " + q.LogPath())
+	defer stopOnSignals(q.Stop, func() {
+		obs.note("stopping after the current batch (signal again to exit at once)")
+	}, func() {
+		obs.note("exiting at once; the next run replays the interrupted batch")
+	})()
+	sum, err := q.Run(ctx)
+	if err != nil {
+		if errors.Is(err, engine.ErrRefused) {
+			return withExitCode(exitRefused, err)
+		}
+		return withExitCode(exitFailure, err)
+	}
+	obs.summary(sum)
+	return nil
+}
+
+// refuseSparkCheckpoint refuses to run the built-in engine on a checkpoint the spark runtime
+// wrote (it holds spark.RecordsDir): the runtime is pinned (compat rule runtime).
+func refuseSparkCheckpoint(ctx context.Context, obj *v1.StreamingQuery, location string) error {
+	if location == "" {
+		location = obj.Spec.Checkpoint.Location
+	}
+	store, err := checkpoint.Open(ctx, location+"/"+spark.RecordsDir, checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
+	if err != nil {
+		return nil // the engine reports an unusable location itself
+	}
+	if _, err := store.Get(ctx, checkpoint.MetadataKey); err != nil {
+		return nil
+	}
+	return fmt.Errorf("%w: %s was written by the spark runtime; the runtime cannot change on a checkpoint (rule runtime, docs/compatibility.md): run it with --runtime spark, or start fresh at a new checkpoint location", engine.ErrRefused, location)
+}

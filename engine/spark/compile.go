@@ -1,0 +1,443 @@
+package spark
+
+import (
+	"encoding/json"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/sink"
+)
+
+// CompileOptions are what a plan needs besides the spec.
+type CompileOptions struct {
+	// QueryID is the checkpoint's query id.
+	QueryID string
+	// CheckpointLocation is the location Spark writes its checkpoint to, as Spark names it.
+	CheckpointLocation string
+	// AppName names the Spark application (namespace/name).
+	AppName string
+}
+
+// Compile turns a defaulted, valid spec into the runner's plan. Every construct Spark
+// cannot run with the spec's meaning is refused: the error is an *InvalidError listing each
+// with its field path and reason. Check (without options) runs the same refusals for
+// validation.
+func Compile(spec *v1.StreamingQuerySpec, opts CompileOptions) (*Plan, error) {
+	c := &compiler{spec: spec}
+	p := c.compile(opts)
+	if len(c.errs) > 0 {
+		return nil, &InvalidError{Errs: c.errs}
+	}
+	return p, nil
+}
+
+// Check returns every construct of spec that the spark runtime refuses, with its field and
+// reason; nil when Spark runs it with the spec's meaning. The spec must be valid.
+func Check(spec *v1.StreamingQuerySpec) field.ErrorList {
+	c := &compiler{spec: spec}
+	c.compile(CompileOptions{QueryID: "check", CheckpointLocation: "check"})
+	return c.errs
+}
+
+// InvalidError lists what the spark runtime refuses in a spec, each with its field path.
+type InvalidError struct {
+	Errs field.ErrorList
+}
+
+func (e *InvalidError) Error() string {
+	msgs := make([]string, len(e.Errs))
+	for i, err := range e.Errs {
+		msgs[i] = err.Error()
+	}
+	return "the spark runtime refuses the query: " + strings.Join(msgs, "; ")
+}
+
+type compiler struct {
+	spec *v1.StreamingQuerySpec
+	errs field.ErrorList
+}
+
+func (c *compiler) refuse(p *field.Path, value any, reason string) {
+	c.errs = append(c.errs, field.Invalid(p, value, "the spark runtime cannot run this: "+reason))
+}
+
+func (c *compiler) compile(opts CompileOptions) *Plan {
+	spec := c.spec
+	sp := field.NewPath("spec")
+	rt := spec.Runtime.Spark
+	if rt == nil {
+		rt = &v1.SparkRuntime{}
+	}
+	plan := &Plan{
+		Version:            PlanVersion,
+		AppName:            opts.AppName,
+		Master:             fmt.Sprintf("local[%d]", rt.Executor.CoresOrDefault()),
+		Conf:               c.conf(rt),
+		CheckpointLocation: opts.CheckpointLocation,
+		QueryName:          "lockstep",
+		QueryID:            opts.QueryID,
+		OutputMode:         string(spec.OutputMode),
+		Trigger:            c.trigger(sp.Child("trigger")),
+	}
+	cols, err := spec.StepColumns()
+	if err != nil {
+		c.errs = append(c.errs, field.Invalid(sp, "", err.Error()))
+		return plan
+	}
+	names := map[string]string{}
+	for i := range spec.Sources {
+		src := &spec.Sources[i]
+		p := sp.Child("sources").Index(i)
+		s := c.source(p, src)
+		if other, dup := names[s.Name]; dup {
+			c.refuse(p.Child("name"), src.Name, fmt.Sprintf("Spark names sources with letters, digits and _ only, so %q and %q are one name there; rename one", other, src.Name))
+		}
+		names[s.Name] = src.Name
+		plan.Sources = append(plan.Sources, s)
+	}
+	for i := range spec.Transform {
+		plan.Steps = append(plan.Steps, c.step(sp.Child("transform").Index(i), &spec.Transform[i], cols[i])...)
+	}
+	plan.Sink = c.sink(sp.Child("sink"), &spec.Sink, cols[len(cols)-1])
+	return plan
+}
+
+// conf is Lockstep's Spark settings, then the spec's passthrough (validation has refused the
+// keys Lockstep owns).
+func (c *compiler) conf(rt *v1.SparkRuntime) map[string]string {
+	partitions := c.spec.StateStore.Partitions
+	if partitions <= 0 {
+		partitions = 8
+	}
+	conf := map[string]string{
+		"spark.sql.shuffle.partitions":                             strconv.Itoa(int(partitions)),
+		"spark.sql.session.timeZone":                               "UTC",
+		"spark.sql.streaming.queryEvolution.enableSourceEvolution": "true",
+		"spark.ui.enabled":                                         "false",
+		"spark.sql.extensions":                                     "io.delta.sql.DeltaSparkSessionExtension",
+		"spark.sql.catalog.spark_catalog":                          "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+		// A files source commits a file it has read to its log; Lockstep's sources read every
+		// file of the folder, as does Spark's by default.
+		"spark.sql.streaming.schemaInference": "false",
+	}
+	maps.Copy(conf, rt.Conf)
+	return conf
+}
+
+func (c *compiler) trigger(p *field.Path) Trigger {
+	t := c.spec.Trigger
+	switch {
+	case t.Once:
+		return Trigger{Kind: TriggerOnce}
+	case t.AvailableNow:
+		return Trigger{Kind: TriggerAvailableNow}
+	case t.ProcessingTime != "":
+		d, err := t.ProcessingTime.Parse()
+		if err != nil {
+			c.errs = append(c.errs, field.Invalid(p.Child("processingTime"), t.ProcessingTime, err.Error()))
+		}
+		return Trigger{Kind: TriggerProcessingTime, IntervalMs: d.Milliseconds()}
+	}
+	return Trigger{Kind: TriggerDefault}
+}
+
+// SourceName is a source's name as Spark accepts it: '-' becomes '_'.
+func SourceName(name string) string { return strings.ReplaceAll(name, "-", "_") }
+
+func (c *compiler) source(p *field.Path, src *v1.Source) Source {
+	s := Source{Name: SourceName(src.Name), Options: map[string]string{}}
+	if src.OnMalformed != "" && src.OnMalformed != v1.MalformedFail {
+		c.refuse(p.Child("onMalformed"), src.OnMalformed, "Spark's readers have no dead-letter or skip-and-count mode with the built-in engine's meaning")
+	}
+	switch src.Kind() {
+	case v1.SourceFiles:
+		f := src.Files
+		if f.S3 != nil {
+			c.refuse(p.Child("files", "s3"), "", "per-source S3 settings are not mapped to S3A yet")
+		}
+		s.Format = string(f.Format)
+		s.Path = SparkLocation(f.Path)
+		if f.MaxFilesPerTrigger != nil {
+			s.Options["maxFilesPerTrigger"] = strconv.Itoa(int(*f.MaxFilesPerTrigger))
+		}
+		switch f.Format {
+		case v1.FormatCSV:
+			s.Options["header"] = "false"
+			s.Options["mode"] = "FAILFAST"
+		case v1.FormatJSON:
+			s.Options["mode"] = "FAILFAST"
+		}
+		s.Schema, s.Project = readSchema(src.Schema.Columns, f.Format != v1.FormatParquet)
+	case v1.SourceDelta:
+		d := src.Delta
+		if d.S3 != nil {
+			c.refuse(p.Child("delta", "s3"), "", "per-source S3 settings are not mapped to S3A yet")
+		}
+		if d.IgnoreChanges {
+			c.refuse(p.Child("delta", "ignoreChanges"), true, "not mapped yet")
+		}
+		s.Format, s.Path = "delta", SparkLocation(d.Path)
+		if d.MaxFilesPerTrigger != nil {
+			s.Options["maxFilesPerTrigger"] = strconv.Itoa(int(*d.MaxFilesPerTrigger))
+		}
+		if d.StartingVersion != nil {
+			s.Options["startingVersion"] = strconv.FormatInt(*d.StartingVersion, 10)
+		}
+		for _, col := range src.Schema.Columns {
+			s.Project = append(s.Project, fmt.Sprintf("CAST(%s AS %s) AS %s", quoteIdent(col.Name), sqlType(col.Type), quoteIdent(col.Name)))
+		}
+	case v1.SourceKafka:
+		c.kafka(p.Child("kafka"), src, &s)
+	case v1.SourceRate:
+		c.refuse(p.Child("rate"), "", "Spark's rate source spreads rows over a ramp-up and numbers them per partition; its rows differ from the built-in engine's")
+	case v1.SourceNexmark:
+		c.refuse(p.Child("nexmark"), "", "Spark has no Nexmark source")
+	}
+	return s
+}
+
+func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source) {
+	k := src.Kafka
+	s.Format = "kafka"
+	s.Options["kafka.bootstrap.servers"] = strings.Join(k.BootstrapServers, ",")
+	switch {
+	case len(k.Topics) > 0:
+		s.Options["subscribe"] = strings.Join(k.Topics, ",")
+	case k.TopicPattern != "":
+		s.Options["subscribePattern"] = k.TopicPattern
+	}
+	if k.StartingOffsets != "" {
+		s.Options["startingOffsets"] = k.StartingOffsets
+	}
+	if k.MaxOffsetsPerTrigger != nil {
+		s.Options["maxOffsetsPerTrigger"] = strconv.FormatInt(*k.MaxOffsetsPerTrigger, 10)
+	}
+	if k.FailOnDataLoss != nil {
+		s.Options["failOnDataLoss"] = strconv.FormatBool(*k.FailOnDataLoss)
+	}
+	if k.SASL != nil {
+		c.refuse(p.Child("sasl"), "", "not mapped to Spark's kafka.sasl.* options yet")
+	}
+	if k.TLS != nil {
+		c.refuse(p.Child("tls"), "", "not mapped to Spark's kafka.ssl.* options yet")
+	}
+	meta := []string{
+		"CAST(key AS STRING) AS `" + v1.ColumnKafkaKey + "`",
+		"topic AS `" + v1.ColumnKafkaTopic + "`",
+		"CAST(partition AS BIGINT) AS `" + v1.ColumnKafkaPartition + "`",
+		"offset AS `" + v1.ColumnKafkaOffset + "`",
+		"timestamp AS `" + v1.ColumnKafkaTimestamp + "`",
+	}
+	switch k.Format {
+	case v1.KafkaRaw:
+		s.Project = append([]string{"CAST(value AS STRING) AS `" + v1.ColumnKafkaValue + "`"}, meta...)
+	case v1.KafkaJSON, "":
+		// Parse the value into a struct _v, then project each column as a file source does.
+		schema, project := readSchemaFrom("`_v`.", src.Schema.Columns, true)
+		s.Project = append([]string{"from_json(CAST(value AS STRING), " + QuoteString(schema) + ", map('mode', 'FAILFAST')) AS `_v`"}, meta...)
+		s.Then = append(project, metaNames()...)
+	default:
+		c.refuse(p.Child("format"), k.Format, "not compiled yet; use format raw")
+	}
+}
+
+// readSchema returns the reader's DDL schema and the projection into the spec's columns. With
+// textual timestamps (JSON, CSV), a timestamp column is read as a string and converted as the
+// built-in engine reads it: an RFC 3339 string, or epoch milliseconds as a number.
+func readSchema(cols v1.Columns, textTimestamps bool) (ddl string, project []string) {
+	return readSchemaFrom("", cols, textTimestamps)
+}
+
+// readSchemaFrom is readSchema for columns read under a struct prefix ("`_v`.").
+func readSchemaFrom(prefix string, cols v1.Columns, textTimestamps bool) (ddl string, project []string) {
+	fields := make([]string, len(cols))
+	for i, col := range cols {
+		t := sqlType(col.Type)
+		q := quoteIdent(col.Name)
+		in := prefix + q
+		if textTimestamps && col.Type == v1.TypeTimestamp {
+			t = "STRING"
+			project = append(project, fmt.Sprintf("(CASE WHEN %[1]s RLIKE '^-?[0-9]+$' THEN timestamp_millis(CAST(%[1]s AS BIGINT)) ELSE CAST(%[1]s AS TIMESTAMP) END) AS %[2]s", in, q))
+		} else {
+			project = append(project, in+" AS "+q)
+		}
+		fields[i] = q + " " + t
+	}
+	return strings.Join(fields, ", "), project
+}
+
+func metaNames() []string {
+	var out []string
+	for _, c := range v1.KafkaMetadataColumns() {
+		out = append(out, quoteIdent(c.Name))
+	}
+	return out
+}
+
+func sqlType(t v1.ColumnType) string {
+	switch t {
+	case v1.TypeString:
+		return "STRING"
+	case v1.TypeLong:
+		return "BIGINT"
+	case v1.TypeDouble:
+		return "DOUBLE"
+	case v1.TypeBoolean:
+		return "BOOLEAN"
+	case v1.TypeTimestamp:
+		return "TIMESTAMP"
+	}
+	return "STRING"
+}
+
+func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
+	switch st.Kind() {
+	case v1.StepFilter:
+		env, err := v1.CELEnv(in)
+		if err != nil {
+			c.errs = append(c.errs, field.InternalError(p, err))
+			return nil
+		}
+		ast, err := v1.CompileFilter(env, st.Filter)
+		if err != nil {
+			c.errs = append(c.errs, field.Invalid(p.Child("filter"), st.Filter, err.Error()))
+			return nil
+		}
+		sql, err := TranslateCEL(ast)
+		if err != nil {
+			c.refuse(p.Child("filter"), st.Filter, err.Error())
+			return nil
+		}
+		return []Step{{Filter: sql}}
+	case v1.StepSelect:
+		env, err := v1.CELEnv(in)
+		if err != nil {
+			c.errs = append(c.errs, field.InternalError(p, err))
+			return nil
+		}
+		var sel []string
+		for j, pr := range st.Select {
+			pp := p.Child("select").Index(j).Child("expr")
+			ast, typ, err := v1.CompileProjection(env, pr.Expr)
+			if err != nil {
+				c.errs = append(c.errs, field.Invalid(pp, pr.Expr, err.Error()))
+				continue
+			}
+			sql, err := TranslateCEL(ast)
+			if err != nil {
+				c.refuse(pp, pr.Expr, err.Error())
+				continue
+			}
+			// The column's type is the spec's, whatever Spark infers for the expression.
+			sel = append(sel, fmt.Sprintf("CAST(%s AS %s) AS %s", sql, sqlType(typ), quoteIdent(pr.Name)))
+		}
+		return []Step{{Select: sel}}
+	case v1.StepWatermark:
+		d, _ := st.Watermark.Delay.Parse()
+		return []Step{{Watermark: &Watermark{Column: st.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}}}
+	case v1.StepDropDuplicates:
+		return []Step{{DropDuplicates: st.DropDuplicates.Columns}}
+	case v1.StepAggregate:
+		return c.aggregate(p.Child("aggregate"), st.Aggregate, in)
+	case v1.StepJoin:
+		c.refuse(p.Child("join"), "", "joins are not compiled for Spark yet")
+	}
+	return nil
+}
+
+// aggregate is a groupBy/agg, then a select that names the columns as the spec does: a
+// window becomes window_start and window_end, in the key's place.
+func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []Step {
+	agg := &Aggregate{}
+	var out []string
+	for k, g := range a.GroupBy {
+		if g.Column != "" {
+			agg.GroupBy = append(agg.GroupBy, quoteIdent(g.Column))
+			out = append(out, quoteIdent(g.Column))
+			continue
+		}
+		w := g.Window
+		size, _ := w.Duration.Parse()
+		slide := size
+		if w.Slide != "" {
+			slide, _ = w.Slide.Parse()
+		}
+		name := fmt.Sprintf("_window%d", k)
+		agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("window(%s, '%d milliseconds', '%d milliseconds') AS `%s`", quoteIdent(w.Column), size.Milliseconds(), slide.Milliseconds(), name))
+		out = append(out, fmt.Sprintf("`%s`.start AS `%s`", name, v1.ColumnWindowStart), fmt.Sprintf("`%s`.end AS `%s`", name, v1.ColumnWindowEnd))
+	}
+	for j, ag := range a.Aggregates {
+		col := quoteIdent(ag.Column)
+		var e string
+		switch ag.Function {
+		case v1.AggCount:
+			e = "count(1)"
+			if ag.Column != "" {
+				e = "count(" + col + ")"
+			}
+		case v1.AggSum:
+			e = "sum(" + col + ")"
+			if c, ok := in.Lookup(ag.Column); ok && c.Type == v1.TypeLong {
+				// Spark's sum of BIGINT fails the query on overflow (ANSI); try_sum yields NULL.
+				e = "try_sum(" + col + ")"
+			}
+		case v1.AggMin:
+			e = "min(" + col + ")"
+		case v1.AggMax:
+			e = "max(" + col + ")"
+		case v1.AggAvg:
+			e = "avg(" + col + ")"
+		case v1.AggCountDistinct:
+			c.refuse(p.Child("aggregates").Index(j).Child("function"), ag.Function, "Spark does not run distinct aggregations on streams")
+			continue
+		}
+		agg.Aggregates = append(agg.Aggregates, e+" AS "+quoteIdent(ag.Name))
+		out = append(out, quoteIdent(ag.Name))
+	}
+	return []Step{{Aggregate: agg}, {Select: out}}
+}
+
+func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) Sink {
+	switch s.Kind() {
+	case v1.SinkDelta:
+		d := s.Delta
+		if d.S3 != nil {
+			c.refuse(p.Child("delta", "s3"), "", "per-sink S3 settings are not mapped to S3A yet")
+		}
+		if c.spec.OutputMode == v1.OutputUpdate {
+			c.refuse(p.Root().Child("spec", "outputMode"), c.spec.OutputMode, "a Delta sink in update mode (a MERGE) is not compiled for Spark yet")
+		}
+		opts := map[string]string{}
+		if len(d.PartitionColumns) > 0 {
+			c.refuse(p.Child("delta", "partitionColumns"), d.PartitionColumns, "not mapped yet")
+		}
+		return Sink{Kind: SinkDelta, Path: SparkLocation(d.Path), Options: opts}
+	case v1.SinkConsole:
+		return Sink{Kind: SinkConsole, Options: map[string]string{"truncate": "false", "numRows": "2147483647"}}
+	case v1.SinkFiles:
+		f := s.Files
+		if f.S3 != nil {
+			c.refuse(p.Child("files", "s3"), "", "per-sink S3 settings are not mapped to S3A yet")
+		}
+		format := f.Format
+		if format == "" {
+			format = v1.DefaultFilesSinkFormat
+		}
+		colsJSON, _ := json.Marshal(cols)
+		opts := map[string]string{}
+		if format == v1.FormatJSON {
+			// As the built-in JSON encoder writes them: nulls kept, RFC 3339 UTC timestamps.
+			opts["ignoreNullFields"] = "false"
+			opts["timestampFormat"] = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+		}
+		return Sink{Kind: SinkFiles, Format: string(format), Path: SparkLocation(f.Path), Options: opts, Columns: colsJSON, ManifestDir: sink.ManifestDir}
+	case v1.SinkKafka, v1.SinkPostgres, v1.SinkWebhook:
+		c.refuse(p.Child(string(s.Kind())), "", "this sink is not compiled for Spark yet")
+	}
+	return Sink{}
+}

@@ -1,0 +1,122 @@
+package spark
+
+import "encoding/json"
+
+// PlanVersion is the version of the plan format below; the runner refuses any other.
+const PlanVersion = 1
+
+// Plan is what the runner (spark/runner, dev.lockstep.spark.Plan mirrors it field for field)
+// builds a Structured Streaming query from. Everything in it is decided here, in Go:
+// expressions are Spark SQL, options are Spark's, names are Spark-valid. The runner reads
+// the sources, applies the steps in order and starts the query on the sink.
+type Plan struct {
+	// Version is PlanVersion.
+	Version int `json:"version"`
+	// AppName is Spark's application name (namespace/name of the query).
+	AppName string `json:"appName"`
+	// Master is Spark's master URL: local[N] for now.
+	Master string `json:"master"`
+	// Conf is every Spark setting of the session: Lockstep's own, then the spec's passthrough.
+	Conf map[string]string `json:"conf"`
+	// CheckpointLocation is the query's location as Spark names it (a path, or s3a://).
+	CheckpointLocation string `json:"checkpointLocation"`
+	// QueryName is Spark's query name.
+	QueryName string `json:"queryName"`
+	// QueryID is the query's id, which the checkpoint's metadata holds; the files sink keys
+	// its manifest by it.
+	QueryID string `json:"queryId"`
+	// Sources are read, each projected to the query's columns, and unioned in order.
+	Sources []Source `json:"sources"`
+	// Steps are applied in order.
+	Steps []Step `json:"steps"`
+	// OutputMode is append, update or complete.
+	OutputMode string `json:"outputMode"`
+	// Trigger says when batches run.
+	Trigger Trigger `json:"trigger"`
+	// Sink is where each batch goes.
+	Sink Sink `json:"sink"`
+}
+
+// Source is one streaming source: spark.readStream.name(Name).format(Format).options(Options)
+// .schema(Schema).load(Path), then selectExpr(Project...).
+type Source struct {
+	// Name is the source's Spark name ([A-Za-z0-9_]); with source evolution on, the
+	// checkpoint keys the source's offsets by it.
+	Name   string `json:"name"`
+	Format string `json:"format"`
+	// Path is load's argument; empty for sources without one (kafka).
+	Path string `json:"path,omitempty"`
+	// Schema is the reader's schema in Spark's DDL form; empty when the format has its own.
+	Schema  string            `json:"schema,omitempty"`
+	Options map[string]string `json:"options"`
+	// Project lists the Spark SQL expressions (with AS aliases) that turn the read rows into
+	// the source's columns in the spec's order and types.
+	Project []string `json:"project"`
+	// Then is a second projection after Project (a Kafka JSON value is parsed in Project and
+	// taken apart in Then); empty when none.
+	Then []string `json:"then,omitempty"`
+}
+
+// Step is one transform step; exactly one field is set.
+type Step struct {
+	// Filter keeps the rows for which this Spark SQL expression is true.
+	Filter string `json:"filter,omitempty"`
+	// Select replaces the columns: Spark SQL expressions with AS aliases (selectExpr).
+	Select []string `json:"select,omitempty"`
+	// Watermark is withWatermark(Column, Delay).
+	Watermark *Watermark `json:"watermark,omitempty"`
+	// Aggregate is groupBy(GroupBy...).agg(Aggregates...).
+	Aggregate *Aggregate `json:"aggregate,omitempty"`
+	// DropDuplicates is dropDuplicates(columns...).
+	DropDuplicates []string `json:"dropDuplicates,omitempty"`
+}
+
+// Watermark is withWatermark's arguments.
+type Watermark struct {
+	Column string `json:"column"`
+	// Delay is Spark's interval string ("600000 milliseconds").
+	Delay string `json:"delay"`
+}
+
+// Aggregate is a grouped aggregation: Spark SQL expressions with AS aliases.
+type Aggregate struct {
+	GroupBy    []string `json:"groupBy"`
+	Aggregates []string `json:"aggregates"`
+}
+
+// Trigger kinds.
+const (
+	TriggerDefault        = "default"
+	TriggerProcessingTime = "processingTime"
+	TriggerAvailableNow   = "availableNow"
+	TriggerOnce           = "once"
+)
+
+// Trigger is the query's trigger: a kind, and the interval of processingTime.
+type Trigger struct {
+	Kind       string `json:"kind"`
+	IntervalMs int64  `json:"intervalMs,omitempty"`
+}
+
+// Sink kinds the runner builds.
+const (
+	SinkDelta   = "delta"
+	SinkConsole = "console"
+	SinkFiles   = "files"
+)
+
+// Sink is where batches go.
+type Sink struct {
+	// Kind is delta (Spark's native Delta sink), console, or files (foreachBatch writing
+	// Lockstep's files-sink layout and manifest).
+	Kind string `json:"kind"`
+	// Format is the files sink's data format (json or parquet).
+	Format  string            `json:"format,omitempty"`
+	Path    string            `json:"path,omitempty"`
+	Options map[string]string `json:"options"`
+	// Columns is the files sink's manifest columns (v1.Columns as JSON), copied verbatim into
+	// every manifest entry.
+	Columns json.RawMessage `json:"columns,omitempty"`
+	// ManifestDir is the files sink's manifest folder inside Path.
+	ManifestDir string `json:"manifestDir,omitempty"`
+}

@@ -1,0 +1,483 @@
+package spark
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine"
+)
+
+// RecordsDir is the folder, inside a spark query's checkpoint location, that holds
+// Lockstep's own records (owner metadata, shape per batch, a commit per batch with its
+// progress, the newest-batch hint) in the built-in checkpoint layout. Spark never looks
+// there; Spark's own metadata, offsets, commits, sources and state sit beside it.
+const RecordsDir = "_lockstep"
+
+// Options configure a spark query's run.
+type Options struct {
+	// Location is the checkpoint location (a path or s3://); required.
+	Location string
+	// Runner is where the runner was built (see FindRunner); required.
+	Runner Runner
+	// LogPath is the file the Spark driver's log goes to. Default: spark-<name>.log in the
+	// checkpoint's parent folder for a local location, else in the system's temp folder.
+	LogPath string
+	// Observer is told of the start and of each committed batch. Default: none.
+	Observer engine.Observer
+	// Stdout receives the console sink's output. Default os.Stdout.
+	Stdout io.Writer
+	// Guard judges the spec against the shape the checkpoint recorded, and records the new
+	// shape, before Spark starts (as the built-in engine's start guard). Default: none.
+	Guard engine.StartGuard
+	// Logger logs what the run does. Default: discard.
+	Logger *slog.Logger
+	// OpenOptions open the checkpoint's store (S3 settings). Default: the environment's.
+	OpenOptions []checkpoint.OpenOption
+}
+
+// Query is a StreamingQuery run on Spark by the runner, as a child JVM. Run runs it; Stop,
+// from any goroutine, asks it to stop between batches.
+type Query struct {
+	obj  *v1.StreamingQuery
+	spec *v1.StreamingQuerySpec
+	opts Options
+
+	stopOnce sync.Once
+	stopCh   chan struct{}
+}
+
+// New validates the query for the spark runtime. An invalid spec, or one Spark cannot run
+// with its meaning, is an *engine.InvalidSpecError listing every problem.
+func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
+	obj = obj.DeepCopy()
+	obj.Default()
+	if obj.Spec.Runtime.Spark == nil {
+		obj.Spec.Runtime.Spark = &v1.SparkRuntime{}
+	}
+	if errs := obj.Validate(); len(errs) > 0 {
+		return nil, &engine.InvalidSpecError{Errs: errs}
+	}
+	if errs := Check(&obj.Spec); len(errs) > 0 {
+		return nil, &engine.InvalidSpecError{Errs: errs}
+	}
+	if opts.Location == "" {
+		opts.Location = obj.Spec.Checkpoint.Location
+	}
+	if opts.Location == "" {
+		return nil, errors.New("spark: no checkpoint location")
+	}
+	if opts.Stdout == nil {
+		opts.Stdout = os.Stdout
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.OpenOptions == nil {
+		opts.OpenOptions = []checkpoint.OpenOption{checkpoint.WithS3(s3.Opener())}
+	}
+	return &Query{obj: obj, spec: &obj.Spec, opts: opts, stopCh: make(chan struct{})}, nil
+}
+
+// Stop asks the query to stop after the batch in progress. It returns at once.
+func (q *Query) Stop() { q.stopOnce.Do(func() { close(q.stopCh) }) }
+
+// LogPath returns the file the Spark driver's log goes to.
+func (q *Query) LogPath() string {
+	if q.opts.LogPath != "" {
+		return q.opts.LogPath
+	}
+	name := "spark-" + q.obj.Name + ".log"
+	if !strings.Contains(q.opts.Location, "://") {
+		if abs, err := filepath.Abs(q.opts.Location); err == nil {
+			return filepath.Join(filepath.Dir(abs), name)
+		}
+	}
+	return filepath.Join(os.TempDir(), name)
+}
+
+// Run claims the checkpoint, starts the runner and reports its batches until the query
+// ends: a once or availableNow trigger is done, Stop was called, or the runner failed.
+// A checkpoint of another query, or another writer's, is an error wrapping engine.ErrRefused.
+func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
+	start := time.Now()
+	sum := engine.Summary{LastCommitted: -1}
+	loc := q.opts.Location
+	records, err := checkpoint.Open(ctx, loc+"/"+RecordsDir, q.opts.OpenOptions...)
+	if err != nil {
+		return sum, fmt.Errorf("open %s/%s: %w", loc, RecordsDir, err)
+	}
+	sparkStore, err := checkpoint.Open(ctx, loc, q.opts.OpenOptions...)
+	if err != nil {
+		return sum, fmt.Errorf("open %s: %w", loc, err)
+	}
+	owner := checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
+	if err := refuseForeign(ctx, records, sparkStore); err != nil {
+		return sum, err
+	}
+	ck, err := checkpoint.Claim(ctx, records, owner)
+	if errors.Is(err, checkpoint.ErrOwnerMismatch) {
+		return sum, fmt.Errorf("%w: %w", engine.ErrRefused, err)
+	}
+	if err != nil {
+		return sum, err
+	}
+	id := ck.Metadata().ID
+	sum.QueryID = id
+	if err := claimSparkMetadata(ctx, sparkStore, id); err != nil {
+		return sum, err
+	}
+	committed, planned, err := sparkBatches(ctx, sparkStore)
+	if err != nil {
+		return sum, err
+	}
+	sum.LastCommitted = committed
+	next := committed + 1
+	if q.opts.Guard != nil {
+		head, _ := ck.Head(ctx)
+		if err := q.opts.Guard(ctx, engine.GuardRequest{Checkpoint: ck, Spec: q.spec, Head: head, NextBatch: next, Getenv: os.Getenv}); err != nil {
+			return sum, fmt.Errorf("%w: %w", engine.ErrRefused, err)
+		}
+	}
+	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: SparkLocation(loc), AppName: owner.Namespace + "/" + owner.Name})
+	if err != nil {
+		return sum, err
+	}
+	if q.opts.Observer != nil {
+		q.opts.Observer.Started(engine.Start{
+			QueryID: id, Location: loc, Owner: owner, New: committed < 0 && planned < 0,
+			NextBatch: next, Replay: planned > committed, LastCommitted: committed,
+			Trigger: q.spec.Trigger.Name(), Guarantee: engine.GuaranteeOf(q.spec),
+			Pinned: map[string]string{"runtime": string(v1.RuntimeSpark), "spark.sql.shuffle.partitions": plan.Conf["spark.sql.shuffle.partitions"]},
+		})
+	}
+	err = q.runRunner(ctx, plan, ck, &sum)
+	sum.Duration = time.Since(start)
+	sum.DurationMs = sum.Duration.Milliseconds()
+	if err != nil {
+		return sum, err
+	}
+	sum.Reason = engine.StopRequested
+	if q.spec.Trigger.Once || q.spec.Trigger.AvailableNow {
+		select {
+		case <-q.stopCh:
+		default:
+			sum.Reason = engine.StopTriggerDone
+		}
+	}
+	return sum, nil
+}
+
+// refuseForeign refuses a location that holds a checkpoint Lockstep's spark runtime did not
+// write: the built-in engine's (its metadata at the root, no records folder), or Spark's own.
+func refuseForeign(ctx context.Context, records, sparkStore checkpoint.Store) error {
+	if _, err := records.Get(ctx, checkpoint.MetadataKey); err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
+		return nil // ours (or unreadable: Claim reports it)
+	}
+	keys, err := sparkStore.List(ctx, "")
+	if err != nil {
+		return fmt.Errorf("list %s: %w", sparkStore.Location(), err)
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, RecordsDir+"/") {
+			return fmt.Errorf("%w: %s holds a checkpoint the spark runtime did not write (the built-in engine's, or Spark's own: found %s); "+
+				"the runtime cannot change on a checkpoint (rule runtime, docs/compatibility.md): run it with --runtime lockstep, or start fresh at a new checkpoint location",
+				engine.ErrRefused, sparkStore.Location(), k)
+		}
+	}
+	return nil
+}
+
+// claimSparkMetadata writes Spark's metadata file with the query id of Lockstep's records
+// before Spark starts, so that Spark's query id (the Delta sink's txn appId, the files
+// sink's manifest key) is the checkpoint's. An existing file must name the same id.
+func claimSparkMetadata(ctx context.Context, s checkpoint.Store, id string) error {
+	data, _ := json.Marshal(map[string]string{"id": id})
+	err := s.Create(ctx, "metadata", append(data, '\n'))
+	if err == nil || !errors.Is(err, checkpoint.ErrExists) {
+		return err
+	}
+	got, err := s.Get(ctx, "metadata")
+	if err != nil {
+		return fmt.Errorf("read %s/metadata: %w", s.Location(), err)
+	}
+	var m struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(got, &m); err != nil || m.ID != id {
+		return fmt.Errorf("%w: %s/metadata names query %q, but %s/%s names %q", engine.ErrRefused, s.Location(), m.ID, s.Location(), RecordsDir, id)
+	}
+	return nil
+}
+
+// sparkBatches returns the newest batch in Spark's commits and offsets logs, -1 for none.
+func sparkBatches(ctx context.Context, s checkpoint.Store) (committed, planned int64, err error) {
+	newest := func(dir string) (int64, error) {
+		keys, err := s.List(ctx, dir+"/")
+		if err != nil {
+			return -1, fmt.Errorf("list %s/%s: %w", s.Location(), dir, err)
+		}
+		n := int64(-1)
+		for _, k := range keys {
+			if b, err := strconv.ParseInt(strings.TrimPrefix(k, dir+"/"), 10, 64); err == nil && b > n {
+				n = b
+			}
+		}
+		return n, nil
+	}
+	if committed, err = newest("commits"); err != nil {
+		return -1, -1, err
+	}
+	planned, err = newest("offsets")
+	return committed, planned, err
+}
+
+// SparkLocation is a checkpoint or table location as Spark names it: a local path made
+// absolute, s3:// as s3a://.
+func SparkLocation(loc string) string {
+	switch {
+	case strings.HasPrefix(loc, "s3://"):
+		return "s3a://" + strings.TrimPrefix(loc, "s3://")
+	case strings.HasPrefix(loc, "file://"):
+		return loc
+	}
+	if abs, err := filepath.Abs(loc); err == nil {
+		return abs
+	}
+	return loc
+}
+
+// runRunner starts the runner on plan and follows it to its end.
+func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, sum *engine.Summary) error {
+	dir, err := os.MkdirTemp("", "lockstep-spark-")
+	if err != nil {
+		return fmt.Errorf("spark plan: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	planPath := filepath.Join(dir, "plan.json")
+	data, err := json.MarshalIndent(plan, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode spark plan: %w", err)
+	}
+	if err := os.WriteFile(planPath, data, 0o600); err != nil {
+		return fmt.Errorf("write spark plan: %w", err)
+	}
+	logPath := q.LogPath()
+	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("open the Spark log: %w", err)
+	}
+	defer logFile.Close()
+	mem := q.spec.Runtime.Spark.Driver.MemoryOrDefault()
+	cmd := q.opts.Runner.Command(planPath, mem.Value())
+	cmd.Stderr = logFile
+	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	q.opts.Logger.Info("Starting the Spark runner", "log", logPath, "plan", planPath)
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("start the Spark runner: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		select {
+		case <-q.stopCh:
+		case <-ctx.Done():
+		case <-done:
+			return
+		}
+		_, _ = io.WriteString(stdin, "stop\n")
+	}()
+	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted}
+	scanErr := r.read(ctx, stdout)
+	waitErr := cmd.Wait()
+	close(done)
+	_ = stdin.Close()
+	if r.err != nil {
+		return r.err
+	}
+	if waitErr != nil {
+		msg := r.runnerError
+		if msg == "" {
+			msg = waitErr.Error()
+		}
+		return fmt.Errorf("the Spark query failed: %s (Spark's log: %s)", msg, logPath)
+	}
+	return scanErr
+}
+
+// reader reads the runner's standard output: progress lines become engine.Progress and
+// commits in Lockstep's records; other lines are the console sink's, passed through.
+type reader struct {
+	q           *Query
+	ck          *checkpoint.Checkpoint
+	sum         *engine.Summary
+	last        int64
+	runnerError string
+	err         error
+}
+
+const (
+	linePrefix     = "@@lockstep-"
+	progressPrefix = "@@lockstep-progress "
+	errorPrefix    = "@@lockstep-error "
+)
+
+func (r *reader) read(ctx context.Context, out io.Reader) error {
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case strings.HasPrefix(line, progressPrefix):
+			if r.err == nil {
+				r.err = r.progress(ctx, []byte(strings.TrimPrefix(line, progressPrefix)))
+				if r.err != nil {
+					r.q.Stop()
+				}
+			}
+		case strings.HasPrefix(line, errorPrefix):
+			var e struct {
+				Message string `json:"message"`
+			}
+			_ = json.Unmarshal([]byte(strings.TrimPrefix(line, errorPrefix)), &e)
+			r.runnerError = e.Message
+		case strings.HasPrefix(line, linePrefix):
+		default:
+			fmt.Fprintln(r.q.opts.Stdout, line)
+		}
+	}
+	return sc.Err()
+}
+
+// sparkProgress is the part of Spark's StreamingQueryProgress JSON that Lockstep reads.
+type sparkProgress struct {
+	ID                     string            `json:"id"`
+	Timestamp              time.Time         `json:"timestamp"`
+	BatchID                int64             `json:"batchId"`
+	BatchDuration          int64             `json:"batchDuration"`
+	NumInputRows           int64             `json:"numInputRows"`
+	ProcessedRowsPerSecond float64           `json:"processedRowsPerSecond"`
+	DurationMs             map[string]int64  `json:"durationMs"`
+	EventTime              map[string]string `json:"eventTime"`
+	StateOperators         []struct {
+		NumRowsTotal int64 `json:"numRowsTotal"`
+	} `json:"stateOperators"`
+	Sources []struct {
+		Description  string          `json:"description"`
+		StartOffset  json.RawMessage `json:"startOffset"`
+		EndOffset    json.RawMessage `json:"endOffset"`
+		LatestOffset json.RawMessage `json:"latestOffset"`
+		NumInputRows int64           `json:"numInputRows"`
+	} `json:"sources"`
+	Sink struct {
+		NumOutputRows int64 `json:"numOutputRows"`
+	} `json:"sink"`
+}
+
+// progress turns one Spark progress line into a commit in Lockstep's records and an
+// engine.Progress. A trigger that ran no batch (no addBatch phase) or a batch already
+// reported is skipped.
+func (r *reader) progress(ctx context.Context, line []byte) error {
+	var sp sparkProgress
+	if err := json.Unmarshal(line, &sp); err != nil {
+		return fmt.Errorf("read Spark's progress: %w", err)
+	}
+	if _, ran := sp.DurationMs["addBatch"]; !ran || sp.BatchID <= r.last {
+		return nil
+	}
+	r.last = sp.BatchID
+	p := engine.Progress{
+		QueryID:                r.ck.Metadata().ID,
+		Batch:                  sp.BatchID,
+		Timestamp:              sp.Timestamp,
+		NumInputRows:           sp.NumInputRows,
+		NumOutputRows:          max(sp.Sink.NumOutputRows, 0),
+		Duration:               time.Duration(sp.DurationMs[checkpoint.DurationTotal]) * time.Millisecond,
+		DurationMs:             sp.DurationMs,
+		ProcessedRowsPerSecond: sp.ProcessedRowsPerSecond,
+	}
+	if wm, ok := sp.EventTime["watermark"]; ok {
+		if t, err := time.Parse(time.RFC3339Nano, wm); err == nil {
+			p.WatermarkMs = t.UnixMilli()
+		}
+	}
+	for i, s := range sp.Sources {
+		name := s.Description
+		if i < len(r.q.spec.Sources) {
+			name = r.q.spec.Sources[i].Name
+		}
+		sp := engine.SourceProgress{Name: name, StartOffset: nullable(s.StartOffset), EndOffset: nullable(s.EndOffset), LatestOffset: nullable(s.LatestOffset), NumInputRows: s.NumInputRows}
+		if lag, ok := kafkaLag(s.EndOffset, s.LatestOffset); ok {
+			sp.Lag = &lag
+		}
+		p.Sources = append(p.Sources, sp)
+	}
+	cm := checkpoint.Commit{BatchID: sp.BatchID, NextBatchWatermarkMs: p.WatermarkMs, Progress: checkpoint.Progress{
+		Timestamp: sp.Timestamp, NumInputRows: p.NumInputRows, NumOutputRows: p.NumOutputRows, DurationMs: sp.DurationMs,
+	}}
+	if err := r.ck.AddCommit(ctx, cm); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
+		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
+	} else if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
+	}
+	r.sum.Batches++
+	r.sum.NumInputRows += p.NumInputRows
+	r.sum.NumOutputRows += p.NumOutputRows
+	r.sum.LastCommitted = sp.BatchID
+	if o := r.q.opts.Observer; o != nil {
+		o.Committed(p)
+	}
+	return nil
+}
+
+func nullable(m json.RawMessage) json.RawMessage {
+	if len(m) == 0 || string(m) == "null" {
+		return nil
+	}
+	return m
+}
+
+// kafkaLag sums latest minus end over the partitions of Kafka offsets ({"topic":{"0":12}}).
+func kafkaLag(end, latest json.RawMessage) (int64, bool) {
+	var e, l map[string]map[string]int64
+	if json.Unmarshal(end, &e) != nil || json.Unmarshal(latest, &l) != nil || len(l) == 0 {
+		return 0, false
+	}
+	var lag int64
+	topics := make([]string, 0, len(l))
+	for t := range l {
+		topics = append(topics, t)
+	}
+	sort.Strings(topics)
+	for _, t := range topics {
+		for part, off := range l[t] {
+			if d := off - e[t][part]; d > 0 {
+				lag += d
+			}
+		}
+	}
+	return lag, true
+}

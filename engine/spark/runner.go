@@ -1,0 +1,82 @@
+package spark
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+)
+
+// Version is the Spark version the runner is built for (hack/versions.env SPARK_VERSION).
+const Version = "4.2.0"
+
+// Runner is a built Spark runner: a java binary and the runner's classpath, as `make tools`
+// (hack/tools.sh spark) caches them in $LOCKSTEP_TOOLS/spark-<version>/.
+type Runner struct {
+	// Java is the java binary (17 or later).
+	Java string
+	// Dir holds lockstep-spark-runner.jar and libs/.
+	Dir string
+}
+
+// ErrNoRunner means the Spark runner is not built; `make tools` builds it.
+var ErrNoRunner = errors.New("the Spark runner is not built: run `make tools` (hack/tools.sh spark)")
+
+// FindRunner finds the runner in the tools cache ($LOCKSTEP_TOOLS, default
+// $HOME/.cache/lockstep/tools) and java there or on PATH.
+func FindRunner() (Runner, error) {
+	tools := os.Getenv("LOCKSTEP_TOOLS")
+	if tools == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return Runner{}, fmt.Errorf("find the Spark runner: %w", err)
+		}
+		tools = filepath.Join(home, ".cache", "lockstep", "tools")
+	}
+	r := Runner{Dir: filepath.Join(tools, "spark-"+Version)}
+	if _, err := os.Stat(filepath.Join(r.Dir, "lockstep-spark-runner.jar")); err != nil {
+		return Runner{}, fmt.Errorf("%w: %s has no lockstep-spark-runner.jar", ErrNoRunner, r.Dir)
+	}
+	r.Java = filepath.Join(tools, "bin", "java")
+	if _, err := os.Stat(r.Java); err != nil {
+		if r.Java, err = exec.LookPath("java"); err != nil {
+			return Runner{}, fmt.Errorf("%w: no java in %s/bin or on PATH", ErrNoRunner, tools)
+		}
+	}
+	return r, nil
+}
+
+// javaOptions are the module openings Spark's launcher adds on Java 17 (Spark's
+// JavaModuleOptions): Spark reaches into these JDK internals.
+var javaOptions = []string{
+	"-XX:+IgnoreUnrecognizedVMOptions",
+	"--add-modules=jdk.incubator.vector",
+	"--add-opens=java.base/java.lang=ALL-UNNAMED",
+	"--add-opens=java.base/java.lang.invoke=ALL-UNNAMED",
+	"--add-opens=java.base/java.lang.reflect=ALL-UNNAMED",
+	"--add-opens=java.base/java.io=ALL-UNNAMED",
+	"--add-opens=java.base/java.net=ALL-UNNAMED",
+	"--add-opens=java.base/java.nio=ALL-UNNAMED",
+	"--add-opens=java.base/java.util=ALL-UNNAMED",
+	"--add-opens=java.base/java.util.concurrent=ALL-UNNAMED",
+	"--add-opens=java.base/java.util.concurrent.atomic=ALL-UNNAMED",
+	"--add-opens=java.base/jdk.internal.ref=ALL-UNNAMED",
+	"--add-opens=java.base/sun.nio.ch=ALL-UNNAMED",
+	"--add-opens=java.base/sun.nio.cs=ALL-UNNAMED",
+	"--add-opens=java.base/sun.security.action=ALL-UNNAMED",
+	"--add-opens=java.base/sun.util.calendar=ALL-UNNAMED",
+	"--add-opens=java.security.jgss/sun.security.krb5=ALL-UNNAMED",
+	"-Djdk.reflect.useDirectMethodHandle=false",
+	"-Dio.netty.tryReflectionSetAccessible=true",
+}
+
+// Command returns the command that runs the runner on a plan file with a heap of heapBytes.
+func (r Runner) Command(planPath string, heapBytes int64) *exec.Cmd {
+	args := []string{"-Xmx" + strconv.FormatInt(max(heapBytes>>20, 128), 10) + "m"}
+	args = append(args, javaOptions...)
+	args = append(args, "-cp", filepath.Join(r.Dir, "lockstep-spark-runner.jar")+string(os.PathListSeparator)+filepath.Join(r.Dir, "libs", "*"),
+		"dev.lockstep.spark.Runner", planPath)
+	return exec.Command(r.Java, args...)
+}

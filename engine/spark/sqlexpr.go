@@ -1,0 +1,388 @@
+package spark
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	"cel.dev/cel-go/cel"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/operators"
+	"cel.dev/cel-go/common/types"
+)
+
+// This file translates a checked CEL expression of the project's environment (v1.CELEnv) into
+// a Spark SQL expression with the same value for every row, or refuses it. It reads only the
+// checked AST (node kinds, function names, the checker's types), so it works the same wherever
+// the environment lives.
+//
+// Faithful means: the same value, and where CEL's evaluation errors (an overflow, a division
+// by zero, a null operand) Spark yields NULL — the built-in engine turns an evaluation error
+// into null in a select and into "drop the row" in a filter, which is what SQL's NULL does.
+// Spark 4 runs in ANSI mode, where an overflow or a division by zero fails the query, so
+// arithmetic goes through try_add/try_subtract/try_multiply and guarded DIV/%. The one
+// deliberate difference is CEL's equality with a null operand (docs/spark.md).
+
+// UnsupportedError says that a CEL construct has no faithful Spark SQL form.
+type UnsupportedError struct {
+	// Construct names the CEL construct, as a user writes it (a function, an operator).
+	Construct string
+	// Reason says why it has no faithful form.
+	Reason string
+}
+
+func (e *UnsupportedError) Error() string {
+	return fmt.Sprintf("%s has no faithful Spark SQL form: %s", e.Construct, e.Reason)
+}
+
+// TranslateCEL returns the Spark SQL form of a checked CEL expression. Column names become
+// back-quoted identifiers. A construct without a faithful form is an *UnsupportedError.
+func TranslateCEL(checked *cel.Ast) (string, error) {
+	if !checked.IsChecked() {
+		return "", fmt.Errorf("translate CEL: the expression is not type-checked")
+	}
+	t := &translator{ast: checked.NativeRep()}
+	return t.expr(t.ast.Expr())
+}
+
+type translator struct {
+	ast *celast.AST
+}
+
+func (t *translator) typeOf(e celast.Expr) *types.Type { return t.ast.GetType(e.ID()) }
+
+func isInt(tp *types.Type) bool    { return tp != nil && tp.IsExactType(types.IntType) }
+func isDouble(tp *types.Type) bool { return tp != nil && tp.IsExactType(types.DoubleType) }
+func isString(tp *types.Type) bool { return tp != nil && tp.IsExactType(types.StringType) }
+func isTime(tp *types.Type) bool   { return tp != nil && tp.IsExactType(types.TimestampType) }
+func isNull(e celast.Expr) bool {
+	return e.Kind() == celast.LiteralKind && e.AsLiteral() == types.NullValue
+}
+
+func unsupported(construct, reason string) error {
+	return &UnsupportedError{Construct: construct, Reason: reason}
+}
+
+func (t *translator) expr(e celast.Expr) (string, error) {
+	switch e.Kind() {
+	case celast.IdentKind:
+		return quoteIdent(e.AsIdent()), nil
+	case celast.LiteralKind:
+		return literal(e.AsLiteral())
+	case celast.CallKind:
+		return t.call(e)
+	case celast.SelectKind:
+		if e.AsSelect().IsTestOnly() {
+			return "", unsupported("has()", "columns are not messages or maps")
+		}
+		return "", unsupported("field selection ."+e.AsSelect().FieldName(), "columns are not messages or maps")
+	case celast.ListKind:
+		return "", unsupported("a list", "lists are not column values")
+	case celast.MapKind, celast.StructKind:
+		return "", unsupported("a map or message", "maps and messages are not column values")
+	case celast.ComprehensionKind:
+		return "", unsupported("a macro (all, exists, map, filter)", "comprehensions work on lists and maps, which columns are not")
+	}
+	return "", unsupported("this expression", "unknown kind")
+}
+
+func (t *translator) args(es []celast.Expr) ([]string, error) {
+	out := make([]string, len(es))
+	for i, a := range es {
+		s, err := t.expr(a)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// asciiLower and asciiUpper are the letters upperAscii and lowerAscii change; Spark's
+// upper()/lower() would change every Unicode letter.
+const (
+	asciiLower = "abcdefghijklmnopqrstuvwxyz"
+	asciiUpper = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+)
+
+func (t *translator) call(e celast.Expr) (string, error) {
+	c := e.AsCall()
+	fn := c.FunctionName()
+	var args []celast.Expr
+	if c.IsMemberFunction() {
+		args = append([]celast.Expr{c.Target()}, c.Args()...)
+	} else {
+		args = c.Args()
+	}
+	// x == null and x != null are faithful as IS [NOT] NULL: CEL's null equals only null.
+	if (fn == operators.Equals || fn == operators.NotEquals) && len(args) == 2 && (isNull(args[0]) || isNull(args[1])) {
+		other := args[0]
+		if isNull(other) {
+			other = args[1]
+		}
+		if isNull(other) {
+			return strconv.FormatBool(fn == operators.Equals), nil
+		}
+		s, err := t.expr(other)
+		if err != nil {
+			return "", err
+		}
+		if fn == operators.Equals {
+			return "(" + s + " IS NULL)", nil
+		}
+		return "(" + s + " IS NOT NULL)", nil
+	}
+	a, err := t.args(args)
+	if err != nil {
+		return "", err
+	}
+	resT := t.typeOf(e)
+	switch fn {
+	case operators.LogicalAnd:
+		return "(" + a[0] + " AND " + a[1] + ")", nil
+	case operators.LogicalOr:
+		return "(" + a[0] + " OR " + a[1] + ")", nil
+	case operators.LogicalNot:
+		return "(NOT " + a[0] + ")", nil
+	case operators.Conditional:
+		// CEL's ternary errs on a null condition; SQL's CASE would take the ELSE branch.
+		return "(CASE WHEN " + a[0] + " THEN " + a[1] + " WHEN NOT " + a[0] + " THEN " + a[2] + " END)", nil
+	case operators.Equals, operators.NotEquals:
+		if mixedNumeric(t.typeOf(args[0]), t.typeOf(args[1])) {
+			return "", unsupported(celFunctionName(fn)+" between an int and a double", "CEL compares them exactly, Spark converts the int to a double first (they differ beyond 2^53); convert one side with double() or int()")
+		}
+	}
+	switch fn {
+	case operators.Equals:
+		return "(" + a[0] + " = " + a[1] + ")", nil
+	case operators.NotEquals:
+		return "(" + a[0] + " <> " + a[1] + ")", nil
+	case operators.Less, operators.LessEquals, operators.Greater, operators.GreaterEquals:
+		op := map[string]string{operators.Less: "<", operators.LessEquals: "<=", operators.Greater: ">", operators.GreaterEquals: ">="}[fn]
+		if mixedNumeric(t.typeOf(args[0]), t.typeOf(args[1])) {
+			return "", unsupported(op+" between an int and a double", "CEL compares them exactly, Spark converts the int to a double first (they differ beyond 2^53); convert one side with double() or int()")
+		}
+		return "(" + a[0] + " " + op + " " + a[1] + ")", nil
+	case operators.Add:
+		switch {
+		case isInt(resT):
+			return "try_add(" + a[0] + ", " + a[1] + ")", nil
+		case isDouble(resT):
+			return "(" + a[0] + " + " + a[1] + ")", nil
+		case isString(resT):
+			return "concat(" + a[0] + ", " + a[1] + ")", nil
+		}
+		return "", unsupported("+ on "+typeName(resT), "only int, double and string addition are translated")
+	case operators.Subtract:
+		switch {
+		case isInt(resT):
+			return "try_subtract(" + a[0] + ", " + a[1] + ")", nil
+		case isDouble(resT):
+			return "(" + a[0] + " - " + a[1] + ")", nil
+		}
+		return "", unsupported("- on "+typeName(resT), "only int and double subtraction are translated")
+	case operators.Multiply:
+		switch {
+		case isInt(resT):
+			return "try_multiply(" + a[0] + ", " + a[1] + ")", nil
+		case isDouble(resT):
+			return "(" + a[0] + " * " + a[1] + ")", nil
+		}
+		return "", unsupported("* on "+typeName(resT), "only int and double multiplication are translated")
+	case operators.Divide, operators.Modulo:
+		op := map[string]string{operators.Divide: "DIV", operators.Modulo: "%"}[fn]
+		if !isInt(resT) {
+			return "", unsupported(map[string]string{operators.Divide: "/", operators.Modulo: "%"}[fn]+" on doubles",
+				"CEL yields Infinity or NaN for a division by zero, Spark (ANSI) fails the query")
+		}
+		// CEL errs on a zero divisor and on MinInt64 / -1 (overflow); both are NULL here.
+		return fmt.Sprintf("(CASE WHEN %[2]s = 0 OR (%[1]s = %[3]s AND %[2]s = -1L) THEN NULL ELSE %[1]s %[4]s %[2]s END)", a[0], a[1], minInt64, op), nil
+	case operators.Negate:
+		if isInt(resT) {
+			return "try_subtract(0L, " + a[0] + ")", nil
+		}
+		return "(- " + a[0] + ")", nil
+	case "size":
+		if len(args) == 1 && isString(t.typeOf(args[0])) {
+			return "CAST(char_length(" + a[0] + ") AS BIGINT)", nil // code points, as CEL
+		}
+		return "", unsupported("size()", "only the size of a string is translated")
+	case "contains":
+		return "contains(" + a[0] + ", " + a[1] + ")", nil
+	case "startsWith":
+		return "startswith(" + a[0] + ", " + a[1] + ")", nil
+	case "endsWith":
+		return "endswith(" + a[0] + ", " + a[1] + ")", nil
+	case "upperAscii":
+		return "translate(" + a[0] + ", '" + asciiLower + "', '" + asciiUpper + "')", nil
+	case "lowerAscii":
+		return "translate(" + a[0] + ", '" + asciiUpper + "', '" + asciiLower + "')", nil
+	case "replace":
+		if len(args) != 3 {
+			return "", unsupported("replace() with a count", "Spark's replace has no count")
+		}
+		if args[1].Kind() != celast.LiteralKind || args[1].AsLiteral() == types.String("") {
+			return "", unsupported("replace() with an empty or computed search string", "CEL inserts the replacement between every character, Spark returns the string unchanged")
+		}
+		return "replace(" + a[0] + ", " + a[1] + ", " + a[2] + ")", nil
+	case "matches":
+		return "", unsupported("matches()", "CEL's regular expressions are RE2, Spark's are Java's: they differ")
+	case "trim":
+		return "", unsupported("trim()", "CEL trims Unicode white space, Spark's trim only spaces")
+	case "substring", "indexOf", "lastIndexOf", "charAt", "split", "join", "format", "quote", "reverse":
+		return "", unsupported(fn+"()", "not translated yet; docs/spark.md lists what is")
+	case "int":
+		at := t.typeOf(args[0])
+		switch {
+		case isInt(at):
+			return a[0], nil
+		case isDouble(at):
+			// CEL truncates toward zero and errs out of range or on NaN: try_cast yields NULL.
+			return "try_cast(" + a[0] + " AS BIGINT)", nil
+		case isTime(at):
+			return "unix_seconds(" + a[0] + ")", nil
+		}
+		return "", unsupported("int() of "+typeName(at), "CEL's and Spark's parsing of strings differ")
+	case "double":
+		at := t.typeOf(args[0])
+		switch {
+		case isDouble(at):
+			return a[0], nil
+		case isInt(at):
+			return "CAST(" + a[0] + " AS DOUBLE)", nil
+		}
+		return "", unsupported("double() of "+typeName(at), "CEL's and Spark's parsing of strings differ")
+	case "string":
+		at := t.typeOf(args[0])
+		switch {
+		case isString(at):
+			return a[0], nil
+		case isInt(at), at != nil && at.IsExactType(types.BoolType):
+			return "CAST(" + a[0] + " AS STRING)", nil
+		}
+		return "", unsupported("string() of "+typeName(at), "CEL and Spark format doubles and timestamps differently")
+	case "timestamp":
+		if args[0].Kind() == celast.LiteralKind {
+			return timestampLiteral(args[0].AsLiteral())
+		}
+		return "", unsupported("timestamp() of a computed value", "CEL parses RFC 3339 strictly, Spark leniently")
+	}
+	if acc, ok := timeAccessors[fn]; ok {
+		if len(args) != 1 || !isTime(t.typeOf(args[0])) {
+			return "", unsupported(fn+"() with a time zone or on a duration", "only the UTC accessors of a timestamp are translated")
+		}
+		return fmt.Sprintf(acc, a[0]), nil
+	}
+	return "", unsupported(celFunctionName(fn), "not translated")
+}
+
+// timeAccessors are CEL's timestamp accessors in UTC (the session time zone is UTC), as Spark
+// SQL with the same base: CEL counts months, days of month, of week and of year from 0.
+var timeAccessors = map[string]string{
+	"getFullYear":     "CAST(year(%s) AS BIGINT)",
+	"getMonth":        "CAST(month(%s) - 1 AS BIGINT)",
+	"getDayOfYear":    "CAST(dayofyear(%s) - 1 AS BIGINT)",
+	"getDayOfMonth":   "CAST(dayofmonth(%s) - 1 AS BIGINT)",
+	"getDate":         "CAST(dayofmonth(%s) AS BIGINT)",
+	"getDayOfWeek":    "CAST(dayofweek(%s) - 1 AS BIGINT)",
+	"getHours":        "CAST(hour(%s) AS BIGINT)",
+	"getMinutes":      "CAST(minute(%s) AS BIGINT)",
+	"getSeconds":      "CAST(floor(second(%s)) AS BIGINT)",
+	"getMilliseconds": "pmod(unix_millis(%s), 1000L)",
+}
+
+const minInt64 = "CAST('-9223372036854775808' AS BIGINT)"
+
+func mixedNumeric(a, b *types.Type) bool {
+	return isInt(a) && isDouble(b) || isDouble(a) && isInt(b)
+}
+
+func typeName(tp *types.Type) string {
+	if tp == nil {
+		return "an unknown type"
+	}
+	return tp.String()
+}
+
+// celFunctionName writes an operator as users write it.
+func celFunctionName(fn string) string {
+	if op, ok := operators.FindReverse(fn); ok && op != "" {
+		return op
+	}
+	return fn + "()"
+}
+
+// literal writes a CEL constant as a Spark SQL literal of the column type it stands for.
+func literal(v any) (string, error) {
+	switch x := v.(type) {
+	case types.Int:
+		if int64(x) == math.MinInt64 {
+			return minInt64, nil
+		}
+		if x < 0 {
+			return "(" + strconv.FormatInt(int64(x), 10) + "L)", nil
+		}
+		return strconv.FormatInt(int64(x), 10) + "L", nil
+	case types.Double:
+		return "CAST('" + strconv.FormatFloat(float64(x), 'g', -1, 64) + "' AS DOUBLE)", nil
+	case types.String:
+		return QuoteString(string(x)), nil
+	case types.Bool:
+		if x {
+			return "TRUE", nil
+		}
+		return "FALSE", nil
+	case types.Null:
+		return "NULL", nil
+	case types.Uint:
+		return "", unsupported("an unsigned literal", "columns are never unsigned")
+	case types.Bytes:
+		return "", unsupported("a bytes literal", "columns are never bytes")
+	}
+	return "", unsupported(fmt.Sprintf("the literal %v", v), "not translated")
+}
+
+func timestampLiteral(v any) (string, error) {
+	s, ok := v.(types.String)
+	if !ok {
+		return "", unsupported("timestamp() of a number", "not translated")
+	}
+	ts, err := parseRFC3339(string(s))
+	if err != nil {
+		return "", fmt.Errorf("timestamp(%q): %w", string(s), err)
+	}
+	if ts.Nanosecond()%1000 != 0 {
+		return "", unsupported("a timestamp with nanoseconds", "Spark keeps microseconds")
+	}
+	return fmt.Sprintf("timestamp_micros(%dL)", ts.UnixMicro()), nil
+}
+
+// QuoteString writes s as a Spark SQL string literal (backslash escapes are on, Spark's default).
+func QuoteString(s string) string {
+	var b strings.Builder
+	b.WriteByte('\'')
+	for _, r := range s {
+		switch r {
+		case '\\':
+			b.WriteString(`\\`)
+		case '\'':
+			b.WriteString(`\'`)
+		case '\n':
+			b.WriteString(`\n`)
+		case '\r':
+			b.WriteString(`\r`)
+		case '\t':
+			b.WriteString(`\t`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('\'')
+	return b.String()
+}
+
+// quoteIdent writes a column name as a back-quoted Spark SQL identifier.
+func quoteIdent(name string) string {
+	return "`" + strings.ReplaceAll(name, "`", "``") + "`"
+}

@@ -1,0 +1,95 @@
+package spark_test
+
+import (
+	"errors"
+	"testing"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/spark"
+)
+
+var exprColumns = v1.Columns{
+	{Name: "id", Type: v1.TypeString},
+	{Name: "qty", Type: v1.TypeLong},
+	{Name: "amount", Type: v1.TypeDouble},
+	{Name: "ok", Type: v1.TypeBoolean},
+	{Name: "ts", Type: v1.TypeTimestamp},
+}
+
+func translate(t *testing.T, expr string) (string, error) {
+	t.Helper()
+	env, err := v1.CELEnv(exprColumns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ast, _, err := v1.CompileProjection(env, expr)
+	if err != nil {
+		t.Fatalf("compile %q: %v", expr, err)
+	}
+	return spark.TranslateCEL(ast)
+}
+
+func TestTranslateCEL(t *testing.T) {
+	tests := []struct {
+		expr, want string
+	}{
+		{"id", "`id`"},
+		{"qty > 3", "(`qty` > 3L)"},
+		{"qty != 3", "(`qty` <> 3L)"},
+		{"amount > 0.5 && ok", "((`amount` > CAST('0.5' AS DOUBLE)) AND `ok`)"},
+		{"!ok || qty <= -2", "((NOT `ok`) OR (`qty` <= (-2L)))"},
+		{"qty + 1", "try_add(`qty`, 1L)"},
+		{"qty - 1", "try_subtract(`qty`, 1L)"},
+		{"qty * qty", "try_multiply(`qty`, `qty`)"},
+		{"-qty", "try_subtract(0L, `qty`)"},
+		{"amount * 2.0", "(`amount` * CAST('2' AS DOUBLE))"},
+		{"qty / 2", "(CASE WHEN 2L = 0 OR (`qty` = CAST('-9223372036854775808' AS BIGINT) AND 2L = -1L) THEN NULL ELSE `qty` DIV 2L END)"},
+		{"qty % 3", "(CASE WHEN 3L = 0 OR (`qty` = CAST('-9223372036854775808' AS BIGINT) AND 3L = -1L) THEN NULL ELSE `qty` % 3L END)"},
+		{"id + 'x'", "concat(`id`, 'x')"},
+		{`"it's".size()`, "CAST(char_length('it\\'s') AS BIGINT)"},
+		{"id.upperAscii()", "translate(`id`, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')"},
+		{"id.startsWith('a')", "startswith(`id`, 'a')"},
+		{"id.contains('\\\\')", "contains(`id`, '\\\\')"},
+		{"ok ? qty : 0", "(CASE WHEN `ok` THEN `qty` WHEN NOT `ok` THEN 0L END)"},
+		{"int(amount)", "try_cast(`amount` AS BIGINT)"},
+		{"double(qty)", "CAST(`qty` AS DOUBLE)"},
+		{"string(qty)", "CAST(`qty` AS STRING)"},
+		{"ts.getHours()", "CAST(hour(`ts`) AS BIGINT)"},
+		{"ts.getMonth()", "CAST(month(`ts`) - 1 AS BIGINT)"},
+		{"ts > timestamp('2024-01-01T00:00:00Z')", "(`ts` > timestamp_micros(1704067200000000L))"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			got, err := translate(t, tt.expr)
+			if err != nil || got != tt.want {
+				t.Errorf("TranslateCEL(%s) = %s, %v, want %s", tt.expr, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestTranslateCELRefuses: a construct without a faithful Spark SQL form is refused with an
+// *UnsupportedError naming it.
+func TestTranslateCELRefuses(t *testing.T) {
+	tests := []struct {
+		expr, construct string
+	}{
+		{"id.matches('a+')", "matches()"},
+		{"id.trim()", "trim()"},
+		{"amount / 2.0", "/ on doubles"},
+		{"qty > 2.5", "> between an int and a double"},
+		{"string(amount)", "string() of double"},
+		{"qty in [1, 2]", "a list"},
+		{"id.substring(1)", "substring()"},
+		{"id.replace('', 'x')", "replace() with an empty or computed search string"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.expr, func(t *testing.T) {
+			_, err := translate(t, tt.expr)
+			var ue *spark.UnsupportedError
+			if !errors.As(err, &ue) || ue.Construct != tt.construct {
+				t.Errorf("TranslateCEL(%s) = %v, want an UnsupportedError for %q", tt.expr, err, tt.construct)
+			}
+		})
+	}
+}

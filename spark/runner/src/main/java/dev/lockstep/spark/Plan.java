@@ -1,0 +1,82 @@
+package dev.lockstep.spark;
+
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
+import com.fasterxml.jackson.databind.JsonNode;
+
+/**
+ * The plan the Go side compiles (engine/spark/plan.go is the definition; this class mirrors it
+ * field for field). Every decision is already made: expressions are Spark SQL, options are
+ * Spark's, names are valid; the runner only builds what it reads.
+ */
+@JsonIgnoreProperties(ignoreUnknown = false)
+public final class Plan {
+  public int version;
+  public String appName;
+  public String master;
+  public Map<String, String> conf = new LinkedHashMap<>();
+  public String checkpointLocation;
+  public String queryName;
+  public String queryId;
+  public List<Source> sources = new ArrayList<>();
+  public List<Step> steps = new ArrayList<>();
+  public String outputMode;
+  public Trigger trigger = new Trigger();
+  public Sink sink;
+
+  /** One streaming source, read then projected. */
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Source {
+    public String name;
+    public String format;
+    public String path;
+    public String schema;
+    public Map<String, String> options = new LinkedHashMap<>();
+    public List<String> project = new ArrayList<>();
+    public List<String> then = new ArrayList<>();
+  }
+
+  /** One transform step; exactly one field is set. */
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Step {
+    public String filter;
+    public List<String> select;
+    public Watermark watermark;
+    public Aggregate aggregate;
+    public List<String> dropDuplicates;
+  }
+
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Watermark {
+    public String column;
+    public String delay;
+  }
+
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Aggregate {
+    public List<String> groupBy = new ArrayList<>();
+    public List<String> aggregates = new ArrayList<>();
+  }
+
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Trigger {
+    public String kind = "default";
+    public long intervalMs;
+  }
+
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Sink {
+    public String kind;
+    public String format;
+    public String path;
+    public Map<String, String> options = new LinkedHashMap<>();
+    /** Files sink: the manifest entry's columns, copied verbatim. */
+    public JsonNode columns;
+    /** Files sink: the manifest folder inside the output folder. */
+    public String manifestDir;
+  }
+}

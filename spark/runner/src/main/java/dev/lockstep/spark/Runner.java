@@ -1,0 +1,212 @@
+package dev.lockstep.spark;
+
+import java.io.BufferedReader;
+import java.io.File;
+import java.io.InputStreamReader;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.TimeUnit;
+
+import com.fasterxml.jackson.databind.DeserializationFeature;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.sql.Column;
+import org.apache.spark.sql.Dataset;
+import org.apache.spark.sql.Row;
+import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.functions;
+import org.apache.spark.sql.streaming.DataStreamReader;
+import org.apache.spark.sql.streaming.DataStreamWriter;
+import org.apache.spark.sql.streaming.StreamingQuery;
+import org.apache.spark.sql.streaming.StreamingQueryException;
+import org.apache.spark.sql.streaming.Trigger;
+
+/**
+ * Lockstep's Spark runner: {@code Runner PLAN.json} builds the Structured Streaming query that the
+ * plan describes, runs it, and prints one progress line per trigger on standard output. A line
+ * "stop" on standard input, or its end, stops the query between batches. Exit codes: 0 the query
+ * finished or was stopped, 1 it failed, 2 the plan could not be read or built.
+ */
+public final class Runner {
+  private Runner() {}
+
+  public static void main(String[] args) throws Exception {
+    if (args.length != 1) {
+      System.err.println("usage: Runner PLAN.json");
+      System.exit(2);
+    }
+    // Spark's console sink and our progress lines share standard output: one lock, whole lines.
+    PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
+    System.setOut(out);
+    Plan plan;
+    try {
+      plan = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES).readValue(new File(args[0]), Plan.class);
+    } catch (Exception e) {
+      fail(2, "read plan " + args[0], e);
+      return;
+    }
+    if (plan.version != 1) {
+      fail(2, "plan version " + plan.version + " is not 1", null);
+    }
+    SparkSession.Builder b = SparkSession.builder().appName(plan.appName).master(plan.master);
+    for (Map.Entry<String, String> e : plan.conf.entrySet()) {
+      b = b.config(e.getKey(), e.getValue());
+    }
+    SparkSession spark = b.getOrCreate();
+    int code;
+    try {
+      code = run(spark, plan, out);
+    } finally {
+      spark.stop();
+    }
+    System.exit(code);
+  }
+
+  private static int run(SparkSession spark, Plan plan, PrintStream out) throws Exception {
+    StreamingQuery query;
+    try {
+      spark.streams().addListener(new Progress(out));
+      query = start(spark, plan);
+    } catch (Exception e) {
+      fail(2, "build the query", e);
+      return 2;
+    }
+    Thread stopper = new Thread(() -> stopOnRequest(query), "lockstep-stop");
+    stopper.setDaemon(true);
+    stopper.start();
+    try {
+      query.awaitTermination();
+    } catch (StreamingQueryException e) {
+      fail(1, "the query failed", e);
+      return 1;
+    }
+    return 0;
+  }
+
+  /** Builds and starts the query: sources, steps, sink. */
+  @SuppressWarnings("deprecation") // Trigger.Once: the spec's once, which AvailableNow is not
+  static StreamingQuery start(SparkSession spark, Plan plan) throws Exception {
+    Dataset<Row> df = null;
+    for (Plan.Source s : plan.sources) {
+      Dataset<Row> in = source(spark, s);
+      df = df == null ? in : df.union(in);
+    }
+    for (Plan.Step st : plan.steps) {
+      df = step(df, st);
+    }
+    DataStreamWriter<Row> w = df.writeStream()
+        .queryName(plan.queryName)
+        .outputMode(plan.outputMode)
+        .option("checkpointLocation", plan.checkpointLocation);
+    switch (plan.trigger.kind) {
+      case "processingTime" -> w = w.trigger(Trigger.ProcessingTime(plan.trigger.intervalMs, TimeUnit.MILLISECONDS));
+      case "availableNow" -> w = w.trigger(Trigger.AvailableNow());
+      case "once" -> w = w.trigger(Trigger.Once()); // all available data in one batch, as the spec says
+      case "default" -> { }
+      default -> throw new IllegalArgumentException("trigger kind " + plan.trigger.kind);
+    }
+    Plan.Sink k = plan.sink;
+    switch (k.kind) {
+      case "delta" -> {
+        return w.format("delta").options(k.options).start(k.path);
+      }
+      case "console" -> {
+        return w.format("console").options(k.options).start();
+      }
+      case "files" -> {
+        return w.foreachBatch(new FilesSink(k, plan.queryId)).start();
+      }
+      default -> throw new IllegalArgumentException("sink kind " + k.kind);
+    }
+  }
+
+  private static Dataset<Row> source(SparkSession spark, Plan.Source s) {
+    DataStreamReader r = spark.readStream().name(s.name).format(s.format).options(s.options);
+    if (s.schema != null && !s.schema.isEmpty()) {
+      r = r.schema(s.schema);
+    }
+    Dataset<Row> df = s.path == null || s.path.isEmpty() ? r.load() : r.load(s.path);
+    if (!s.project.isEmpty()) {
+      df = df.selectExpr(s.project.toArray(new String[0]));
+    }
+    if (!s.then.isEmpty()) {
+      df = df.selectExpr(s.then.toArray(new String[0]));
+    }
+    return df;
+  }
+
+  private static Dataset<Row> step(Dataset<Row> df, Plan.Step st) {
+    if (st.filter != null) {
+      return df.filter(functions.expr(st.filter));
+    }
+    if (st.select != null) {
+      return df.selectExpr(st.select.toArray(new String[0]));
+    }
+    if (st.watermark != null) {
+      return df.withWatermark(st.watermark.column, st.watermark.delay);
+    }
+    if (st.aggregate != null) {
+      Column[] keys = exprs(st.aggregate.groupBy);
+      Column[] aggs = exprs(st.aggregate.aggregates);
+      Column[] rest = new Column[aggs.length - 1];
+      System.arraycopy(aggs, 1, rest, 0, rest.length);
+      return df.groupBy(keys).agg(aggs[0], rest);
+    }
+    if (st.dropDuplicates != null) {
+      return df.dropDuplicates(st.dropDuplicates.toArray(new String[0]));
+    }
+    throw new IllegalArgumentException("a step with no kind");
+  }
+
+  private static Column[] exprs(List<String> sql) {
+    List<Column> cols = new ArrayList<>();
+    for (String s : sql) {
+      cols.add(functions.expr(s));
+    }
+    return cols.toArray(new Column[0]);
+  }
+
+  /**
+   * Waits for "stop" or the end of standard input, then stops the query between batches: it waits
+   * until no trigger is running. A trigger that starts in the instant before stop() is interrupted;
+   * its offsets are logged, so the next run replays it (docs/spark.md).
+   */
+  private static void stopOnRequest(StreamingQuery query) {
+    try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+      String line;
+      while ((line = in.readLine()) != null && !line.trim().equals("stop")) {
+        // ignore anything else
+      }
+      while (query.isActive() && query.status().isTriggerActive()) {
+        Thread.sleep(50);
+      }
+      query.stop();
+    } catch (Exception e) {
+      System.err.println("lockstep runner: stop: " + e);
+    }
+  }
+
+  private static void fail(int code, String what, Throwable e) {
+    System.err.println("lockstep runner: " + what + (e == null ? "" : ": " + e));
+    if (e != null) {
+      e.printStackTrace(System.err);
+    }
+    // One machine-readable line for the Go side, which shows it to the user.
+    String msg = (what + (e == null ? "" : ": " + rootMessage(e))).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", " ");
+    System.out.println("@@lockstep-error {\"code\":" + code + ",\"message\":\"" + msg + "\"}");
+    System.out.flush();
+    if (code == 2) {
+      System.exit(2);
+    }
+  }
+
+  private static String rootMessage(Throwable e) {
+    Throwable t = e;
+    while (t.getCause() != null && t.getCause() != t) {
+      t = t.getCause();
+    }
+    return t == e ? String.valueOf(e.getMessage()) : e.getMessage() + " (cause: " + t + ")";
+  }
+}
