@@ -11,6 +11,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine/sink"
+	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
 // CompileOptions are what a plan needs besides the spec.
@@ -84,7 +85,7 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		OutputMode:         string(spec.OutputMode),
 		Trigger:            c.trigger(sp.Child("trigger")),
 	}
-	cols, err := spec.StepColumns()
+	cols, err := lplan.Columns(spec)
 	if err != nil {
 		c.errs = append(c.errs, field.Invalid(sp, "", err.Error()))
 		return plan
@@ -298,12 +299,12 @@ func sqlType(t v1.ColumnType) string {
 func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 	switch st.Kind() {
 	case v1.StepFilter:
-		env, err := v1.CELEnv(in)
+		env, err := lplan.Env(in)
 		if err != nil {
 			c.errs = append(c.errs, field.InternalError(p, err))
 			return nil
 		}
-		ast, err := v1.CompileFilter(env, st.Filter)
+		ast, err := lplan.CompileFilter(env, st.Filter)
 		if err != nil {
 			c.errs = append(c.errs, field.Invalid(p.Child("filter"), st.Filter, err.Error()))
 			return nil
@@ -315,7 +316,7 @@ func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 		}
 		return []Step{{Filter: sql}}
 	case v1.StepSelect:
-		env, err := v1.CELEnv(in)
+		env, err := lplan.Env(in)
 		if err != nil {
 			c.errs = append(c.errs, field.InternalError(p, err))
 			return nil
@@ -323,7 +324,7 @@ func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 		var sel []string
 		for j, pr := range st.Select {
 			pp := p.Child("select").Index(j).Child("expr")
-			ast, typ, err := v1.CompileProjection(env, pr.Expr)
+			ast, typ, err := lplan.CompileProjection(env, pr.Expr)
 			if err != nil {
 				c.errs = append(c.errs, field.Invalid(pp, pr.Expr, err.Error()))
 				continue

@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
+	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
 // RecordsDir is the folder, inside a spark query's checkpoint location, that holds
@@ -70,7 +71,7 @@ func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
 	if obj.Spec.Runtime.Spark == nil {
 		obj.Spec.Runtime.Spark = &v1.SparkRuntime{}
 	}
-	if errs := obj.Validate(); len(errs) > 0 {
+	if errs := lplan.Validate(obj); len(errs) > 0 {
 		return nil, &engine.InvalidSpecError{Errs: errs}
 	}
 	if errs := Check(&obj.Spec); len(errs) > 0 {

@@ -12,7 +12,7 @@ import (
 	"cel.dev/cel-go/common/types"
 )
 
-// This file translates a checked CEL expression of the project's environment (v1.CELEnv) into
+// This file translates a checked CEL expression of the project's environment (plan.Env) into
 // a Spark SQL expression with the same value for every row, or refuses it. It reads only the
 // checked AST (node kinds, function names, the checker's types), so it works the same wherever
 // the environment lives.

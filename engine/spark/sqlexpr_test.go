@@ -6,6 +6,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
 var exprColumns = v1.Columns{
@@ -18,11 +19,11 @@ var exprColumns = v1.Columns{
 
 func translate(t *testing.T, expr string) (string, error) {
 	t.Helper()
-	env, err := v1.CELEnv(exprColumns)
+	env, err := lplan.Env(exprColumns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ast, _, err := v1.CompileProjection(env, expr)
+	ast, _, err := lplan.CompileProjection(env, expr)
 	if err != nil {
 		t.Fatalf("compile %q: %v", expr, err)
 	}
