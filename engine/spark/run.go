@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -50,6 +51,12 @@ type Options struct {
 	Logger *slog.Logger
 	// OpenOptions open the checkpoint's store (S3 settings). Default: the environment's.
 	OpenOptions []checkpoint.OpenOption
+	// Master replaces the plan's master (local[cores]): k8s://https://kubernetes.default.svc
+	// in a pod the controller runs (docs/spark.md, On Kubernetes). Default: local mode.
+	Master string
+	// Conf is added to the plan's Spark settings, over Lockstep's and the spec's: what the
+	// place the driver runs in decides (Kubernetes, S3A's endpoint). Default: none.
+	Conf map[string]string
 }
 
 // Query is a StreamingQuery run on Spark by the runner, as a child JVM. Run runs it; Stop,
@@ -159,6 +166,10 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	if err != nil {
 		return sum, err
 	}
+	if q.opts.Master != "" {
+		plan.Master = q.opts.Master
+	}
+	maps.Copy(plan.Conf, q.opts.Conf)
 	if q.opts.Observer != nil {
 		q.opts.Observer.Started(engine.Start{
 			QueryID: id, Location: loc, Owner: owner, New: committed < 0 && planned < 0,
@@ -407,6 +418,11 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		return fmt.Errorf("read Spark's progress: %w", err)
 	}
 	if _, ran := sp.DurationMs["addBatch"]; !ran || sp.BatchID <= r.last {
+		// A trigger that found no new data is progress too: a liveness probe must not
+		// restart a query whose sources are quiet.
+		if io, ok := r.q.opts.Observer.(engine.IdleObserver); ok && !ran {
+			io.Idle(time.Now())
+		}
 		return nil
 	}
 	r.last = sp.BatchID

@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/controller"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/spark"
+)
+
+// engineQuery is what `lockstep engine` runs: the built-in engine's query, or a spark query's
+// driver.
+type engineQuery interface {
+	Run(ctx context.Context) (engine.Summary, error)
+	Stop()
+}
+
+// sparkMaster is the Spark setting the controller's conf names the master by.
+const sparkMaster = "spark.master"
+
+// newSparkEngine returns the driver of a spark query run by `lockstep engine`: the runner JVM
+// as a child, as `lockstep run --runtime spark` starts it, with the controller's Kubernetes
+// settings (cfg.sparkConf), the driver pod's name and IP, and S3A pointed at the
+// environment's S3 service. Spark's log goes to standard error, beside the engine's.
+func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, log *slog.Logger, obs engine.Observer) (engineQuery, error) {
+	runner, err := spark.FindRunner()
+	if err != nil {
+		return nil, err
+	}
+	conf, master, err := sparkEngineConf(cfg.sparkConf, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return spark.New(obj, spark.Options{
+		Runner:   runner,
+		LogPath:  "/dev/stderr",
+		Observer: obs,
+		Stdout:   os.Stdout,
+		Guard:    compatGuard(log),
+		Logger:   log,
+		Master:   master,
+		Conf:     conf,
+	})
+}
+
+// sparkEngineConf returns the Spark settings of a driver: S3A's from the environment, the
+// controller's file (path; none when empty) over them, and the driver's pod name and IP
+// from the environment the controller's pod sets (controller.EnvPodName, EnvPodIP); and the
+// master the file names, "" for local mode.
+func sparkEngineConf(path string, getenv func(string) string) (map[string]string, string, error) {
+	conf := spark.S3AConf(getenv)
+	if path == "" {
+		return conf, "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the Spark settings: %w", err)
+	}
+	var file map[string]string
+	if err := json.Unmarshal(data, &file); err != nil {
+		return nil, "", fmt.Errorf("read the Spark settings %s: %w", path, err)
+	}
+	master := file[sparkMaster]
+	delete(file, sparkMaster)
+	for k, v := range file {
+		conf[k] = v
+	}
+	if name := getenv(controller.EnvPodName); name != "" {
+		conf["spark.kubernetes.driver.pod.name"] = name
+	}
+	if ip := getenv(controller.EnvPodIP); ip != "" {
+		conf["spark.driver.host"] = ip
+	}
+	return conf, master, nil
+}
