@@ -17,11 +17,12 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/sparkimage"
 )
 
 func main() {
-	ref := flag.String("ref", sparkimage.Repository+":dev", "image reference to tag the tarball with")
+	ref := flag.String("ref", controller.SparkImageRepository+":dev", "image reference to tag the tarball with")
 	out := flag.String("out", "bin/lockstep-spark-image.tar", "tarball to write")
 	version := flag.String("version", "dev", "version linked into the binary (lockstep version)")
 	flag.Parse()

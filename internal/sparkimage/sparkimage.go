@@ -24,10 +24,6 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 )
 
-// Repository is the repository of released Spark images; a controller of version v runs
-// Spark queries on Repository:v (controller.DefaultSparkImage).
-const Repository = "ghcr.io/lockstep-dev/lockstep-spark"
-
 // Paths inside the image.
 const (
 	JavaHome  = "/usr/lib/jvm/java-17-openjdk-amd64"
