@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -206,6 +207,16 @@ func TestReconcileSparkQuery(t *testing.T) {
 	if d.Spec.Template.Spec.ServiceAccountName != name {
 		t.Errorf("driver account = %s, want %s", d.Spec.Template.Spec.ServiceAccountName, name)
 	}
+
+	// The status reads the spark runtime's records (in _lockstep, beside Spark's files).
+	f.writeCheckpoint(q, 3, 2, time.Now())
+	eventually(t, "the status shows the batches the records hold", func() error {
+		st := f.get("orders").Status
+		if st.LatestCommittedBatch == nil || *st.LatestCommittedBatch != 2 || st.QueryID == "" {
+			return fmt.Errorf("latest committed batch %v, query id %q", st.LatestCommittedBatch, st.QueryID)
+		}
+		return nil
+	})
 
 	driver := f.runPod(d)
 	executor := func(n int, ready bool) {

@@ -523,6 +523,19 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 				"Kept checkpoint %s: it belongs to %s, not to this query", p.location, s.meta.Owner)
 			return true, nil
 		default:
+			if p.records != "" {
+				// Spark's files first, Lockstep's records (and their owner) last, so that a
+				// deletion cut short still finds whose checkpoint it is.
+				root := p
+				root.records = ""
+				rs, err := cps.open(ctx, q.Namespace, root, false)
+				if err != nil {
+					return false, err
+				}
+				if err := deleteAllBut(ctx, rs, p.records+"/"); err != nil {
+					return false, err
+				}
+			}
 			if err := deleteAll(ctx, store); err != nil {
 				return false, err // transient: retried
 			}

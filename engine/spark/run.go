@@ -21,6 +21,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -29,7 +30,7 @@ import (
 // Lockstep's own records (owner metadata, shape per batch, a commit per batch with its
 // progress, the newest-batch hint) in the built-in checkpoint layout. Spark never looks
 // there; Spark's own metadata, offsets, commits, sources and state sit beside it.
-const RecordsDir = "_lockstep"
+const RecordsDir = sparkckpt.RecordsDir
 
 // Options configure a spark query's run.
 type Options struct {
