@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -65,7 +66,7 @@ func sparkEngineConf(path string, getenv func(string) string) (map[string]string
 	if err := json.Unmarshal(data, &file); err != nil {
 		return nil, "", fmt.Errorf("read the Spark settings %s: %w", path, err)
 	}
-	master := file[sparkMaster]
+	master := inClusterMaster(file[sparkMaster], getenv)
 	delete(file, sparkMaster)
 	for k, v := range file {
 		conf[k] = v
@@ -77,4 +78,17 @@ func sparkEngineConf(path string, getenv func(string) string) (map[string]string
 		conf["spark.driver.host"] = ip
 	}
 	return conf, master, nil
+}
+
+// inClusterMaster returns master with the API server's in-cluster name replaced by the address
+// the kubelet gives every pod ($KUBERNETES_SERVICE_HOST, $KUBERNETES_SERVICE_PORT): a cluster
+// without DNS for services (a bare node, the end-to-end suite's) still reaches it, as
+// client-go's in-cluster configuration does.
+func inClusterMaster(master string, getenv func(string) string) string {
+	const inCluster = "k8s://https://kubernetes.default.svc"
+	host, port := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
+	if master != inCluster || host == "" || port == "" {
+		return master
+	}
+	return "k8s://https://" + net.JoinHostPort(host, port)
 }

@@ -28,6 +28,11 @@ func TestSparkEngineConf(t *testing.T) {
 	if master != "k8s://https://kubernetes.default.svc" {
 		t.Errorf("master = %q", master)
 	}
+	env["KUBERNETES_SERVICE_HOST"], env["KUBERNETES_SERVICE_PORT"] = "10.96.0.1", "443"
+	if _, master, _ := sparkEngineConf(path, func(k string) string { return env[k] }); master != "k8s://https://10.96.0.1:443" {
+		t.Errorf("master in a pod = %q, want the kubelet's address of the API server", master)
+	}
+	delete(env, "KUBERNETES_SERVICE_HOST")
 	want := map[string]string{
 		"spark.executor.instances":                   "2",
 		"spark.kubernetes.driver.pod.name":           "q-engine-abc",
