@@ -84,6 +84,8 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		QueryID:            opts.QueryID,
 		OutputMode:         string(spec.OutputMode),
 		Trigger:            c.trigger(sp.Child("trigger")),
+		// An empty list, not null: the runner iterates over it.
+		Steps: []Step{},
 	}
 	cols, err := lplan.Columns(spec)
 	if err != nil {
