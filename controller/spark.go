@@ -81,10 +81,10 @@ func sparkConfig(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.Con
 		"spark.driver.bindAddress":                           "0.0.0.0",
 		"spark.driver.port":                                  strconv.Itoa(sparkDriverPort),
 		"spark.driver.blockManager.port":                     strconv.Itoa(sparkBlockPort),
-		// The root file system is read-only: S3A buffers the blocks it uploads, and Hadoop
-		// its temporary files, in the pod's tmp volume.
-		"spark.hadoop.fs.s3a.buffer.dir": tmpMountPath + "/s3a",
-		"spark.hadoop.hadoop.tmp.dir":    tmpMountPath + "/hadoop",
+		// S3A buffers the blocks it uploads in the heap, not on disk: the root file system is
+		// read-only, and Hadoop's free-space check finds none in the pod's tmp volume.
+		"spark.hadoop.fs.s3a.fast.upload.buffer": "array",
+		"spark.hadoop.hadoop.tmp.dir":            tmpMountPath + "/hadoop",
 	}
 	if s.PullPolicy != "" {
 		conf["spark.kubernetes.container.image.pullPolicy"] = string(s.PullPolicy)
