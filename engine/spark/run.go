@@ -453,6 +453,22 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		}
 		p.Sources = append(p.Sources, sp)
 	}
+	// Lockstep's records mirror the batch after Spark committed it: its offsets (the sources'
+	// end offsets in Spark's JSON), then its commit, so describe and status read them.
+	off := checkpoint.Offsets{BatchID: sp.BatchID, BatchWatermarkMs: p.WatermarkMs, BatchTimestampMs: sp.Timestamp.UnixMilli(),
+		Conf: map[string]string{"runtime": string(v1.RuntimeSpark)}}
+	for _, s := range p.Sources {
+		o := s.EndOffset
+		if o == nil {
+			o = json.RawMessage("null")
+		}
+		off.Sources = append(off.Sources, checkpoint.SourceOffset{Source: s.Name, Offset: o})
+	}
+	if err := r.ck.AddOffsets(ctx, off); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
+		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
+	} else if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
+	}
 	cm := checkpoint.Commit{BatchID: sp.BatchID, NextBatchWatermarkMs: p.WatermarkMs, Progress: checkpoint.Progress{
 		Timestamp: sp.Timestamp, NumInputRows: p.NumInputRows, NumOutputRows: p.NumOutputRows, DurationMs: sp.DurationMs,
 	}}
