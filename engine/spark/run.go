@@ -472,6 +472,11 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 	cm := checkpoint.Commit{BatchID: sp.BatchID, NextBatchWatermarkMs: p.WatermarkMs, Progress: checkpoint.Progress{
 		Timestamp: sp.Timestamp, NumInputRows: p.NumInputRows, NumOutputRows: p.NumOutputRows, DurationMs: sp.DurationMs,
 	}}
+	// The sources' progress, with Kafka's lag, is what the status shows per source.
+	for _, s := range p.Sources {
+		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{Source: s.Name, StartOffset: s.StartOffset,
+			EndOffset: s.EndOffset, LatestOffset: s.LatestOffset, NumInputRows: s.NumInputRows, Lag: s.Lag})
+	}
 	if err := r.ck.AddCommit(ctx, cm); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
 		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
 	} else if err != nil {
