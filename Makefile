@@ -9,7 +9,7 @@ TOOLS_BIN := $(LOCKSTEP_TOOLS)/bin
 GO_TEST_FLAGS ?= -race -timeout 30m
 PKGS ?= ./...
 
-.PHONY: all build tools test test-short e2e e2e-short image lint generate manifests bench clean-tools help
+.PHONY: all build tools test test-short e2e e2e-short image image-spark lint generate manifests bench clean-tools help
 
 all: build
 
@@ -42,6 +42,11 @@ e2e-short: ## Run the end-to-end suite without (re)building the tools.
 image: ## Build the lockstep image tarball bin/lockstep-image.tar without Docker (IMAGE=ref, VERSION=v).
 	go run ./hack/image -ref $(IMAGE) -version $(VERSION) -out bin/lockstep-image.tar
 IMAGE ?= ghcr.io/lockstep-dev/lockstep:dev
+
+image-spark: ## Build Lockstep's Spark image bin/lockstep-spark-image.tar without Docker (SPARK_IMAGE=ref, VERSION=v; docs/spark.md).
+	hack/tools.sh spark_image
+	go run ./hack/image-spark -ref $(SPARK_IMAGE) -version $(VERSION) -out bin/lockstep-spark-image.tar
+SPARK_IMAGE ?= ghcr.io/lockstep-dev/lockstep-spark:dev
 
 test-short: ## Run the tests without (re)building the tools.
 	go test $(GO_TEST_FLAGS) $(PKGS)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
@@ -1367,6 +1368,21 @@ func ruleCases() []ruleCase {
 			old:  edit(clean(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
 			new:  clean().Spec(),
 			want: []finding{{Rule: "runtime", Severity: compat.Rejected, Path: "spec.runtime", Old: "spark", New: "lockstep"}},
+		},
+		{
+			name: "state-partitions/a spark query's too (spark.sql.shuffle.partitions)",
+			old:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{Instances: 2} }),
+			new:  edit(revenue().StatePartitions(16), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{Instances: 2} }),
+			want: []finding{{Rule: "state-partitions", Severity: compat.Rejected, Path: "spec.stateStore.partitions", Old: "8", New: "16"}},
+		},
+		{
+			name: "runtime/a spark query's executors and sizing change freely (on Kubernetes this rolls the driver)",
+			old:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{Instances: 2} }),
+			new: edit(revenue(), func(s *v1.StreamingQuerySpec) {
+				mem := resource.MustParse("4Gi")
+				s.Runtime.Spark = &v1.SparkRuntime{Instances: 8, Executor: v1.SparkProcess{Cores: 4, Memory: &mem}, Driver: v1.SparkProcess{Cores: 1, Memory: &mem}}
+			}),
+			passes: []string{"runtime", "state-partitions"},
 		},
 		{
 			name:   "runtime/spark sizing is not part of the shape",

@@ -7,28 +7,51 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // CacheOptions returns the manager cache options the reconciler expects: Pods, Deployments,
-// Jobs and ConfigMaps are cached only when they carry the engine labels, so that the controller
+// Jobs, ConfigMaps, and a spark query's ServiceAccount, Role and RoleBinding are cached only
+// when they carry the engine labels (a pod also when it is a spark query's executor), so that the controller
 // holds the engines' objects in memory and not the cluster's. Secrets are cached as metadata
 // only, without their managed fields (the reconcilers watch them to notice a credentials
 // Secret created, changed or deleted); their data is read with the API reader, and never
 // held. Namespaces are never cached.
 func CacheOptions() cache.Options {
 	engine := labels.SelectorFromSet(labels.Set{LabelComponent: componentEngine, "app.kubernetes.io/name": "lockstep"})
+	// A spark query's executor pods are cached beside its driver's.
+	pods := labels.NewSelector()
+	for _, r := range []struct {
+		key string
+		op  selection.Operator
+		val []string
+	}{
+		{LabelComponent, selection.In, []string{componentEngine, ComponentSparkExecutor}},
+		{"app.kubernetes.io/name", selection.Equals, []string{"lockstep"}},
+	} {
+		req, err := labels.NewRequirement(r.key, r.op, r.val)
+		if err != nil {
+			panic(err) // constant keys and values
+		}
+		pods = pods.Add(*req)
+	}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Pod{}:        {Label: engine},
-		&appsv1.Deployment{}: {Label: engine},
-		&batchv1.Job{}:       {Label: engine},
-		&corev1.ConfigMap{}:  {Label: engine},
-		&corev1.Secret{}:     {Transform: cache.TransformStripManagedFields()},
+		&corev1.Pod{}: {Label: pods},
+		// A spark query's driver access (sparkAccess).
+		&corev1.ServiceAccount{}: {Label: engine},
+		&rbacv1.Role{}:           {Label: engine},
+		&rbacv1.RoleBinding{}:    {Label: engine},
+		&appsv1.Deployment{}:     {Label: engine},
+		&batchv1.Job{}:           {Label: engine},
+		&corev1.ConfigMap{}:      {Label: engine},
+		&corev1.Secret{}:         {Transform: cache.TransformStripManagedFields()},
 	}}
 }
 

@@ -16,6 +16,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/internal/storeconn"
 )
@@ -37,6 +38,18 @@ var errStoreRefused = errors.New("checkpoint store refused")
 type placement struct {
 	store    *v1.CheckpointStore
 	location string
+	// records is the folder inside location that holds Lockstep's records: "" for the
+	// built-in engine, sparkckpt.RecordsDir for a spark query (Spark's own files are beside
+	// it). The status and the judgement read it.
+	records string
+}
+
+// recordsLocation is where the checkpoint's Lockstep records are.
+func (p placement) recordsLocation() string {
+	if p.records == "" {
+		return p.location
+	}
+	return strings.TrimRight(p.location, "/") + "/" + p.records
 }
 
 // checkpoints opens the checkpoints of queries with the credentials of their namespace. It
@@ -85,6 +98,9 @@ func (c checkpoints) locate(ctx context.Context, q *v1.StreamingQuery) (p placem
 			return p, nil, fmt.Errorf("get Namespace %s: %w", q.Namespace, err)
 		}
 		labels = ns.Labels
+	}
+	if q.Spec.Runtime.Spark != nil {
+		p.records = sparkckpt.RecordsDir
 	}
 	located := q.DeepCopy()
 	located.Spec.Checkpoint.Location = p.location
@@ -159,7 +175,7 @@ func openStore(ctx context.Context, p placement, sec *corev1.Secret, readOnly bo
 	if readOnly {
 		opts = append(opts, s3.ReadOnly())
 	}
-	return checkpoint.Open(ctx, p.location, checkpoint.WithS3(s3.Opener(opts...)))
+	return checkpoint.Open(ctx, p.recordsLocation(), checkpoint.WithS3(s3.Opener(opts...)))
 }
 
 // snapshot is what the controller and the webhook read of a checkpoint.
@@ -260,6 +276,24 @@ func deleteAll(ctx context.Context, s checkpoint.Store) error {
 	}
 	if err := s.Delete(ctx, checkpoint.MetadataKey); err != nil {
 		return fmt.Errorf("delete %s/%s: %w", s.Location(), checkpoint.MetadataKey, err)
+	}
+	return nil
+}
+
+// deleteAllBut removes every object of s except those under prefix (a spark query's records,
+// which deleteAll removes last).
+func deleteAllBut(ctx context.Context, s checkpoint.Store, prefix string) error {
+	keys, err := checkpoint.ListKeys(ctx, s, "")
+	if err != nil {
+		return fmt.Errorf("list %s: %w", s.Location(), err)
+	}
+	for _, k := range keys {
+		if strings.HasPrefix(k, prefix) || strings.HasPrefix(k, ".") {
+			continue
+		}
+		if err := s.Delete(ctx, k); err != nil {
+			return fmt.Errorf("delete %s/%s: %w", s.Location(), k, err)
+		}
 	}
 	return nil
 }

@@ -43,6 +43,18 @@ const (
 	// from a crash by it.
 	StuckMessage = "stopped while stuck: "
 
+	// SparkConfKey is the ConfigMap key holding the Spark settings of a spark query's driver
+	// on Kubernetes (a JSON object; no secret: credentials come from the environment).
+	SparkConfKey = "spark-conf.json"
+	// ExecutorPodKey is the ConfigMap key holding the executors' pod template (Spark's
+	// spark.kubernetes.executor.podTemplateFile): placement, labels, resources and the
+	// environment from Secret references, never a secret's value.
+	ExecutorPodKey = "executor-pod.yaml"
+	// EnvPodName and EnvPodIP carry the driver pod's name and IP (the downward API): Spark
+	// owns the executors by the driver pod, and they connect back to its IP.
+	EnvPodName = "LOCKSTEP_POD_NAME"
+	EnvPodIP   = "LOCKSTEP_POD_IP"
+
 	componentEngine = "engine"
 	fieldOwner      = "lockstep-controller"
 )

@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -61,11 +62,28 @@ type EngineSettings struct {
 	Image string
 	// PullPolicy of the image. Default: Kubernetes' (IfNotPresent unless the tag is latest).
 	PullPolicy corev1.PullPolicy
+	// SparkImage runs a spark query's driver and executors (Lockstep's Spark image,
+	// `make image-spark`): the controller's command sets it to --spark-image,
+	// $LOCKSTEP_SPARK_IMAGE or DefaultSparkImage of its own version. Default: Image.
+	SparkImage string
 	// ServiceAccountName of engine pods. Default: the namespace's default account (the engine
 	// does not talk to the API server; its token is not mounted).
 	ServiceAccountName string
 	// GracePeriod is how long a stopping engine may take to finish its batch. Default 2m.
 	GracePeriod time.Duration
+}
+
+// SparkImageRepository is the repository of released Spark images (internal/sparkimage).
+const SparkImageRepository = "ghcr.io/lockstep-dev/lockstep-spark"
+
+// DefaultSparkImage returns the released Spark image of a controller version
+// (ghcr.io/lockstep-dev/lockstep-spark:v1.2.3), or an error for a version that has none.
+func DefaultSparkImage(version string) (string, error) {
+	img, err := DefaultEngineImage(version)
+	if err != nil {
+		return "", fmt.Errorf("%w (for spark queries: --spark-image or $LOCKSTEP_SPARK_IMAGE)", err)
+	}
+	return SparkImageRepository + strings.TrimPrefix(img, EngineImageRepository), nil
 }
 
 // DefaultEngineImage returns the released engine image of a controller version
@@ -120,8 +138,9 @@ func EngineQuery(q *v1.StreamingQuery) *v1.StreamingQuery {
 }
 
 // RenderConfigMap returns the ConfigMap that holds the query manifest the engine runs
-// (QueryKey) and the store's CA bundle (CABundleKey) when it has one.
-func RenderConfigMap(q *v1.StreamingQuery, store *v1.CheckpointStore) (*corev1.ConfigMap, error) {
+// (QueryKey), the store's CA bundle (CABundleKey) when it has one and, for a spark query,
+// the driver's Spark settings (SparkConfKey) and the executors' pod template (ExecutorPodKey).
+func RenderConfigMap(q *v1.StreamingQuery, store *v1.CheckpointStore, s EngineSettings) (*corev1.ConfigMap, error) {
 	manifest, err := yaml.Marshal(EngineQuery(q))
 	if err != nil {
 		return nil, fmt.Errorf("render query %s/%s: %w", q.Namespace, q.Name, err)
@@ -136,6 +155,13 @@ func RenderConfigMap(q *v1.StreamingQuery, store *v1.CheckpointStore) (*corev1.C
 	}
 	if store != nil && len(store.Spec.S3.CABundle) > 0 {
 		cm.Data[CABundleKey] = string(store.Spec.S3.CABundle)
+	}
+	if isSpark(q) && store != nil {
+		data, err := sparkConfig(q, store, cm, s)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(cm.Data, data)
 	}
 	return cm, nil
 }
@@ -217,19 +243,7 @@ func RenderJob(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.Confi
 func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.ConfigMap, s EngineSettings) corev1.PodTemplateSpec {
 	s = s.withDefaults()
 	es := &q.Spec.Engine
-	uses := append([]secretUse{storeSecretUse(store)}, secretUses(q.Spec.DeepCopy())...)
-	env := secretEnvVars(uses)
-	env = append(env, corev1.EnvVar{Name: EnvRegion, Value: cmp.Or(store.Spec.S3.Region, defaultRegion)})
-	if e := store.Spec.S3.Endpoint; e != "" {
-		env = append(env, corev1.EnvVar{Name: EnvS3Endpoint, Value: e})
-	}
-	if _, ok := cm.Data[CABundleKey]; ok {
-		env = append(env, corev1.EnvVar{Name: EnvCABundle, Value: ConfigMountPath + "/" + CABundleKey})
-	}
-	if store.Spec.S3.InsecureSkipVerify {
-		env = append(env, corev1.EnvVar{Name: EnvS3InsecureSkipTLS, Value: "true"})
-	}
-	secretVols, secretMounts := secretVolumes(uses)
+	env, secretVols, secretMounts := engineEnv(q, store, cm)
 	health := intstr.FromString(EnginePortName)
 	probe := func(path string, period, failures int32) *corev1.Probe {
 		return &corev1.Probe{
@@ -268,11 +282,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 			{Name: "query", MountPath: ConfigMountPath, ReadOnly: true},
 			{Name: "tmp", MountPath: tmpMountPath},
 		}, secretMounts...),
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		},
+		SecurityContext: engineContainerSecurity(),
 	}
 	labels := EngineLabels(q)
 	annotations := map[string]string{AnnotationSpecHash: SpecHash(cm)}
@@ -287,7 +297,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 			annotations[k] = v
 		}
 	}
-	return corev1.PodTemplateSpec{
+	tmpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
 		Spec: corev1.PodSpec{
 			Containers:                    []corev1.Container{container},
@@ -299,14 +309,7 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 			Affinity:                      es.Affinity.DeepCopy(),
 			PriorityClassName:             es.PriorityClassName,
 			ImagePullSecrets:              slices.Clone(es.ImagePullSecrets),
-			SecurityContext: &corev1.PodSecurityContext{
-				RunAsNonRoot: ptr.To(true),
-				RunAsUser:    ptr.To(int64(engineUID)),
-				// The group of the Secret files (mode 0440) and of the tmp volume.
-				RunAsGroup:     ptr.To(int64(engineUID)),
-				FSGroup:        ptr.To(int64(engineUID)),
-				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-			},
+			SecurityContext:               enginePodSecurity(),
 			Volumes: append([]corev1.Volume{
 				{Name: "query", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 					LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name},
@@ -315,6 +318,53 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 			}, secretVols...),
 		},
 	}
+	if isSpark(q) {
+		sparkDriverPod(&tmpl, q, s)
+	}
+	return tmpl
+}
+
+// engineContainerSecurity is the security context of the engine's and executors' containers:
+// no privilege, a read-only root (the tmp volume is writable), no capability.
+func engineContainerSecurity() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		AllowPrivilegeEscalation: ptr.To(false),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+	}
+}
+
+// enginePodSecurity is the security context of the engine's and executors' pods.
+func enginePodSecurity() *corev1.PodSecurityContext {
+	return &corev1.PodSecurityContext{
+		RunAsNonRoot: ptr.To(true),
+		RunAsUser:    ptr.To(int64(engineUID)),
+		// The group of the Secret files (mode 0440) and of the tmp volume.
+		RunAsGroup:     ptr.To(int64(engineUID)),
+		FSGroup:        ptr.To(int64(engineUID)),
+		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}
+
+// engineEnv returns the environment of the engine's container, and of a spark query's
+// executors: the store's credentials and every Secret the spec names (secretUses) as
+// references, never values, and the store's S3 settings; and the volumes and mounts of the
+// Secrets whose files are mounted.
+func engineEnv(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.ConfigMap) ([]corev1.EnvVar, []corev1.Volume, []corev1.VolumeMount) {
+	uses := append([]secretUse{storeSecretUse(store)}, secretUses(q.Spec.DeepCopy())...)
+	env := secretEnvVars(uses)
+	env = append(env, corev1.EnvVar{Name: EnvRegion, Value: cmp.Or(store.Spec.S3.Region, defaultRegion)})
+	if e := store.Spec.S3.Endpoint; e != "" {
+		env = append(env, corev1.EnvVar{Name: EnvS3Endpoint, Value: e})
+	}
+	if _, ok := cm.Data[CABundleKey]; ok {
+		env = append(env, corev1.EnvVar{Name: EnvCABundle, Value: ConfigMountPath + "/" + CABundleKey})
+	}
+	if store.Spec.S3.InsecureSkipVerify {
+		env = append(env, corev1.EnvVar{Name: EnvS3InsecureSkipTLS, Value: "true"})
+	}
+	vols, mounts := secretVolumes(uses)
+	return env, vols, mounts
 }
 
 // engineSelector selects a query's engine pods.

@@ -38,7 +38,7 @@ func securedQuery() *querytest.Query {
 
 func render(t *testing.T, q *v1.StreamingQuery) (*corev1.ConfigMap, corev1.PodTemplateSpec) {
 	t.Helper()
-	cm, err := controller.RenderConfigMap(q, renderStore())
+	cm, err := controller.RenderConfigMap(q, renderStore(), controller.EngineSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,7 +276,7 @@ func TestRenderJob(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := tc.q.Suspend(true).Obj()
-			cm, err := controller.RenderConfigMap(q, renderStore())
+			cm, err := controller.RenderConfigMap(q, renderStore(), controller.EngineSettings{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -120,6 +120,11 @@ func (r *QueryReconciler) status(q *v1.StreamingQuery, old *v1.StreamingQuerySta
 		// A refused spec's reconcile does not look at the pods: keep what was seen.
 		st.Restarts = o.engine.restarts
 	}
+	if isSpark(q) {
+		st.Executors = executorsStatus(q, o.executors, !q.Spec.Suspend && !o.completed)
+	} else {
+		st.Executors = nil
+	}
 	if o.engine.failure != nil {
 		st.LastFailure = o.engine.failure
 	}
@@ -411,6 +416,9 @@ func announcements(gen int64, old, now *v1.StreamingQueryStatus) []event {
 	}
 	if c := newReason(old.Conditions, now.Conditions, v1.ConditionReady, v1.ReasonSecretMissing); c != nil {
 		evs = append(evs, event{corev1.EventTypeWarning, v1.ReasonSecretMissing, "Open", c.Message})
+	}
+	if e := executorsEvent(old.Executors, now.Executors); e != nil {
+		evs = append(evs, *e)
 	}
 	return evs
 }

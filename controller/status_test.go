@@ -160,7 +160,7 @@ func TestEngineRestartStatus(t *testing.T) {
 	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
 	q.Spec.Engine.ProgressTimeout = "30s"
 	q.Generation = 1
-	cm, err := RenderConfigMap(q, nil)
+	cm, err := RenderConfigMap(q, nil, EngineSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +267,7 @@ func statusFixture(t *testing.T) (in func(edit func(*statusInput)) statusInput, 
 	now = time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
 	q.Generation = 2
-	cm, err := RenderConfigMap(q, nil)
+	cm, err := RenderConfigMap(q, nil, EngineSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -179,6 +179,11 @@ var notStatusOnly = predicate.Funcs{UpdateFunc: func(e crevent.UpdateEvent) bool
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch
+// The Role of a spark query's driver (sparkRole) holds these: Kubernetes lets the controller
+// grant only what it holds itself.
+// +kubebuilder:rbac:groups="",resources=pods;services;configmaps;persistentvolumeclaims,verbs=get;list;watch;create;update;patch;delete;deletecollection
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=roles;rolebindings,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
@@ -251,6 +256,8 @@ type observation struct {
 	deployment *appsv1.Deployment
 	job        *batchv1.Job // the engine's workload when the trigger ends by itself
 	pods       []corev1.Pod
+	// executors are a spark query's executor pods.
+	executors []corev1.Pod
 	// desiredCM is the ConfigMap to run: the new spec's, or the existing one when the
 	// checkpoint was not read or refuses the spec.
 	desiredCM *corev1.ConfigMap
@@ -280,6 +287,13 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 		return o, fmt.Errorf("list engine pods: %w", err)
 	}
 	o.pods = pods.Items
+	if isSpark(q) {
+		var execs corev1.PodList
+		if err := r.client.List(ctx, &execs, client.InNamespace(q.Namespace), client.MatchingLabels{LabelQuery: q.Name, LabelComponent: ComponentSparkExecutor}); err != nil {
+			return o, fmt.Errorf("list executor pods: %w", err)
+		}
+		o.executors = execs.Items
+	}
 
 	if o.judgement, err = r.judge(o.pods).check(ctx, q); err != nil {
 		return o, err
@@ -287,7 +301,7 @@ func (r *QueryReconciler) observe(ctx context.Context, q *v1.StreamingQuery) (ob
 	if o.refusal != nil {
 		return o, nil
 	}
-	desired, err := RenderConfigMap(o.located, o.store)
+	desired, err := RenderConfigMap(o.located, o.store, r.engine)
 	if err != nil {
 		return o, err
 	}
@@ -379,6 +393,11 @@ func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *ob
 	replicas := int32(1)
 	if o.completed {
 		replicas = 0
+	}
+	if isSpark(q) {
+		if err := r.applySparkAccess(ctx, q); err != nil {
+			return a, err
+		}
 	}
 	return r.applyWorkload(ctx, q, o, cm, replicas)
 }
@@ -504,6 +523,19 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 				"Kept checkpoint %s: it belongs to %s, not to this query", p.location, s.meta.Owner)
 			return true, nil
 		default:
+			if p.records != "" {
+				// Spark's files first, Lockstep's records (and their owner) last, so that a
+				// deletion cut short still finds whose checkpoint it is.
+				root := p
+				root.records = ""
+				rs, err := cps.open(ctx, q.Namespace, root, false)
+				if err != nil {
+					return false, err
+				}
+				if err := deleteAllBut(ctx, rs, p.records+"/"); err != nil {
+					return false, err
+				}
+			}
 			if err := deleteAll(ctx, store); err != nil {
 				return false, err // transient: retried
 			}
@@ -524,7 +556,7 @@ func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQ
 // queryOfPod maps an engine pod to its query.
 func queryOfPod(_ context.Context, obj client.Object) []reconcile.Request {
 	name, ok := obj.GetLabels()[LabelQuery]
-	if !ok || obj.GetLabels()[LabelComponent] != componentEngine {
+	if c := obj.GetLabels()[LabelComponent]; !ok || c != componentEngine && c != ComponentSparkExecutor {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: obj.GetNamespace(), Name: name}}}

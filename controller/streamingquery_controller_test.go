@@ -726,7 +726,7 @@ func TestStoreRefusesNamespace(t *testing.T) {
 
 func TestRenderedQueryIsYAML(t *testing.T) {
 	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
-	cm, err := controller.RenderConfigMap(q, nil)
+	cm, err := controller.RenderConfigMap(q, nil, controller.EngineSettings{})
 	if err != nil {
 		t.Fatal(err)
 	}

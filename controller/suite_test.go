@@ -28,6 +28,7 @@ import (
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -237,7 +238,11 @@ func (f *fixture) writeCheckpoint(q *v1.StreamingQuery, planned, committed int64
 func (f *fixture) claim(q *v1.StreamingQuery, shapeAt int64, opts ...compat.Option) *checkpoint.Checkpoint {
 	f.t.Helper()
 	ctx := context.Background()
-	cp, err := checkpoint.Claim(ctx, f.openCheckpoint(q.Name), checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
+	records := q.Name
+	if q.Spec.Runtime.Spark != nil {
+		records += "/" + sparkckpt.RecordsDir // the spark runtime's records, beside Spark's files
+	}
+	cp, err := checkpoint.Claim(ctx, f.openCheckpoint(records), checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
 	if err != nil {
 		f.t.Fatal(err)
 	}

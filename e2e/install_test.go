@@ -34,6 +34,9 @@ const (
 	// controllerNamespace and controllerDeployment are where config/dev installs Lockstep.
 	controllerNamespace  = "lockstep-system"
 	controllerDeployment = "lockstep-controller"
+	// sparkImageRef is Lockstep's Spark image built from the checkout (spark_test.go); the
+	// controller runs spark queries on it.
+	sparkImageRef = "localhost/lockstep-spark:e2e"
 	// installTimeout bounds the image build, the import and the controller's rollout.
 	installTimeout = 10 * time.Minute
 )
@@ -146,6 +149,9 @@ patches:
     - op: add
       path: /spec/template/spec/containers/0/imagePullPolicy
       value: Never
+    - op: add
+      path: /spec/template/spec/containers/0/env/-
+      value: {name: LOCKSTEP_SPARK_IMAGE, value: ` + sparkImageRef + `}
 `
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		return err

@@ -246,6 +246,53 @@ build_registry() {
   log "apicurio-registry $APICURIO_VERSION: $(find "$dir/lib" -name '*.jar' | wc -l) jars"
 }
 
+# build_spark_image: what Lockstep's Spark image (hack/image-spark, `make image-spark`) packs
+# besides the lockstep binary and the runner of the spark step, into
+# $TOOLS/spark-image-$SPARK_VERSION/: rootfs/, the Debian packages of $SPARK_IMAGE_DEBS (a
+# headless Java 17 and the shared libraries it loads) fetched with apt-get download and
+# unpacked with dpkg-deb -x, plus this machine's Java trust store (the JRE's cacerts link;
+# Debian generates it in ca-certificates-java's postinst, which dpkg-deb -x does not run);
+# k8s-libs/, Spark's Kubernetes backend (hack/spark-image/pom.xml) without the artifacts the
+# runner's libs already hold. Cached by a hash of the pins and the pom.
+build_spark_image() {
+  local dir=$TOOLS/spark-image-$SPARK_VERSION hash pkg tmp jar artifact have
+  build_spark
+  hash=$( (echo "$SPARK_IMAGE_DEBS"; cat "$here/spark-image/pom.xml") | sha256sum | cut -c1-16)
+  if [ -d "$dir/rootfs" ] && [ -d "$dir/k8s-libs" ] && [ "$(cat "$dir/inputs.hash" 2>/dev/null)" = "$hash" ]; then
+    log "spark image $SPARK_VERSION inputs: cached"; return
+  fi
+  command -v apt-get >/dev/null && command -v dpkg-deb >/dev/null || { log "spark_image: needs apt-get and dpkg-deb (Debian or Ubuntu)"; return 1; }
+  rm -rf "$dir"
+  tmp=$dir/tmp
+  mkdir -p "$tmp/debs" "$dir/rootfs.tmp"
+  # shellcheck disable=SC2086
+  (cd "$tmp/debs" && timed "spark image: $SPARK_IMAGE_DEBS (apt-get download)" apt-get download -q $SPARK_IMAGE_DEBS 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  for pkg in $SPARK_IMAGE_DEBS; do
+    ls "$tmp/debs/${pkg%%=*}"_*.deb >/dev/null 2>&1 || { log "spark_image: apt-get download $pkg failed: update SPARK_IMAGE_DEBS in hack/versions.env (apt-cache policy ${pkg%%=*})"; return 1; }
+  done
+  for deb in "$tmp/debs"/*.deb; do dpkg-deb -x "$deb" "$dir/rootfs.tmp"; done
+  rm -rf "$dir/rootfs.tmp/usr/share/doc" "$dir/rootfs.tmp/usr/share/man" "$dir/rootfs.tmp/usr/share/locale" "$dir/rootfs.tmp/usr/share/lintian"
+  if [ -f /etc/ssl/certs/java/cacerts ]; then
+    mkdir -p "$dir/rootfs.tmp/etc/ssl/certs/java"
+    cp /etc/ssl/certs/java/cacerts "$dir/rootfs.tmp/etc/ssl/certs/java/cacerts"
+  else
+    log "spark_image: no /etc/ssl/certs/java/cacerts on this machine: the image's Java trusts no TLS server (apt-get install ca-certificates-java)"
+  fi
+  timed "spark image: Spark's Kubernetes backend (Maven Central)" mvn -q -B -f "$here/spark-image/pom.xml" dependency:copy-dependencies \
+    -Dspark.version="$SPARK_VERSION" -DincludeScope=runtime -DoutputDirectory="$tmp/k8s-libs"
+  mkdir -p "$dir/k8s-libs.tmp"
+  have=$(ls "$TOOLS/spark-$SPARK_VERSION/libs")
+  for jar in "$tmp/k8s-libs"/*.jar; do
+    artifact=$(basename "$jar" | sed -E 's/-[0-9][^-]*(-[A-Za-z0-9._]+)*\.jar$//')
+    grep -qE "^${artifact//./\\.}-[0-9]" <<<"$have" || cp "$jar" "$dir/k8s-libs.tmp/"
+  done
+  mv "$dir/rootfs.tmp" "$dir/rootfs"
+  mv "$dir/k8s-libs.tmp" "$dir/k8s-libs"
+  rm -rf "$tmp"
+  printf '%s\n' "$hash" >"$dir/inputs.hash"
+  log "spark image $SPARK_VERSION inputs: rootfs $(du -sh "$dir/rootfs" | cut -f1), $(find "$dir/k8s-libs" -name '*.jar' | wc -l) Kubernetes jars"
+}
+
 # link_postgres: links Debian's PostgreSQL server binaries into the cache, so tests
 # find them in one place; fails when none are installed.
 link_postgres() {
@@ -291,7 +338,7 @@ build_duckdb() {
   timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
 }
 
-all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka spark postgres duckdb chromium registry)
+all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka spark spark_image postgres duckdb chromium registry)
 want=("$@")
 [ ${#want[@]} -eq 0 ] && want=("${all[@]}")
 

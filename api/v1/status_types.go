@@ -56,9 +56,29 @@ type StreamingQueryStatus struct {
 	// LastFailure is the engine's last error.
 	// +optional
 	LastFailure *Failure `json:"lastFailure,omitempty"`
+	// Executors are a spark query's executor pods on Kubernetes: how many are ready of how
+	// many the spec wants. Unset for the built-in engine.
+	// +optional
+	Executors *ExecutorsStatus `json:"executors,omitempty"`
 	// ObservedGeneration is the generation of the spec this status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+}
+
+// ExecutorsStatus counts a spark query's executor pods.
+type ExecutorsStatus struct {
+	// Ready counts the executor pods that are running and ready.
+	Ready int32 `json:"ready"`
+	// Wanted is spec.runtime.spark.instances while the query runs, 0 while it is stopped.
+	Wanted int32 `json:"wanted"`
+	// Summary is "ready/wanted", as the Executors column prints it.
+	Summary string `json:"summary"`
+	// Unschedulable counts the executor pods the scheduler cannot place (FailedScheduling).
+	// +optional
+	Unschedulable int32 `json:"unschedulable,omitempty"`
+	// Message is the scheduler's reason for one of them.
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // Phase summarises a query's state.

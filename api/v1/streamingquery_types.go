@@ -16,6 +16,7 @@ import (
 // +kubebuilder:printcolumn:name="Batch",type=integer,JSONPath=`.status.latestCommittedBatch`
 // +kubebuilder:printcolumn:name="Lag",type=integer,JSONPath=`.status.lag`
 // +kubebuilder:printcolumn:name="Guarantee",type=string,JSONPath=`.status.guarantee`
+// +kubebuilder:printcolumn:name="Executors",type=string,JSONPath=`.status.executors.summary`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:printcolumn:name="Store",type=string,JSONPath=`.spec.checkpoint.store`,priority=1
 // +kubebuilder:printcolumn:name="Location",type=string,JSONPath=`.status.checkpointLocation`,priority=1

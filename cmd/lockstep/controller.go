@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -34,6 +35,9 @@ import (
 // envEngineImage names the engine image when --engine-image is not given; the manager's
 // Deployment sets it to its own image.
 const envEngineImage = "LOCKSTEP_ENGINE_IMAGE"
+
+// envSparkImage names the Spark image when --spark-image is not given.
+const envSparkImage = "LOCKSTEP_SPARK_IMAGE"
 
 // leaderElectionID names the Lease of the controller's leader election.
 const leaderElectionID = "controller.streaming.lockstep.dev"
@@ -83,6 +87,9 @@ or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 				return withExitCode(exitInvalid, err)
 			}
 			cfg.engine.Image = image
+			if cfg.engine.SparkImage, err = sparkImage(cfg.engine.SparkImage, os.Getenv(envSparkImage), buildVersion()); err != nil {
+				return withExitCode(exitInvalid, err)
+			}
 			return runController(cmd, cfg)
 		},
 	}
@@ -95,6 +102,7 @@ or $KUBECONFIG outside a cluster. See docs/kubernetes.md.`,
 	f.IntVar(&cfg.webhookPort, "webhook-port", 9443, "port of the webhook server")
 	f.StringVar(&cfg.webhookCertDir, "webhook-cert-dir", "", "folder with tls.crt and tls.key for the webhook server (default: controller-runtime's)")
 	f.StringVar(&cfg.engine.Image, "engine-image", "", "image of engine pods (default $"+envEngineImage+", else "+controller.EngineImageRepository+":<this controller's version>)")
+	f.StringVar(&cfg.engine.SparkImage, "spark-image", "", "image of a spark query's driver and executors (default $"+envSparkImage+", else "+controller.SparkImageRepository+":<this controller's version>)")
 	f.StringVar(&cfg.engine.ServiceAccountName, "engine-service-account", "", "service account of engine pods (default: the namespace's default)")
 	f.DurationVar(&cfg.engine.GracePeriod, "engine-grace-period", 2*time.Minute, "how long a stopping engine may take to finish its batch")
 	f.DurationVar(&cfg.resync, "resync", controller.DefaultResync, "how often a query's status is refreshed from its checkpoint")
@@ -301,6 +309,21 @@ func leaseOwners(refs []metav1.OwnerReference, owner metav1.OwnerReference) (out
 		out = append(out, r)
 	}
 	return append(out, owner), earlier, true
+}
+
+// sparkImage returns the image of spark queries' pods: the flag, else the variable, else the
+// released Spark image of the controller's version. A development build without either runs
+// no spark query: its pods would get no image, and the API server says so in their status.
+func sparkImage(flag, env, version string) (string, error) {
+	image := cmp.Or(flag, env)
+	if image == "" {
+		image, _ = controller.DefaultSparkImage(version)
+		return image, nil
+	}
+	if strings.HasSuffix(image, ":latest") {
+		return "", fmt.Errorf("spark image %s: pin a version or a digest, not :latest", image)
+	}
+	return image, nil
 }
 
 // engineImage returns the image of engine pods: the flag, else the variable, else the released

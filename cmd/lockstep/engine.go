@@ -61,12 +61,13 @@ Progress is logged as JSON on standard error, one line per committed batch.`,
 	cmd.Flags().StringVar(&cfg.query, "query", "/etc/lockstep/query.yaml", "the StreamingQuery manifest the controller rendered")
 	cmd.Flags().StringVar(&cfg.healthAddr, "health-addr", ":8081", "address of the HTTP port: health (/healthz, /readyz), Prometheus metrics (/metrics), the query page (/); empty disables it")
 	cmd.Flags().StringVar(&cfg.terminationPath, "termination-message-path", "/dev/termination-log", "file that receives the reason the engine exited; empty disables it")
+	cmd.Flags().StringVar(&cfg.sparkConf, "spark-conf", "", "a spark query's Spark settings on Kubernetes (a JSON object the controller rendered); empty runs Spark in local mode")
 	cmd.Flags().StringVar(&cfg.webhookHeadersDir, "webhook-headers-dir", webhook.DefaultHeadersDir, "folder where the webhook sink's headersSecretName is mounted, one file per header")
 	return cmd
 }
 
 type engineConfig struct {
-	query, healthAddr, terminationPath, webhookHeadersDir string
+	query, healthAddr, terminationPath, webhookHeadersDir, sparkConf string
 	// stderr receives the JSON log; os.Stderr when nil.
 	stderr io.Writer
 }
@@ -107,13 +108,18 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 	health := newEngineHealth(log, clock.RealClock{}, obj.Spec.ProgressTimeout())
 	srv := newQueryServer(obj, "", metrics.WithProcessCollectors())
 	log = slog.New(srv.ring.LogHandler(log.Handler()))
-	q, err := engine.New(obj, reg,
-		engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),
-		engine.WithStartGuard(compatGuard(log)),
-		engine.WithLogger(log),
-		engine.WithObserver(append(observers{health}, srv.observers()...)),
-		engine.WithStdout(os.Stdout),
-	)
+	var q engineQuery
+	if obj.Spec.Runtime.Spark != nil {
+		q, err = newSparkEngine(obj, cfg, log, append(observers{health}, srv.observers()...))
+	} else {
+		q, err = engine.New(obj, reg,
+			engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),
+			engine.WithStartGuard(compatGuard(log)),
+			engine.WithLogger(log),
+			engine.WithObserver(append(observers{health}, srv.observers()...)),
+			engine.WithStdout(os.Stdout),
+		)
+	}
 	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
 		return "", withExitCode(exitInvalid, invalidSpec(cfg.query, ise))
 	}

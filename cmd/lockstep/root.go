@@ -16,6 +16,7 @@ func newRootCommand() *cobra.Command {
 		newRunCommand(),
 		newPlanCommand(),
 		newEngineCommand(),
+		newExecutorCommand(),
 		newControllerCommand(),
 		newUICommand(),
 	)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sort"
@@ -28,7 +29,7 @@ import (
 // Lockstep's own records (owner metadata, shape per batch, a commit per batch with its
 // progress, the newest-batch hint) in the built-in checkpoint layout. Spark never looks
 // there; Spark's own metadata, offsets, commits, sources and state sit beside it.
-const RecordsDir = "_lockstep"
+const RecordsDir = sparkckpt.RecordsDir
 
 // Options configure a spark query's run.
 type Options struct {
@@ -50,6 +51,12 @@ type Options struct {
 	Logger *slog.Logger
 	// OpenOptions open the checkpoint's store (S3 settings). Default: the environment's.
 	OpenOptions []checkpoint.OpenOption
+	// Master replaces the plan's master (local[cores]): k8s://https://kubernetes.default.svc
+	// in a pod the controller runs (docs/spark.md, On Kubernetes). Default: local mode.
+	Master string
+	// Conf is added to the plan's Spark settings, over Lockstep's and the spec's: what the
+	// place the driver runs in decides (Kubernetes, S3A's endpoint). Default: none.
+	Conf map[string]string
 }
 
 // Query is a StreamingQuery run on Spark by the runner, as a child JVM. Run runs it; Stop,
@@ -166,6 +173,10 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	if err != nil {
 		return sum, err
 	}
+	if q.opts.Master != "" {
+		plan.Master = q.opts.Master
+	}
+	maps.Copy(plan.Conf, q.opts.Conf)
 	if q.opts.Observer != nil {
 		q.opts.Observer.Started(engine.Start{
 			QueryID: id, Location: loc, Owner: owner, New: committed < 0 && planned < 0,
@@ -399,6 +410,11 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		return fmt.Errorf("read Spark's progress: %w", err)
 	}
 	if _, ran := sp.DurationMs["addBatch"]; !ran || sp.BatchID <= r.last {
+		// A trigger that found no new data is progress too: a liveness probe must not
+		// restart a query whose sources are quiet.
+		if io, ok := r.q.opts.Observer.(engine.IdleObserver); ok && !ran {
+			io.Idle(time.Now())
+		}
 		return nil
 	}
 	r.last = sp.BatchID
@@ -451,6 +467,11 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 	cm := checkpoint.Commit{BatchID: sp.BatchID, NextBatchWatermarkMs: p.WatermarkMs, Progress: checkpoint.Progress{
 		Timestamp: sp.Timestamp, NumInputRows: p.NumInputRows, NumOutputRows: p.NumOutputRows, DurationMs: sp.DurationMs,
 	}}
+	// The sources' progress, with Kafka's lag, is what the status shows per source.
+	for _, s := range p.Sources {
+		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{Source: s.Name, StartOffset: s.StartOffset,
+			EndOffset: s.EndOffset, LatestOffset: s.LatestOffset, NumInputRows: s.NumInputRows, Lag: s.Lag})
+	}
 	if err := r.ck.AddCommit(ctx, cm); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
 		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
 	} else if err != nil {

@@ -24,9 +24,28 @@ type Runner struct {
 // ErrNoRunner means the Spark runner is not built; `make tools` builds it.
 var ErrNoRunner = errors.New("the Spark runner is not built: run `make tools` (hack/tools.sh spark)")
 
-// FindRunner finds the runner in the tools cache ($LOCKSTEP_TOOLS, default
-// $HOME/.cache/lockstep/tools) and java there or on PATH.
+// EnvRunnerDir names the folder that holds the runner (lockstep-spark-runner.jar and libs/)
+// when it is not in the tools cache: Lockstep's Spark image sets it (hack/image-spark).
+const EnvRunnerDir = "LOCKSTEP_SPARK_RUNNER"
+
+// FindRunner finds the runner in $LOCKSTEP_SPARK_RUNNER, else in the tools cache
+// ($LOCKSTEP_TOOLS, default $HOME/.cache/lockstep/tools), and java in $JAVA_HOME/bin, else
+// in the tools cache, else on PATH.
 func FindRunner() (Runner, error) {
+	if dir := os.Getenv(EnvRunnerDir); dir != "" {
+		r := Runner{Dir: dir, Java: filepath.Join(os.Getenv("JAVA_HOME"), "bin", "java")}
+		if _, err := os.Stat(filepath.Join(dir, "lockstep-spark-runner.jar")); err != nil {
+			return Runner{}, fmt.Errorf("%w: $%s=%s has no lockstep-spark-runner.jar", ErrNoRunner, EnvRunnerDir, dir)
+		}
+		if os.Getenv("JAVA_HOME") == "" {
+			java, err := exec.LookPath("java")
+			if err != nil {
+				return Runner{}, fmt.Errorf("%w: no $JAVA_HOME and no java on PATH", ErrNoRunner)
+			}
+			r.Java = java
+		}
+		return r, nil
+	}
 	tools := os.Getenv("LOCKSTEP_TOOLS")
 	if tools == "" {
 		home, err := os.UserHomeDir()

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
 	"sort"
 	"strings"
@@ -46,12 +47,23 @@ type Spec struct {
 	CACertificates bool
 	// Labels are the image's OCI labels (org.opencontainers.image.version, ...).
 	Labels map[string]string
+	// Trees are folders of this machine packed as layers below the binary's, in order (the
+	// Spark image's Java runtime and jars). Default: none.
+	Trees []Tree
+	// Env is added to the image's environment (KEY=value), after PATH and HOME; a PATH here
+	// replaces the default "/".
+	Env []string
 }
 
 // Write builds the image described by s and writes it to the tarball at out. It returns
 // the image's digest.
 func Write(s Spec, out string) (v1.Hash, error) {
-	img, err := Build(s)
+	tmp, err := os.MkdirTemp(filepath.Dir(out), ".ociimage-")
+	if err != nil {
+		return v1.Hash{}, fmt.Errorf("write image %s: %w", s.Ref, err)
+	}
+	defer os.RemoveAll(tmp)
+	img, err := build(s, tmp)
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -65,8 +77,11 @@ func Write(s Spec, out string) (v1.Hash, error) {
 	return img.Digest()
 }
 
-// Build returns the image described by s: one layer on an empty base.
-func Build(s Spec) (v1.Image, error) {
+// Build returns the image described by s: the layers of its trees, then the binary's, on an
+// empty base. Trees are staged in the system's temporary folder, which must outlive the image.
+func Build(s Spec) (v1.Image, error) { return build(s, "") }
+
+func build(s Spec, tmp string) (v1.Image, error) {
 	if !strings.HasPrefix(s.Entrypoint, "/") || s.Entrypoint == "/" {
 		return nil, fmt.Errorf("entrypoint %q: want an absolute file path such as /lockstep", s.Entrypoint)
 	}
@@ -105,7 +120,15 @@ func Build(s Spec) (v1.Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image layer: %w", err)
 	}
-	img, err := mutate.AppendLayers(empty.Image, layer)
+	var layers []v1.Layer
+	for _, t := range s.Trees {
+		l, err := treeLayer(t, tmp)
+		if err != nil {
+			return nil, err
+		}
+		layers = append(layers, l)
+	}
+	img, err := mutate.AppendLayers(empty.Image, append(layers, layer)...)
 	if err != nil {
 		return nil, fmt.Errorf("image layer: %w", err)
 	}
@@ -118,6 +141,13 @@ func Build(s Spec) (v1.Image, error) {
 	cfg.Created = v1.Time{Time: epoch}
 	cfg.Config.Entrypoint = []string{s.Entrypoint}
 	cfg.Config.Env = []string{"PATH=/", "HOME=/home/nonroot"}
+	for _, e := range s.Env {
+		if strings.HasPrefix(e, "PATH=") {
+			cfg.Config.Env[0] = e
+			continue
+		}
+		cfg.Config.Env = append(cfg.Config.Env, e)
+	}
 	cfg.Config.User = user
 	cfg.Config.WorkingDir = "/"
 	cfg.Config.Labels = s.Labels

@@ -5,7 +5,10 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -75,5 +78,72 @@ func TestWrite(t *testing.T) {
 		if got, ok := modes[name]; !ok || got != mode {
 			t.Errorf("layer file %s: mode %o (present %v), want %o; files %v", name, got, ok, mode, modes)
 		}
+	}
+}
+
+// TestWriteTrees packs a folder with a file, a subfolder and an absolute symbolic link (as a
+// Debian package's files are) below the binary, and reads the layers back: the tree's layer
+// comes first, at its destination, owned by root, the link kept as a link; the image's
+// environment has the spec's PATH and variables.
+func TestWriteTrees(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "pause")
+	if err := ociimage.BuildStatic(context.Background(), "../..", "./internal/testenv/pause", bin, ""); err != nil {
+		t.Fatal(err)
+	}
+	tree := filepath.Join(dir, "tree")
+	if err := os.MkdirAll(filepath.Join(tree, "lib"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tree, "lib", "a.so"), []byte("elf"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/opt/x/lib/a.so", filepath.Join(tree, "link.so")); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "image.tar")
+	spec := ociimage.Spec{Ref: "localhost/pause:trees", Binary: bin, Entrypoint: "/pause",
+		Trees: []ociimage.Tree{{Src: tree, Dest: "/opt/x"}}, Env: []string{"PATH=/opt/x:/", "JAVA_HOME=/opt/x"}}
+	if _, err := ociimage.Write(spec, out); err != nil {
+		t.Fatal(err)
+	}
+	tag, _ := name.NewTag(spec.Ref)
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"PATH=/opt/x:/", "HOME=/home/nonroot", "JAVA_HOME=/opt/x"}; !slices.Equal(cfg.Config.Env, want) {
+		t.Errorf("env = %v, want %v", cfg.Config.Env, want)
+	}
+	layers, err := img.Layers()
+	if err != nil || len(layers) != 2 {
+		t.Fatalf("layers = %d, %v; want 2", len(layers), err)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got := map[string]string{}
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if h.Uid != 0 || h.Gid != 0 {
+			t.Errorf("%s owned by %d:%d, want root", h.Name, h.Uid, h.Gid)
+		}
+		got[h.Name] = string(h.Typeflag) + h.Linkname
+	}
+	want := map[string]string{"opt/": "5", "opt/x/": "5", "opt/x/lib/": "5", "opt/x/lib/a.so": "0", "opt/x/link.so": "2/opt/x/lib/a.so"}
+	if !maps.Equal(got, want) {
+		t.Errorf("tree layer = %v, want %v", got, want)
 	}
 }

@@ -1,0 +1,94 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/controller"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/spark"
+)
+
+// engineQuery is what `lockstep engine` runs: the built-in engine's query, or a spark query's
+// driver.
+type engineQuery interface {
+	Run(ctx context.Context) (engine.Summary, error)
+	Stop()
+}
+
+// sparkMaster is the Spark setting the controller's conf names the master by.
+const sparkMaster = "spark.master"
+
+// newSparkEngine returns the driver of a spark query run by `lockstep engine`: the runner JVM
+// as a child, as `lockstep run --runtime spark` starts it, with the controller's Kubernetes
+// settings (cfg.sparkConf), the driver pod's name and IP, and S3A pointed at the
+// environment's S3 service. Spark's log goes to standard error, beside the engine's.
+func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, log *slog.Logger, obs engine.Observer) (engineQuery, error) {
+	runner, err := spark.FindRunner()
+	if err != nil {
+		return nil, err
+	}
+	conf, master, err := sparkEngineConf(cfg.sparkConf, os.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	return spark.New(obj, spark.Options{
+		Runner:   runner,
+		LogPath:  "/dev/stderr",
+		Observer: obs,
+		Stdout:   os.Stdout,
+		Guard:    compatGuard(log),
+		Logger:   log,
+		Master:   master,
+		Conf:     conf,
+	})
+}
+
+// sparkEngineConf returns the Spark settings of a driver: S3A's from the environment, the
+// controller's file (path; none when empty) over them, and the driver's pod name and IP
+// from the environment the controller's pod sets (controller.EnvPodName, EnvPodIP); and the
+// master the file names, "" for local mode.
+func sparkEngineConf(path string, getenv func(string) string) (map[string]string, string, error) {
+	conf := spark.S3AConf(getenv)
+	if path == "" {
+		return conf, "", nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", fmt.Errorf("read the Spark settings: %w", err)
+	}
+	var file map[string]string
+	if err := json.Unmarshal(data, &file); err != nil {
+		return nil, "", fmt.Errorf("read the Spark settings %s: %w", path, err)
+	}
+	master := inClusterMaster(file[sparkMaster], getenv)
+	delete(file, sparkMaster)
+	for k, v := range file {
+		conf[k] = v
+	}
+	if name := getenv(controller.EnvPodName); name != "" {
+		conf["spark.kubernetes.driver.pod.name"] = name
+	}
+	if ip := getenv(controller.EnvPodIP); ip != "" {
+		conf["spark.driver.host"] = ip
+	}
+	return conf, master, nil
+}
+
+// inClusterMaster returns master with the API server's in-cluster name replaced by the address
+// the kubelet gives every pod ($KUBERNETES_SERVICE_HOST, $KUBERNETES_SERVICE_PORT): a cluster
+// without DNS for services (a bare node, the end-to-end suite's) still reaches it, as
+// client-go's in-cluster configuration does.
+func inClusterMaster(master string, getenv func(string) string) string {
+	const inCluster = "k8s://https://kubernetes.default.svc"
+	host, port := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
+	if master != inCluster || host == "" || port == "" {
+		return master
+	}
+	return "k8s://https://" + net.JoinHostPort(host, port)
+}

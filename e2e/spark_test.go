@@ -1,0 +1,318 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/lockstep-dev/lockstep/controller"
+	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
+	"github.com/lockstep-dev/lockstep/internal/sparkimage"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// sparkImage is Lockstep's Spark image, built from the checkout and the tools cache and
+// imported into the node's containerd once per test binary.
+var sparkImage struct {
+	once sync.Once
+	err  error
+}
+
+func importSparkImage(t *testing.T, in *install) {
+	t.Helper()
+	sparkImage.once.Do(func() {
+		start := time.Now()
+		dir, err := os.MkdirTemp("", "lockstep-spark-image-")
+		if err != nil {
+			sparkImage.err = err
+			return
+		}
+		defer os.RemoveAll(dir)
+		out := filepath.Join(dir, "lockstep-spark.tar")
+		ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
+		defer cancel()
+		if _, err := sparkimage.Write(ctx, sparkimage.Options{Root: repoRoot(), Ref: sparkImageRef, Version: version, Out: out}); err != nil {
+			sparkImage.err = err
+			return
+		}
+		sparkImage.err = in.node.ImportImage(out)
+		t.Logf("e2e: Spark image %s built and imported in %s", sparkImageRef, time.Since(start).Round(time.Second))
+	})
+	if sparkImage.err != nil {
+		t.Fatal(sparkImage.err)
+	}
+}
+
+// sparkPods returns the query's pods of a component (the driver's "engine", or
+// controller.ComponentSparkExecutor) that are running and ready, and a description of all.
+func (tn *tenant) sparkPods(name, component string) ([]corev1.Pod, string) {
+	tn.t.Helper()
+	var list corev1.PodList
+	if err := tn.in.c.List(context.Background(), &list, client.InNamespace(tn.ns),
+		client.MatchingLabels{controller.LabelQuery: name, controller.LabelComponent: component}); err != nil {
+		tn.t.Fatal(err)
+	}
+	var ready []corev1.Pod
+	var seen []string
+	for _, p := range list.Items {
+		seen = append(seen, fmt.Sprintf("%s %s", p.Name, p.Status.Phase))
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(&p) {
+			ready = append(ready, p)
+		}
+	}
+	return ready, strings.Join(seen, ", ")
+}
+
+// TestSparkOnKubernetes runs a spark query with two executors, Kafka (a real broker) →
+// Delta on versitygw: the driver and both executors run as pods; the status shows committed
+// batches and the executors; a deleted executor is replaced and nothing is lost; a deleted
+// driver takes its executors with it and its successor resumes with the same query id; the
+// Delta table, read by DuckDB, holds every record once; deleting the query leaves no pod,
+// service, role or account behind.
+func TestSparkOnKubernetes(t *testing.T) {
+	t.Parallel()
+	tn := newTenant(t)
+	importSparkImage(t, tn.in)
+	ctx := context.Background()
+
+	broker := testenv.KafkaProcessAt(t, tn.in.node.IP).Addr
+	kc, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic("orders"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kc.Close()
+	if _, err := kadm.NewClient(kc).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		t.Fatal(err)
+	}
+	produced := 0
+	produce := func(n int) {
+		t.Helper()
+		var recs []*kgo.Record
+		for i := produced; i < produced+n; i++ {
+			recs = append(recs, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: fmt.Appendf(nil, `{"id":%d}`, i)})
+		}
+		if err := kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		produced += n
+	}
+	caughtUp := func(what string) {
+		t.Helper()
+		tn.eventuallyWithin(10*time.Minute, what, func() error {
+			q := tn.query("orders")
+			if q.Status.Lag == nil || *q.Status.Lag != 0 || q.Status.LastProgress == nil {
+				return fmt.Errorf("lag %s, batch %s; phase %s; conditions %s", ptrString(q.Status.Lag), ptrString(q.Status.LatestCommittedBatch), q.Status.Phase, conditions(q))
+			}
+			var read int64
+			for _, s := range q.Status.Sources {
+				read += sumOffsets(s.Offsets)
+			}
+			if read != int64(produced) {
+				return fmt.Errorf("the status's end offsets add up to %d records, want %d", read, produced)
+			}
+			return nil
+		})
+	}
+
+	produce(40)
+	tn.apply(fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
+kind: StreamingQuery
+metadata: {name: orders}
+spec:
+  runtime:
+    spark:
+      driver: {cores: 1, memory: 640Mi}
+      executor: {cores: 1, memory: 512Mi}
+      instances: 2
+      conf: {spark.kubernetes.executor.request.cores: 100m}
+  sources:
+  - name: orders
+    kafka: {bootstrapServers: [%q], topics: [orders], startingOffsets: earliest, format: json}
+    schema: {columns: [{name: id, type: long}]}
+  sink:
+    delta: {path: %s}
+  outputMode: append
+  trigger: {processingTime: 2s}
+  checkpoint: {store: %s}
+  resources: {requests: {cpu: 100m, memory: 1280Mi}, limits: {memory: 1280Mi}}
+`, broker, tn.location("tables/orders"), tn.store))
+
+	var driver corev1.Pod
+	var executors []corev1.Pod
+	tn.eventuallyWithin(10*time.Minute, "the driver and both executors run", func() error {
+		d, seenD := tn.sparkPods("orders", "engine")
+		e, seenE := tn.sparkPods("orders", controller.ComponentSparkExecutor)
+		if len(d) != 1 || len(e) != 2 {
+			return fmt.Errorf("driver pods: %s; executor pods: %s", seenD, seenE)
+		}
+		driver, executors = d[0], e
+		return nil
+	})
+	for _, e := range executors {
+		if owner := metav1OwnerName(e); owner != driver.Name {
+			t.Errorf("executor %s is owned by %q, want the driver pod %s", e.Name, owner, driver.Name)
+		}
+	}
+	q := tn.committed("orders", 0)
+	id := q.Status.QueryID
+	tn.eventually("the status counts 2 of 2 executors", func() error {
+		if e := tn.query("orders").Status.Executors; e == nil || e.Summary != "2/2" {
+			return fmt.Errorf("status.executors = %+v", e)
+		}
+		return nil
+	})
+	if out := string(tn.kubectl(nil, "-n", tn.ns, "get", "sq", "orders")); !strings.Contains(out, "2/2") {
+		t.Errorf("kubectl get sq:\n%s\nwant the Executors column at 2/2", out)
+	}
+	caughtUp("the first records are read")
+
+	// An executor lost: Spark asks for another and reruns its tasks.
+	tn.kubectl(nil, "-n", tn.ns, "delete", "pod", executors[0].Name, "--wait=false")
+	produce(40)
+	tn.eventuallyWithin(10*time.Minute, "a new executor replaces the deleted one", func() error {
+		e, seen := tn.sparkPods("orders", controller.ComponentSparkExecutor)
+		if len(e) != 2 || slices.ContainsFunc(e, func(p corev1.Pod) bool { return p.UID == executors[0].UID }) {
+			return fmt.Errorf("executor pods: %s", seen)
+		}
+		return nil
+	})
+	caughtUp("the records produced after an executor was lost are read")
+
+	// The driver lost: its executors go with it; a new driver resumes the checkpoint.
+	tn.kubectl(nil, "-n", tn.ns, "delete", "pod", driver.Name, "--wait=false")
+	produce(40)
+	tn.eventuallyWithin(10*time.Minute, "a new driver with new executors", func() error {
+		d, seenD := tn.sparkPods("orders", "engine")
+		e, seenE := tn.sparkPods("orders", controller.ComponentSparkExecutor)
+		if len(d) != 1 || d[0].UID == driver.UID || len(e) != 2 {
+			return fmt.Errorf("driver pods: %s; executor pods: %s", seenD, seenE)
+		}
+		for _, p := range e {
+			if metav1OwnerName(p) != d[0].Name {
+				return fmt.Errorf("executor %s still belongs to %s", p.Name, metav1OwnerName(p))
+			}
+		}
+		return nil
+	})
+	caughtUp("the new driver reads on")
+	if got := tn.query("orders").Status.QueryID; got != id {
+		t.Errorf("query id %s after the driver was replaced, want %s", got, id)
+	}
+
+	// The table, read by DuckDB: every record once.
+	ids := tn.deltaIDs("tables/orders")
+	want := make([]int64, produced)
+	for i := range want {
+		want[i] = int64(i)
+	}
+	if !slices.Equal(ids, want) {
+		t.Errorf("the Delta table holds %d rows, want ids 0..%d once each; got %v", len(ids), produced-1, ids)
+	}
+
+	// Uninstall: the query goes, and everything it made with it.
+	tn.kubectl(nil, "-n", tn.ns, "delete", "sq", "orders", "--timeout=5m")
+	tn.eventuallyWithin(5*time.Minute, "nothing of the query is left", func() error {
+		var pods corev1.PodList
+		if err := tn.in.c.List(ctx, &pods, client.InNamespace(tn.ns), client.MatchingLabels{controller.LabelQuery: "orders"}); err != nil {
+			return err
+		}
+		if len(pods.Items) > 0 {
+			return fmt.Errorf("%d pods left", len(pods.Items))
+		}
+		var svcs corev1.ServiceList
+		if err := tn.in.c.List(ctx, &svcs, client.InNamespace(tn.ns)); err != nil {
+			return err
+		}
+		if len(svcs.Items) > 0 {
+			return fmt.Errorf("%d services left", len(svcs.Items))
+		}
+		key := client.ObjectKey{Namespace: tn.ns, Name: controller.SparkAccountName("orders")}
+		for _, obj := range []client.Object{&corev1.ServiceAccount{}, &rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+			if err := tn.in.c.Get(ctx, key, obj); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("%T %s is left (%v)", obj, key.Name, err)
+			}
+		}
+		return nil
+	})
+}
+
+// sumOffsets adds up the partition offsets of Spark's Kafka offsets ({"orders":{"0":12,"1":9}}).
+func sumOffsets(raw string) int64 {
+	var total int64
+	for _, part := range strings.Split(raw, ",") {
+		if i := strings.LastIndex(part, ":"); i >= 0 {
+			n, err := strconv.ParseInt(strings.Trim(part[i+1:], "}{ \n"), 10, 64)
+			if err == nil {
+				total += n
+			}
+		}
+	}
+	return total
+}
+
+func metav1OwnerName(p corev1.Pod) string {
+	for _, o := range p.OwnerReferences {
+		if o.Kind == "Pod" {
+			return o.Name
+		}
+	}
+	return ""
+}
+
+// deltaIDs downloads the Delta table at path in the tenant's bucket and reads its id column
+// with DuckDB, sorted.
+func (tn *tenant) deltaIDs(path string) []int64 {
+	tn.t.Helper()
+	dir := tn.t.TempDir()
+	c := tn.s3.Client(tn.t)
+	ctx := context.Background()
+	for obj := range c.ListObjects(ctx, tn.s3.Bucket, minio.ListObjectsOptions{Prefix: path + "/", Recursive: true}) {
+		if obj.Err != nil {
+			tn.t.Fatal(obj.Err)
+		}
+		local := filepath.Join(dir, strings.TrimPrefix(obj.Key, path+"/"))
+		if err := c.FGetObject(ctx, tn.s3.Bucket, obj.Key, local, minio.GetObjectOptions{}); err != nil {
+			tn.t.Fatal(err)
+		}
+	}
+	view := deltatest.ReadWithDuckDB(tn.t, dir)
+	col := slices.IndexFunc(view.Columns, func(c struct {
+		Name string `json:"name"`
+		Type string `json:"type"`
+	}) bool {
+		return c.Name == "id"
+	})
+	if col < 0 {
+		tn.t.Fatalf("the Delta table has no id column: %+v", view.Columns)
+	}
+	var ids []int64
+	for _, r := range view.Rows {
+		if r[col] == nil {
+			tn.t.Fatalf("a row with a null id: %v", r)
+		}
+		n, err := strconv.ParseInt(*r[col], 10, 64)
+		if err != nil {
+			tn.t.Fatal(err)
+		}
+		ids = append(ids, n)
+	}
+	slices.Sort(ids)
+	return ids
+}

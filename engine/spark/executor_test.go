@@ -1,0 +1,38 @@
+package spark
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestExecutorCommand builds the executor JVM's command line from the environment Spark's
+// Kubernetes backend gives an executor pod: Java options in SPARK_JAVA_OPT_ order after
+// Lockstep's module openings, the heap from SPARK_EXECUTOR_MEMORY, the backend's arguments.
+func TestExecutorCommand(t *testing.T) {
+	r := Runner{Java: "/jre/bin/java", Dir: "/opt/spark"}
+	env := []string{
+		"SPARK_DRIVER_URL=spark://CoarseGrainedScheduler@10.0.0.5:7078",
+		"SPARK_EXECUTOR_ID=2", "SPARK_EXECUTOR_CORES=1", "SPARK_EXECUTOR_MEMORY=512m",
+		"SPARK_APPLICATION_ID=spark-app-1", "SPARK_EXECUTOR_POD_IP=10.0.0.7",
+		"SPARK_EXECUTOR_POD_NAME=q-exec-2", "SPARK_RESOURCE_PROFILE_ID=0",
+		"SPARK_JAVA_OPT_10=-Dten", "SPARK_JAVA_OPT_2=-Dtwo", "AWS_SECRET_ACCESS_KEY=never-an-argument",
+	}
+	argv, err := r.ExecutorCommand(env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := strings.Join(argv, " ")
+	for _, want := range []string{"/jre/bin/java ", "-Dtwo -Dten -Xms512m -Xmx512m", "-cp /opt/spark/lockstep-spark-runner.jar:/opt/spark/libs/*",
+		"org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend --driver-url spark://CoarseGrainedScheduler@10.0.0.5:7078 --executor-id 2 --cores 1 --app-id spark-app-1 --hostname 10.0.0.7 --resourceProfileId 0 --podName q-exec-2"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("command line\n%s\nlacks %q", line, want)
+		}
+	}
+	if slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, "never-an-argument") }) {
+		t.Errorf("a secret of the environment is on the command line: %s", line)
+	}
+	if _, err := r.ExecutorCommand(env[1:]); err == nil || !strings.Contains(err.Error(), "SPARK_DRIVER_URL") {
+		t.Errorf("without the driver's URL: err = %v, want one naming SPARK_DRIVER_URL", err)
+	}
+}
