@@ -1321,6 +1321,14 @@ func ruleCases() []ruleCase {
 		},
 
 		{
+			name: "source-added/on the spark runtime: Spark refuses another number of sources",
+			old:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
+			new: edit(revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...), func(s *v1.StreamingQuerySpec) {
+				s.Runtime.Spark = &v1.SparkRuntime{}
+			}),
+			want: []finding{{Rule: "source-added", Severity: compat.Rejected, Path: "spec.sources[1]", New: "kafka topics [returns]"}},
+		},
+		{
 			name:         "spark-source-positions/a source added to a Spark checkpoint that names none",
 			old:          revenue().Spec(),
 			new:          revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...).Spec(),

@@ -67,8 +67,8 @@ func Rules() []Rule {
 		// Sources.
 		{
 			ID: "source-added", Area: AreaSources, Title: "A source is added",
-			Severities:  []Severity{Warning},
-			Description: "Sources are keyed by name, so a new name is a new source: it starts at its starting position (Kafka startingOffsets, Delta startingVersion, every file already in a files source's folder, value 0 for rate, event 0 for nexmark) and its rows join the query, and its state, from the next batch. This is what Spark's source evolution allows for named sources. It is a warning because the starting position decides whether history is read.",
+			Severities:  []Severity{Warning, Rejected},
+			Description: "Sources are keyed by name, so a new name is a new source: it starts at its starting position (Kafka startingOffsets, Delta startingVersion, every file already in a files source's folder, value 0 for rate, event 0 for nexmark) and its rows join the query, and its state, from the next batch. It is a warning because the starting position decides whether history is read. On the spark runtime it is rejected: Spark 4.2 refuses a restart with more sources than its offsets log records (observed by the oracle, docs/compatibility-spark.md).",
 			Example:     Example{Old: "sources: [{name: orders, kafka: {topics: [orders]}}]", New: "sources: [{name: orders, …}, {name: returns, kafka: {topics: [returns], startingOffsets: earliest}}]"},
 			check:       checkSourceAdded,
 		},

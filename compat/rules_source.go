@@ -55,6 +55,15 @@ func checkSourceAdded(c *change) []Finding {
 			New:      describeSource(s),
 			Message:  fmt.Sprintf("Source %q is new to the checkpoint, so it starts %s and its rows join the query from the next batch%s.", s.Name, startDesc(s), state),
 		}
+		if c.old.Pinned.Runtime == v1.RuntimeSpark {
+			// Spark 4.2 refuses a restart with more sources than its offsets log records, source
+			// evolution on or not (docs/compatibility-spark.md).
+			f.Severity = Rejected
+			f.Message = fmt.Sprintf("Source %q is new; Spark refuses to restart a checkpoint with more sources than its offsets log records (\"There are N sources in the checkpoint offsets and now there are M\").", s.Name)
+			f.Remedy = c.revertOrFresh("Remove the source")
+			out = append(out, f)
+			continue
+		}
 		switch s.Kind {
 		case v1.SourceKafka:
 			f.Remedy = fmt.Sprintf("Set %s.kafka.startingOffsets before this run to start it elsewhere: it is read only when the checkpoint first sees a source name.", p)

@@ -56,7 +56,8 @@ func oracleQuery(in string) *qt.Query {
 			v1.Aggregation{Name: "orders", Function: v1.AggCount},
 			v1.Aggregation{Name: "revenue", Function: v1.AggSum, Column: "amount"},
 			v1.Aggregation{Name: "top", Function: v1.AggMax, Column: "amount"}).
-		OutputMode(v1.OutputUpdate).ConsoleSink().StatePartitions(3).AvailableNow()
+		OutputMode(v1.OutputUpdate).ConsoleSink().StatePartitions(3).AvailableNow().
+		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} })
 }
 
 // oracleDedup is the second base: orders deduplicated by order_id, appended.
@@ -64,7 +65,8 @@ func oracleDedup(in string) *qt.Query {
 	return qt.Make("oracle", "spark").FilesSource("orders", filepath.Join(in, "orders"), v1.FormatJSON, oracleColumns...).
 		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
 		DropDuplicates("", "order_id").
-		OutputMode(v1.OutputAppend).ConsoleSink().StatePartitions(3).AvailableNow()
+		OutputMode(v1.OutputAppend).ConsoleSink().StatePartitions(3).AvailableNow().
+		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} })
 }
 
 // oracleSource adds a files source name reading in/<folder>, unioned with orders.

@@ -33,8 +33,12 @@ public final class Oracle {
   public static void main(String[] args) throws Exception {
     PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
     System.setOut(out);
+    // Source evolution is fixed when the session starts, and every plan the Go side compiles
+    // turns it on (engine/spark/compile.go): the session's own setting, as the runner's.
     SparkSession spark = SparkSession.builder().appName("lockstep-oracle").master("local[2]")
-        .config("spark.ui.enabled", "false").getOrCreate();
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.streaming.queryEvolution.enableSourceEvolution", "true")
+        .getOrCreate();
     spark.sparkContext().setLogLevel("ERROR");
     ObjectMapper json = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
     try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
