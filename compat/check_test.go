@@ -1329,6 +1329,14 @@ func ruleCases() []ruleCase {
 			want: []finding{{Rule: "source-added", Severity: compat.Rejected, Path: "spec.sources[1]", New: "kafka topics [returns]"}},
 		},
 		{
+			name: "source-removed/on the spark runtime: Spark refuses another number of sources",
+			old: edit(revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...), func(s *v1.StreamingQuerySpec) {
+				s.Runtime.Spark = &v1.SparkRuntime{}
+			}),
+			new:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
+			want: []finding{{Rule: "source-removed", Severity: compat.Rejected, Path: "spec.sources", Old: "returns: kafka topics [returns]"}},
+		},
+		{
 			name:         "spark-source-positions/a source added to a Spark checkpoint that names none",
 			old:          revenue().Spec(),
 			new:          revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...).Spec(),

@@ -74,8 +74,8 @@ func Rules() []Rule {
 		},
 		{
 			ID: "source-removed", Area: AreaSources, Title: "A source is removed",
-			Severities:  []Severity{Warning},
-			Description: "A removed source is no longer read: what it has not read is never read, and what it contributed to state stays. Its offsets stay in older log entries; the name, if added back later, starts afresh at its starting position. A warning, since the query goes on correctly with the remaining sources.",
+			Severities:  []Severity{Warning, Rejected},
+			Description: "A removed source is no longer read: what it has not read is never read, and what it contributed to state stays. Its offsets stay in older log entries; the name, if added back later, starts afresh at its starting position. A warning, since the query goes on correctly with the remaining sources; on the spark runtime it is rejected, as Spark 4.2 refuses a restart with fewer sources than its offsets log records (observed by the oracle).",
 			Example:     Example{Old: "sources: [{name: orders, …}, {name: returns, …}]", New: "sources: [{name: orders, …}]"},
 			check:       checkSourceRemoved,
 		},

@@ -83,13 +83,21 @@ func checkSourceRemoved(c *change) []Finding {
 		if _, ok := c.new.source(s.Name); ok || c.renamedFrom(s.Name) {
 			continue
 		}
-		out = append(out, Finding{
+		f := Finding{
 			Severity: Warning,
 			Path:     "spec.sources",
 			Old:      s.Name + ": " + describeSource(s),
 			Message:  fmt.Sprintf("Source %q is no longer read: what it has not read yet is never read, and if the name comes back later it starts afresh %s.", s.Name, startDesc(s)),
 			Remedy:   fmt.Sprintf("Keep source %q in spec.sources to go on reading it from its checkpointed offsets.", s.Name),
-		})
+		}
+		if c.old.Pinned.Runtime == v1.RuntimeSpark {
+			// Spark 4.2 refuses a restart with fewer sources than its offsets log records too
+			// (docs/compatibility-spark.md).
+			f.Severity = Rejected
+			f.Message = fmt.Sprintf("Source %q is removed; Spark refuses to restart a checkpoint with another number of sources than its offsets log records.", s.Name)
+			f.Remedy = c.revertOrFresh(fmt.Sprintf("Keep source %q", s.Name))
+		}
+		out = append(out, f)
 	}
 	return out
 }
