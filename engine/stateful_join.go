@@ -115,16 +115,6 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *waterma
 	return s, nil
 }
 
-// streamJoin returns the query's stream–stream join step, nil if none.
-func (q *Query) streamJoin() *streamJoinStep {
-	for _, st := range q.steps {
-		if j, ok := st.(*streamJoinStep); ok {
-			return j
-		}
-	}
-	return nil
-}
-
 func (s *streamJoinStep) open(ctx context.Context, open openStore) error {
 	for i, meta := range s.op.Metadata() {
 		st, err := open(ctx, meta)

@@ -48,7 +48,7 @@ func ParseKafkaInitialOffsets(file string, data []byte) (map[string]map[string]i
 	}
 	var m map[string]map[string]int64
 	if err := json.Unmarshal(bytes.TrimSpace(rest), &m); err != nil {
-		return nil, fmt.Errorf("Kafka initial offsets %s: %w", file, err)
+		return nil, fmt.Errorf("initial offsets of a Kafka source, %s: %w", file, err)
 	}
 	return m, nil
 }

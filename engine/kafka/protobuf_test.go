@@ -66,7 +66,7 @@ func protoRecord(t *testing.T, id int, index []int, fields ...any) []byte {
 		num := fields[i].(int)
 		switch v := fields[i+1].(type) {
 		case int64:
-			b = appendUvarint(b, uint64(num<<3|0))
+			b = appendUvarint(b, uint64(num<<3)) // wire type 0, varint
 			b = appendUvarint(b, uint64(v))
 		case string:
 			b = appendUvarint(b, uint64(num<<3|2))
