@@ -155,17 +155,23 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 	a.aggs, a.out = aggs, append(a.out, out...)
 	desc.Aggregates = append(desc.Aggregates, descs...)
 	valueSchema = append(valueSchema, fields...)
+	a.meta = aggregateMetadata(cfg.Name, desc, desc.Eviction, keySchema, valueSchema)
+	return a, nil
+}
+
+// aggregateMetadata is the state metadata of an aggregate step (by windows or by sessions):
+// desc, its JSON description, is what the fingerprint is computed from.
+func aggregateMetadata(name string, desc any, eviction string, keySchema, valueSchema []state.Field) state.Metadata {
 	c := computes(desc)
-	a.meta = state.Metadata{
-		Operator:    cfg.Name,
+	return state.Metadata{
+		Operator:    name,
 		Kind:        string(v1.StepAggregate),
 		KeySchema:   keySchema,
 		ValueSchema: valueSchema,
-		Eviction:    desc.Eviction,
+		Eviction:    eviction,
 		Computes:    c,
 		Fingerprint: state.Fingerprint(c),
 	}
-	return a, nil
 }
 
 // aggDesc describes an aggregation in the state's fingerprint (state.Metadata.Computes).

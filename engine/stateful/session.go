@@ -142,16 +142,7 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 	s.aggs, s.out = aggs, append(s.out, out...)
 	desc.Aggregates = append(desc.Aggregates, descs...)
 	valueSchema = append(valueSchema, fields...)
-	c := computes(desc)
-	s.meta = state.Metadata{
-		Operator:    cfg.Name,
-		Kind:        string(v1.StepAggregate),
-		KeySchema:   keySchema,
-		ValueSchema: valueSchema,
-		Eviction:    desc.Eviction,
-		Computes:    c,
-		Fingerprint: state.Fingerprint(c),
-	}
+	s.meta = aggregateMetadata(cfg.Name, desc, desc.Eviction, keySchema, valueSchema)
 	return s, nil
 }
 
