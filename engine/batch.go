@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -19,10 +20,9 @@ type batchPlan struct {
 	// starts and ends hold each source's range (start, end]; a source
 	// absent from ends takes no part in the batch.
 	starts, ends map[string]Offset
-	// lags and latest are what each source told of its newest data when the batch was
-	// planned (unknown for a replayed batch).
-	lags   map[string]*int64
-	latest map[string]Offset
+	// backlogs is what each source held beyond its end when the batch was
+	// planned; nil for a batch replayed by this process.
+	backlogs map[string]*Backlog
 	// joins holds the snapshot each stream–static join joins against.
 	joins  []checkpoint.JoinSnapshot
 	replay bool
@@ -61,8 +61,7 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, phases, error) 
 		watermarkMs: r.watermarkMs,
 		starts:      maps.Clone(r.starts),
 		ends:        make(map[string]Offset, len(r.sources)),
-		lags:        make(map[string]*int64, len(r.sources)),
-		latest:      make(map[string]Offset, len(r.sources)),
+		backlogs:    make(map[string]*Backlog, len(r.sources)),
 	}
 	hasData := false
 	for _, s := range r.sources {
@@ -74,8 +73,7 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, phases, error) 
 			return nil, ph, fmt.Errorf("plan batch %d: source %s returned no end offset", bp.id, s.name)
 		}
 		bp.ends[s.name] = p.End
-		bp.lags[s.name] = p.Lag
-		bp.latest[s.name] = p.Latest
+		bp.backlogs[s.name] = &p.Backlog
 		hasData = hasData || p.HasData
 	}
 	if !hasData && !r.noDataBatchDue() {
@@ -131,7 +129,8 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 			if !ok {
 				continue
 			}
-			res, err := s.src.Read(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time})
+			backlog := bp.backlogs[s.name]
+			res, err := s.src.Read(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time, Backlog: backlog})
 			if err != nil {
 				return fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
 			}
@@ -143,11 +142,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 			n := int64(len(res.Rows))
 			p.NumInputRows += n
 			p.NumMalformedRows += res.Malformed
-			p.Sources = append(p.Sources, SourceProgress{
-				Name: s.name, StartOffset: bp.starts[s.name], EndOffset: end,
-				NumInputRows: n, NumMalformedRows: res.Malformed, LatestOffset: bp.latest[s.name], Lag: bp.lags[s.name],
-				LagMs: maxLagMs(res.Partitions), Partitions: res.Partitions,
-			})
+			p.Sources = append(p.Sources, newSourceProgress(s.name, bp.starts[s.name], end, n, res.Malformed, cmp.Or(res.Backlog, backlog)))
 		}
 		return nil
 	})
@@ -236,6 +231,17 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 		r.s3Seen = seen
 	}
 	return p, nil
+}
+
+// newSourceProgress is one source's part of a batch that read n rows of
+// (start, end]; backlog is nil when unknown.
+func newSourceProgress(name string, start, end Offset, n, malformed int64, backlog *Backlog) SourceProgress {
+	p := SourceProgress{Name: name, StartOffset: start, EndOffset: end, NumInputRows: n, NumMalformedRows: malformed}
+	if backlog != nil {
+		p.LatestOffset, p.Lag, p.Partitions = backlog.Latest, backlog.Lag, backlog.Partitions
+		p.LagMs = maxLagMs(backlog.Partitions)
+	}
+	return p
 }
 
 // maxLagMs is the largest known LagMs of the partitions, nil when none knows.

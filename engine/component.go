@@ -70,12 +70,24 @@ type Planned struct {
 	End Offset
 	// HasData reports whether (Start, End] holds data.
 	HasData bool
-	// Lag is how many records or files the source holds beyond End, when it
-	// can tell.
+	// Backlog is what the source held beyond End when it planned the batch.
+	Backlog
+}
+
+// Backlog is how far behind a source was when a batch was planned: what it
+// held beyond the batch's end. Every field is optional; a source fills in
+// what it can tell. The engine hands a batch's Backlog back to Read, which may
+// complete it with what reading taught it (the age of the data), and reports
+// it in the batch's progress; a batch replayed by a new process has none.
+type Backlog struct {
+	// Lag counts the records or files the source held beyond End.
 	Lag *int64
-	// Latest is the newest offset the source holds, in the form of End, when
-	// it can tell; the commit records it as latestOffset.
+	// Latest is the newest offset the source held, in the form of End; the
+	// commit records it as latestOffset.
 	Latest Offset
+	// Partitions is the backlog of each partition of a partitioned source
+	// (Kafka), in partition order.
+	Partitions []PartitionLag
 }
 
 // ReadRequest is the input of Source.Read.
@@ -84,6 +96,9 @@ type ReadRequest struct {
 	Start, End Offset
 	// Time is the batch's timestamp as logged, the same on a replay.
 	Time time.Time
+	// Backlog is what Plan returned for this batch in this process; nil for a
+	// batch planned by an earlier one (a replay after a restart).
+	Backlog *Backlog
 }
 
 // ReadResult is the output of Source.Read.
@@ -91,11 +106,10 @@ type ReadResult struct {
 	Rows []Row
 	// Malformed counts the records skipped or dead-lettered.
 	Malformed int64
-	// Partitions is the lag of each partition of a partitioned source
-	// (Kafka) when the batch was planned, in partition order; nil when the
-	// source has no partitions or does not know (a batch replayed by a new
-	// process, whose Plan ran in the old one).
-	Partitions []PartitionLag
+	// Backlog is the request's Backlog completed with what reading taught
+	// the source (for Kafka, the age of each partition's data); nil keeps the
+	// request's.
+	Backlog *Backlog
 }
 
 // PartitionLag is how far behind one partition of a source was when a batch

@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -770,5 +771,94 @@ func TestS3ConnectionNeedsAnS3Path(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("New error = %v, want it to mention %q", err, want)
 		}
+	}
+}
+
+// backlogSource is a files source that reports a backlog when it plans and
+// completes it when it reads, as a partitioned source does.
+type backlogSource struct {
+	engine.Source
+	reads []*engine.Backlog // the Backlog each Read was handed
+}
+
+func (s *backlogSource) Plan(ctx context.Context, req engine.PlanRequest) (engine.Planned, error) {
+	p, err := s.Source.Plan(ctx, req)
+	p.Backlog = engine.Backlog{Lag: new(req.Batch + 10), Latest: engine.Offset(`"latest"`),
+		Partitions: []engine.PartitionLag{{Topic: "t", Partition: 0, Lag: req.Batch + 10}}}
+	return p, err
+}
+
+func (s *backlogSource) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadResult, error) {
+	s.reads = append(s.reads, req.Backlog)
+	res, err := s.Source.Read(ctx, req)
+	if req.Backlog != nil {
+		b := *req.Backlog
+		b.Partitions = []engine.PartitionLag{{Topic: "t", Partition: 0, Lag: b.Partitions[0].Lag, LagMs: new(int64(1000))}}
+		res.Backlog = &b
+	}
+	return res, err
+}
+
+// TestSourceBacklogReachesProgress: what a source tells of its backlog when
+// it plans a batch is handed to its Read, completed there, and reported in
+// the batch's progress and commit; a batch replayed by a new process, whose
+// plan ran in the old one, reports none.
+func TestSourceBacklogReachesProgress(t *testing.T) {
+	o := newOrders(t)
+	o.add(t, 5) // three batches: 2, 2 and 1 files
+	src := &backlogSource{}
+	reg := engine.NewRegistry()
+	if err := errors.Join(
+		reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), func(ctx context.Context, spec *v1.Source, env engine.SourceEnv) (engine.Source, error) {
+			f, err := source.NewFiles(ctx, spec, env)
+			src.Source = f
+			return src, err
+		}),
+		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles)); err != nil {
+		t.Fatal(err)
+	}
+	newQ := func(opts ...engine.Option) *engine.Query {
+		eq, err := engine.New(o.query().AvailableNow().Obj(), reg, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return eq
+	}
+	crash(t, newQ(crashAt(engine.PhaseOffsetsWritten, 1)))
+	rec := enginetest.NewRecorder()
+	if _, err := newQ(engine.WithObserver(rec)).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	b := rec.Batches()
+	if len(b) != 2 || !b[0].Replay || b[1].Replay {
+		t.Fatalf("batches %+v, want batch 1 replayed and batch 2", b)
+	}
+	if s := b[0].Sources[0]; s.Lag != nil || s.LatestOffset != nil || s.Partitions != nil || s.LagMs != nil {
+		t.Errorf("replayed batch 1 reports a backlog %+v; its plan ran in the process that crashed", s)
+	}
+	want := engine.SourceProgress{Lag: new(int64(12)), LatestOffset: engine.Offset(`"latest"`), LagMs: new(int64(1000)),
+		Partitions: []engine.PartitionLag{{Topic: "t", Partition: 0, Lag: 12, LagMs: new(int64(1000))}}}
+	got := b[1].Sources[0]
+	got.Name, got.StartOffset, got.EndOffset, got.NumInputRows, got.NumMalformedRows = "", nil, nil, 0, 0
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("batch 2's source progress (-want +got):\n%s", diff)
+	}
+	if n := len(src.reads); n != 3 || src.reads[1] != nil || src.reads[2] == nil || *src.reads[2].Lag != 12 {
+		t.Errorf("Read was handed %v, want batch 0's and 2's backlogs and none for the replayed batch 1", src.reads)
+	}
+	store, err := checkpoint.OpenDir(o.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoint.Load(context.Background(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := ck.Commit(context.Background(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := cm.Progress.Sources[0]; s.Lag == nil || *s.Lag != 12 || string(s.LatestOffset) != `"latest"` || s.LagMs == nil || *s.LagMs != 1000 {
+		t.Errorf("commits/2 records %+v, want lag 12, latest \"latest\", lagMs 1000", s)
 	}
 }

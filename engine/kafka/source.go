@@ -125,17 +125,9 @@ type Source struct {
 	until  offsets
 	reader *reader
 	lost   atomic.Int64
-	// plannedLag is the lag per partition of the batch Plan planned last,
-	// for its Read to report; newest is the newest record timestamp (Unix
-	// ms) read per partition by this process.
-	plannedLag plannedLag
-	newest     map[topicPartition]int64
-}
-
-// plannedLag is the lag of each partition beyond a planned batch's end.
-type plannedLag struct {
-	batch int64
-	lag   offsets
+	// newest is the newest record timestamp (Unix ms) read per partition by
+	// this process.
+	newest map[topicPartition]int64
 }
 
 func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o options) (engine.Source, error) {
@@ -371,12 +363,12 @@ func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Plann
 	s.reader.assign(reading)
 	end := offsets{}
 	var lag int64
-	s.plannedLag = plannedLag{batch: req.Batch, lag: offsets{}}
+	behind := offsets{}
 	for _, sp := range spans {
 		end.set(sp.tp, sp.to)
 		hi, _ := latest.get(sp.tp)
 		lag += max(0, hi-sp.to)
-		s.plannedLag.lag.set(sp.tp, max(0, hi-sp.to))
+		behind.set(sp.tp, max(0, hi-sp.to))
 		if was, _ := start.get(sp.tp); was != sp.to {
 			hasData = true
 		}
@@ -390,7 +382,12 @@ func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Plann
 			}
 		}
 	}
-	return engine.Planned{End: end.json(), HasData: hasData, Lag: &lag, Latest: latest.json()}, nil
+	parts := make([]engine.PartitionLag, 0, len(spans))
+	for _, tp := range behind.partitions() {
+		n, _ := behind.get(tp)
+		parts = append(parts, engine.PartitionLag{Topic: tp.topic, Partition: tp.partition, Lag: n})
+	}
+	return engine.Planned{End: end.json(), HasData: hasData, Backlog: engine.Backlog{Lag: &lag, Latest: latest.json(), Partitions: parts}}, nil
 }
 
 // Read returns the records of the logged range: from req.Start (or the
@@ -428,7 +425,7 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 		}
 	}
 	if len(spans) == 0 {
-		return engine.ReadResult{Partitions: s.partitionLag(req)}, nil
+		return engine.ReadResult{Backlog: s.dataAge(req)}, nil
 	}
 	b := s.newBatch(req.Batch, spans)
 	if err := s.fetch(ctx, spans, b.add); err != nil {
@@ -446,32 +443,29 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 	for i, sp := range spans {
 		s.newest[sp.tp] = max(s.newest[sp.tp], b.newest[i])
 	}
-	return engine.ReadResult{Rows: b.rows(), Malformed: b.malformed, Partitions: s.partitionLag(req)}, nil
+	return engine.ReadResult{Rows: b.rows(), Malformed: b.malformed, Backlog: s.dataAge(req)}, nil
 }
 
-// partitionLag is the lag per partition of the batch req reads, as its Plan
-// found it: records beyond the end, and the age at the batch's timestamp of
-// the newest record read up to the end (Kafka's time lag). nil for a batch
-// this process did not plan (a replay).
-func (s *Source) partitionLag(req engine.ReadRequest) []engine.PartitionLag {
-	if s.plannedLag.lag == nil || s.plannedLag.batch != req.Batch {
+// dataAge completes the backlog Plan found for the batch req reads with
+// Kafka's time lag: the age at the batch's timestamp of the newest record
+// read from each partition up to the end. nil for a batch this process did
+// not plan (a replay).
+func (s *Source) dataAge(req engine.ReadRequest) *engine.Backlog {
+	if req.Backlog == nil {
 		return nil
 	}
-	tps := s.plannedLag.lag.partitions()
-	parts := make([]engine.PartitionLag, 0, len(tps))
-	for _, tp := range tps {
-		n, _ := s.plannedLag.lag.get(tp)
-		p := engine.PartitionLag{Topic: tp.topic, Partition: tp.partition, Lag: n}
-		switch ts, read := s.newest[tp]; {
-		case n == 0:
+	b := *req.Backlog
+	b.Partitions = slices.Clone(b.Partitions)
+	for i, p := range b.Partitions {
+		switch ts, read := s.newest[topicPartition{topic: p.Topic, partition: p.Partition}]; {
+		case p.Lag == 0:
 			p.LagMs = new(int64)
 		case read && ts > 0:
-			ms := max(0, req.Time.UnixMilli()-ts)
-			p.LagMs = &ms
+			p.LagMs = new(max(0, req.Time.UnixMilli()-ts))
 		}
-		parts = append(parts, p)
+		b.Partitions[i] = p
 	}
-	return parts
+	return &b
 }
 
 // Close stops the source's background reading and closes its client.

@@ -215,7 +215,7 @@ func (f *Files) Plan(ctx context.Context, req engine.PlanRequest) (engine.Planne
 
 func (f *Files) planned(batch int64, lag *int64) engine.Planned {
 	end, _ := json.Marshal(filesOffset{LogOffset: batch})
-	return engine.Planned{End: end, HasData: true, Lag: lag}
+	return engine.Planned{End: end, HasData: true, Backlog: engine.Backlog{Lag: lag}}
 }
 
 // Read reads the files that Plan recorded for the batch req.End names. A

@@ -177,11 +177,11 @@ func (s *Nexmark) Plan(_ context.Context, req engine.PlanRequest) (engine.Planne
 	}
 	if upto <= from || countKind(s.table, from, upto) == 0 {
 		same, _ := json.Marshal(start)
-		return engine.Planned{End: same, Lag: lag}, nil
+		return engine.Planned{End: same, Backlog: engine.Backlog{Lag: lag}}, nil
 	}
 	end.Event = upto
 	b, _ := json.Marshal(end)
-	return engine.Planned{End: b, HasData: true, Lag: lag}, nil
+	return engine.Planned{End: b, HasData: true, Backlog: engine.Backlog{Lag: lag}}, nil
 }
 
 // Read returns the rows of the table's events in (req.Start, req.End],
