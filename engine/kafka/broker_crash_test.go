@@ -1,0 +1,75 @@
+package kafka_test
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine/crashtest"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// TestCrashKafkaAvroToDeltaBrokerKilled is TestCrashKafkaAvroToDelta with the broker
+// itself killed (SIGKILL) and restarted while the query runs, once its first batch has
+// committed. The run either rides out the outage or fails its batch with an error that
+// names Kafka, and the next run replays what was planned. The table then holds every kept
+// order once.
+func TestCrashKafkaAvroToDeltaBrokerKilled(t *testing.T) {
+	b := testenv.KafkaProcess(t)
+	brokers := []string{b.Addr}
+	reg := testenv.SchemaRegistry(t)
+	want := produceAvroOrders(t, brokers, reg, "orders", 3, 100) // 20 batches of 15
+	spec := strings.ReplaceAll(withBrokers(kafkaAvroToDelta, brokers), "%[3]s", reg.URL)
+	s := newScenario(t, spec)
+	s.env = []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
+	out := filepath.Join(s.dir, "out")
+
+	cmd := s.command("ckpt", out)
+	done := make(chan crashtest.Result, 1)
+	go func() { done <- crashtest.Run(t, cmd) }()
+	first := filepath.Join(s.dir, "ckpt", checkpoint.CommitsDir, checkpoint.BatchName(0))
+	deadline := time.Now().Add(crashtest.RunTimeout)
+	for {
+		if _, err := os.Stat(first); err == nil {
+			break
+		}
+		select {
+		case r := <-done:
+			t.Fatalf("the run ended (exit %d) before the broker was killed:\n%s", r.Code, r.Stderr)
+		case <-time.After(10 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no batch committed before the broker was to be killed")
+		}
+	}
+	b.Kill()
+	time.Sleep(2 * time.Second) // long enough for the query's requests to fail and retry
+	b.Start()
+	switch r := <-done; {
+	case r.Code == 0:
+		t.Log("the run rode out the broker's outage")
+	case r.Killed:
+		t.Fatalf("the run was killed:\n%s", r.Stderr)
+	case !strings.Contains(strings.ToLower(r.Stderr), "kafka"):
+		t.Errorf("the run failed (exit %d) without naming Kafka:\n%s", r.Code, r.Stderr)
+	default:
+		t.Logf("the run failed its batch during the outage (exit %d); the next run replays it", r.Code)
+	}
+	s.finish(out)
+
+	var ids []string
+	for _, r := range deltaOutput(t, out) {
+		ids = append(ids, r[0].(string))
+	}
+	slices.Sort(ids)
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("ids in the table (-want +got):\n%s", diff)
+	}
+}
