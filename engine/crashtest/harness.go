@@ -1,6 +1,7 @@
 package crashtest
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
@@ -105,12 +106,19 @@ type Result struct {
 // kills it after RunTimeout. A command that does not start fails t.
 func Run(t testing.TB, cmd *exec.Cmd) Result {
 	t.Helper()
+	return RunFor(t, cmd, RunTimeout)
+}
+
+// RunFor is Run with another bound than RunTimeout: a Spark run starts a JVM,
+// which takes a minute on a busy 2-core machine.
+func RunFor(t testing.TB, cmd *exec.Cmd, timeout time.Duration) Result {
+	t.Helper()
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	timer := time.AfterFunc(RunTimeout, func() { _ = cmd.Process.Kill() })
+	timer := time.AfterFunc(timeout, func() { killTree(cmd.Process.Pid) })
 	defer timer.Stop()
 	return wait(cmd, &out)
 }
@@ -168,8 +176,12 @@ func KillRandomly(t testing.TB, kills int, span time.Duration, next func(finishe
 
 // wait waits for the started cmd, whose output goes to stderr.
 func wait(cmd *exec.Cmd, stderr *bytes.Buffer) Result {
-	err := cmd.Wait()
-	r := Result{Stderr: stderr.String()}
+	return result(cmd.Wait(), stderr.String())
+}
+
+// result is how a run that cmd.Wait ended with err ended.
+func result(err error, output string) Result {
+	r := Result{Stderr: output}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -182,4 +194,78 @@ func wait(cmd *exec.Cmd, stderr *bytes.Buffer) Result {
 		r.Stderr += err.Error()
 	}
 	return r
+}
+
+// KillAfter runs cmd until a line of its output (standard output and error)
+// starts with prefix, waits delay more, then SIGKILLs it together with every
+// process it started, as a pod's death kills them all (the Spark runtime's
+// driver is a JVM that `lockstep run` starts). A run that ends first returns
+// as it ended; timeout bounds it as RunFor's does.
+func KillAfter(t testing.TB, cmd *exec.Cmd, prefix string, delay, timeout time.Duration) Result {
+	t.Helper()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	var out bytes.Buffer
+	seen := make(chan struct{})
+	scanned := make(chan struct{})
+	go func() {
+		defer close(scanned)
+		sc := bufio.NewScanner(pr)
+		once := false
+		for sc.Scan() {
+			out.WriteString(sc.Text() + "\n")
+			if !once && strings.HasPrefix(sc.Text(), prefix) {
+				once = true
+				close(seen)
+			}
+		}
+	}()
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	var waitErr error
+	select {
+	case waitErr = <-exited:
+	case <-time.After(timeout):
+		killTree(cmd.Process.Pid)
+		waitErr = <-exited
+	case <-seen:
+		select {
+		case waitErr = <-exited:
+		case <-time.After(delay):
+			killTree(cmd.Process.Pid)
+			waitErr = <-exited
+		}
+	}
+	// A process left holding the pipe (none should) would keep the scan open.
+	pr.SetReadDeadline(time.Now().Add(5 * time.Second))
+	<-scanned
+	pr.Close()
+	return result(waitErr, out.String())
+}
+
+// killTree SIGKILLs pid and its descendants, found through /proc before any
+// is killed.
+func killTree(pid int) {
+	pids := []int{pid}
+	for i := 0; i < len(pids); i++ {
+		tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pids[i]))
+		for _, task := range tasks {
+			b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pids[i], task.Name()))
+			for _, f := range strings.Fields(string(b)) {
+				if child, err := strconv.Atoi(f); err == nil {
+					pids = append(pids, child)
+				}
+			}
+		}
+	}
+	for _, p := range pids {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
 }
