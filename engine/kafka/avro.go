@@ -39,10 +39,12 @@ func newRegistryClient(spec *v1.SchemaRegistry, getenv func(string) string) (*sr
 		passEnv = v1.DefaultSchemaRegistryPasswordEnv
 	}
 	opts := []sr.ClientOpt{sr.URLs(spec.URL)}
-	if user := getenv(userEnv); user != "" {
+	user := getenv(userEnv)
+	if user != "" {
 		opts = append(opts, sr.BasicAuth(user, getenv(passEnv)))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	auth := &registryAuth{base: tr, userEnv: userEnv, passEnv: passEnv, withUser: user != ""}
 	if spec.CAFile != "" {
 		pemCA, err := os.ReadFile(spec.CAFile)
 		if err != nil {
@@ -54,12 +56,37 @@ func newRegistryClient(spec *v1.SchemaRegistry, getenv func(string) string) (*sr
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	opts = append(opts, sr.HTTPClient(&http.Client{Transport: tr, Timeout: registryTimeout}))
+	opts = append(opts, sr.HTTPClient(&http.Client{Transport: auth, Timeout: registryTimeout}))
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("schemaRegistry: %w", err)
 	}
 	return cl, nil
+}
+
+// registryAuth turns the registry's 401 and 403 answers, which carry no body the registry
+// client could quote (it says "no response"), into an error that says which credentials
+// the engine used: the variables, never their values.
+type registryAuth struct {
+	base             http.RoundTripper
+	userEnv, passEnv string
+	withUser         bool
+}
+
+func (a *registryAuth) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.base.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return resp, err
+	}
+	resp.Body.Close()
+	switch {
+	case !a.withUser:
+		return nil, fmt.Errorf("the schema registry answered %s without credentials: $%s is unset (on Kubernetes, set schemaRegistry.secretName)", resp.Status, a.userEnv)
+	case resp.StatusCode == http.StatusUnauthorized:
+		return nil, fmt.Errorf("the schema registry answered %s: it refused the user in $%s with the password in $%s", resp.Status, a.userEnv, a.passEnv)
+	default:
+		return nil, fmt.Errorf("the schema registry answered %s: the user in $%s may not %s %s", resp.Status, a.userEnv, req.Method, req.URL.Path)
+	}
 }
 
 // valueSubject is the subject of a topic's value schema: spec's, or <topic>-value (the
