@@ -140,8 +140,17 @@ type KafkaSource struct {
 	// +kubebuilder:default=json
 	// +kubebuilder:validation:Enum=json;csv;raw;avro;protobuf
 	Format KafkaFormat `json:"format,omitempty"`
-	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf;
-	// required with them, not allowed with the other formats.
+	// KeyFormat is how record keys are read into the _key column: string (default: the key's
+	// bytes as a string), json (a JSON string as its text, any other JSON value as compact
+	// JSON text), avro or protobuf (the Schema Registry wire format, each key decoded with its
+	// writer schema by id: a primitive as its text, a record or message as JSON text, a
+	// message of one field as that field's text; see docs/kafka.md). A key that cannot be
+	// decoded makes the record malformed.
+	// +optional
+	// +kubebuilder:validation:Enum=string;json;avro;protobuf
+	KeyFormat KafkaFormat `json:"keyFormat,omitempty"`
+	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf
+	// (of the values or the keys); required with them, not allowed otherwise.
 	// +optional
 	SchemaRegistry *SchemaRegistry `json:"schemaRegistry,omitempty"`
 	// SASL authenticates to the brokers. Omitted: no authentication.
@@ -172,6 +181,8 @@ const (
 	// KafkaProtobuf is Protobuf in the Schema Registry wire format: a zero byte, the schema's
 	// id, the message indexes (which message of the schema's file), the Protobuf encoding.
 	KafkaProtobuf KafkaFormat = "protobuf"
+	// KafkaKeyString is the default key format: the key's bytes are a string (keys only).
+	KafkaKeyString KafkaFormat = "string"
 )
 
 // UsesSchemaRegistry reports whether records of format f carry Schema Registry ids.
