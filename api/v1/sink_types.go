@@ -195,10 +195,11 @@ type KafkaSink struct {
 	// Format of the record values: json (default) or avro (the Schema Registry wire format,
 	// with a value schema derived from the output columns and registered under
 	// schemaRegistry's subject before the first record; see docs/kafka.md) or protobuf (the
-	// same with a proto3 message).
+	// same with a proto3 message) or jsonSchema (the json encoding in the wire format, with a
+	// JSON Schema derived from the output columns).
 	// +optional
 	// +kubebuilder:default=json
-	// +kubebuilder:validation:Enum=json;avro;protobuf
+	// +kubebuilder:validation:Enum=json;avro;protobuf;jsonSchema
 	Format KafkaFormat `json:"format,omitempty"`
 	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf
 	// (of the values or the keys); required with them, not allowed otherwise.

@@ -176,9 +176,9 @@ func (k *KafkaSource) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("maxOffsetsPerTrigger"), *k.MaxOffsetsPerTrigger, "must be at least 1"))
 	}
 	switch k.Format {
-	case "", KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf:
+	case "", KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf, KafkaJSONSchema:
 	default:
-		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf}))
+		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf, KafkaJSONSchema}))
 	}
 	errs = append(errs, validateKeyFormat(p.Child("keyFormat"), k.KeyFormat)...)
 	errs = append(errs, validateSchemaRegistry(p, k.Format, k.KeyFormat, k.SchemaRegistry)...)
@@ -385,9 +385,9 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.Er
 			errs = append(errs, out.column(kp.Child("keyColumn"), ks.KeyColumn)...)
 		}
 		switch ks.Format {
-		case "", KafkaJSON, KafkaAvro, KafkaProtobuf:
+		case "", KafkaJSON, KafkaAvro, KafkaProtobuf, KafkaJSONSchema:
 		default:
-			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON, KafkaAvro, KafkaProtobuf}))
+			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON, KafkaAvro, KafkaProtobuf, KafkaJSONSchema}))
 		}
 		errs = append(errs, validateKeyFormat(kp.Child("keyFormat"), ks.KeyFormat)...)
 		if ks.KeyFormat != "" && ks.KeyFormat != KafkaKeyString && ks.KeyColumn == "" {

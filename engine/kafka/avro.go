@@ -382,7 +382,11 @@ func checkLatest(ctx context.Context, cl *sr.Client, subject string, cols v1.Col
 	}
 	var errs []error
 	missing := func(i int) { errs = append(errs, fmt.Errorf("column %s: no field %s", cols[i].Name, cols[i].Name)) }
-	if s.Type == sr.TypeProtobuf {
+	if s.Type == sr.TypeJSON {
+		if err := jsonSchemaFits(s.Schema.Schema, cols); err != nil {
+			errs = append(errs, err)
+		}
+	} else if s.Type == sr.TypeProtobuf {
 		f, err := compileProto(ctx, s.Schema.Schema)
 		if err != nil || f.Messages().Len() == 0 {
 			return fmt.Errorf("schema registry: latest schema of subject %s: %v", subject, err)
@@ -645,6 +649,13 @@ func newValueEncoder(ctx context.Context, cl *sr.Client, f v1.KafkaFormat, spec 
 			return nil, err
 		}
 		return newProtoEncoder(ctx, id, subject, cols)
+	}
+	if f == v1.KafkaJSONSchema {
+		id, err := registerJSONSchema(ctx, cl, subject, cols)
+		if err != nil {
+			return nil, err
+		}
+		return newJSONSchemaEncoder(id, cols)
 	}
 	id, err := registerAvro(ctx, cl, subject, cols)
 	if err != nil {

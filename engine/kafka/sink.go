@@ -133,9 +133,9 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	}
 	var registry *sr.Client
 	switch f := spec.Kafka.Format; f {
-	case "", v1.KafkaJSON, v1.KafkaAvro, v1.KafkaProtobuf:
+	case "", v1.KafkaJSON, v1.KafkaAvro, v1.KafkaProtobuf, v1.KafkaJSONSchema:
 	default:
-		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json, avro or protobuf", f))
+		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json, jsonSchema, avro or protobuf", f))
 	}
 	if f, kf := spec.Kafka.Format, spec.Kafka.KeyFormat; f.UsesSchemaRegistry() || kf.UsesSchemaRegistry() && s.key >= 0 {
 		if spec.Kafka.SchemaRegistry == nil {

@@ -181,6 +181,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		} else if keyRegistry = cl; f.UsesSchemaRegistry() {
 			registry = cl
 			s.dec.avro, s.dec.proto = newAvroDecoder(cl, cols), newProtoDecoder(cl, cols)
+			s.dec.json = newJSONSchemaDecoder(cl, s.dec.dec)
 		}
 	}
 	switch kf := spec.Kafka.KeyFormat; kf {
