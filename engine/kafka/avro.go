@@ -119,6 +119,9 @@ type avroPlan struct {
 	unions [][]bool   // per column and step of its path: the field's type is a union
 	scales []int      // per column: a decimal field's scale
 	err    error      // why the writer schema cannot fill the columns
+	// flat decodes a record of primitive fields without the generic reader; nil for
+	// other schemas (see newFlatPlan).
+	flat []flatField
 }
 
 func newAvroDecoder(cl *sr.Client, cols v1.Columns) *avroDecoder {
@@ -135,6 +138,13 @@ func (d *avroDecoder) decode(value []byte, row []any, vals *box.Slab) error {
 	p, err := d.plan(id)
 	if err != nil {
 		return err
+	}
+	if p.flat != nil {
+		if err := decodeFlat(p.flat, rest, row[:len(d.cols)], vals); err != nil {
+			clear(row[:len(d.cols)])
+			return fmt.Errorf("avro (writer schema %d): %w", id, err)
+		}
+		return nil
 	}
 	r := avro.NewReader(nil, 0).Reset(rest)
 	rec, _ := r.ReadNext(p.schema).(map[string]any)
@@ -206,6 +216,9 @@ func newAvroPlan(s sr.Schema, cols v1.Columns) *avroPlan {
 		p.paths[i] = path
 	}
 	p.err = errors.Join(errs...)
+	if p.err == nil {
+		p.flat = newFlatPlan(schema, p.paths, cols)
+	}
 	return p
 }
 
