@@ -477,6 +477,11 @@ func TestValidate(t *testing.T) {
 				SchemaRegistry: &v1.SchemaRegistry{URL: "http://r:8081"}}}),
 		},
 		{
+			name:  "kafka sink jsonSchema without a schema registry",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaJSONSchema}}),
+			want:  field.ErrorList{field.Required(sink.Child("kafka", "schemaRegistry"), "")},
+		},
+		{
 			name:  "kafka sink key format csv",
 			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "order_id", KeyFormat: v1.KafkaCSV}}),
 			want:  field.ErrorList{field.NotSupported(sink.Child("kafka", "keyFormat"), v1.KafkaCSV, []v1.KafkaFormat{})},
