@@ -201,7 +201,7 @@ type KafkaSink struct {
 	// +kubebuilder:default=json
 	// +kubebuilder:validation:Enum=json;avro;protobuf;jsonSchema
 	Format KafkaFormat `json:"format,omitempty"`
-	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf
+	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro, protobuf and jsonSchema
 	// (of the values or the keys); required with them, not allowed otherwise.
 	// +optional
 	SchemaRegistry *SchemaRegistry `json:"schemaRegistry,omitempty"`

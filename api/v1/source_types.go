@@ -150,7 +150,7 @@ type KafkaSource struct {
 	// +optional
 	// +kubebuilder:validation:Enum=string;json;avro;protobuf
 	KeyFormat KafkaFormat `json:"keyFormat,omitempty"`
-	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf
+	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro, protobuf and jsonSchema
 	// (of the values or the keys); required with them, not allowed otherwise.
 	// +optional
 	SchemaRegistry *SchemaRegistry `json:"schemaRegistry,omitempty"`
