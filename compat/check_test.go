@@ -75,7 +75,7 @@ func ruleCases() []ruleCase {
 			name:     "shape-version/a shape from a newer Lockstep is not judged",
 			oldShape: &compat.Shape{Version: compat.ShapeVersion + 1},
 			new:      revenue().Spec(),
-			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 4", New: "shape version 3"}},
+			want:     []finding{{Rule: "shape-version", Severity: compat.Rejected, Path: "spec", Old: "shape version 5", New: "shape version 4"}},
 		},
 
 		// Sources.
@@ -211,6 +211,21 @@ func ruleCases() []ruleCase {
 			old:    cleanKafka().Spec(),
 			new:    edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sources[0].Kafka.Format = v1.KafkaJSON }),
 			passes: []string{"kafka-format"},
+		},
+		{
+			name: "kafka-key-format/string to avro",
+			old:  edit(cleanKafka(), avroSource("")),
+			new: edit(cleanKafka(), func(s *v1.StreamingQuerySpec) {
+				avroSource("")(s)
+				s.Sources[0].Kafka.KeyFormat = v1.KafkaAvro
+			}),
+			want: []finding{{Rule: "kafka-key-format", Severity: compat.Warning, Path: "spec.sources[0].kafka.keyFormat", Old: "string", New: "avro"}},
+		},
+		{
+			name:   "kafka-key-format/the default written out",
+			old:    cleanKafka().Spec(),
+			new:    edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sources[0].Kafka.KeyFormat = v1.KafkaKeyString }),
+			passes: []string{"kafka-key-format"},
 		},
 		{
 			name: "kafka-subject/another subject",
@@ -1035,6 +1050,23 @@ func ruleCases() []ruleCase {
 			old:    cleanKafka().Spec(),
 			new:    edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.Format = v1.KafkaJSON }),
 			passes: []string{"kafka-sink-format"},
+		},
+		{
+			name: "kafka-sink-key-format/string to avro",
+			old:  edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "order_id" }),
+			new: edit(cleanKafka(), func(s *v1.StreamingQuerySpec) {
+				s.Sink.Kafka.KeyColumn, s.Sink.Kafka.KeyFormat = "order_id", v1.KafkaAvro
+				s.Sink.Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: "http://registry:8081"}
+			}),
+			want: []finding{{Rule: "kafka-sink-key-format", Severity: compat.Warning, Path: "spec.sink.kafka.keyFormat", Old: "string", New: "avro"}},
+		},
+		{
+			name: "kafka-sink-key-format/the default written out",
+			old:  edit(cleanKafka(), func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "order_id" }),
+			new: edit(cleanKafka(), func(s *v1.StreamingQuerySpec) {
+				s.Sink.Kafka.KeyColumn, s.Sink.Kafka.KeyFormat = "order_id", v1.KafkaKeyString
+			}),
+			passes: []string{"kafka-sink-key-format"},
 		},
 		{
 			name: "kafka-sink-subject/another subject",

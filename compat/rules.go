@@ -60,7 +60,7 @@ func Rules() []Rule {
 			ID: "shape-version", Area: AreaQuery, Title: "The checkpoint was recorded by a newer Lockstep",
 			Severities:  []Severity{Rejected},
 			Description: "A shape whose version is newer than this Lockstep reads may record things this version does not know to compare, so it refuses to judge rather than allow a change it cannot see. ParseShape refuses such a shape too.",
-			Example:     Example{Old: `{"version": 3, …}  (shape/<N> in the checkpoint)`, New: "any spec"},
+			Example:     Example{Old: `{"version": 4, …}  (shape/<N> in the checkpoint)`, New: "any spec"},
 			check:       checkShapeVersion,
 		},
 
@@ -127,6 +127,13 @@ func Rules() []Rule {
 			Description: "The offsets stay valid, but record values are decoded the new way from the next batch on, including a batch replayed at restart. A warning: correct only if the topic's records changed format at that point. A change of columns that comes with it is judged by the schema and state rules.",
 			Example:     Example{Old: "kafka: {topics: [orders], format: json}", New: "kafka: {topics: [orders], format: csv}"},
 			check:       checkKafkaFormat,
+		},
+		{
+			ID: "kafka-key-format", Area: AreaSources, Title: "A Kafka source's key format changes",
+			Severities:  []Severity{Warning},
+			Description: "The offsets stay valid, but record keys are decoded the new way into _key from the next batch on, including a batch replayed at restart: a key that read as its bytes reads as its decoded text, or the other way round. A warning: correct only if the topic's keys changed format at that point; a stateful step keyed by _key sees new keys for the same records.",
+			Example:     Example{Old: "kafka: {topics: [orders], format: avro, …}", New: "kafka: {topics: [orders], format: avro, keyFormat: avro, …}"},
+			check:       checkKafkaKeyFormat,
 		},
 		{
 			ID: "kafka-subject", Area: AreaSources, Title: "A Kafka source's Schema Registry subject changes",
@@ -431,6 +438,13 @@ func Rules() []Rule {
 			Description: "From the next batch on (a batch replayed at restart included) the topic receives records in the new format, after the records already written in the old one: its consumers must read both, or move to a new topic. Format avro registers the output columns' schema before the first record; a schema the subject's compatibility rule refuses stops the sink at start, naming the subject, the rule and the field.",
 			Example:     Example{Old: "kafka: {topic: revenue, format: json}", New: "kafka: {topic: revenue, format: avro, schemaRegistry: {url: …}}"},
 			check:       checkKafkaSinkFormat,
+		},
+		{
+			ID: "kafka-sink-key-format", Area: AreaOutput, Title: "The Kafka sink's key format changes",
+			Severities:  []Severity{Warning},
+			Description: "From the next batch on (a batch replayed at restart included) record keys are written in the new format, after the keys already written in the old one: consumers' key deserializers must read both, and a key that changes bytes may go to another partition, so the records of one key lose their order across the change. Formats avro and protobuf register the key schema under <topic>-key before the first record.",
+			Example:     Example{Old: "kafka: {topic: revenue, keyColumn: country}", New: "kafka: {topic: revenue, keyColumn: country, keyFormat: avro, schemaRegistry: {url: …}}"},
+			check:       checkKafkaSinkKeyFormat,
 		},
 		{
 			ID: "kafka-sink-subject", Area: AreaOutput, Title: "The Kafka sink's Schema Registry subject changes",

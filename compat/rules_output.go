@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -440,5 +441,22 @@ func checkTrigger(c *change) []Finding {
 		New:      describeTrigger(n),
 		Message: fmt.Sprintf("The trigger changed from %s to %s; it applies from the next newly planned batch, and a batch planned before the restart is first re-run with its logged offsets.",
 			describeTrigger(o), describeTrigger(n)),
+	}}
+}
+
+func checkKafkaSinkKeyFormat(c *change) []Finding {
+	o, n := c.old.Sink, c.new.Sink
+	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.ValueFormat == "" || o.KeyFormat == n.KeyFormat {
+		return nil
+	}
+	old, now := cmp.Or(o.KeyFormat, v1.KafkaKeyString), cmp.Or(n.KeyFormat, v1.KafkaKeyString)
+	return []Finding{{
+		Severity: Warning,
+		Path:     "spec.sink.kafka.keyFormat",
+		Old:      string(old),
+		New:      string(now),
+		Message: fmt.Sprintf("The Kafka sink now writes its keys as %s instead of %s to topic %s; from the next batch on (a batch replayed at restart included) consumers read keys of both formats, and a key's records may move to another partition.",
+			now, old, n.Topic),
+		Remedy: fmt.Sprintf("Revert spec.sink.kafka.keyFormat to %s, or write the new key format to a new topic.", old),
 	}}
 }

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -387,6 +388,26 @@ func checkSourceColumnType(c *change) []Finding {
 				Remedy: fmt.Sprintf("Revert %s.schema.columns[%d].type to %s unless the records themselves changed type.", p, j, prev.Type),
 			})
 		}
+	})
+	return out
+}
+
+func checkKafkaKeyFormat(c *change) []Finding {
+	var out []Finding
+	c.sourcePairs(func(o, n SourceShape, p string) {
+		if o.Kind != v1.SourceKafka || o.KeyFormat == n.KeyFormat {
+			return
+		}
+		old, now := cmp.Or(o.KeyFormat, string(v1.KafkaKeyString)), cmp.Or(n.KeyFormat, string(v1.KafkaKeyString))
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     p + ".kafka.keyFormat",
+			Old:      old,
+			New:      now,
+			Message: fmt.Sprintf("Source %q now decodes record keys as %s instead of %s into _key, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
+				n.Name, now, old),
+			Remedy: fmt.Sprintf("Revert %s.kafka.keyFormat to %s unless the topic's keys changed format.", p, old),
+		})
 	})
 	return out
 }

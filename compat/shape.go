@@ -18,7 +18,7 @@ import (
 // ShapeVersion is the version of the Shape JSON that this package writes. ParseShape reads
 // this version and refuses newer ones. Any change to the JSON, additive ones included, bumps
 // it, so that an older Lockstep never judges a checkpoint by a record it only partly reads.
-const ShapeVersion = 3
+const ShapeVersion = 4
 
 // ErrNewerShape means a shape was recorded by a newer Lockstep than this one.
 var ErrNewerShape = errors.New("shape recorded by a newer Lockstep")
@@ -66,6 +66,8 @@ type SourceShape struct {
 	// Subject is the Schema Registry subject a Kafka source in format avro checks its
 	// columns against at start (schemaRegistry.subject, default <first topic>-value).
 	Subject string `json:"subject,omitempty"`
+	// KeyFormat is a Kafka source's key format when not the default string.
+	KeyFormat string `json:"keyFormat,omitempty"`
 	// StartingOffsets (Kafka) and StartingVersion (delta) say where a source new to the
 	// checkpoint starts.
 	StartingOffsets string `json:"startingOffsets,omitempty"`
@@ -163,6 +165,9 @@ type SinkShape struct {
 	// <topic>-value).
 	ValueFormat v1.KafkaFormat `json:"valueFormat,omitempty"`
 	Subject     string         `json:"subject,omitempty"`
+	// KeyFormat is a Kafka sink's key format when it has a key column and the format is not
+	// the default string (avro and protobuf keys: subject <topic>-key).
+	KeyFormat v1.KafkaFormat `json:"keyFormat,omitempty"`
 	// SchemaVersion is the subject version a Kafka sink's value schema is pinned to, 0 when
 	// it registers a schema derived from its columns.
 	SchemaVersion int32 `json:"schemaVersion,omitempty"`
@@ -372,7 +377,10 @@ func sourceShape(src *v1.Source) SourceShape {
 		if k.Format == v1.KafkaRaw {
 			s.Columns = v1.Columns{{Name: v1.ColumnKafkaValue, Type: v1.TypeString}}
 		}
-		if r := k.SchemaRegistry; r != nil {
+		if k.KeyFormat != v1.KafkaKeyString {
+			s.KeyFormat = string(k.KeyFormat)
+		}
+		if r := k.SchemaRegistry; r != nil && k.Format.UsesSchemaRegistry() {
 			s.Subject = r.Subject
 			if s.Subject == "" && len(k.Topics) > 0 {
 				s.Subject = k.Topics[0] + "-value"
@@ -450,7 +458,10 @@ func sinkShape(s *v1.Sink) SinkShape {
 		k.Topic = s.Kafka.Topic
 		k.ExactlyOnce = s.Kafka.ExactlyOnce
 		k.ValueFormat = cmp.Or(s.Kafka.Format, v1.DefaultKafkaFormat)
-		if r := s.Kafka.SchemaRegistry; r != nil {
+		if s.Kafka.KeyColumn != "" && s.Kafka.KeyFormat != v1.KafkaKeyString {
+			k.KeyFormat = s.Kafka.KeyFormat
+		}
+		if r := s.Kafka.SchemaRegistry; r != nil && s.Kafka.Format.UsesSchemaRegistry() {
 			k.Subject = cmp.Or(r.Subject, s.Kafka.Topic+"-value")
 			if r.Version != nil {
 				k.SchemaVersion = *r.Version

@@ -184,7 +184,7 @@ func TestParseShape(t *testing.T) {
 		data    string
 		wantErr error
 	}{
-		{name: "newer version", data: `{"version": 4, "future": true}`, wantErr: compat.ErrNewerShape},
+		{name: "newer version", data: `{"version": 5, "future": true}`, wantErr: compat.ErrNewerShape},
 		{name: "no version", data: `{"sources": []}`},
 		{name: "unknown field", data: `{"version": 1, "sources": [], "sink": {"kind": "console"}, "pinned": {"statePartitions": 8}, "extra": 1}`},
 		{name: "not JSON", data: `v1`},

@@ -22,6 +22,7 @@ import (
 //  2. its placement: the store exists and allows the namespace, the location is the
 //     namespace's (and, when refuseDeletingStore, the store is not being deleted);
 //  3. its location is no other query's, nor inside or around one;
+//     the Secrets the spec names exist in its namespace (else it waits for them);
 //  4. the checkpoint at the location, read within budget;
 //  5. the checkpoint's owner;
 //  6. compat.Check of the spec against the shape the committed batches ran under.
@@ -94,6 +95,9 @@ type refusal struct {
 	// revoked is true when the store does not let the query write (gone, being deleted, its
 	// namespace no longer allowed, its credentials missing): no engine may run until it does.
 	revoked bool
+	// at is the field that names the missing Secret of a v1.ReasonSecretMissing refusal,
+	// for admission's warning.
+	at *field.Path
 }
 
 // An unreachableError is a checkpoint that could not be read.
@@ -144,6 +148,21 @@ func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, erro
 		return jm, nil
 	}
 
+	secrets := j.checkpoints.cache
+	if secrets == nil {
+		secrets = j.checkpoints.reader
+	}
+	absent, err := absentSecret(ctx, secrets, q)
+	if err != nil {
+		return jm, err
+	}
+	if absent != nil {
+		// As for the store's Secret below, the query waits for it; but an engine already
+		// running holds the values it started with and is left running.
+		jm.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New(absentSecretMessage(q.Namespace, absent)), at: absent.field}
+		return jm, nil
+	}
+
 	rctx, cancel := context.WithTimeout(ctx, j.budget)
 	snap, err := j.read(rctx, j.checkpoints, q, p)
 	overBudget := rctx.Err() != nil && ctx.Err() == nil
@@ -152,7 +171,8 @@ func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, erro
 		// Pods wait for their Secrets, and so does a query: `kubectl apply -f dir/` may
 		// create the query before the Secret. No engine runs until it exists; its creation
 		// reconciles the query at once.
-		jm.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New(missing.waiting()), revoked: true}
+		jm.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New(missing.waiting()), revoked: true,
+			at: field.NewPath("spec", "checkpoint", "store")}
 		return jm, nil
 	}
 	if errors.Is(err, errStoreRefused) {

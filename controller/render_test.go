@@ -192,6 +192,14 @@ func TestValidateSecretRefs(t *testing.T) {
 		{"caFile and caSecretName", base().EditSource("a", func(s *v1.Source) {
 			s.Kafka.TLS = &v1.KafkaTLS{CAFile: "/etc/ca.pem", CASecretName: "ca"}
 		}).Obj(), []string{"spec.sources[0].kafka.tls.caSecretName"}},
+		{"two registries, one variable", base().EditSource("a", func(s *v1.Source) {
+			s.Kafka.Format, s.Kafka.SchemaRegistry = v1.KafkaAvro, &v1.SchemaRegistry{URL: "https://r:8081", SecretName: "registry-a"}
+		}).EditSource("b", func(s *v1.Source) {
+			s.Kafka.Format, s.Kafka.SchemaRegistry = v1.KafkaAvro, &v1.SchemaRegistry{URL: "https://r:8081", SecretName: "registry-b"}
+		}).Obj(), []string{"spec.sources[1].kafka.schemaRegistry.secretName", "spec.sources[1].kafka.schemaRegistry.secretName"}},
+		{"registry caFile and caSecretName", base().EditSource("a", func(s *v1.Source) {
+			s.Kafka.Format, s.Kafka.SchemaRegistry = v1.KafkaAvro, &v1.SchemaRegistry{URL: "https://r:8081", CAFile: "/etc/ca.pem", CASecretName: "ca"}
+		}).Obj(), []string{"spec.sources[0].kafka.schemaRegistry.caSecretName"}},
 		{"certFile and clientSecretName", base().EditSource("b", func(s *v1.Source) {
 			s.Kafka.TLS = &v1.KafkaTLS{CertFile: "/etc/c.pem", KeyFile: "/etc/k.pem", ClientSecretName: "client"}
 		}).Obj(), []string{"spec.sources[1].kafka.tls.clientSecretName"}},

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"cmp"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
@@ -24,7 +26,8 @@ const (
 	WebhookHeadersDir = "/var/run/secrets/lockstep/webhook-headers"
 )
 
-// Keys of the Secrets the spec names: SASL credentials, a CA bundle, a kubernetes.io/tls pair.
+// Keys of the Secrets the spec names: credentials (Kafka SASL, a Schema Registry's basic
+// authentication), a CA bundle, a kubernetes.io/tls pair.
 const (
 	KeySASLUsername = "username"
 	KeySASLPassword = "password"
@@ -64,7 +67,8 @@ func secretDir(secret string) string { return path.Join(SecretsMountPath, secret
 
 // secretUses returns the Secret references of spec, in spec order, and points the file fields
 // of spec (the engine's copy) at the folders the Secrets are mounted in: a caSecretName sets
-// tls.caFile, a clientSecretName tls.certFile and tls.keyFile. Call it on a copy of the spec.
+// tls.caFile (schemaRegistry.caFile), a clientSecretName tls.certFile and tls.keyFile. Call
+// it on a copy of the spec.
 func secretUses(spec *v1.StreamingQuerySpec) []secretUse {
 	var uses []secretUse
 	kafka := func(p *field.Path, sasl *v1.KafkaSASL, t *v1.KafkaTLS) {
@@ -87,15 +91,33 @@ func secretUses(spec *v1.StreamingQuerySpec) []secretUse {
 			t.KeyFile = path.Join(secretDir(t.ClientSecretName), KeyTLSKey)
 		}
 	}
+	registry := func(p *field.Path, r *v1.SchemaRegistry) {
+		if r == nil {
+			return
+		}
+		p = p.Child("schemaRegistry")
+		if r.SecretName != "" {
+			uses = append(uses, secretUse{field: p.Child("secretName"), secret: r.SecretName, env: []secretEnv{
+				{name: cmp.Or(r.UsernameEnv, v1.DefaultSchemaRegistryUsernameEnv), key: KeySASLUsername},
+				{name: cmp.Or(r.PasswordEnv, v1.DefaultSchemaRegistryPasswordEnv), key: KeySASLPassword},
+			}})
+		}
+		if r.CASecretName != "" {
+			uses = append(uses, secretUse{field: p.Child("caSecretName"), secret: r.CASecretName, dir: secretDir(r.CASecretName)})
+			r.CAFile = path.Join(secretDir(r.CASecretName), KeyCA)
+		}
+	}
 	sources := field.NewPath("spec", "sources")
 	for i := range spec.Sources {
 		if k := spec.Sources[i].Kafka; k != nil {
 			kafka(sources.Index(i).Child("kafka"), k.SASL, k.TLS)
+			registry(sources.Index(i).Child("kafka"), k.SchemaRegistry)
 		}
 	}
 	sink := field.NewPath("spec", "sink")
 	if k := spec.Sink.Kafka; k != nil {
 		kafka(sink.Child("kafka"), k.SASL, k.TLS)
+		registry(sink.Child("kafka"), k.SchemaRegistry)
 	}
 	s3conn := func(p *field.Path, c *v1.S3Connection, name string) {
 		if c == nil || c.SecretName == "" {
@@ -132,6 +154,34 @@ func secretUses(spec *v1.StreamingQuerySpec) []secretUse {
 	return uses
 }
 
+// absentSecret returns the first reference of q's spec (secretUses) to a Secret that does not
+// exist in q's namespace, by the Secrets' metadata in c (the manager's cache, or the API);
+// nil when every one exists. It reads only metadata: a Secret without its keys still shows
+// only in the engine pod's state.
+func absentSecret(ctx context.Context, c client.Reader, q *v1.StreamingQuery) (*secretUse, error) {
+	seen := map[string]bool{}
+	for _, u := range secretUses(q.Spec.DeepCopy()) {
+		if seen[u.secret] {
+			continue
+		}
+		seen[u.secret] = true
+		version, err := secretVersion(ctx, c, q.Namespace, u.secret)
+		if err != nil {
+			return nil, err
+		}
+		if version == "" {
+			return &u, nil
+		}
+	}
+	return nil, nil
+}
+
+// absentSecretMessage says what a query waits for while the Secret of u is missing.
+func absentSecretMessage(namespace string, u *secretUse) string {
+	return fmt.Sprintf("Secret %s/%s, named by %s, does not exist: create it in the query's namespace; the engine runs once it does (one already running keeps what it started with)",
+		namespace, u.secret, u.field)
+}
+
 // storeSecretUse is the store's credentials Secret, from the query's namespace: the S3 keys
 // and an optional session token.
 func storeSecretUse(store *v1.CheckpointStore) secretUse {
@@ -165,13 +215,21 @@ func ValidateSecretRefs(q *v1.StreamingQuery) field.ErrorList {
 				"certFile or keyFile is set too: on Kubernetes the controller mounts clientSecretName and sets both itself; set one or the other"))
 		}
 	}
+	registry := func(p *field.Path, r *v1.SchemaRegistry) {
+		if r != nil && r.CASecretName != "" && r.CAFile != "" {
+			errs = append(errs, field.Invalid(p.Child("schemaRegistry", "caSecretName"), r.CASecretName,
+				"caFile is set too: on Kubernetes the controller mounts caSecretName and sets caFile itself; set one of them"))
+		}
+	}
 	for i := range q.Spec.Sources {
 		if k := q.Spec.Sources[i].Kafka; k != nil {
 			kafka(field.NewPath("spec", "sources").Index(i).Child("kafka"), k.TLS)
+			registry(field.NewPath("spec", "sources").Index(i).Child("kafka"), k.SchemaRegistry)
 		}
 	}
 	if k := q.Spec.Sink.Kafka; k != nil {
 		kafka(field.NewPath("spec", "sink", "kafka"), k.TLS)
+		registry(field.NewPath("spec", "sink", "kafka"), k.SchemaRegistry)
 	}
 
 	type filled struct {

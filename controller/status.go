@@ -210,7 +210,7 @@ func compatible(in statusInput) condition {
 	o := in.o
 	switch ref := in.refusal(); {
 	case ref != nil && ref.reason == v1.ReasonSecretMissing:
-		return condition{metav1.ConditionUnknown, ref.reason, "Not judged: the checkpoint is read once the store's credentials Secret exists"}
+		return condition{metav1.ConditionUnknown, ref.reason, "Not judged: the checkpoint is read once the Secret the Ready condition names exists"}
 	case ref != nil:
 		return condition{metav1.ConditionUnknown, ref.reason, "Not judged: the spec or its store is refused"}
 	case o.unreachable != nil:

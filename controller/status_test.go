@@ -338,7 +338,7 @@ func TestCompatible(t *testing.T) {
 			metav1.ConditionUnknown, v1.ReasonCheckpointUnreachable, "the running spec is kept"},
 		{"secret missing", in(func(in *statusInput) {
 			in.o.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New("Secret ns/s3 does not exist")}
-		}), metav1.ConditionUnknown, v1.ReasonSecretMissing, "once the store's credentials Secret exists"},
+		}), metav1.ConditionUnknown, v1.ReasonSecretMissing, "once the Secret the Ready condition names exists"},
 		{"spec refused", in(func(in *statusInput) { in.o.refusal = &refusal{reason: v1.ReasonInvalidSpec, err: errors.New("bad")} }),
 			metav1.ConditionUnknown, v1.ReasonInvalidSpec, "the spec or its store is refused"},
 		{"warnings of this generation kept", in(func(in *statusInput) { in.old = warned(2) }),

@@ -158,7 +158,7 @@ func (w *QueryWebhook) validate(ctx context.Context, q *v1.StreamingQuery) (admi
 		if r.reason == v1.ReasonSecretMissing {
 			// The controller judges the spec and starts the engine once the Secret exists;
 			// the status says what it waits for.
-			return admission.Warnings{"spec.checkpoint.store: " + r.err.Error() +
+			return admission.Warnings{r.at.String() + ": " + r.err.Error() +
 				"; the query was admitted without being judged against its checkpoint, which the controller does before the engine runs"}, nil
 		}
 		return nil, invalid(ctx, q, r.errs)

@@ -180,20 +180,29 @@ type KafkaSink struct {
 	// Topic receives the records.
 	// +kubebuilder:validation:MinLength=1
 	Topic string `json:"topic"`
-	// KeyColumn is an output column whose value, as a string, becomes the record key.
-	// Omitted: records have no key.
+	// KeyColumn is an output column whose value becomes the record key, in KeyFormat; a null
+	// value gives a record without a key. Omitted: records have no key.
 	// +optional
 	KeyColumn string `json:"keyColumn,omitempty"`
+	// KeyFormat is how KeyColumn's value is written: string (default: its text), json (its
+	// JSON value), avro (the Schema Registry wire format with a primitive schema of the
+	// column's type) or protobuf (the wire format with a message of one optional field named
+	// after the column), avro and protobuf registered under the subject <topic>-key before
+	// the first record; see docs/kafka.md. Needs keyColumn.
+	// +optional
+	// +kubebuilder:validation:Enum=string;json;avro;protobuf
+	KeyFormat KafkaFormat `json:"keyFormat,omitempty"`
 	// Format of the record values: json (default) or avro (the Schema Registry wire format,
 	// with a value schema derived from the output columns and registered under
 	// schemaRegistry's subject before the first record; see docs/kafka.md) or protobuf (the
-	// same with a proto3 message).
+	// same with a proto3 message) or jsonSchema (the json encoding in the wire format, with a
+	// JSON Schema derived from the output columns).
 	// +optional
 	// +kubebuilder:default=json
-	// +kubebuilder:validation:Enum=json;avro;protobuf
+	// +kubebuilder:validation:Enum=json;avro;protobuf;jsonSchema
 	Format KafkaFormat `json:"format,omitempty"`
-	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf;
-	// required with them, not allowed with json.
+	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro, protobuf and jsonSchema
+	// (of the values or the keys); required with them, not allowed otherwise.
 	// +optional
 	SchemaRegistry *SchemaRegistry `json:"schemaRegistry,omitempty"`
 	// ExactlyOnce produces each batch in one Kafka transaction whose transactional id derives

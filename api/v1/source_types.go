@@ -135,13 +135,23 @@ type KafkaSource struct {
 	// raw (the value as a string column named value; no schema) or avro (the Schema Registry
 	// wire format: each record decoded with its writer schema, fetched by id from
 	// schemaRegistry, and resolved to the schema's columns; see docs/kafka.md) or protobuf (the
-	// same with Protobuf schemas and message indexes).
+	// same with Protobuf schemas and message indexes) or jsonSchema (JSON objects in the wire
+	// format, their schema ids checked with the registry, read like json).
 	// +optional
 	// +kubebuilder:default=json
-	// +kubebuilder:validation:Enum=json;csv;raw;avro;protobuf
+	// +kubebuilder:validation:Enum=json;csv;raw;avro;protobuf;jsonSchema
 	Format KafkaFormat `json:"format,omitempty"`
-	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro and protobuf;
-	// required with them, not allowed with the other formats.
+	// KeyFormat is how record keys are read into the _key column: string (default: the key's
+	// bytes as a string), json (a JSON string as its text, any other JSON value as compact
+	// JSON text), avro or protobuf (the Schema Registry wire format, each key decoded with its
+	// writer schema by id: a primitive as its text, a record or message as JSON text, a
+	// message of one field as that field's text; see docs/kafka.md). A key that cannot be
+	// decoded makes the record malformed.
+	// +optional
+	// +kubebuilder:validation:Enum=string;json;avro;protobuf
+	KeyFormat KafkaFormat `json:"keyFormat,omitempty"`
+	// SchemaRegistry is the Confluent-compatible Schema Registry of formats avro, protobuf and jsonSchema
+	// (of the values or the keys); required with them, not allowed otherwise.
 	// +optional
 	SchemaRegistry *SchemaRegistry `json:"schemaRegistry,omitempty"`
 	// SASL authenticates to the brokers. Omitted: no authentication.
@@ -172,10 +182,17 @@ const (
 	// KafkaProtobuf is Protobuf in the Schema Registry wire format: a zero byte, the schema's
 	// id, the message indexes (which message of the schema's file), the Protobuf encoding.
 	KafkaProtobuf KafkaFormat = "protobuf"
+	// KafkaJSONSchema is a JSON object in the Schema Registry wire format: a zero byte, the
+	// id of its JSON Schema, the JSON text (Confluent's JSON Schema serializer).
+	KafkaJSONSchema KafkaFormat = "jsonSchema"
+	// KafkaKeyString is the default key format: the key's bytes are a string (keys only).
+	KafkaKeyString KafkaFormat = "string"
 )
 
 // UsesSchemaRegistry reports whether records of format f carry Schema Registry ids.
-func (f KafkaFormat) UsesSchemaRegistry() bool { return f == KafkaAvro || f == KafkaProtobuf }
+func (f KafkaFormat) UsesSchemaRegistry() bool {
+	return f == KafkaAvro || f == KafkaProtobuf || f == KafkaJSONSchema
+}
 
 // SchemaRegistry reaches a Schema Registry with the Confluent REST API (Confluent's, Apicurio's
 // ccompat API, Redpanda's, Karapace). Credentials never sit in the spec: the engine reads them

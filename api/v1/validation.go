@@ -176,11 +176,12 @@ func (k *KafkaSource) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("maxOffsetsPerTrigger"), *k.MaxOffsetsPerTrigger, "must be at least 1"))
 	}
 	switch k.Format {
-	case "", KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf:
+	case "", KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf, KafkaJSONSchema:
 	default:
-		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf}))
+		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf, KafkaJSONSchema}))
 	}
-	errs = append(errs, validateSchemaRegistry(p, k.Format, k.SchemaRegistry)...)
+	errs = append(errs, validateKeyFormat(p.Child("keyFormat"), k.KeyFormat)...)
+	errs = append(errs, validateSchemaRegistry(p, k.Format, k.KeyFormat, k.SchemaRegistry)...)
 	if r := k.SchemaRegistry; r != nil && r.Version != nil {
 		errs = append(errs, field.Forbidden(p.Child("schemaRegistry", "version"), "a source reads each record by the schema id it carries; version pins a sink's schema"))
 	}
@@ -234,15 +235,26 @@ func (k *KafkaSource) validateStartingOffsets(p *field.Path) field.ErrorList {
 	return errs
 }
 
+// validateKeyFormat checks a Kafka source's or sink's keyFormat.
+func validateKeyFormat(p *field.Path, f KafkaFormat) field.ErrorList {
+	switch f {
+	case "", KafkaKeyString, KafkaJSON, KafkaAvro, KafkaProtobuf:
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(p, f, []KafkaFormat{KafkaKeyString, KafkaJSON, KafkaAvro, KafkaProtobuf})}
+}
+
 // validateSchemaRegistry checks that a Kafka source's or sink's schemaRegistry is set exactly
-// when its format needs one (avro, protobuf).
-func validateSchemaRegistry(p *field.Path, format KafkaFormat, r *SchemaRegistry) field.ErrorList {
+// when its value or key format needs one (avro, protobuf).
+func validateSchemaRegistry(p *field.Path, format, keyFormat KafkaFormat, r *SchemaRegistry) field.ErrorList {
 	rp := p.Child("schemaRegistry")
 	switch {
 	case format.UsesSchemaRegistry() && r == nil:
 		return field.ErrorList{field.Required(rp, fmt.Sprintf("format %s reads schemas from a Schema Registry: set schemaRegistry.url", format))}
-	case !format.UsesSchemaRegistry() && r != nil:
-		return field.ErrorList{field.Forbidden(rp, fmt.Sprintf("format %s uses no Schema Registry", format))}
+	case keyFormat.UsesSchemaRegistry() && r == nil:
+		return field.ErrorList{field.Required(rp, fmt.Sprintf("keyFormat %s reads schemas from a Schema Registry: set schemaRegistry.url", keyFormat))}
+	case !format.UsesSchemaRegistry() && !keyFormat.UsesSchemaRegistry() && r != nil:
+		return field.ErrorList{field.Forbidden(rp, fmt.Sprintf("format %s uses no Schema Registry, nor does the key", format))}
 	case r == nil:
 		return nil
 	}
@@ -373,11 +385,15 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.Er
 			errs = append(errs, out.column(kp.Child("keyColumn"), ks.KeyColumn)...)
 		}
 		switch ks.Format {
-		case "", KafkaJSON, KafkaAvro, KafkaProtobuf:
+		case "", KafkaJSON, KafkaAvro, KafkaProtobuf, KafkaJSONSchema:
 		default:
-			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON, KafkaAvro, KafkaProtobuf}))
+			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON, KafkaAvro, KafkaProtobuf, KafkaJSONSchema}))
 		}
-		errs = append(errs, validateSchemaRegistry(kp, ks.Format, ks.SchemaRegistry)...)
+		errs = append(errs, validateKeyFormat(kp.Child("keyFormat"), ks.KeyFormat)...)
+		if ks.KeyFormat != "" && ks.KeyFormat != KafkaKeyString && ks.KeyColumn == "" {
+			errs = append(errs, field.Required(kp.Child("keyColumn"), fmt.Sprintf("keyFormat %s formats the key column: name it", ks.KeyFormat)))
+		}
+		errs = append(errs, validateSchemaRegistry(kp, ks.Format, ks.KeyFormat, ks.SchemaRegistry)...)
 		errs = append(errs, ks.SASL.validate(kp.Child("sasl"))...)
 		errs = append(errs, ks.TLS.validate(kp.Child("tls"))...)
 	}

@@ -464,6 +464,29 @@ func TestValidate(t *testing.T) {
 			want: field.ErrorList{field.Forbidden(sink.Child("kafka", "schemaRegistry"), "")},
 		},
 		{
+			name:  "kafka sink avro key without a key column or a schema registry",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyFormat: v1.KafkaAvro}}),
+			want: field.ErrorList{
+				field.Required(sink.Child("kafka", "keyColumn"), ""),
+				field.Required(sink.Child("kafka", "schemaRegistry"), ""),
+			},
+		},
+		{
+			name: "kafka sink json values, an avro key and a schema registry",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "order_id", KeyFormat: v1.KafkaAvro,
+				SchemaRegistry: &v1.SchemaRegistry{URL: "http://r:8081"}}}),
+		},
+		{
+			name:  "kafka sink jsonSchema without a schema registry",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaJSONSchema}}),
+			want:  field.ErrorList{field.Required(sink.Child("kafka", "schemaRegistry"), "")},
+		},
+		{
+			name:  "kafka sink key format csv",
+			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "order_id", KeyFormat: v1.KafkaCSV}}),
+			want:  field.ErrorList{field.NotSupported(sink.Child("kafka", "keyFormat"), v1.KafkaCSV, []v1.KafkaFormat{})},
+		},
+		{
 			name: "kafka sink protobuf with a bad registry URL",
 			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaProtobuf,
 				SchemaRegistry: &v1.SchemaRegistry{URL: "registry:8081"}}}),

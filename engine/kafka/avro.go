@@ -39,10 +39,12 @@ func newRegistryClient(spec *v1.SchemaRegistry, getenv func(string) string) (*sr
 		passEnv = v1.DefaultSchemaRegistryPasswordEnv
 	}
 	opts := []sr.ClientOpt{sr.URLs(spec.URL)}
-	if user := getenv(userEnv); user != "" {
+	user := getenv(userEnv)
+	if user != "" {
 		opts = append(opts, sr.BasicAuth(user, getenv(passEnv)))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	auth := &registryAuth{base: tr, userEnv: userEnv, passEnv: passEnv, withUser: user != ""}
 	if spec.CAFile != "" {
 		pemCA, err := os.ReadFile(spec.CAFile)
 		if err != nil {
@@ -54,12 +56,37 @@ func newRegistryClient(spec *v1.SchemaRegistry, getenv func(string) string) (*sr
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	opts = append(opts, sr.HTTPClient(&http.Client{Transport: tr, Timeout: registryTimeout}))
+	opts = append(opts, sr.HTTPClient(&http.Client{Transport: auth, Timeout: registryTimeout}))
 	cl, err := sr.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("schemaRegistry: %w", err)
 	}
 	return cl, nil
+}
+
+// registryAuth turns the registry's 401 and 403 answers, which carry no body the registry
+// client could quote (it says "no response"), into an error that says which credentials
+// the engine used: the variables, never their values.
+type registryAuth struct {
+	base             http.RoundTripper
+	userEnv, passEnv string
+	withUser         bool
+}
+
+func (a *registryAuth) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := a.base.RoundTrip(req)
+	if err != nil || resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
+		return resp, err
+	}
+	resp.Body.Close()
+	switch {
+	case !a.withUser:
+		return nil, fmt.Errorf("the schema registry answered %s without credentials: $%s is unset (on Kubernetes, set schemaRegistry.secretName)", resp.Status, a.userEnv)
+	case resp.StatusCode == http.StatusUnauthorized:
+		return nil, fmt.Errorf("the schema registry answered %s: it refused the user in $%s with the password in $%s", resp.Status, a.userEnv, a.passEnv)
+	default:
+		return nil, fmt.Errorf("the schema registry answered %s: the user in $%s may not %s %s", resp.Status, a.userEnv, req.Method, req.URL.Path)
+	}
 }
 
 // valueSubject is the subject of a topic's value schema: spec's, or <topic>-value (the
@@ -92,6 +119,9 @@ type avroPlan struct {
 	unions [][]bool   // per column and step of its path: the field's type is a union
 	scales []int      // per column: a decimal field's scale
 	err    error      // why the writer schema cannot fill the columns
+	// flat decodes a record of primitive fields without the generic reader; nil for
+	// other schemas (see newFlatPlan).
+	flat []flatField
 }
 
 func newAvroDecoder(cl *sr.Client, cols v1.Columns) *avroDecoder {
@@ -108,6 +138,13 @@ func (d *avroDecoder) decode(value []byte, row []any, vals *box.Slab) error {
 	p, err := d.plan(id)
 	if err != nil {
 		return err
+	}
+	if p.flat != nil {
+		if err := decodeFlat(p.flat, rest, row[:len(d.cols)], vals); err != nil {
+			clear(row[:len(d.cols)])
+			return fmt.Errorf("avro (writer schema %d): %w", id, err)
+		}
+		return nil
 	}
 	r := avro.NewReader(nil, 0).Reset(rest)
 	rec, _ := r.ReadNext(p.schema).(map[string]any)
@@ -179,6 +216,9 @@ func newAvroPlan(s sr.Schema, cols v1.Columns) *avroPlan {
 		p.paths[i] = path
 	}
 	p.err = errors.Join(errs...)
+	if p.err == nil {
+		p.flat = newFlatPlan(schema, p.paths, cols)
+	}
 	return p
 }
 
@@ -355,7 +395,11 @@ func checkLatest(ctx context.Context, cl *sr.Client, subject string, cols v1.Col
 	}
 	var errs []error
 	missing := func(i int) { errs = append(errs, fmt.Errorf("column %s: no field %s", cols[i].Name, cols[i].Name)) }
-	if s.Type == sr.TypeProtobuf {
+	if s.Type == sr.TypeJSON {
+		if err := jsonSchemaFits(s.Schema.Schema, cols); err != nil {
+			errs = append(errs, err)
+		}
+	} else if s.Type == sr.TypeProtobuf {
 		f, err := compileProto(ctx, s.Schema.Schema)
 		if err != nil || f.Messages().Len() == 0 {
 			return fmt.Errorf("schema registry: latest schema of subject %s: %v", subject, err)
@@ -618,6 +662,13 @@ func newValueEncoder(ctx context.Context, cl *sr.Client, f v1.KafkaFormat, spec 
 			return nil, err
 		}
 		return newProtoEncoder(ctx, id, subject, cols)
+	}
+	if f == v1.KafkaJSONSchema {
+		id, err := registerJSONSchema(ctx, cl, subject, cols)
+		if err != nil {
+			return nil, err
+		}
+		return newJSONSchemaEncoder(id, cols)
 	}
 	id, err := registerAvro(ctx, cl, subject, cols)
 	if err != nil {

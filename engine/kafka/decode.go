@@ -18,8 +18,9 @@ type decoder struct {
 	format v1.KafkaFormat
 	cols   v1.Columns
 	dec    *codec.Decoder
-	avro   *avroDecoder  // format avro
-	proto  *protoDecoder // format protobuf
+	avro   *avroDecoder       // format avro
+	proto  *protoDecoder      // format protobuf
+	json   *jsonSchemaDecoder // format jsonSchema
 }
 
 func newDecoder(format v1.KafkaFormat, cols v1.Columns) *decoder {
@@ -40,6 +41,8 @@ func (d *decoder) decode(value []byte, row []any, vals *box.Slab) error {
 		return d.avro.decode(value, row, vals)
 	case v1.KafkaProtobuf:
 		return d.proto.decode(value, row, vals)
+	case v1.KafkaJSONSchema:
+		return d.json.decode(value, row, vals)
 	default:
 		return d.dec.DecodeJSON(value, row, vals)
 	}

@@ -23,16 +23,24 @@ func pinnedEncoder(ctx context.Context, cl *sr.Client, f v1.KafkaFormat, subject
 		return nil, fmt.Errorf("schema registry: subject %s version %d: %w", subject, version, err)
 	}
 	want := sr.TypeAvro
-	if f == v1.KafkaProtobuf {
+	switch f {
+	case v1.KafkaProtobuf:
 		want = sr.TypeProtobuf
+	case v1.KafkaJSONSchema:
+		want = sr.TypeJSON
 	}
 	if s.Type != want {
 		return nil, fmt.Errorf("schema registry: subject %s version %d is a %s schema, the sink writes %s", subject, version, s.Type, f)
 	}
 	var enc valueEncoder
-	if f == v1.KafkaProtobuf {
+	switch f {
+	case v1.KafkaProtobuf:
 		enc, err = pinnedProto(ctx, s.ID, s.Schema.Schema, cols)
-	} else {
+	case v1.KafkaJSONSchema:
+		if err = jsonSchemaFits(s.Schema.Schema, cols); err == nil {
+			enc, err = newJSONSchemaEncoder(s.ID, cols)
+		}
+	default:
 		enc, err = pinnedAvro(s.ID, s.Schema.Schema, cols)
 	}
 	if err != nil {

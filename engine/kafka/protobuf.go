@@ -97,10 +97,23 @@ func (d *protoDecoder) decode(value []byte, row []any, vals *box.Slab) error {
 	return nil
 }
 
-// plan returns the plan of message index in writer schema id.
-func (d *protoDecoder) plan(id int, index []int) (*protoPlan, error) {
+// message returns the descriptor of message index in writer schema id.
+func (d *protoDecoder) message(id int, index []int) (protoreflect.MessageDescriptor, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	s, err := d.file(id)
+	if err != nil {
+		return nil, err
+	}
+	md, err := protoMessage(s.file, index)
+	if err != nil {
+		return nil, fmt.Errorf("writer schema %d: %w", id, err)
+	}
+	return md, nil
+}
+
+// file returns writer schema id, compiled; d.mu is held.
+func (d *protoDecoder) file(id int) (*protoSchema, error) {
 	s, ok := d.files[id]
 	if !ok {
 		ctx, cancel := context.WithTimeout(context.Background(), registryTimeout)
@@ -119,6 +132,17 @@ func (d *protoDecoder) plan(id int, index []int) (*protoPlan, error) {
 	}
 	if s.err != nil {
 		return nil, fmt.Errorf("writer schema %d: %w", id, s.err)
+	}
+	return s, nil
+}
+
+// plan returns the plan of message index in writer schema id.
+func (d *protoDecoder) plan(id int, index []int) (*protoPlan, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s, err := d.file(id)
+	if err != nil {
+		return nil, err
 	}
 	md, err := protoMessage(s.file, index)
 	if err != nil {

@@ -74,8 +74,20 @@ func (s *Source) decode(slab *rowSlab, r *kgo.Record) fetched {
 		return f
 	}
 	n := len(s.dec.cols)
-	if r.Key != nil {
+	switch {
+	case r.Key == nil:
+	case s.key == nil:
 		row[n] = slab.boxes.Bytes(r.Key)
+	default:
+		text, null, err := s.key.text(r.Key)
+		if err != nil {
+			clear(row)
+			f.bad, f.rec = fmt.Errorf("key: %w", err), r
+			return f
+		}
+		if !null {
+			row[n] = slab.boxes.Bytes(text)
+		}
 	}
 	row[n+1] = slab.topic(r.Topic)
 	row[n+2] = slab.boxes.Int64(int64(r.Partition))

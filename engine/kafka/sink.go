@@ -72,6 +72,7 @@ type Sink struct {
 	cols        v1.Columns
 	key         int          // index of the key column, -1 for none
 	enc         valueEncoder // formats avro and protobuf: encodes values with the registered schema
+	keyEnc      keyEncoder   // encodes the key column's values in keyFormat; nil without a key column
 	exactlyOnce bool
 	log         *slog.Logger
 	reached     func(engine.Phase, int64)
@@ -132,17 +133,18 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	}
 	var registry *sr.Client
 	switch f := spec.Kafka.Format; f {
-	case "", v1.KafkaJSON:
-	case v1.KafkaAvro, v1.KafkaProtobuf:
+	case "", v1.KafkaJSON, v1.KafkaAvro, v1.KafkaProtobuf, v1.KafkaJSONSchema:
+	default:
+		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json, jsonSchema, avro or protobuf", f))
+	}
+	if f, kf := spec.Kafka.Format, spec.Kafka.KeyFormat; f.UsesSchemaRegistry() || kf.UsesSchemaRegistry() && s.key >= 0 {
 		if spec.Kafka.SchemaRegistry == nil {
-			errs = append(errs, fmt.Errorf("format %s needs schemaRegistry", f))
+			errs = append(errs, fmt.Errorf("format %s, keyFormat %s need schemaRegistry", f, kf))
 		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, o.env(env.Getenv)); err != nil {
 			errs = append(errs, err)
 		} else {
 			registry = cl
 		}
-	default:
-		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json, avro or protobuf", f))
 	}
 	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, o.env(env.Getenv), log)
 	if err != nil {
@@ -151,13 +153,20 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	if registry != nil {
+	if registry != nil && spec.Kafka.Format.UsesSchemaRegistry() {
 		// Before any record: a schema the subject's rule refuses stops the sink here.
 		enc, err := newValueEncoder(ctx, registry, spec.Kafka.Format, spec.Kafka.SchemaRegistry, valueSubject(spec.Kafka.SchemaRegistry, spec.Kafka.Topic), env.Columns)
 		if err != nil {
 			return nil, err
 		}
 		s.enc = enc
+	}
+	if s.key >= 0 {
+		enc, err := newKeyEncoder(ctx, registry, spec.Kafka.KeyFormat, spec.Kafka.SchemaRegistry, keySubject(spec.Kafka.Topic), env.Columns[s.key])
+		if err != nil {
+			return nil, err
+		}
+		s.keyEnc = enc
 	}
 	s.conn = c
 	s.base = append(c.opts,
@@ -347,7 +356,9 @@ func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error 
 				// A key that outgrows keys moves the rest to a new array;
 				// the keys already cut keep theirs.
 				start := len(c.keys)
-				c.keys = appendKey(c.keys, row[s.key])
+				if c.keys, err = s.keyEnc.append(c.keys, row[s.key]); err != nil {
+					return fmt.Errorf("encode the key of batch %d: %w", b.ID, err)
+				}
 				r.Key = c.keys[start:len(c.keys):len(c.keys)]
 			}
 			s.cl.Produce(ctx, r, c.promise)

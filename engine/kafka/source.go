@@ -112,10 +112,12 @@ type Source struct {
 	onMalformed v1.MalformedPolicy
 	deadLetter  blob.Folder
 	dec         *decoder
-	width       int // columns of a row: the record's and the metadata
-	store       checkpoint.Store
-	log         *slog.Logger
-	opts        options
+	// key decodes keys of a keyFormat other than string into _key; nil for string.
+	key   *keyDecoder
+	width int // columns of a row: the record's and the metadata
+	store checkpoint.Store
+	log   *slog.Logger
+	opts  options
 
 	cl        *kgo.Client
 	adm       *kadm.Client
@@ -162,16 +164,24 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		errs = append(errs, errors.New("a schema is required unless format is raw"))
 	}
 	s.dec = newDecoder(spec.Kafka.Format, cols)
-	var registry *sr.Client
-	if f := spec.Kafka.Format; f.UsesSchemaRegistry() {
+	var registry, keyRegistry *sr.Client
+	if f, kf := spec.Kafka.Format, spec.Kafka.KeyFormat; f.UsesSchemaRegistry() || kf.UsesSchemaRegistry() {
 		if spec.Kafka.SchemaRegistry == nil {
-			errs = append(errs, fmt.Errorf("format %s needs schemaRegistry", f))
+			errs = append(errs, fmt.Errorf("format %s, keyFormat %s need schemaRegistry", f, kf))
 		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, o.env(env.Getenv)); err != nil {
 			errs = append(errs, err)
-		} else {
+		} else if keyRegistry = cl; f.UsesSchemaRegistry() {
 			registry = cl
 			s.dec.avro, s.dec.proto = newAvroDecoder(cl, cols), newProtoDecoder(cl, cols)
+			s.dec.json = newJSONSchemaDecoder(cl, s.dec.dec)
 		}
+	}
+	switch kf := spec.Kafka.KeyFormat; kf {
+	case "", v1.KafkaKeyString:
+	case v1.KafkaJSON, v1.KafkaAvro, v1.KafkaProtobuf:
+		s.key = newKeyDecoder(kf, keyRegistry)
+	default:
+		errs = append(errs, fmt.Errorf("keyFormat %q: the Kafka source reads keys as string, json, avro or protobuf", kf))
 	}
 	s.width = len(cols) + len(v1.KafkaMetadataColumns())
 	if p := spec.Kafka.TopicPattern; p != "" {

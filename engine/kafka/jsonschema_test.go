@@ -1,0 +1,121 @@
+package kafka_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// TestJSONSchemaRoundTrip writes rows of every column type, nulls included, through the sink
+// in format jsonSchema and reads them back with the source in that format; the registry
+// holds the derived JSON Schema under <topic>-value. A record whose id is an Avro schema, and
+// one not in the wire format, follow onMalformed.
+func TestJSONSchemaRoundTrip(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	reg := testenv.SchemaRegistry(t)
+	topic := "jsonschema-roundtrip"
+	createTopic(t, brokers, topic, 1, nil)
+	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "price", Type: v1.TypeDouble},
+		{Name: "ok", Type: v1.TypeBoolean}, {Name: "at", Type: v1.TypeTimestamp}}
+	at := time.Date(2026, 3, 1, 12, 30, 0, 123456000, time.UTC)
+	rows := []engine.Row{
+		{"a", int64(1), 1.5, true, at},
+		{"b", int64(-7), -0.25, false, at.Add(time.Hour)},
+		{"c", nil, nil, nil, nil},
+	}
+	registry := &v1.SchemaRegistry{URL: reg.URL}
+	sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaJSONSchema, SchemaRegistry: registry}}
+	sk, err := kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), sinkSpec,
+		engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatalf("new sink: %v", err)
+	}
+	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
+	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+	cl := registryClient(t, reg)
+	latest, err := cl.SchemaByVersion(testContext(t), topic+"-value", -1)
+	if err != nil || latest.Type != sr.TypeJSON || !strings.Contains(latest.Schema.Schema, `"date-time"`) {
+		t.Fatalf("latest schema of %s-value = %+v, %v; want the derived JSON Schema", topic, latest, err)
+	}
+
+	// Records of other writers: an Avro schema's id, and no wire header.
+	avroSchema, err := cl.CreateSchema(testContext(t), topic+"-other", sr.Schema{Schema: `"string"`, Type: sr.TypeAvro})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h sr.ConfluentHeader
+	wrongID, err := h.AppendEncode(nil, avroSchema.ID, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(t, brokers,
+		&kgo.Record{Topic: topic, Value: append(wrongID, `{"id":"d"}`...)},
+		&kgo.Record{Topic: topic, Value: []byte(`{"id":"e"}`)})
+
+	spec := kafkaSpec(brokers, topic)
+	spec.Kafka.Format = v1.KafkaJSONSchema
+	spec.Kafka.SchemaRegistry = registry
+	spec.Schema = &v1.Schema{Columns: cols}
+	spec.OnMalformed = v1.MalformedSkip
+	res := readAll(t, newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg))))
+	var got []engine.Row
+	for _, r := range res.Rows {
+		got = append(got, slices.Clone(r[:len(cols)]))
+	}
+	if diff := cmp.Diff(rows, got); diff != "" || res.Malformed != 2 {
+		t.Fatalf("read %d malformed (want 2), rows (-written +read):\n%s", res.Malformed, diff)
+	}
+}
+
+// TestJSONSchemaSinkIncompatibleChange: under the subject's BACKWARD rule the registry
+// refuses a column whose type changed; the sink stops before any record, naming the subject,
+// the rule and the field. The start guard of a source names a column the latest schema lacks.
+func TestJSONSchemaSinkIncompatibleChange(t *testing.T) {
+	brokers := testenv.Kafka(t)
+	reg := testenv.SchemaRegistry(t)
+	topic := "jsonschema-incompatible"
+	createTopic(t, brokers, topic, 1, nil)
+	spec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaJSONSchema,
+		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL}}}
+	newSink := func(cols v1.Columns) (engine.Sink, error) {
+		return kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec,
+			engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
+	}
+	first, err := newSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.(*kafka.Sink).Close()
+	if rs := registryClient(t, reg).SetCompatibility(testContext(t), sr.SetCompatibility{Level: sr.CompatBackward}, topic+"-value"); rs[0].Err != nil {
+		t.Fatal(rs[0].Err)
+	}
+	_, err = newSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeString}})
+	var ie *kafka.IncompatibleSchemaError
+	if !errors.As(err, &ie) || ie.Subject != topic+"-value" || ie.Rule != "BACKWARD" || ie.Field != "n" {
+		t.Fatalf("new sink with n changed from long to string = %v, want an IncompatibleSchemaError for subject %s-value, BACKWARD, field n", err, topic)
+	}
+	t.Logf("the sink's error: %v", err)
+
+	src := kafkaSpec(brokers, topic)
+	src.Kafka.Format = v1.KafkaJSONSchema
+	src.Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: reg.URL}
+	src.Schema = &v1.Schema{Columns: v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "qty", Type: v1.TypeLong}}}
+	_, err = kafka.SourceWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), src, engine.SourceEnv{
+		Name: src.Name, QueryID: "q1", Store: sourceStore(t, t.TempDir()), Logger: testLogger(t)})
+	if err == nil || !strings.Contains(err.Error(), "column qty: no property qty") {
+		t.Fatalf("new source with a column the schema lacks = %v, want the start guard naming it", err)
+	}
+}
