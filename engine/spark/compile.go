@@ -264,6 +264,9 @@ func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source, mode string) 
 	default:
 		c.refuse(p.Child("format"), k.Format, "not compiled yet; use format raw")
 	}
+	if k.KeyFormat != "" && k.KeyFormat != v1.KafkaKeyString {
+		c.refuse(p.Child("keyFormat"), k.KeyFormat, "Spark reads _key as the key's bytes cast to a string; only keyFormat string is compiled")
+	}
 }
 
 // readSchema returns the reader's DDL schema and the projection into the spec's columns. With

@@ -39,6 +39,9 @@ func TestCheckRefuses(t *testing.T) {
 		{name: "double division in a select", spec: defaulted(files().Select(v1.Projection{Name: "x", Expr: "amount / 2.0"})), want: []string{"spec.transform[0].select[0].expr: Infinity"}},
 		{name: "count_distinct", spec: defaulted(files().Aggregate("", []v1.GroupKey{{Column: "id"}}, v1.Aggregation{Name: "n", Function: v1.AggCountDistinct, Column: "amount"}).OutputMode(v1.OutputUpdate)),
 			want: []string{"spec.transform[0].aggregate.aggregates[0].function: distinct"}},
+		{name: "a key format", spec: defaulted(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
+			EditSource("orders", func(s *v1.Source) { s.Kafka.KeyFormat = v1.KafkaJSON }).ConsoleSink()),
+			want: []string{"spec.sources[0].kafka.keyFormat: only keyFormat string"}},
 		{name: "source names one in Spark", spec: defaulted(qt.Make("q", "ns").FilesSource("a-b", "/in1", v1.FormatJSON, cols...).FilesSource("a_b", "/in2", v1.FormatJSON, cols...).ConsoleSink()),
 			want: []string{"spec.sources[1].name: one name"}},
 	}
