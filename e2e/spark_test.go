@@ -83,13 +83,14 @@ func (tn *tenant) sparkPods(name, component string) ([]corev1.Pod, string) {
 
 // TestSparkOnKubernetes runs a spark query with two executors, Kafka (a real broker) →
 // Delta on versitygw: the driver and both executors run as pods; the status shows committed
-// batches and the executors; a deleted executor is replaced and nothing is lost; a deleted
-// driver takes its executors with it and its successor resumes with the same query id; an
-// allowed change (the executor count) rolls the driver; a refused one (the state partitions
-// the checkpoint pins) is refused by kubectl apply and by terraform plan; suspend removes the
-// driver and its executors and resume reads on with the same query id; the Delta table, read
-// by DuckDB, holds every record once; deleting the query leaves no pod, service, role or
-// account behind.
+// batches and the executors; the engine port serves Lockstep's and Spark's metrics; a
+// deleted executor is replaced and nothing is lost; a deleted driver takes its executors
+// with it and its successor resumes with the same query id; an allowed change (the executor
+// count) rolls the driver; a refused one (the state partitions the checkpoint pins) is
+// refused by kubectl apply and by terraform plan; suspend removes the driver and its
+// executors and resume reads on with the same query id; the Delta table, read by DuckDB,
+// holds every record once; deleting the query leaves no pod, service, role or account
+// behind.
 func TestSparkOnKubernetes(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
@@ -193,6 +194,27 @@ spec:
 		t.Errorf("kubectl get sq:\n%s\nwant the Executors column at 2/2", out)
 	}
 	caughtUp("the first records are read")
+
+	// The engine port (the PodMonitor's) serves the query's metrics and Spark's: the
+	// driver's, and each executor's as its heartbeats report them.
+	tn.eventually("the driver's /metrics holds Lockstep's and Spark's metrics", func() error {
+		out, err := tn.tryKubectl(nil, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:%d/proxy/metrics", tn.ns, driver.Name, controller.HealthPort))
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{
+			`lockstep_batches_committed_total{namespace="` + tn.ns + `",query="orders"}`,
+			`lockstep_source_lag_records{namespace="` + tn.ns + `",query="orders",source="orders"} 0`,
+			`lockstep_spark_metrics_up{namespace="` + tn.ns + `",query="orders"} 1`,
+			"metrics_spark_driver_BlockManager_memory_",
+			`executor_id="1"`, `executor_id="2"`,
+		} {
+			if !strings.Contains(string(out), want) {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
 
 	// An executor lost: Spark asks for another and reruns its tasks.
 	tn.kubectl(nil, "-n", tn.ns, "delete", "pod", executors[0].Name, "--wait=false")
