@@ -136,7 +136,9 @@ func TestSparkOnKubernetes(t *testing.T) {
 		})
 	}
 
-	// manifest is the query with its executor count, state partitions and suspend.
+	// manifest is the query with its executor count, state partitions and suspend. Its
+	// progress timeout counts the driver's start (a JVM, executor pods) and first batch,
+	// which take more than the default 5 minutes on a 2-core machine loaded by other tests.
 	manifest := func(instances, partitions int, suspend bool) string {
 		return fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
@@ -160,6 +162,7 @@ spec:
   suspend: %t
   checkpoint: {store: %s}
   resources: {requests: {cpu: 100m, memory: 1280Mi}, limits: {memory: 1280Mi}}
+  engine: {progressTimeout: 15m}
 `, instances, broker, tn.location("tables/orders"), partitions, suspend, tn.store)
 	}
 
@@ -302,6 +305,7 @@ resource "lockstep_streaming_query" "orders" {
   state_store = { partitions = %d }
   checkpoint  = { store = %q }
   resources   = { requests = { cpu = "100m", memory = "1280Mi" }, limits = { memory = "1280Mi" } }
+  engine      = { progress_timeout = "15m" }
 }
 `, broker, tn.location("tables/orders"), partitions, tn.store)
 	}
