@@ -88,26 +88,28 @@ OVERLAY ?= config/default
 RELEASE ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/lockstep/Chart.yaml)
 # INSTALL_IMAGE is the controller's and engines' image in what render, install.yaml and deploy write.
 INSTALL_IMAGE ?= ghcr.io/lockstep-dev/lockstep:$(RELEASE)
+# SPARK_INSTALL_IMAGE runs spark queries' drivers and executors (make image-spark) in what they write.
+SPARK_INSTALL_IMAGE ?= ghcr.io/lockstep-dev/lockstep-spark:$(RELEASE)
 
-render: ## Print the install manifests of $(OVERLAY) with the image pinned to $(INSTALL_IMAGE).
-	@hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE)
+render: ## Print the install manifests of $(OVERLAY) with the images pinned to $(INSTALL_IMAGE) and $(SPARK_INSTALL_IMAGE).
+	@hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE) $(SPARK_INSTALL_IMAGE)
 
-install.yaml: ## Write bin/install.yaml, the release's manifests: config/default (cert-manager), image $(INSTALL_IMAGE).
+install.yaml: ## Write bin/install.yaml, the release's manifests: config/default (cert-manager), images $(INSTALL_IMAGE) and $(SPARK_INSTALL_IMAGE).
 	@mkdir -p bin
-	hack/install-manifests.sh config/default $(INSTALL_IMAGE) > bin/install.yaml
-	@echo "wrote bin/install.yaml for $(INSTALL_IMAGE)"
+	hack/install-manifests.sh config/default $(INSTALL_IMAGE) $(SPARK_INSTALL_IMAGE) > bin/install.yaml
+	@echo "wrote bin/install.yaml for $(INSTALL_IMAGE) and $(SPARK_INSTALL_IMAGE)"
 
 # deploy and undeploy change no tracked file and regenerate nothing: run `make manifests` first
 # when the markers changed.
 deploy: ## Install Lockstep into the current kubectl context (OVERLAY=config/dev without cert-manager).
-	hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE) | kubectl apply --server-side -f -
+	hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE) $(SPARK_INSTALL_IMAGE) | kubectl apply --server-side -f -
 
 # The queries and stores go first, while the controller still runs to release their
 # finalizers; then everything else, CRDs included.
 undeploy: ## Remove every StreamingQuery and CheckpointStore, then what deploy installed.
 	-kubectl delete streamingqueries --all --all-namespaces --timeout=5m
 	-kubectl delete checkpointstores --all --timeout=2m
-	hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE) | kubectl delete --ignore-not-found -f -
+	hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE) $(SPARK_INSTALL_IMAGE) | kubectl delete --ignore-not-found -f -
 
 # The Terraform provider, installed without a registry (docs/terraform/guides/install.md).
 # PROVIDER_VERSION is semver without the v: the newest v* tag, else 0.0.1 (Terraform skips 0.0.0).

@@ -182,6 +182,18 @@ func TestChartTemplate(t *testing.T) {
 		if engine != want {
 			t.Errorf("LOCKSTEP_ENGINE_IMAGE = %q, want %s", engine, want)
 		}
+		// Spark queries run Lockstep's Spark image of the same release, or engine.sparkImage.
+		if got, want := envOf(c, "LOCKSTEP_SPARK_IMAGE"), "ghcr.io/lockstep-dev/lockstep-spark:"+appVersion(t); got != want {
+			t.Errorf("LOCKSTEP_SPARK_IMAGE = %q, want %s", got, want)
+		}
+		out, err := helm(t, "template", release, "charts/"+chart, "--set", "engine.sparkImage=registry.example/spark:v9")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d = find[appsv1.Deployment](t, decode(t, out), "Deployment", "-controller")
+		if got := envOf(d.Spec.Template.Spec.Containers[0], "LOCKSTEP_SPARK_IMAGE"); got != "registry.example/spark:v9" {
+			t.Errorf("LOCKSTEP_SPARK_IMAGE with engine.sparkImage set = %q, want registry.example/spark:v9", got)
+		}
 		if _, err := helm(t, "template", release, "charts/"+chart, "--set", "image.tag=latest"); err == nil || !strings.Contains(err.Error(), "not latest") {
 			t.Errorf("helm template with image.tag=latest: error %v, want a refusal", err)
 		}
@@ -194,6 +206,10 @@ func TestChartTemplate(t *testing.T) {
 		}
 		if want := "newTag: " + appVersion(t); !strings.Contains(string(data), want) {
 			t.Errorf("config/manager/kustomization.yaml lacks %q: config/ and the chart must install the same release", want)
+		}
+		d := find[appsv1.Deployment](t, readObjects(t, "config/manager/manager.yaml"), "Deployment", "controller")
+		if got, want := envOf(d.Spec.Template.Spec.Containers[0], "LOCKSTEP_SPARK_IMAGE"), "ghcr.io/lockstep-dev/lockstep-spark:"+appVersion(t); got != want {
+			t.Errorf("config/manager/manager.yaml: LOCKSTEP_SPARK_IMAGE = %q, want %s, the Spark image of the chart's release", got, want)
 		}
 	})
 
@@ -346,7 +362,8 @@ func applyDryRun(t *testing.T, c client.Client, objs []*unstructured.Unstructure
 }
 
 // TestInstallManifests renders what `make install.yaml` writes: config/default with the
-// image pinned to the release, in the controller and for the engines, nowhere :latest.
+// image pinned to the release, in the controller and for the engines, and the Spark image of
+// the same release for spark queries; nowhere :latest.
 func TestInstallManifests(t *testing.T) {
 	kubectl := filepath.Join(testenv.ToolsDir(), "kubectl")
 	if _, err := os.Stat(kubectl); err != nil {
@@ -357,25 +374,18 @@ func TestInstallManifests(t *testing.T) {
 		kubectl = k
 	}
 	image := "ghcr.io/lockstep-dev/lockstep:" + appVersion(t)
-	cmd := exec.Command(filepath.Join(root(t), "hack", "install-manifests.sh"), "config/default", image)
-	cmd.Dir = root(t)
-	cmd.Env = append(os.Environ(), "KUSTOMIZE="+kubectl+" kustomize")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
-	}
+	out := render(t, kubectl, image)
 	if bytes.Contains(out, []byte(":latest")) {
 		t.Errorf("install manifests name a :latest image")
 	}
 	objs := decode(t, out)
 	d := find[appsv1.Deployment](t, objs, "Deployment", "-controller")
 	c := d.Spec.Template.Spec.Containers[0]
-	for _, e := range c.Env {
-		if e.Name == "LOCKSTEP_ENGINE_IMAGE" && e.Value != image {
-			t.Errorf("LOCKSTEP_ENGINE_IMAGE = %s, want %s", e.Value, image)
-		}
+	if got := envOf(c, "LOCKSTEP_ENGINE_IMAGE"); got != image {
+		t.Errorf("LOCKSTEP_ENGINE_IMAGE = %s, want %s", got, image)
+	}
+	if got, want := envOf(c, "LOCKSTEP_SPARK_IMAGE"), "ghcr.io/lockstep-dev/lockstep-spark:"+appVersion(t); got != want {
+		t.Errorf("LOCKSTEP_SPARK_IMAGE = %s, want %s", got, want)
 	}
 	if c.Image != image {
 		t.Errorf("controller image = %s, want %s", c.Image, image)
@@ -391,10 +401,49 @@ func TestInstallManifests(t *testing.T) {
 		t.Errorf("install manifests' store reader binding = %+v, want the store reader role for system:authenticated", reader)
 	}
 
-	// A moving tag is refused before anything is rendered.
-	bad := exec.Command(filepath.Join(root(t), "hack", "install-manifests.sh"), "config/default", "ghcr.io/lockstep-dev/lockstep:latest")
-	bad.Dir = root(t)
-	if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "not latest") {
-		t.Errorf("install-manifests.sh with :latest = %v, %s; want a refusal", err, out)
+	// The Spark image may be named apart (a mirror, a digest).
+	out = render(t, kubectl, image, "mirror.example/lockstep-spark@sha256:"+strings.Repeat("a", 64))
+	c = find[appsv1.Deployment](t, decode(t, out), "Deployment", "-controller").Spec.Template.Spec.Containers[0]
+	if got := envOf(c, "LOCKSTEP_SPARK_IMAGE"); got != "mirror.example/lockstep-spark@sha256:"+strings.Repeat("a", 64) {
+		t.Errorf("LOCKSTEP_SPARK_IMAGE with a Spark image given = %s", got)
 	}
+
+	// A moving tag is refused before anything is rendered, and so is a lockstep image pinned by
+	// digest without a Spark image (its digest cannot be derived).
+	for _, args := range [][]string{
+		{"ghcr.io/lockstep-dev/lockstep:latest"},
+		{image, "ghcr.io/lockstep-dev/lockstep-spark:latest"},
+		{"ghcr.io/lockstep-dev/lockstep@sha256:" + strings.Repeat("b", 64)},
+	} {
+		bad := exec.Command(filepath.Join(root(t), "hack", "install-manifests.sh"), append([]string{"config/default"}, args...)...)
+		bad.Dir = root(t)
+		if out, err := bad.CombinedOutput(); err == nil || !strings.Contains(string(out), "not latest") && !strings.Contains(string(out), "name the Spark image") {
+			t.Errorf("install-manifests.sh %v = %v, %s; want a refusal", args, err, out)
+		}
+	}
+}
+
+// render runs hack/install-manifests.sh on config/default with args (the images).
+func render(t *testing.T, kubectl string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(root(t), "hack", "install-manifests.sh"), append([]string{"config/default"}, args...)...)
+	cmd.Dir = root(t)
+	cmd.Env = append(os.Environ(), "KUSTOMIZE="+kubectl+" kustomize")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
+	}
+	return out
+}
+
+// envOf returns the value of the container's variable name, "" when it has none.
+func envOf(c corev1.Container, name string) string {
+	for _, e := range c.Env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
 }

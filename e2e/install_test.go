@@ -149,9 +149,18 @@ patches:
     - op: add
       path: /spec/template/spec/containers/0/imagePullPolicy
       value: Never
-    - op: add
-      path: /spec/template/spec/containers/0/env/-
-      value: {name: LOCKSTEP_SPARK_IMAGE, value: ` + sparkImageRef + `}
+- target: {kind: Deployment, name: ` + controllerDeployment + `}
+  patch: |-
+    apiVersion: apps/v1
+    kind: Deployment
+    metadata: {name: ` + controllerDeployment + `}
+    spec:
+      template:
+        spec:
+          containers:
+          - name: manager
+            env:
+            - {name: LOCKSTEP_SPARK_IMAGE, value: ` + sparkImageRef + `}
 `
 	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
 		return err

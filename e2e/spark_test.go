@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 	"github.com/lockstep-dev/lockstep/internal/sparkimage"
@@ -82,10 +83,14 @@ func (tn *tenant) sparkPods(name, component string) ([]corev1.Pod, string) {
 
 // TestSparkOnKubernetes runs a spark query with two executors, Kafka (a real broker) →
 // Delta on versitygw: the driver and both executors run as pods; the status shows committed
-// batches and the executors; a deleted executor is replaced and nothing is lost; a deleted
-// driver takes its executors with it and its successor resumes with the same query id; the
-// Delta table, read by DuckDB, holds every record once; deleting the query leaves no pod,
-// service, role or account behind.
+// batches and the executors; the engine port serves Lockstep's and Spark's metrics; a
+// deleted executor is replaced and nothing is lost; a deleted driver takes its executors
+// with it and its successor resumes with the same query id; an allowed change (the executor
+// count) rolls the driver; a refused one (the state partitions the checkpoint pins) is
+// refused by kubectl apply and by terraform plan; suspend removes the driver and its
+// executors and resume reads on with the same query id; the Delta table, read by DuckDB,
+// holds every record once; deleting the query leaves no pod, service, role or account
+// behind.
 func TestSparkOnKubernetes(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
@@ -131,8 +136,11 @@ func TestSparkOnKubernetes(t *testing.T) {
 		})
 	}
 
-	produce(40)
-	tn.apply(fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
+	// manifest is the query with its executor count, state partitions and suspend. Its
+	// progress timeout counts the driver's start (a JVM, executor pods) and first batch,
+	// which take more than the default 5 minutes on a 2-core machine loaded by other tests.
+	manifest := func(instances, partitions int, suspend bool) string {
+		return fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
 metadata: {name: orders}
 spec:
@@ -140,7 +148,7 @@ spec:
     spark:
       driver: {cores: 1, memory: 640Mi}
       executor: {cores: 1, memory: 512Mi}
-      instances: 2
+      instances: %d
       conf: {spark.kubernetes.executor.request.cores: 100m}
   sources:
   - name: orders
@@ -150,9 +158,16 @@ spec:
     delta: {path: %s}
   outputMode: append
   trigger: {processingTime: 2s}
+  stateStore: {partitions: %d}
+  suspend: %t
   checkpoint: {store: %s}
   resources: {requests: {cpu: 100m, memory: 1280Mi}, limits: {memory: 1280Mi}}
-`, broker, tn.location("tables/orders"), tn.store))
+  engine: {progressTimeout: 15m}
+`, instances, broker, tn.location("tables/orders"), partitions, suspend, tn.store)
+	}
+
+	produce(40)
+	tn.apply(manifest(2, 8, false))
 
 	var driver corev1.Pod
 	var executors []corev1.Pod
@@ -183,6 +198,27 @@ spec:
 	}
 	caughtUp("the first records are read")
 
+	// The engine port (the PodMonitor's) serves the query's metrics and Spark's: the
+	// driver's, and each executor's as its heartbeats report them.
+	tn.eventually("the driver's /metrics holds Lockstep's and Spark's metrics", func() error {
+		out, err := tn.tryKubectl(nil, "get", "--raw", fmt.Sprintf("/api/v1/namespaces/%s/pods/%s:%d/proxy/metrics", tn.ns, driver.Name, controller.HealthPort))
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{
+			`lockstep_batches_committed_total{namespace="` + tn.ns + `",query="orders"}`,
+			`lockstep_source_lag_records{namespace="` + tn.ns + `",query="orders",source="orders"} 0`,
+			`lockstep_spark_metrics_up{namespace="` + tn.ns + `",query="orders"} 1`,
+			"metrics_spark_driver_BlockManager_memory_",
+			`executor_id="1"`, `executor_id="2"`,
+		} {
+			if !strings.Contains(string(out), want) {
+				return fmt.Errorf("/metrics lacks %s", want)
+			}
+		}
+		return nil
+	})
+
 	// An executor lost: Spark asks for another and reruns its tasks.
 	tn.kubectl(nil, "-n", tn.ns, "delete", "pod", executors[0].Name, "--wait=false")
 	produce(40)
@@ -209,11 +245,106 @@ spec:
 				return fmt.Errorf("executor %s still belongs to %s", p.Name, metav1OwnerName(p))
 			}
 		}
+		driver = d[0]
 		return nil
 	})
 	caughtUp("the new driver reads on")
 	if got := tn.query("orders").Status.QueryID; got != id {
 		t.Errorf("query id %s after the driver was replaced, want %s", got, id)
+	}
+
+	// An allowed change (the executor count) rolls the driver: a new driver with one
+	// executor resumes the checkpoint.
+	tn.apply(manifest(1, 8, false))
+	produce(40)
+	tn.eventuallyWithin(10*time.Minute, "the change of executors rolls the driver", func() error {
+		d, seenD := tn.sparkPods("orders", "engine")
+		e, seenE := tn.sparkPods("orders", controller.ComponentSparkExecutor)
+		if len(d) != 1 || d[0].UID == driver.UID || len(e) != 1 || metav1OwnerName(e[0]) != d[0].Name {
+			return fmt.Errorf("driver pods: %s; executor pods: %s", seenD, seenE)
+		}
+		return nil
+	})
+	tn.eventually("the status counts 1 of 1 executor", func() error {
+		if e := tn.query("orders").Status.Executors; e == nil || e.Summary != "1/1" {
+			return fmt.Errorf("status.executors = %+v", e)
+		}
+		return nil
+	})
+	caughtUp("the rolled driver reads on")
+
+	// A refused change (the state partitions the checkpoint pins): kubectl apply and
+	// terraform plan refuse it, naming the rule.
+	if err := tn.tryApply(manifest(1, 16, false)); err == nil || !strings.Contains(err.Error(), "spec.stateStore.partitions") {
+		t.Errorf("kubectl apply of other state partitions: %v, want a refusal naming spec.stateStore.partitions", err)
+	}
+	if p := tn.query("orders").Spec.StateStore.Partitions; p != 8 {
+		t.Errorf("state partitions after the refused apply = %d, want 8", p)
+	}
+	tf := newTerraform(t, tn.in.node.Kubeconfig, tn.ns)
+	tfQuery := func(partitions int) string {
+		return fmt.Sprintf(`
+resource "lockstep_streaming_query" "orders" {
+  name = "orders"
+  runtime = {
+    spark = {
+      driver    = { cores = 1, memory = "640Mi" }
+      executor  = { cores = 1, memory = "512Mi" }
+      instances = 1
+      conf      = { "spark.kubernetes.executor.request.cores" = "100m" }
+    }
+  }
+  sources = [{
+    name   = "orders"
+    kafka  = { bootstrap_servers = [%q], topics = ["orders"], starting_offsets = "earliest", format = "json" }
+    schema = { columns = [{ name = "id", type = "long" }] }
+  }]
+  sink        = { delta = { path = %q } }
+  output_mode = "append"
+  trigger     = { processing_time = "2s" }
+  state_store = { partitions = %d }
+  checkpoint  = { store = %q }
+  resources   = { requests = { cpu = "100m", memory = "1280Mi" }, limits = { memory = "1280Mi" } }
+  engine      = { progress_timeout = "15m" }
+}
+`, broker, tn.location("tables/orders"), partitions, tn.store)
+	}
+	tf.write(tfQuery(8))
+	tf.must("init", "-input=false")
+	tf.must("import", "-input=false", "-lock=false", "lockstep_streaming_query.orders", tn.ns+"/orders")
+	tf.write(tfQuery(16))
+	if out, err := tf.run("plan", "-input=false", "-lock=false"); err == nil || !strings.Contains(out, "state-partitions") {
+		t.Errorf("terraform plan of other state partitions: %v, want a refusal naming the rule state-partitions:\n%s", err, out)
+	}
+	tf.must("state", "rm", "-lock=false", "lockstep_streaming_query.orders") // the query stays kubectl's
+
+	// Suspend: the driver and its executors go; resume: a new driver reads what was
+	// produced meanwhile, with the same query id.
+	tn.apply(manifest(1, 8, true))
+	tn.eventuallyWithin(5*time.Minute, "the suspended query has no pod", func() error {
+		q := tn.query("orders")
+		var pods corev1.PodList
+		if err := tn.in.c.List(ctx, &pods, client.InNamespace(tn.ns), client.MatchingLabels{controller.LabelQuery: "orders"}); err != nil {
+			return err
+		}
+		if q.Status.Phase != v1.PhaseSuspended || len(pods.Items) > 0 {
+			return fmt.Errorf("phase %s, %d pods", q.Status.Phase, len(pods.Items))
+		}
+		return nil
+	})
+	produce(40)
+	tn.apply(manifest(1, 8, false))
+	tn.eventuallyWithin(10*time.Minute, "the resumed query runs a driver and its executor", func() error {
+		d, seenD := tn.sparkPods("orders", "engine")
+		e, seenE := tn.sparkPods("orders", controller.ComponentSparkExecutor)
+		if len(d) != 1 || len(e) != 1 {
+			return fmt.Errorf("driver pods: %s; executor pods: %s", seenD, seenE)
+		}
+		return nil
+	})
+	caughtUp("the resumed query reads what was produced while it was suspended")
+	if got := tn.query("orders").Status.QueryID; got != id {
+		t.Errorf("query id %s after suspend and resume, want %s", got, id)
 	}
 
 	// The table, read by DuckDB: every record once.

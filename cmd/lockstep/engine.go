@@ -45,7 +45,8 @@ ends or the pod is stopped. It is 'lockstep run' for a pod:
     found) within the spec's progress timeout (spec.engine.progressTimeout; default three
     processingTime intervals, at least 5m), so that a liveness probe restarts a stuck
     engine; /readyz answers once the checkpoint is claimed and until a stop begins.
-  - The same port serves the query's Prometheus metrics at /metrics (docs/observability.md).
+  - The same port serves the query's Prometheus metrics at /metrics (docs/observability.md);
+    for a spark query, the Spark driver's and executors' metrics too (docs/spark.md).
   - SIGTERM stops after the current batch commits (set the pod's grace period long enough
     for a batch); a second SIGTERM exits at once (the next start replays that batch).
   - Before it exits the engine writes one line to --termination-message-path: the error, or
@@ -106,11 +107,20 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 		return "", err
 	}
 	health := newEngineHealth(log, clock.RealClock{}, obj.Spec.ProgressTimeout())
-	srv := newQueryServer(obj, "", metrics.WithProcessCollectors())
+	mopts := []metrics.Option{metrics.WithProcessCollectors()}
+	var ui sparkUI
+	if obj.Spec.Runtime.Spark != nil && cfg.healthAddr != "" {
+		// The driver's and executors' Spark metrics join the query's on the same port.
+		if ui, err = newSparkUI(obj); err != nil {
+			return "", err
+		}
+		mopts = append(mopts, ui.metrics)
+	}
+	srv := newQueryServer(obj, "", mopts...)
 	log = slog.New(srv.ring.LogHandler(log.Handler()))
 	var q engineQuery
 	if obj.Spec.Runtime.Spark != nil {
-		q, err = newSparkEngine(obj, cfg, log, append(observers{health}, srv.observers()...))
+		q, err = newSparkEngine(obj, cfg, ui.conf, log, append(observers{health}, srv.observers()...))
 	} else {
 		q, err = engine.New(obj, reg,
 			engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),

@@ -11,6 +11,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 )
 
@@ -24,11 +25,32 @@ type engineQuery interface {
 // sparkMaster is the Spark setting the controller's conf names the master by.
 const sparkMaster = "spark.master"
 
+// sparkUI is what a spark query's driver serves on its UI for the engine's port: the Spark
+// settings that turn it on (none when the UI stays off) and the metrics option that adds
+// what it serves to the query's metrics.
+type sparkUI struct {
+	conf    map[string]string
+	metrics metrics.Option
+}
+
+// newSparkUI returns the UI of obj's driver on a free port of 127.0.0.1 (spark.MetricsConf).
+func newSparkUI(obj *v1.StreamingQuery) (sparkUI, error) {
+	port, err := spark.FreePort()
+	if err != nil {
+		return sparkUI{}, err
+	}
+	return sparkUI{
+		conf:    spark.MetricsConf(port),
+		metrics: metrics.WithGatherer(spark.NewMetrics(port, obj.Namespace, obj.Name)),
+	}, nil
+}
+
 // newSparkEngine returns the driver of a spark query run by `lockstep engine`: the runner JVM
 // as a child, as `lockstep run --runtime spark` starts it, with the controller's Kubernetes
-// settings (cfg.sparkConf), the driver pod's name and IP, and S3A pointed at the
-// environment's S3 service. Spark's log goes to standard error, beside the engine's.
-func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, log *slog.Logger, obs engine.Observer) (engineQuery, error) {
+// settings (cfg.sparkConf), the driver pod's name and IP, S3A pointed at the environment's
+// S3 service, and uiConf (the driver's UI for the engine's /metrics) under them all. Spark's
+// log goes to standard error, beside the engine's.
+func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, uiConf map[string]string, log *slog.Logger, obs engine.Observer) (engineQuery, error) {
 	runner, err := spark.FindRunner()
 	if err != nil {
 		return nil, err
@@ -36,6 +58,11 @@ func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, log *slog.Logger, 
 	conf, master, err := sparkEngineConf(cfg.sparkConf, os.Getenv)
 	if err != nil {
 		return nil, err
+	}
+	for k, v := range uiConf {
+		if _, set := conf[k]; !set {
+			conf[k] = v
+		}
 	}
 	return spark.New(obj, spark.Options{
 		Runner:   runner,

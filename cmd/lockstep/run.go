@@ -123,10 +123,7 @@ func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, 
 		location = filepath.Join(".lockstep", "checkpoints", obj.Namespace, obj.Name)
 	}
 	if obj.Spec.Runtime.Name() == v1.RuntimeSpark {
-		if httpAddr != "" {
-			return withExitCode(exitInvalid, errors.New("--http is not served for the spark runtime yet"))
-		}
-		return runSpark(ctx, obj, file, location, progress, stdout, stderr)
+		return runSpark(ctx, obj, file, location, progress, httpAddr, stdout, stderr)
 	}
 	if err := refuseSparkCheckpoint(ctx, obj, location); err != nil {
 		return withExitCode(exitRefused, err)

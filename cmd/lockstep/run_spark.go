@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"strings"
+	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
@@ -29,21 +31,43 @@ func overrideRuntime(spec *v1.StreamingQuerySpec, runtime v1.RuntimeName) {
 }
 
 // runSpark runs the query on Spark: the same progress lines, exit codes and signals as the
-// built-in engine (docs/spark.md).
-func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progress string, stdout, stderr io.Writer) error {
+// built-in engine (docs/spark.md). With httpAddr it serves the query's page and metrics there,
+// the Spark driver's and executors' metrics included.
+func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progress, httpAddr string, stdout, stderr io.Writer) error {
 	runner, err := spark.FindRunner()
 	if err != nil {
 		return withExitCode(exitFailure, err)
 	}
 	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
-	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	var logs slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	var observer engine.Observer = obs
+	var srv *queryServer
+	var ui sparkUI
+	if httpAddr != "" {
+		if ui, err = newSparkUI(obj); err != nil {
+			return withExitCode(exitFailure, err)
+		}
+		srv = newQueryServer(obj, location, ui.metrics)
+		logs = srv.ring.LogHandler(logs)
+		mux := http.NewServeMux()
+		srv.register(mux)
+		addr, stop, err := serveHTTP(httpAddr, mux)
+		if err != nil {
+			return withExitCode(exitInvalid, fmt.Errorf("--http: %w", err))
+		}
+		defer stop()
+		obs.printf("lockstep: query page on http://%s/ (metrics at /metrics, Spark's included)", addr)
+		observer = append(observers{obs}, srv.observers()...)
+	}
+	logger := slog.New(logs)
 	q, err := spark.New(obj, spark.Options{
 		Location: location,
 		Runner:   runner,
-		Observer: obs,
+		Observer: observer,
 		Stdout:   stdout,
 		Guard:    compatGuard(logger),
 		Logger:   logger,
+		Conf:     ui.conf,
 	})
 	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
 		return withExitCode(exitInvalid, invalidSpec(file, ise))
@@ -58,6 +82,9 @@ func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progr
 		obs.note("exiting at once; the next run replays the interrupted batch")
 	})()
 	sum, err := q.Run(ctx)
+	if srv != nil {
+		srv.ring.Ended(time.Now(), err)
+	}
 	if err != nil {
 		if errors.Is(err, engine.ErrRefused) {
 			return withExitCode(exitRefused, err)

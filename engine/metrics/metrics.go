@@ -40,6 +40,8 @@ type Metrics struct {
 	// that a scrape is consistent with some batch's progress.
 	mu  sync.Mutex
 	reg *prometheus.Registry
+	// extra are WithGatherer's gatherers.
+	extra []prometheus.Gatherer
 
 	info                 *prometheus.GaugeVec
 	committed, replayed  prometheus.Counter
@@ -80,12 +82,23 @@ type Desc struct {
 // Option configures New.
 type Option func(*settings)
 
-type settings struct{ process bool }
+type settings struct {
+	process bool
+	extra   []prometheus.Gatherer
+}
 
 // WithProcessCollectors adds the Go runtime and process collectors (go_*,
 // process_*) to the registry, as a pod's /metrics usually has. Off by default
 // so that tests and `lockstep ui` export only the query's metrics.
 func WithProcessCollectors() Option { return func(s *settings) { s.process = true } }
+
+// WithGatherer adds g's metrics to every Gather (and so to Handler's pages), gathered
+// after the query's own and outside the lock that keeps those consistent: a Spark driver's
+// metrics (engine/spark.Metrics). An error of g fails the scrape, so g should report what
+// it cannot read as a metric instead.
+func WithGatherer(g prometheus.Gatherer) Option {
+	return func(s *settings) { s.extra = append(s.extra, g) }
+}
 
 // New returns the metrics of the query namespace/name on a registry of their
 // own; namespace and name become the labels namespace and query of every
@@ -102,7 +115,8 @@ func New(namespace, name string, opts ...Option) *Metrics {
 	var catalog []Desc
 	f := factory{reg: prometheus.WrapRegistererWith(prometheus.Labels{"namespace": namespace, "query": name}, reg), catalog: &catalog}
 	m := &Metrics{
-		reg: reg,
+		reg:   reg,
+		extra: s.extra,
 		info: f.gaugeVec("query_info", "The running query: its checkpoint's query id, delivery guarantee and trigger; always 1.",
 			"query_id", "guarantee", "trigger"),
 		committed: f.counter("batches_committed_total", "Batches committed by this process."),
@@ -164,8 +178,15 @@ func (m *Metrics) Catalog() []Desc { return slices.Clone(m.catalog) }
 // collectors on. Gather it through Metrics.Gather, which is consistent.
 func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
 
-// Gather gathers the registry between two batches.
+// Gather gathers the registry between two batches, then WithGatherer's gatherers.
 func (m *Metrics) Gather() ([]*dto.MetricFamily, error) {
+	if len(m.extra) == 0 {
+		return m.gatherOwn()
+	}
+	return append(prometheus.Gatherers{prometheus.GathererFunc(m.gatherOwn)}, m.extra...).Gather()
+}
+
+func (m *Metrics) gatherOwn() ([]*dto.MetricFamily, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.reg.Gather()

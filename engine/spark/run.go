@@ -387,7 +387,13 @@ type sparkProgress struct {
 	DurationMs             map[string]int64  `json:"durationMs"`
 	EventTime              map[string]string `json:"eventTime"`
 	StateOperators         []struct {
-		NumRowsTotal int64 `json:"numRowsTotal"`
+		OperatorName              string `json:"operatorName"`
+		NumRowsTotal              int64  `json:"numRowsTotal"`
+		NumRowsUpdated            int64  `json:"numRowsUpdated"`
+		NumRowsRemoved            int64  `json:"numRowsRemoved"`
+		NumRowsDroppedByWatermark int64  `json:"numRowsDroppedByWatermark"`
+		MemoryUsedBytes           int64  `json:"memoryUsedBytes"`
+		CommitTimeMs              int64  `json:"commitTimeMs"`
 	} `json:"stateOperators"`
 	Sources []struct {
 		Description  string          `json:"description"`
@@ -436,6 +442,17 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		if t, err := time.Parse(time.RFC3339Nano, wm); err == nil {
 			p.WatermarkMs = t.UnixMilli()
 		}
+	}
+	// Spark's state operators, for the state metrics; Spark names them by kind, numbered
+	// in the order of the plan when there are several.
+	for i, op := range sp.StateOperators {
+		name := op.OperatorName
+		if len(sp.StateOperators) > 1 {
+			name = fmt.Sprintf("%s-%d", op.OperatorName, i)
+		}
+		p.StateOperators = append(p.StateOperators, engine.StateOperatorProgress{Operator: name, Kind: op.OperatorName,
+			Version: sp.BatchID + 1, NumRowsTotal: op.NumRowsTotal, NumRowsUpdated: op.NumRowsUpdated, NumRowsRemoved: op.NumRowsRemoved,
+			NumRowsDroppedByWatermark: op.NumRowsDroppedByWatermark, MemoryUsedBytes: op.MemoryUsedBytes, CommitTimeMs: op.CommitTimeMs})
 	}
 	for i, s := range sp.Sources {
 		name := s.Description
