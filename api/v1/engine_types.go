@@ -53,7 +53,8 @@ type EngineSpec struct {
 	// ProgressTimeout is how long the engine may go without finishing a trigger (a batch
 	// committed, or no new data found) before its liveness probe fails and Kubernetes
 	// restarts it. Default: three processingTime intervals, at least 5m. Set it above the
-	// longest batch you expect: a batch that outlasts it is restarted, and replayed.
+	// longest batch you expect: a batch that outlasts it is restarted, and replayed. On the
+	// spark runtime the first trigger after a start gets 10m more, for the driver's start.
 	// +optional
 	ProgressTimeout Duration `json:"progressTimeout,omitempty"`
 }
@@ -71,4 +72,18 @@ func (s *StreamingQuerySpec) ProgressTimeout() time.Duration {
 		return d
 	}
 	return max(MinProgressTimeout, 3*s.Trigger.Interval())
+}
+
+// SparkStartGrace is what the first trigger of a spark-runtime engine may take beyond
+// [StreamingQuerySpec.ProgressTimeout]: the driver's JVM start, the executors' scheduling and
+// start, and Spark's planning of the first batch, which take minutes on a crowded cluster.
+const SparkStartGrace = 10 * time.Minute
+
+// StartTimeout returns how long the engine may go, from its start, before its first trigger
+// finishes: ProgressTimeout, plus [SparkStartGrace] on the spark runtime.
+func (s *StreamingQuerySpec) StartTimeout() time.Duration {
+	if s.Runtime.Spark != nil {
+		return s.ProgressTimeout() + SparkStartGrace
+	}
+	return s.ProgressTimeout()
 }

@@ -106,7 +106,7 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 	if err != nil {
 		return "", err
 	}
-	health := newEngineHealth(log, clock.RealClock{}, obj.Spec.ProgressTimeout())
+	health := newEngineHealth(log, clock.RealClock{}, obj.Spec.ProgressTimeout(), obj.Spec.StartTimeout())
 	mopts := []metrics.Option{metrics.WithProcessCollectors()}
 	var ui sparkUI
 	if obj.Spec.Runtime.Spark != nil && cfg.healthAddr != "" {
@@ -258,31 +258,40 @@ func postgresServer(sink *v1.Sink, getenv func(string) string) (compat.Option, s
 
 // engineHealth serves the health endpoint and logs progress; it is the run's Observer.
 // /healthz fails once no trigger has finished (a batch committed, or no new data found)
-// within bound since the last one or since the process started: the engine is stuck (a source
-// or sink that blocks, a deadlock), and the kubelet's liveness probe restarts it. /readyz
-// answers once the checkpoint is claimed and until a stop begins.
+// within bound since the last one, or within startBound since the process started: the engine
+// is stuck (a source or sink that blocks, a deadlock), and the kubelet's liveness probe
+// restarts it. /readyz answers once the checkpoint is claimed and until a stop begins.
 type engineHealth struct {
-	log      *slog.Logger
-	clock    clock.PassiveClock
-	bound    time.Duration
-	started  atomic.Bool
-	stopping atomic.Bool
+	log        *slog.Logger
+	clock      clock.PassiveClock
+	bound      time.Duration
+	startBound time.Duration
+	started    atomic.Bool
+	stopping   atomic.Bool
+	// triggered says whether a trigger has finished since the process started.
+	triggered atomic.Bool
 	// progress is when the engine last showed progress, in Unix nanoseconds.
 	progress atomic.Int64
 }
 
 var _ engine.IdleObserver = (*engineHealth)(nil)
 
-func newEngineHealth(log *slog.Logger, clk clock.PassiveClock, bound time.Duration) *engineHealth {
-	h := &engineHealth{log: log, clock: clk, bound: bound}
-	h.progressed(clk.Now())
+// newEngineHealth returns the health of an engine that started now: its first trigger must
+// finish within startBound (the spec's StartTimeout), every later one within bound.
+func newEngineHealth(log *slog.Logger, clk clock.PassiveClock, bound, startBound time.Duration) *engineHealth {
+	h := &engineHealth{log: log, clock: clk, bound: bound, startBound: max(bound, startBound)}
+	h.progress.Store(clk.Now().UnixNano())
 	return h
 }
 
-func (h *engineHealth) progressed(at time.Time) { h.progress.Store(at.UnixNano()) }
+// progressed records a finished trigger.
+func (h *engineHealth) progressed(at time.Time) {
+	h.progress.Store(at.UnixNano())
+	h.triggered.Store(true)
+}
 
 func (h *engineHealth) Started(s engine.Start) {
-	h.progressed(h.clock.Now())
+	h.progress.Store(h.clock.Now().UnixNano()) // the checkpoint is claimed: the start's bound counts from here
 	h.started.Store(true)
 	h.log.Info("Engine started", "queryId", s.QueryID, "checkpoint", s.Location, "nextBatch", s.NextBatch,
 		"replay", s.Replay, "new", s.New, "trigger", s.Trigger, "guarantee", s.Guarantee.String(),
@@ -300,11 +309,15 @@ func (h *engineHealth) Idle(at time.Time) { h.progressed(at) }
 // stuck says how long no trigger has finished when that is longer than the bound, else "".
 func (h *engineHealth) stuck() string {
 	since := h.clock.Since(time.Unix(0, h.progress.Load()))
-	if since <= h.bound {
-		return ""
+	switch {
+	case !h.triggered.Load() && since > h.startBound:
+		return fmt.Sprintf("no trigger finished in the %s since the engine started, more than the progress timeout (spec.engine.progressTimeout) and the start's grace allow (%s)",
+			since.Round(time.Second), h.startBound)
+	case h.triggered.Load() && since > h.bound:
+		return fmt.Sprintf("no trigger finished for %s, more than the progress timeout %s (spec.engine.progressTimeout)",
+			since.Round(time.Second), h.bound)
 	}
-	return fmt.Sprintf("no trigger finished for %s, more than the progress timeout %s (spec.engine.progressTimeout)",
-		since.Round(time.Second), h.bound)
+	return ""
 }
 
 // handler returns the health endpoint's handler; the query's page and metrics are added to it.

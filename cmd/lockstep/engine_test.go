@@ -17,6 +17,8 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
 )
 
@@ -31,7 +33,7 @@ func getHealthz(t *testing.T, h http.Handler) (int, string) {
 // trigger that found nothing new) and fails once none did within the bound.
 func TestHealthzFailsWithoutProgress(t *testing.T) {
 	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
-	h := newEngineHealth(slog.New(slog.DiscardHandler), clk, 5*time.Minute)
+	h := newEngineHealth(slog.New(slog.DiscardHandler), clk, 5*time.Minute, 5*time.Minute)
 	srv := h.handler()
 	step := func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
 
@@ -53,6 +55,41 @@ func TestHealthzFailsWithoutProgress(t *testing.T) {
 		if code, body := getHealthz(t, srv); code != tc.want {
 			t.Errorf("%s: /healthz = %d %q, want %d", tc.what, code, body, tc.want)
 		}
+	}
+}
+
+// TestHealthzGivesTheStartItsGrace: a spark-runtime engine's first trigger may take the
+// progress timeout plus the start's grace (the driver's JVM, the executors, the first batch's
+// planning); once a trigger finished, the progress timeout alone bounds the next.
+func TestHealthzGivesTheStartItsGrace(t *testing.T) {
+	spec := qt.Make("q", "ns").FilesSource("in", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString)).ConsoleSink().
+		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }).Spec()
+	if got, want := spec.StartTimeout(), spec.ProgressTimeout()+v1.SparkStartGrace; got != want {
+		t.Fatalf("StartTimeout = %s, want %s", got, want)
+	}
+	clk := clocktesting.NewFakePassiveClock(time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC))
+	h := newEngineHealth(slog.New(slog.DiscardHandler), clk, spec.ProgressTimeout(), spec.StartTimeout())
+	srv := h.handler()
+	step := func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
+	for _, tc := range []struct {
+		what string
+		act  func()
+		want int
+	}{
+		{"started", func() { h.Started(engine.Start{}) }, http.StatusOK},
+		{"the first batch planned for 14m", func() { step(14 * time.Minute) }, http.StatusOK},
+		{"the first batch commits", func() { h.Committed(engine.Progress{}) }, http.StatusOK},
+		{"nothing for 5m01s after it", func() { step(5*time.Minute + time.Second) }, http.StatusServiceUnavailable},
+	} {
+		tc.act()
+		if code, body := getHealthz(t, srv); code != tc.want {
+			t.Errorf("%s: /healthz = %d %q, want %d", tc.what, code, body, tc.want)
+		}
+	}
+	h = newEngineHealth(slog.New(slog.DiscardHandler), clk, spec.ProgressTimeout(), spec.StartTimeout())
+	step(spec.StartTimeout() + time.Second)
+	if code, body := getHealthz(t, h.handler()); code != http.StatusServiceUnavailable || !strings.Contains(body, "grace") {
+		t.Errorf("no trigger beyond the start's bound: /healthz = %d %q, want 503 naming the grace", code, body)
 	}
 }
 
