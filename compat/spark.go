@@ -63,6 +63,26 @@ func ShapeOfSpark(c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec, opts ...
 	return sh, inf, nil
 }
 
+// CheckSpark judges spec against the Spark checkpoint c, a checkpoint that a Spark job
+// Lockstep did not start wrote: Check against the shape ShapeOfSpark infers, with FromSpark.
+// `lockstep plan --checkpoint`, the admission webhook and the spark runtime before it adopts
+// such a checkpoint all judge it so. A checkpoint that has planned no batch records nothing to
+// judge against: the spec is judged as a fresh start, and the Inference is nil. The error is
+// ShapeOf's, for a spec it cannot read.
+func CheckSpark(c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec, opts ...Option) (Verdict, *Inference, error) {
+	if c.Latest == nil {
+		if _, err := ShapeOf(spec, opts...); err != nil {
+			return Verdict{}, nil, err
+		}
+		return Check(Shape{}, spec, opts...), nil, nil
+	}
+	old, inf, err := ShapeOfSpark(c, spec, opts...)
+	if err != nil {
+		return Verdict{}, nil, err
+	}
+	return Check(old, spec, append(slices.Clone(opts), FromSpark(inf, len(c.Sources)))...), &inf, nil
+}
+
 // sparkSources infers the sources of the newest batch. Named sources (offsets v2) keep their
 // names; unnamed ones (v1) take the spec's names by position.
 func sparkSources(c *sparkckpt.Checkpoint, spec []SourceShape, inf *Inference) []SourceShape {
@@ -302,5 +322,20 @@ func checkSparkSourcePositions(c *change) []Finding {
 		Message: fmt.Sprintf("The Spark checkpoint names no sources and has %d; Spark matches sources to offsets by position and refuses to restart with %d.",
 			n, len(c.spec.Sources)),
 		Remedy: c.revertOrFresh(fmt.Sprintf("Keep exactly the checkpoint's %d sources, in their order", n)),
+	}}
+}
+
+func checkSparkUnnamedSources(c *change) []Finding {
+	n := c.out.positionalSources
+	if n == 0 || c.spec.Runtime.Spark == nil {
+		return nil
+	}
+	return []Finding{{
+		Severity: Rejected,
+		Path:     "spec.runtime.spark",
+		Old:      fmt.Sprintf("%d unnamed sources", n),
+		New:      "spark runtime",
+		Message: "The Spark checkpoint names no sources; the spark runtime names them, and Spark would then look for each source's log (its files read, its starting offsets) under sources/<name>, not where this checkpoint keeps it.",
+		Remedy: "Name the sources in the Spark job (DataStreamReader.name, with spark.sql.streaming.queryEvolution.enableSourceEvolution) and let it write a batch before Lockstep takes the checkpoint over, or start fresh at a new spec.checkpoint.location.",
 	}}
 }
