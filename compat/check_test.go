@@ -1458,7 +1458,7 @@ func (rc ruleCase) shapeOfOld(t *testing.T) compat.Shape {
 func (rc ruleCase) opts() []compat.Option {
 	opts := []compat.Option{compat.WithPostgresServer(rc.newServer)}
 	if rc.sparkSources > 0 {
-		opts = append(opts, compat.FromSpark(compat.Inference{Positional: true}, rc.sparkSources))
+		opts = append(opts, compat.FromSpark(compat.Inference{Positional: true, Unnamed: true}, rc.sparkSources))
 	}
 	return opts
 }
