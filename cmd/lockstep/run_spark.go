@@ -43,6 +43,7 @@ func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progr
 		Observer: obs,
 		Stdout:   stdout,
 		Guard:    compatGuard(logger),
+		Adopt:    sparkAdoptGuard(logger),
 		Logger:   logger,
 	})
 	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
