@@ -61,6 +61,7 @@ type ClaimOption func(*claimOptions)
 
 type claimOptions struct {
 	adopt bool
+	id    string
 	now   func() time.Time
 }
 
@@ -69,6 +70,12 @@ type claimOptions struct {
 // new owner continues where the old one stopped. Without it a different
 // owner is an *OwnerMismatchError.
 func Adopt() ClaimOption { return func(o *claimOptions) { o.adopt = true } }
+
+// WithQueryID sets the query id of the checkpoint Claim creates on an empty location: the
+// id of a checkpoint another program wrote beside it, which the new records continue (the
+// spark runtime adopting a Spark checkpoint keeps Spark's query id). It does not change the
+// id of an existing checkpoint. The default is a new random UUID.
+func WithQueryID(id string) ClaimOption { return func(o *claimOptions) { o.id = id } }
 
 // WithClock sets the clock that stamps the metadata of a new checkpoint and
 // times the writes of the _latest hint (see HintMaxAge). The default is
@@ -101,7 +108,11 @@ func Claim(ctx context.Context, s Store, owner Owner, opts ...ClaimOption) (*Che
 			if err != nil {
 				return nil, err
 			}
-			meta = Metadata{ID: uuid.NewString(), Owner: owner, FormatVersion: FormatVersion, CreatedAt: o.now().UTC().Truncate(time.Millisecond)}
+			id := o.id
+			if id == "" {
+				id = uuid.NewString()
+			}
+			meta = Metadata{ID: id, Owner: owner, FormatVersion: FormatVersion, CreatedAt: o.now().UTC().Truncate(time.Millisecond)}
 			err = s.Create(ctx, MetadataKey, encodeMetadata(meta))
 			if errors.Is(err, ErrExists) && attempt < 3 {
 				continue // another claim created it first: read and judge it

@@ -293,6 +293,27 @@ func TestClaimCreatesMetadata(t *testing.T) {
 	}
 }
 
+// TestClaimWithQueryID: a new checkpoint takes the given id (Spark's, when the spark runtime
+// adopts a Spark checkpoint); an existing one keeps its own.
+func TestClaimWithQueryID(t *testing.T) {
+	d := newDir(t)
+	const id = "0b5c8d7e-27a1-4c1f-9d5e-5c1b2a3d4e5f"
+	c, err := checkpoint.Claim(t.Context(), d, owner, checkpoint.WithQueryID(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Metadata().ID; got != id {
+		t.Errorf("new checkpoint's query id = %q, want %q", got, id)
+	}
+	c, err = checkpoint.Claim(t.Context(), d, owner, checkpoint.WithQueryID("another"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Metadata().ID; got != id {
+		t.Errorf("existing checkpoint's query id = %q, want %q kept", got, id)
+	}
+}
+
 func TestConcurrentClaimsAgreeOnTheQueryID(t *testing.T) {
 	d := newDir(t)
 	ids := make([]string, 8)

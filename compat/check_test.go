@@ -1383,7 +1383,16 @@ func ruleCases() []ruleCase {
 			old:          revenue().Spec(),
 			new:          revenue().Spec(),
 			sparkSources: 1,
-			passes:       []string{"spark-source-positions"},
+			passes:       []string{"spark-source-positions", "spark-unnamed-sources"},
+		},
+		{
+			name:         "spark-unnamed-sources/the spark runtime on a Spark checkpoint that names no sources",
+			old:          edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
+			new:          edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
+			sparkSources: 1,
+			want: []finding{
+				{Rule: "spark-unnamed-sources", Severity: compat.Rejected, Path: "spec.runtime.spark", Old: "1 unnamed sources", New: "spark runtime"},
+			},
 		},
 
 		// Settings.
@@ -1481,7 +1490,7 @@ func (rc ruleCase) shapeOfOld(t *testing.T) compat.Shape {
 func (rc ruleCase) opts() []compat.Option {
 	opts := []compat.Option{compat.WithPostgresServer(rc.newServer)}
 	if rc.sparkSources > 0 {
-		opts = append(opts, compat.FromSpark(compat.Inference{Positional: true}, rc.sparkSources))
+		opts = append(opts, compat.FromSpark(compat.Inference{Positional: true, Unnamed: true}, rc.sparkSources))
 	}
 	return opts
 }

@@ -46,11 +46,25 @@ func sparkRevenue() *sparkckpt.Checkpoint {
 
 func judgeSpark(t *testing.T, c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec) (compat.Verdict, compat.Inference) {
 	t.Helper()
-	old, inf, err := compat.ShapeOfSpark(c, spec)
+	v, inf, err := compat.CheckSpark(c, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return compat.Check(old, spec, compat.FromSpark(inf, len(c.Sources))), inf
+	if inf == nil {
+		t.Fatal("CheckSpark inferred nothing from a checkpoint with a planned batch")
+	}
+	return v, *inf
+}
+
+// TestCheckSparkWithoutBatch: a Spark checkpoint that planned no batch records nothing to judge
+// against; the spec is judged as a fresh start.
+func TestCheckSparkWithoutBatch(t *testing.T) {
+	c := sparkRevenue()
+	c.Latest, c.LatestCommit = nil, nil
+	v, inf, err := compat.CheckSpark(c, revenue().Spec())
+	if err != nil || inf != nil || v.Severity == compat.Rejected {
+		t.Errorf("CheckSpark of a checkpoint without batches = %v, %v, %v; want a fresh start's verdict", v.Severity, inf, err)
+	}
 }
 
 // TestSparkCheckpointTheSameQuery: the query that wrote the checkpoint is not rejected, and the

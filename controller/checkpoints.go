@@ -117,6 +117,20 @@ func (c checkpoints) open(ctx context.Context, namespace string, p placement, re
 	return openStore(ctx, p, sec, readOnly)
 }
 
+// readSpark reads the Spark checkpoint at the location of a spark query (Spark's own files,
+// beside its records), read-only; nil when Spark's files are not there.
+func (c checkpoints) readSpark(ctx context.Context, namespace string, p placement) (*sparkckpt.Checkpoint, error) {
+	p.records = ""
+	store, err := c.open(ctx, namespace, p, true)
+	if err != nil {
+		return nil, err
+	}
+	if ok, err := sparkckpt.IsSparkCheckpoint(ctx, store); err != nil || !ok {
+		return nil, err
+	}
+	return sparkckpt.Read(ctx, store)
+}
+
 // secretMissingError is a store's credentials Secret that does not exist (yet) in a query's
 // namespace. It is a refusal (errors.Is errStoreRefused) that ends when the Secret is
 // created: admission admits the query with a warning, and its status waits for the Secret.

@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/plan"
 )
@@ -25,7 +26,10 @@ import (
 //     the Secrets the spec names exist in its namespace (else it waits for them);
 //  4. the checkpoint at the location, read within budget;
 //  5. the checkpoint's owner;
-//  6. compat.Check of the spec against the shape the committed batches ran under.
+//  6. compat.Check of the spec against the shape the committed batches ran under; for a
+//     spark query whose records hold no committed batch, against a Spark checkpoint at the
+//     location (one a Spark job Lockstep did not start wrote) with compat.CheckSpark, as the
+//     engine judges it before it adopts it.
 //
 // What it finds is a judgement, data each caller renders in its own terms: admission as
 // denials with field paths and warnings, the reconciler as conditions and what the engine
@@ -165,6 +169,10 @@ func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, erro
 
 	rctx, cancel := context.WithTimeout(ctx, j.budget)
 	snap, err := j.read(rctx, j.checkpoints, q, p)
+	var spark *sparkckpt.Checkpoint
+	if err == nil && p.records != "" && !snap.shaped && snap.head.Committed == nil {
+		spark, err = j.checkpoints.readSpark(rctx, q.Namespace, p)
+	}
 	overBudget := rctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
@@ -195,6 +203,11 @@ func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, erro
 	}
 	pg, note := j.postgres(ctx, q)
 	v := compat.Check(snap.shape, &jm.located.Spec, pg)
+	if spark != nil {
+		if v, _, err = compat.CheckSpark(spark, &jm.located.Spec, pg); err != nil {
+			return jm, err
+		}
+	}
 	jm.verdict, jm.postgresNote = &v, note
 	jm.blocked = v.Severity == compat.Rejected || jm.foreign != nil
 	return jm, nil

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -18,6 +19,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -272,4 +275,42 @@ func keys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// TestWebhookJudgesASparkCheckpoint: a spark query pointed at a checkpoint that a Spark job
+// Lockstep did not start wrote (Spark's files, no records; its sources named, listed by
+// position as Spark 4.2 does) is judged against what Spark's files record, as `lockstep plan --checkpoint` and the engine before it adopts it judge it:
+// a query with fewer sources than Spark's positional offsets is refused, the matching one (its
+// state partitions as Spark pinned them) is admitted, and nothing is written to the checkpoint.
+func TestWebhookJudgesASparkCheckpoint(t *testing.T) {
+	f, _ := webhookFixture(t)
+	ctx := context.Background()
+	st := f.openCheckpoint("orders")
+	for key, data := range map[string]string{
+		"metadata":  `{"id":"7f1c2b9e-3c0a-4d57-9f4e-0d6b8f1e2a33"}` + "\n",
+		"offsets/0": "v1\n" + `{"batchWatermarkMs":0,"batchTimestampMs":1767607200000,"conf":{"spark.sql.shuffle.partitions":"3","spark.sql.streaming.queryEvolution.enableSourceEvolution":"true"}}` + "\n" + `{"logOffset":0}` + "\n" + `{"logOffset":0}`,
+		"commits/0": "v1\n" + `{"nextBatchWatermarkMs":0}`,
+	} {
+		if err := st.Put(ctx, key, []byte(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, err := checkpoint.ListKeys(ctx, st, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	one := f.query("orders").Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} })
+	err = f.c.Create(ctx, one.Obj())
+	if causes := statusCauses(err); !apierrors.IsInvalid(err) || !strings.Contains(causes, "spark-source-positions") {
+		t.Errorf("Create of a one-source query on a two-source Spark checkpoint = %v, causes:\n%s\nwant Invalid naming spark-source-positions", err, causes)
+	}
+	two := one.FilesSource("more", "s3://"+f.s3.Bucket+"/landing/more", v1.FormatJSON,
+		querytest.Col("id", v1.TypeString), querytest.Col("amount", v1.TypeDouble)).
+		Edit(func(s *v1.StreamingQuerySpec) { s.StateStore.Partitions = 3 }) // as Spark pinned them
+	if err := f.c.Create(ctx, two.Obj(), client.DryRunAll); err != nil {
+		t.Errorf("Create of the matching query = %v, want it admitted (the engine adopts the checkpoint)", err)
+	}
+	if after, err := checkpoint.ListKeys(ctx, st, ""); err != nil || !slices.Equal(before, after) {
+		t.Errorf("the checkpoint's keys after judging = %v (%v), want %v", after, err, before)
+	}
 }

@@ -68,6 +68,9 @@ type Start struct {
 	Owner    checkpoint.Owner `json:"owner"`
 	// New reports a checkpoint created by this run.
 	New bool `json:"new"`
+	// Adopted reports a checkpoint that a Spark job Lockstep did not start wrote, which
+	// this run (of the spark runtime) took over after the plan allowed it.
+	Adopted bool `json:"adopted,omitempty"`
 	// NextBatch is the first batch the run executes.
 	NextBatch int64 `json:"nextBatch"`
 	// Replay reports that NextBatch was planned by an earlier run that

@@ -155,9 +155,16 @@ func (c *Checkpoint) readSources(ctx context.Context, store checkpoint.Store) er
 	for _, m := range c.Latest.SourceMetadata {
 		provider[m.SourceID] = m.ProviderName
 	}
+	named, err := namedSourceDir(ctx, store, c.Latest)
+	if err != nil {
+		return err
+	}
 	for _, so := range c.Latest.Sources {
 		s := Source{ID: so.ID, Offset: so.Offset, Provider: provider[so.ID], Kind: kindOfOffset(so.Offset)}
 		dir := "sources/" + so.ID + "/"
+		if named != "" {
+			dir = "sources/" + named + "/"
+		}
 		keys, err := checkpoint.ListKeys(ctx, store, dir)
 		if err != nil {
 			return fmt.Errorf("list %s: %w", dir, err)
@@ -211,6 +218,31 @@ func (c *Checkpoint) readSources(ctx context.Context, store checkpoint.Store) er
 		c.Sources = append(c.Sources, s)
 	}
 	return nil
+}
+
+// namedSourceDir returns the folder of the one source of a query that names its sources
+// (DataStreamReader.name, which needs source evolution on) while its offsets log lists them
+// by position (v1, as Spark 4.2 writes it): Spark keeps the source's log under
+// sources/<name>, and with one source the one folder there is its. "" otherwise: the log of
+// source N is under sources/N (or sources/<id> in v2).
+func namedSourceDir(ctx context.Context, store checkpoint.Store, o *Offsets) (string, error) {
+	if o.Version != 1 || len(o.Sources) != 1 || o.Conf["spark.sql.streaming.queryEvolution.enableSourceEvolution"] != "true" {
+		return "", nil
+	}
+	keys, err := checkpoint.ListKeys(ctx, store, "sources/")
+	if err != nil {
+		return "", fmt.Errorf("list sources/: %w", err)
+	}
+	var dirs []string
+	for _, k := range keys {
+		if d, _, ok := strings.Cut(strings.TrimPrefix(k, "sources/"), "/"); ok && !slices.Contains(dirs, d) {
+			dirs = append(dirs, d)
+		}
+	}
+	if len(dirs) != 1 {
+		return "", nil
+	}
+	return dirs[0], nil
 }
 
 // kindOfOffset infers a source's kind from its offset's JSON.

@@ -221,3 +221,36 @@ func fromUnits(u []uint16) string {
 	}
 	return b.String()
 }
+
+// TestNamedSourceWithOffsetsV1: Spark 4.2 lists a named source by position in offsets v1 but
+// keeps its log under sources/<name> (seen in the spark runtime's checkpoints): with one
+// source, its log is read there.
+func TestNamedSourceWithOffsetsV1(t *testing.T) {
+	dir := t.TempDir()
+	for key, data := range map[string]string{
+		"metadata":              `{"id":"5b1f4d5e-6a4c-4f34-9d8c-0d1e2f3a4b5c"}`,
+		"offsets/0":             "v1\n" + `{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.streaming.queryEvolution.enableSourceEvolution":"true"}}` + "\n" + `{"logOffset":0}`,
+		"commits/0":             "v1\n{\"nextBatchWatermarkMs\":0}",
+		"sources/orders/0":      "v1\n{\"path\":\"file:/in/a.json\",\"timestamp\":1,\"batchId\":0}",
+		"sources/orders/.0.crc": "crc",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sparkckpt.Read(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sources) != 1 || c.Sources[0].Kind != "files" || c.Sources[0].Files != 1 || !slices.Equal(c.Sources[0].Folders, []string{"file:/in"}) {
+		t.Errorf("sources = %+v, want the files source with its log from sources/orders", c.Sources)
+	}
+}

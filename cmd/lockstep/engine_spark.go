@@ -70,6 +70,7 @@ func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, uiConf map[string]
 		Observer: obs,
 		Stdout:   os.Stdout,
 		Guard:    compatGuard(log),
+		Adopt:    sparkAdoptGuard(log),
 		Logger:   log,
 		Master:   master,
 		Conf:     conf,

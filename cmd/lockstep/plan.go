@@ -58,6 +58,10 @@ delivery guarantee of the new query. The rules are in docs/compatibility.md.
 --checkpoint reads the shape its committed batches ran under from a checkpoint location (a path, file:///path or
 s3://bucket/prefix), read-only; a location without a checkpoint allows everything, with
 warnings only about the new query itself (such as state that grows without bound).
+A checkpoint that Apache Spark wrote (a Spark job Lockstep did not start) is judged against
+the shape inferred from Spark's files, and the output lists what was inferred and what was
+assumed; a StreamingQuery with the spark runtime may take such a checkpoint over, and its first
+start gives this verdict before it writes anything (docs/spark.md, Adopting a Spark checkpoint).
 --from judges against the shape OLD.yaml would have recorded; when the two manifests name
 different checkpoint locations, the query starts afresh at the new one and is judged as a
 fresh start, as the admission webhook judges it.
@@ -112,24 +116,27 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 	if o.from != "" {
 		old, against, err = o.shapeFrom(&q.Spec)
 	} else {
-		old, against, spark, err = o.shapeInCheckpoint(ctx, &q.Spec, pg)
+		old, against, spark, err = o.shapeInCheckpoint(ctx)
 	}
 	if err != nil {
 		return err
 	}
 
-	opts := []compat.Option{pg}
+	var v compat.Verdict
 	if spark != nil {
-		opts = append(opts, compat.FromSpark(spark.inference, spark.sources))
+		if v, spark.inference, err = compat.CheckSpark(spark.checkpoint, &q.Spec, pg); err != nil {
+			return withExitCode(exitInvalid, err)
+		}
+	} else {
+		v = compat.Check(shapeOrZero(old), &q.Spec, pg)
 	}
-	v := compat.Check(shapeOrZero(old), &q.Spec, opts...)
 	if o.output == planJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
 		if spark != nil {
 			err = enc.Encode(struct {
 				compat.Verdict
-				Inference compat.Inference `json:"inference"`
+				Inference *compat.Inference `json:"inference"`
 			}{v, spark.inference})
 		} else {
 			err = enc.Encode(v)
@@ -178,7 +185,7 @@ func (o *planOptions) shapeFrom(spec *v1.StreamingQuerySpec) (*compat.Shape, str
 // under, read-only; nil when there is no checkpoint there or it has committed no batch yet.
 // A checkpoint that Spark wrote records no shape: the shape is inferred from its files, and
 // the judgement says how (spark).
-func (o *planOptions) shapeInCheckpoint(ctx context.Context, spec *v1.StreamingQuerySpec, pg compat.Option) (*compat.Shape, string, *sparkJudgement, error) {
+func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, string, *sparkJudgement, error) {
 	loc, err := checkpoint.ParseLocation(o.location)
 	if err == nil {
 		loc, err = loc.Abs()
@@ -193,7 +200,7 @@ func (o *planOptions) shapeInCheckpoint(ctx context.Context, spec *v1.StreamingQ
 	if ok, err := sparkckpt.IsSparkCheckpoint(ctx, store); err != nil {
 		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
 	} else if ok {
-		return o.shapeOfSparkCheckpoint(ctx, store, spec, pg)
+		return o.shapeOfSparkCheckpoint(ctx, store)
 	}
 	c, err := checkpoint.Load(ctx, store)
 	if errors.Is(err, checkpoint.ErrNotFound) {
@@ -221,15 +228,16 @@ func (o *planOptions) shapeInCheckpoint(ctx context.Context, spec *v1.StreamingQ
 	return &sh, fmt.Sprintf("the shape recorded in checkpoint %s from batch %d (query id %s)", o.location, from, c.Metadata().ID), nil, nil
 }
 
-// sparkJudgement is how a shape was inferred from a checkpoint that Spark wrote.
+// sparkJudgement is a judgement against a checkpoint that Spark wrote (compat.CheckSpark).
 type sparkJudgement struct {
-	inference compat.Inference
-	// sources is the number of sources the checkpoint's newest batch read.
-	sources int
+	checkpoint *sparkckpt.Checkpoint
+	// inference is how CheckSpark inferred the shape it judged against.
+	inference *compat.Inference
 }
 
-// shapeOfSparkCheckpoint infers the shape of the Spark checkpoint in store.
-func (o *planOptions) shapeOfSparkCheckpoint(ctx context.Context, store checkpoint.Store, spec *v1.StreamingQuerySpec, pg compat.Option) (*compat.Shape, string, *sparkJudgement, error) {
+// shapeOfSparkCheckpoint reads the Spark checkpoint in store, which the spec is judged
+// against with compat.CheckSpark. One that has planned no batch is judged as a fresh start.
+func (o *planOptions) shapeOfSparkCheckpoint(ctx context.Context, store checkpoint.Store) (*compat.Shape, string, *sparkJudgement, error) {
 	c, err := sparkckpt.Read(ctx, store)
 	if err != nil {
 		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read Spark checkpoint %s: %w", o.location, err))
@@ -237,16 +245,15 @@ func (o *planOptions) shapeOfSparkCheckpoint(ctx context.Context, store checkpoi
 	if c.Latest == nil {
 		return nil, "Spark checkpoint " + o.location + ": it has planned no batch yet", nil, nil
 	}
-	sh, inf, err := compat.ShapeOfSpark(c, spec, pg)
-	if err != nil {
-		return nil, "", nil, withExitCode(exitInvalid, err)
-	}
-	return &sh, fmt.Sprintf("the shape inferred from the Spark checkpoint %s at batch %d (query id %s)", o.location, c.Latest.BatchID, c.Metadata.ID),
-		&sparkJudgement{inference: inf, sources: len(c.Sources)}, nil
+	return nil, fmt.Sprintf("the shape inferred from the Spark checkpoint %s at batch %d (query id %s)", o.location, c.Latest.BatchID, c.Metadata.ID),
+		&sparkJudgement{checkpoint: c}, nil
 }
 
 // writeText says what the verdict read from Spark's files and what it assumed.
 func (j *sparkJudgement) writeText(w io.Writer) error {
+	if j.inference == nil {
+		return nil
+	}
 	var b strings.Builder
 	b.WriteString("\nInferred from Spark's files:\n")
 	for _, s := range j.inference.Inferred {

@@ -260,6 +260,8 @@ func (p *progressPrinter) Started(s engine.Start) {
 	}
 	p.printf("lockstep: query %s, id %s, checkpoint %s", p.name, s.QueryID, s.Location)
 	switch {
+	case s.Adopted:
+		p.printf("lockstep: adopted the Spark checkpoint, which a Spark job Lockstep did not start wrote; resuming from batch %d with Spark's offsets and state", s.NextBatch)
 	case s.New:
 		p.printf("lockstep: new checkpoint; starting at batch 0")
 	case s.Replay:

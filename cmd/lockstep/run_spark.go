@@ -66,6 +66,7 @@ func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progr
 		Observer: observer,
 		Stdout:   stdout,
 		Guard:    compatGuard(logger),
+		Adopt:    sparkAdoptGuard(logger),
 		Logger:   logger,
 		Conf:     ui.conf,
 	})

@@ -3,8 +3,11 @@ package main
 import (
 	"cmp"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -12,7 +15,45 @@ import (
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
+	"github.com/lockstep-dev/lockstep/compat"
+	"github.com/lockstep-dev/lockstep/engine/spark"
 )
+
+// sparkAdoptGuard is the spark runtime's judge of a checkpoint that a Spark job Lockstep did
+// not start wrote (docs/spark.md, Adopting a Spark checkpoint): the verdict of `lockstep plan
+// --checkpoint` on it. A rejected spec is refused with the whole verdict (each finding's rule,
+// change and remedy) and what was inferred; warnings are logged. What it allows is recorded
+// with the spec's shape, as compatGuard records it, so the next start finds it unchanged.
+func sparkAdoptGuard(log *slog.Logger) spark.AdoptGuard {
+	return func(_ context.Context, req spark.AdoptRequest) ([]byte, error) {
+		pg, note := postgresServer(&req.Spec.Sink, req.Getenv)
+		if note != "" {
+			log.Warn("Judging the postgres sink by its connection's name", "reason", note)
+		}
+		v, inf, err := compat.CheckSpark(req.Checkpoint, req.Spec, pg)
+		if err != nil {
+			return nil, err
+		}
+		if v.Severity == compat.Rejected {
+			var b strings.Builder
+			fmt.Fprintf(&b, "the Spark checkpoint %s (query id %s), written by a Spark job Lockstep did not start, refuses this query; nothing was written to it.\n\n",
+				req.Checkpoint.Location, req.Checkpoint.Metadata.ID)
+			_ = v.WriteText(&b)
+			_ = (&sparkJudgement{inference: inf}).writeText(&b)
+			return nil, errors.New(strings.TrimRight(b.String(), "\n"))
+		}
+		for _, f := range v.Findings {
+			if f.Severity == compat.Warning {
+				log.Warn("Change allowed with a warning", "rule", f.Rule, "path", f.Path, "old", f.Old, "new", f.New, "message", f.Message, "remedy", f.Remedy)
+			}
+		}
+		shape, err := compat.ShapeOf(req.Spec, pg)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(shape)
+	}
+}
 
 // describeSparkCheckpoint shows a checkpoint that Apache Spark wrote: the query id, where it
 // stands, the settings it pins, its sources and its stateful operators with their state

@@ -3,11 +3,15 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/minio/minio-go/v7"
 
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -100,6 +104,7 @@ func TestPlainSparkCheckpoint(t *testing.T) {
 	plainSparkJob(t, "dedup-agg", input, ckpt)
 	writeOrders(t, input, 1, "o3 de 30 70", "o4 fr 5 200")
 	plainSparkJob(t, "dedup-agg", input, ckpt)
+	defer refusedUnnamed(t, input, ckpt) // after the plans below
 
 	out, code := runCheckpointCmd(t, "checkpoint", "describe", ckpt)
 	if code != exitOK {
@@ -116,6 +121,7 @@ func TestPlainSparkCheckpoint(t *testing.T) {
 			t.Errorf("describe does not say %q:\n%s", want, out)
 		}
 	}
+	describeOnS3(t, ckpt, out)
 	out, code = runCheckpointCmd(t, "checkpoint", "describe", "-o", "json", ckpt)
 	var d struct {
 		WrittenBy string  `json:"writtenBy"`
@@ -169,4 +175,174 @@ func TestPlainSparkCheckpoint(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "symmetricHashJoin") || !strings.Contains(out, "state left-keyToNumValues") {
 		t.Errorf("describe of a join (exit %d):\n%s", code, out)
 	}
+}
+
+// refusedUnnamed: the spark runtime does not take over the checkpoint that PlainJob's
+// dedup-agg wrote, whose source is unnamed (rule spark-unnamed-sources), and leaves it byte
+// for byte as it was.
+func refusedUnnamed(t *testing.T, input, ckpt string) {
+	t.Helper()
+	before := treeOf(t, ckpt)
+	_, stderr, code := runCommand(t, "run", "--runtime", "spark", "-f", sparkOrdersQuery(t, input, ckpt, availableNow))
+	if code != exitRefused || !strings.Contains(stderr, "✗ spark-unnamed-sources") || !strings.Contains(stderr, "nothing was written to it") {
+		t.Errorf("run on a Spark checkpoint with an unnamed source: exit %d, want %d naming spark-unnamed-sources:\n%s", code, exitRefused, stderr)
+	}
+	if diff := cmp.Diff(before, treeOf(t, ckpt)); diff != "" {
+		t.Errorf("the refused run changed the checkpoint (-before +after):\n%s", diff)
+	}
+}
+
+func availableNow(y string) string {
+	return strings.Replace(y, "  sink: {console: {}}", "  trigger: {availableNow: true}\n  sink: {console: {}}", 1)
+}
+
+// TestSparkCheckpointAdoption: `lockstep run --runtime spark` on the checkpoint that a plain
+// Spark job (PlainJob's dedup-agg-named: orders o1–o4, Spark's watermark at 190s) wrote. An
+// incompatible query is refused with the plan's findings and the checkpoint is left byte for
+// byte as it was; the matching query adopts it, keeps Spark's query id, offsets and state (old
+// files are not read again, a duplicate of o1 is dropped, the open window of o4 gets o5), and
+// from then on it is an ordinary Lockstep query: plans judge against its records, and the next
+// run resumes.
+func TestSparkCheckpointAdoption(t *testing.T) {
+	input, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	writeOrders(t, input, 0, "o1 de 10 5", "o2 fr 20 6", "o1 de 10 5")
+	writeOrders(t, input, 1, "o3 de 30 70", "o4 fr 5 200")
+	plainSparkJob(t, "dedup-agg-named", input, ckpt)
+	before := treeOf(t, ckpt)
+	sparkMeta, err := os.ReadFile(filepath.Join(ckpt, "metadata"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeOrders(t, input, 2, "o5 fr 7 205", "o1 de 99 210", "o6 de 1 400")
+
+	regroup := func(y string) string {
+		return strings.Replace(availableNow(y), "{column: country}", "{column: order_id}", 1)
+	}
+	_, stderr, code := runCommand(t, "run", "--runtime", "spark", "-f", sparkOrdersQuery(t, input, ckpt, regroup))
+	for _, want := range []string{"refuses this query; nothing was written to it", "✗ key-columns", "Remedy", "Inferred from Spark's files"} {
+		if code != exitRefused || !strings.Contains(stderr, want) {
+			t.Errorf("run of an incompatible query: exit %d, want %d saying %q:\n%s", code, exitRefused, want, stderr)
+		}
+	}
+	if diff := cmp.Diff(before, treeOf(t, ckpt)); diff != "" {
+		t.Fatalf("the refused run changed the checkpoint (-before +after):\n%s", diff)
+	}
+
+	query := sparkOrdersQuery(t, input, ckpt, availableNow)
+	stdout, stderr, code := runCommand(t, "run", "--runtime", "spark", "-f", query)
+	if code != exitOK || !strings.Contains(stderr, "adopted the Spark checkpoint") {
+		t.Fatalf("run of the matching query: exit %d:\n%s\n%s", code, stderr, stdout)
+	}
+	t.Logf("adoption run:\n%s%s", stderr, stdout)
+	// The first batch reads only the new file; the watermark (390s) then closes fr's window of o4 and
+	// o5. Old windows are not output again, and o1's duplicate (de, 210s) is dropped by the
+	// state Spark kept: no row of de at all (o6's window is still open).
+	if row := consoleRow(stdout, "fr", "10:03:00"); !strings.Contains(row, "|2 ") || !strings.Contains(row, "|12.0") || !strings.Contains(row, "|7.0") {
+		t.Errorf("adoption run: fr's window at 10:03 = %q, want orders 2, revenue 12.0, top 7.0:\n%s", row, stdout)
+	}
+	if strings.Contains(stdout, "|de ") || strings.Contains(stdout, "10:00:00") || strings.Contains(stdout, "10:01:00") {
+		t.Errorf("adoption run output old input again, or o1's duplicate:\n%s", stdout)
+	}
+	after, err := os.ReadFile(filepath.Join(ckpt, "metadata"))
+	if err != nil || string(after) != string(sparkMeta) {
+		t.Errorf("Spark's metadata after adoption = %q (%v), want %q kept", after, err, sparkMeta)
+	}
+	var records struct {
+		ID    string `json:"id"`
+		Owner struct{ Namespace, Name string }
+	}
+	data, err := os.ReadFile(filepath.Join(ckpt, "_lockstep", "metadata"))
+	if err != nil || json.Unmarshal(data, &records) != nil {
+		t.Fatalf("no owner record after adoption: %v %s", err, data)
+	}
+	if !strings.Contains(string(sparkMeta), records.ID) || records.Owner.Namespace != "shop" || records.Owner.Name != "orders" {
+		t.Errorf("owner record %s, want shop/orders with Spark's query id (%s)", data, sparkMeta)
+	}
+
+	// From now on an ordinary Lockstep query: plans judge against Lockstep's records, and a
+	// second run resumes.
+	out, code, _ := runPlan(t, testPlanOptions(), "--runtime", "spark", "-f", query, "--checkpoint", ckpt)
+	if code != exitOK || !strings.Contains(out, "the shape recorded in checkpoint") {
+		t.Errorf("plan after adoption: exit %d, want %d against Lockstep's records:\n%s", code, exitOK, out)
+	}
+	out, code, _ = runPlan(t, testPlanOptions(), "--runtime", "spark", "-f", sparkOrdersQuery(t, input, ckpt, regroup), "--checkpoint", ckpt)
+	if code != exitRefused || !strings.Contains(out, "key-columns") || strings.Contains(out, "Inferred from Spark's files") {
+		t.Errorf("plan of the incompatible query after adoption: exit %d, want %d naming key-columns:\n%s", code, exitRefused, out)
+	}
+	writeOrders(t, input, 3, "o7 fr 1 500")
+	stdout, stderr, code = runCommand(t, "run", "--runtime", "spark", "-f", query)
+	t.Logf("second run:\n%s%s", stderr, stdout)
+	if code != exitOK || strings.Contains(stderr, "adopted") || !strings.Contains(stderr, "lockstep: resuming from batch ") {
+		t.Fatalf("second run: exit %d, want an ordinary restart:\n%s\n%s", code, stderr, stdout)
+	}
+	if row := consoleRow(stdout, "de", "10:06:00"); !strings.Contains(row, "|1 ") || !strings.Contains(row, "|1.0") {
+		t.Errorf("second run: de's window at 10:06 = %q, want o6 alone:\n%s", row, stdout)
+	}
+}
+
+// consoleRow returns the row of Spark's console sink for country whose window starts at
+// start (hh:mm:ss), "" when there is none.
+func consoleRow(out, country, start string) string {
+	for _, line := range strings.Split(out, "\n") {
+		if strings.HasPrefix(line, "|"+country+" ") && strings.Contains(line, start) {
+			return line
+		}
+	}
+	return ""
+}
+
+// describeOnS3 copies the Spark checkpoint in ckpt to a bucket, as it would be on S3, and
+// checks that `checkpoint describe` of the s3:// location says what it says of the folder
+// (local) and writes nothing there.
+func describeOnS3(t *testing.T, ckpt, local string) {
+	t.Helper()
+	srv := testenv.S3(t)
+	for _, kv := range srv.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	c := srv.Client(t)
+	for rel := range treeOf(t, ckpt) {
+		if strings.HasSuffix(rel, "/") {
+			continue
+		}
+		if _, err := c.FPutObject(t.Context(), srv.Bucket, "plain/"+filepath.ToSlash(rel), filepath.Join(ckpt, rel), minio.PutObjectOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := bucketObjects(t, srv)
+	location := "s3://" + srv.Bucket + "/plain"
+	out, code := runCheckpointCmd(t, "checkpoint", "describe", location)
+	if code != exitOK {
+		t.Fatalf("describe %s: exit %d:\n%s", location, code, out)
+	}
+	if want := strings.Replace(local, ckpt, location, 1); out != want {
+		t.Errorf("describe on S3 differs from the folder's (-folder +s3):\n%s", cmp.Diff(want, out))
+	}
+	if after := bucketObjects(t, srv); !cmp.Equal(before, after) {
+		t.Errorf("describe changed the bucket:\n%s", cmp.Diff(before, after))
+	}
+}
+
+// treeOf returns every folder and file under dir, with the files' bytes.
+func treeOf(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	tree := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() {
+			tree[rel+"/"] = ""
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		tree[rel] = string(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree
 }

@@ -47,6 +47,11 @@ type Options struct {
 	// Guard judges the spec against the shape the checkpoint recorded, and records the new
 	// shape, before Spark starts (as the built-in engine's start guard). Default: none.
 	Guard engine.StartGuard
+	// Adopt judges the spec against a checkpoint that a Spark job Lockstep did not start
+	// wrote at the location, before anything is written there; what it allows, the query
+	// takes over (Spark's query id and offsets, Lockstep's records from then on). Default:
+	// none, and such a checkpoint is refused.
+	Adopt AdoptGuard
 	// Logger logs what the run does. Default: discard.
 	Logger *slog.Logger
 	// OpenOptions open the checkpoint's store (S3 settings). Default: the environment's.
@@ -129,6 +134,8 @@ func (q *Query) LogPath() string {
 // Run claims the checkpoint, starts the runner and reports its batches until the query
 // ends: a once or availableNow trigger is done, Stop was called, or the runner failed.
 // A checkpoint of another query, or another writer's, is an error wrapping engine.ErrRefused.
+// A checkpoint that a Spark job Lockstep did not start wrote is taken over when Options.Adopt
+// allows it, and refused untouched when it does not (see AdoptGuard).
 func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	start := time.Now()
 	sum := engine.Summary{LastCommitted: -1}
@@ -142,15 +149,26 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 		return sum, fmt.Errorf("open %s: %w", loc, err)
 	}
 	owner := checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
-	if err := refuseForeign(ctx, records, sparkStore); err != nil {
+	adopted, err := q.adopt(ctx, records, sparkStore)
+	if err != nil {
 		return sum, err
 	}
-	ck, err := checkpoint.Claim(ctx, records, owner)
+	var claimOpts []checkpoint.ClaimOption
+	if adopted != nil {
+		// The records continue Spark's query: its id is the sinks' idempotence key.
+		claimOpts = append(claimOpts, checkpoint.WithQueryID(adopted.spark.Metadata.ID))
+	}
+	ck, err := checkpoint.Claim(ctx, records, owner, claimOpts...)
 	if errors.Is(err, checkpoint.ErrOwnerMismatch) {
 		return sum, fmt.Errorf("%w: %w", engine.ErrRefused, err)
 	}
 	if err != nil {
 		return sum, err
+	}
+	if adopted != nil {
+		if err := adopted.record(ctx, ck, q.spec, sparkStore); err != nil {
+			return sum, err
+		}
 	}
 	id := ck.Metadata().ID
 	sum.QueryID = id
@@ -179,7 +197,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	maps.Copy(plan.Conf, q.opts.Conf)
 	if q.opts.Observer != nil {
 		q.opts.Observer.Started(engine.Start{
-			QueryID: id, Location: loc, Owner: owner, New: committed < 0 && planned < 0,
+			QueryID: id, Location: loc, Owner: owner, New: committed < 0 && planned < 0, Adopted: adopted != nil && adopted.foreign,
 			NextBatch: next, Replay: planned > committed, LastCommitted: committed,
 			Trigger: q.spec.Trigger.Name(), Guarantee: engine.GuaranteeOf(q.spec),
 			Pinned: map[string]string{"runtime": string(v1.RuntimeSpark), "spark.sql.shuffle.partitions": plan.Conf["spark.sql.shuffle.partitions"]},
@@ -200,26 +218,6 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 		}
 	}
 	return sum, nil
-}
-
-// refuseForeign refuses a location that holds a checkpoint Lockstep's spark runtime did not
-// write: the built-in engine's (its metadata at the root, no records folder), or Spark's own.
-func refuseForeign(ctx context.Context, records, sparkStore checkpoint.Store) error {
-	if _, err := records.Get(ctx, checkpoint.MetadataKey); err == nil || !errors.Is(err, checkpoint.ErrNotFound) {
-		return nil // ours (or unreadable: Claim reports it)
-	}
-	keys, err := checkpoint.ListKeys(ctx, sparkStore, "")
-	if err != nil {
-		return fmt.Errorf("list %s: %w", sparkStore.Location(), err)
-	}
-	for _, k := range keys {
-		if !strings.HasPrefix(k, RecordsDir+"/") {
-			return fmt.Errorf("%w: %s holds a checkpoint the spark runtime did not write (the built-in engine's, or Spark's own: found %s); "+
-				"the runtime cannot change on a checkpoint (rule runtime, docs/compatibility.md): run it with --runtime lockstep, or start fresh at a new checkpoint location",
-				engine.ErrRefused, sparkStore.Location(), k)
-		}
-	}
-	return nil
 }
 
 // claimSparkMetadata writes Spark's metadata file with the query id of Lockstep's records

@@ -12,6 +12,10 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
+	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/spark"
@@ -20,7 +24,9 @@ import (
 
 // TestS3: the checkpoint and the files sink on versitygw and MinIO (s3:// becomes s3a:// with
 // the endpoint, path-style access and the keys of Lockstep's S3 variables): both runtimes
-// write the same rows, and Lockstep's records sit in _lockstep/ beside Spark's checkpoint.
+// write the same rows, Lockstep's records sit in _lockstep/ beside Spark's checkpoint, and the
+// checkpoint Spark wrote through S3A reads back through Lockstep's own S3 store (the one the
+// CLI opens) with sparkckpt: its query id, offsets, commits and the dedup's state schema.
 func TestS3(t *testing.T) {
 	runner := testenv.SparkRunner(t)
 	for _, kind := range testenv.S3Kinds() {
@@ -40,11 +46,11 @@ func testS3(t *testing.T, runner spark.Runner, srv *testenv.S3Server) {
 	root := "s3://" + srv.Bucket
 	query := func(name string) *v1.StreamingQuery {
 		return qt.Make("s3-"+name, "diff").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
-			Filter("amount > 1").SelectColumns("id", "qty", "ts").
+			Filter("amount > 1").DropDuplicates("", "id", "qty").SelectColumns("id", "qty", "ts").
 			FilesSink(root+"/out-"+name, v1.FormatJSON).AvailableNow().Checkpoint(root + "/ck-" + name).Obj()
 	}
 	runBuiltin(t, ctx, query("lockstep"))
-	runSpark(t, ctx, runner, query("spark"))
+	sum := runSpark(t, ctx, runner, query("spark"))
 	read := func(name string) []string {
 		folder, err := blob.Open(root+"/out-"+name, srv.Options()...)
 		if err != nil {
@@ -80,6 +86,66 @@ func testS3(t *testing.T, runner spark.Runner, srv *testenv.S3Server) {
 		if !slices.Contains(keys, want) {
 			t.Errorf("checkpoint on S3 lacks %s; it holds %v", want, keys)
 		}
+	}
+	checkSparkCheckpointOnS3(t, ctx, root+"/ck-spark", sum)
+}
+
+// checkSparkCheckpointOnS3 reads the checkpoint Spark wrote at location through the S3 store
+// the CLI opens (read-only, the environment's settings) and checks what sparkckpt finds
+// against what the run reported.
+func checkSparkCheckpointOnS3(t *testing.T, ctx context.Context, location string, sum engine.Summary) {
+	t.Helper()
+	loc, err := checkpoint.ParseLocation(location)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := checkpoint.OpenLocation(ctx, loc, checkpoint.WithS3(s3.Opener(s3.ReadOnly())))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := sparkckpt.IsSparkCheckpoint(ctx, store); !ok || err != nil {
+		t.Fatalf("IsSparkCheckpoint(%s) = %v, %v; want true", location, ok, err)
+	}
+	c, err := sparkckpt.Read(ctx, store)
+	if err != nil {
+		t.Fatalf("read the Spark checkpoint on S3: %v", err)
+	}
+	if c.Metadata.ID != sum.QueryID {
+		t.Errorf("Spark's query id on S3 = %q, want the run's %q", c.Metadata.ID, sum.QueryID)
+	}
+	if c.Latest == nil || c.LatestCommit == nil || c.LatestCommit.BatchID != sum.LastCommitted || c.Latest.BatchID != sum.LastCommitted {
+		t.Fatalf("newest offsets %+v and commit %+v, want batch %d", c.Latest, c.LatestCommit, sum.LastCommitted)
+	}
+	if !slices.Contains(c.Committed, 0) || c.Latest.Conf["spark.sql.shuffle.partitions"] == "" {
+		t.Errorf("committed %v, pinned %v: want batch 0 and the shuffle partitions", c.Committed, c.Latest.Conf)
+	}
+	if len(c.Sources) != 1 {
+		t.Fatalf("sources = %+v, want the files source", c.Sources)
+	}
+	src := c.Sources[0]
+	if src.Kind != string(v1.SourceFiles) || !strings.Contains(string(src.Offset), "logOffset") || src.Files != len(diffInput) {
+		t.Errorf("source = %+v, want files with a logOffset and %d files", src, len(diffInput))
+	}
+	if c.Latest.Version >= 2 && src.ID != "orders" {
+		t.Errorf("offsets v%d name the source %q, want orders", c.Latest.Version, src.ID)
+	}
+	if len(c.Operators) != 1 || c.Operators[0].Name != "dedupe" {
+		t.Fatalf("operators = %+v, want the dedup", c.Operators)
+	}
+	fams := c.Operators[0].Schemas["default"].Families
+	if len(fams) == 0 {
+		t.Fatalf("the dedup's state has no schema: %+v", c.Operators[0])
+	}
+	var key []string
+	for _, f := range fams[0].Key.Fields {
+		key = append(key, f.Name+" "+f.TypeName())
+	}
+	if want := []string{"id string", "qty bigint"}; !cmp.Equal(key, want) && !cmp.Equal(key, []string{"id string", "qty long"}) {
+		t.Errorf("the dedup's state key = %v, want %v", key, want)
+	}
+	batches, err := sparkckpt.Batches(ctx, store)
+	if err != nil || len(batches) == 0 || batches[len(batches)-1].Commit == nil {
+		t.Errorf("Batches on S3 = %+v, %v; want the committed batches", batches, err)
 	}
 }
 

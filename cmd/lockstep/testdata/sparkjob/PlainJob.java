@@ -8,11 +8,14 @@
 // KIND is the query: dedup-agg (JSON orders → watermark → dropDuplicates(order_id) → count,
 // sum, max per country and 1-minute window), or stream-join (orders ⋈ payments by order_id
 // within a time bound). Each run processes what is in INPUT (availableNow) and stops.
+// dedup-agg-named is dedup-agg with its source named "orders" (DataStreamReader.name, Spark's
+// source evolution): the checkpoint the spark runtime can take over.
 import java.util.concurrent.TimeUnit;
 
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
+import org.apache.spark.sql.streaming.DataStreamReader;
 import org.apache.spark.sql.streaming.Trigger;
 import org.apache.spark.sql.types.StructType;
 
@@ -21,8 +24,10 @@ import static org.apache.spark.sql.functions.*;
 public class PlainJob {
     public static void main(String[] args) throws Exception {
         String kind = args[0], input = args[1], checkpoint = args[2];
+        boolean named = kind.endsWith("-named");
         SparkSession spark = SparkSession.builder().master("local[2]").appName("plain-" + kind)
             .config("spark.sql.shuffle.partitions", "3")
+            .config("spark.sql.streaming.queryEvolution.enableSourceEvolution", String.valueOf(named))
             .config("spark.ui.enabled", "false")
             .getOrCreate();
         spark.sparkContext().setLogLevel("WARN");
@@ -30,8 +35,12 @@ public class PlainJob {
             .add("amount", "double").add("ts", "timestamp");
         Dataset<Row> out;
         switch (kind) {
-            case "dedup-agg": {
-                Dataset<Row> in = spark.readStream().schema(orders).json(input + "/orders");
+            case "dedup-agg", "dedup-agg-named": {
+                DataStreamReader reader = spark.readStream().schema(orders);
+                if (named) {
+                    reader = reader.name("orders");
+                }
+                Dataset<Row> in = reader.json(input + "/orders");
                 out = in.withWatermark("ts", "10 seconds")
                     .dropDuplicates("order_id")
                     .groupBy(col("country"), window(col("ts"), "1 minute"))
