@@ -16,6 +16,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -62,10 +63,13 @@ func TestSparkDriverKilled(t *testing.T) {
 			in := filepath.Join(dir, "in")
 			writeCrashInput(t, in, 4)
 			root := dir
-			var env []string
+			var (
+				env  []string
+				opts []s3.Option
+			)
 			if tc.s3 {
 				srv := testenv.S3(t)
-				env = srv.Env()
+				env, opts = srv.Env(), srv.Options()
 				for _, kv := range env {
 					k, v, _ := strings.Cut(kv, "=")
 					t.Setenv(k, v)
@@ -107,7 +111,7 @@ func TestSparkDriverKilled(t *testing.T) {
 
 			ref := filepath.Join(dir, "ref")
 			runBuiltin(t, ctx, tc.query(in).DeltaSink(ref).AvailableNow().Checkpoint(filepath.Join(dir, "ck-ref")).Obj())
-			want, got := readOutput(t, ctx, ref, true), readOutput(t, ctx, out, true)
+			want, got := readOutput(t, ctx, ref, true), readOutput(t, ctx, out, true, opts...)
 			if len(want) == 0 {
 				t.Fatal("the uninterrupted run wrote no rows")
 			}

@@ -14,7 +14,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
@@ -177,16 +177,16 @@ func tail(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// readOutput returns the output's rows as sorted strings (a multiset), each value written
+// readOutput returns the output's rows (opts open an s3:// dir) as sorted strings (a multiset), each value written
 // by type: timestamps in UTC RFC 3339, doubles to 12 significant digits.
-func readOutput(t *testing.T, ctx context.Context, dir string, isDelta bool) []string {
+func readOutput(t *testing.T, ctx context.Context, dir string, isDelta bool, opts ...s3.Option) []string {
 	t.Helper()
 	var (
 		cols v1.Columns
 		rows [][]any
 	)
 	if isDelta {
-		store, err := checkpoint.Open(ctx, dir)
+		store, err := blob.Open(dir, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
