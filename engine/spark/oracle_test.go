@@ -220,27 +220,33 @@ func lastLines(s string, n int) string {
 // run runs spec on Spark at checkpoint ckpt and returns what happened.
 func (o *oracle) run(spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
 	o.t.Helper()
+	return o.runIn(o.t, spec, ckpt)
+}
+
+// runIn is run on behalf of the test t (a subtest of the oracle's), which it fails.
+func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
+	t.Helper()
 	s := spec.DeepCopy()
 	s.Default()
 	p, err := spark.Compile(s, spark.CompileOptions{QueryID: "oracle", CheckpointLocation: ckpt, AppName: "oracle"})
 	if err != nil {
-		o.t.Fatal(err)
+		t.Fatal(err)
 	}
 	o.n++
 	path := filepath.Join(o.dir, fmt.Sprintf("plan-%d.json", o.n))
 	data, _ := json.Marshal(p)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		o.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if _, err := fmt.Fprintln(o.in, path); err != nil {
-		o.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if !o.out.Scan() {
-		o.t.Fatalf("the oracle JVM ended: %v", o.out.Err())
+		t.Fatalf("the oracle JVM ended: %v", o.out.Err())
 	}
 	var res oracleResult
 	if err := json.Unmarshal(o.out.Bytes(), &res); err != nil {
-		o.t.Fatalf("oracle line %q: %v", o.out.Text(), err)
+		t.Fatalf("oracle line %q: %v", o.out.Text(), err)
 	}
 	return res
 }
