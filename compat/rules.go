@@ -393,7 +393,7 @@ func Rules() []Rule {
 		{
 			ID: "files-sink-format", Area: AreaOutput, Title: "The files sink's format changes",
 			Severities:  []Severity{Rejected},
-			Description: "The folder would hold files of two formats, which its readers cannot read as one dataset.",
+			Description: "The folder would hold files of two formats. Lockstep's own readers go by the manifest, which names each file's format, and read it whole (the planner's oracle sees Spark's rows right); Lockstep is stricter because every other reader of the folder reads it by one format (spark.read.json, DuckDB's read_json) and would see part of the output, or fail.",
 			Example:     Example{Old: "files: {path: s3://out/orders, format: parquet}", New: "files: {path: s3://out/orders, format: json}"},
 			check:       checkFilesSinkFormat,
 		},
@@ -507,21 +507,21 @@ func Rules() []Rule {
 		{
 			ID: "join-type", Area: AreaJoins, Title: "A join's type changes",
 			Severities:  []Severity{Rejected},
-			Description: "inner, leftOuter, rightOuter, fullOuter and leftSemi emit different rows: the output already written (and a stream join's buffered rows, whose outer rows are still due; a left semi join keeps no left row it has matched) follows the old type. Spark lists a changed stream–stream join as not allowed; Lockstep says so before the restart, for static joins too.",
+			Description: "inner, leftOuter, rightOuter, fullOuter and leftSemi emit different rows: the output already written (and a stream join's buffered rows, whose outer rows are still due; a left semi join keeps no left row it has matched) follows the old type. Spark lists a changed stream–stream join as not allowed; Lockstep says so before the restart, for static joins too. Lockstep is stricter than Spark for a static join: it keeps no state, and Spark joins by the new type from the restart on (the planner's oracle, docs/compatibility-spark.md, sees its rows right from there); Lockstep rejects because the sink would then hold rows of two join types, with nothing marking where one ends.",
 			Example:     Example{Old: "join: {type: inner, …}", New: "join: {type: leftOuter, …}"},
 			check:       checkJoinType,
 		},
 		{
 			ID: "join-keys", Area: AreaJoins, Title: "A join's keys or their order change",
 			Severities:  []Severity{Rejected},
-			Description: "The equality keys (left and right column with their types, in order) decide which rows match; for a stream join they are its state key too, so buffered rows would never be found again. A new order is rejected as well, as for the keys of other stateful steps. Databricks' full-refresh list names join keys.",
+			Description: "The equality keys (left and right column with their types, in order) decide which rows match; for a stream join they are its state key too, so buffered rows would never be found again. A new order is rejected as well, as for the keys of other stateful steps. Databricks' full-refresh list names join keys. For a static join (no state) Spark matches by the new keys from the restart on; Lockstep is stricter, as for join-type: the rows already written matched by the old keys.",
 			Example:     Example{Old: "keys: [{left: customer_id, right: id}]", New: "keys: [{left: customer_id, right: id}, {left: country, right: country}]"},
 			check:       checkJoinKeys,
 		},
 		{
 			ID: "join-side", Area: AreaJoins, Title: "A join's right side changes",
 			Severities:  []Severity{Rejected},
-			Description: "A static join's table (kind, path and, for files, format) and a stream join's source are its identity: the recorded snapshot version or the buffered rows belong to them. Join another table or source with a new join under a fresh checkpoint instead.",
+			Description: "A static join's table (kind, path and, for files, format) and a stream join's source are its identity: the recorded snapshot version or the buffered rows belong to them. Join another table or source with a new join under a fresh checkpoint instead. Lockstep is stricter than Spark for a static join: Spark records nothing of a static side and rereads it at every start, so it joins the new table from the restart on; Lockstep records the snapshot each batch joined, so that a replayed batch joins the same rows, and a snapshot of the old table cannot be read from the new one.",
 			Example:     Example{Old: "static: {delta: {path: s3://lake/customers}, …}", New: "static: {delta: {path: s3://lake/customers_v2}, …}"},
 			check:       checkJoinSide,
 		},

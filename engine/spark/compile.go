@@ -65,6 +65,8 @@ type compiler struct {
 	spec   *v1.StreamingQuerySpec
 	errs   field.ErrorList
 	getenv func(string) string
+	// streams holds the compiled sources that a stream join reads, by spec name.
+	streams map[string]Source
 }
 
 func (c *compiler) refuse(p *field.Path, value any, reason string) {
@@ -97,6 +99,9 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		return plan
 	}
 	names := map[string]string{}
+	// A stream join's source is read by its join only, not unioned with the others.
+	joined := spec.JoinedSources()
+	c.streams = map[string]Source{}
 	for i := range spec.Sources {
 		src := &spec.Sources[i]
 		p := sp.Child("sources").Index(i)
@@ -105,6 +110,10 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 			c.refuse(p.Child("name"), src.Name, fmt.Sprintf("Spark names sources with letters, digits and _ only, so %q and %q are one name there; rename one", other, src.Name))
 		}
 		names[s.Name] = src.Name
+		if joined[src.Name] {
+			c.streams[src.Name] = s
+			continue
+		}
 		plan.Sources = append(plan.Sources, s)
 	}
 	for i := range spec.Transform {
@@ -368,7 +377,7 @@ func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 	case v1.StepAggregate:
 		return c.aggregate(p.Child("aggregate"), st.Aggregate, in)
 	case v1.StepJoin:
-		c.refuse(p.Child("join"), "", "joins are not compiled for Spark yet")
+		return c.join(p.Child("join"), st.Join, in)
 	}
 	return nil
 }

@@ -42,6 +42,14 @@ func TestCheckRefuses(t *testing.T) {
 		{name: "a key format", spec: defaulted(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
 			EditSource("orders", func(s *v1.Source) { s.Kafka.KeyFormat = v1.KafkaJSON }).ConsoleSink()),
 			want: []string{"spec.sources[0].kafka.keyFormat: only keyFormat string"}},
+		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
+		{name: "a delta static side", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"})),
+			want: []string{"spec.transform[0].join.static.delta: use a files static side"}},
+		{name: "a static side's refresh", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_", Static: func() *v1.StaticSide {
+			s := qt.StaticFiles("/customers", v1.FormatJSON, qt.Col("cid", v1.TypeString))
+			s.Refresh = &v1.Refresh{Every: "10m"}
+			return s
+		}()})), want: []string{"spec.transform[0].join.static.refresh: omit refresh"}},
 		{name: "source names one in Spark", spec: defaulted(qt.Make("q", "ns").FilesSource("a-b", "/in1", v1.FormatJSON, cols...).FilesSource("a_b", "/in2", v1.FormatJSON, cols...).ConsoleSink()),
 			want: []string{"spec.sources[1].name: one name"}},
 	}
@@ -90,5 +98,44 @@ func TestCompileWindow(t *testing.T) {
 	}
 	if plan.Sources[0].Name != "orders" || plan.Sink.Kind != spark.SinkDelta {
 		t.Errorf("source %q, sink %q; want orders, delta", plan.Sources[0].Name, plan.Sink.Kind)
+	}
+}
+
+// TestCompileStreamJoin: a stream join reads its source for itself (not unioned), runs the
+// side's transform and watermark on it, and joins on the keys and the time bound as Spark's
+// range condition; a double key excludes NaN, which Spark would match.
+func TestCompileStreamJoin(t *testing.T) {
+	ts := func(n string) v1.Column { return v1.Column{Name: n, Type: v1.TypeTimestamp} }
+	side := qt.StreamSide("clicks", "t", "ct", "20s", "1s", "1m")
+	side.Transform = []v1.SideStep{{Filter: "cost > 0.5"}, {Select: []v1.Projection{qt.As("ad", "ad"), qt.As("ct", "ct")}}}
+	spec := defaulted(qt.Make("q", "ns").
+		FilesSource("imps", "/imps", v1.FormatJSON, v1.Column{Name: "ad", Type: v1.TypeDouble}, ts("t")).
+		FilesSource("clicks", "/clicks", v1.FormatJSON, v1.Column{Name: "ad", Type: v1.TypeDouble}, v1.Column{Name: "cost", Type: v1.TypeDouble}, ts("ct")).
+		Watermark("t", "10s").
+		Join(v1.Join{Type: v1.JoinFullOuter, Keys: qt.Keys("ad", "ad"), Stream: side, RightPrefix: "c_"}).FilesSink("/out", v1.FormatJSON))
+	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.Sources) != 1 || plan.Sources[0].Name != "imps" {
+		t.Fatalf("sources %+v, want imps alone (clicks is the join's)", plan.Sources)
+	}
+	j := plan.Steps[1].Join
+	if j == nil || j.Stream == nil || j.Stream.Name != "clicks" {
+		t.Fatalf("step 1 = %+v, want a join reading clicks", plan.Steps[1])
+	}
+	want := &spark.Join{
+		Type:   spark.JoinFullOuter,
+		Stream: j.Stream,
+		Right: []spark.Step{
+			{Filter: "(`cost` > CAST('0.5' AS DOUBLE))"},
+			{Select: []string{"CAST(`ad` AS DOUBLE) AS `ad`", "CAST(`ct` AS TIMESTAMP) AS `ct`"}},
+			{Watermark: &spark.Watermark{Column: "ct", Delay: "20000 milliseconds"}},
+		},
+		Condition: "`l`.`ad` = `r`.`ad` AND NOT isnan(`l`.`ad`) AND `r`.`ct` >= `l`.`t` - INTERVAL 1000 MILLISECONDS AND `r`.`ct` <= `l`.`t` + INTERVAL 60000 MILLISECONDS",
+		Select:    []string{"`l`.`ad` AS `ad`", "`l`.`t` AS `t`", "`r`.`ad` AS `c_ad`", "`r`.`ct` AS `c_ct`"},
+	}
+	if diff := cmp.Diff(want, j); diff != "" {
+		t.Errorf("Compile join (-want +got):\n%s", diff)
 	}
 }

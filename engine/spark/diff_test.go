@@ -52,11 +52,61 @@ var diffInput = []string{
 `,
 }
 
+// diffPayments is the right side of the stream joins: a second source read one file per
+// batch beside the orders, in event time near theirs. It holds a payment with a null key, one
+// matching no order, one matching an order of the other batch, and one outside its order's
+// time bound.
+var diffPayments = []string{
+	`{"pid":"a1","paid":1.5,"pts":"2024-01-01T00:00:02Z"}
+{"pid":"b1","paid":2.0,"pts":"2024-01-01T00:00:30Z"}
+{"pid":"zz","paid":9.0,"pts":"2024-01-01T00:00:05Z"}
+{"pid":null,"paid":1.0,"pts":"2024-01-01T00:00:06Z"}
+{"pid":"c1","paid":0.25,"pts":"2024-01-01T00:00:15Z"}
+`,
+	`{"pid":"c1","paid":10.0,"pts":"2024-01-01T00:00:16Z"}
+{"pid":"a3","paid":1.0,"pts":"2024-01-01T00:00:22Z"}
+{"pid":"a4","paid":9.5,"pts":"2024-01-01T00:00:40Z"}
+`,
+}
+
+var diffPaymentColumns = []v1.Column{
+	{Name: "pid", Type: v1.TypeString},
+	{Name: "paid", Type: v1.TypeDouble},
+	{Name: "pts", Type: v1.TypeTimestamp},
+}
+
+// diffCustomers is the static side of the stream–static joins: a key with two rows, a null
+// key, a null and an epoch-milliseconds value.
+var diffCustomers = `{"cid":"a1","name":"Ann","tier":1,"since":"2023-05-01T00:00:00Z"}
+{"cid":"b1","name":"Bob","tier":null,"since":1690000000000}
+{"cid":"a1","name":"Ann B","tier":2,"since":"2023-06-01T00:00:00Z"}
+{"cid":null,"name":"nobody","tier":3,"since":"2023-01-01T00:00:00Z"}
+{"cid":"c1","name":"Cy","tier":2,"since":null}
+`
+
+var diffCustomerColumns = []v1.Column{
+	{Name: "cid", Type: v1.TypeString},
+	{Name: "name", Type: v1.TypeString},
+	{Name: "tier", Type: v1.TypeLong},
+	{Name: "since", Type: v1.TypeTimestamp},
+}
+
 type diffCase struct {
 	name  string
 	query func(in, out string) *qt.Query
 	delta bool // the sink is delta (compare the table), else files json (compare the manifest's rows)
+	// shared: Spark runs the query in the one JVM the shared cases share (the oracle's, which
+	// writes a files sink as the runner does), so that a case costs no JVM start.
+	shared bool
+	// sparkOnly are rows that only Spark writes: a known difference, explained in
+	// docs/spark.md ("What differs"); the case fails when the built-in engine writes them too.
+	sparkOnly []string
 }
+
+// diffLateOuterRow is the late order that Spark's stream join does not drop in the second
+// batch (it judges lateness by the previous batch's watermark) and emits as an outer row; the
+// built-in engine drops it as late (docs/spark.md).
+const diffLateOuterRow = "id=late qty=7 amount=7 ts=2024-01-01T00:00:03Z p_pid=null p_paid2=null p_pts=null"
 
 func diffCases() []diffCase {
 	base := func(name, in string) *qt.Query {
@@ -65,7 +115,49 @@ func diffCases() []diffCase {
 	}
 	window := []v1.GroupKey{{Window: &v1.Window{Column: "ts", Duration: "10s"}}}
 	aggs := []v1.Aggregation{{Name: "n", Function: v1.AggCount}, {Name: "total", Function: v1.AggSum, Column: "qty"}, {Name: "top", Function: v1.AggMax, Column: "amount"}}
+	// The join cases read the payments and customers folders beside in.
+	payments := func(q *qt.Query, in string) *qt.Query {
+		return q.FilesSource("payments", filepath.Join(filepath.Dir(in), "payments"), v1.FormatJSON, diffPaymentColumns...).
+			EditSource("payments", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })
+	}
+	customers := func(in string) *v1.StaticSide {
+		return qt.StaticFiles(filepath.Join(filepath.Dir(in), "customers"), v1.FormatJSON, diffCustomerColumns...)
+	}
+	streamJoin := func(name string, typ v1.JoinType) diffCase {
+		var sparkOnly []string
+		if typ.OuterLeft() {
+			sparkOnly = []string{diffLateOuterRow}
+		}
+		return diffCase{name: name, shared: true, sparkOnly: sparkOnly, query: func(in, out string) *qt.Query {
+			side := qt.StreamSide("payments", "ts", "pts", "5s", "0s", "5s")
+			side.Transform = []v1.SideStep{{Filter: "paid > 0.5"}, {Select: []v1.Projection{qt.As("pid", "pid"), qt.As("paid2", "paid * 2.0"), qt.As("pts", "pts")}}}
+			j := v1.Join{Type: typ, Keys: qt.Keys("id", "pid"), Stream: side, RightPrefix: "p_"}
+			if typ == v1.JoinLeftSemi {
+				j.RightPrefix = ""
+			}
+			return payments(base(name, in), in).Watermark("ts", "5s").Join(j).FilesSink(out, v1.FormatJSON)
+		}}
+	}
 	return []diffCase{
+		{name: "join-static-inner", query: func(in, out string) *qt.Query {
+			return base("join-static-inner", in).Filter("amount > 1.0").Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: customers(in),
+				Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "id"}, {Side: v1.SideLeft, Column: "qty"}, {Side: v1.SideRight, Column: "name", Name: "customer"},
+					{Side: v1.SideRight, Column: "tier"}, {Side: v1.SideRight, Column: "since"}, {Side: v1.SideLeft, Column: "ts"}}}).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "join-static-left-outer", shared: true, query: func(in, out string) *qt.Query {
+			return base("join-static-left-outer", in).Join(v1.Join{Type: v1.JoinLeftOuter, Keys: qt.Keys("id", "cid"), Static: customers(in), RightPrefix: "c_"}).FilesSink(out, v1.FormatJSON)
+		}},
+		streamJoin("join-stream-inner", v1.JoinInner),
+		streamJoin("join-stream-left-outer", v1.JoinLeftOuter),
+		streamJoin("join-stream-right-outer", v1.JoinRightOuter),
+		streamJoin("join-stream-full-outer", v1.JoinFullOuter),
+		streamJoin("join-stream-left-semi", v1.JoinLeftSemi),
+		{name: "join-stream-then-aggregate", shared: true, query: func(in, out string) *qt.Query {
+			return payments(base("join-stream-then-aggregate", in), in).Watermark("ts", "5s").
+				Join(v1.Join{Keys: qt.Keys("id", "pid"), Stream: qt.StreamSide("payments", "ts", "pts", "5s", "0s", "5s"), RightPrefix: "p_"}).
+				Aggregate("", window, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "paid", Function: v1.AggSum, Column: "p_paid"}).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
 		{name: "filter-select", query: func(in, out string) *qt.Query {
 			return base("filter-select", in).Filter("qty > 1 && id.startsWith('a') || amount >= 8.0").
 				Select(v1.Projection{Name: "id", Expr: "id.upperAscii()"}, v1.Projection{Name: "qty2", Expr: "qty * 2 + 1"},
@@ -96,18 +188,39 @@ func ptr[T any](v T) *T { return &v }
 func TestDifferential(t *testing.T) {
 	runner := testenv.SparkRunner(t)
 	ctx := context.Background()
+	var shared *oracle // started by the first shared case that runs, stopped after the last
+	parent := t
 	for _, tc := range diffCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			in := filepath.Join(dir, "in")
 			writeInput(t, in)
 			builtin := runBuiltin(t, ctx, tc.query(in, filepath.Join(dir, "out-lockstep")).Checkpoint(filepath.Join(dir, "ck-lockstep")).Obj())
-			sparkSum := runSpark(t, ctx, runner, tc.query(in, filepath.Join(dir, "out-spark")).Checkpoint(filepath.Join(dir, "ck-spark")).Obj())
 			want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), tc.delta)
+			var sparkSum any
+			if tc.shared {
+				if shared == nil {
+					shared = startOracle(parent)
+				}
+				res := shared.runIn(t, tc.query(in, filepath.Join(dir, "out-spark")).Spec(), filepath.Join(dir, "ck-spark"))
+				if !res.Ran {
+					t.Fatalf("run on spark (shared JVM): %s %s", res.ErrorClass, res.Message)
+				}
+				sparkSum = fmt.Sprintf("%d rows", len(res.Rows))
+			} else {
+				sparkSum = runSpark(t, ctx, runner, tc.query(in, filepath.Join(dir, "out-spark")).Checkpoint(filepath.Join(dir, "ck-spark")).Obj())
+			}
 			have := readOutput(t, ctx, filepath.Join(dir, "out-spark"), tc.delta)
 			if len(want) == 0 {
 				t.Fatalf("the built-in engine wrote no rows: the case compares nothing")
 			}
+			for _, r := range tc.sparkOnly {
+				if slices.Contains(want, r) {
+					t.Errorf("the built-in engine wrote %s too: the known difference is gone, remove it from the case and docs/spark.md", r)
+				}
+				want = append(want, r)
+			}
+			slices.Sort(want)
 			t.Logf("%d rows on both runtimes, e.g. %s", len(want), want[0])
 			if diff := cmp.Diff(want, have); diff != "" {
 				t.Errorf("output on spark differs from the built-in engine's (-lockstep +spark):\n%s\nsummaries: lockstep %+v, spark %+v", diff, builtin, sparkSum)
@@ -122,14 +235,26 @@ func writeInput(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	base := time.Now().Add(-time.Hour)
-	for i, data := range diffInput {
-		p := filepath.Join(dir, fmt.Sprintf("part-%d.json", i))
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+	for _, folder := range []struct {
+		dir   string
+		files []string
+	}{
+		{dir, diffInput},
+		{filepath.Join(filepath.Dir(dir), "payments"), diffPayments},
+		{filepath.Join(filepath.Dir(dir), "customers"), []string{diffCustomers}},
+	} {
+		if err := os.MkdirAll(folder.dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
-		mt := base.Add(time.Duration(i) * time.Minute) // oldest first on both runtimes
-		if err := os.Chtimes(p, mt, mt); err != nil {
-			t.Fatal(err)
+		for i, data := range folder.files {
+			p := filepath.Join(folder.dir, fmt.Sprintf("part-%d.json", i))
+			if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			mt := base.Add(time.Duration(i) * time.Minute) // oldest first on both runtimes
+			if err := os.Chtimes(p, mt, mt); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }
@@ -142,6 +267,7 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 		reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles),
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
+		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
 	} {
 		if err != nil {
 			t.Fatal(err)

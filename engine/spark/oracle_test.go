@@ -2,6 +2,7 @@ package spark_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -74,6 +75,59 @@ func oracleSource(s *v1.StreamingQuerySpec, in, name, folder string) {
 	one := int32(1)
 	s.Sources = append(s.Sources, v1.Source{Name: name, Files: &v1.FilesSource{Path: filepath.Join(in, folder), Format: v1.FormatJSON, MaxFilesPerTrigger: &one},
 		Schema: &v1.Schema{Columns: oracleColumns}})
+}
+
+// oracleRegions and oracleRegions2 are a static join's two tables, keyed by country: the
+// first has no row for fr, so an inner join drops its orders. oracleCities is keyed by city.
+const (
+	oracleRegions  = `{"country":"de","region":"central","vat":0.19}` + "\n"
+	oracleRegions2 = `{"country":"de","region":"dach","vat":0.19}` + "\n" + `{"country":"fr","region":"west","vat":0.2}` + "\n"
+	oracleCities   = `{"city":"berlin","population":3800000}` + "\n" + `{"city":"paris","population":2100000}` + "\n" + `{"city":"lyon","population":520000}` + "\n"
+)
+
+// oracleRegionsJoin is the static join of orders with in/<table> by country.
+func oracleRegionsJoin(in, table string) v1.Step {
+	return v1.Step{Join: &v1.Join{Name: "regions", Keys: qt.Keys("country", "country"), RightPrefix: "r_",
+		Static: qt.StaticFiles(filepath.Join(in, table), v1.FormatJSON, qt.Col("country", v1.TypeString), qt.Col("region", v1.TypeString))}}
+}
+
+// oracleCitiesJoin is the static join of orders with in/cities by city: munich has no row,
+// so an inner join drops its orders from groups (countries) that later orders update.
+func oracleCitiesJoin(in string) v1.Step {
+	return v1.Step{Join: &v1.Join{Name: "cities", Keys: qt.Keys("city", "city"), RightPrefix: "c_",
+		Static: qt.StaticFiles(filepath.Join(in, "cities"), v1.FormatJSON, qt.Col("city", v1.TypeString), qt.Col("population", v1.TypeLong))}}
+}
+
+// oracleStatic is the third base: orders joined with a static table of regions, appended (a
+// stateless query).
+func oracleStatic(in string) *qt.Query {
+	return qt.Make("oracle", "spark").FilesSource("orders", filepath.Join(in, "orders"), v1.FormatJSON, oracleColumns...).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		Step(oracleRegionsJoin(in, "regions")).
+		OutputMode(v1.OutputAppend).ConsoleSink().StatePartitions(3).AvailableNow().
+		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} })
+}
+
+// oracleStreamJoin is the stream join of orders with the returns source: the same order
+// within a minute after it.
+func oracleStreamJoin() v1.Step {
+	return v1.Step{Join: &v1.Join{Name: "returned", Keys: qt.Keys("order_id", "order_id"), RightPrefix: "ret_",
+		Stream: qt.StreamSide("returns", "ts", "ts", "10s", "0s", "1m")}}
+}
+
+// oracleStream is the fourth base: orders joined with returns (a stream join), appended.
+func oracleStream(in string) *qt.Query {
+	q := qt.Make("oracle", "spark").FilesSource("orders", filepath.Join(in, "orders"), v1.FormatJSON, oracleColumns...).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		Watermark("ts", "10s").Step(oracleStreamJoin()).
+		OutputMode(v1.OutputAppend).ConsoleSink().StatePartitions(3).AvailableNow().
+		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} })
+	return q.Edit(func(s *v1.StreamingQuerySpec) { oracleSource(s, in, "returns", "returns") })
+}
+
+// oracleFilesSink is the fifth base: oracleDedup written to the files sink in/out.
+func oracleFilesSink(in string) *qt.Query {
+	return oracleDedup(in).FilesSink(filepath.Join(in, "out"), v1.FormatJSON)
 }
 
 type oracleCase struct {
@@ -154,6 +208,70 @@ func oracleCases() []oracleCase {
 			s.Sources = s.Sources[:1]
 			oracleSource(s, in, "refunds", "returns")
 		}},
+
+		// A static join (a stateless query).
+		{rule: "join-side", change: "a static join's table changed", base: oracleStatic, edit: func(s *v1.StreamingQuerySpec, in string) {
+			s.Transform[0] = oracleRegionsJoin(in, "regions2")
+		}, why: "Spark rereads the static side at every start and records nothing of it; Lockstep records the snapshot each batch joined, so that a replayed batch joins the same rows, and a snapshot of another table means nothing: it rejects, and the join-side rule says to start fresh"},
+		{rule: "join-type", change: "a static join's type, inner to leftOuter", base: oracleStatic, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform[0].Join.Type = v1.JoinLeftOuter
+		}, why: "a static join keeps no state, so Spark's rows from the restart on are right; Lockstep rejects because the output already written follows the old type (the join-type rule)"},
+		{rule: "join-keys", change: "a static join's left key city instead of country (both strings)", base: oracleStatic, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform[0].Join.Keys[0].Left = "city"
+		}, why: "as for the type: no state, so Spark is right from the restart on; Lockstep rejects because the rows already written matched by the old keys (the join-keys rule)"},
+		{rule: "output-columns", change: "a static side gains a column (vat)", base: oracleStatic, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform[0].Join.Static.Schema.Columns = append(s.Transform[0].Join.Static.Schema.Columns, qt.Col("vat", v1.TypeDouble))
+		}},
+		{rule: "join-removed", change: "the static join removed (no state)", base: oracleStatic, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform = nil
+		}},
+		{rule: "join-added", change: "a static join added (no state)", base: oracleStatic, old: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform = nil
+		}, edit: func(s *v1.StreamingQuerySpec, in string) {
+			s.Transform = []v1.Step{oracleRegionsJoin(in, "regions")}
+		}},
+		{rule: "join-added", change: "a static join (by city, munich missing) added before the aggregate", edit: func(s *v1.StreamingQuerySpec, in string) {
+			s.Transform = slices.Insert(s.Transform, 1, oracleCitiesJoin(in))
+		}},
+		{rule: "join-removed", change: "the static join (by city) before the aggregate removed", old: func(s *v1.StreamingQuerySpec, in string) {
+			s.Transform = slices.Insert(s.Transform, 1, oracleCitiesJoin(in))
+		}, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform = slices.Delete(s.Transform, 1, 2)
+		}},
+
+		// A stream join.
+		{rule: "join-type", change: "a stream join's type, inner to leftOuter", base: oracleStream, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform[1].Join.Type = v1.JoinLeftOuter
+		}},
+		{rule: "join-keys", change: "a stream join's keys city = city instead of order_id (both strings)", base: oracleStream, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform[1].Join.Keys = qt.Keys("city", "city")
+		}},
+		{rule: "join-side-transform", change: "a stream join's right side projected to fewer columns", base: oracleStream, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform[1].Join.Stream.Transform = []v1.SideStep{{Select: []v1.Projection{qt.As("order_id", "order_id"), qt.As("amount", "amount"), qt.As("ts", "ts")}}}
+		}},
+		{rule: "join-added", change: "a stream join added (and its source)", base: oracleStream, old: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform, s.Sources = s.Transform[:1], s.Sources[:1]
+		}, edit: func(s *v1.StreamingQuerySpec, in string) {
+			s.Transform = append(s.Transform, oracleStreamJoin())
+			oracleSource(s, in, "returns", "returns")
+		}},
+		{rule: "join-removed", change: "the stream join removed (and its source)", base: oracleStream, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform, s.Sources = s.Transform[:1], s.Sources[:1]
+		}},
+
+		// Sinks: the files sink is written and its folder compared.
+		{rule: "files-sink-path", change: "the files sink's folder changed", base: oracleFilesSink, edit: func(s *v1.StreamingQuerySpec, in string) {
+			s.Sink.Files.Path = filepath.Join(in, "out2")
+		}},
+		{rule: "files-sink-format", change: "the files sink's format, json to parquet", base: oracleFilesSink, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Sink.Files.Format = v1.FormatParquet
+		}, why: "Lockstep's own readers go by the manifest, which names each file's format, and read the folder whole; Lockstep rejects because a reader of the folder by one format (spark.read.json, DuckDB's read_json) would see part of the output"},
+		{rule: "sink-kind", change: "console becomes a files sink", base: oracleDedup, edit: func(s *v1.StreamingQuerySpec, in string) {
+			s.Sink = v1.Sink{Files: &v1.FilesSink{Path: filepath.Join(in, "out"), Format: v1.FormatJSON}}
+		}},
+		{rule: "sink-kind", change: "a files sink becomes console", base: oracleFilesSink, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Sink = v1.Sink{Console: &v1.ConsoleSink{}}
+		}},
 	}
 }
 
@@ -220,27 +338,33 @@ func lastLines(s string, n int) string {
 // run runs spec on Spark at checkpoint ckpt and returns what happened.
 func (o *oracle) run(spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
 	o.t.Helper()
+	return o.runIn(o.t, spec, ckpt)
+}
+
+// runIn is run on behalf of the test t (a subtest of the oracle's), which it fails.
+func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
+	t.Helper()
 	s := spec.DeepCopy()
 	s.Default()
 	p, err := spark.Compile(s, spark.CompileOptions{QueryID: "oracle", CheckpointLocation: ckpt, AppName: "oracle"})
 	if err != nil {
-		o.t.Fatal(err)
+		t.Fatal(err)
 	}
 	o.n++
 	path := filepath.Join(o.dir, fmt.Sprintf("plan-%d.json", o.n))
 	data, _ := json.Marshal(p)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		o.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if _, err := fmt.Fprintln(o.in, path); err != nil {
-		o.t.Fatal(err)
+		t.Fatal(err)
 	}
 	if !o.out.Scan() {
-		o.t.Fatalf("the oracle JVM ended: %v", o.out.Err())
+		t.Fatalf("the oracle JVM ended: %v", o.out.Err())
 	}
 	var res oracleResult
 	if err := json.Unmarshal(o.out.Bytes(), &res); err != nil {
-		o.t.Fatalf("oracle line %q: %v", o.out.Text(), err)
+		t.Fatalf("oracle line %q: %v", o.out.Text(), err)
 	}
 	return res
 }
@@ -270,9 +394,11 @@ func addOracleInput(t *testing.T, dir string, i int) {
 func (o *oracle) observe(old, changed func(in string) *v1.StreamingQuerySpec) (string, oracleResult) {
 	restartIn, freshIn := o.t.TempDir(), o.t.TempDir()
 	restart, fresh := filepath.Join(o.t.TempDir(), "ckpt"), filepath.Join(o.t.TempDir(), "ckpt")
-	for i := range 2 {
-		addOracleInput(o.t, restartIn, i)
-		addOracleInput(o.t, freshIn, i)
+	for _, in := range []string{restartIn, freshIn} {
+		writeOracleStatic(o.t, in)
+		for i := range 2 {
+			addOracleInput(o.t, in, i)
+		}
 	}
 	if r := o.run(old(restartIn), restart); !r.Ran {
 		o.t.Fatalf("the old query failed on Spark: %s %s", r.ErrorClass, r.Message)
@@ -289,12 +415,32 @@ func (o *oracle) observe(old, changed func(in string) *v1.StreamingQuerySpec) (s
 		return "refused (" + cmpOr(got.ErrorClass, "no error class") + ")", got
 	}
 	want := o.run(changed(freshIn), fresh)
+	if f := changed(restartIn).Sink.Files; f != nil {
+		// What a files sink is about is its folder: all the rows the query wrote.
+		ctx := context.Background()
+		got.Rows = readOutput(o.t, ctx, f.Path, false)
+		want.Rows = readOutput(o.t, ctx, changed(freshIn).Sink.Files.Path, false)
+	}
 	slices.Sort(got.Rows)
 	slices.Sort(want.Rows)
 	if slices.Equal(got.Rows, want.Rows) {
 		return "ran, same rows", got
 	}
 	return "ran, other rows", got
+}
+
+// writeOracleStatic writes the static join's two tables into dir/regions and dir/regions2.
+func writeOracleStatic(t *testing.T, dir string) {
+	t.Helper()
+	for folder, data := range map[string]string{"regions": oracleRegions, "regions2": oracleRegions2, "cities": oracleCities} {
+		p := filepath.Join(dir, folder, "part-0.json")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func cmpOrQuery(q, def func(string) *qt.Query) func(string) *qt.Query {
@@ -379,7 +525,10 @@ do not edit. For each change, the old query ran on real Spark over two files (tw
 batches), then the changed query restarted from the same checkpoint over two more; an
 uninterrupted run of the changed query over the same four files gave the rows to compare with.
 The first base query counts, sums and takes the max of orders per country per minute, in update
-mode, after a 10s watermark; the second drops duplicate orders by id, in append mode. Sources are
+mode, after a 10s watermark; the second drops duplicate orders by id, in append mode; the third
+joins orders with a static table of regions by country (no state); the fourth joins orders with
+a second source, returns, by order id within a minute (a stream join); the fifth is the second
+written to a files sink, whose folder is what its rows are compared by. Sources are
 named (Spark 4.2's source evolution). "Spark on restart" is what Spark did: refused (with its error class), ran
 with the rows an uninterrupted run gives, or ran with other rows (silently wrong). "Lockstep" is
 ` + "`lockstep plan`" + `'s verdict, with the rules that rejected. The rules are in [compatibility.md](compatibility.md).

@@ -69,6 +69,37 @@ type Step struct {
 	Aggregate *Aggregate `json:"aggregate,omitempty"`
 	// DropDuplicates is dropDuplicates(columns...).
 	DropDuplicates []string `json:"dropDuplicates,omitempty"`
+	// Join joins the rows so far (aliased l) with a right side (aliased r).
+	Join *Join `json:"join,omitempty"`
+}
+
+// Spark's join types (Dataset.join's joinType), as Join.Type names them.
+const (
+	JoinInner      = "inner"
+	JoinLeftOuter  = "left_outer"
+	JoinRightOuter = "right_outer"
+	JoinFullOuter  = "full_outer"
+	JoinLeftSemi   = "left_semi"
+)
+
+// Join is l.join(r, expr(Condition), Type).selectExpr(Select...), where l is the rows so far
+// aliased "l" and r the right side aliased "r": Stream (a streaming source read for this join
+// only, not unioned with the others) or Static (a batch read, cached for the run), then Right
+// applied to it. Exactly one of Stream and Static is set.
+type Join struct {
+	Type string `json:"type"`
+	// Stream is read with readStream, as a plan's sources are.
+	Stream *Source `json:"stream,omitempty"`
+	// Static is read with read (Name unused): Path, Format, Schema, Options, then Project.
+	Static *Source `json:"static,omitempty"`
+	// Right are steps (filter, select, watermark) applied to the right side before the join.
+	Right []Step `json:"right,omitempty"`
+	// Condition is the join condition in Spark SQL over `l`.* and `r`.*: the keys' equality,
+	// and a stream join's time bound.
+	Condition string `json:"condition"`
+	// Select names the output columns: Spark SQL expressions over `l`.* and `r`.* with AS
+	// aliases.
+	Select []string `json:"select"`
 }
 
 // Watermark is withWatermark's arguments.

@@ -24,15 +24,17 @@ import org.apache.spark.sql.streaming.Trigger;
  * The planner's oracle (engine/spark/oracle_test.go): {@code Oracle} reads plan paths from
  * standard input, one per line, and runs each in one SparkSession (one JVM for the whole
  * matrix), availableNow, with the plan's sources and steps but its rows collected instead of
- * written. After each it prints one JSON line: whether Spark ran it or refused it, the error
+ * written (a files sink is written as well). After each it prints one JSON line: whether Spark ran it or refused it, the error
  * class Spark gave, and the rows each batch produced.
  */
 public final class Oracle {
   private Oracle() {}
 
   public static void main(String[] args) throws Exception {
+    // Standard output carries the result lines only: what else prints there (a sink's progress
+    // lines) goes to standard error.
     PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
-    System.setOut(out);
+    System.setOut(System.err);
     // Source evolution is fixed when the session starts, and every plan the Go side compiles
     // turns it on (engine/spark/compile.go): the session's own setting, as the runner's.
     SparkSession spark = SparkSession.builder().appName("lockstep-oracle").master("local[2]")
@@ -58,6 +60,10 @@ public final class Oracle {
           result.put("ran", false);
           result.put("errorClass", errorClass(e));
           result.put("message", rootMessage(e));
+        } finally {
+          // A static join side is cached for its run; the next plan is another run, which
+          // reads it again, as a restarted runner does.
+          spark.catalog().clearCache();
         }
         result.put("rows", rows);
         out.println(json.writeValueAsString(result));
@@ -83,9 +89,15 @@ public final class Oracle {
     for (Plan.Step st : plan.steps) {
       df = Runner.step(df, st);
     }
+    // A files sink is written too (the Go side compares the folders): its folder, format and
+    // manifest are what a change of sink is about.
+    FilesSink files = "files".equals(plan.sink.kind) ? new FilesSink(plan.sink, plan.queryId) : null;
     VoidFunction2<Dataset<Row>, Long> collect = (batch, id) -> {
       synchronized (rows) {
         rows.addAll(batch.toJSON().collectAsList());
+      }
+      if (files != null) {
+        files.call(batch, id);
       }
     };
     StreamingQuery q = df.writeStream().queryName(null).outputMode(plan.outputMode)

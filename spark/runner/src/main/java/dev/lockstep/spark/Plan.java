@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 
 import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
+import com.fasterxml.jackson.annotation.JsonProperty;
 import com.fasterxml.jackson.databind.JsonNode;
 
 /**
@@ -48,6 +49,26 @@ public final class Plan {
     public Watermark watermark;
     public Aggregate aggregate;
     public List<String> dropDuplicates;
+    public Join join;
+  }
+
+  /**
+   * A join: the rows so far (aliased l) joined with a right side (aliased r), Stream or Static,
+   * after its Right steps; then Select.
+   */
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Join {
+    /** Dataset.join's joinType: inner, left_outer, right_outer, full_outer, left_semi. */
+    public String type;
+    /** A streaming source read for this join only. */
+    public Source stream;
+    /** A batch read (its name unused), cached for the run. */
+    @JsonProperty("static")
+    public Source staticSide;
+    public List<Step> right = new ArrayList<>();
+    /** Spark SQL over `l`.* and `r`.*. */
+    public String condition;
+    public List<String> select = new ArrayList<>();
   }
 
   @JsonIgnoreProperties(ignoreUnknown = false)

@@ -13,6 +13,7 @@ import java.util.concurrent.TimeUnit;
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.spark.sql.Column;
+import org.apache.spark.sql.DataFrameReader;
 import org.apache.spark.sql.Dataset;
 import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
@@ -165,7 +166,47 @@ public final class Runner {
     if (st.dropDuplicates != null) {
       return df.dropDuplicates(st.dropDuplicates.toArray(new String[0]));
     }
+    if (st.join != null) {
+      return join(df, st.join);
+    }
     throw new IllegalArgumentException("a step with no kind");
+  }
+
+  /** Joins df (aliased l) with the join's right side (aliased r) as the Go side compiled it. */
+  static Dataset<Row> join(Dataset<Row> df, Plan.Join j) {
+    SparkSession spark = df.sparkSession();
+    Dataset<Row> right;
+    if (j.stream != null) {
+      right = source(spark, j.stream);
+    } else if (j.staticSide != null) {
+      right = staticSide(spark, j.staticSide);
+    } else {
+      throw new IllegalArgumentException("a join with no right side");
+    }
+    for (Plan.Step st : j.right) {
+      right = step(right, st);
+    }
+    return df.alias("l").join(right.alias("r"), functions.expr(j.condition), j.type)
+        .selectExpr(j.select.toArray(new String[0]));
+  }
+
+  /**
+   * Reads a static side once per run: cached, so that every batch joins against the rows the
+   * first one read.
+   */
+  static Dataset<Row> staticSide(SparkSession spark, Plan.Source s) {
+    DataFrameReader r = spark.read().format(s.format).options(s.options);
+    if (s.schema != null && !s.schema.isEmpty()) {
+      r = r.schema(s.schema);
+    }
+    Dataset<Row> df = r.load(s.path);
+    if (!s.project.isEmpty()) {
+      df = df.selectExpr(s.project.toArray(new String[0]));
+    }
+    if (!s.then.isEmpty()) {
+      df = df.selectExpr(s.then.toArray(new String[0]));
+    }
+    return df.cache();
   }
 
   private static Column[] exprs(List<String> sql) {

@@ -1,0 +1,148 @@
+package spark
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
+	lplan "github.com/lockstep-dev/lockstep/plan"
+)
+
+// sparkJoinTypes maps the spec's join types to Dataset.join's.
+var sparkJoinTypes = map[v1.JoinType]string{
+	v1.JoinInner:      JoinInner,
+	v1.JoinLeftOuter:  JoinLeftOuter,
+	v1.JoinRightOuter: JoinRightOuter,
+	v1.JoinFullOuter:  JoinFullOuter,
+	v1.JoinLeftSemi:   JoinLeftSemi,
+}
+
+// join compiles a join step over the columns in: the right side (a static read, or the
+// stream source with join.stream.transform and its watermark), the condition (the keys'
+// equality, and a stream join's time bound as Spark's range condition on the two watermark
+// columns, which is what lets Spark evict state and emit outer rows) and the output columns.
+func (c *compiler) join(p *field.Path, j *v1.Join, in v1.Columns) []Step {
+	jn := &Join{Type: sparkJoinTypes[j.EffectiveType()]}
+	var right v1.Columns
+	switch {
+	case j.Static != nil:
+		right = j.Static.Schema.Columns
+		jn.Static = c.static(p.Child("static"), j.Static)
+	case j.Stream != nil:
+		sp := p.Child("stream")
+		src, ok := c.streams[j.Stream.Source]
+		if !ok {
+			c.errs = append(c.errs, field.Invalid(sp.Child("source"), j.Stream.Source, "no such source"))
+			return nil
+		}
+		jn.Stream = &src
+		right, jn.Right = c.sideSteps(sp.Child("transform"), j.Stream.Transform, c.sourceColumns(j.Stream.Source))
+		d, _ := j.Stream.Watermark.Delay.Parse()
+		jn.Right = append(jn.Right, Step{Watermark: &Watermark{Column: j.Stream.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}})
+	}
+	var cond []string
+	for _, k := range j.Keys {
+		l, r := "`l`."+quoteIdent(k.Left), "`r`."+quoteIdent(k.Right)
+		cond = append(cond, l+" = "+r)
+		if c, ok := in.Lookup(k.Left); ok && c.Type == v1.TypeDouble {
+			// Spark's join equates NaN with NaN; the built-in engine's NaN key matches nothing.
+			cond = append(cond, "NOT isnan("+l+")")
+		}
+	}
+	if st := j.Stream; st != nil {
+		tb := st.TimeBound
+		lower, _ := tb.LowerBound.Parse()
+		upper, _ := tb.UpperBound.Parse()
+		l, r := "`l`."+quoteIdent(tb.LeftColumn), "`r`."+quoteIdent(tb.RightColumn)
+		cond = append(cond,
+			fmt.Sprintf("%s >= %s - INTERVAL %d MILLISECONDS", r, l, lower.Milliseconds()),
+			fmt.Sprintf("%s <= %s + INTERVAL %d MILLISECONDS", r, l, upper.Milliseconds()))
+	}
+	jn.Condition = strings.Join(cond, " AND ")
+	for _, o := range j.Output(in, right) {
+		side := "`l`."
+		if o.Side == v1.SideRight {
+			side = "`r`."
+		}
+		cols := in
+		if o.Side == v1.SideRight {
+			cols = right
+		}
+		jn.Select = append(jn.Select, side+quoteIdent(cols[o.Index].Name)+" AS "+quoteIdent(o.Name))
+	}
+	return []Step{{Join: jn}}
+}
+
+// sourceColumns returns the columns of the spec's source name.
+func (c *compiler) sourceColumns(name string) v1.Columns {
+	for i := range c.spec.Sources {
+		if c.spec.Sources[i].Name == name {
+			cols, _ := c.spec.Sources[i].Columns()
+			return cols
+		}
+	}
+	return nil
+}
+
+// sideSteps compiles a stream side's transform over the source's columns in, and returns the
+// columns out of it.
+func (c *compiler) sideSteps(p *field.Path, steps []v1.SideStep, in v1.Columns) (v1.Columns, []Step) {
+	var out []Step
+	for i, ss := range steps {
+		sp := p.Index(i)
+		st := &v1.Step{Filter: ss.Filter, Select: ss.Select}
+		out = append(out, c.step(sp, st, in)...)
+		if ss.Select == nil {
+			continue
+		}
+		env, err := lplan.Env(in)
+		if err != nil {
+			c.errs = append(c.errs, field.InternalError(sp, err))
+			return in, out
+		}
+		var next v1.Columns
+		for _, pr := range ss.Select {
+			_, t, err := lplan.CompileProjection(env, pr.Expr)
+			if err != nil {
+				continue // reported by step
+			}
+			next = append(next, v1.Column{Name: pr.Name, Type: t})
+		}
+		in = next
+	}
+	return in, out
+}
+
+// static compiles a stream–static join's right side: a batch read of a files folder, which
+// the runner caches, so that every batch of a run joins against the snapshot its first batch
+// read. A restart reads the folder again (docs/spark.md).
+func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
+	s := &Source{Options: map[string]string{}}
+	if st.Refresh != nil {
+		c.refuse(p.Child("refresh"), "", "Spark joins a static side's rows read once per run; a refresh within a run is not compiled: omit refresh, and restart the query to read a new snapshot")
+	}
+	switch st.Kind() {
+	case v1.StaticFilesKind:
+		f := st.Files
+		if f.S3 != nil {
+			c.refuse(p.Child("files", "s3"), "", "per-side S3 settings are not mapped to S3A yet")
+		}
+		s.Format, s.Path = string(f.Format), sparkckpt.HadoopLocation(f.Path)
+		switch f.Format {
+		case v1.FormatCSV:
+			s.Options["header"] = "false"
+			s.Options["mode"] = "FAILFAST"
+		case v1.FormatJSON:
+			s.Options["mode"] = "FAILFAST"
+		}
+		s.Schema, s.Project = readSchema(st.Schema.Columns, f.Format != v1.FormatParquet)
+	case v1.StaticDeltaKind:
+		c.refuse(p.Child("delta"), "", "a Delta static side is not compiled for Spark yet (Spark's Delta reader resolves the table's version per batch, not the one snapshot the spec keeps); use a files static side")
+	case v1.StaticPostgresKind:
+		c.refuse(p.Child("postgres"), "", "a PostgreSQL static side is not compiled for Spark yet (a JDBC read with the side's credentials); use a files static side")
+	}
+	return s
+}
