@@ -566,13 +566,13 @@ func (e *IncompatibleSchemaError) Error() string {
 
 func (e *IncompatibleSchemaError) Unwrap() error { return e.Err }
 
-// registerAvro registers the schema of cols under subject (or finds it registered) and
-// returns its id. A refusal is an [IncompatibleSchemaError] naming the rule and the field.
-func registerAvro(ctx context.Context, cl *sr.Client, subject string, cols v1.Columns) (int, error) {
+// register registers schema under subject (or finds it registered there) and returns its
+// id. A refusal by the subject's compatibility rule is an [IncompatibleSchemaError] naming
+// the rule and, by why over the subject's latest schema, the field that breaks it.
+func register(ctx context.Context, cl *sr.Client, subject string, schema sr.Schema, why func(ctx context.Context, latest, rule string) (field, reason string)) (int, error) {
 	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
 	defer cancel()
-	text := avroSchemaFor(subject, cols)
-	s, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: text, Type: sr.TypeAvro})
+	s, err := cl.CreateSchema(ctx, subject, schema)
 	if err == nil {
 		return s.ID, nil
 	}
@@ -586,12 +586,19 @@ func registerAvro(ctx context.Context, cl *sr.Client, subject string, cols v1.Co
 	} else if rs := cl.Compatibility(ctx); len(rs) == 1 && rs[0].Err == nil {
 		ie.Rule = rs[0].Level.String()
 	}
-	latest, lerr := cl.SchemaByVersion(ctx, subject, -1)
-	if lerr == nil {
+	if latest, lerr := cl.SchemaByVersion(ctx, subject, -1); lerr == nil {
 		ie.Latest = latest.Version
-		ie.Field, ie.Reason = avroBreak(latest.Schema.Schema, text, ie.Rule)
+		ie.Field, ie.Reason = why(ctx, latest.Schema.Schema, ie.Rule)
 	}
 	return 0, ie
+}
+
+// registerAvro registers the Avro schema of cols under subject and returns its id.
+func registerAvro(ctx context.Context, cl *sr.Client, subject string, cols v1.Columns) (int, error) {
+	text := avroSchemaFor(subject, cols)
+	return register(ctx, cl, subject, sr.Schema{Schema: text, Type: sr.TypeAvro}, func(_ context.Context, latest, rule string) (string, string) {
+		return avroBreak(latest, text, rule)
+	})
 }
 
 // avroBreak finds the first field by which the new schema breaks rule against the old one.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"slices"
 	"sync"
 
@@ -104,31 +103,11 @@ func jsonType(t v1.ColumnType) string {
 	return "string"
 }
 
-// registerJSONSchema registers the JSON Schema of cols under subject (or finds it there) and
-// returns its id; a refusal by the subject's rule is an *IncompatibleSchemaError.
+// registerJSONSchema registers the JSON Schema of cols under subject and returns its id.
 func registerJSONSchema(ctx context.Context, cl *sr.Client, subject string, cols v1.Columns) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
-	defer cancel()
-	text := jsonSchemaFor(subject, cols)
-	s, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: text, Type: sr.TypeJSON})
-	if err == nil {
-		return s.ID, nil
-	}
-	var re *sr.ResponseError
-	if !errors.As(err, &re) || re.StatusCode != http.StatusConflict {
-		return 0, fmt.Errorf("schema registry: register the value schema under subject %s: %w", subject, err)
-	}
-	ie := &IncompatibleSchemaError{Subject: subject, Rule: "unknown", Err: err}
-	if rs := cl.Compatibility(ctx, subject); len(rs) == 1 && rs[0].Err == nil && rs[0].Level != sr.CompatNone {
-		ie.Rule = rs[0].Level.String()
-	} else if rs := cl.Compatibility(ctx); len(rs) == 1 && rs[0].Err == nil {
-		ie.Rule = rs[0].Level.String()
-	}
-	if latest, lerr := cl.SchemaByVersion(ctx, subject, -1); lerr == nil {
-		ie.Latest = latest.Version
-		ie.Field, ie.Reason = jsonSchemaBreak(latest.Schema.Schema, cols)
-	}
-	return 0, ie
+	return register(ctx, cl, subject, sr.Schema{Schema: jsonSchemaFor(subject, cols), Type: sr.TypeJSON}, func(_ context.Context, latest, _ string) (string, string) {
+		return jsonSchemaBreak(latest, cols)
+	})
 }
 
 // jsonSchemaBreak finds the first column whose property in the old schema has none of the

@@ -397,27 +397,9 @@ func (e *protoEncoder) append(b []byte, row []any) ([]byte, error) {
 
 // registerProto registers the Protobuf schema of cols under subject and returns its id.
 func registerProto(ctx context.Context, cl *sr.Client, subject string, cols v1.Columns) (int, error) {
-	ctx, cancel := context.WithTimeout(ctx, registryTimeout)
-	defer cancel()
-	s, err := cl.CreateSchema(ctx, subject, sr.Schema{Schema: protoSchemaFor(subject, cols), Type: sr.TypeProtobuf})
-	if err == nil {
-		return s.ID, nil
-	}
-	var re *sr.ResponseError
-	if !errors.As(err, &re) || re.StatusCode != 409 {
-		return 0, fmt.Errorf("schema registry: register the value schema under subject %s: %w", subject, err)
-	}
-	ie := &IncompatibleSchemaError{Subject: subject, Rule: "unknown", Err: err}
-	if rs := cl.Compatibility(ctx, subject); len(rs) == 1 && rs[0].Err == nil && rs[0].Level != sr.CompatNone {
-		ie.Rule = rs[0].Level.String()
-	} else if rs := cl.Compatibility(ctx); len(rs) == 1 && rs[0].Err == nil {
-		ie.Rule = rs[0].Level.String()
-	}
-	if latest, lerr := cl.SchemaByVersion(ctx, subject, -1); lerr == nil {
-		ie.Latest = latest.Version
-		ie.Field, ie.Reason = protoBreak(ctx, latest.Schema.Schema, cols, subject)
-	}
-	return 0, ie
+	return register(ctx, cl, subject, sr.Schema{Schema: protoSchemaFor(subject, cols), Type: sr.TypeProtobuf}, func(ctx context.Context, latest, _ string) (string, string) {
+		return protoBreak(ctx, latest, cols, subject)
+	})
 }
 
 // protoBreak finds the first field whose number the new schema gives another type or name.
