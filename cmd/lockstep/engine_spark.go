@@ -15,8 +15,8 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/spark"
 )
 
-// engineQuery is what `lockstep engine` runs: the built-in engine's query, or a spark query's
-// driver.
+// engineQuery is what `lockstep engine` and `lockstep run` run: the built-in engine's query,
+// or a spark query's driver.
 type engineQuery interface {
 	Run(ctx context.Context) (engine.Summary, error)
 	Stop()

@@ -22,6 +22,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/postgres"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
@@ -136,27 +137,15 @@ func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, 
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
-	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
-	var logs slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
-	var observer engine.Observer = obs
-	var srv *queryServer
-	if httpAddr != "" {
-		srv = newQueryServer(obj, location)
-		logs = srv.ring.LogHandler(logs)
-		mux := http.NewServeMux()
-		srv.register(mux)
-		addr, stop, err := serveHTTP(httpAddr, mux)
-		if err != nil {
-			return withExitCode(exitInvalid, fmt.Errorf("--http: %w", err))
-		}
-		defer stop()
-		obs.printf("lockstep: query page on http://%s/ (metrics at /metrics)", addr)
-		observer = append(observers{obs}, srv.observers()...)
+	out, err := newRunOutput(obj, location, progress, httpAddr, stderr, "")
+	if err != nil {
+		return err
 	}
-	logger := slog.New(logs)
+	defer out.stop()
+	logger := out.logger
 	opts := []engine.Option{
 		engine.WithLogger(logger),
-		engine.WithObserver(observer),
+		engine.WithObserver(out.observer),
 		engine.WithStdout(stdout),
 		// The checkpoint refuses an incompatible change here too, as in the
 		// pod (defence in depth behind `lockstep plan`).
@@ -175,16 +164,53 @@ func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, 
 	if err != nil {
 		return err
 	}
+	return out.run(ctx, q)
+}
 
+// runOutput is where `lockstep run` reports, whatever the runtime: progress lines on standard
+// error and, with --http, the query's page, progress and metrics.
+type runOutput struct {
+	printer  *progressPrinter
+	observer engine.Observer
+	logger   *slog.Logger
+	srv      *queryServer // nil without --http
+	stop     func()
+}
+
+// newRunOutput prints progress to stderr and, when httpAddr is set, serves the query there;
+// metricsNote says what else /metrics holds, opts add to its metrics. The caller calls stop.
+func newRunOutput(obj *v1.StreamingQuery, location, progress, httpAddr string, stderr io.Writer, metricsNote string, opts ...metrics.Option) (*runOutput, error) {
+	out := &runOutput{printer: &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}, stop: func() {}}
+	out.observer = out.printer
+	var logs slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
+	if httpAddr != "" {
+		out.srv = newQueryServer(obj, location, opts...)
+		logs = out.srv.ring.LogHandler(logs)
+		mux := http.NewServeMux()
+		out.srv.register(mux)
+		addr, stop, err := serveHTTP(httpAddr, mux)
+		if err != nil {
+			return nil, withExitCode(exitInvalid, fmt.Errorf("--http: %w", err))
+		}
+		out.stop = stop
+		out.printer.printf("lockstep: query page on http://%s/ (metrics at /metrics%s)", addr, metricsNote)
+		out.observer = append(observers{out.printer}, out.srv.observers()...)
+	}
+	out.logger = slog.New(logs)
+	return out, nil
+}
+
+// run runs q to its end, stopping it at a batch boundary on the first signal and at once on
+// the second, and returns how it ended with its exit code.
+func (o *runOutput) run(ctx context.Context, q engineQuery) error {
 	defer stopOnSignals(q.Stop, func() {
-		obs.note("stopping after the current batch (signal again to exit at once)")
+		o.printer.note("stopping after the current batch (signal again to exit at once)")
 	}, func() {
-		obs.note("exiting at once; the next run replays the interrupted batch")
+		o.printer.note("exiting at once; the next run replays the interrupted batch")
 	})()
-
 	sum, err := q.Run(ctx)
-	if srv != nil {
-		srv.ring.Ended(time.Now(), err)
+	if o.srv != nil {
+		o.srv.ring.Ended(time.Now(), err)
 	}
 	if err != nil {
 		if errors.Is(err, engine.ErrRefused) {
@@ -192,7 +218,7 @@ func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, 
 		}
 		return withExitCode(exitFailure, err)
 	}
-	obs.summary(sum)
+	o.printer.summary(sum)
 	return nil
 }
 

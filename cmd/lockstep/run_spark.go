@@ -5,15 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
 	"strings"
-	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 )
 
@@ -38,32 +36,24 @@ func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progr
 	if err != nil {
 		return withExitCode(exitFailure, err)
 	}
-	obs := &progressPrinter{w: stderr, json: progress == progressJSON, name: obj.Namespace + "/" + obj.Name}
-	var logs slog.Handler = slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})
-	var observer engine.Observer = obs
-	var srv *queryServer
 	var ui sparkUI
+	var gather []metrics.Option
 	if httpAddr != "" {
 		if ui, err = newSparkUI(obj); err != nil {
 			return withExitCode(exitFailure, err)
 		}
-		srv = newQueryServer(obj, location, ui.metrics)
-		logs = srv.ring.LogHandler(logs)
-		mux := http.NewServeMux()
-		srv.register(mux)
-		addr, stop, err := serveHTTP(httpAddr, mux)
-		if err != nil {
-			return withExitCode(exitInvalid, fmt.Errorf("--http: %w", err))
-		}
-		defer stop()
-		obs.printf("lockstep: query page on http://%s/ (metrics at /metrics, Spark's included)", addr)
-		observer = append(observers{obs}, srv.observers()...)
+		gather = append(gather, ui.metrics)
 	}
-	logger := slog.New(logs)
+	out, err := newRunOutput(obj, location, progress, httpAddr, stderr, ", Spark's included", gather...)
+	if err != nil {
+		return err
+	}
+	defer out.stop()
+	logger := out.logger
 	q, err := spark.New(obj, spark.Options{
 		Location: location,
 		Runner:   runner,
-		Observer: observer,
+		Observer: out.observer,
 		Stdout:   stdout,
 		Guard:    compatGuard(logger),
 		Adopt:    sparkAdoptGuard(logger),
@@ -76,24 +66,8 @@ func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progr
 	if err != nil {
 		return withExitCode(exitFailure, err)
 	}
-	obs.note("runtime spark: the Spark driver's log is " + q.LogPath())
-	defer stopOnSignals(q.Stop, func() {
-		obs.note("stopping after the current batch (signal again to exit at once)")
-	}, func() {
-		obs.note("exiting at once; the next run replays the interrupted batch")
-	})()
-	sum, err := q.Run(ctx)
-	if srv != nil {
-		srv.ring.Ended(time.Now(), err)
-	}
-	if err != nil {
-		if errors.Is(err, engine.ErrRefused) {
-			return withExitCode(exitRefused, err)
-		}
-		return withExitCode(exitFailure, err)
-	}
-	obs.summary(sum)
-	return nil
+	out.printer.note("runtime spark: the Spark driver's log is " + q.LogPath())
+	return out.run(ctx, q)
 }
 
 // refuseSparkCheckpoint refuses to run the built-in engine on a checkpoint the spark runtime
