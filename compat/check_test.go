@@ -1383,16 +1383,14 @@ func ruleCases() []ruleCase {
 			old:          revenue().Spec(),
 			new:          revenue().Spec(),
 			sparkSources: 1,
-			passes:       []string{"spark-source-positions", "spark-unnamed-sources"},
+			passes:       []string{"spark-source-positions"},
 		},
 		{
-			name:         "spark-unnamed-sources/the spark runtime on a Spark checkpoint that names no sources",
+			name:         "spark-source-positions/the spark runtime takes over a Spark checkpoint that names no sources",
 			old:          edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
 			new:          edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
 			sparkSources: 1,
-			want: []finding{
-				{Rule: "spark-unnamed-sources", Severity: compat.Rejected, Path: "spec.runtime.spark", Old: "1 unnamed sources", New: "spark runtime"},
-			},
+			passes:       []string{"spark-source-positions"},
 		},
 
 		// Settings.

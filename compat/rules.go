@@ -565,15 +565,6 @@ func Rules() []Rule {
 			check:   checkSparkSourcePositions,
 		},
 		{
-			ID: "spark-unnamed-sources", Area: AreaSources, Title: "The spark runtime takes over a Spark checkpoint that names no sources",
-			Severities: []Severity{Rejected},
-			Description: "The spark runtime names every source (DataStreamReader.name, Spark's source evolution), and Spark keeps a named source's own log — the files a files source has read, a Kafka source's starting offsets — under sources/<name>, where an unnamed source's is under sources/<position>. " +
-				"Resumed by the spark runtime, a checkpoint written without source names (its offsets log pins spark.sql.streaming.queryEvolution.enableSourceEvolution=false) would not find those logs: Spark fails on the files source's log, or a source starts over. " +
-				"So the spark runtime takes over only a Spark checkpoint whose sources are named; only `lockstep plan` against a Spark checkpoint and the spark runtime before it adopts one run this rule (docs/spark.md, Adopting a Spark checkpoint).",
-			Example: Example{Old: "(a Spark checkpoint with 1 unnamed source)", New: "runtime: {spark: {}}"},
-			check:   checkSparkUnnamedSources,
-		},
-		{
 			ID: "state-partitions", Area: AreaSettings, Title: "The number of state partitions changes",
 			Severities:  []Severity{Rejected},
 			Description: "spec.stateStore.partitions is pinned by the checkpoint at its first batch: state keys are hashed into that many partitions, so another count would look for every key in the wrong partition. Spark silently keeps the old value and ignores the new one (a known pain); Lockstep rejects the change instead, stateless queries included, so that the spec always says what runs.",

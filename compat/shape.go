@@ -213,9 +213,6 @@ type outside struct {
 	// positionalSources is the number of sources of a Spark checkpoint that names none
 	// (offsets v1), which Spark matches by position; 0 otherwise.
 	positionalSources int
-	// unnamedSources is the number of sources of a Spark checkpoint written without source
-	// names (source evolution off), whose logs Spark keeps under sources/<position>.
-	unnamedSources int
 }
 
 // WithPostgresServer gives the server and database that a postgres sink's connection string

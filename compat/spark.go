@@ -27,7 +27,8 @@ type Inference struct {
 	Positional bool `json:"positional,omitempty"`
 	// Unnamed is true when the checkpoint's query did not name its sources: it pins
 	// spark.sql.streaming.queryEvolution.enableSourceEvolution other than true, and Spark
-	// keeps each source's log under sources/<position>, not sources/<name>.
+	// keeps each source's log under sources/<position>, not sources/<name>. The spark runtime
+	// then leaves its sources unnamed too, for as long as the checkpoint lives.
 	Unnamed bool `json:"unnamed,omitempty"`
 }
 
@@ -49,7 +50,7 @@ func ShapeOfSpark(c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec, opts ...
 		"filter and select expressions, and the columns each step computes (Spark does not record them)")
 	if c.Latest != nil {
 		sh.Sources = sparkSources(c, sh.Sources, &inf)
-		inf.Unnamed = len(c.Sources) > 0 && c.Latest.Conf[sparkSourceEvolution] != "true"
+		inf.Unnamed = len(c.Sources) > 0 && !c.Latest.NamesSources()
 		if p, ok := c.Latest.Conf["spark.sql.shuffle.partitions"]; ok {
 			if n, err := strconv.ParseInt(p, 10, 32); err == nil {
 				sh.Pinned.StatePartitions = int32(n)
@@ -304,19 +305,12 @@ func joinFunctions(fns []v1.AggregateFunction) string {
 	return strings.Join(s, ", ")
 }
 
-// sparkSourceEvolution is the setting that lets a Spark query name its sources; the offsets log
-// pins it.
-const sparkSourceEvolution = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
-
 // FromSpark tells Check that old was inferred from a Spark checkpoint (ShapeOfSpark), so
 // that the rules about Spark's own matching run.
 func FromSpark(inf Inference, sources int) Option {
 	return func(o *outside) {
 		if inf.Positional {
 			o.positionalSources = sources
-		}
-		if inf.Unnamed {
-			o.unnamedSources = sources
 		}
 	}
 }
@@ -334,20 +328,5 @@ func checkSparkSourcePositions(c *change) []Finding {
 		Message: fmt.Sprintf("The Spark checkpoint names no sources and has %d; Spark matches sources to offsets by position and refuses to restart with %d.",
 			n, len(c.spec.Sources)),
 		Remedy: c.revertOrFresh(fmt.Sprintf("Keep exactly the checkpoint's %d sources, in their order", n)),
-	}}
-}
-
-func checkSparkUnnamedSources(c *change) []Finding {
-	n := c.out.unnamedSources
-	if n == 0 || c.spec.Runtime.Spark == nil {
-		return nil
-	}
-	return []Finding{{
-		Severity: Rejected,
-		Path:     "spec.runtime.spark",
-		Old:      fmt.Sprintf("%d unnamed sources", n),
-		New:      "spark runtime",
-		Message:  "The Spark checkpoint names no sources; the spark runtime names them, and Spark would then look for each source's log (its files read, its starting offsets) under sources/<name>, not where this checkpoint keeps it.",
-		Remedy:   "Name the sources in the Spark job (DataStreamReader.name, with spark.sql.streaming.queryEvolution.enableSourceEvolution) and let it write a batch before Lockstep takes the checkpoint over, or start fresh at a new spec.checkpoint.location.",
 	}}
 }

@@ -119,6 +119,29 @@ func Read(ctx context.Context, store checkpoint.Store) (*Checkpoint, error) {
 	return c, nil
 }
 
+// ConfSourceEvolution is the Spark setting that lets a query name its sources
+// (DataStreamReader.name); the offsets log pins it.
+const ConfSourceEvolution = "spark.sql.streaming.queryEvolution.enableSourceEvolution"
+
+// NamesSources reports whether the query that logged o names its sources: it pins source
+// evolution on. A query that does not keeps each source's own log (the files read, Kafka's
+// starting offsets) under sources/<position>, not sources/<name>.
+func (o *Offsets) NamesSources() bool { return o.Conf[ConfSourceEvolution] == "true" }
+
+// UnnamedSources reports whether the Spark checkpoint in store belongs to a query that reads
+// sources it did not name, by its newest offsets entry; false when it has none.
+func UnnamedSources(ctx context.Context, store checkpoint.Store) (bool, error) {
+	planned, err := batches(ctx, store, "offsets/")
+	if err != nil || len(planned) == 0 {
+		return false, err
+	}
+	o, err := readLog(ctx, store, "offsets/", planned[len(planned)-1], ParseOffsets)
+	if err != nil {
+		return false, err
+	}
+	return len(o.Sources) > 0 && !o.NamesSources(), nil
+}
+
 // batches lists the batch files of a log folder: bare numbers (Spark does not pad them),
 // without checksum files.
 func batches(ctx context.Context, store checkpoint.Store, dir string) ([]int64, error) {
@@ -226,7 +249,7 @@ func (c *Checkpoint) readSources(ctx context.Context, store checkpoint.Store) er
 // sources/<name>, and with one source the one folder there is its. "" otherwise: the log of
 // source N is under sources/N (or sources/<id> in v2).
 func namedSourceDir(ctx context.Context, store checkpoint.Store, o *Offsets) (string, error) {
-	if o.Version != 1 || len(o.Sources) != 1 || o.Conf["spark.sql.streaming.queryEvolution.enableSourceEvolution"] != "true" {
+	if o.Version != 1 || len(o.Sources) != 1 || !o.NamesSources() {
 		return "", nil
 	}
 	keys, err := checkpoint.ListKeys(ctx, store, "sources/")

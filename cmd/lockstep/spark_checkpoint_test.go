@@ -104,7 +104,7 @@ func TestPlainSparkCheckpoint(t *testing.T) {
 	plainSparkJob(t, "dedup-agg", input, ckpt)
 	writeOrders(t, input, 1, "o3 de 30 70", "o4 fr 5 200")
 	plainSparkJob(t, "dedup-agg", input, ckpt)
-	defer refusedUnnamed(t, input, ckpt) // after the plans below
+	defer adoptsUnnamed(t, input, ckpt) // after the plans below
 
 	out, code := runCheckpointCmd(t, "checkpoint", "describe", ckpt)
 	if code != exitOK {
@@ -177,18 +177,22 @@ func TestPlainSparkCheckpoint(t *testing.T) {
 	}
 }
 
-// refusedUnnamed: the spark runtime does not take over the checkpoint that PlainJob's
-// dedup-agg wrote, whose source is unnamed (rule spark-unnamed-sources), and leaves it byte
-// for byte as it was.
-func refusedUnnamed(t *testing.T, input, ckpt string) {
+// adoptsUnnamed: the spark runtime takes over the checkpoint that PlainJob's dedup-agg wrote,
+// whose source is unnamed (source evolution off): it leaves the source unnamed, so Spark finds
+// the files source's log by position and the state it kept. The first batch reads only the
+// new file; the watermark then closes fr's window of o4 and o5, and o1's duplicate is dropped.
+func adoptsUnnamed(t *testing.T, input, ckpt string) {
 	t.Helper()
-	before := treeOf(t, ckpt)
-	_, stderr, code := runCommand(t, "run", "--runtime", "spark", "-f", sparkOrdersQuery(t, input, ckpt, availableNow))
-	if code != exitRefused || !strings.Contains(stderr, "✗ spark-unnamed-sources") || !strings.Contains(stderr, "nothing was written to it") {
-		t.Errorf("run on a Spark checkpoint with an unnamed source: exit %d, want %d naming spark-unnamed-sources:\n%s", code, exitRefused, stderr)
+	writeOrders(t, input, 2, "o5 fr 7 205", "o1 de 99 210", "o6 de 1 400")
+	stdout, stderr, code := runCommand(t, "run", "--runtime", "spark", "-f", sparkOrdersQuery(t, input, ckpt, availableNow))
+	if code != exitOK || !strings.Contains(stderr, "adopted the Spark checkpoint") {
+		t.Fatalf("run on a Spark checkpoint with an unnamed source: exit %d, want it adopted:\n%s\n%s", code, stderr, stdout)
 	}
-	if diff := cmp.Diff(before, treeOf(t, ckpt)); diff != "" {
-		t.Errorf("the refused run changed the checkpoint (-before +after):\n%s", diff)
+	if row := consoleRow(stdout, "fr", "10:03:00"); !strings.Contains(row, "|2 ") || !strings.Contains(row, "|12.0") || !strings.Contains(row, "|7.0") {
+		t.Errorf("adoption of the unnamed source: fr's window at 10:03 = %q, want orders 2, revenue 12.0, top 7.0:\n%s", row, stdout)
+	}
+	if strings.Contains(stdout, "|de ") || strings.Contains(stdout, "10:00:00") || strings.Contains(stdout, "10:01:00") {
+		t.Errorf("adoption of the unnamed source output old input again, or o1's duplicate:\n%s", stdout)
 	}
 }
 

@@ -25,6 +25,10 @@ type CompileOptions struct {
 	AppName string
 	// Getenv reads the S3 settings (S3AConf); nil: no S3 settings.
 	Getenv func(string) string
+	// UnnamedSources leaves the sources unnamed, with source evolution off: the checkpoint is
+	// a Spark job's that named none (sparkckpt.UnnamedSources), and Spark keeps each source's
+	// log under sources/<position>.
+	UnnamedSources bool
 }
 
 // Compile turns a defaulted, valid spec into the runner's plan. Every construct Spark
@@ -110,11 +114,17 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 			c.refuse(p.Child("name"), src.Name, fmt.Sprintf("Spark names sources with letters, digits and _ only, so %q and %q are one name there; rename one", other, src.Name))
 		}
 		names[s.Name] = src.Name
+		if opts.UnnamedSources {
+			s.Name = ""
+		}
 		if joined[src.Name] {
 			c.streams[src.Name] = s
 			continue
 		}
 		plan.Sources = append(plan.Sources, s)
+	}
+	if opts.UnnamedSources {
+		plan.Conf[sparkckpt.ConfSourceEvolution] = "false"
 	}
 	for i := range spec.Transform {
 		plan.Steps = append(plan.Steps, c.step(sp.Child("transform").Index(i), &spec.Transform[i], cols[i])...)
@@ -131,12 +141,12 @@ func (c *compiler) conf(rt *v1.SparkRuntime, getenv func(string) string) map[str
 		partitions = 8
 	}
 	conf := map[string]string{
-		"spark.sql.shuffle.partitions":                             strconv.Itoa(int(partitions)),
-		"spark.sql.session.timeZone":                               "UTC",
-		"spark.sql.streaming.queryEvolution.enableSourceEvolution": "true",
-		"spark.ui.enabled":                                         "false",
-		"spark.sql.extensions":                                     "io.delta.sql.DeltaSparkSessionExtension",
-		"spark.sql.catalog.spark_catalog":                          "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+		"spark.sql.shuffle.partitions":    strconv.Itoa(int(partitions)),
+		"spark.sql.session.timeZone":      "UTC",
+		sparkckpt.ConfSourceEvolution:     "true",
+		"spark.ui.enabled":                "false",
+		"spark.sql.extensions":            "io.delta.sql.DeltaSparkSessionExtension",
+		"spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
 		// A files source commits a file it has read to its log; Lockstep's sources read every
 		// file of the folder, as does Spark's by default.
 		"spark.sql.streaming.schemaInference": "false",

@@ -41,8 +41,9 @@ type Plan struct {
 // .schema(Schema).load(Path), then selectExpr(Project...).
 type Source struct {
 	// Name is the source's Spark name ([A-Za-z0-9_]); with source evolution on, the
-	// checkpoint keys the source's offsets by it.
-	Name   string `json:"name"`
+	// checkpoint keys the source's offsets by it. Empty: the source is not named (a Spark
+	// job's checkpoint that named none, taken over).
+	Name   string `json:"name,omitempty"`
 	Format string `json:"format"`
 	// Path is load's argument; empty for sources without one (kafka).
 	Path string `json:"path,omitempty"`

@@ -187,7 +187,13 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 			return sum, fmt.Errorf("%w: %w", engine.ErrRefused, err)
 		}
 	}
-	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(loc), AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv})
+	// A Spark job's checkpoint that named no sources stays so: Spark keeps their logs by position.
+	unnamed, err := sparkckpt.UnnamedSources(ctx, sparkStore)
+	if err != nil {
+		return sum, fmt.Errorf("read %s: %w", loc, err)
+	}
+	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(loc),
+		AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv, UnnamedSources: unnamed})
 	if err != nil {
 		return sum, err
 	}

@@ -132,7 +132,12 @@ public final class Runner {
   }
 
   static Dataset<Row> source(SparkSession spark, Plan.Source s) {
-    DataStreamReader r = spark.readStream().name(s.name).format(s.format).options(s.options);
+    DataStreamReader r = spark.readStream();
+    if (s.name != null && !s.name.isEmpty()) {
+      // Unnamed: a Spark job's checkpoint that named no sources, taken over.
+      r = r.name(s.name);
+    }
+    r = r.format(s.format).options(s.options);
     if (s.schema != null && !s.schema.isEmpty()) {
       r = r.schema(s.schema);
     }
