@@ -6,7 +6,9 @@ LOCKSTEP_TOOLS ?= $(HOME)/.cache/lockstep/tools
 export LOCKSTEP_TOOLS
 TOOLS_BIN := $(LOCKSTEP_TOOLS)/bin
 # Test binaries share one build; 2 cores run at most 2 packages at once.
-GO_TEST_FLAGS ?= -race -timeout 30m
+# engine/spark runs real Spark (the oracle, the differential corpus, the driver-kill test):
+# about 25 minutes on its own on a busy 2-core machine, so a package may take 45.
+GO_TEST_FLAGS ?= -race -timeout 45m
 PKGS ?= ./...
 
 .PHONY: all build tools test test-short e2e e2e-short image image-spark lint generate manifests bench clean-tools help
