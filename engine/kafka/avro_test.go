@@ -226,22 +226,7 @@ func TestAvroSinkIncompatibleChange(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	reg := testenv.SchemaRegistry(t)
 	topic := "avro-incompatible"
-	createTopic(t, brokers, topic, 1, nil)
-	spec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaAvro,
-		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL}}}
-	newAvroSink := func(cols v1.Columns) (engine.Sink, error) {
-		return kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec,
-			engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
-	}
-	first, err := newAvroSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.(*kafka.Sink).Close()
-	cl := registryClient(t, reg)
-	if rs := cl.SetCompatibility(testContext(t), sr.SetCompatibility{Level: sr.CompatBackward}, topic+"-value"); rs[0].Err != nil {
-		t.Fatal(rs[0].Err)
-	}
+	newAvroSink := backwardSubject(t, brokers, reg, topic, v1.KafkaAvro)
 	// A column added is compatible: its field defaults to null.
 	added, err := newAvroSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "x", Type: v1.TypeDouble}})
 	if err != nil {
@@ -249,12 +234,7 @@ func TestAvroSinkIncompatibleChange(t *testing.T) {
 	}
 	added.(*kafka.Sink).Close()
 
-	_, err = newAvroSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeString}})
-	var ie *kafka.IncompatibleSchemaError
-	if !errors.As(err, &ie) || ie.Subject != topic+"-value" || ie.Rule != "BACKWARD" || ie.Field != "n" {
-		t.Fatalf("new sink with n changed from long to string = %v, want an IncompatibleSchemaError for subject %s-value, BACKWARD, field n", err, topic)
-	}
-	t.Logf("the sink's error: %v", err)
+	refusesNToString(t, newAvroSink, topic)
 	ends, err := admin(t, brokers).ListEndOffsets(testContext(t), topic)
 	if err != nil {
 		t.Fatal(err)
@@ -264,6 +244,40 @@ func TestAvroSinkIncompatibleChange(t *testing.T) {
 			t.Errorf("partition %d has %d records, want none", o.Partition, o.Offset)
 		}
 	})
+}
+
+// backwardSubject creates topic and returns a constructor of format sinks to it, once a first
+// sink (id string, n long) has registered the value schema and the subject's rule is BACKWARD.
+func backwardSubject(t *testing.T, brokers []string, reg testenv.Registry, topic string, format v1.KafkaFormat) func(v1.Columns) (engine.Sink, error) {
+	t.Helper()
+	createTopic(t, brokers, topic, 1, nil)
+	spec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: format,
+		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL}}}
+	newSink := func(cols v1.Columns) (engine.Sink, error) {
+		return kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec,
+			engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
+	}
+	first, err := newSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first.(*kafka.Sink).Close()
+	if rs := registryClient(t, reg).SetCompatibility(testContext(t), sr.SetCompatibility{Level: sr.CompatBackward}, topic+"-value"); rs[0].Err != nil {
+		t.Fatal(rs[0].Err)
+	}
+	return newSink
+}
+
+// refusesNToString checks that a sink whose column n changed from long to string fails to start
+// with an IncompatibleSchemaError naming the subject, the BACKWARD rule and the field.
+func refusesNToString(t *testing.T, newSink func(v1.Columns) (engine.Sink, error), topic string) {
+	t.Helper()
+	_, err := newSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeString}})
+	var ie *kafka.IncompatibleSchemaError
+	if !errors.As(err, &ie) || ie.Subject != topic+"-value" || ie.Rule != "BACKWARD" || ie.Field != "n" {
+		t.Fatalf("new sink with n changed from long to string = %v, want an IncompatibleSchemaError for subject %s-value, BACKWARD, field n", err, topic)
+	}
+	t.Logf("the sink's error: %v", err)
 }
 
 // TestAvroExampleQuery runs examples/queries/orders-avro.yaml against the test broker and

@@ -1,7 +1,6 @@
 package kafka_test
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -87,33 +86,13 @@ func TestJSONSchemaSinkIncompatibleChange(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	reg := testenv.SchemaRegistry(t)
 	topic := "jsonschema-incompatible"
-	createTopic(t, brokers, topic, 1, nil)
-	spec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaJSONSchema,
-		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL}}}
-	newSink := func(cols v1.Columns) (engine.Sink, error) {
-		return kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec,
-			engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
-	}
-	first, err := newSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first.(*kafka.Sink).Close()
-	if rs := registryClient(t, reg).SetCompatibility(testContext(t), sr.SetCompatibility{Level: sr.CompatBackward}, topic+"-value"); rs[0].Err != nil {
-		t.Fatal(rs[0].Err)
-	}
-	_, err = newSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeString}})
-	var ie *kafka.IncompatibleSchemaError
-	if !errors.As(err, &ie) || ie.Subject != topic+"-value" || ie.Rule != "BACKWARD" || ie.Field != "n" {
-		t.Fatalf("new sink with n changed from long to string = %v, want an IncompatibleSchemaError for subject %s-value, BACKWARD, field n", err, topic)
-	}
-	t.Logf("the sink's error: %v", err)
+	refusesNToString(t, backwardSubject(t, brokers, reg, topic, v1.KafkaJSONSchema), topic)
 
 	src := kafkaSpec(brokers, topic)
 	src.Kafka.Format = v1.KafkaJSONSchema
 	src.Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: reg.URL}
 	src.Schema = &v1.Schema{Columns: v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "qty", Type: v1.TypeLong}}}
-	_, err = kafka.SourceWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), src, engine.SourceEnv{
+	_, err := kafka.SourceWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), src, engine.SourceEnv{
 		Name: src.Name, QueryID: "q1", Store: sourceStore(t, t.TempDir()), Logger: testLogger(t)})
 	if err == nil || !strings.Contains(err.Error(), "column qty: no property qty") {
 		t.Fatalf("new source with a column the schema lacks = %v, want the start guard naming it", err)
