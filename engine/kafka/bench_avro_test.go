@@ -13,7 +13,6 @@ import (
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
-	"github.com/lockstep-dev/lockstep/internal/gctune"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -36,41 +35,7 @@ func BenchmarkKafkaToKafkaAvro(b *testing.B) {
 	n := *benchRecords
 	createTopic(b, brokers, "avro-in", benchPartitions, nil)
 	preloadAvro(b, brokers, reg, "avro-in", n)
-	var ceiling, ceilingHeap, ceilingCPU float64
-	for _, c := range []struct {
-		name string
-		p    pipeline
-	}{{"ceiling", plainLoop{}}, {"lockstep", avroQuery{reg: reg}}} {
-		b.Run(c.name, func(b *testing.B) {
-			b.Cleanup(gctune.Apply(gctune.Defaults(gctune.OSEnv)))
-			var u usage
-			for range b.N {
-				out := fmt.Sprintf("avro-%s-out-%d", c.name, benchRuns.Add(1))
-				createTopic(b, brokers, out, benchPartitions, nil)
-				run := measure(broker, func() { c.p.drain(b, brokers, "avro-in", out, n) })
-				u.wall += run.wall
-				u.cpu += run.cpu
-				u.allocs += run.allocs
-				u.brokerCPU += run.brokerCPU
-				u.peakHeap = max(u.peakHeap, run.peakHeap)
-			}
-			records := float64(n * b.N)
-			rps := records / u.wall.Seconds()
-			b.ReportMetric(rps, "records/s")
-			b.ReportMetric(float64(u.cpu.Nanoseconds())/records, "cpu-ns/record")
-			b.ReportMetric(float64(u.allocs)/records, "allocs/record")
-			heapMB := float64(u.peakHeap) / (1 << 20)
-			b.ReportMetric(heapMB, "peak-heap-MB")
-			perCPU := records / (u.cpu + u.brokerCPU).Seconds()
-			if c.name == "ceiling" {
-				ceiling, ceilingHeap, ceilingCPU = rps, heapMB, perCPU
-			} else if ceiling > 0 {
-				b.ReportMetric(rps/ceiling, "x-ceiling")
-				b.ReportMetric(perCPU/ceilingCPU, "x-ceiling-cpu")
-				b.ReportMetric(heapMB/ceilingHeap, "x-ceiling-heap")
-			}
-		})
-	}
+	againstTheLoop(b, brokers, broker, "avro-in", "avro-", n, avroQuery{reg: reg}, false)
 }
 
 // preloadAvro registers benchAvroSchema under <topic>-value and writes n records of it into
