@@ -4,7 +4,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -13,14 +12,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 	"github.com/lockstep-dev/lockstep/provider"
+	"github.com/lockstep-dev/lockstep/provider/providertest"
 )
 
 // terraform runs the Terraform CLI of the tool cache in a folder of its own, against
@@ -38,21 +34,7 @@ type terraform struct {
 func newTerraform(t *testing.T, kubeconfig, ns string) *terraform {
 	t.Helper()
 	const address = "registry.terraform.io/lockstep-dev/lockstep"
-	ctx, cancel := context.WithCancel(context.Background())
-	reattach := make(chan *plugin.ReattachConfig, 1)
-	closed := make(chan struct{})
-	go func() {
-		_ = tf6server.Serve(address, func() tfprotov6.ProviderServer { return providerserver.NewProtocol6(provider.New("e2e")())() },
-			tf6server.WithDebug(ctx, reattach, closed),
-			tf6server.WithGoPluginLogger(hclog.NewNullLogger()),
-			tf6server.WithoutLogStderrOverride())
-	}()
-	cfg := <-reattach
-	t.Cleanup(func() { cancel(); <-closed })
-	info, err := json.Marshal(map[string]any{address: map[string]any{
-		"Protocol": string(cfg.Protocol), "ProtocolVersion": 6, "Pid": cfg.Pid, "Test": true,
-		"Addr": map[string]string{"Network": cfg.Addr.Network(), "String": cfg.Addr.String()},
-	}})
+	info, err := json.Marshal(map[string]any{address: providertest.Serve(t, address, providerserver.NewProtocol6(provider.New("e2e")()))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package provider
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -14,13 +13,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-plugin"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6"
-	"github.com/hashicorp/terraform-plugin-go/tfprotov6/tf6server"
 
 	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/provider/providertest"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -45,11 +41,11 @@ type terraformCLI struct {
 func newTerraformCLI(t testing.TB, dir string) *terraformCLI {
 	t.Helper()
 	bin := testenv.Terraform(t)
-	lockstep := serveProvider(t, registryAddress, providerserver.NewProtocol6(New("test")()))
+	lockstep := providertest.Serve(t, registryAddress, providerserver.NewProtocol6(New("test")()))
 	info, err := json.Marshal(map[string]any{
 		registryAddress: lockstep,
 		"registry.terraform.io/hashicorp/lockstep":   lockstep,
-		"registry.terraform.io/hashicorp/kubernetes": serveProvider(t, "registry.terraform.io/hashicorp/kubernetes", providerserver.NewProtocol6(kubernetesStandIn{})),
+		"registry.terraform.io/hashicorp/kubernetes": providertest.Serve(t, "registry.terraform.io/hashicorp/kubernetes", providerserver.NewProtocol6(kubernetesStandIn{})),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -67,27 +63,6 @@ func newTerraformCLI(t testing.TB, dir string) *terraformCLI {
 		"TF_DATA_DIR="+filepath.Join(t.TempDir(), ".terraform"),
 	)
 	return &terraformCLI{t: t, bin: bin, dir: dir, env: env}
-}
-
-// serveProvider serves a provider in the test binary until the test ends, and returns its
-// entry of TF_REATTACH_PROVIDERS.
-func serveProvider(t testing.TB, address string, server func() tfprotov6.ProviderServer) map[string]any {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	reattach := make(chan *plugin.ReattachConfig, 1)
-	closed := make(chan struct{})
-	go func() {
-		_ = tf6server.Serve(address, server,
-			tf6server.WithDebug(ctx, reattach, closed),
-			tf6server.WithGoPluginLogger(hclog.NewNullLogger()),
-			tf6server.WithoutLogStderrOverride())
-	}()
-	cfg := <-reattach
-	t.Cleanup(func() { cancel(); <-closed })
-	return map[string]any{
-		"Protocol": string(cfg.Protocol), "ProtocolVersion": 6, "Pid": cfg.Pid, "Test": true,
-		"Addr": map[string]string{"Network": cfg.Addr.Network(), "String": cfg.Addr.String()},
-	}
 }
 
 // run runs terraform with args; it returns the output and the error, and fails the test only
