@@ -129,13 +129,13 @@ const ConfSourceEvolution = "spark.sql.streaming.queryEvolution.enableSourceEvol
 func (o *Offsets) NamesSources() bool { return o.Conf[ConfSourceEvolution] == "true" }
 
 // UnnamedSources reports whether the Spark checkpoint in store belongs to a query that reads
-// sources it did not name, by its newest offsets entry; false when it has none.
-func UnnamedSources(ctx context.Context, store checkpoint.Store) (bool, error) {
-	planned, err := batches(ctx, store, "offsets/")
-	if err != nil || len(planned) == 0 {
-		return false, err
+// sources it did not name, by its offsets entry of batch planned (the newest, as Newest
+// returns it); false when planned is negative (no batch).
+func UnnamedSources(ctx context.Context, store checkpoint.Store, planned int64) (bool, error) {
+	if planned < 0 {
+		return false, nil
 	}
-	o, err := readLog(ctx, store, "offsets/", planned[len(planned)-1], ParseOffsets)
+	o, err := readLog(ctx, store, "offsets/", planned, ParseOffsets)
 	if err != nil {
 		return false, err
 	}

@@ -188,7 +188,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 		}
 	}
 	// A Spark job's checkpoint that named no sources stays so: Spark keeps their logs by position.
-	unnamed, err := sparkckpt.UnnamedSources(ctx, sparkStore)
+	unnamed, err := sparkckpt.UnnamedSources(ctx, sparkStore, planned)
 	if err != nil {
 		return sum, fmt.Errorf("read %s: %w", loc, err)
 	}
