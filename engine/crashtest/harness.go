@@ -126,6 +126,21 @@ func RunFor(t testing.TB, cmd *exec.Cmd, timeout time.Duration) Result {
 // SeedEnv names the environment variable that sets KillRandomly's seed.
 const SeedEnv = "LOCKSTEP_CRASH_SEED"
 
+// Rand returns the random source of a test's kill instants: seeded from the clock unless
+// SeedEnv holds a seed, which it logs with what (and how to replay it).
+func Rand(t testing.TB, what string) *rand.Rand {
+	t.Helper()
+	seed := time.Now().UnixNano()
+	if v := os.Getenv(SeedEnv); v != "" {
+		var err error
+		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
+			t.Fatalf("%s=%q: want the integer seed a run logged", SeedEnv, v)
+		}
+	}
+	t.Logf("seed %d, %s (replay with %s=%d)", seed, what, SeedEnv, seed)
+	return rand.New(rand.NewPCG(uint64(seed), 0))
+}
+
 // KillRandomly runs the commands next returns, one at a time, and SIGKILLs
 // each at a random instant within span unless it ended first, until kills
 // runs were killed. next learns whether the run before it ended on its own
@@ -135,15 +150,7 @@ const SeedEnv = "LOCKSTEP_CRASH_SEED"
 // to kill at the same instants again (as far as the run's own pace allows).
 func KillRandomly(t testing.TB, kills int, span time.Duration, next func(finishedLast bool) *exec.Cmd) (finished int) {
 	t.Helper()
-	seed := time.Now().UnixNano()
-	if v := os.Getenv(SeedEnv); v != "" {
-		var err error
-		if seed, err = strconv.ParseInt(v, 10, 64); err != nil {
-			t.Fatalf("%s=%q: want the integer seed a run logged", SeedEnv, v)
-		}
-	}
-	t.Logf("seed %d, killing within %s (replay with %s=%d)", seed, span, SeedEnv, seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	rng := Rand(t, fmt.Sprintf("killing within %s", span))
 	killed, last := 0, false
 	for killed < kills {
 		cmd := next(last)

@@ -3,7 +3,6 @@ package spark_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,9 +34,7 @@ func TestSparkDriverKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	seed := time.Now().UnixNano()
-	t.Logf("seed %d", seed)
-	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	rng := crashtest.Rand(t, "killing within 3s of the first batch")
 	base := func(name, in string) *qt.Query {
 		return qt.Make("crash-"+name, "spark").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
 			EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })
