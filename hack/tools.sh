@@ -338,13 +338,27 @@ build_duckdb() {
   timed "@duckdb/node-api $version" npm install --silent --no-audit --no-fund --prefix "$dir" "@duckdb/node-api@$version"
 }
 
-all=(etcd kube_apiserver kube_node node_packages versitygw minio controller_gen staticcheck helm terraform kafka spark spark_image postgres duckdb chromium registry)
-want=("$@")
-[ ${#want[@]} -eq 0 ] && want=("${all[@]}")
+# Two lanes when building everything: the Go builds, which keep both cores busy, and the
+# downloads (apt-get, Maven Central, npm), which mostly wait on the network. Each lane runs its
+# steps in order; apt-get and Maven appear in the download lane only, so they never race.
+go_lane=(etcd kube_apiserver kube_node versitygw minio controller_gen staticcheck helm terraform)
+fetch_lane=(node_packages postgres chromium duckdb kafka registry spark spark_image)
+
+lane() {
+  local t
+  for t in "$@"; do "build_${t//-/_}"; done
+}
 
 start=$SECONDS
 log "cache: $TOOLS"
-for t in "${want[@]}"; do
-  "build_${t//-/_}"
-done
+if [ $# -gt 0 ]; then
+  lane "$@"
+else
+  lane "${go_lane[@]}" & go_pid=$!
+  lane "${fetch_lane[@]}" & fetch_pid=$!
+  rc=0
+  wait "$go_pid" || { rc=$?; log "the Go builds failed (exit $rc): see the lines above"; }
+  wait "$fetch_pid" || { rc=$?; log "the downloads failed (exit $rc): see the lines above"; }
+  [ "$rc" -eq 0 ] || exit "$rc"
+fi
 log "all tools ready in $((SECONDS - start))s"
