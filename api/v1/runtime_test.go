@@ -19,7 +19,15 @@ func TestValidateSparkRuntime(t *testing.T) {
 	}{
 		{name: "sizing and a free setting are valid", rt: v1.SparkRuntime{
 			Driver: v1.SparkProcess{Cores: 2}, Executor: v1.SparkProcess{Cores: 4}, Instances: 3,
-			Conf: map[string]string{"spark.sql.streaming.minBatchesToRetain": "50"},
+			Conf: map[string]string{"spark.sql.streaming.minBatchesToRetain": "50",
+				v1.SparkDriverJavaOptions: "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC", v1.SparkExecutorJavaOptions: "-Dlog4j.debug=true"},
+		}},
+		{name: "a heap or Spark settings among JVM options are refused", rt: v1.SparkRuntime{Conf: map[string]string{
+			v1.SparkDriverJavaOptions:   "-XX:+UseSerialGC -Xmx2g",
+			v1.SparkExecutorJavaOptions: "-Dspark.master=local",
+		}}, want: []string{
+			"FieldValueInvalid spec.runtime.spark.conf[spark.driver.extraJavaOptions]",
+			"FieldValueInvalid spec.runtime.spark.conf[spark.executor.extraJavaOptions]",
 		}},
 		{name: "keys Lockstep owns are refused", rt: v1.SparkRuntime{Conf: map[string]string{
 			"spark.master":                           "yarn",

@@ -158,6 +158,34 @@ func (s *SparkRuntime) validate(p *field.Path) field.ErrorList {
 			errs = append(errs, field.Forbidden(cp.Key(k), "Lockstep sets it from spec.stateStore.partitions; set that instead"))
 		case owned != "":
 			errs = append(errs, field.Forbidden(cp.Key(k), fmt.Sprintf("Lockstep sets %s itself (docs/spark.md lists the keys it owns)", owned)))
+		case k == SparkDriverJavaOptions || k == SparkExecutorJavaOptions:
+			errs = append(errs, validateJavaOptions(cp.Key(k), s.Conf[k], strings.Split(k, ".")[1])...)
+		}
+	}
+	return errs
+}
+
+// The Spark settings that carry JVM options. Lockstep starts the driver's JVM itself and adds
+// the driver's; Spark adds the executors'.
+const (
+	SparkDriverJavaOptions   = "spark.driver.extraJavaOptions"
+	SparkExecutorJavaOptions = "spark.executor.extraJavaOptions"
+)
+
+// JavaOptions splits a JVM options setting at white space (quotes are not interpreted).
+func JavaOptions(v string) []string { return strings.Fields(v) }
+
+// validateJavaOptions refuses, as Spark does, a heap size among a driver's or executors' JVM
+// options, and Spark settings passed as system properties, which would get past the keys
+// Lockstep owns.
+func validateJavaOptions(p *field.Path, v, process string) field.ErrorList {
+	var errs field.ErrorList
+	for _, o := range JavaOptions(v) {
+		switch {
+		case strings.HasPrefix(o, "-Xmx"):
+			errs = append(errs, field.Invalid(p, o, fmt.Sprintf("the heap is spec.runtime.spark.%s.memory: set that instead", process)))
+		case strings.HasPrefix(o, "-Dspark."):
+			errs = append(errs, field.Invalid(p, o, "pass Spark settings as keys of spec.runtime.spark.conf, not as system properties"))
 		}
 	}
 	return errs

@@ -36,3 +36,16 @@ func TestExecutorCommand(t *testing.T) {
 		t.Errorf("without the driver's URL: err = %v, want one naming SPARK_DRIVER_URL", err)
 	}
 }
+
+// TestDriverCommand: the driver's JVM gets the heap of its sizing, Lockstep's module openings,
+// then the options of spark.driver.extraJavaOptions, which Spark itself cannot apply to a JVM
+// already running.
+func TestDriverCommand(t *testing.T) {
+	r := Runner{Java: "/jre/bin/java", Dir: "/opt/spark"}
+	line := strings.Join(r.Command("/tmp/plan.json", 640<<20, "-XX:TieredStopAtLevel=1", "-Dx=y").Args, " ")
+	for _, want := range []string{"/jre/bin/java -Xmx640m -XX:+IgnoreUnrecognizedVMOptions", "-Dio.netty.tryReflectionSetAccessible=true -XX:TieredStopAtLevel=1 -Dx=y -cp ", " dev.lockstep.spark.Runner /tmp/plan.json"} {
+		if !strings.Contains(line, want) {
+			t.Errorf("command line\n%s\nlacks %q", line, want)
+		}
+	}
+}

@@ -275,7 +275,7 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	}
 	defer logFile.Close()
 	mem := q.spec.Runtime.Spark.Driver.MemoryOrDefault()
-	cmd := q.opts.Runner.Command(planPath, mem.Value())
+	cmd := q.opts.Runner.Command(planPath, mem.Value(), v1.JavaOptions(q.spec.Runtime.Spark.Conf[v1.SparkDriverJavaOptions])...)
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
 	if pw := postgresPassword(q.spec, os.Getenv); pw != "" {

@@ -91,10 +91,12 @@ var javaOptions = []string{
 	"-Dio.netty.tryReflectionSetAccessible=true",
 }
 
-// Command returns the command that runs the runner on a plan file with a heap of heapBytes.
-func (r Runner) Command(planPath string, heapBytes int64) *exec.Cmd {
+// Command returns the command that runs the runner on a plan file with a heap of heapBytes
+// and the extra JVM options opts (spark.driver.extraJavaOptions), which come after Lockstep's.
+func (r Runner) Command(planPath string, heapBytes int64, opts ...string) *exec.Cmd {
 	args := []string{"-Xmx" + strconv.FormatInt(max(heapBytes>>20, 128), 10) + "m"}
 	args = append(args, javaOptions...)
+	args = append(args, opts...)
 	args = append(args, "-cp", filepath.Join(r.Dir, "lockstep-spark-runner.jar")+string(os.PathListSeparator)+filepath.Join(r.Dir, "libs", "*"),
 		"dev.lockstep.spark.Runner", planPath)
 	return exec.Command(r.Java, args...)
