@@ -81,6 +81,11 @@ func (tn *tenant) sparkPods(name, component string) ([]corev1.Pod, string) {
 	return ready, strings.Join(seen, ", ")
 }
 
+// sparkJavaOptions are the driver's and executors' JVM options in TestSparkOnKubernetes: the
+// C1 compiler alone and the serial GC, which cost a short test query much less CPU (as
+// testenv.TestJavaOptions for the JVMs the tests start themselves).
+const sparkJavaOptions = testenv.TestJavaOptions
+
 // TestSparkOnKubernetes runs a spark query with two executors, Kafka (a real broker) →
 // Delta on versitygw: the driver and both executors run as pods; the status shows committed
 // batches and the executors; the engine port serves Lockstep's and Spark's metrics; a
@@ -149,7 +154,10 @@ spec:
       driver: {cores: 1, memory: 640Mi}
       executor: {cores: 1, memory: 512Mi}
       instances: %d
-      conf: {spark.kubernetes.executor.request.cores: 100m}
+      conf:
+        spark.kubernetes.executor.request.cores: 100m
+        spark.driver.extraJavaOptions: "`+sparkJavaOptions+`"
+        spark.executor.extraJavaOptions: "`+sparkJavaOptions+`"
   sources:
   - name: orders
     kafka: {bootstrapServers: [%q], topics: [orders], startingOffsets: earliest, format: json}
@@ -183,6 +191,12 @@ spec:
 	for _, e := range executors {
 		if owner := metav1OwnerName(e); owner != driver.Name {
 			t.Errorf("executor %s is owned by %q, want the driver pod %s", e.Name, owner, driver.Name)
+		}
+		// spark.executor.extraJavaOptions reaches the executor's JVM as SPARK_JAVA_OPT_n.
+		if !slices.ContainsFunc(e.Spec.Containers[0].Env, func(v corev1.EnvVar) bool {
+			return strings.HasPrefix(v.Name, "SPARK_JAVA_OPT_") && v.Value == "-XX:TieredStopAtLevel=1"
+		}) {
+			t.Errorf("executor %s's environment lacks spark.executor.extraJavaOptions: %v", e.Name, e.Spec.Containers[0].Env)
 		}
 	}
 	q := tn.committed("orders", 0)
@@ -291,7 +305,11 @@ resource "lockstep_streaming_query" "orders" {
       driver    = { cores = 1, memory = "640Mi" }
       executor  = { cores = 1, memory = "512Mi" }
       instances = 1
-      conf      = { "spark.kubernetes.executor.request.cores" = "100m" }
+      conf = {
+        "spark.kubernetes.executor.request.cores" = "100m"
+        "spark.driver.extraJavaOptions"           = "`+sparkJavaOptions+`"
+        "spark.executor.extraJavaOptions"         = "`+sparkJavaOptions+`"
+      }
     }
   }
   sources = [{

@@ -211,10 +211,20 @@ func sharedDir() (string, error) {
 	return dir, nil
 }
 
+// TestJavaOptions are the JVM options of every JVM the tests start (Spark's runner and the
+// oracle, the Kafka broker, the registry), through JAVA_TOOL_OPTIONS unless it is set: those
+// JVMs are many, short-lived and fed small inputs, so the C1 compiler alone and the serial GC
+// save much of their CPU (TestDifferential: 366 → 218 CPU-seconds) without changing what they
+// compute. Production JVMs keep the JVM's defaults.
+const TestJavaOptions = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 // Main runs the tests and then stops every shared service:
 //
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m interface{ Run() int }) {
+	if _, ok := os.LookupEnv("JAVA_TOOL_OPTIONS"); !ok {
+		os.Setenv("JAVA_TOOL_OPTIONS", TestJavaOptions)
+	}
 	shared.mu.Lock()
 	shared.main = true
 	shared.mu.Unlock()
