@@ -125,7 +125,7 @@ PROVIDER_SOURCE := registry.terraform.io/lockstep-dev/lockstep
 install-provider: ## Build the Terraform provider for this machine into a filesystem mirror (PROVIDER_MIRROR, PROVIDER_VERSION).
 	dir="$(PROVIDER_MIRROR)/$(PROVIDER_SOURCE)/$(PROVIDER_VERSION)/$$(go env GOOS)_$$(go env GOARCH)"; \
 	mkdir -p "$$dir"; \
-	go build -ldflags "-X main.version=$(PROVIDER_VERSION)" -o "$$dir/terraform-provider-lockstep_v$(PROVIDER_VERSION)$$(go env GOEXE)" ./cmd/terraform-provider-lockstep; \
+	CGO_ENABLED=0 go build -trimpath -ldflags "-X main.version=$(PROVIDER_VERSION)" -o "$$dir/terraform-provider-lockstep_v$(PROVIDER_VERSION)$$(go env GOEXE)" ./cmd/terraform-provider-lockstep; \
 	echo "Installed $(PROVIDER_SOURCE) $(PROVIDER_VERSION) in $$dir"
 
 provider-release: ## Build the provider's release artifacts in PROVIDER_DIST: a zip per platform, the manifest, SHA256SUMS (signed when GPG_KEY is set).

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,15 +15,15 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/controller/internal/podrunner"
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 )
 
 // buildLockstep builds the lockstep binary that the pod runner starts for engine pods.
 func buildLockstep(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "lockstep")
-	out, err := exec.Command("go", "build", "-o", bin, "../cmd/lockstep").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build ./cmd/lockstep: %v\n%s", err, out)
+	if err := gobuild.Static(context.Background(), "..", "./cmd/lockstep", bin, ""); err != nil {
+		t.Fatal(err)
 	}
 	return bin
 }

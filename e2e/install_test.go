@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -110,7 +111,7 @@ func repoRoot() string {
 // image` does, without Docker or a registry.
 func buildImage(ctx context.Context, dir string) (string, error) {
 	bin := filepath.Join(dir, "lockstep")
-	if err := ociimage.BuildStatic(ctx, repoRoot(), "./cmd/lockstep", bin, "-X main.version="+version); err != nil {
+	if err := gobuild.Static(ctx, repoRoot(), "./cmd/lockstep", bin, "-X main.version="+version); err != nil {
 		return "", err
 	}
 	out := filepath.Join(dir, "lockstep.tar")

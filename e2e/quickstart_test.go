@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -52,7 +53,7 @@ func TestReadmeQuickstart(t *testing.T) {
 	// The release's image, where the node finds it.
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "lockstep")
-	if err := ociimage.BuildStatic(ctx, root, "./cmd/lockstep", bin, "-X main.version="+release); err != nil {
+	if err := gobuild.Static(ctx, root, "./cmd/lockstep", bin, "-X main.version="+release); err != nil {
 		t.Fatal(err)
 	}
 	tarball := filepath.Join(dir, "lockstep.tar")

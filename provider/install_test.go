@@ -2,6 +2,7 @@ package provider
 
 import (
 	"archive/zip"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -121,7 +123,9 @@ func TestInstallWithDevOverrides(t *testing.T) {
 	home := t.TempDir()
 	env := installEnv(t, home)
 	bin := t.TempDir()
-	runIn(t, repoRoot, env, "go", "build", "-o", filepath.Join(bin, binaryName), "./cmd/terraform-provider-lockstep")
+	if err := gobuild.Static(context.Background(), repoRoot, "./cmd/terraform-provider-lockstep", filepath.Join(bin, binaryName), ""); err != nil {
+		t.Fatal(err)
+	}
 	writeRC(t, home, "dev-overrides.tfrc", overridePath, bin)
 	env = append(env, "TF_VAR_kubeconfig="+c.kubeconfig, "TF_VAR_checkpoint_store="+c.store)
 	out := runIn(t, copyInstallExample(t), env, "terraform", "plan", "-input=false")

@@ -3,6 +3,7 @@ package crashtest
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 )
 
 // CrashAtEnv is the environment variable that makes `lockstep run` SIGKILL
@@ -34,10 +36,8 @@ func Build(dir string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "lockstep")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/lockstep")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/lockstep: %w\n%s", err, out)
+	if err := gobuild.Static(context.Background(), root, "./cmd/lockstep", bin, ""); err != nil {
+		return "", err
 	}
 	return bin, nil
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 )
 
@@ -35,7 +36,7 @@ func run(ctx context.Context, ref, out, version string) error {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "lockstep")
-	if err := ociimage.BuildStatic(ctx, ".", "./cmd/lockstep", bin, "-X main.version="+version); err != nil {
+	if err := gobuild.Static(ctx, ".", "./cmd/lockstep", bin, "-X main.version="+version); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestWrite(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "pause")
-	if err := ociimage.BuildStatic(context.Background(), "../..", "./internal/testenv/pause", bin, ""); err != nil {
+	if err := gobuild.Static(context.Background(), "../..", "./internal/testenv/pause", bin, ""); err != nil {
 		t.Fatal(err)
 	}
 	out := filepath.Join(dir, "image.tar")
@@ -88,7 +89,7 @@ func TestWrite(t *testing.T) {
 func TestWriteTrees(t *testing.T) {
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "pause")
-	if err := ociimage.BuildStatic(context.Background(), "../..", "./internal/testenv/pause", bin, ""); err != nil {
+	if err := gobuild.Static(context.Background(), "../..", "./internal/testenv/pause", bin, ""); err != nil {
 		t.Fatal(err)
 	}
 	tree := filepath.Join(dir, "tree")

@@ -21,6 +21,7 @@ import (
 	ocispec "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 )
 
@@ -73,7 +74,7 @@ func Write(ctx context.Context, o Options) (ocispec.Hash, error) {
 	}
 	defer os.RemoveAll(tmp)
 	bin := filepath.Join(tmp, "lockstep")
-	if err := ociimage.BuildStatic(ctx, o.Root, "./cmd/lockstep", bin, "-X main.version="+o.Version); err != nil {
+	if err := gobuild.Static(ctx, o.Root, "./cmd/lockstep", bin, "-X main.version="+o.Version); err != nil {
 		return ocispec.Hash{}, err
 	}
 	jar := filepath.Join(tmp, "runner")

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 )
 
@@ -532,7 +533,7 @@ func (n *Node) startContainerd(*kubernetes.Clientset) error {
 // pauseImage builds the pod sandbox image from internal/testenv/pause.
 func (n *Node) pauseImage() (string, error) {
 	bin := filepath.Join(n.Dir, "pause")
-	if err := ociimage.BuildStatic(context.Background(), moduleRoot(), "./internal/testenv/pause", bin, ""); err != nil {
+	if err := gobuild.Static(context.Background(), moduleRoot(), "./internal/testenv/pause", bin, ""); err != nil {
 		return "", err
 	}
 	out := filepath.Join(n.Dir, "pause.tar")

@@ -1,4 +1,7 @@
-package ociimage
+// Package gobuild builds the project's binaries the one way the tests and the images share:
+// static, -trimpath. One set of flags means one compilation of the dependencies in Go's build
+// cache (a second set, a plain go build, compiled them all again in a cold run).
+package gobuild
 
 import (
 	"bytes"
@@ -8,10 +11,10 @@ import (
 	"os/exec"
 )
 
-// BuildStatic builds the Go package pkg of the module in dir into the static binary out:
+// Static builds the Go package pkg of the module in dir into the static binary out:
 // CGO_ENABLED=0 (no libc in the image), GOOS=linux, -trimpath, and ldflags (for example
 // "-X main.version=v1.2.3"). The Go toolchain's build cache makes a repeated build cheap.
-func BuildStatic(ctx context.Context, dir, pkg, out, ldflags string) error {
+func Static(ctx context.Context, dir, pkg, out, ldflags string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w "+ldflags, "-o", out, pkg)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOFLAGS=-buildvcs=false")
