@@ -5,10 +5,12 @@ SHELL := bash
 LOCKSTEP_TOOLS ?= $(HOME)/.cache/lockstep/tools
 export LOCKSTEP_TOOLS
 TOOLS_BIN := $(LOCKSTEP_TOOLS)/bin
-# Test binaries share one build; 2 cores run at most 2 packages at once.
-# engine/spark runs real Spark (the oracle, the differential corpus, the driver-kill test):
-# about 25 minutes on its own on a busy 2-core machine, so a package may take 45.
-GO_TEST_FLAGS ?= -race -timeout 45m
+# Test binaries share one build. -p 3: three packages (or compilations) at once on 2 cores,
+# because the long packages spend much of their time waiting (kill instants, fsyncs, restarted
+# servers, envtest, pods), and a third keeps the cores busy meanwhile. engine/spark runs real
+# Spark (the oracle, the differential corpus, the driver-kill test): about 15 minutes on its
+# own on a busy 2-core machine, so a package may take 45.
+GO_TEST_FLAGS ?= -race -timeout 45m -p 3
 PKGS ?= ./...
 
 .PHONY: all build tools test test-short e2e e2e-short image image-spark lint generate manifests bench clean-tools help
@@ -28,13 +30,20 @@ build: ## Build bin/lockstep and bin/terraform-provider-lockstep.
 tools: ## Build every test tool into $(LOCKSTEP_TOOLS) (cached; skips what is current).
 	hack/tools.sh
 
-test: tools ## Build the test tools, then run every test against the real services; with PKGS=./... the e2e suite last.
-	go test $(GO_TEST_FLAGS) $(PKGS)
-	@if [ "$(PKGS)" = "./..." ]; then $(MAKE) --no-print-directory e2e-short; fi
+# With PKGS=./... the e2e suite runs beside the other packages: it mostly waits on pods and
+# its Spark query, and run last it added ~12 minutes to a cold run. Each go test prints a
+# package's result when the package ends, so the two outputs interleave by package.
+test: tools ## Build the test tools, then run every test against the real services; with PKGS=./... the e2e suite too, beside them.
+	@rc=0; e2e=; \
+	if [ "$(PKGS)" = "./..." ]; then $(MAKE) --no-print-directory e2e-short & e2e=$$!; fi; \
+	go test $(GO_TEST_FLAGS) $(PKGS) || rc=$$?; \
+	if [ -n "$$e2e" ]; then wait $$e2e || { rc=$$((rc ? rc : 1)); echo "make test: the e2e suite failed (its output is above)"; }; fi; \
+	exit $$rc
 
 # The real-node suite (e2e/, build tag e2e): needs root. -count=1 because it builds the image
-# from the checkout, which Go's test cache cannot see.
-E2E_FLAGS ?= -count=1 -timeout 45m -parallel 9
+# from the checkout, which Go's test cache cannot see; -race because the other test binaries
+# are built so, and one set of flags compiles the dependencies once.
+E2E_FLAGS ?= -race -count=1 -timeout 45m -parallel 9
 e2e: tools ## Build the tools, then run the end-to-end suite on a real node (kubelet, containerd; needs root).
 	go test -tags e2e $(E2E_FLAGS) ./e2e/
 
