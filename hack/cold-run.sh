@@ -11,8 +11,18 @@ export LOCKSTEP_TOOLS=$dir/tools GOCACHE=$dir/gocache GOMODCACHE=$dir/gomod npm_
 # Maven reads its local repository from this property (~/.m2/repository otherwise).
 export MAVEN_OPTS="${MAVEN_OPTS:-} -Dmaven.repo.local=$dir/m2"
 cd "$dir/src" || exit 1
+# cpu: the machine's busy and idle jiffies so far (/proc/stat; iowait counts as idle).
+cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; }
+# A minute-by-minute record of how busy the cores were, in $dir/cpu.log.
+( prev=$(cpu); while sleep 60; do cur=$(cpu)
+    set -- $prev $cur; echo "$(date +%T) busy $(( 100 * ($3 - $1) / ($3 - $1 + $4 - $2) ))%"; prev=$cur
+  done ) >"$dir/cpu.log" 2>&1 &
+sampler=$!
+before=$(cpu)
 start=$SECONDS
 .ci/run
 rc=$?
-echo "cold run: exit $rc after $((SECONDS - start)) s"
+kill "$sampler" 2>/dev/null
+set -- $before $(cpu)
+echo "cold run: exit $rc after $((SECONDS - start)) s; the cores were busy $(( 100 * ($3 - $1) / ($3 - $1 + $4 - $2) ))% of it (per minute: $dir/cpu.log)"
 exit $rc
