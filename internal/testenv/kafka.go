@@ -463,10 +463,12 @@ logger.server.level = info
 func (n *kafkaNode) path(name string) string { return filepath.Join(n.dir, name) }
 
 // jvm returns the java arguments that run class with args: a heap and a compiler
-// sized for a 2-core machine shared by several test binaries.
+// sized for a 2-core machine shared by several test binaries. The broker lives as long as its
+// test binary and the Kafka benchmarks measure against it, so it keeps the JVM's full tiered
+// compilation (-XX:TieredStopAtLevel=4 overrides TestJavaOptions' C1 alone).
 func (n *kafkaNode) jvm(class string, args ...string) []string {
 	return append([]string{
-		"-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:CICompilerCount=2", "-Djava.awt.headless=true",
+		"-Xms64m", "-Xmx512m", "-XX:+UseSerialGC", "-XX:CICompilerCount=2", "-XX:TieredStopAtLevel=4", "-Djava.awt.headless=true",
 		"-Dlog4j2.configurationFile=" + n.path("log4j2.properties"),
 		"-cp", n.classpath, class,
 	}, args...)
