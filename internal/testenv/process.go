@@ -213,10 +213,10 @@ func sharedDir() (string, error) {
 
 // TestJavaOptions are the JVM options of the JVMs the tests start (Spark's runner and the
 // oracle, the registry; the Kafka broker overrides the compiler setting, see kafkaNode.jvm),
-// through JAVA_TOOL_OPTIONS unless it is set: those
-// JVMs are many, short-lived and fed small inputs, so the C1 compiler alone and the serial GC
-// save much of their CPU (TestDifferential: 366 → 218 CPU-seconds) without changing what they
-// compute. Production JVMs keep the JVM's defaults.
+// through JAVA_TOOL_OPTIONS unless it is set: those JVMs are many, short-lived and fed small
+// inputs, so the C1 compiler alone and the serial GC save much of their CPU (TestDifferential:
+// 366 → 218 CPU-seconds) without changing what they compute. Production JVMs keep the JVM's
+// defaults.
 const TestJavaOptions = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 // Main runs the tests and then stops every shared service:
