@@ -4,7 +4,8 @@
 # servers, lockstep runs) and the wall seconds of each package's test binary, most CPU first.
 # The suite is CPU-bound on 2 cores (hack/cold-run.sh measured the cores 95% busy): this says
 # where the CPU goes. Usage: hack/test-cpu.sh [go test flags and packages]
-# (default: -race -count=1 ./...; the e2e suite: hack/test-cpu.sh -tags e2e -race -count=1 ./e2e/)
+# (default: -race -count=1 -timeout 45m ./...; give -timeout when naming packages: go test's is 10m;
+# the e2e suite: hack/test-cpu.sh -tags e2e -race -count=1 -timeout 45m ./e2e/)
 set -euo pipefail
 if [ "${1:-}" = --exec ]; then # how go test runs each binary: --exec LOG BINARY ARGS...
   log=$2; shift 2
@@ -13,7 +14,7 @@ fi
 self=$(readlink -f "$0")
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-[ $# -gt 0 ] || set -- -race -count=1 ./...
+[ $# -gt 0 ] || set -- -race -count=1 -timeout 45m ./...
 rc=0
 go test -exec "$self --exec $log" "$@" || rc=$?
 echo "cpu-s  wall-s  test binary"
