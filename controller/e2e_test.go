@@ -22,7 +22,7 @@ import (
 func buildLockstep(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "lockstep")
-	if err := gobuild.Static(context.Background(), "..", "./cmd/lockstep", bin, ""); err != nil {
+	if err := gobuild.Binary(context.Background(), "..", "./cmd/lockstep", bin); err != nil {
 		t.Fatal(err)
 	}
 	return bin

@@ -123,7 +123,7 @@ func TestInstallWithDevOverrides(t *testing.T) {
 	home := t.TempDir()
 	env := installEnv(t, home)
 	bin := t.TempDir()
-	if err := gobuild.Static(context.Background(), repoRoot, "./cmd/terraform-provider-lockstep", filepath.Join(bin, binaryName), ""); err != nil {
+	if err := gobuild.Binary(context.Background(), repoRoot, "./cmd/terraform-provider-lockstep", filepath.Join(bin, binaryName)); err != nil {
 		t.Fatal(err)
 	}
 	writeRC(t, home, "dev-overrides.tfrc", overridePath, bin)

@@ -36,7 +36,7 @@ func Build(dir string) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, "lockstep")
-	if err := gobuild.Static(context.Background(), root, "./cmd/lockstep", bin, ""); err != nil {
+	if err := gobuild.Binary(context.Background(), root, "./cmd/lockstep", bin); err != nil {
 		return "", err
 	}
 	return bin, nil
