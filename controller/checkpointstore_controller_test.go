@@ -326,16 +326,10 @@ func TestRevokedStoreStopsEngine(t *testing.T) {
 	if err := f.c.Delete(ctx, f.store); err != nil {
 		t.Fatal(err)
 	}
-	// Wait for the refusal that names the deleted store: the status may still hold the earlier
-	// refusal (the namespace not allowed) when the store is deleted, if the controller has not
-	// yet written the status of the store allowing it again.
-	eventually(t, "Ready False/StoreRefused with the store not found", func() error {
-		c := condition(f.get("orders"), v1.ConditionReady)
-		if c.Status != metav1.ConditionFalse || c.Reason != v1.ReasonStoreRefused || !strings.Contains(c.Message, "Not found") {
-			return fmt.Errorf("Ready is %s/%s: %s", c.Status, c.Reason, c.Message)
-		}
-		return nil
-	})
+	// The refusal that names the deleted store: the status may still hold the earlier refusal
+	// (the namespace not allowed) if the controller has not yet written the status of the store
+	// allowing it again.
+	f.eventuallyConditionSaying("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonStoreRefused, "Not found")
 	f.eventuallyReplicas("orders", 0)
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -38,10 +39,17 @@ func condition(q *v1.StreamingQuery, typ string) metav1.Condition {
 // eventuallyCondition waits until the query's condition has the status and reason.
 func (f *fixture) eventuallyCondition(name, typ string, status metav1.ConditionStatus, reason string) *v1.StreamingQuery {
 	f.t.Helper()
+	return f.eventuallyConditionSaying(name, typ, status, reason, "")
+}
+
+// eventuallyConditionSaying waits as eventuallyCondition does, for a message that also
+// contains says: the condition's status and reason alone may still be an earlier one's.
+func (f *fixture) eventuallyConditionSaying(name, typ string, status metav1.ConditionStatus, reason, says string) *v1.StreamingQuery {
+	f.t.Helper()
 	var q *v1.StreamingQuery
-	eventually(f.t, typ+" "+string(status)+"/"+reason, func() error {
+	eventually(f.t, typ+" "+string(status)+"/"+reason+" saying "+strconv.Quote(says), func() error {
 		q = f.get(name)
-		if c := condition(q, typ); c.Status != status || c.Reason != reason {
+		if c := condition(q, typ); c.Status != status || c.Reason != reason || !strings.Contains(c.Message, says) {
 			return fmt.Errorf("%s is %s/%s: %s", typ, c.Status, c.Reason, c.Message)
 		}
 		return nil
