@@ -81,11 +81,6 @@ func (tn *tenant) sparkPods(name, component string) ([]corev1.Pod, string) {
 	return ready, strings.Join(seen, ", ")
 }
 
-// sparkJavaOptions are the driver's and executors' JVM options in TestSparkOnKubernetes: the
-// C1 compiler alone and the serial GC, which cost a short test query much less CPU (as
-// testenv.TestJavaOptions for the JVMs the tests start themselves).
-const sparkJavaOptions = testenv.TestJavaOptions
-
 // TestSparkOnKubernetes runs a spark query with two executors, Kafka (a real broker) →
 // Delta on versitygw: the driver and both executors run as pods; the status shows committed
 // batches and the executors; the engine port serves Lockstep's and Spark's metrics; a
@@ -156,8 +151,8 @@ spec:
       instances: %d
       conf:
         spark.kubernetes.executor.request.cores: 100m
-        spark.driver.extraJavaOptions: "`+sparkJavaOptions+`"
-        spark.executor.extraJavaOptions: "`+sparkJavaOptions+`"
+        spark.driver.extraJavaOptions: "`+testenv.TestJavaOptions+`"
+        spark.executor.extraJavaOptions: "`+testenv.TestJavaOptions+`"
   sources:
   - name: orders
     kafka: {bootstrapServers: [%q], topics: [orders], startingOffsets: earliest, format: json}
@@ -192,11 +187,14 @@ spec:
 		if owner := metav1OwnerName(e); owner != driver.Name {
 			t.Errorf("executor %s is owned by %q, want the driver pod %s", e.Name, owner, driver.Name)
 		}
-		// spark.executor.extraJavaOptions reaches the executor's JVM as SPARK_JAVA_OPT_n.
-		if !slices.ContainsFunc(e.Spec.Containers[0].Env, func(v corev1.EnvVar) bool {
-			return strings.HasPrefix(v.Name, "SPARK_JAVA_OPT_") && v.Value == "-XX:TieredStopAtLevel=1"
-		}) {
-			t.Errorf("executor %s's environment lacks spark.executor.extraJavaOptions: %v", e.Name, e.Spec.Containers[0].Env)
+		// spark.executor.extraJavaOptions (the tests' JVM options, which cost a short query much
+		// less CPU) reaches the executor's JVM as SPARK_JAVA_OPT_n, one option each.
+		for _, o := range v1.JavaOptions(testenv.TestJavaOptions) {
+			if !slices.ContainsFunc(e.Spec.Containers[0].Env, func(v corev1.EnvVar) bool {
+				return strings.HasPrefix(v.Name, "SPARK_JAVA_OPT_") && v.Value == o
+			}) {
+				t.Errorf("executor %s's environment lacks %s of spark.executor.extraJavaOptions: %v", e.Name, o, e.Spec.Containers[0].Env)
+			}
 		}
 	}
 	q := tn.committed("orders", 0)
@@ -307,8 +305,8 @@ resource "lockstep_streaming_query" "orders" {
       instances = 1
       conf = {
         "spark.kubernetes.executor.request.cores" = "100m"
-        "spark.driver.extraJavaOptions"           = "`+sparkJavaOptions+`"
-        "spark.executor.extraJavaOptions"         = "`+sparkJavaOptions+`"
+        "spark.driver.extraJavaOptions"           = "`+testenv.TestJavaOptions+`"
+        "spark.executor.extraJavaOptions"         = "`+testenv.TestJavaOptions+`"
       }
     }
   }
