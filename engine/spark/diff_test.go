@@ -94,10 +94,10 @@ var diffCustomerColumns = []v1.Column{
 type diffCase struct {
 	name  string
 	query func(in, out string) *qt.Query
-	delta bool // the sink is delta (compare the table), else files json (compare the manifest's rows)
-	// shared: Spark runs the query in the one JVM the shared cases share (the oracle's, which
-	// writes a files sink as the runner does), so that a case costs no JVM start.
-	shared bool
+	// delta: the sink is delta (compare the table), run by the runner as `lockstep run` runs it;
+	// else files json (compare the manifest's rows), run in the one JVM those cases share (the
+	// oracle's, which writes a files sink as the runner does), so that a case costs no JVM start.
+	delta bool
 	// sparkOnly are rows that only Spark writes: a known difference, explained in
 	// docs/spark.md ("What differs"); the case fails when the built-in engine writes them too.
 	sparkOnly []string
@@ -128,7 +128,7 @@ func diffCases() []diffCase {
 		if typ.OuterLeft() {
 			sparkOnly = []string{diffLateOuterRow}
 		}
-		return diffCase{name: name, shared: true, sparkOnly: sparkOnly, query: func(in, out string) *qt.Query {
+		return diffCase{name: name, sparkOnly: sparkOnly, query: func(in, out string) *qt.Query {
 			side := qt.StreamSide("payments", "ts", "pts", "5s", "0s", "5s")
 			side.Transform = []v1.SideStep{{Filter: "paid > 0.5"}, {Select: []v1.Projection{qt.As("pid", "pid"), qt.As("paid2", "paid * 2.0"), qt.As("pts", "pts")}}}
 			j := v1.Join{Type: typ, Keys: qt.Keys("id", "pid"), Stream: side, RightPrefix: "p_"}
@@ -144,7 +144,7 @@ func diffCases() []diffCase {
 				Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "id"}, {Side: v1.SideLeft, Column: "qty"}, {Side: v1.SideRight, Column: "name", Name: "customer"},
 					{Side: v1.SideRight, Column: "tier"}, {Side: v1.SideRight, Column: "since"}, {Side: v1.SideLeft, Column: "ts"}}}).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "join-static-left-outer", shared: true, query: func(in, out string) *qt.Query {
+		{name: "join-static-left-outer", query: func(in, out string) *qt.Query {
 			return base("join-static-left-outer", in).Join(v1.Join{Type: v1.JoinLeftOuter, Keys: qt.Keys("id", "cid"), Static: customers(in), RightPrefix: "c_"}).FilesSink(out, v1.FormatJSON)
 		}},
 		streamJoin("join-stream-inner", v1.JoinInner),
@@ -152,7 +152,7 @@ func diffCases() []diffCase {
 		streamJoin("join-stream-right-outer", v1.JoinRightOuter),
 		streamJoin("join-stream-full-outer", v1.JoinFullOuter),
 		streamJoin("join-stream-left-semi", v1.JoinLeftSemi),
-		{name: "join-stream-then-aggregate", shared: true, query: func(in, out string) *qt.Query {
+		{name: "join-stream-then-aggregate", query: func(in, out string) *qt.Query {
 			return payments(base("join-stream-then-aggregate", in), in).Watermark("ts", "5s").
 				Join(v1.Join{Keys: qt.Keys("id", "pid"), Stream: qt.StreamSide("payments", "ts", "pts", "5s", "0s", "5s"), RightPrefix: "p_"}).
 				Aggregate("", window, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "paid", Function: v1.AggSum, Column: "p_paid"}).
@@ -198,7 +198,7 @@ func TestDifferential(t *testing.T) {
 			builtin := runBuiltin(t, ctx, tc.query(in, filepath.Join(dir, "out-lockstep")).Checkpoint(filepath.Join(dir, "ck-lockstep")).Obj())
 			want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), tc.delta)
 			var sparkSum any
-			if tc.shared {
+			if !tc.delta {
 				if shared == nil {
 					shared = startOracle(parent)
 				}
