@@ -129,7 +129,9 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 	for i := range spec.Transform {
 		plan.Steps = append(plan.Steps, c.step(sp.Child("transform").Index(i), &spec.Transform[i], cols[i])...)
 	}
-	plan.Sink = c.sink(sp.Child("sink"), &spec.Sink, cols[len(cols)-1])
+	var last []Step
+	plan.Sink, last = c.sink(sp.Child("sink"), &spec.Sink, cols[len(cols)-1])
+	plan.Steps = append(plan.Steps, last...)
 	return plan
 }
 
@@ -444,7 +446,9 @@ func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []St
 	return []Step{{Aggregate: agg}, {Select: out}}
 }
 
-func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) Sink {
+// sink compiles the sink, and the steps that shape the rows as it writes them (the Kafka
+// sink's key and value columns).
+func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Step) {
 	switch s.Kind() {
 	case v1.SinkDelta:
 		d := s.Delta
@@ -460,11 +464,11 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) Sink {
 				c.refuse(p.Child("delta", "mergeKeys"), d.MergeKeys, "a stateless MERGE is not compiled for Spark yet (two rows of one key in a batch fail Spark's MERGE)")
 			}
 			keys, _ := c.spec.UpsertKeys()
-			return Sink{Kind: SinkDeltaMerge, Path: sparkckpt.HadoopLocation(d.Path), Options: opts, MergeKeys: keys}
+			return Sink{Kind: SinkDeltaMerge, Path: sparkckpt.HadoopLocation(d.Path), Options: opts, MergeKeys: keys}, nil
 		}
-		return Sink{Kind: SinkDelta, Path: sparkckpt.HadoopLocation(d.Path), Options: opts}
+		return Sink{Kind: SinkDelta, Path: sparkckpt.HadoopLocation(d.Path), Options: opts}, nil
 	case v1.SinkConsole:
-		return Sink{Kind: SinkConsole, Options: map[string]string{"truncate": "false", "numRows": "2147483647"}}
+		return Sink{Kind: SinkConsole, Options: map[string]string{"truncate": "false", "numRows": "2147483647"}}, nil
 	case v1.SinkFiles:
 		f := s.Files
 		if f.S3 != nil {
@@ -479,13 +483,62 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) Sink {
 		if format == v1.FormatJSON {
 			// As the built-in JSON encoder writes them: nulls kept, RFC 3339 UTC timestamps.
 			opts["ignoreNullFields"] = "false"
-			opts["timestampFormat"] = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+			opts["timestampFormat"] = jsonTimestampFormat
 		}
-		return Sink{Kind: SinkFiles, Format: string(format), Path: sparkckpt.HadoopLocation(f.Path), Options: opts, Columns: colsJSON, ManifestDir: sink.ManifestDir}
+		return Sink{Kind: SinkFiles, Format: string(format), Path: sparkckpt.HadoopLocation(f.Path), Options: opts, Columns: colsJSON, ManifestDir: sink.ManifestDir}, nil
 	case v1.SinkPostgres:
-		return c.postgresSink(p.Child("postgres"), s.Postgres, cols, c.getenv)
-	case v1.SinkKafka, v1.SinkWebhook:
+		return c.postgresSink(p.Child("postgres"), s.Postgres, cols, c.getenv), nil
+	case v1.SinkKafka:
+		return c.kafkaSink(p.Child("kafka"), s.Kafka, cols)
+	case v1.SinkWebhook:
 		c.refuse(p.Child(string(s.Kind())), "", "this sink is not compiled for Spark yet")
 	}
-	return Sink{}
+	return Sink{}, nil
 }
+
+// jsonTimestampFormat is how Spark writes a timestamp in JSON as the built-in encoder does:
+// RFC 3339 in UTC (the session's time zone), to the microsecond.
+const jsonTimestampFormat = "yyyy-MM-dd'T'HH:mm:ss.SSSSSSXXX"
+
+// kafkaSink produces each row as a record whose value is the row as a JSON object (nulls
+// kept), as the built-in sink's json format writes it, with the key column's text as the key
+// and the header lockstep-batch: <query id>:<batch id>: Spark's Kafka writer, per batch in
+// foreachBatch. At-least-once: Spark's writer has no transactions, so a batch replayed after
+// a failure may be produced again.
+func (c *compiler) kafkaSink(p *field.Path, k *v1.KafkaSink, cols v1.Columns) (Sink, []Step) {
+	if k.ExactlyOnce {
+		c.refuse(p.Child("exactlyOnce"), true, "Spark's Kafka writer has no transactions, so a replayed batch may be produced again; "+
+			"set exactlyOnce: false (at-least-once: each record's lockstep-batch header tells a replay apart) or run on the lockstep runtime")
+	}
+	if k.Format != "" && k.Format != v1.KafkaJSON {
+		c.refuse(p.Child("format"), k.Format, "only format json is compiled for Spark's Kafka writer yet")
+	}
+	if k.SASL != nil {
+		c.refuse(p.Child("sasl"), "", "not mapped to Spark's kafka.sasl.* options yet")
+	}
+	if k.TLS != nil {
+		c.refuse(p.Child("tls"), "", "not mapped to Spark's kafka.ssl.* options yet")
+	}
+	fields := make([]string, len(cols))
+	for i, col := range cols {
+		fields[i] = quoteIdent(col.Name)
+	}
+	record := []string{"to_json(struct(" + strings.Join(fields, ", ") + "), map('ignoreNullFields', 'false', 'timestampFormat', " +
+		QuoteString(jsonTimestampFormat) + ")) AS value"}
+	if k.KeyColumn != "" {
+		col, _ := cols.Lookup(k.KeyColumn)
+		switch {
+		case k.KeyFormat != "" && k.KeyFormat != v1.KafkaKeyString:
+			c.refuse(p.Child("keyFormat"), k.KeyFormat, "only keyFormat string is compiled for Spark's Kafka writer yet")
+		case col.Type != v1.TypeString && col.Type != v1.TypeLong:
+			c.refuse(p.Child("keyColumn"), k.KeyColumn, fmt.Sprintf("Spark's text of a %s differs from the built-in engine's; key by a string or long column", col.Type))
+		}
+		record = append(record, "CAST("+quoteIdent(k.KeyColumn)+" AS STRING) AS key")
+	}
+	opts := map[string]string{"kafka.bootstrap.servers": strings.Join(k.BootstrapServers, ","), "topic": k.Topic}
+	return Sink{Kind: SinkKafka, Options: opts, BatchHeader: kafkaBatchHeader}, []Step{{Select: record}}
+}
+
+// kafkaBatchHeader is engine/kafka's BatchHeader, which the built-in sink writes (the
+// differential Kafka test reads it from both runtimes' records).
+const kafkaBatchHeader = "lockstep-batch"

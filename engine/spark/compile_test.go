@@ -8,6 +8,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -42,6 +43,11 @@ func TestCheckRefuses(t *testing.T) {
 		{name: "a key format", spec: defaulted(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
 			EditSource("orders", func(s *v1.Source) { s.Kafka.KeyFormat = v1.KafkaJSON }).ConsoleSink()),
 			want: []string{"spec.sources[0].kafka.keyFormat: only keyFormat string"}},
+		{name: "an at-least-once kafka sink runs", spec: defaulted(files().KafkaSink("broker:9092", "out").Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "id" }))},
+		{name: "a transactional kafka sink", spec: defaulted(files().KafkaSink("broker:9092", "out").Edit(func(s *v1.StreamingQuerySpec) {
+			s.Sink.Kafka.ExactlyOnce = true
+			s.Sink.Kafka.KeyColumn = "amount"
+		})), want: []string{"spec.sink.kafka.exactlyOnce: no transactions", "spec.sink.kafka.keyColumn: string or long"}},
 		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a delta static side", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"})),
 			want: []string{"spec.transform[0].join.static.delta: use a files static side"}},
@@ -137,5 +143,28 @@ func TestCompileStreamJoin(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, j); diff != "" {
 		t.Errorf("Compile join (-want +got):\n%s", diff)
+	}
+}
+
+// TestCompileKafkaSink: the last step makes Spark's Kafka writer's value (the row as JSON, nulls
+// kept, timestamps as the built-in encoder writes them) and key; the sink names the topic and
+// the batch header.
+func TestCompileKafkaSink(t *testing.T) {
+	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("ts", v1.TypeTimestamp)).
+		KafkaSink("b1:9092", "out").Edit(func(s *v1.StreamingQuerySpec) {
+		s.Sink.Kafka.BootstrapServers = []string{"b1:9092", "b2:9092"}
+		s.Sink.Kafka.KeyColumn = "id"
+	}))
+	p, err := spark.Compile(spec, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := spark.Sink{Kind: spark.SinkKafka, Options: map[string]string{"kafka.bootstrap.servers": "b1:9092,b2:9092", "topic": "out"}, BatchHeader: kafka.BatchHeader}
+	if diff := cmp.Diff(want, p.Sink); diff != "" {
+		t.Errorf("sink (-want +got):\n%s", diff)
+	}
+	last := []string{"to_json(struct(`id`, `ts`), map('ignoreNullFields', 'false', 'timestampFormat', 'yyyy-MM-dd\\'T\\'HH:mm:ss.SSSSSSXXX')) AS value", "CAST(`id` AS STRING) AS key"}
+	if diff := cmp.Diff(last, p.Steps[len(p.Steps)-1].Select); diff != "" {
+		t.Errorf("the last step (-want +got):\n%s", diff)
 	}
 }

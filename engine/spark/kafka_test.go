@@ -2,23 +2,30 @@ package spark_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
-	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // TestDifferentialKafka: a Kafka source (the real broker) read by both runtimes, filtered and
-// projected with the Kafka metadata columns, into files: equal multisets.
+// projected with the Kafka metadata columns, into a Kafka sink keyed by a column: the records
+// each runtime produced, read back by a read_committed consumer, are equal multisets of
+// (key, value), and each carries the header that names its batch.
 func TestDifferentialKafka(t *testing.T) {
 	runner := testenv.SparkRunner(t)
 	ctx := context.Background()
@@ -44,16 +51,27 @@ func TestDifferentialKafka(t *testing.T) {
 			Filter("qty % 2 == 0").
 			Select(v1.Projection{Name: "id", Expr: "id"}, v1.Projection{Name: "key", Expr: "_key"}, v1.Projection{Name: "partition", Expr: "_partition"},
 				v1.Projection{Name: "offset", Expr: "_offset"}, v1.Projection{Name: "ts", Expr: "ts"}).
-			FilesSink(out, v1.FormatJSON).AvailableNow().Checkpoint(ck).Obj()
+			KafkaSink(brokers[0], out).Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "id" }).
+			AvailableNow().Checkpoint(ck).Obj()
 	}
 	reg := engine.NewRegistry()
 	if err := reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource); err != nil {
 		t.Fatal(err)
 	}
-	if err := reg.RegisterSink(v1.SinkFiles, sink.FilesSpec(), sink.NewFiles); err != nil {
+	if err := reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink); err != nil {
 		t.Fatal(err)
 	}
-	obj := query(filepath.Join(dir, "out-lockstep"), filepath.Join(dir, "ck-lockstep"))
+	_, outLockstep := testenv.KafkaTopic(t, "spark-diff-out-lockstep")
+	_, outSpark := testenv.KafkaTopic(t, "spark-diff-out-spark")
+	// The built-in sink produces to topics that exist (it does not ask the broker to create them).
+	created, err := kadm.NewClient(cl).CreateTopics(ctx, 2, 1, nil, outLockstep, outSpark)
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
+		t.Fatalf("create the output topics: %v", err)
+	}
+	obj := query(outLockstep, filepath.Join(dir, "ck-lockstep"))
 	q, err := engine.New(obj, reg, engine.WithCheckpoint(obj.Spec.Checkpoint.Location))
 	if err != nil {
 		t.Fatal(err)
@@ -61,13 +79,61 @@ func TestDifferentialKafka(t *testing.T) {
 	if _, err := q.Run(ctx); err != nil {
 		t.Fatalf("run on the built-in engine: %v", err)
 	}
-	runSpark(t, ctx, runner, query(filepath.Join(dir, "out-spark"), filepath.Join(dir, "ck-spark")))
-	want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), false)
-	got := readOutput(t, ctx, filepath.Join(dir, "out-spark"), false)
-	if len(want) != 6 {
-		t.Fatalf("the built-in engine wrote %d rows, want 6", len(want))
-	}
+	runSpark(t, ctx, runner, query(outSpark, filepath.Join(dir, "ck-spark")))
+	want := readRecords(t, ctx, brokers, outLockstep, 6)
+	got := readRecords(t, ctx, brokers, outSpark, 6)
 	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("output on spark differs from the built-in engine's (-lockstep +spark):\n%s", diff)
+		t.Errorf("records on spark differ from the built-in engine's (-lockstep +spark):\n%s", diff)
 	}
+}
+
+// readRecords reads the n records of topic with a read_committed consumer and returns each as
+// "key value", its JSON value's fields in order with timestamps in UTC RFC 3339, sorted (a
+// multiset). Each record must carry kafka.BatchHeader, <query id>:<batch id>.
+func readRecords(t *testing.T, ctx context.Context, brokers []string, topic string, n int) []string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	batch := regexp.MustCompile(`^[0-9a-f-]{36}:[0-9]+$`)
+	var out []string
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if err := fs.Err0(); err != nil {
+			t.Fatalf("read %s: %d of %d records: %v", topic, len(out), n, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var h string
+			for _, rh := range r.Headers {
+				if rh.Key == kafka.BatchHeader {
+					h = string(rh.Value)
+				}
+			}
+			if !batch.MatchString(h) {
+				t.Errorf("record %s/%d@%d: header %s = %q, want <query id>:<batch id>", topic, r.Partition, r.Offset, kafka.BatchHeader, h)
+			}
+			var obj map[string]any
+			if err := json.Unmarshal(r.Value, &obj); err != nil {
+				t.Fatalf("record %s/%d@%d: value %q: %v", topic, r.Partition, r.Offset, r.Value, err)
+			}
+			fields := make([]string, 0, len(obj))
+			for k, v := range obj {
+				if s, ok := v.(string); ok {
+					if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+						v = ts.UTC().Format(time.RFC3339Nano)
+					}
+				}
+				fields = append(fields, fmt.Sprintf("%s=%v", k, v))
+			}
+			slices.Sort(fields)
+			out = append(out, string(r.Key)+" "+strings.Join(fields, " "))
+		})
+	}
+	slices.Sort(out)
+	return out
 }

@@ -140,6 +140,9 @@ const (
 	// SinkPostgres is PostgreSQL in foreachBatch (Sink.Postgres).
 	SinkPostgres = "postgres"
 	SinkFiles    = "files"
+	// SinkKafka is Spark's Kafka writer in foreachBatch, each record headed lockstep-batch:
+	// <query id>:<batch id>; the steps before it made the key and value columns.
+	SinkKafka = "kafka"
 )
 
 // Sink is where batches go.
@@ -160,4 +163,6 @@ type Sink struct {
 	MergeKeys []string `json:"mergeKeys,omitempty"`
 	// Postgres is the postgres sink's connection and statements.
 	Postgres *Postgres `json:"postgres,omitempty"`
+	// BatchHeader is the kafka sink's header naming each record's batch.
+	BatchHeader string `json:"batchHeader,omitempty"`
 }

@@ -103,6 +103,8 @@ public final class Plan {
     public List<String> mergeKeys = new ArrayList<>();
     /** PostgreSQL: the connection and statements. */
     public Postgres postgres;
+    /** Kafka: the header naming each record's batch, {@code <query id>:<batch id>}. */
+    public String batchHeader;
   }
 
   /** The PostgreSQL sink: engine/spark/postgres.go says what each statement does. */

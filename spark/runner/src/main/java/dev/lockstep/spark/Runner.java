@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.spark.api.java.function.VoidFunction2;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.DataFrameReader;
 import org.apache.spark.sql.Dataset;
@@ -126,6 +127,15 @@ public final class Runner {
       }
       case "files" -> {
         return w.foreachBatch(new FilesSink(k, plan.queryId)).start();
+      }
+      case "kafka" -> {
+        // Spark's Kafka writer, a batch at a time so that each record can name its batch as
+        // the built-in sink's do; the plan's last step made the key and value columns.
+        String id = plan.queryId;
+        return w.foreachBatch((VoidFunction2<Dataset<Row>, Long>) (batch, batchId) -> batch
+            .withColumn("headers", functions.array(functions.struct(functions.lit(k.batchHeader).as("key"),
+                functions.lit(id + ":" + batchId).cast("binary").as("value"))))
+            .write().format("kafka").options(k.options).save()).start();
       }
       default -> throw new IllegalArgumentException("sink kind " + k.kind);
     }
