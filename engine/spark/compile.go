@@ -6,12 +6,14 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine/sink"
+	"github.com/lockstep-dev/lockstep/engine/webhook"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -491,7 +493,7 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 	case v1.SinkKafka:
 		return c.kafkaSink(p.Child("kafka"), s.Kafka, cols)
 	case v1.SinkWebhook:
-		c.refuse(p.Child(string(s.Kind())), "", "this sink is not compiled for Spark yet")
+		return c.webhookSink(p.Child("webhook"), s.Webhook, cols)
 	}
 	return Sink{}, nil
 }
@@ -519,12 +521,7 @@ func (c *compiler) kafkaSink(p *field.Path, k *v1.KafkaSink, cols v1.Columns) (S
 	if k.TLS != nil {
 		c.refuse(p.Child("tls"), "", "not mapped to Spark's kafka.ssl.* options yet")
 	}
-	fields := make([]string, len(cols))
-	for i, col := range cols {
-		fields[i] = quoteIdent(col.Name)
-	}
-	record := []string{"to_json(struct(" + strings.Join(fields, ", ") + "), map('ignoreNullFields', 'false', 'timestampFormat', " +
-		QuoteString(jsonTimestampFormat) + ")) AS value"}
+	record := []string{jsonRow(cols) + " AS value"}
 	if k.KeyColumn != "" {
 		col, _ := cols.Lookup(k.KeyColumn)
 		switch {
@@ -537,6 +534,39 @@ func (c *compiler) kafkaSink(p *field.Path, k *v1.KafkaSink, cols v1.Columns) (S
 	}
 	opts := map[string]string{"kafka.bootstrap.servers": strings.Join(k.BootstrapServers, ","), "topic": k.Topic}
 	return Sink{Kind: SinkKafka, Options: opts, BatchHeader: kafkaBatchHeader}, []Step{{Select: record}}
+}
+
+// webhookSink POSTs each batch as the built-in webhook sink does (engine/webhook: the same
+// body, chunks, Idempotency-Key, headers, timeout and retries), from the driver in
+// foreachBatch; the last step makes each row's JSON object as the built-in encoder writes it.
+func (c *compiler) webhookSink(p *field.Path, w *v1.WebhookSink, cols v1.Columns) (Sink, []Step) {
+	w = w.DeepCopy()
+	if w.Timeout == "" {
+		w.Timeout = v1.DefaultWebhookTimeout
+	}
+	if w.MaxRowsPerRequest <= 0 {
+		w.MaxRowsPerRequest = v1.DefaultWebhookRowsPerRequest
+	}
+	timeout, err := time.ParseDuration(string(w.Timeout))
+	if err != nil || timeout <= 0 {
+		c.errs = append(c.errs, field.Invalid(p.Child("timeout"), w.Timeout, "want a positive duration such as 30s"))
+	}
+	hook := &Webhook{URL: w.URL, Headers: w.Headers, MaxRowsPerRequest: int(w.MaxRowsPerRequest),
+		TimeoutMs: timeout.Milliseconds(), RetryForMs: webhook.DefaultRetryFor.Milliseconds()}
+	if w.HeadersSecretName != "" {
+		hook.HeadersDir = webhook.DefaultHeadersDir
+	}
+	return Sink{Kind: SinkWebhook, Webhook: hook}, []Step{{Select: []string{jsonRow(cols) + " AS value"}}}
+}
+
+// jsonRow is the Spark SQL of a row of cols as a JSON object as the built-in encoder writes it:
+// every column, nulls kept, timestamps RFC 3339 in UTC.
+func jsonRow(cols v1.Columns) string {
+	fields := make([]string, len(cols))
+	for i, col := range cols {
+		fields[i] = quoteIdent(col.Name)
+	}
+	return "to_json(struct(" + strings.Join(fields, ", ") + "), map('ignoreNullFields', 'false', 'timestampFormat', " + QuoteString(jsonTimestampFormat) + "))"
 }
 
 // kafkaBatchHeader is engine/kafka's BatchHeader, which the built-in sink writes (the

@@ -48,6 +48,7 @@ func TestCheckRefuses(t *testing.T) {
 			s.Sink.Kafka.ExactlyOnce = true
 			s.Sink.Kafka.KeyColumn = "amount"
 		})), want: []string{"spec.sink.kafka.exactlyOnce: no transactions", "spec.sink.kafka.keyColumn: string or long"}},
+		{name: "a webhook sink runs", spec: defaulted(files().WebhookSink("http://hooks:8080/in"))},
 		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a delta static side", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"})),
 			want: []string{"spec.transform[0].join.static.delta: use a files static side"}},

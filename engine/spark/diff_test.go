@@ -21,6 +21,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/engine/webhook"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -268,6 +269,7 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
+		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.NewSink),
 	} {
 		if err != nil {
 			t.Fatal(err)

@@ -117,23 +117,30 @@ func readRecords(t *testing.T, ctx context.Context, brokers []string, topic stri
 			if !batch.MatchString(h) {
 				t.Errorf("record %s/%d@%d: header %s = %q, want <query id>:<batch id>", topic, r.Partition, r.Offset, kafka.BatchHeader, h)
 			}
-			var obj map[string]any
-			if err := json.Unmarshal(r.Value, &obj); err != nil {
-				t.Fatalf("record %s/%d@%d: value %q: %v", topic, r.Partition, r.Offset, r.Value, err)
-			}
-			fields := make([]string, 0, len(obj))
-			for k, v := range obj {
-				if s, ok := v.(string); ok {
-					if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
-						v = ts.UTC().Format(time.RFC3339Nano)
-					}
-				}
-				fields = append(fields, fmt.Sprintf("%s=%v", k, v))
-			}
-			slices.Sort(fields)
-			out = append(out, string(r.Key)+" "+strings.Join(fields, " "))
+			out = append(out, string(r.Key)+" "+jsonFields(t, r.Value))
 		})
 	}
 	slices.Sort(out)
 	return out
+}
+
+// jsonFields returns a JSON object's fields as sorted name=value pairs, timestamps in UTC RFC
+// 3339: equal for the objects both runtimes write of one row.
+func jsonFields(t *testing.T, data []byte) string {
+	t.Helper()
+	var obj map[string]any
+	if err := json.Unmarshal(data, &obj); err != nil {
+		t.Fatalf("JSON object %q: %v", data, err)
+	}
+	fields := make([]string, 0, len(obj))
+	for k, v := range obj {
+		if s, ok := v.(string); ok {
+			if ts, err := time.Parse(time.RFC3339Nano, s); err == nil {
+				v = ts.UTC().Format(time.RFC3339Nano)
+			}
+		}
+		fields = append(fields, fmt.Sprintf("%s=%v", k, v))
+	}
+	slices.Sort(fields)
+	return strings.Join(fields, " ")
 }

@@ -143,6 +143,8 @@ const (
 	// SinkKafka is Spark's Kafka writer in foreachBatch, each record headed lockstep-batch:
 	// <query id>:<batch id>; the steps before it made the key and value columns.
 	SinkKafka = "kafka"
+	// SinkWebhook is the webhook sink's requests from the driver in foreachBatch (Sink.Webhook).
+	SinkWebhook = "webhook"
 )
 
 // Sink is where batches go.
@@ -165,4 +167,19 @@ type Sink struct {
 	Postgres *Postgres `json:"postgres,omitempty"`
 	// BatchHeader is the kafka sink's header naming each record's batch.
 	BatchHeader string `json:"batchHeader,omitempty"`
+	// Webhook is the webhook sink's requests.
+	Webhook *Webhook `json:"webhook,omitempty"`
+}
+
+// Webhook is how the webhook sink POSTs a batch (engine/webhook says what each does): chunks of
+// at most MaxRowsPerRequest rows, each request bounded by TimeoutMs and retried for RetryForMs.
+type Webhook struct {
+	URL     string            `json:"url"`
+	Headers map[string]string `json:"headers,omitempty"`
+	// HeadersDir is the folder of the mounted headers Secret, one file per header, read when
+	// the runner starts; "" for none.
+	HeadersDir        string `json:"headersDir,omitempty"`
+	MaxRowsPerRequest int    `json:"maxRowsPerRequest"`
+	TimeoutMs         int64  `json:"timeoutMs"`
+	RetryForMs        int64  `json:"retryForMs"`
 }

@@ -105,6 +105,19 @@ public final class Plan {
     public Postgres postgres;
     /** Kafka: the header naming each record's batch, {@code <query id>:<batch id>}. */
     public String batchHeader;
+    /** Webhook: the requests. */
+    public Webhook webhook;
+  }
+
+  /** The webhook sink: engine/spark/plan.go's Webhook says what each field does. */
+  @JsonIgnoreProperties(ignoreUnknown = false)
+  public static final class Webhook {
+    public String url;
+    public Map<String, String> headers = new LinkedHashMap<>();
+    public String headersDir;
+    public int maxRowsPerRequest;
+    public long timeoutMs;
+    public long retryForMs;
   }
 
   /** The PostgreSQL sink: engine/spark/postgres.go says what each statement does. */

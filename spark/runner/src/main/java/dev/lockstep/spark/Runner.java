@@ -137,6 +137,9 @@ public final class Runner {
                 functions.lit(id + ":" + batchId).cast("binary").as("value"))))
             .write().format("kafka").options(k.options).save()).start();
       }
+      case "webhook" -> {
+        return w.foreachBatch(new WebhookSink(k.webhook, plan.queryId)).start();
+      }
       default -> throw new IllegalArgumentException("sink kind " + k.kind);
     }
   }
