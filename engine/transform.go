@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/interpreter"
@@ -154,11 +155,62 @@ func compileSelect(p *field.Path, env *cel.Env, projs []plan.Projection, index m
 }
 
 func program(env *cel.Env, ast *cel.Ast) (cel.Program, error) {
-	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize))
+	prg, err := env.Program(ast, cel.EvalOptions(cel.OptOptimize), cel.CustomDecoratorV2(sqlEquality))
 	if err != nil {
 		return nil, fmt.Errorf("plan expression: %w", err)
 	}
 	return prg, nil
+}
+
+// sqlEquality gives == and != SQL's rule for nulls, as the other operators have it already
+// (no overload takes a null, so they yield no value): with a null operand they yield no value
+// either, where CEL's equality says null == 3 is false and null != 3 true. So `qty != 3` drops
+// a row whose qty is null, and a select of `qty == 3` is null there, as in SQL and on Spark.
+// CEL's && and || already follow SQL's three-valued logic around a missing value.
+func sqlEquality(i interpreter.InterpretableV2) (interpreter.InterpretableV2, error) {
+	call, ok := i.(interpreter.InterpretableCall)
+	if !ok || (call.Function() != operators.Equals && call.Function() != operators.NotEquals) {
+		return i, nil
+	}
+	args := call.Args()
+	return &nullableEquality{InterpretableCall: call, lhs: args[0], rhs: args[1], not: call.Function() == operators.NotEquals}, nil
+}
+
+// errNullOperand is the value of == and != with a null operand.
+var errNullOperand = types.NewErr("== or != with a null operand has no value (SQL's rule)")
+
+type nullableEquality struct {
+	interpreter.InterpretableCall
+	lhs, rhs interpreter.InterpretableV2
+	not      bool
+}
+
+func (e *nullableEquality) Exec(frame *interpreter.ExecutionFrame) ref.Val {
+	l := e.lhs.Exec(frame)
+	if l == types.NullValue || types.IsUnknownOrError(l) {
+		return nullOr(l)
+	}
+	r := e.rhs.Exec(frame)
+	if r == types.NullValue || types.IsUnknownOrError(r) {
+		return nullOr(r)
+	}
+	eq := types.Equal(l, r)
+	if b, ok := eq.(types.Bool); ok && e.not {
+		return !b
+	}
+	return eq
+}
+
+func (e *nullableEquality) Eval(act interpreter.Activation) ref.Val {
+	return interpreter.EvalActivation(act, e.Exec)
+}
+
+// nullOr returns errNullOperand for a null operand, else the operand (an error or unknown).
+func nullOr(v ref.Val) ref.Val {
+	if v == types.NullValue {
+		return errNullOperand
+	}
+	return v
 }
 
 func columnIndex(cols v1.Columns) map[string]int {

@@ -32,3 +32,30 @@ func TestSelectCopiesBareColumns(t *testing.T) {
 		t.Errorf("select (-want +got):\n%s", diff)
 	}
 }
+
+// TestEqualityWithNullIsNull: == and != with a null operand have no value, as in SQL (and on
+// Spark): a filter drops the row, a select yields null; || and && treat it as SQL's unknown.
+func TestEqualityWithNullIsNull(t *testing.T) {
+	cols := []v1.Column{querytest.Col("id", v1.TypeString), querytest.Col("n", v1.TypeLong)}
+	rows := func() []Row { return []Row{{"a", int64(3)}, {"b", int64(4)}, {nil, nil}} }
+	filter := benchSteps(t, querytest.Make("q", "default").FilesSource("in", "/in", v1.FormatJSON, cols...).
+		Filter("n != 3 || id == 'x'").ConsoleSink().Spec())
+	got, err := filter[0].process(&stepBatch{}, rows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []Row{{"b", int64(4)}}; !cmp.Equal(want, got) {
+		t.Errorf("filter n != 3 || id == 'x' kept %v, want %v", got, want)
+	}
+	sel := benchSteps(t, querytest.Make("q", "default").FilesSource("in", "/in", v1.FormatJSON, cols...).
+		Select(querytest.As("eq", "n == 3"), querytest.As("ne", "id != 'a'"), querytest.As("or", "n == 3 || true"),
+			querytest.As("and", "n == 3 && false"), querytest.As("not", "!(n == 3)")).ConsoleSink().Spec())
+	got, err = sel[0].process(&stepBatch{}, rows())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Row{{true, false, true, false, false}, {false, true, true, false, true}, {nil, nil, true, false, nil}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("select (-want +got):\n%s", diff)
+	}
+}

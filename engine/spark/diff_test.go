@@ -99,6 +99,8 @@ type diffCase struct {
 	// else files json (compare the manifest's rows), run in the one JVM those cases share (the
 	// oracle's, which writes a files sink as the runner does), so that a case costs no JVM start.
 	delta bool
+	// input, when set, writes the case's own input into in instead of the shared orders.
+	input func(t *testing.T, in string)
 	// sparkOnly are rows that only Spark writes: a known difference, explained in
 	// docs/spark.md ("What differs"); the case fails when the built-in engine writes them too.
 	sparkOnly []string
@@ -177,6 +179,10 @@ func diffCases() []diffCase {
 		{name: "dedup", query: func(in, out string) *qt.Query {
 			return base("dedup", in).DropDuplicates("", "id").SelectColumns("id").FilesSink(out, v1.FormatJSON)
 		}},
+		{name: "cel-properties", input: writeRandomRows, query: func(in, out string) *qt.Query {
+			return qt.Make("cel-properties", "diff").FilesSource("rows", in, v1.FormatJSON, celColumns...).
+				Select(celProjections()...).FilesSink(out, v1.FormatJSON).AvailableNow()
+		}},
 		{name: "complete-delta", delta: true, query: func(in, out string) *qt.Query {
 			return base("complete-delta", in).Aggregate("", []v1.GroupKey{{Column: "id"}}, v1.Aggregation{Name: "n", Function: v1.AggCount}).
 				OutputMode(v1.OutputComplete).DeltaSink(out)
@@ -195,7 +201,11 @@ func TestDifferential(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			in := filepath.Join(dir, "in")
-			writeInput(t, in)
+			if tc.input != nil {
+				tc.input(t, in)
+			} else {
+				writeInput(t, in)
+			}
 			builtin := runBuiltin(t, ctx, tc.query(in, filepath.Join(dir, "out-lockstep")).Checkpoint(filepath.Join(dir, "ck-lockstep")).Obj())
 			want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), tc.delta)
 			var sparkSum any
