@@ -217,6 +217,11 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.FetchMaxWait(time.Second),
 		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
+		// No fetch sessions (KIP-227): franz-go v1.22.3's Close ends a session while the
+		// background fetch may be building its request from it (a data race the race detector
+		// caught in this package's tests), and a source reads too few partitions for the
+		// sessions' smaller requests to matter.
+		kgo.DisableFetchSessions(),
 	)...)
 	if err != nil {
 		return nil, err
