@@ -13,7 +13,7 @@ TOOLS_BIN := $(LOCKSTEP_TOOLS)/bin
 GO_TEST_FLAGS ?= -race -timeout 45m -p 3
 PKGS ?= ./...
 
-.PHONY: all build tools test test-short e2e e2e-short image image-spark lint generate manifests bench clean-tools help
+.PHONY: all build tools warm test test-short e2e e2e-short image image-spark lint generate manifests bench clean-tools help
 
 all: build
 
@@ -33,7 +33,9 @@ tools: ## Build every test tool into $(LOCKSTEP_TOOLS) (cached; skips what is cu
 # With PKGS=./... the e2e suite runs beside the other packages: it mostly waits on pods and
 # its Spark query, and run last it added ~12 minutes to a cold run. Each go test prints a
 # package's result when the package ends, so the two outputs interleave by package.
-test: tools ## Build the test tools, then run every test against the real services; with PKGS=./... the e2e suite too, beside them.
+# Before the tests: the tools, and beside them `warm` (the tools' downloads leave the cores idle).
+test: ## Build the test tools, then run every test against the real services; with PKGS=./... the e2e suite too, beside them.
+	@$(MAKE) --no-print-directory -j2 tools warm
 	@rc=0; e2e=; \
 	if [ "$(PKGS)" = "./..." ]; then $(MAKE) --no-print-directory e2e-short & e2e=$$!; fi; \
 	go test $(GO_TEST_FLAGS) $(PKGS) || rc=$$?; \
@@ -46,6 +48,11 @@ test: tools ## Build the test tools, then run every test against the real servic
 E2E_FLAGS ?= -race -count=1 -timeout 45m -parallel 9
 e2e: tools ## Build the tools, then run the end-to-end suite on a real node (kubelet, containerd; needs root).
 	go test -tags e2e $(E2E_FLAGS) ./e2e/
+
+warm: ## Compile what the tests build into Go's build cache, linking and running nothing: the test packages (with GO_TEST_FLAGS' -race), the e2e suite, and the static lockstep of the images.
+	go list $(filter -race,$(GO_TEST_FLAGS)) -export -deps -test $(PKGS) >/dev/null
+	go list $(filter -race,$(E2E_FLAGS)) -tags e2e -export -deps -test ./e2e/ >/dev/null
+	CGO_ENABLED=0 go list -trimpath -export -deps ./cmd/lockstep >/dev/null
 
 e2e-short: ## Run the end-to-end suite without (re)building the tools.
 	go test -tags e2e $(E2E_FLAGS) ./e2e/

@@ -18,11 +18,17 @@ cpu() { awk '/^cpu /{print $2+$3+$4+$7+$8+$9, $5+$6}' /proc/stat; }
     set -- $prev $cur; echo "$(date +%T) busy $(( 100 * ($3 - $1) / ($3 - $1 + $4 - $2) ))%"; prev=$cur
   done ) >"$dir/cpu.log" 2>&1 &
 sampler=$!
+# Every 15 s, each process's own CPU seconds so far ($dir/ps.log): at the end, the commands that
+# spent the most, a process counted at its last sample (processes shorter than 15 s are missed).
+( while sleep 15; do ps -eo pid=,comm=,times= | sed "s/^/$SECONDS /"; done ) >"$dir/ps.log" 2>&1 &
+psampler=$!
 before=$(cpu)
 start=$SECONDS
 .ci/run
 rc=$?
-kill "$sampler" 2>/dev/null
+kill "$sampler" "$psampler" 2>/dev/null
+echo "CPU seconds by command (processes alive at a 15 s sample; top 20):"
+awk '{ cpu[$2] = $4; name[$2] = $3 } END { for (p in cpu) sum[name[p]] += cpu[p]; for (n in sum) printf "%8d  %s\n", sum[n], n }' "$dir/ps.log" | sort -rn | head -20
 set -- $before $(cpu)
 echo "cold run: exit $rc after $((SECONDS - start)) s; the cores were busy $(( 100 * ($3 - $1) / ($3 - $1 + $4 - $2) ))% of it (per minute: $dir/cpu.log)"
 exit $rc
