@@ -122,42 +122,51 @@ func avroNullable(v any) any {
 // random instants: a read_committed consumer then reads every kept order exactly once, as
 // an uninterrupted run writes them, values and keys in Avro through the real Schema Registry.
 func TestCrashDeltaToKafkaAvroExactlyOnce(t *testing.T) {
-	setUp := func(t *testing.T, versions int) (*scenario, []string, testenv.Registry, []string) {
-		brokers := testenv.Kafka(t)
-		reg := testenv.SchemaRegistry(t)
-		for _, topic := range []string{"out", "ref", "timing"} {
-			createTopic(t, brokers, topic, 3, nil)
-		}
-		in := filepath.Join(t.TempDir(), "in")
-		want := writeOrderVersions(t, in, versions)
-		spec := strings.NewReplacer("%[3]q", fmt.Sprintf("%q", in), "%[4]s", reg.URL).Replace(withBrokers(deltaToKafkaAvro, brokers))
-		s := newScenario(t, spec)
-		s.env = []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
-		return s, brokers, reg, want
-	}
-	check := func(t *testing.T, s *scenario, brokers []string, reg testenv.Registry, want []string) {
-		t.Helper()
-		s.finish("out")
-		s.reference("ref")
-		got := avroOrders(t, reg, consume(t, brokers, "out"))
-		if diff := cmp.Diff(avroOrders(t, reg, consume(t, brokers, "ref")), got); diff != "" {
-			t.Errorf("read_committed output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("read_committed ids (-want +got):\n%s", diff)
-		}
-	}
 	for _, cp := range crashtest.Points() {
 		t.Run(cp.String(), func(t *testing.T) {
-			s, brokers, reg, want := setUp(t, 5)
+			brokers := testenv.Kafka(t)
+			s, reg, want := deltaToKafkaAvroScenario(t, brokers, 5, "out", "ref", "timing")
 			s.killAt("out", cp)
-			check(t, s, brokers, reg, want)
+			checkReadCommitted(t, s, brokers, reg, want)
 		})
 	}
 	t.Run("random", func(t *testing.T) {
-		s, brokers, reg, want := setUp(t, 30)
+		brokers := testenv.Kafka(t)
+		s, reg, want := deltaToKafkaAvroScenario(t, brokers, 30, "out", "ref", "timing")
 		span := s.timing("timing")
 		s.killRandomly("out", 10, max(span, time.Second))
-		check(t, s, brokers, reg, want)
+		checkReadCommitted(t, s, brokers, reg, want)
 	})
+}
+
+// deltaToKafkaAvroScenario creates topics on brokers and writes versions versions of orders
+// into a Delta table, for the delta → kafka(avro, exactly once) query on the real registry; it
+// returns the scenario, the registry and the ids of the kept orders.
+func deltaToKafkaAvroScenario(t *testing.T, brokers []string, versions int, topics ...string) (*scenario, testenv.Registry, []string) {
+	t.Helper()
+	reg := testenv.SchemaRegistry(t)
+	for _, topic := range topics {
+		createTopic(t, brokers, topic, 3, nil)
+	}
+	in := filepath.Join(t.TempDir(), "in")
+	want := writeOrderVersions(t, in, versions)
+	spec := strings.NewReplacer("%[3]q", fmt.Sprintf("%q", in), "%[4]s", reg.URL).Replace(withBrokers(deltaToKafkaAvro, brokers))
+	s := newScenario(t, spec)
+	s.env = []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
+	return s, reg, want
+}
+
+// checkReadCommitted finishes the scenario's query into topic out, runs it uninterrupted into
+// ref, and compares what a read_committed consumer reads of both, and the ids with want.
+func checkReadCommitted(t *testing.T, s *scenario, brokers []string, reg testenv.Registry, want []string) {
+	t.Helper()
+	s.finish("out")
+	s.reference("ref")
+	got := avroOrders(t, reg, consume(t, brokers, "out"))
+	if diff := cmp.Diff(avroOrders(t, reg, consume(t, brokers, "ref")), got); diff != "" {
+		t.Errorf("read_committed output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("read_committed ids (-want +got):\n%s", diff)
+	}
 }

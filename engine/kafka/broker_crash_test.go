@@ -1,7 +1,6 @@
 package kafka_test
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -53,25 +52,9 @@ func TestCrashKafkaAvroToDeltaBrokerKilled(t *testing.T) {
 func TestCrashDeltaToKafkaAvroBrokerKilled(t *testing.T) {
 	b := testenv.KafkaProcess(t)
 	brokers := []string{b.Addr}
-	reg := testenv.SchemaRegistry(t)
-	for _, topic := range []string{"out", "ref"} {
-		createTopic(t, brokers, topic, 3, nil)
-	}
-	in := filepath.Join(t.TempDir(), "in")
-	want := writeOrderVersions(t, in, 30)
-	spec := strings.NewReplacer("%[3]q", fmt.Sprintf("%q", in), "%[4]s", reg.URL).Replace(withBrokers(deltaToKafkaAvro, brokers))
-	s := newScenario(t, spec)
-	s.env = []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
+	s, reg, want := deltaToKafkaAvroScenario(t, brokers, 30, "out", "ref")
 	killBrokerMidRun(t, s, b, "out")
-	s.finish("out")
-	s.reference("ref")
-	got := avroOrders(t, reg, consume(t, brokers, "out"))
-	if diff := cmp.Diff(avroOrders(t, reg, consume(t, brokers, "ref")), got); diff != "" {
-		t.Errorf("read_committed output differs from an uninterrupted run (-uninterrupted +broker killed):\n%s", diff)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("read_committed ids (-want +got):\n%s", diff)
-	}
+	checkReadCommitted(t, s, brokers, reg, want)
 }
 
 // killBrokerMidRun runs the scenario's query into out and, once its first batch has committed,

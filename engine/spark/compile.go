@@ -399,7 +399,7 @@ func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 // aggregate is a groupBy/agg, then a select that names the columns as the spec does: a
 // window becomes window_start and window_end, in the key's place.
 func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []Step {
-	agg := &Aggregate{}
+	agg := &Aggregate{GroupBy: []string{}} // [] for a global aggregate: the runner's groupBy()
 	var out []string
 	for k, g := range a.GroupBy {
 		if g.Column != "" {
