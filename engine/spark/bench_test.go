@@ -3,6 +3,7 @@ package spark_test
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -10,10 +11,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -54,7 +60,7 @@ func BenchmarkRuntimes(b *testing.B) {
 						EditSource("bids", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })).
 						FilesSink(filepath.Join(dir, "out"), v1.FormatParquet).AvailableNow().Checkpoint(filepath.Join(dir, "ck")).Obj()
 					began := cpuWithChildren()
-					runOn(b, ctx, rt, runner, obj, nil)
+					runOn(b, ctx, rt, runner, enginetest.Registry(b), obj, nil)
 					used += cpuWithChildren() - began
 					restart += restartTime(b, ctx, rt, runner, obj, parts[0])
 				}
@@ -89,8 +95,9 @@ func writeBids(b *testing.B, ctx context.Context, dir string, n int64) int64 {
 	return n
 }
 
-// runOn runs obj on the runtime rt to the end, telling obs of its batches.
-func runOn(b *testing.B, ctx context.Context, rt string, runner spark.Runner, obj *v1.StreamingQuery, obs engine.Observer) {
+// runOn runs obj on the runtime rt to the end (the built-in engine with the components of reg),
+// telling obs of its batches.
+func runOn(b *testing.B, ctx context.Context, rt string, runner spark.Runner, reg *engine.Registry, obj *v1.StreamingQuery, obs engine.Observer) engine.Summary {
 	b.Helper()
 	var (
 		run func(context.Context) (engine.Summary, error)
@@ -108,16 +115,18 @@ func runOn(b *testing.B, ctx context.Context, rt string, runner spark.Runner, ob
 		if obs != nil {
 			opts = append(opts, engine.WithObserver(obs))
 		}
-		q, err := engine.New(obj, enginetest.Registry(b), opts...)
+		q, err := engine.New(obj, reg, opts...)
 		if err != nil {
 			b.Fatal(err)
 		}
 		run = q.Run
 	}
-	if _, err := run(ctx); err != nil {
+	sum, err := run(ctx)
+	if err != nil {
 		data, _ := os.ReadFile(log)
 		b.Fatalf("run on %s: %v\n%s", rt, err, tail(string(data), 40))
 	}
+	return sum
 }
 
 // linkBids hard-links the bids' Parquet files into in (each run reads them without a copy) and
@@ -148,7 +157,7 @@ func restartTime(b *testing.B, ctx context.Context, rt string, runner spark.Runn
 	}
 	first := &firstBatch{}
 	began := time.Now()
-	runOn(b, ctx, rt, runner, obj, first)
+	runOn(b, ctx, rt, runner, enginetest.Registry(b), obj, first)
 	first.mu.Lock()
 	defer first.mu.Unlock()
 	if first.at.IsZero() {
@@ -179,4 +188,92 @@ func cpuWithChildren() time.Duration {
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
 	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
 	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano())
+}
+
+// BenchmarkRuntimesKafkaToDelta moves -runtimes.events JSON records (4 partitions of a topic on
+// the real broker) through a filter into a Delta table on the built-in engine and on Spark
+// local[2], side by side: input rows per CPU-second of this process and its children (the
+// broker's CPU, a long-lived child, is not in it), Spark's ratio to the built-in's, and the
+// restart to the first committed batch after 1,000 more records.
+func BenchmarkRuntimesKafkaToDelta(b *testing.B) {
+	runner := testenv.SparkRunner(b)
+	b.Setenv("JAVA_TOOL_OPTIONS", "") // Spark as users run it, as in BenchmarkRuntimes
+	ctx := context.Background()
+	n := *benchEvents
+	brokers, topic := testenv.KafkaTopic(b, "runtimes")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic(topic), kgo.MaxBufferedRecords(100_000))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	created, err := kadm.NewClient(cl).CreateTopics(ctx, 4, 1, nil, topic)
+	if err == nil {
+		err = created.Error()
+	}
+	if err != nil {
+		b.Fatalf("create %s: %v", topic, err)
+	}
+	produce := func(from, count int64) {
+		start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+		var p kgo.FirstErrPromise
+		for i := from; i < from+count; i++ {
+			v := fmt.Sprintf(`{"id":"o%d","amount":%d.5,"ts":%q}`, i, i%1000, start.Add(time.Duration(i)*time.Millisecond).Format(time.RFC3339Nano))
+			cl.Produce(ctx, &kgo.Record{Value: []byte(v)}, p.Promise())
+		}
+		if err := cl.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := p.Err(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	produce(0, n)
+	produced := n
+	reg := engine.NewRegistry()
+	for _, err := range []error{
+		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),
+		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
+	} {
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	var builtin float64
+	for _, rt := range []string{"lockstep", "spark"} {
+		b.Run("runtime="+rt, func(b *testing.B) {
+			var (
+				used, restart time.Duration
+				rows          int64
+			)
+			for range b.N {
+				dir := b.TempDir()
+				obj := qt.Make("bench-kafka", "bench").
+					KafkaSource("orders", brokers[0], topic, qt.Col("id", v1.TypeString), qt.Col("amount", v1.TypeDouble), qt.Col("ts", v1.TypeTimestamp)).
+					EditSource("orders", func(s *v1.Source) {
+						s.Kafka.StartingOffsets = v1.OffsetsEarliest
+						s.Kafka.MaxOffsetsPerTrigger = ptr(n / 10)
+					}).
+					Filter("amount >= 0.0").SelectColumns("id", "amount", "ts").
+					DeltaSink(filepath.Join(dir, "out")).AvailableNow().Checkpoint(filepath.Join(dir, "ck")).Obj()
+				began := cpuWithChildren()
+				sum := runOn(b, ctx, rt, runner, reg, obj, nil)
+				used += cpuWithChildren() - began
+				rows += sum.NumInputRows
+				produce(produced, 1000)
+				produced += 1000
+				first := &firstBatch{}
+				t0 := time.Now()
+				runOn(b, ctx, rt, runner, reg, obj, first)
+				restart += first.at.Sub(t0)
+			}
+			perCPU := float64(rows) / used.Seconds()
+			b.ReportMetric(perCPU, "rows/cpu-s")
+			b.ReportMetric(restart.Seconds()/float64(b.N), "restart-to-batch-s")
+			if rt == "lockstep" {
+				builtin = perCPU
+			} else if builtin > 0 {
+				b.ReportMetric(perCPU/builtin, "x-builtin")
+			}
+		})
+	}
 }
