@@ -64,14 +64,7 @@ func BenchmarkRuntimes(b *testing.B) {
 					used += cpuWithChildren() - began
 					restart += restartTime(b, ctx, rt, runner, obj, parts[0])
 				}
-				perCPU := float64(events) * float64(b.N) / used.Seconds()
-				b.ReportMetric(perCPU, "events/cpu-s")
-				b.ReportMetric(restart.Seconds()/float64(b.N), "restart-to-batch-s")
-				if rt == "lockstep" {
-					builtin = perCPU
-				} else if builtin > 0 {
-					b.ReportMetric(perCPU/builtin, "x-builtin")
-				}
+				reportRuntime(b, rt, float64(events)*float64(b.N)/used.Seconds(), "events/cpu-s", restart, &builtin)
 			})
 		}
 	}
@@ -155,15 +148,33 @@ func restartTime(b *testing.B, ctx context.Context, rt string, runner spark.Runn
 	if err := os.Link(part, filepath.Join(obj.Spec.Sources[0].Files.Path, "more-"+filepath.Base(part))); err != nil {
 		b.Fatal(err)
 	}
+	return toFirstBatch(b, ctx, rt, runner, enginetest.Registry(b), obj)
+}
+
+// toFirstBatch runs obj on rt again: the time from its start to its first committed batch.
+func toFirstBatch(b *testing.B, ctx context.Context, rt string, runner spark.Runner, reg *engine.Registry, obj *v1.StreamingQuery) time.Duration {
+	b.Helper()
 	first := &firstBatch{}
 	began := time.Now()
-	runOn(b, ctx, rt, runner, enginetest.Registry(b), obj, first)
+	runOn(b, ctx, rt, runner, reg, obj, first)
 	first.mu.Lock()
 	defer first.mu.Unlock()
 	if first.at.IsZero() {
 		b.Fatalf("the restart on %s committed no batch", rt)
 	}
 	return first.at.Sub(began)
+}
+
+// reportRuntime reports a runtime's rate per CPU-second (in unit) and its mean restart time; the
+// built-in engine's rate is kept in builtin, and Spark's is also reported as its ratio.
+func reportRuntime(b *testing.B, rt string, perCPU float64, unit string, restart time.Duration, builtin *float64) {
+	b.ReportMetric(perCPU, unit)
+	b.ReportMetric(restart.Seconds()/float64(b.N), "restart-to-batch-s")
+	if rt == "lockstep" {
+		*builtin = perCPU
+	} else if *builtin > 0 {
+		b.ReportMetric(perCPU / *builtin, "x-builtin")
+	}
 }
 
 // firstBatch records when the first batch was committed.
@@ -261,19 +272,9 @@ func BenchmarkRuntimesKafkaToDelta(b *testing.B) {
 				rows += sum.NumInputRows
 				produce(produced, 1000)
 				produced += 1000
-				first := &firstBatch{}
-				t0 := time.Now()
-				runOn(b, ctx, rt, runner, reg, obj, first)
-				restart += first.at.Sub(t0)
+				restart += toFirstBatch(b, ctx, rt, runner, reg, obj)
 			}
-			perCPU := float64(rows) / used.Seconds()
-			b.ReportMetric(perCPU, "rows/cpu-s")
-			b.ReportMetric(restart.Seconds()/float64(b.N), "restart-to-batch-s")
-			if rt == "lockstep" {
-				builtin = perCPU
-			} else if builtin > 0 {
-				b.ReportMetric(perCPU/builtin, "x-builtin")
-			}
+			reportRuntime(b, rt, float64(rows)/used.Seconds(), "rows/cpu-s", restart, &builtin)
 		})
 	}
 }
