@@ -12,6 +12,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
 	lplan "github.com/lockstep-dev/lockstep/plan"
@@ -533,7 +534,7 @@ func (c *compiler) kafkaSink(p *field.Path, k *v1.KafkaSink, cols v1.Columns) (S
 		record = append(record, "CAST("+quoteIdent(k.KeyColumn)+" AS STRING) AS key")
 	}
 	opts := map[string]string{"kafka.bootstrap.servers": strings.Join(k.BootstrapServers, ","), "topic": k.Topic}
-	return Sink{Kind: SinkKafka, Options: opts, BatchHeader: kafkaBatchHeader}, []Step{{Select: record}}
+	return Sink{Kind: SinkKafka, Options: opts, BatchHeader: kafka.BatchHeader}, []Step{{Select: record}}
 }
 
 // webhookSink POSTs each batch as the built-in webhook sink does (engine/webhook: the same
@@ -568,7 +569,3 @@ func jsonRow(cols v1.Columns) string {
 	}
 	return "to_json(struct(" + strings.Join(fields, ", ") + "), map('ignoreNullFields', 'false', 'timestampFormat', " + QuoteString(jsonTimestampFormat) + "))"
 }
-
-// kafkaBatchHeader is engine/kafka's BatchHeader, which the built-in sink writes (the
-// differential Kafka test reads it from both runtimes' records).
-const kafkaBatchHeader = "lockstep-batch"
