@@ -125,6 +125,7 @@ func TestRetriesEnd(t *testing.T) {
 	p := newProxy(t, srv)
 	s := open(t, p.server(), "q", s3.WithRetries(3, time.Millisecond))
 	patient := open(t, p.server(), "q", s3.WithRetries(1000, 5*time.Millisecond))
+	slow := open(t, p.server(), "q", s3.WithRetries(1000, time.Hour))
 	p.inject(testenv.Rule{Kind: testenv.SlowDown, Times: testenv.Always})
 	err := s.Put(t.Context(), "k", []byte("x"))
 	if err == nil || !strings.Contains(err.Error(), "injected") {
@@ -140,6 +141,11 @@ func TestRetriesEnd(t *testing.T) {
 	}
 	if d := time.Since(start); d > time.Second {
 		t.Errorf("Put with a 50ms context took %v", d)
+	}
+	// A wait that would pass the caller's deadline ends the retries as
+	// that deadline would, not as the operation timeout.
+	if err := slow.Put(ctxWithTimeout(t, 50*time.Millisecond), "k", []byte("x")); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Put whose next wait passes the caller's deadline error = %v, want context.DeadlineExceeded", err)
 	}
 }
 

@@ -135,6 +135,12 @@ func (s *Store) retry(ctx context.Context, o op, f func(ctx context.Context) err
 		}
 		backoff = min(2*backoff, s.cfg.maxDelay)
 		if dl, ok := opCtx.Deadline(); ok && time.Until(dl) < wait {
+			if cdl, ok := ctx.Deadline(); ok && !cdl.After(dl) {
+				// The caller's deadline, not the operation timeout, is the
+				// one the wait would pass: say so the way a caller checks.
+				return fmt.Errorf("gave up after %d attempts in %s: the next retry would pass the caller's deadline: %w (last error: %w)",
+					attempt, time.Since(start).Round(time.Millisecond), context.DeadlineExceeded, err)
+			}
 			return fmt.Errorf("gave up after %d attempts in %s: the next retry would pass the operation timeout %s (set %s to wait longer): %w",
 				attempt, time.Since(start).Round(time.Millisecond), s.cfg.opTimeout, EnvOperationTimeout, err)
 		}
@@ -147,7 +153,7 @@ func (s *Store) retry(ctx context.Context, o op, f func(ctx context.Context) err
 		case <-opCtx.Done():
 			t.Stop()
 			if ctx.Err() != nil {
-				return ctx.Err()
+				return fmt.Errorf("%w (after %d attempts; the last: %w)", ctx.Err(), attempt, err)
 			}
 			return fmt.Errorf("gave up after %d attempts in %s (the operation timeout; set %s to wait longer): %w",
 				attempt, time.Since(start).Round(time.Millisecond), EnvOperationTimeout, err)
