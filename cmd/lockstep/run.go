@@ -123,6 +123,11 @@ func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, 
 	if location == "" && obj.Spec.Checkpoint.Location == "" {
 		location = filepath.Join(".lockstep", "checkpoints", obj.Namespace, obj.Name)
 	}
+	// Checked on both runtimes: the Spark runner reads the same variable (its Crash class).
+	hook, err := crashHook(os.Getenv(envCrashAt))
+	if err != nil {
+		return withExitCode(exitInvalid, err)
+	}
 	if obj.Spec.Runtime.Name() == v1.RuntimeSpark {
 		return runSpark(ctx, obj, file, location, progress, httpAddr, stdout, stderr)
 	}
@@ -132,10 +137,6 @@ func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, 
 	reg, err := newRegistry()
 	if err != nil {
 		return err
-	}
-	hook, err := crashHook(os.Getenv(envCrashAt))
-	if err != nil {
-		return withExitCode(exitInvalid, err)
 	}
 	out, err := newRunOutput(obj, location, progress, httpAddr, stderr, "")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -21,13 +22,40 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
+// killRandom, as a kill of sparkCrash.kills, SIGKILLs `lockstep run` and its driver JVM
+// together at a random instant within 3s of the first batch's progress line.
+const killRandom = "random"
+
+// sparkCrash is one scenario of TestSparkDriverKilled.
+type sparkCrash struct {
+	name string
+	// store holds the checkpoint and the output: "local" (a folder), "versitygw", or
+	// "proxy" (versitygw behind the S3 fault proxy, failing 2% of requests).
+	store string
+	// kafka reads the orders from a topic of the real broker, five a batch, instead of
+	// five files, one a batch.
+	kafka bool
+	// postgres writes a PostgreSQL table instead of a Delta table.
+	postgres bool
+	// kills are the killed runs, in order: LOCKSTEP_CRASH_AT values (the runner kills
+	// lockstep run and itself when the batch reaches the phase) or killRandom.
+	kills []string
+	// query is the query's sources and transforms.
+	query func(q *qt.Query) *qt.Query
+}
+
 // TestSparkDriverKilled: exactly-once under SIGKILL of the Spark driver. `lockstep run
-// --runtime spark` and the driver JVM it started are killed together (as a pod's death kills
-// both) at a random instant after the first batch's progress line, then run again to the
-// end: the output equals an uninterrupted run's on the built-in engine (which the
-// differential tests hold equal to Spark's), with no row twice and every Delta version
-// readable. Files → Delta (append) with checkpoint and table on a local folder; a window
-// aggregation in update mode → Delta MERGE with checkpoint and table on versitygw.
+// --runtime spark` and the driver JVM it started die together (as a pod's death kills both)
+// at every phase of a batch — offsets/N written; the sink's data written, not committed;
+// the sink committed, commits/N not written; commits/N written, Lockstep's record not —
+// and at random instants, each killed run resumed by the next, the last run going to the
+// end. The output equals an uninterrupted run's on the built-in engine (which the
+// differential tests hold equal to Spark's): no row lost or twice, every Delta version
+// readable, one lockstep_batches row per batch. The scenarios: files → Delta append through
+// the S3 fault proxy; Kafka (the real broker) → Delta on a local folder; a window
+// aggregation in update mode → Delta MERGE on versitygw and → PostgreSQL on a local folder.
+// Delta's own append sink has no hook between its files and its commit, so its sink-commit
+// phase is met only by the random kills.
 func TestSparkDriverKilled(t *testing.T) {
 	runner := testenv.SparkRunner(t)
 	bin, err := crashtest.Build(t.TempDir())
@@ -35,47 +63,77 @@ func TestSparkDriverKilled(t *testing.T) {
 		t.Fatal(err)
 	}
 	rng := crashtest.Rand(t, "killing within 3s of the first batch")
-	base := func(name, in string) *qt.Query {
-		return qt.Make("crash-"+name, "spark").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
-			EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })
-	}
 	window := []v1.GroupKey{{Window: &v1.Window{Column: "ts", Duration: "10s"}}}
-	for _, tc := range []struct {
-		name  string
-		s3    bool
-		query func(in string) *qt.Query
-	}{
-		{"files-to-delta-local", false, func(in string) *qt.Query {
-			return base("append", in).Filter("amount > 1.0").SelectColumns("id", "qty", "amount", "ts")
-		}},
-		{"update-merge-versitygw", true, func(in string) *qt.Query {
-			return base("merge", in).Watermark("ts", "5s").
-				Aggregate("", window, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "amount"}).
-				OutputMode(v1.OutputUpdate)
-		}},
+	stateless := func(q *qt.Query) *qt.Query {
+		return q.Filter("amount > 1.0").SelectColumns("id", "qty", "amount", "ts")
+	}
+	update := func(q *qt.Query) *qt.Query {
+		return q.Watermark("ts", "5s").
+			Aggregate("", window, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "amount"}).
+			OutputMode(v1.OutputUpdate)
+	}
+	for _, tc := range []sparkCrash{
+		{name: "files-to-delta-fault-proxy", store: "proxy", kills: []string{"sink-write:1", killRandom}, query: stateless},
+		{name: "kafka-to-delta-local", store: "local", kafka: true, kills: []string{"sink-write:1", "commit:2"}, query: stateless},
+		{name: "update-merge-versitygw", store: "versitygw", kills: []string{"offsets:0", "sink-commit:1"}, query: update},
+		{name: "update-postgres-local", store: "local", postgres: true, kills: []string{"offsets:0", "sink-write:1", "sink-commit:2", "commit:3"}, query: update},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
+			env := []string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java))}
 			in := filepath.Join(dir, "in")
-			writeCrashInput(t, in, 4)
-			root := dir
-			var (
-				env  []string
-				opts []s3.Option
-			)
-			if tc.s3 {
-				srv := testenv.S3(t)
-				env, opts = srv.Env(), srv.Options()
-				for _, kv := range env {
-					k, v, _ := strings.Cut(kv, "=")
-					t.Setenv(k, v)
+			var brokers []string
+			var topic string
+			if tc.kafka {
+				brokers, topic = testenv.KafkaTopic(t, "spark-crash")
+				produceCrashInput(t, ctx, brokers, topic, 5)
+			} else {
+				writeCrashInput(t, in, 5)
+			}
+			src := func(name string) *qt.Query {
+				q := qt.Make("crash-"+name, "spark")
+				if !tc.kafka {
+					return q.FilesSource("orders", in, v1.FormatJSON, diffColumns...).
+						EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })
 				}
+				return q.KafkaSource("orders", brokers[0], topic, diffColumns...).EditSource("orders", func(s *v1.Source) {
+					s.Kafka.StartingOffsets = v1.OffsetsEarliest
+					s.Kafka.MaxOffsetsPerTrigger = ptr[int64](5)
+				})
+			}
+
+			root, readOpts := dir, []s3.Option(nil)
+			var proxy *testenv.S3Proxy
+			if tc.store != "local" {
+				srv := testenv.S3(t)
+				readOpts = srv.Options()
+				if tc.store == "proxy" {
+					proxy = testenv.NewS3Proxy(t, srv, rng.Uint64())
+					proxy.Random(0.02, testenv.SlowDown, testenv.InternalError, testenv.Unavailable, testenv.Reset)
+					srv = proxy.Server()
+				}
+				env = append(env, srv.Env()...)
 				root = "s3://" + srv.Bucket
 			}
-			out, ck := root+"/out", root+"/ck"
+			var sink, ref func(q *qt.Query) *qt.Query
+			if tc.postgres {
+				dsn := testenv.Postgres(t)
+				t.Setenv(v1.PostgresDSNEnv, dsn)
+				env = append(env, v1.PostgresDSNEnv+"="+dsn)
+				table := func(name string) func(q *qt.Query) *qt.Query {
+					return func(q *qt.Query) *qt.Query {
+						return q.Sink(v1.Sink{Postgres: &v1.PostgresSink{Table: name, CreateTable: true, Connection: v1.PostgresConnection{DSNEnv: v1.PostgresDSNEnv}}})
+					}
+				}
+				sink, ref = table("crash_out"), table("crash_ref")
+			} else {
+				sink = func(q *qt.Query) *qt.Query { return q.DeltaSink(root + "/out") }
+				ref = func(q *qt.Query) *qt.Query { return q.DeltaSink(filepath.Join(dir, "ref")) }
+			}
+
 			file := filepath.Join(dir, "query.yaml")
-			obj := tc.query(in).DeltaSink(out).AvailableNow().Checkpoint(ck).
+			obj := sink(tc.query(src("run"))).AvailableNow().Checkpoint(root + "/ck").
 				Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }).Obj()
 			data, err := yaml.Marshal(obj)
 			if err != nil {
@@ -84,36 +142,67 @@ func TestSparkDriverKilled(t *testing.T) {
 			if err := os.WriteFile(file, data, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			env = append(env, spark.EnvRunnerDir+"="+runner.Dir, "JAVA_HOME="+filepath.Dir(filepath.Dir(runner.Java)))
-			run := func() *exec.Cmd {
+			run := func(extra ...string) *exec.Cmd {
 				cmd := exec.Command(bin, "run", "-f", file)
-				cmd.Dir, cmd.Env = dir, crashtest.Env(env...)
+				cmd.Dir, cmd.Env = dir, crashtest.Env(append(env, extra...)...)
 				return cmd
 			}
-			delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
-			r := crashtest.KillAfter(t, run(), "batch ", delay, sparkRunTimeout)
-			switch {
-			case r.Killed:
-				t.Logf("killed %s after the first batch:\n%s", delay, r.Stderr)
-			case r.Code == 0:
-				t.Logf("the run ended before its kill, %s after the first batch", delay)
-			default:
-				t.Fatalf("the first run failed: exit %d\n%s", r.Code, r.Stderr)
+			for i, at := range tc.kills {
+				if at == killRandom {
+					delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
+					switch r := crashtest.KillAfter(t, run(), "batch ", delay, sparkRunTimeout); {
+					case r.Killed:
+						t.Logf("run %d: killed %s after the first batch", i, delay)
+					case r.Code == 0:
+						t.Logf("run %d: ended before its kill, %s after the first batch", i, delay)
+					default:
+						t.Fatalf("run %d failed: exit %d\n%s", i, r.Code, r.Stderr)
+					}
+					continue
+				}
+				r := crashtest.RunFor(t, run(crashtest.CrashAtEnv+"="+at), sparkRunTimeout)
+				if !r.Killed {
+					t.Fatalf("run %d with %s=%s was not killed: exit %d\n%s", i, crashtest.CrashAtEnv, at, r.Code, r.Stderr)
+				}
+				t.Logf("run %d: killed at %s", i, at)
 			}
 			if r := crashtest.RunFor(t, run(), sparkRunTimeout); r.Code != 0 {
-				t.Fatalf("the run after the kill failed: exit %d\n%s", r.Code, r.Stderr)
+				t.Fatalf("the run after the kills failed: exit %d\n%s", r.Code, r.Stderr)
 			} else if !strings.Contains(r.Stderr, "resuming") {
-				t.Errorf("the run after the kill did not resume:\n%s", r.Stderr)
+				t.Errorf("the run after the kills did not resume:\n%s", r.Stderr)
 			}
 
-			ref := filepath.Join(dir, "ref")
-			runBuiltin(t, ctx, tc.query(in).DeltaSink(ref).AvailableNow().Checkpoint(filepath.Join(dir, "ck-ref")).Obj())
-			want, got := readOutput(t, ctx, ref, true), readOutput(t, ctx, out, true, opts...)
+			if proxy != nil {
+				proxy.Clear()
+				if n := len(proxy.Faults()); n == 0 {
+					t.Errorf("the S3 proxy injected no fault in %d requests", proxy.Requests())
+				} else {
+					t.Logf("the S3 proxy failed %d of %d requests: %v", n, proxy.Requests(), proxy.Counts())
+				}
+			}
+			refSum := runBuiltin(t, ctx, ref(tc.query(src("ref"))).AvailableNow().Checkpoint(filepath.Join(dir, "ck-ref")).Obj())
+			var want, got []string
+			if tc.postgres {
+				conn := pgConnect(t, ctx)
+				want = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_ref")
+				got = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_out")
+				// One lockstep_batches row per batch: the spark query's batches are the
+				// built-in's (the same files, one a batch).
+				var batches int64
+				if err := conn.QueryRow(ctx, "SELECT count(*) FROM lockstep_batches WHERE query_id <> $1", refSum.QueryID).Scan(&batches); err != nil {
+					t.Fatal(err)
+				}
+				if batches != refSum.LastCommitted+1 {
+					t.Errorf("lockstep_batches holds %d rows of the killed query, want %d (one per batch)", batches, refSum.LastCommitted+1)
+				}
+			} else {
+				want, got = readOutput(t, ctx, filepath.Join(dir, "ref"), true), readOutput(t, ctx, root+"/out", true, readOpts...)
+			}
 			if len(want) == 0 {
 				t.Fatal("the uninterrupted run wrote no rows")
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("table after the kill differs from an uninterrupted run's (-uninterrupted +killed):\n%s", diff)
+				t.Errorf("output after the kills differs from an uninterrupted run's (-uninterrupted +killed):\n%s", diff)
 			}
 		})
 	}
@@ -123,20 +212,25 @@ func TestSparkDriverKilled(t *testing.T) {
 // half a minute to start on a busy 2-core machine.
 const sparkRunTimeout = 8 * time.Minute
 
-// writeCrashInput writes n files of five orders each, a file's event times ten seconds after
-// the one before, oldest first by modification time.
+// crashOrder returns order i of file (or Kafka batch) f: five a file, a file's event times ten
+// seconds after the one before.
+func crashOrder(f, i int) string {
+	ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(f*10+i*2) * time.Second)
+	return fmt.Sprintf(`{"id":"o%d-%d","qty":%d,"amount":%d.5,"ts":%q}`, f, i, i+1, i, ts.Format(time.RFC3339))
+}
+
+// writeCrashInput writes n files of five orders each (crashOrder), oldest first by
+// modification time.
 func writeCrashInput(t *testing.T, dir string, n int) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	start := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
 	mtime := time.Now().Add(-time.Hour)
 	for f := range n {
 		var b strings.Builder
 		for i := range 5 {
-			ts := start.Add(time.Duration(f*10+i*2) * time.Second)
-			fmt.Fprintf(&b, `{"id":"o%d-%d","qty":%d,"amount":%d.5,"ts":%q}`+"\n", f, i, i+1, i, ts.Format(time.RFC3339))
+			b.WriteString(crashOrder(f, i) + "\n")
 		}
 		p := filepath.Join(dir, fmt.Sprintf("part-%02d.json", f))
 		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
@@ -146,5 +240,25 @@ func writeCrashInput(t *testing.T, dir string, n int) {
 		if err := os.Chtimes(p, mt, mt); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// produceCrashInput produces writeCrashInput's orders of n files to topic, in order, to one
+// partition.
+func produceCrashInput(t *testing.T, ctx context.Context, brokers []string, topic string, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation(), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var recs []*kgo.Record
+	for f := range n {
+		for i := range 5 {
+			recs = append(recs, &kgo.Record{Value: []byte(crashOrder(f, i))})
+		}
+	}
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce to %s: %v", topic, err)
 	}
 }

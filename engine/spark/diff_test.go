@@ -23,6 +23,9 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
+
+	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/engine/postgres"
 )
 
 // The differential corpus: each query runs over the same input on the built-in engine and
@@ -325,6 +328,9 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
 		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.NewSink),
+		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),
+		reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink),
+		reg.RegisterSink(v1.SinkPostgres, postgres.SinkSpec(), postgres.NewSink),
 	} {
 		if err != nil {
 			t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -54,13 +53,6 @@ func TestDifferentialKafka(t *testing.T) {
 			KafkaSink(brokers[0], out).Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "id" }).
 			AvailableNow().Checkpoint(ck).Obj()
 	}
-	reg := engine.NewRegistry()
-	if err := reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink); err != nil {
-		t.Fatal(err)
-	}
 	_, outLockstep := testenv.KafkaTopic(t, "spark-diff-out-lockstep")
 	_, outSpark := testenv.KafkaTopic(t, "spark-diff-out-spark")
 	// The built-in sink produces to topics that exist (it does not ask the broker to create them).
@@ -71,14 +63,7 @@ func TestDifferentialKafka(t *testing.T) {
 	if err != nil {
 		t.Fatalf("create the output topics: %v", err)
 	}
-	obj := query(outLockstep, filepath.Join(dir, "ck-lockstep"))
-	q, err := engine.New(obj, reg, engine.WithCheckpoint(obj.Spec.Checkpoint.Location))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.Run(ctx); err != nil {
-		t.Fatalf("run on the built-in engine: %v", err)
-	}
+	runBuiltin(t, ctx, query(outLockstep, filepath.Join(dir, "ck-lockstep")))
 	runSpark(t, ctx, runner, query(outSpark, filepath.Join(dir, "ck-spark")))
 	want := readRecords(t, ctx, brokers, outLockstep, 6)
 	got := readRecords(t, ctx, brokers, outSpark, 6)

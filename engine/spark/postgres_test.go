@@ -2,6 +2,7 @@ package spark_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,9 +13,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/postgres"
-	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -38,47 +36,12 @@ func TestDifferentialPostgres(t *testing.T) {
 			Sink(v1.Sink{Postgres: &v1.PostgresSink{Table: "out_" + name, CreateTable: true, Connection: v1.PostgresConnection{DSNEnv: v1.PostgresDSNEnv}}}).
 			AvailableNow().Checkpoint(filepath.Join(dir, "ck-"+name)).Obj()
 	}
-	reg := engine.NewRegistry()
-	if err := reg.RegisterSource(v1.SourceFiles, source.FilesSpec(), source.NewFiles); err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.RegisterSink(v1.SinkPostgres, postgres.SinkSpec(), postgres.NewSink); err != nil {
-		t.Fatal(err)
-	}
-	obj := query("lockstep")
-	q, err := engine.New(obj, reg, engine.WithCheckpoint(obj.Spec.Checkpoint.Location))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := q.Run(ctx); err != nil {
-		t.Fatalf("run on the built-in engine: %v", err)
-	}
+	runBuiltin(t, ctx, query("lockstep"))
 	sparkSum := runSpark(t, ctx, runner, query("spark"))
 
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := pgConnect(t, ctx)
 	read := func(table string) []string {
-		rows, err := conn.Query(ctx, "SELECT window_start, window_end, n, total FROM "+table)
-		if err != nil {
-			t.Fatalf("read %s: %v", table, err)
-		}
-		var out []string
-		for rows.Next() {
-			vals, err := rows.Values()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var parts []string
-			for _, v := range vals {
-				parts = append(parts, formatValue(v))
-			}
-			out = append(out, strings.Join(parts, " "))
-		}
-		slices.Sort(out)
-		return out
+		return pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM "+table)
 	}
 	want, got := read("out_lockstep"), read("out_spark")
 	if len(want) == 0 {
@@ -94,4 +57,42 @@ func TestDifferentialPostgres(t *testing.T) {
 	if want := sparkSum.LastCommitted + 1; int64(batches) != want {
 		t.Errorf("lockstep_batches holds %d rows of the spark query, want %d (one per committed batch)", batches, want)
 	}
+}
+
+// pgConnect connects to the database of v1.PostgresDSNEnv, until the test ends.
+func pgConnect(t *testing.T, ctx context.Context) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(ctx, os.Getenv(v1.PostgresDSNEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
+
+// pgRows returns the rows of a query as sorted strings (a multiset), values as readOutput
+// writes them.
+func pgRows(t *testing.T, ctx context.Context, conn *pgx.Conn, query string) []string {
+	t.Helper()
+	rows, err := conn.Query(ctx, query)
+	if err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	var out []string
+	for rows.Next() {
+		vals, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, v := range vals {
+			parts = append(parts, formatValue(v))
+		}
+		out = append(out, strings.Join(parts, " "))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -41,6 +41,10 @@ final class DeltaMergeSink implements VoidFunction2<Dataset<Row>, Long> {
       on.add("t." + q + " <=> s." + q);
     }
     String cond = on.isEmpty() ? "true" : String.join(" AND ", on);
+    // Delta skips a MERGE whose (txnAppId, txnVersion) it committed before without reading
+    // the batch, which Spark would then fail: the batch is computed first, whatever MERGE does.
+    batch = batch.persist();
+    batch.count();
     spark.conf().set(TXN_APP_ID, queryId);
     spark.conf().set(TXN_VERSION, batchId.toString());
     try {
@@ -52,6 +56,7 @@ final class DeltaMergeSink implements VoidFunction2<Dataset<Row>, Long> {
     } finally {
       spark.conf().unset(TXN_APP_ID);
       spark.conf().unset(TXN_VERSION);
+      batch.unpersist();
     }
   }
 }

@@ -51,7 +51,8 @@ final class FilesSink implements VoidFunction2<Dataset<Row>, Long> {
     String name = String.format("%020d", batchId);
     Path entry = fs.makeQualified(new Path(out, sink.manifestDir + "/" + queryId + "/" + name));
     if (fs.exists(entry)) {
-      return; // committed by an earlier attempt
+      Runner.skip(batch); // committed by an earlier attempt
+      return;
     }
     String attempt = attempt();
     ObjectNode m = JSON.createObjectNode();
@@ -92,6 +93,7 @@ final class FilesSink implements VoidFunction2<Dataset<Row>, Long> {
     } finally {
       rows.unpersist();
     }
+    Crash.at(Crash.SINK_WRITE, batchId);
     byte[] data = (JSON.writeValueAsString(m) + "\n").getBytes(StandardCharsets.UTF_8);
     createIfAbsent(fs, entry, data);
     long written = 0;

@@ -56,6 +56,7 @@ final class PostgresSink implements VoidFunction2<Dataset<Row>, Long> {
           rec.setLong(2, batchId);
           if (rec.executeUpdate() == 0) {
             c.rollback(); // committed before: write nothing
+            Runner.skip(batch);
             return;
           }
         }
@@ -75,6 +76,7 @@ final class PostgresSink implements VoidFunction2<Dataset<Row>, Long> {
           }
           ins.executeBatch();
         }
+        Crash.at(Crash.SINK_WRITE, batchId);
         c.commit();
       } catch (SQLException | RuntimeException e) {
         c.rollback();

@@ -27,6 +27,7 @@ final class Progress extends StreamingQueryListener {
 
   @Override
   public void onQueryProgress(QueryProgressEvent event) {
+    Crash.at(Crash.COMMIT, event.progress().batchId());
     String json = event.progress().json().replace('\n', ' ');
     synchronized (out) {
       out.println(PREFIX + json);
