@@ -1,6 +1,7 @@
 package spark
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -264,12 +265,7 @@ func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source, mode string) 
 	if k.FailOnDataLoss != nil {
 		s.Options["failOnDataLoss"] = strconv.FormatBool(*k.FailOnDataLoss)
 	}
-	if k.SASL != nil {
-		c.refuse(p.Child("sasl"), "", "not mapped to Spark's kafka.sasl.* options yet")
-	}
-	if k.TLS != nil {
-		c.refuse(p.Child("tls"), "", "not mapped to Spark's kafka.ssl.* options yet")
-	}
+	c.kafkaSecurity(p, k.SASL, k.TLS, s.Options)
 	meta := []string{
 		"CAST(key AS STRING) AS `" + v1.ColumnKafkaKey + "`",
 		"topic AS `" + v1.ColumnKafkaTopic + "`",
@@ -290,6 +286,51 @@ func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source, mode string) 
 	}
 	if k.KeyFormat != "" && k.KeyFormat != v1.KafkaKeyString {
 		c.refuse(p.Child("keyFormat"), k.KeyFormat, "Spark reads _key as the key's bytes cast to a string; only keyFormat string is compiled")
+	}
+}
+
+// kafkaSecurity maps a Kafka source's or sink's SASL and TLS settings to the kafka.* options of
+// Spark's Kafka reader and writer. The credentials stay in the environment, where the engine
+// pod and the executors' pod template put them: Kafka's EnvVarConfigProvider resolves the
+// ${env:NAME} of the JAAS config in each client, so neither the plan nor Spark's settings hold
+// a password. The CA bundle is a PEM trust store, at the same path on the executors.
+func (c *compiler) kafkaSecurity(p *field.Path, sasl *v1.KafkaSASL, t *v1.KafkaTLS, opts map[string]string) {
+	switch {
+	case sasl != nil && t != nil:
+		opts["kafka.security.protocol"] = "SASL_SSL"
+	case sasl != nil:
+		opts["kafka.security.protocol"] = "SASL_PLAINTEXT"
+	case t != nil:
+		opts["kafka.security.protocol"] = "SSL"
+	default:
+		return
+	}
+	if sasl != nil {
+		module := "org.apache.kafka.common.security.scram.ScramLoginModule"
+		if sasl.Mechanism == v1.SASLPlain {
+			module = "org.apache.kafka.common.security.plain.PlainLoginModule"
+		}
+		opts["kafka.sasl.mechanism"] = string(sasl.Mechanism)
+		opts["kafka.config.providers"] = "env"
+		opts["kafka.config.providers.env.class"] = "org.apache.kafka.common.config.provider.EnvVarConfigProvider"
+		opts["kafka.sasl.jaas.config"] = fmt.Sprintf(`%s required username="${env:%s}" password="${env:%s}";`, module,
+			cmp.Or(sasl.UsernameEnv, v1.DefaultKafkaUsernameEnv), cmp.Or(sasl.PasswordEnv, v1.DefaultKafkaPasswordEnv))
+	}
+	if t == nil {
+		return
+	}
+	p = p.Child("tls")
+	if t.CAFile != "" {
+		opts["kafka.ssl.truststore.type"] = "PEM"
+		opts["kafka.ssl.truststore.location"] = t.CAFile
+	}
+	switch {
+	case t.CertFile != "" || t.KeyFile != "" || t.ClientSecretName != "":
+		c.refuse(p.Child("certFile"), t.CertFile, "mutual TLS is not mapped to Spark's kafka.ssl.keystore.* options yet; use SASL, or run on the lockstep runtime")
+	case t.ServerName != "":
+		c.refuse(p.Child("serverName"), t.ServerName, "Kafka's Java client checks each broker's certificate against the broker's own host name and cannot be given another; omit serverName")
+	case t.InsecureSkipVerify:
+		c.refuse(p.Child("insecureSkipVerify"), true, "Kafka's Java client cannot skip certificate verification; give caFile")
 	}
 }
 
@@ -516,12 +557,6 @@ func (c *compiler) kafkaSink(p *field.Path, k *v1.KafkaSink, cols v1.Columns) (S
 	if k.Format != "" && k.Format != v1.KafkaJSON {
 		c.refuse(p.Child("format"), k.Format, "only format json is compiled for Spark's Kafka writer yet")
 	}
-	if k.SASL != nil {
-		c.refuse(p.Child("sasl"), "", "not mapped to Spark's kafka.sasl.* options yet")
-	}
-	if k.TLS != nil {
-		c.refuse(p.Child("tls"), "", "not mapped to Spark's kafka.ssl.* options yet")
-	}
 	record := []string{jsonRow(cols) + " AS value"}
 	if k.KeyColumn != "" {
 		col, _ := cols.Lookup(k.KeyColumn)
@@ -534,6 +569,7 @@ func (c *compiler) kafkaSink(p *field.Path, k *v1.KafkaSink, cols v1.Columns) (S
 		record = append(record, "CAST("+quoteIdent(k.KeyColumn)+" AS STRING) AS key")
 	}
 	opts := map[string]string{"kafka.bootstrap.servers": strings.Join(k.BootstrapServers, ","), "topic": k.Topic}
+	c.kafkaSecurity(p, k.SASL, k.TLS, opts)
 	return Sink{Kind: SinkKafka, Options: opts, BatchHeader: kafka.BatchHeader}, []Step{{Select: record}}
 }
 

@@ -48,6 +48,15 @@ func TestCheckRefuses(t *testing.T) {
 			s.Sink.Kafka.ExactlyOnce = true
 			s.Sink.Kafka.KeyColumn = "amount"
 		})), want: []string{"spec.sink.kafka.exactlyOnce: no transactions", "spec.sink.kafka.keyColumn: string or long"}},
+		{name: "kafka over SASL and TLS runs", spec: defaulted(files().KafkaSink("broker:9093", "out").Edit(func(s *v1.StreamingQuerySpec) {
+			s.Sink.Kafka.SASL = &v1.KafkaSASL{Mechanism: v1.SASLScramSHA256}
+			s.Sink.Kafka.TLS = &v1.KafkaTLS{CAFile: "/ca.pem"}
+		}))},
+		{name: "kafka TLS the Java client cannot do", spec: defaulted(qt.Make("q", "ns").KafkaSource("orders", "broker:9093", "orders", cols...).
+			EditSource("orders", func(s *v1.Source) { s.Kafka.TLS = &v1.KafkaTLS{ServerName: "kafka.internal"} }).
+			KafkaSink("broker:9093", "out").Edit(func(s *v1.StreamingQuerySpec) {
+			s.Sink.Kafka.TLS = &v1.KafkaTLS{CertFile: "/tls.crt", KeyFile: "/tls.key"}
+		})), want: []string{"spec.sources[0].kafka.tls.serverName: host name", "spec.sink.kafka.tls.certFile: mutual TLS"}},
 		{name: "a webhook sink runs", spec: defaulted(files().WebhookSink("http://hooks:8080/in"))},
 		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a delta static side", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"})),
@@ -167,5 +176,42 @@ func TestCompileKafkaSink(t *testing.T) {
 	last := []string{"to_json(struct(`id`, `ts`), map('ignoreNullFields', 'false', 'timestampFormat', 'yyyy-MM-dd\\'T\\'HH:mm:ss.SSSSSSXXX')) AS value", "CAST(`id` AS STRING) AS key"}
 	if diff := cmp.Diff(last, p.Steps[len(p.Steps)-1].Select); diff != "" {
 		t.Errorf("the last step (-want +got):\n%s", diff)
+	}
+}
+
+// TestCompileKafkaSecurity: SASL and TLS become Spark's kafka.* options, the credentials as
+// ${env:...} references that Kafka's EnvVarConfigProvider resolves: no secret in the plan.
+func TestCompileKafkaSecurity(t *testing.T) {
+	spec := defaulted(qt.Make("q", "ns").KafkaSource("orders", "b1:9093", "in", qt.Col("id", v1.TypeString)).
+		EditSource("orders", func(s *v1.Source) {
+			s.Kafka.SASL = &v1.KafkaSASL{Mechanism: v1.SASLPlain, UsernameEnv: "KUSER", PasswordEnv: "KPASS"}
+			s.Kafka.TLS = &v1.KafkaTLS{CAFile: "/etc/kafka/ca.pem"}
+		}).
+		KafkaSink("b1:9094", "out").Edit(func(s *v1.StreamingQuerySpec) {
+		s.Sink.Kafka.TLS = &v1.KafkaTLS{CAFile: "/etc/kafka/ca.pem"}
+	}))
+	p, err := spark.Compile(spec, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := p.Sources[0].Options
+	for k, want := range map[string]string{
+		"kafka.security.protocol":          "SASL_SSL",
+		"kafka.sasl.mechanism":             "PLAIN",
+		"kafka.sasl.jaas.config":           `org.apache.kafka.common.security.plain.PlainLoginModule required username="${env:KUSER}" password="${env:KPASS}";`,
+		"kafka.config.providers":           "env",
+		"kafka.config.providers.env.class": "org.apache.kafka.common.config.provider.EnvVarConfigProvider",
+		"kafka.ssl.truststore.type":        "PEM",
+		"kafka.ssl.truststore.location":    "/etc/kafka/ca.pem",
+	} {
+		if src[k] != want {
+			t.Errorf("source option %s = %q, want %q", k, src[k], want)
+		}
+	}
+	if got := p.Sink.Options["kafka.security.protocol"]; got != "SSL" {
+		t.Errorf("sink kafka.security.protocol = %q, want SSL", got)
+	}
+	if _, ok := p.Sink.Options["kafka.sasl.jaas.config"]; ok {
+		t.Error("a sink without SASL got a JAAS config")
 	}
 }

@@ -24,11 +24,19 @@ import (
 // TestDifferentialKafka: a Kafka source (the real broker) read by both runtimes, filtered and
 // projected with the Kafka metadata columns, into a Kafka sink keyed by a column: the records
 // each runtime produced, read back by a read_committed consumer, are equal multisets of
-// (key, value), and each carries the header that names its batch.
+// (key, value), and each carries the header that names its batch. Both read and write over
+// SASL on TLS (SCRAM-SHA-512 in, PLAIN out; the CA of the broker's certificate trusted by
+// file), the credentials in the default variables.
 func TestDifferentialKafka(t *testing.T) {
 	runner := testenv.SparkRunner(t)
 	ctx := context.Background()
-	brokers, topic := testenv.KafkaTopic(t, "spark-diff")
+	listeners := testenv.KafkaShared(t)
+	brokers, topic := []string{listeners.Addr}, "spark-diff"
+	t.Setenv(v1.DefaultKafkaUsernameEnv, testenv.KafkaUser)
+	t.Setenv(v1.DefaultKafkaPasswordEnv, testenv.KafkaPassword)
+	secure := func(sasl **v1.KafkaSASL, tls **v1.KafkaTLS, mech v1.SASLMechanism) {
+		*sasl, *tls = &v1.KafkaSASL{Mechanism: mech}, &v1.KafkaTLS{CAFile: listeners.CAFile}
+	}
 	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.AllowAutoTopicCreation())
 	if err != nil {
 		t.Fatal(err)
@@ -45,16 +53,21 @@ func TestDifferentialKafka(t *testing.T) {
 	dir := t.TempDir()
 	query := func(out, ck string) *v1.StreamingQuery {
 		return qt.Make("kafka-diff", "diff").
-			KafkaSource("orders", brokers[0], topic, v1.Column{Name: "id", Type: v1.TypeString}, v1.Column{Name: "qty", Type: v1.TypeLong}, v1.Column{Name: "ts", Type: v1.TypeTimestamp}).
-			EditSource("orders", func(s *v1.Source) { s.Kafka.StartingOffsets = v1.OffsetsEarliest }).
+			KafkaSource("orders", listeners.SASLAddr, topic, v1.Column{Name: "id", Type: v1.TypeString}, v1.Column{Name: "qty", Type: v1.TypeLong}, v1.Column{Name: "ts", Type: v1.TypeTimestamp}).
+			EditSource("orders", func(s *v1.Source) {
+				s.Kafka.StartingOffsets = v1.OffsetsEarliest
+				secure(&s.Kafka.SASL, &s.Kafka.TLS, v1.SASLScramSHA512)
+			}).
 			Filter("qty % 2 == 0").
 			Select(v1.Projection{Name: "id", Expr: "id"}, v1.Projection{Name: "key", Expr: "_key"}, v1.Projection{Name: "partition", Expr: "_partition"},
 				v1.Projection{Name: "offset", Expr: "_offset"}, v1.Projection{Name: "ts", Expr: "ts"}).
-			KafkaSink(brokers[0], out).Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "id" }).
+			KafkaSink(listeners.SASLAddr, out).Edit(func(s *v1.StreamingQuerySpec) {
+				s.Sink.Kafka.KeyColumn = "id"
+				secure(&s.Sink.Kafka.SASL, &s.Sink.Kafka.TLS, v1.SASLPlain)
+			}).
 			AvailableNow().Checkpoint(ck).Obj()
 	}
-	_, outLockstep := testenv.KafkaTopic(t, "spark-diff-out-lockstep")
-	_, outSpark := testenv.KafkaTopic(t, "spark-diff-out-spark")
+	outLockstep, outSpark := "spark-diff-out-lockstep", "spark-diff-out-spark"
 	// The built-in sink produces to topics that exist (it does not ask the broker to create them).
 	created, err := kadm.NewClient(cl).CreateTopics(ctx, 2, 1, nil, outLockstep, outSpark)
 	if err == nil {
