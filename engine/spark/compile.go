@@ -281,8 +281,12 @@ func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source, mode string) 
 		schema, project := readSchemaFrom("`_v`.", src.Schema.Columns, true)
 		s.Project = append([]string{"from_json(CAST(value AS STRING), " + QuoteString(schema) + ", map('mode', '" + mode + "')) AS `_v`"}, meta...)
 		s.Then = append(project, metaNames()...)
+	case v1.KafkaAvro, v1.KafkaProtobuf, v1.KafkaJSONSchema:
+		c.refuse(p.Child("format"), k.Format, "Apache Spark's from_avro and from_protobuf decode bare records with one schema fixed when the query starts; "+
+			"they read neither the Schema Registry's framing nor its schema id per record, so records written under an evolved schema would be misread: "+
+			"run on the lockstep runtime, or produce json")
 	default:
-		c.refuse(p.Child("format"), k.Format, "not compiled yet; use format raw")
+		c.refuse(p.Child("format"), k.Format, "not compiled for Spark yet; use format json or raw, or run on the lockstep runtime")
 	}
 	if k.KeyFormat != "" && k.KeyFormat != v1.KafkaKeyString {
 		c.refuse(p.Child("keyFormat"), k.KeyFormat, "Spark reads _key as the key's bytes cast to a string; only keyFormat string is compiled")

@@ -57,6 +57,12 @@ func TestCheckRefuses(t *testing.T) {
 			KafkaSink("broker:9093", "out").Edit(func(s *v1.StreamingQuerySpec) {
 			s.Sink.Kafka.TLS = &v1.KafkaTLS{CertFile: "/tls.crt", KeyFile: "/tls.key"}
 		})), want: []string{"spec.sources[0].kafka.tls.serverName: host name", "spec.sink.kafka.tls.certFile: mutual TLS"}},
+		{name: "avro from the schema registry", spec: defaulted(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
+			EditSource("orders", func(s *v1.Source) {
+				s.Kafka.Format = v1.KafkaAvro
+				s.Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: "http://registry:8081"}
+			}).ConsoleSink()),
+			want: []string{"spec.sources[0].kafka.format: schema id per record"}},
 		{name: "a webhook sink runs", spec: defaulted(files().WebhookSink("http://hooks:8080/in"))},
 		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a delta static side", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"})),
