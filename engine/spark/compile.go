@@ -233,9 +233,7 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 		if d.StartingVersion != nil {
 			s.Options["startingVersion"] = strconv.FormatInt(*d.StartingVersion, 10)
 		}
-		for _, col := range src.Schema.Columns {
-			s.Project = append(s.Project, fmt.Sprintf("CAST(%s AS %s) AS %s", quoteIdent(col.Name), sqlType(col.Type), quoteIdent(col.Name)))
-		}
+		s.Project = deltaProject(src.Schema.Columns)
 	case v1.SourceKafka:
 		c.kafka(p.Child("kafka"), src, &s, mode)
 	case v1.SourceRate:
@@ -361,6 +359,16 @@ func readSchemaFrom(prefix string, cols v1.Columns, textTimestamps bool) (ddl st
 		fields[i] = q + " " + t
 	}
 	return strings.Join(fields, ", "), project
+}
+
+// deltaProject projects a Delta table's columns into the spec's, by name, cast to the spec's
+// types (Delta's reader takes no schema of the reader's).
+func deltaProject(cols v1.Columns) []string {
+	project := make([]string, len(cols))
+	for i, col := range cols {
+		project[i] = fmt.Sprintf("CAST(%s AS %s) AS %s", quoteIdent(col.Name), sqlType(col.Type), quoteIdent(col.Name))
+	}
+	return project
 }
 
 func metaNames() []string {

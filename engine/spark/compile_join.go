@@ -116,9 +116,10 @@ func (c *compiler) sideSteps(p *field.Path, steps []v1.SideStep, in v1.Columns) 
 	return in, out
 }
 
-// static compiles a stream–static join's right side: a batch read of a files folder, which
-// the runner caches, so that every batch of a run joins against the snapshot its first batch
-// read. A restart reads the folder again (docs/spark.md).
+// static compiles a stream–static join's right side: a batch read of a files folder or a Delta
+// table, which the runner caches (a Delta table at the version it found), so that every batch
+// of a run joins against the snapshot its first batch read. A restart reads it again
+// (docs/spark.md).
 func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
 	s := &Source{Options: map[string]string{}}
 	if st.Refresh != nil {
@@ -140,7 +141,13 @@ func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
 		}
 		s.Schema, s.Project = readSchema(st.Schema.Columns, f.Format != v1.FormatParquet)
 	case v1.StaticDeltaKind:
-		c.refuse(p.Child("delta"), "", "a Delta static side is not compiled for Spark yet (Spark's Delta reader resolves the table's version per batch, not the one snapshot the spec keeps); use a files static side")
+		// The runner pins the version it finds at the first read (versionAsOf): Spark's Delta
+		// reader would otherwise resolve the newest version for every batch.
+		d := st.Delta
+		if d.S3 != nil {
+			c.refuse(p.Child("delta", "s3"), "", "per-side S3 settings are not mapped to S3A yet")
+		}
+		s.Format, s.Path, s.Project = "delta", sparkckpt.HadoopLocation(d.Path), deltaProject(st.Schema.Columns)
 	case v1.StaticPostgresKind:
 		c.refuse(p.Child("postgres"), "", "a PostgreSQL static side is not compiled for Spark yet (a JDBC read with the side's credentials); use a files static side")
 	}

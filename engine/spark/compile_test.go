@@ -65,8 +65,7 @@ func TestCheckRefuses(t *testing.T) {
 			want: []string{"spec.sources[0].kafka.format: schema id per record"}},
 		{name: "a webhook sink runs", spec: defaulted(files().WebhookSink("http://hooks:8080/in"))},
 		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
-		{name: "a delta static side", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"})),
-			want: []string{"spec.transform[0].join.static.delta: use a files static side"}},
+		{name: "a delta static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a static side's refresh", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_", Static: func() *v1.StaticSide {
 			s := qt.StaticFiles("/customers", v1.FormatJSON, qt.Col("cid", v1.TypeString))
 			s.Refresh = &v1.Refresh{Every: "10m"}

@@ -327,6 +327,7 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
+		reg.RegisterStatic(v1.StaticDeltaKind, delta.StaticSpec(), delta.NewStatic),
 		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.NewSink),
 		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),
 		reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink),

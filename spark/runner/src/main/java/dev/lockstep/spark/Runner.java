@@ -12,6 +12,7 @@ import java.util.concurrent.TimeUnit;
 
 import com.fasterxml.jackson.databind.DeserializationFeature;
 import com.fasterxml.jackson.databind.ObjectMapper;
+import io.delta.tables.DeltaTable;
 import org.apache.spark.api.java.function.MapPartitionsFunction;
 import org.apache.spark.sql.Column;
 import org.apache.spark.sql.DataFrameReader;
@@ -222,6 +223,11 @@ public final class Runner {
    */
   static Dataset<Row> staticSide(SparkSession spark, Plan.Source s) {
     DataFrameReader r = spark.read().format(s.format).options(s.options);
+    if (s.format.equals("delta")) {
+      // The version found now, for the whole run: Spark would read the newest at every batch.
+      long version = DeltaTable.forPath(spark, s.path).history(1).select("version").head().getLong(0);
+      r = r.option("versionAsOf", version);
+    }
     if (s.schema != null && !s.schema.isEmpty()) {
       r = r.schema(s.schema);
     }
