@@ -224,7 +224,7 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 			c.refuse(p.Child("delta", "s3"), "", "per-source S3 settings are not mapped to S3A yet")
 		}
 		if d.IgnoreChanges {
-			c.refuse(p.Child("delta", "ignoreChanges"), true, "not mapped yet")
+			s.Options["ignoreChanges"] = "true" // Delta's own option, the same meaning
 		}
 		s.Format, s.Path = "delta", sparkckpt.HadoopLocation(d.Path)
 		if d.MaxFilesPerTrigger != nil {
@@ -511,18 +511,15 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 		if d.S3 != nil {
 			c.refuse(p.Child("delta", "s3"), "", "per-sink S3 settings are not mapped to S3A yet")
 		}
-		opts := map[string]string{}
-		if len(d.PartitionColumns) > 0 {
-			c.refuse(p.Child("delta", "partitionColumns"), d.PartitionColumns, "not mapped yet")
-		}
+		sk := Sink{Kind: SinkDelta, Path: sparkckpt.HadoopLocation(d.Path), Options: map[string]string{}, PartitionColumns: d.PartitionColumns}
 		if c.spec.OutputMode == v1.OutputUpdate {
 			if len(d.MergeKeys) > 0 {
 				c.refuse(p.Child("delta", "mergeKeys"), d.MergeKeys, "a stateless MERGE is not compiled for Spark yet (two rows of one key in a batch fail Spark's MERGE)")
 			}
-			keys, _ := c.spec.UpsertKeys()
-			return Sink{Kind: SinkDeltaMerge, Path: sparkckpt.HadoopLocation(d.Path), Options: opts, MergeKeys: keys}, nil
+			sk.Kind = SinkDeltaMerge
+			sk.MergeKeys, _ = c.spec.UpsertKeys()
 		}
-		return Sink{Kind: SinkDelta, Path: sparkckpt.HadoopLocation(d.Path), Options: opts}, nil
+		return sk, nil
 	case v1.SinkConsole:
 		return Sink{Kind: SinkConsole, Options: map[string]string{"truncate": "false", "numRows": "2147483647"}}, nil
 	case v1.SinkFiles:

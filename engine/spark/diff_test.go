@@ -190,7 +190,7 @@ func diffCases() []diffCase {
 			return base("window-update", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
 		}},
 		{name: "window-update-delta", delta: true, query: func(in, out string) *qt.Query {
-			return base("window-update-delta", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputUpdate).DeltaSink(out)
+			return base("window-update-delta", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputUpdate).DeltaSink(out, v1.ColumnWindowStart)
 		}},
 		{name: "dedup", query: func(in, out string) *qt.Query {
 			return base("dedup", in).DropDuplicates("", "id").SelectColumns("id").FilesSink(out, v1.FormatJSON)
@@ -226,7 +226,7 @@ func diffCases() []diffCase {
 		}},
 		{name: "complete-delta", delta: true, query: func(in, out string) *qt.Query {
 			return base("complete-delta", in).Aggregate("", []v1.GroupKey{{Column: "id"}}, v1.Aggregation{Name: "n", Function: v1.AggCount}).
-				OutputMode(v1.OutputComplete).DeltaSink(out)
+				OutputMode(v1.OutputComplete).DeltaSink(out, "id")
 		}},
 	}
 }

@@ -161,6 +161,9 @@ type Sink struct {
 	Columns json.RawMessage `json:"columns,omitempty"`
 	// ManifestDir is the files sink's manifest folder inside Path.
 	ManifestDir string `json:"manifestDir,omitempty"`
+	// PartitionColumns are a Delta table's partition columns, in order, when the sink creates
+	// the table (delta and deltaMerge).
+	PartitionColumns []string `json:"partitionColumns,omitempty"`
 	// MergeKeys are deltaMerge's key columns; empty for a global aggregate (its one row).
 	MergeKeys []string `json:"mergeKeys,omitempty"`
 	// Postgres is the postgres sink's connection and statements.

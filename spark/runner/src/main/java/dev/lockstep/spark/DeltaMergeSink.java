@@ -33,7 +33,7 @@ final class DeltaMergeSink implements VoidFunction2<Dataset<Row>, Long> {
     SparkSession spark = batch.sparkSession();
     if (!DeltaTable.isDeltaTable(spark, sink.path)) {
       // An empty table with the batch's schema; a concurrent creator wins harmlessly.
-      batch.limit(0).write().format("delta").mode("append").save(sink.path);
+      batch.limit(0).write().format("delta").mode("append").partitionBy(sink.partitionColumns.toArray(new String[0])).save(sink.path);
     }
     List<String> on = new ArrayList<>();
     for (String k : sink.mergeKeys) {

@@ -99,6 +99,8 @@ public final class Plan {
     public JsonNode columns;
     /** Files sink: the manifest folder inside the output folder. */
     public String manifestDir;
+    /** Delta and Delta MERGE: the table's partition columns, when the sink creates it. */
+    public List<String> partitionColumns = new ArrayList<>();
     /** Delta MERGE: the key columns ([] for a global aggregate: its one row). */
     public List<String> mergeKeys = new ArrayList<>();
     /** PostgreSQL: the connection and statements. */

@@ -121,7 +121,7 @@ public final class Runner {
     Plan.Sink k = plan.sink;
     switch (k.kind) {
       case "delta" -> {
-        return w.format("delta").options(k.options).start(k.path);
+        return w.format("delta").options(k.options).partitionBy(k.partitionColumns.toArray(new String[0])).start(k.path);
       }
       case "deltaMerge" -> {
         return w.foreachBatch(Crash.around(new DeltaMergeSink(k, plan.queryId))).start();
