@@ -28,6 +28,11 @@ func TestCheckRefuses(t *testing.T) {
 	files := func() *qt.Query {
 		return qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, cols...).FilesSink("/out", v1.FormatJSON)
 	}
+	events := func(mode v1.OutputMode, session v1.SessionWindow) *qt.Query {
+		return qt.Make("q", "ns").FilesSource("events", "/in", v1.FormatJSON, qt.Col("user", v1.TypeString), qt.Col("ts", v1.TypeTimestamp)).
+			Watermark("ts", "10s").Aggregate("", []v1.GroupKey{qt.Key("user"), {Session: &session}}, qt.Agg("n", v1.AggCount, "")).
+			OutputMode(mode).FilesSink("/out", v1.FormatJSON)
+	}
 	cases := []struct {
 		name string
 		spec *v1.StreamingQuerySpec
@@ -57,6 +62,13 @@ func TestCheckRefuses(t *testing.T) {
 			s.Refresh = &v1.Refresh{Every: "10m"}
 			return s
 		}()})), want: []string{"spec.transform[0].join.static.refresh: omit refresh"}},
+		{name: "a session window runs in append mode", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", GapExpr: "user == 'bot' ? duration('1s') : duration('5m')"}))},
+		{name: "a session window in update mode", spec: defaulted(events(v1.OutputUpdate, v1.SessionWindow{Column: "ts", Gap: "5m"})),
+			want: []string{"spec.outputMode: SPARK-36463"}},
+		{name: "a session gap parsed from a column", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", GapExpr: "duration(user)"})),
+			want: []string{"spec.transform[1].aggregate.groupBy[1].session.gapExpr: duration() of a computed value"}},
+		{name: "a session gap of nanoseconds", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", Gap: "1500ns"})),
+			want: []string{"spec.transform[1].aggregate.groupBy[1].session.gap: microseconds"}},
 		{name: "source names one in Spark", spec: defaulted(qt.Make("q", "ns").FilesSource("a-b", "/in1", v1.FormatJSON, cols...).FilesSource("a_b", "/in2", v1.FormatJSON, cols...).ConsoleSink()),
 			want: []string{"spec.sources[1].name: one name"}},
 	}
@@ -105,6 +117,39 @@ func TestCompileWindow(t *testing.T) {
 	}
 	if plan.Sources[0].Name != "orders" || plan.Sink.Kind != spark.SinkDelta {
 		t.Errorf("source %q, sink %q; want orders, delta", plan.Sources[0].Name, plan.Sink.Kind)
+	}
+}
+
+// TestCompileSession: a session key becomes session_window() with the fixed gap as an interval
+// string, or gapExpr translated and made a calendar interval (session_window takes no
+// day-time interval), renamed to window_start and window_end in its place.
+func TestCompileSession(t *testing.T) {
+	tests := []struct {
+		session v1.SessionWindow
+		gap     string
+	}{
+		{v1.SessionWindow{Column: "ts", Gap: "90s"}, "'90000000 microseconds'"},
+		{v1.SessionWindow{Column: "ts", GapExpr: "qty > 10 ? duration('1m') : duration('2.5s')"},
+			"make_interval(0, 0, 0, 0, 0, 0, CAST((CASE WHEN (`qty` > 10L) THEN INTERVAL '60' SECOND WHEN NOT (`qty` > 10L) THEN INTERVAL '2.5' SECOND END) AS DECIMAL(18,6)))"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.session.Gap)+tt.session.GapExpr, func(t *testing.T) {
+			spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("ts", v1.TypeTimestamp), qt.Col("qty", v1.TypeLong)).
+				Watermark("ts", "10s").Aggregate("", []v1.GroupKey{{Session: &tt.session}, qt.Key("id")}, qt.Agg("total", v1.AggSum, "qty")).
+				OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON))
+			plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []spark.Step{
+				{Watermark: &spark.Watermark{Column: "ts", Delay: "10000 milliseconds"}},
+				{Aggregate: &spark.Aggregate{GroupBy: []string{"session_window(`ts`, " + tt.gap + ") AS `_session0`", "`id`"}, Aggregates: []string{"try_sum(`qty`) AS `total`"}}},
+				{Select: []string{"`_session0`.start AS `window_start`", "`_session0`.end AS `window_end`", "`id`", "`total`"}},
+			}
+			if diff := cmp.Diff(want, plan.Steps); diff != "" {
+				t.Errorf("Compile steps (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
