@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -413,6 +414,9 @@ func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []St
 			gap := c.sessionGap(p.Child("groupBy").Index(k).Child("session"), g.Session, in)
 			agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("session_window(%s, %s) AS `%s`", quoteIdent(g.Session.Column), gap, name))
 			out = append(out, fmt.Sprintf("`%s`.start AS `%s`", name, v1.ColumnWindowStart), fmt.Sprintf("`%s`.end AS `%s`", name, v1.ColumnWindowEnd))
+			if !slices.ContainsFunc(a.GroupBy, func(g v1.GroupKey) bool { return g.Column != "" }) {
+				c.refuse(p.Child("groupBy").Index(k).Child("session"), "", "Spark does not run a streaming session window without a group key beside it (a global aggregation); group by a column too")
+			}
 			if c.spec.OutputMode == v1.OutputUpdate {
 				c.refuse(field.NewPath("spec", "outputMode"), c.spec.OutputMode, "Spark runs a session window in append mode only (SPARK-36463: when sessions merge, the merged-away session's row cannot be retracted); use append, which writes each session once, when the watermark closes it")
 			}

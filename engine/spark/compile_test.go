@@ -69,6 +69,9 @@ func TestCheckRefuses(t *testing.T) {
 			want: []string{"spec.transform[1].aggregate.groupBy[1].session.gapExpr: duration() of a computed value"}},
 		{name: "a session gap of nanoseconds", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", Gap: "1500ns"})),
 			want: []string{"spec.transform[1].aggregate.groupBy[1].session.gap: microseconds"}},
+		{name: "a session window without another key", spec: defaulted(qt.Make("q", "ns").FilesSource("events", "/in", v1.FormatJSON, qt.Col("ts", v1.TypeTimestamp)).
+			Watermark("ts", "10s").Aggregate("", []v1.GroupKey{qt.Session("ts", "1m")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON)),
+			want: []string{"spec.transform[1].aggregate.groupBy[0].session: global aggregation"}},
 		{name: "source names one in Spark", spec: defaulted(qt.Make("q", "ns").FilesSource("a-b", "/in1", v1.FormatJSON, cols...).FilesSource("a_b", "/in2", v1.FormatJSON, cols...).ConsoleSink()),
 			want: []string{"spec.sources[1].name: one name"}},
 	}
