@@ -1,6 +1,8 @@
 package spark_test
 
 import (
+	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -57,6 +59,7 @@ func TestCheckRefuses(t *testing.T) {
 		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a delta static side", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"})),
 			want: []string{"spec.transform[0].join.static.delta: use a files static side"}},
+		{name: "a postgres static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticPostgres("crm.customers", "CRM_DSN", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a static side's refresh", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_", Static: func() *v1.StaticSide {
 			s := qt.StaticFiles("/customers", v1.FormatJSON, qt.Col("cid", v1.TypeString))
 			s.Refresh = &v1.Refresh{Every: "10m"}
@@ -153,6 +156,39 @@ func TestCompileSession(t *testing.T) {
 				t.Errorf("Compile steps (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestCompilePostgresStatic: a PostgreSQL static side is Spark's JDBC reader running the
+// built-in engine's SELECT; the connection string becomes the URL, the user and the session's
+// run-time parameters, and its password stays out of the plan (the runner's environment).
+func TestCompilePostgresStatic(t *testing.T) {
+	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString)).
+		Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_",
+			Static: qt.StaticPostgres("crm.customers", "CRM_DSN", qt.Col("cid", v1.TypeString), qt.Col("tier", v1.TypeLong), qt.Col("since", v1.TypeTimestamp))}).
+		FilesSink("/out", v1.FormatJSON))
+	env := map[string]string{"CRM_DSN": "postgres://crm:s3cret@db.example:5433/sales?sslmode=require&search_path=crm,%20public&timezone=Europe/Berlin&application_name=it's%20%5Co/"}
+	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck", Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &spark.Source{
+		Format: "jdbc",
+		Options: map[string]string{
+			"query": `SELECT "cid"::text AS "cid", "tier"::bigint AS "tier", "since"::timestamp with time zone AS "since" FROM "crm"."customers"`,
+			"url": "jdbc:postgresql://db.example:5433/sales?sslmode=require&options=" +
+				url.QueryEscape(`-c application_name=it's\ \\o/ -c search_path=crm,\ public -c timezone=Europe/Berlin`),
+			"user":                 "crm",
+			"sessionInitStatement": "SELECT set_config('TimeZone', 'Europe/Berlin', false)",
+		},
+		Project:     []string{"CAST(`cid` AS STRING) AS `cid`", "CAST(`tier` AS BIGINT) AS `tier`", "CAST(`since` AS TIMESTAMP) AS `since`"},
+		PasswordEnv: spark.StaticPasswordEnv(0),
+	}
+	if diff := cmp.Diff(want, plan.Steps[0].Join.Static); diff != "" {
+		t.Errorf("static side (-want +got):\n%s", diff)
+	}
+	if data, _ := json.Marshal(plan); strings.Contains(string(data), "s3cret") {
+		t.Errorf("the plan holds the password: %s", data)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/postgres"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/engine/spark"
@@ -397,6 +398,7 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 		reg.RegisterSink(v1.SinkDelta, delta.SinkSpec(), delta.NewSink),
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
+		reg.RegisterStatic(v1.StaticPostgresKind, postgres.StaticSpec(), postgres.NewStatic),
 		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.NewSink),
 	} {
 		if err != nil {
