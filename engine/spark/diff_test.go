@@ -27,9 +27,9 @@ import (
 )
 
 // The differential corpus: each query runs over the same input on the built-in engine and
-// on Spark, and the outputs must be equal as multisets. Input arrives as files (two, three for sessions) taken
-// one per batch (maxFilesPerTrigger 1), so both runtimes see the same batches. Differences
-// found are in docs/spark.md.
+// on Spark, and the outputs must be equal as multisets. Input arrives as files (two; three for
+// the sessions) taken one per batch (maxFilesPerTrigger 1), so both runtimes see the same
+// batches. Differences found are in docs/spark.md.
 
 var diffColumns = []v1.Column{
 	{Name: "id", Type: v1.TypeString},
