@@ -8,8 +8,9 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
 
-// This file holds the sink's statements that another writer of the same tables (the spark
-// runtime, over JDBC) runs too, so that both write the same tables the same way.
+// This file holds the statements that the spark runtime runs too, over JDBC: the sink's, so
+// that both write the same tables the same way, and a static side's read, so that both read
+// the same values.
 
 // TableIdentifier is the sink's table as an identifier: schema.name, or name alone, which the
 // server then finds on its search path (the current schema).
@@ -45,3 +46,15 @@ func CreateTableSQL(table pgx.Identifier, cols v1.Columns, keys []string) string
 
 // IdentList writes column names as a list of quoted identifiers.
 func IdentList(names []string) string { return identList(names) }
+
+// StaticSelectSQL reads every row of a static side's table: each column cast by PostgreSQL to
+// its schema type (text, bigint, double precision, boolean, timestamp with time zone) and
+// named as the column.
+func StaticSelectSQL(table pgx.Identifier, cols v1.Columns) string {
+	exprs := make([]string, len(cols))
+	for i, c := range cols {
+		q := pgx.Identifier{c.Name}.Sanitize()
+		exprs[i] = q + "::" + pgType(c.Type) + " AS " + q
+	}
+	return "SELECT " + strings.Join(exprs, ", ") + " FROM " + table.Sanitize()
+}

@@ -72,7 +72,7 @@ func NewStatic(_ context.Context, spec *v1.StaticSide, env engine.StaticEnv) (en
 	if dsn == "" {
 		return nil, fmt.Errorf("postgres table %s: environment variable %s holds no connection string", spec.Postgres.Table, name)
 	}
-	return &Static{dsn: dsn, table: pgx.Identifier(strings.Split(spec.Postgres.Table, ".")), columns: spec.Schema.Columns}, nil
+	return &Static{dsn: dsn, table: TableIdentifier(spec.Postgres.Table), columns: spec.Schema.Columns}, nil
 }
 
 // Latest reads the table and returns the name of its rows' snapshot.
@@ -128,11 +128,7 @@ func (s *Static) read(ctx context.Context) ([]engine.Row, staticSnapshot, error)
 		return nil, staticSnapshot{}, fmt.Errorf("postgres table %s: begin: %w", s.table.Sanitize(), err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // read-only
-	exprs := make([]string, len(s.columns))
-	for i, c := range s.columns {
-		exprs[i] = pgx.Identifier{c.Name}.Sanitize() + "::" + pgType(c.Type)
-	}
-	q := "SELECT " + strings.Join(exprs, ", ") + " FROM " + s.table.Sanitize()
+	q := StaticSelectSQL(s.table, s.columns)
 	res, err := tx.Query(ctx, q)
 	if err != nil {
 		return nil, staticSnapshot{}, fmt.Errorf("postgres table %s: %s: %w", s.table.Sanitize(), q, err)

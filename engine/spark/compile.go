@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -451,15 +452,30 @@ func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 }
 
 // aggregate is a groupBy/agg, then a select that names the columns as the spec does: a
-// window becomes window_start and window_end, in the key's place.
+// window or a session becomes window_start and window_end, in the key's place.
 func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []Step {
 	agg := &Aggregate{GroupBy: []string{}} // [] for a global aggregate: the runner's groupBy()
 	var out []string
 	for k, g := range a.GroupBy {
-		if g.Column != "" {
+		switch {
+		case g.Column != "":
 			agg.GroupBy = append(agg.GroupBy, quoteIdent(g.Column))
 			out = append(out, quoteIdent(g.Column))
 			continue
+		case g.Session != nil:
+			name := fmt.Sprintf("_session%d", k)
+			gap := c.sessionGap(p.Child("groupBy").Index(k).Child("session"), g.Session, in)
+			agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("session_window(%s, %s) AS `%s`", quoteIdent(g.Session.Column), gap, name))
+			out = append(out, fmt.Sprintf("`%s`.start AS `%s`", name, v1.ColumnWindowStart), fmt.Sprintf("`%s`.end AS `%s`", name, v1.ColumnWindowEnd))
+			if !slices.ContainsFunc(a.GroupBy, func(g v1.GroupKey) bool { return g.Column != "" }) {
+				c.refuse(p.Child("groupBy").Index(k).Child("session"), "", "Spark does not run a streaming session window without a group key beside it (a global aggregation); group by a column too")
+			}
+			if c.spec.OutputMode == v1.OutputUpdate {
+				c.refuse(field.NewPath("spec", "outputMode"), c.spec.OutputMode, "Spark runs a session window in append mode only (SPARK-36463: when sessions merge, the merged-away session's row cannot be retracted); use append, which writes each session once, when the watermark closes it")
+			}
+			continue
+		case g.Window == nil:
+			continue // validation requires one of column, window, session
 		}
 		w := g.Window
 		size, _ := w.Duration.Parse()
@@ -500,6 +516,37 @@ func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []St
 		out = append(out, quoteIdent(ag.Name))
 	}
 	return []Step{{Aggregate: agg}, {Select: out}}
+}
+
+// sessionGap is session_window's gap: a fixed gap as an interval string, or gapExpr translated
+// to Spark SQL. A translated duration is a day-time interval, which session_window does not
+// take: it becomes a calendar interval of as many seconds, to the microsecond. A null, zero or
+// negative gap makes an empty session, which Spark drops with its row, as the built-in engine
+// drops the row.
+func (c *compiler) sessionGap(p *field.Path, sw *v1.SessionWindow, in v1.Columns) string {
+	if sw.GapExpr == "" {
+		gap, _ := sw.Gap.Parse()
+		if gap%time.Microsecond != 0 {
+			c.refuse(p.Child("gap"), sw.Gap, "Spark keeps microseconds")
+		}
+		return fmt.Sprintf("'%d microseconds'", gap.Microseconds())
+	}
+	env, err := lplan.Env(in)
+	if err != nil {
+		c.errs = append(c.errs, field.InternalError(p, err))
+		return "NULL"
+	}
+	ast, err := lplan.CompileDuration(env, sw.GapExpr)
+	if err != nil {
+		c.errs = append(c.errs, field.Invalid(p.Child("gapExpr"), sw.GapExpr, err.Error()))
+		return "NULL"
+	}
+	sql, err := TranslateCEL(ast)
+	if err != nil {
+		c.refuse(p.Child("gapExpr"), sw.GapExpr, err.Error())
+		return "NULL"
+	}
+	return "make_interval(0, 0, 0, 0, 0, 0, CAST(" + sql + " AS DECIMAL(18,6)))"
 }
 
 // sink compiles the sink, and the steps that shape the rows as it writes them (the Kafka

@@ -2,6 +2,7 @@ package spark
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -116,10 +117,10 @@ func (c *compiler) sideSteps(p *field.Path, steps []v1.SideStep, in v1.Columns) 
 	return in, out
 }
 
-// static compiles a stream–static join's right side: a batch read of a files folder or a Delta
-// table, which the runner caches (a Delta table at the version it found), so that every batch
-// of a run joins against the snapshot its first batch read. A restart reads it again
-// (docs/spark.md).
+// static compiles a stream–static join's right side: a batch read of a files folder, a Delta
+// table or a PostgreSQL table, which the runner caches (a Delta table at the version it found),
+// so that every batch of a run joins against the snapshot its first batch read. A restart
+// reads the side again (docs/spark.md).
 func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
 	s := &Source{Options: map[string]string{}}
 	if st.Refresh != nil {
@@ -149,7 +150,7 @@ func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
 		}
 		s.Format, s.Path, s.Project = "delta", sparkckpt.HadoopLocation(d.Path), deltaProject(st.Schema.Columns)
 	case v1.StaticPostgresKind:
-		c.refuse(p.Child("postgres"), "", "a PostgreSQL static side is not compiled for Spark yet (a JDBC read with the side's credentials); use a files static side")
+		s = c.postgresStatic(p.Child("postgres"), st, slices.Index(postgresStatics(c.spec), st), c.getenv)
 	}
 	return s
 }

@@ -1,6 +1,8 @@
 package spark_test
 
 import (
+	"encoding/json"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -27,6 +29,11 @@ func TestCheckRefuses(t *testing.T) {
 	cols := []v1.Column{{Name: "id", Type: v1.TypeString}, {Name: "amount", Type: v1.TypeDouble}}
 	files := func() *qt.Query {
 		return qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, cols...).FilesSink("/out", v1.FormatJSON)
+	}
+	events := func(mode v1.OutputMode, session v1.SessionWindow) *qt.Query {
+		return qt.Make("q", "ns").FilesSource("events", "/in", v1.FormatJSON, qt.Col("user", v1.TypeString), qt.Col("ts", v1.TypeTimestamp)).
+			Watermark("ts", "10s").Aggregate("", []v1.GroupKey{qt.Key("user"), {Session: &session}}, qt.Agg("n", v1.AggCount, "")).
+			OutputMode(mode).FilesSink("/out", v1.FormatJSON)
 	}
 	cases := []struct {
 		name string
@@ -66,11 +73,22 @@ func TestCheckRefuses(t *testing.T) {
 		{name: "a webhook sink runs", spec: defaulted(files().WebhookSink("http://hooks:8080/in"))},
 		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a delta static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
+		{name: "a postgres static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticPostgres("crm.customers", "CRM_DSN", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a static side's refresh", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_", Static: func() *v1.StaticSide {
 			s := qt.StaticFiles("/customers", v1.FormatJSON, qt.Col("cid", v1.TypeString))
 			s.Refresh = &v1.Refresh{Every: "10m"}
 			return s
 		}()})), want: []string{"spec.transform[0].join.static.refresh: omit refresh"}},
+		{name: "a session window runs in append mode", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", GapExpr: "user == 'bot' ? duration('1s') : duration('5m')"}))},
+		{name: "a session window in update mode", spec: defaulted(events(v1.OutputUpdate, v1.SessionWindow{Column: "ts", Gap: "5m"})),
+			want: []string{"spec.outputMode: SPARK-36463"}},
+		{name: "a session gap parsed from a column", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", GapExpr: "duration(user)"})),
+			want: []string{"spec.transform[1].aggregate.groupBy[1].session.gapExpr: duration() of a computed value"}},
+		{name: "a session gap of nanoseconds", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", Gap: "1500ns"})),
+			want: []string{"spec.transform[1].aggregate.groupBy[1].session.gap: microseconds"}},
+		{name: "a session window without another key", spec: defaulted(qt.Make("q", "ns").FilesSource("events", "/in", v1.FormatJSON, qt.Col("ts", v1.TypeTimestamp)).
+			Watermark("ts", "10s").Aggregate("", []v1.GroupKey{qt.Session("ts", "1m")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON)),
+			want: []string{"spec.transform[1].aggregate.groupBy[0].session: global aggregation"}},
 		{name: "source names one in Spark", spec: defaulted(qt.Make("q", "ns").FilesSource("a-b", "/in1", v1.FormatJSON, cols...).FilesSource("a_b", "/in2", v1.FormatJSON, cols...).ConsoleSink()),
 			want: []string{"spec.sources[1].name: one name"}},
 	}
@@ -119,6 +137,72 @@ func TestCompileWindow(t *testing.T) {
 	}
 	if plan.Sources[0].Name != "orders" || plan.Sink.Kind != spark.SinkDelta {
 		t.Errorf("source %q, sink %q; want orders, delta", plan.Sources[0].Name, plan.Sink.Kind)
+	}
+}
+
+// TestCompileSession: a session key becomes session_window() with the fixed gap as an interval
+// string, or gapExpr translated and made a calendar interval (session_window takes no
+// day-time interval), renamed to window_start and window_end in its place.
+func TestCompileSession(t *testing.T) {
+	tests := []struct {
+		session v1.SessionWindow
+		gap     string
+	}{
+		{v1.SessionWindow{Column: "ts", Gap: "90s"}, "'90000000 microseconds'"},
+		{v1.SessionWindow{Column: "ts", GapExpr: "qty > 10 ? duration('1m') : duration('2.5s')"},
+			"make_interval(0, 0, 0, 0, 0, 0, CAST((CASE WHEN (`qty` > 10L) THEN INTERVAL '60' SECOND WHEN NOT (`qty` > 10L) THEN INTERVAL '2.5' SECOND END) AS DECIMAL(18,6)))"},
+	}
+	for _, tt := range tests {
+		t.Run(string(tt.session.Gap)+tt.session.GapExpr, func(t *testing.T) {
+			spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("ts", v1.TypeTimestamp), qt.Col("qty", v1.TypeLong)).
+				Watermark("ts", "10s").Aggregate("", []v1.GroupKey{{Session: &tt.session}, qt.Key("id")}, qt.Agg("total", v1.AggSum, "qty")).
+				OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON))
+			plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := []spark.Step{
+				{Watermark: &spark.Watermark{Column: "ts", Delay: "10000 milliseconds"}},
+				{Aggregate: &spark.Aggregate{GroupBy: []string{"session_window(`ts`, " + tt.gap + ") AS `_session0`", "`id`"}, Aggregates: []string{"try_sum(`qty`) AS `total`"}}},
+				{Select: []string{"`_session0`.start AS `window_start`", "`_session0`.end AS `window_end`", "`id`", "`total`"}},
+			}
+			if diff := cmp.Diff(want, plan.Steps); diff != "" {
+				t.Errorf("Compile steps (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestCompilePostgresStatic: a PostgreSQL static side is Spark's JDBC reader running the
+// built-in engine's SELECT; the connection string becomes the URL, the user and the session's
+// run-time parameters, and its password stays out of the plan (the runner's environment).
+func TestCompilePostgresStatic(t *testing.T) {
+	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString)).
+		Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_",
+			Static: qt.StaticPostgres("crm.customers", "CRM_DSN", qt.Col("cid", v1.TypeString), qt.Col("tier", v1.TypeLong), qt.Col("since", v1.TypeTimestamp))}).
+		FilesSink("/out", v1.FormatJSON))
+	env := map[string]string{"CRM_DSN": "postgres://crm:s3cret@db.example:5433/sales?sslmode=require&search_path=crm,%20public&timezone=Europe/Berlin&application_name=it's%20%5Co/"}
+	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck", Getenv: func(k string) string { return env[k] }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &spark.Source{
+		Format: "jdbc",
+		Options: map[string]string{
+			"query": `SELECT "cid"::text AS "cid", "tier"::bigint AS "tier", "since"::timestamp with time zone AS "since" FROM "crm"."customers"`,
+			"url": "jdbc:postgresql://db.example:5433/sales?sslmode=require&options=" +
+				url.QueryEscape(`-c application_name=it's\ \\o/ -c search_path=crm,\ public -c timezone=Europe/Berlin`),
+			"user":                 "crm",
+			"sessionInitStatement": "SELECT set_config('TimeZone', 'Europe/Berlin', false)",
+		},
+		Project:     []string{"CAST(`cid` AS STRING) AS `cid`", "CAST(`tier` AS BIGINT) AS `tier`", "CAST(`since` AS TIMESTAMP) AS `since`"},
+		PasswordEnv: spark.StaticPasswordEnv(0),
+	}
+	if diff := cmp.Diff(want, plan.Steps[0].Join.Static); diff != "" {
+		t.Errorf("static side (-want +got):\n%s", diff)
+	}
+	if data, _ := json.Marshal(plan); strings.Contains(string(data), "s3cret") {
+		t.Errorf("the plan holds the password: %s", data)
 	}
 }
 

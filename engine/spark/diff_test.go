@@ -18,20 +18,19 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/engine/postgres"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
-
-	"github.com/lockstep-dev/lockstep/engine/kafka"
-	"github.com/lockstep-dev/lockstep/engine/postgres"
 )
 
 // The differential corpus: each query runs over the same input on the built-in engine and
-// on Spark, and the outputs must be equal as multisets. Input arrives as two files taken
-// one per batch (maxFilesPerTrigger 1), so both runtimes see the same batches. Differences
-// found are in docs/spark.md.
+// on Spark, and the outputs must be equal as multisets. Input arrives as files (two; three for
+// the sessions) taken one per batch (maxFilesPerTrigger 1), so both runtimes see the same
+// batches. Differences found are in docs/spark.md.
 
 var diffColumns = []v1.Column{
 	{Name: "id", Type: v1.TypeString},
@@ -95,6 +94,38 @@ var diffCustomerColumns = []v1.Column{
 	{Name: "since", Type: v1.TypeTimestamp},
 }
 
+// diffSessions is the orders of the session cases, three files of users' events: sessions of
+// one user 5s apart, sessions that touch, and sessions that merge across batches — extended by a
+// later batch's row, and bridged by one. No row is behind the watermark of its batch (00:15 in
+// the second, 00:35 in the third).
+var diffSessions = []string{
+	`{"id":"u1","qty":1,"amount":1.0,"ts":"2024-01-01T00:00:00Z"}
+{"id":"u1","qty":2,"amount":2.0,"ts":"2024-01-01T00:00:03Z"}
+{"id":"u1","qty":3,"amount":0.5,"ts":"2024-01-01T00:00:10Z"}
+{"id":"u2","qty":4,"amount":4.0,"ts":"2024-01-01T00:00:01Z"}
+{"id":"u2","qty":null,"amount":2.5,"ts":"2024-01-01T00:00:20Z"}
+`,
+	`{"id":"u2","qty":6,"amount":1.5,"ts":"2024-01-01T00:00:23Z"}
+{"id":"u1","qty":7,"amount":7.0,"ts":"2024-01-01T00:00:18Z"}
+{"id":"u1","qty":8,"amount":3.0,"ts":"2024-01-01T00:00:22Z"}
+{"id":"u3","qty":9,"amount":9.0,"ts":"2024-01-01T00:00:30Z"}
+{"id":"u4","qty":10,"amount":1.0,"ts":"2024-01-01T00:00:40Z"}
+`,
+	`{"id":"u4","qty":11,"amount":2.0,"ts":"2024-01-01T00:00:48Z"}
+{"id":"u4","qty":12,"amount":3.0,"ts":"2024-01-01T00:00:44Z"}
+{"id":"u5","qty":13,"amount":4.0,"ts":"2024-01-01T00:01:00Z"}
+`,
+}
+
+// diffSessionsLate and diffSessionsTouch add a row to the third file of diffSessions, behind
+// its watermark (00:35). Late: u1 at 00:26, whose own session [00:26, 00:31) ended before the
+// watermark but not before the previous batch's (00:15). Touch: u3 at 00:31, whose own session
+// [00:31, 00:36) is not behind the watermark, but touches u3's session [00:30, 00:35), which is.
+var (
+	diffSessionsLate  = []string{diffSessions[0], diffSessions[1], diffSessions[2] + `{"id":"u1","qty":20,"amount":1.0,"ts":"2024-01-01T00:00:26Z"}` + "\n"}
+	diffSessionsTouch = []string{diffSessions[0], diffSessions[1], diffSessions[2] + `{"id":"u3","qty":21,"amount":1.0,"ts":"2024-01-01T00:00:31Z"}` + "\n"}
+)
+
 type diffCase struct {
 	name  string
 	query func(in, out string) *qt.Query
@@ -123,6 +154,20 @@ const (
 	diffLateSlidingSpark   = "window_start=2023-12-31T23:59:55Z window_end=2024-01-01T00:00:05Z n=3 total=10 mean=3.58333333333 least=1.5"
 	diffLateSlidingBuiltin = "window_start=2023-12-31T23:59:55Z window_end=2024-01-01T00:00:05Z n=2 total=3 mean=1.875 least=1.5"
 	diffLateDedup          = "id=late ts=2024-01-01T00:00:03Z"
+)
+
+// The late session rows. diffSessionsLate's u1 row is late by the watermark but not by the
+// previous batch's: Spark merges it into u1's session [00:18, 00:27) before the watermark
+// closes that, the built-in engine drops it (docs/spark.md, "Late rows"). diffSessionsTouch's u3
+// row: the built-in engine closes u3's session [00:30, 00:35) before the batch's rows merge and
+// opens [00:31, 00:36) beside it, two overlapping sessions of one key; Spark merges them, as
+// sessions that overlap must (docs/spark.md, "Sessions closed before a batch merges").
+const (
+	diffLateSessionSpark   = "id=u1 window_start=2024-01-01T00:00:18Z window_end=2024-01-01T00:00:31Z n=3 total=35 mean=3.66666666667 least=1"
+	diffLateSessionBuiltin = "id=u1 window_start=2024-01-01T00:00:18Z window_end=2024-01-01T00:00:27Z n=2 total=15 mean=5 least=3"
+	diffTouchSessionSpark  = "id=u3 window_start=2024-01-01T00:00:30Z window_end=2024-01-01T00:00:36Z n=2 total=30 mean=5 least=1"
+	diffTouchSessionClosed = "id=u3 window_start=2024-01-01T00:00:30Z window_end=2024-01-01T00:00:35Z n=1 total=9 mean=9 least=9"
+	diffTouchSessionOpened = "id=u3 window_start=2024-01-01T00:00:31Z window_end=2024-01-01T00:00:36Z n=1 total=21 mean=1 least=1"
 )
 
 func diffCases() []diffCase {
@@ -220,6 +265,25 @@ func diffCases() []diffCase {
 				Watermark("ts", "5s").Aggregate("", window, qt.Agg("n", v1.AggCount, ""), qt.Agg("q2", v1.AggSum, "q2")).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
+		{name: "session-append", input: sessions(diffSessions), query: func(in, out string) *qt.Query {
+			return base("session-append", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "session-gap-expr", input: sessions(diffSessions), query: func(in, out string) *qt.Query {
+			// u2's row with a null qty has a null gap: no session holds it.
+			gap := v1.GroupKey{Session: &v1.SessionWindow{Column: "ts", GapExpr: "qty > 8 ? duration('10s') : duration('4s')"}}
+			return base("session-gap-expr", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{gap, qt.Key("id")}, slidingAggs...).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "session-late", input: sessions(diffSessionsLate), sparkOnly: []string{diffLateSessionSpark}, builtinOnly: []string{diffLateSessionBuiltin}, query: func(in, out string) *qt.Query {
+			return base("session-late", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "session-touch", input: sessions(diffSessionsTouch), sparkOnly: []string{diffTouchSessionSpark},
+			builtinOnly: []string{diffTouchSessionClosed, diffTouchSessionOpened}, query: func(in, out string) *qt.Query {
+				return base("session-touch", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
+					OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+			}},
 		{name: "cel-properties", input: writeRandomRows, query: func(in, out string) *qt.Query {
 			return qt.Make("cel-properties", "diff").FilesSource("rows", in, v1.FormatJSON, celColumns...).
 				Select(celProjections()...).FilesSink(out, v1.FormatJSON).AvailableNow()
@@ -288,7 +352,15 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-func writeInput(t *testing.T, dir string) {
+func writeInput(t *testing.T, dir string) { writeOrders(t, dir, diffInput) }
+
+// sessions writes orders as a case's input.
+func sessions(orders []string) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) { writeOrders(t, dir, orders) }
+}
+
+// writeOrders writes orders, one file each, into dir, and the payments and customers beside it.
+func writeOrders(t *testing.T, dir string, orders []string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
@@ -298,7 +370,7 @@ func writeInput(t *testing.T, dir string) {
 		dir   string
 		files []string
 	}{
-		{dir, diffInput},
+		{dir, orders},
 		{filepath.Join(filepath.Dir(dir), "payments"), diffPayments},
 		{filepath.Join(filepath.Dir(dir), "customers"), []string{diffCustomers}},
 	} {
@@ -328,6 +400,7 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 		reg.RegisterSource(v1.SourceDelta, delta.SourceSpec(), delta.NewSource),
 		reg.RegisterStatic(v1.StaticFilesKind, source.StaticFilesSpec(), source.NewStaticFiles),
 		reg.RegisterStatic(v1.StaticDeltaKind, delta.StaticSpec(), delta.NewStatic),
+		reg.RegisterStatic(v1.StaticPostgresKind, postgres.StaticSpec(), postgres.NewStatic),
 		reg.RegisterSink(v1.SinkWebhook, webhook.SinkSpec(), webhook.NewSink),
 		reg.RegisterSource(v1.SourceKafka, kafka.SourceSpec(), kafka.NewSource),
 		reg.RegisterSink(v1.SinkKafka, kafka.SinkSpec(), kafka.NewSink),

@@ -56,6 +56,9 @@ type Source struct {
 	// Then is a second projection after Project (a Kafka JSON value is parsed in Project and
 	// taken apart in Then); empty when none.
 	Then []string `json:"then,omitempty"`
+	// PasswordEnv names the runner's environment variable whose value the reader gets as its
+	// password option (a JDBC static side): the plan never holds the password. Empty: none.
+	PasswordEnv string `json:"passwordEnv,omitempty"`
 }
 
 // Step is one transform step; exactly one field is set.
@@ -91,7 +94,8 @@ type Join struct {
 	Type string `json:"type"`
 	// Stream is read with readStream, as a plan's sources are.
 	Stream *Source `json:"stream,omitempty"`
-	// Static is read with read (Name unused): Path, Format, Schema, Options, then Project.
+	// Static is read with read (Name unused): Path (none for jdbc), Format, Schema, Options
+	// and the password of PasswordEnv, then Project.
 	Static *Source `json:"static,omitempty"`
 	// Right are steps (filter, select, watermark) applied to the right side before the join.
 	Right []Step `json:"right,omitempty"`

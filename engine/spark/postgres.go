@@ -2,7 +2,9 @@ package spark
 
 import (
 	"fmt"
+	"maps"
 	"net/url"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -68,34 +70,131 @@ func (c *compiler) postgresSink(p *field.Path, pg *v1.PostgresSink, cols v1.Colu
 		out.Insert += " ON CONFLICT (" + postgres.IdentList(keys) + ") DO UPDATE SET " + strings.Join(set, ", ")
 	}
 	if getenv != nil {
-		dsn := getenv(pg.Connection.DSNEnvName())
-		cfg, err := pgx.ParseConfig(dsn)
-		if dsn == "" || err != nil {
-			c.errs = append(c.errs, field.Invalid(p.Child("connection"), pg.Connection.DSNEnvName(), fmt.Sprintf("no usable connection string in $%s: %v", pg.Connection.DSNEnvName(), err)))
-		} else {
-			mode := sslMode(dsn)
-			switch mode {
-			case "disable", "allow", "prefer", "require":
-			default:
-				c.refuse(p.Child("connection"), pg.Connection.DSNEnvName(), "sslmode "+mode+" (a verified server certificate) is not mapped to JDBC yet")
-			}
-			out.JDBCURL = fmt.Sprintf("jdbc:postgresql://%s:%d/%s?sslmode=%s", cfg.Host, cfg.Port, url.PathEscape(cfg.Database), mode)
-			out.User = cfg.User
+		if cfg := c.jdbc(p.Child("connection"), pg.Connection, getenv); cfg != nil {
+			out.JDBCURL, out.User = cfg.url, cfg.user
 		}
 	}
 	return Sink{Kind: SinkPostgres, Options: map[string]string{}, Postgres: out}
 }
 
-// postgresPassword is the password of the PostgreSQL sink's connection string, "" if none.
-func postgresPassword(spec *v1.StreamingQuerySpec, getenv func(string) string) string {
-	if spec.Sink.Postgres == nil {
-		return ""
+// postgresStatic compiles a stream–static join's PostgreSQL side: Spark's JDBC reader running
+// the built-in engine's own SELECT (engine/postgres.StaticSelectSQL: every row, each column cast
+// by PostgreSQL to its schema type), so that both runtimes read the same values. The connection
+// string's run-time parameters (search_path, timezone, ...), which pgx sends when it connects,
+// are the URL's options, and its timezone is set again by the session's first statement; the
+// password travels in the runner's environment, under the variable the plan names (n: the
+// side's place among the query's PostgreSQL static sides). getenv is nil while only checking.
+func (c *compiler) postgresStatic(p *field.Path, st *v1.StaticSide, n int, getenv func(string) string) *Source {
+	pg := st.Postgres
+	s := &Source{Format: "jdbc", Options: map[string]string{
+		"query": postgres.StaticSelectSQL(postgres.TableIdentifier(pg.Table), st.Schema.Columns),
+	}}
+	for _, col := range st.Schema.Columns {
+		s.Project = append(s.Project, fmt.Sprintf("CAST(%s AS %s) AS %s", quoteIdent(col.Name), sqlType(col.Type), quoteIdent(col.Name)))
 	}
-	cfg, err := pgx.ParseConfig(getenv(spec.Sink.Postgres.Connection.DSNEnvName()))
-	if err != nil {
-		return ""
+	if getenv == nil {
+		return s
 	}
-	return cfg.Password
+	cfg := c.jdbc(p.Child("connection"), pg.Connection, getenv)
+	if cfg == nil {
+		return s
+	}
+	s.Options["url"], s.Options["user"] = cfg.url, cfg.user
+	// pgjdbc sends the JVM's time zone as TimeZone when it connects, over the URL's options;
+	// the session's first statement before the read sets the connection string's again.
+	for _, k := range slices.Sorted(maps.Keys(cfg.params)) {
+		if strings.EqualFold(k, "timezone") {
+			s.Options["sessionInitStatement"] = "SELECT set_config('TimeZone', " + pgString(cfg.params[k]) + ", false)"
+		}
+	}
+	s.PasswordEnv = StaticPasswordEnv(n)
+	return s
+}
+
+// StaticPasswordEnv is the runner's environment variable that carries the password of the
+// query's n-th PostgreSQL static side (0 the first, in transform order).
+func StaticPasswordEnv(n int) string { return fmt.Sprintf("%s_STATIC_%d", PasswordEnv, n) }
+
+// jdbcConfig is a connection string as pgjdbc takes it: the URL (server, database, sslmode,
+// and the run-time parameters, such as search_path, as the options PostgreSQL applies when the
+// session starts, as pgx sends them; no credentials), the user, and the run-time parameters.
+type jdbcConfig struct {
+	url, user string
+	params    map[string]string
+}
+
+// jdbc reads the connection string of conn with getenv and maps it to JDBC, refusing what is
+// not mapped; nil when there is none (reported).
+func (c *compiler) jdbc(p *field.Path, conn v1.PostgresConnection, getenv func(string) string) *jdbcConfig {
+	name := conn.DSNEnvName()
+	dsn := getenv(name)
+	cfg, err := pgx.ParseConfig(dsn)
+	if dsn == "" || err != nil {
+		c.errs = append(c.errs, field.Invalid(p, name, fmt.Sprintf("no usable connection string in $%s: %v", name, err)))
+		return nil
+	}
+	mode := sslMode(dsn)
+	switch mode {
+	case "disable", "allow", "prefer", "require":
+	default:
+		c.refuse(p, name, "sslmode "+mode+" (a verified server certificate) is not mapped to JDBC yet")
+	}
+	u := fmt.Sprintf("jdbc:postgresql://%s:%d/%s?sslmode=%s", cfg.Host, cfg.Port, url.PathEscape(cfg.Database), mode)
+	if len(cfg.RuntimeParams) > 0 {
+		u += "&options=" + url.QueryEscape(startupOptions(cfg.RuntimeParams))
+	}
+	return &jdbcConfig{url: u, user: cfg.User, params: cfg.RuntimeParams}
+}
+
+// startupOptions writes run-time parameters as PostgreSQL's startup options (-c name=value, in
+// name order), a backslash before each space and backslash in them.
+func startupOptions(params map[string]string) string {
+	esc := strings.NewReplacer(`\`, `\\`, " ", `\ `)
+	var opts []string
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		opts = append(opts, "-c "+esc.Replace(k+"="+params[k]))
+	}
+	return strings.Join(opts, " ")
+}
+
+// pgString writes s as a PostgreSQL string literal (standard_conforming_strings, on since 9.1).
+func pgString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// runnerSecrets is the runner's environment that carries the query's PostgreSQL passwords,
+// each under the variable its part of the plan names: the sink's (PasswordEnv) and each static
+// side's (StaticPasswordEnv). The plan never holds a password.
+func runnerSecrets(spec *v1.StreamingQuerySpec, getenv func(string) string) []string {
+	password := func(conn v1.PostgresConnection) string {
+		cfg, err := pgx.ParseConfig(getenv(conn.DSNEnvName()))
+		if err != nil {
+			return ""
+		}
+		return cfg.Password
+	}
+	var env []string
+	if pg := spec.Sink.Postgres; pg != nil {
+		if pw := password(pg.Connection); pw != "" {
+			env = append(env, PasswordEnv+"="+pw)
+		}
+	}
+	for n, st := range postgresStatics(spec) {
+		if pw := password(st.Postgres.Connection); pw != "" {
+			env = append(env, StaticPasswordEnv(n)+"="+pw)
+		}
+	}
+	return env
+}
+
+// postgresStatics lists the query's PostgreSQL static sides in transform order: the order
+// StaticPasswordEnv numbers them in.
+func postgresStatics(spec *v1.StreamingQuerySpec) []*v1.StaticSide {
+	var out []*v1.StaticSide
+	for i := range spec.Transform {
+		if j := spec.Transform[i].Join; j != nil && j.Static != nil && j.Static.Kind() == v1.StaticPostgresKind {
+			out = append(out, j.Static)
+		}
+	}
+	return out
 }
 
 // sslMode is the sslmode a libpq connection string (URL or key=value) names; libpq's default

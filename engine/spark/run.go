@@ -278,9 +278,7 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	cmd := q.opts.Runner.Command(planPath, mem.Value(), v1.JavaOptions(q.spec.Runtime.Spark.Conf[v1.SparkDriverJavaOptions])...)
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
-	if pw := postgresPassword(q.spec, os.Getenv); pw != "" {
-		cmd.Env = append(cmd.Env, PasswordEnv+"="+pw)
-	}
+	cmd.Env = append(cmd.Env, runnerSecrets(q.spec, os.Getenv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	celast "cel.dev/cel-go/common/ast"
@@ -56,6 +57,9 @@ func isInt(tp *types.Type) bool    { return tp != nil && tp.IsExactType(types.In
 func isDouble(tp *types.Type) bool { return tp != nil && tp.IsExactType(types.DoubleType) }
 func isString(tp *types.Type) bool { return tp != nil && tp.IsExactType(types.StringType) }
 func isTime(tp *types.Type) bool   { return tp != nil && tp.IsExactType(types.TimestampType) }
+func isDuration(tp *types.Type) bool {
+	return tp != nil && tp.IsExactType(types.DurationType)
+}
 func isNull(e celast.Expr) bool {
 	return e.Kind() == celast.LiteralKind && e.AsLiteral() == types.NullValue
 }
@@ -267,6 +271,14 @@ func (t *translator) call(e celast.Expr) (string, error) {
 			return timestampLiteral(args[0].AsLiteral())
 		}
 		return "", unsupported("timestamp() of a computed value", "CEL parses RFC 3339 strictly, Spark leniently")
+	case "duration":
+		if isDuration(t.typeOf(args[0])) {
+			return a[0], nil
+		}
+		if args[0].Kind() == celast.LiteralKind {
+			return durationLiteral(args[0].AsLiteral())
+		}
+		return "", unsupported("duration() of a computed value", "CEL parses Go duration strings (1h30m), Spark its own interval strings")
 	}
 	if acc, ok := timeAccessors[fn]; ok {
 		if len(args) != 1 || !isTime(t.typeOf(args[0])) {
@@ -372,6 +384,32 @@ func timestampLiteral(v any) (string, error) {
 		return "", unsupported("a timestamp with nanoseconds", "Spark keeps microseconds")
 	}
 	return fmt.Sprintf("timestamp_micros(%dL)", ts.UnixMicro()), nil
+}
+
+// durationLiteral writes duration('<Go duration>') as a Spark day-time interval of seconds,
+// exact to the microsecond (Spark's precision).
+func durationLiteral(v any) (string, error) {
+	s, ok := v.(types.String)
+	if !ok {
+		return "", unsupported("duration() of a number", "not translated")
+	}
+	d, err := time.ParseDuration(string(s))
+	if err != nil {
+		return "", unsupported(fmt.Sprintf("duration(%q)", string(s)), "not a duration CEL accepts, so CEL errs where Spark would need a value")
+	}
+	if d%time.Microsecond != 0 {
+		return "", unsupported("a duration with nanoseconds", "Spark keeps microseconds")
+	}
+	us := d.Microseconds()
+	sign := ""
+	if us < 0 {
+		sign, us = "-", -us
+	}
+	secs := fmt.Sprintf("%s%d", sign, us/1e6)
+	if frac := us % 1e6; frac != 0 {
+		secs += strings.TrimRight(fmt.Sprintf(".%06d", frac), "0")
+	}
+	return "INTERVAL '" + secs + "' SECOND", nil
 }
 
 // QuoteString writes s as a Spark SQL string literal (backslash escapes are on, Spark's default).

@@ -59,6 +59,8 @@ func TestTranslateCEL(t *testing.T) {
 		{"ts.getHours()", "CAST(hour(`ts`) AS BIGINT)"},
 		{"ts.getMonth()", "CAST(month(`ts`) - 1 AS BIGINT)"},
 		{"ts > timestamp('2024-01-01T00:00:00Z')", "(`ts` > timestamp_micros(1704067200000000L))"},
+		{"(ok ? duration('1m30s') : duration('-1.5ms')) > duration('0s')", "((CASE WHEN `ok` THEN INTERVAL '90' SECOND WHEN NOT `ok` THEN INTERVAL '-0.0015' SECOND END) > INTERVAL '0' SECOND)"},
+		{"duration(duration('1us')) == duration('2562047h')", "(INTERVAL '0.000001' SECOND = INTERVAL '9223369200' SECOND)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {
@@ -86,6 +88,9 @@ func TestTranslateCELRefuses(t *testing.T) {
 		{"qty in [1, 2]", "a list"},
 		{"id.substring(1)", "substring()"},
 		{"id.replace('', 'x')", "replace() with an empty or computed search string"},
+		{"duration(id) > duration('1s')", "duration() of a computed value"},
+		{"duration('1500ns') > duration('1s')", "a duration with nanoseconds"},
+		{"duration('soon') > duration('1s')", `duration("soon")`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.expr, func(t *testing.T) {

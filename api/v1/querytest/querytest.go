@@ -301,6 +301,12 @@ func StaticFiles(path string, format v1.FileFormat, cols ...v1.Column) *v1.Stati
 	return &v1.StaticSide{Files: &v1.StaticFiles{Path: path, Format: format}, Schema: schema(cols)}
 }
 
+// StaticPostgres returns the static side of a join reading a PostgreSQL table, whose
+// connection string is in the environment variable dsnEnv.
+func StaticPostgres(table, dsnEnv string, cols ...v1.Column) *v1.StaticSide {
+	return &v1.StaticSide{Postgres: &v1.StaticPostgres{Table: table, Connection: v1.PostgresConnection{DSNEnv: dsnEnv}}, Schema: schema(cols)}
+}
+
 // StreamSide returns the right side of a stream join on source, watermarked on column with
 // delay, and matching right rows in [left-lower, left+upper].
 func StreamSide(source, leftColumn, column string, delay, lower, upper v1.Duration) *v1.StreamSide {

@@ -39,6 +39,8 @@ public final class Plan {
     public Map<String, String> options = new LinkedHashMap<>();
     public List<String> project = new ArrayList<>();
     public List<String> then = new ArrayList<>();
+    /** The environment variable whose value is the reader's password option; null: none. */
+    public String passwordEnv;
   }
 
   /** One transform step; exactly one field is set. */

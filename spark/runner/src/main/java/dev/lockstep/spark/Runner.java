@@ -219,7 +219,7 @@ public final class Runner {
 
   /**
    * Reads a static side once per run: cached, so that every batch joins against the rows the
-   * first one read.
+   * first one read. A JDBC side has no path, and its password comes from the environment.
    */
   static Dataset<Row> staticSide(SparkSession spark, Plan.Source s) {
     DataFrameReader r = spark.read().format(s.format).options(s.options);
@@ -231,7 +231,13 @@ public final class Runner {
     if (s.schema != null && !s.schema.isEmpty()) {
       r = r.schema(s.schema);
     }
-    Dataset<Row> df = r.load(s.path);
+    if (s.passwordEnv != null && !s.passwordEnv.isEmpty()) {
+      String password = System.getenv(s.passwordEnv);
+      if (password != null) {
+        r = r.option("password", password);
+      }
+    }
+    Dataset<Row> df = s.path == null || s.path.isEmpty() ? r.load() : r.load(s.path);
     if (!s.project.isEmpty()) {
       df = df.selectExpr(s.project.toArray(new String[0]));
     }
