@@ -160,7 +160,7 @@ func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
 	for i, row := range b.right {
 		rin[i] = row
 	}
-	out, m, err := s.op.Process(s.stores[0], s.stores[1], lin, rin, stateful.Batch{WatermarkMs: b.watermarkMs})
+	out, m, err := s.op.Process(s.stores[0], s.stores[1], lin, rin, stateful.Batch{WatermarkMs: b.watermarkMs, LateWatermarkMs: b.watermarkMs})
 	if err != nil {
 		return nil, err
 	}

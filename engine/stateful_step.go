@@ -74,7 +74,7 @@ func (s *statefulStep) process(b *stepBatch, rows []Row) ([]Row, error) {
 	for i, row := range rows {
 		in[i] = row
 	}
-	out, m, err := s.op.Process(s.store, in, stateful.Batch{WatermarkMs: b.watermarkMs})
+	out, m, err := s.op.Process(s.store, in, stateful.Batch{WatermarkMs: b.watermarkMs, LateWatermarkMs: b.watermarkMs})
 	if err != nil {
 		return nil, err
 	}
