@@ -38,7 +38,8 @@ var diffColumns = []v1.Column{
 }
 
 // diffInput is two files of orders: the second holds a row 17s late, older than the
-// watermark (newest event time minus 5s) after the first batch.
+// watermark (newest event time minus 5s) after the first batch, but not than the first
+// batch's own: both runtimes judge it by the latter (the late-event watermark) and keep it.
 var diffInput = []string{
 	`{"id":"a1","qty":1,"amount":1.5,"ts":"2024-01-01T00:00:01Z"}
 {"id":"b1","qty":2,"amount":2.25,"ts":"2024-01-01T00:00:04Z"}
@@ -50,6 +51,28 @@ var diffInput = []string{
 {"id":"late","qty":7,"amount":7.0,"ts":"2024-01-01T00:00:03Z"}
 {"id":"b1","qty":8,"amount":8.5,"ts":"2024-01-01T00:00:26Z"}
 {"id":"a4","qty":9,"amount":9.5,"ts":1704067233000}
+`,
+}
+
+// diffLateInput is three files of orders for the late-row cases. The watermark (newest event
+// time minus 5s) is none in the first batch, 00:09 in the second and 00:28 in the third; a batch
+// judges rows late by the watermark of the batch before (Spark's late-event watermark) and
+// evicts by its own. "between" (00:03, second batch) is behind its batch's watermark but not the
+// one before: kept. In the third batch, "late" (00:02) is behind 00:09, but its window
+// [00:00, 00:10) ends after it: kept there, dropped by a dedup; "later" (23:59:58) is dropped
+// everywhere, its every window ended by 00:09.
+var diffLateInput = []string{
+	`{"id":"a1","qty":1,"amount":1.5,"ts":"2024-01-01T00:00:01Z"}
+{"id":"b1","qty":2,"amount":2.25,"ts":"2024-01-01T00:00:04Z"}
+{"id":"c1","qty":5,"amount":10.0,"ts":"2024-01-01T00:00:14Z"}
+`,
+	`{"id":"a3","qty":6,"amount":1.0,"ts":"2024-01-01T00:00:21Z"}
+{"id":"between","qty":7,"amount":7.0,"ts":"2024-01-01T00:00:03Z"}
+{"id":"a4","qty":9,"amount":9.5,"ts":"2024-01-01T00:00:33Z"}
+`,
+	`{"id":"b2","qty":3,"amount":4.0,"ts":"2024-01-01T00:00:40Z"}
+{"id":"late","qty":11,"amount":11.0,"ts":"2024-01-01T00:00:02Z"}
+{"id":"later","qty":13,"amount":13.0,"ts":"2023-12-31T23:59:58Z"}
 `,
 }
 
@@ -101,26 +124,7 @@ type diffCase struct {
 	delta bool
 	// input, when set, writes the case's own input into in instead of the shared orders.
 	input func(t *testing.T, in string)
-	// sparkOnly are rows that only Spark writes: a known difference, explained in
-	// docs/spark.md ("What differs"); the case fails when the built-in engine writes them too.
-	sparkOnly []string
-	// builtinOnly are rows that only the built-in engine writes, for the same reason.
-	builtinOnly []string
 }
-
-// diffLateOuterRow is the late order that Spark's stream join does not drop in the second
-// batch (it judges lateness by the previous batch's watermark) and emits as an outer row; the
-// built-in engine drops it as late (docs/spark.md).
-const diffLateOuterRow = "id=late qty=7 amount=7 ts=2024-01-01T00:00:03Z p_pid=null p_paid2=null p_pts=null"
-
-// The same late order (00:03, the watermark 00:09 in the second batch, 00:00 in the first) in
-// the sliding window [23:59:55, 00:05) and in a dedup: Spark judges it by the previous batch's
-// watermark and keeps it, the built-in engine drops it (docs/spark.md, "Late rows").
-const (
-	diffLateSlidingSpark   = "window_start=2023-12-31T23:59:55Z window_end=2024-01-01T00:00:05Z n=3 total=10 mean=3.58333333333 least=1.5"
-	diffLateSlidingBuiltin = "window_start=2023-12-31T23:59:55Z window_end=2024-01-01T00:00:05Z n=2 total=3 mean=1.875 least=1.5"
-	diffLateDedup          = "id=late ts=2024-01-01T00:00:03Z"
-)
 
 func diffCases() []diffCase {
 	base := func(name, in string) *qt.Query {
@@ -140,11 +144,7 @@ func diffCases() []diffCase {
 		return qt.StaticFiles(filepath.Join(filepath.Dir(in), "customers"), v1.FormatJSON, diffCustomerColumns...)
 	}
 	streamJoin := func(name string, typ v1.JoinType) diffCase {
-		var sparkOnly []string
-		if typ.OuterLeft() {
-			sparkOnly = []string{diffLateOuterRow}
-		}
-		return diffCase{name: name, sparkOnly: sparkOnly, query: func(in, out string) *qt.Query {
+		return diffCase{name: name, query: func(in, out string) *qt.Query {
 			side := qt.StreamSide("payments", "ts", "pts", "5s", "0s", "5s")
 			side.Transform = []v1.SideStep{{Filter: "paid > 0.5"}, {Select: []v1.Projection{qt.As("pid", "pid"), qt.As("paid2", "paid * 2.0"), qt.As("pts", "pts")}}}
 			j := v1.Join{Type: typ, Keys: qt.Keys("id", "pid"), Stream: side, RightPrefix: "p_"}
@@ -192,10 +192,10 @@ func diffCases() []diffCase {
 		{name: "dedup", query: func(in, out string) *qt.Query {
 			return base("dedup", in).DropDuplicates("", "id").SelectColumns("id").FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "window-sliding-append", sparkOnly: []string{diffLateSlidingSpark}, builtinOnly: []string{diffLateSlidingBuiltin}, query: func(in, out string) *qt.Query {
+		{name: "window-sliding-append", query: func(in, out string) *qt.Query {
 			return base("window-sliding-append", in).Watermark("ts", "5s").Aggregate("", sliding, slidingAggs...).OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "window-sliding-update", sparkOnly: []string{diffLateSlidingSpark}, query: func(in, out string) *qt.Query {
+		{name: "window-sliding-update", query: func(in, out string) *qt.Query {
 			return base("window-sliding-update", in).Watermark("ts", "5s").Aggregate("", sliding, slidingAggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
 		}},
 		{name: "keyed-update", query: func(in, out string) *qt.Query {
@@ -204,8 +204,17 @@ func diffCases() []diffCase {
 		{name: "global-update", query: func(in, out string) *qt.Query {
 			return base("global-update", in).Aggregate("", nil, aggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "dedup-watermark", sparkOnly: []string{diffLateDedup}, query: func(in, out string) *qt.Query {
+		{name: "dedup-watermark", query: func(in, out string) *qt.Query {
 			return base("dedup-watermark", in).Watermark("ts", "5s").DropDuplicates("", "id", "ts").SelectColumns("id", "ts").FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "late-window-append", input: writeLateInput, query: func(in, out string) *qt.Query {
+			return base("late-window-append", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "late-window-sliding-update", input: writeLateInput, query: func(in, out string) *qt.Query {
+			return base("late-window-sliding-update", in).Watermark("ts", "5s").Aggregate("", sliding, slidingAggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "late-dedup-watermark", input: writeLateInput, query: func(in, out string) *qt.Query {
+			return base("late-dedup-watermark", in).Watermark("ts", "5s").DropDuplicates("", "id", "ts").SelectColumns("id", "ts").FilesSink(out, v1.FormatJSON)
 		}},
 		{name: "union-then-filter", query: func(in, out string) *qt.Query {
 			return base("union-then-filter", in).FilesSource("again", in, v1.FormatJSON, diffColumns...).
@@ -263,19 +272,6 @@ func TestDifferential(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatalf("the built-in engine wrote no rows: the case compares nothing")
 			}
-			for _, r := range tc.sparkOnly {
-				if slices.Contains(want, r) {
-					t.Errorf("the built-in engine wrote %s too: the known difference is gone, remove it from the case and docs/spark.md", r)
-				}
-				want = append(want, r)
-			}
-			for _, r := range tc.builtinOnly {
-				i := slices.Index(want, r)
-				if i < 0 {
-					t.Fatalf("the built-in engine did not write %s: the known difference changed, update the case and docs/spark.md", r)
-				}
-				want = slices.Delete(want, i, i+1)
-			}
 			slices.Sort(want)
 			t.Logf("%d rows on both runtimes, e.g. %s", len(want), want[0])
 			if diff := cmp.Diff(want, have); diff != "" {
@@ -287,30 +283,33 @@ func TestDifferential(t *testing.T) {
 
 func writeInput(t *testing.T, dir string) {
 	t.Helper()
+	writeFiles(t, dir, diffInput)
+	writeFiles(t, filepath.Join(filepath.Dir(dir), "payments"), diffPayments)
+	writeFiles(t, filepath.Join(filepath.Dir(dir), "customers"), []string{diffCustomers})
+}
+
+// writeLateInput writes the orders of the late-row cases (diffLateInput) into dir.
+func writeLateInput(t *testing.T, dir string) {
+	t.Helper()
+	writeFiles(t, dir, diffLateInput)
+}
+
+// writeFiles writes files into dir, one a file, each modified a minute after the one before
+// (oldest first on both runtimes).
+func writeFiles(t *testing.T, dir string, files []string) {
+	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	base := time.Now().Add(-time.Hour)
-	for _, folder := range []struct {
-		dir   string
-		files []string
-	}{
-		{dir, diffInput},
-		{filepath.Join(filepath.Dir(dir), "payments"), diffPayments},
-		{filepath.Join(filepath.Dir(dir), "customers"), []string{diffCustomers}},
-	} {
-		if err := os.MkdirAll(folder.dir, 0o755); err != nil {
+	for i, data := range files {
+		p := filepath.Join(dir, fmt.Sprintf("part-%d.json", i))
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for i, data := range folder.files {
-			p := filepath.Join(folder.dir, fmt.Sprintf("part-%d.json", i))
-			if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			mt := base.Add(time.Duration(i) * time.Minute) // oldest first on both runtimes
-			if err := os.Chtimes(p, mt, mt); err != nil {
-				t.Fatal(err)
-			}
+		mt := base.Add(time.Duration(i) * time.Minute)
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
