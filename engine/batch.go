@@ -17,6 +17,10 @@ type batchPlan struct {
 	id          int64
 	time        time.Time
 	watermarkMs int64
+	// lateWatermarkMs is the watermark the batch before ran with (offsets/N−1's,
+	// 0 for batch 0): the stateful steps drop input rows at or behind it as
+	// late, and evict state by watermarkMs (Spark's two watermarks).
+	lateWatermarkMs int64
 	// starts and ends hold each source's range (start, end]; a source
 	// absent from ends takes no part in the batch.
 	starts, ends map[string]Offset
@@ -56,12 +60,13 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, phases, error) 
 	began := clk.Now()
 	ph := newPhases(clk)
 	bp := &batchPlan{
-		id:          r.next,
-		time:        began.UTC().Truncate(time.Millisecond),
-		watermarkMs: r.watermarkMs,
-		starts:      maps.Clone(r.starts),
-		ends:        make(map[string]Offset, len(r.sources)),
-		backlogs:    make(map[string]*Backlog, len(r.sources)),
+		id:              r.next,
+		time:            began.UTC().Truncate(time.Millisecond),
+		watermarkMs:     r.watermarkMs,
+		lateWatermarkMs: r.ranWatermarkMs,
+		starts:          maps.Clone(r.starts),
+		ends:            make(map[string]Offset, len(r.sources)),
+		backlogs:        make(map[string]*Backlog, len(r.sources)),
 	}
 	hasData := false
 	for _, s := range r.sources {
@@ -211,13 +216,13 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 	r.reached(PhaseCommitted, bp.id)
 
 	// The batch is durable: it becomes the run's past.
-	r.adoptState(bp)
+	r.adoptState()
 	for name, end := range bp.ends {
 		r.starts[name] = end
 	}
 	r.next = bp.id + 1
 	r.lastCommitted = bp.id
-	r.watermarkMs = cm.NextBatchWatermarkMs
+	r.watermarkMs, r.ranWatermarkMs = cm.NextBatchWatermarkMs, bp.watermarkMs
 
 	p.Duration = clk.Since(began)
 	ph.ms[checkpoint.DurationTotal] = p.Duration.Milliseconds()

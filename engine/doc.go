@@ -31,8 +31,9 @@
 // writes batch N ([Sink.Write]), idempotently per (query id,
 // batch id); commits/N is written with the batch's progress. On start, a
 // batch planned but not committed is re-run with its logged offsets,
-// timestamp and watermark; otherwise the run plans the next batch with
-// today's settings. Settings pinned by the checkpoint (ConfStatePartitions)
+// timestamp and watermark, and the previous batch's logged watermark, by
+// which its stateful steps judge late rows (as Spark); otherwise the run
+// plans the next batch with today's settings. Settings pinned by the checkpoint (ConfStatePartitions)
 // come from the offsets log. A log entry another engine wrote first stops
 // the run with [ErrOwnedByAnotherWriter].
 //

@@ -325,11 +325,16 @@ type run struct {
 	next int64
 	// starts holds each source's committed end offset: the start of the
 	// next batch. A source absent from it starts at its starting position.
-	starts        map[string]Offset
-	watermarkMs   int64
-	conf          map[string]string
-	lastCommitted int64
-	purgers       []checkpoint.PurgeFunc
+	starts map[string]Offset
+	// watermarkMs is the watermark of the next batch to plan.
+	watermarkMs int64
+	// ranWatermarkMs is the watermark the newest committed batch ran with
+	// (its offsets entry's; 0 before the first batch): the next batch's
+	// late-event watermark, and the one state was last evicted by.
+	ranWatermarkMs int64
+	conf           map[string]string
+	lastCommitted  int64
+	purgers        []checkpoint.PurgeFunc
 	// state holds the stateful steps' stores (stateful_step.go).
 	state *stateRun
 	// s3Seen is the query's S3 stats when the last batch committed.
@@ -479,8 +484,11 @@ func (r *run) recover(ctx context.Context, head checkpoint.Head) error {
 			r.starts[s.Source] = s.Offset
 		}
 		r.watermarkMs = head.Committed.NextBatchWatermarkMs
+		r.ranWatermarkMs = planned.BatchWatermarkMs
 		return nil
 	}
+	// The replay runs as the first attempt ran: its late-event watermark is
+	// the one the batch before logged, as its starts are that batch's ends.
 	starts := map[string]Offset{}
 	if planned.BatchID > 0 {
 		prev, err := r.ckpt.Offsets(ctx, planned.BatchID-1)
@@ -490,15 +498,17 @@ func (r *run) recover(ctx context.Context, head checkpoint.Head) error {
 		for _, s := range prev.Sources {
 			starts[s.Source] = s.Offset
 		}
+		r.ranWatermarkMs = prev.BatchWatermarkMs
 	}
 	bp := &batchPlan{
-		id:          planned.BatchID,
-		time:        time.UnixMilli(planned.BatchTimestampMs).UTC(),
-		watermarkMs: planned.BatchWatermarkMs,
-		starts:      starts,
-		ends:        map[string]Offset{},
-		joins:       planned.Joins,
-		replay:      true,
+		id:              planned.BatchID,
+		time:            time.UnixMilli(planned.BatchTimestampMs).UTC(),
+		watermarkMs:     planned.BatchWatermarkMs,
+		lateWatermarkMs: r.ranWatermarkMs,
+		starts:          starts,
+		ends:            map[string]Offset{},
+		joins:           planned.Joins,
+		replay:          true,
 	}
 	for _, s := range planned.Sources {
 		if !r.q.hasSource(s.Source) {

@@ -160,7 +160,7 @@ func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
 	for i, row := range b.right {
 		rin[i] = row
 	}
-	out, m, err := s.op.Process(s.stores[0], s.stores[1], lin, rin, stateful.Batch{WatermarkMs: b.watermarkMs})
+	out, m, err := s.op.Process(s.stores[0], s.stores[1], lin, rin, stateful.Batch{WatermarkMs: b.watermarkMs, LateWatermarkMs: b.lateWatermarkMs})
 	if err != nil {
 		return nil, err
 	}
@@ -185,8 +185,9 @@ func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
 	s.nextMs = max(b.watermarkMs, min(leftMs, rightMs))
 	// The join emits a left row up to its time bound's upper end behind the watermark (a
 	// match found late, or an outer row at eviction), so the stateful steps after it judge
-	// lateness and evict by a watermark that much behind (Spark's watermark propagation).
+	// lateness and evict by watermarks that much behind (Spark's watermark propagation).
 	b.watermarkMs -= s.delayMs
+	b.lateWatermarkMs -= s.delayMs
 	return rows, nil
 }
 

@@ -74,7 +74,7 @@ func (s *statefulStep) process(b *stepBatch, rows []Row) ([]Row, error) {
 	for i, row := range rows {
 		in[i] = row
 	}
-	out, m, err := s.op.Process(s.store, in, stateful.Batch{WatermarkMs: b.watermarkMs})
+	out, m, err := s.op.Process(s.store, in, stateful.Batch{WatermarkMs: b.watermarkMs, LateWatermarkMs: b.lateWatermarkMs})
 	if err != nil {
 		return nil, err
 	}
@@ -193,15 +193,11 @@ func (g *gapEval) of(r stateful.Row) (time.Duration, bool) {
 }
 
 // stateRun is a run's stateful part: the steps that keep state, the
-// watermark step, and the watermark the newest committed batch ran with.
+// watermark step and the stream join.
 type stateRun struct {
 	keepers   []stateKeeper
 	watermark *watermarkStep
 	join      *streamJoinStep
-	// ranWatermarkMs is the watermark the newest committed batch ran with:
-	// when the next watermark passes it, a batch runs even without new data,
-	// so that windows close and state is evicted.
-	ranWatermarkMs int64
 }
 
 // openState opens and loads the state of every stateful step at the version
@@ -220,9 +216,6 @@ func (r *run) openState(ctx context.Context, head checkpoint.Head) error {
 		if k, ok := st.(stateKeeper); ok {
 			sr.keepers = append(sr.keepers, k)
 		}
-	}
-	if head.Planned != nil && !head.Replay() {
-		sr.ranWatermarkMs = head.Planned.BatchWatermarkMs
 	}
 	r.state = sr
 	if len(sr.keepers) == 0 {
@@ -274,7 +267,7 @@ func (r *run) closeState() {
 // transform runs the batch's rows through the steps. right holds the rows of
 // a stream join's right source.
 func (r *run) transform(bp *batchPlan, rows, right []Row) ([]Row, error) {
-	b := &stepBatch{id: bp.id, watermarkMs: bp.watermarkMs, right: right}
+	b := &stepBatch{id: bp.id, watermarkMs: bp.watermarkMs, lateWatermarkMs: bp.lateWatermarkMs, right: right}
 	for _, st := range r.q.steps {
 		var err error
 		if rows, err = st.process(b, rows); err != nil {
@@ -339,11 +332,10 @@ func (r *run) nextWatermark(bp *batchPlan) int64 {
 	return bp.watermarkMs
 }
 
-// adoptState makes batch bp, whose commit is durable, the steps' past: the
-// watermark step forgets the batch's event times, the stream join takes its
-// sides' watermarks, and bp's watermark is the one the newest batch ran with.
-func (r *run) adoptState(bp *batchPlan) {
-	r.state.ranWatermarkMs = bp.watermarkMs
+// adoptState makes the batch whose commit just became durable the steps'
+// past: the watermark step forgets the batch's event times, the stream join
+// takes its sides' watermarks.
+func (r *run) adoptState() {
 	if w := r.state.watermark; w != nil {
 		w.wm.Forget()
 	}
@@ -356,5 +348,5 @@ func (r *run) adoptState(bp *batchPlan) {
 // new data: the query keeps state and the watermark moved since the last
 // batch, so windows may close and state may be evicted.
 func (r *run) noDataBatchDue() bool {
-	return r.state != nil && len(r.state.keepers) > 0 && r.watermarkMs > r.state.ranWatermarkMs
+	return r.state != nil && len(r.state.keepers) > 0 && r.watermarkMs > r.ranWatermarkMs
 }

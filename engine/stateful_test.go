@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,7 +63,14 @@ func (e *events) add(t *testing.T, evs ...event) {
 }
 
 // generate writes n files of rows with advancing event time, some rows
-// out of order, one late row per file, and ids that repeat.
+// out of order, ids that repeat, and in every file but the second a row 60s
+// behind the others: late from the third file on (the first has no
+// watermark yet). Whether or not a batch without data runs between two files
+// (as in a run per file), those rows are behind the late-event watermark,
+// the watermark of the batch before, so every way of running the files drops
+// the same rows. The second file has none: batch 1's late-event watermark is
+// batch 0's, none yet, so in one run nothing in it is late, but a run per
+// file runs a batch without data first that moves the watermark.
 func (e *events) generate(t *testing.T, n int) {
 	t.Helper()
 	for range n {
@@ -84,7 +92,9 @@ func (e *events) generateNext(t *testing.T) {
 			sec:     float64(f*5) + float64(j%7) - 3,
 		})
 	}
-	evs = append(evs, event{id: "late", country: "DE", amount: 100, sec: float64(f*5 - 60)})
+	if f != 1 {
+		evs = append(evs, event{id: "late", country: "DE", amount: 100, sec: float64(f*5 - 60)})
+	}
 	e.add(t, evs...)
 }
 
@@ -121,7 +131,11 @@ func TestWindowedAggregateAppend(t *testing.T) {
 	e := newEvents(t)
 	e.add(t, event{"a", "FR", 1, 1}, event{"b", "FR", 2, 12})
 	e.add(t, event{"c", "FR", 4, 8}, event{"d", "FR", 8, 26})
-	e.add(t, event{"e", "FR", 16, 9}, event{"f", "FR", 32, 20}) // e is late: its window closed at watermark 21s
+	// The batch runs with watermark 21s and late-event watermark 7s (the
+	// batch before's, as Spark): e is not late, its window [0,10) ends after
+	// 7s, and is counted before the window closes; h is late, its window
+	// [-10,0) ended by 7s.
+	e.add(t, event{"e", "FR", 16, 9}, event{"f", "FR", 32, 20}, event{"h", "FR", 128, -1})
 	e.add(t, event{"g", "FR", 64, 60})
 	rec := enginetest.NewRecorder()
 	sum := run(t, windowed(e.query()).Obj(), engine.WithObserver(rec))
@@ -132,7 +146,7 @@ func TestWindowedAggregateAppend(t *testing.T) {
 	win := func(start int, n int64, revenue float64) engine.Row {
 		return engine.Row{eventT0.Add(time.Duration(start) * time.Second), eventT0.Add(time.Duration(start+10) * time.Second), n, revenue}
 	}
-	want := []engine.Row{win(0, 2, 5), win(10, 1, 2), win(20, 2, 40)}
+	want := []engine.Row{win(0, 3, 21), win(10, 1, 2), win(20, 2, 40)}
 	enginetest.SortRows(want)
 	if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(e.output(t))); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
@@ -230,6 +244,59 @@ func TestStatefulRecoveryAtEveryPhase(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLateWatermarkAfterACrash crashes a dedup with a watermark at every
+// phase of the batches whose late-event watermark (the batch before's) is
+// neither 0 nor their own watermark: the restarted run judges late rows as
+// the uninterrupted run does, a replayed batch by the previous batch's
+// offsets entry, not by what the new process holds.
+func TestLateWatermarkAfterACrash(t *testing.T) {
+	files := [][]event{
+		{{"a", "FR", 1, 10}}, // batch 0: watermark none; next 5s
+		{{"b", "FR", 1, 30}}, // batch 1: watermark 5s; next 25s
+		// batch 2: watermark 25s, late-event watermark 5s: "between" is kept,
+		// "late" (at the late-event watermark) dropped; next 35s.
+		{{"c", "FR", 1, 40}, {"between", "FR", 1, 20}, {"late", "FR", 1, 5}},
+		// batch 3: watermark 35s, late-event watermark 25s.
+		{{"d", "FR", 1, 60}, {"between2", "FR", 1, 30}, {"late2", "FR", 1, 25}},
+	}
+	want := []string{"a", "b", "between", "between2", "c", "d"}
+	query := func(e *events) *v1.StreamingQuery {
+		return e.query().Watermark("ts", "5s").DropDuplicates("dedup", "id", "ts").SelectColumns("id").Obj()
+	}
+	ids := func(e *events) []string {
+		var got []string
+		for _, r := range e.output(t) {
+			got = append(got, fmt.Sprint(r[0]))
+		}
+		slices.Sort(got)
+		return got
+	}
+	for _, batch := range []int64{2, 3} {
+		for _, phase := range engine.Phases() {
+			t.Run(fmt.Sprintf("%s-%d", phase, batch), func(t *testing.T) {
+				e := newEvents(t)
+				for _, f := range files {
+					e.add(t, f...)
+				}
+				crash(t, newQuery(t, query(e), crashAt(phase, batch)))
+				rec := enginetest.NewRecorder()
+				run(t, query(e), engine.WithObserver(rec))
+				if diff := cmp.Diff(want, ids(e)); diff != "" {
+					t.Errorf("output after a crash at %s of batch %d (-want +got):\n%s", phase, batch, diff)
+				}
+				for _, b := range rec.Batches() {
+					if b.Batch != 2 && b.Batch != 3 {
+						continue
+					}
+					if got := b.StateOperators[0].NumRowsDroppedByWatermark; got != 1 {
+						t.Errorf("batch %d (replay %t) dropped %d rows as late, want 1", b.Batch, b.Replay, got)
+					}
+				}
+			})
+		}
 	}
 }
 

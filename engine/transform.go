@@ -30,10 +30,11 @@ type step interface {
 // stepBatch is what the steps see of the batch they process.
 type stepBatch struct {
 	id int64
-	// watermarkMs is the batch's watermark, as its offsets entry records it;
-	// a stream join lowers it for the steps after it, by how late the rows it
-	// emits may be.
-	watermarkMs int64
+	// watermarkMs is the batch's watermark, as its offsets entry records it,
+	// and lateWatermarkMs the batch before's (stateful.Batch); a stream join
+	// lowers both for the steps after it, by how late the rows it emits may
+	// be.
+	watermarkMs, lateWatermarkMs int64
 	// right holds the rows of the stream join's right source (not unioned).
 	right []Row
 }

@@ -29,8 +29,8 @@ import (
 
 // The differential corpus: each query runs over the same input on the built-in engine and
 // on Spark, and the outputs must be equal as multisets. Input arrives as files (two; three for
-// the sessions) taken one per batch (maxFilesPerTrigger 1), so both runtimes see the same
-// batches. Differences found are in docs/spark.md.
+// the late rows and the sessions) taken one per batch (maxFilesPerTrigger 1), so both runtimes
+// see the same batches. Differences found are in docs/spark.md.
 
 var diffColumns = []v1.Column{
 	{Name: "id", Type: v1.TypeString},
@@ -40,7 +40,8 @@ var diffColumns = []v1.Column{
 }
 
 // diffInput is two files of orders: the second holds a row 17s late, older than the
-// watermark (newest event time minus 5s) after the first batch.
+// watermark (newest event time minus 5s) after the first batch, but not than the first
+// batch's own: both runtimes judge it by the latter (the late-event watermark) and keep it.
 var diffInput = []string{
 	`{"id":"a1","qty":1,"amount":1.5,"ts":"2024-01-01T00:00:01Z"}
 {"id":"b1","qty":2,"amount":2.25,"ts":"2024-01-01T00:00:04Z"}
@@ -52,6 +53,28 @@ var diffInput = []string{
 {"id":"late","qty":7,"amount":7.0,"ts":"2024-01-01T00:00:03Z"}
 {"id":"b1","qty":8,"amount":8.5,"ts":"2024-01-01T00:00:26Z"}
 {"id":"a4","qty":9,"amount":9.5,"ts":1704067233000}
+`,
+}
+
+// diffLateInput is three files of orders for the late-row cases. The watermark (newest event
+// time minus 5s) is none in the first batch, 00:09 in the second and 00:28 in the third; a batch
+// judges rows late by the watermark of the batch before (Spark's late-event watermark) and
+// evicts by its own. "between" (00:03, second batch) is behind its batch's watermark but not the
+// one before: kept. In the third batch, "late" (00:02) is behind 00:09, but its window
+// [00:00, 00:10) ends after it: kept there, dropped by a dedup; "later" (23:59:58) is dropped
+// everywhere, its every window ended by 00:09.
+var diffLateInput = []string{
+	`{"id":"a1","qty":1,"amount":1.5,"ts":"2024-01-01T00:00:01Z"}
+{"id":"b1","qty":2,"amount":2.25,"ts":"2024-01-01T00:00:04Z"}
+{"id":"c1","qty":5,"amount":10.0,"ts":"2024-01-01T00:00:14Z"}
+`,
+	`{"id":"a3","qty":6,"amount":1.0,"ts":"2024-01-01T00:00:21Z"}
+{"id":"between","qty":7,"amount":7.0,"ts":"2024-01-01T00:00:03Z"}
+{"id":"a4","qty":9,"amount":9.5,"ts":"2024-01-01T00:00:33Z"}
+`,
+	`{"id":"b2","qty":3,"amount":4.0,"ts":"2024-01-01T00:00:40Z"}
+{"id":"late","qty":11,"amount":11.0,"ts":"2024-01-01T00:00:02Z"}
+{"id":"later","qty":13,"amount":13.0,"ts":"2023-12-31T23:59:58Z"}
 `,
 }
 
@@ -119,8 +142,10 @@ var diffSessions = []string{
 
 // diffSessionsLate and diffSessionsTouch add a row to the third file of diffSessions, behind
 // its watermark (00:35). Late: u1 at 00:26, whose own session [00:26, 00:31) ended before the
-// watermark but not before the previous batch's (00:15). Touch: u3 at 00:31, whose own session
-// [00:31, 00:36) is not behind the watermark, but touches u3's session [00:30, 00:35), which is.
+// watermark but not before the previous batch's (00:15): both runtimes merge it into u1's
+// session [00:18, 00:27) before the watermark closes that. Touch: u3 at 00:31, whose own
+// session [00:31, 00:36) is not behind the watermark, but touches u3's session [00:30, 00:35),
+// which is: both merge the two (a session takes the batch's rows before the watermark closes it).
 var (
 	diffSessionsLate  = []string{diffSessions[0], diffSessions[1], diffSessions[2] + `{"id":"u1","qty":20,"amount":1.0,"ts":"2024-01-01T00:00:26Z"}` + "\n"}
 	diffSessionsTouch = []string{diffSessions[0], diffSessions[1], diffSessions[2] + `{"id":"u3","qty":21,"amount":1.0,"ts":"2024-01-01T00:00:31Z"}` + "\n"}
@@ -135,40 +160,7 @@ type diffCase struct {
 	delta bool
 	// input, when set, writes the case's own input into in instead of the shared orders.
 	input func(t *testing.T, in string)
-	// sparkOnly are rows that only Spark writes: a known difference, explained in
-	// docs/spark.md ("What differs"); the case fails when the built-in engine writes them too.
-	sparkOnly []string
-	// builtinOnly are rows that only the built-in engine writes, for the same reason.
-	builtinOnly []string
 }
-
-// diffLateOuterRow is the late order that Spark's stream join does not drop in the second
-// batch (it judges lateness by the previous batch's watermark) and emits as an outer row; the
-// built-in engine drops it as late (docs/spark.md).
-const diffLateOuterRow = "id=late qty=7 amount=7 ts=2024-01-01T00:00:03Z p_pid=null p_paid2=null p_pts=null"
-
-// The same late order (00:03, the watermark 00:09 in the second batch, 00:00 in the first) in
-// the sliding window [23:59:55, 00:05) and in a dedup: Spark judges it by the previous batch's
-// watermark and keeps it, the built-in engine drops it (docs/spark.md, "Late rows").
-const (
-	diffLateSlidingSpark   = "window_start=2023-12-31T23:59:55Z window_end=2024-01-01T00:00:05Z n=3 total=10 mean=3.58333333333 least=1.5"
-	diffLateSlidingBuiltin = "window_start=2023-12-31T23:59:55Z window_end=2024-01-01T00:00:05Z n=2 total=3 mean=1.875 least=1.5"
-	diffLateDedup          = "id=late ts=2024-01-01T00:00:03Z"
-)
-
-// The late session rows. diffSessionsLate's u1 row is late by the watermark but not by the
-// previous batch's: Spark merges it into u1's session [00:18, 00:27) before the watermark
-// closes that, the built-in engine drops it (docs/spark.md, "Late rows"). diffSessionsTouch's u3
-// row: the built-in engine closes u3's session [00:30, 00:35) before the batch's rows merge and
-// opens [00:31, 00:36) beside it, two overlapping sessions of one key; Spark merges them, as
-// sessions that overlap must (docs/spark.md, "Sessions closed before a batch merges").
-const (
-	diffLateSessionSpark   = "id=u1 window_start=2024-01-01T00:00:18Z window_end=2024-01-01T00:00:31Z n=3 total=35 mean=3.66666666667 least=1"
-	diffLateSessionBuiltin = "id=u1 window_start=2024-01-01T00:00:18Z window_end=2024-01-01T00:00:27Z n=2 total=15 mean=5 least=3"
-	diffTouchSessionSpark  = "id=u3 window_start=2024-01-01T00:00:30Z window_end=2024-01-01T00:00:36Z n=2 total=30 mean=5 least=1"
-	diffTouchSessionClosed = "id=u3 window_start=2024-01-01T00:00:30Z window_end=2024-01-01T00:00:35Z n=1 total=9 mean=9 least=9"
-	diffTouchSessionOpened = "id=u3 window_start=2024-01-01T00:00:31Z window_end=2024-01-01T00:00:36Z n=1 total=21 mean=1 least=1"
-)
 
 func diffCases() []diffCase {
 	base := func(name, in string) *qt.Query {
@@ -188,11 +180,7 @@ func diffCases() []diffCase {
 		return qt.StaticFiles(filepath.Join(filepath.Dir(in), "customers"), v1.FormatJSON, diffCustomerColumns...)
 	}
 	streamJoin := func(name string, typ v1.JoinType) diffCase {
-		var sparkOnly []string
-		if typ.OuterLeft() {
-			sparkOnly = []string{diffLateOuterRow}
-		}
-		return diffCase{name: name, sparkOnly: sparkOnly, query: func(in, out string) *qt.Query {
+		return diffCase{name: name, query: func(in, out string) *qt.Query {
 			side := qt.StreamSide("payments", "ts", "pts", "5s", "0s", "5s")
 			side.Transform = []v1.SideStep{{Filter: "paid > 0.5"}, {Select: []v1.Projection{qt.As("pid", "pid"), qt.As("paid2", "paid * 2.0"), qt.As("pts", "pts")}}}
 			j := v1.Join{Type: typ, Keys: qt.Keys("id", "pid"), Stream: side, RightPrefix: "p_"}
@@ -240,10 +228,10 @@ func diffCases() []diffCase {
 		{name: "dedup", query: func(in, out string) *qt.Query {
 			return base("dedup", in).DropDuplicates("", "id").SelectColumns("id").FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "window-sliding-append", sparkOnly: []string{diffLateSlidingSpark}, builtinOnly: []string{diffLateSlidingBuiltin}, query: func(in, out string) *qt.Query {
+		{name: "window-sliding-append", query: func(in, out string) *qt.Query {
 			return base("window-sliding-append", in).Watermark("ts", "5s").Aggregate("", sliding, slidingAggs...).OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "window-sliding-update", sparkOnly: []string{diffLateSlidingSpark}, query: func(in, out string) *qt.Query {
+		{name: "window-sliding-update", query: func(in, out string) *qt.Query {
 			return base("window-sliding-update", in).Watermark("ts", "5s").Aggregate("", sliding, slidingAggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
 		}},
 		{name: "keyed-update", query: func(in, out string) *qt.Query {
@@ -252,8 +240,17 @@ func diffCases() []diffCase {
 		{name: "global-update", query: func(in, out string) *qt.Query {
 			return base("global-update", in).Aggregate("", nil, aggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "dedup-watermark", sparkOnly: []string{diffLateDedup}, query: func(in, out string) *qt.Query {
+		{name: "dedup-watermark", query: func(in, out string) *qt.Query {
 			return base("dedup-watermark", in).Watermark("ts", "5s").DropDuplicates("", "id", "ts").SelectColumns("id", "ts").FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "late-window-append", input: filesInput(diffLateInput), query: func(in, out string) *qt.Query {
+			return base("late-window-append", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "late-window-sliding-update", input: filesInput(diffLateInput), query: func(in, out string) *qt.Query {
+			return base("late-window-sliding-update", in).Watermark("ts", "5s").Aggregate("", sliding, slidingAggs...).OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "late-dedup-watermark", input: filesInput(diffLateInput), query: func(in, out string) *qt.Query {
+			return base("late-dedup-watermark", in).Watermark("ts", "5s").DropDuplicates("", "id", "ts").SelectColumns("id", "ts").FilesSink(out, v1.FormatJSON)
 		}},
 		{name: "union-then-filter", query: func(in, out string) *qt.Query {
 			return base("union-then-filter", in).FilesSource("again", in, v1.FormatJSON, diffColumns...).
@@ -265,25 +262,24 @@ func diffCases() []diffCase {
 				Watermark("ts", "5s").Aggregate("", window, qt.Agg("n", v1.AggCount, ""), qt.Agg("q2", v1.AggSum, "q2")).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "session-append", input: sessions(diffSessions), query: func(in, out string) *qt.Query {
+		{name: "session-append", input: filesInput(diffSessions), query: func(in, out string) *qt.Query {
 			return base("session-append", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "session-gap-expr", input: sessions(diffSessions), query: func(in, out string) *qt.Query {
+		{name: "session-gap-expr", input: filesInput(diffSessions), query: func(in, out string) *qt.Query {
 			// u2's row with a null qty has a null gap: no session holds it.
 			gap := v1.GroupKey{Session: &v1.SessionWindow{Column: "ts", GapExpr: "qty > 8 ? duration('10s') : duration('4s')"}}
 			return base("session-gap-expr", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{gap, qt.Key("id")}, slidingAggs...).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "session-late", input: sessions(diffSessionsLate), sparkOnly: []string{diffLateSessionSpark}, builtinOnly: []string{diffLateSessionBuiltin}, query: func(in, out string) *qt.Query {
+		{name: "session-late", input: filesInput(diffSessionsLate), query: func(in, out string) *qt.Query {
 			return base("session-late", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "session-touch", input: sessions(diffSessionsTouch), sparkOnly: []string{diffTouchSessionSpark},
-			builtinOnly: []string{diffTouchSessionClosed, diffTouchSessionOpened}, query: func(in, out string) *qt.Query {
-				return base("session-touch", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
-					OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
-			}},
+		{name: "session-touch", input: filesInput(diffSessionsTouch), query: func(in, out string) *qt.Query {
+			return base("session-touch", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
 		{name: "cel-properties", input: writeRandomRows, query: func(in, out string) *qt.Query {
 			return qt.Make("cel-properties", "diff").FilesSource("rows", in, v1.FormatJSON, celColumns...).
 				Select(celProjections()...).FilesSink(out, v1.FormatJSON).AvailableNow()
@@ -330,19 +326,6 @@ func TestDifferential(t *testing.T) {
 			if len(want) == 0 {
 				t.Fatalf("the built-in engine wrote no rows: the case compares nothing")
 			}
-			for _, r := range tc.sparkOnly {
-				if slices.Contains(want, r) {
-					t.Errorf("the built-in engine wrote %s too: the known difference is gone, remove it from the case and docs/spark.md", r)
-				}
-				want = append(want, r)
-			}
-			for _, r := range tc.builtinOnly {
-				i := slices.Index(want, r)
-				if i < 0 {
-					t.Fatalf("the built-in engine did not write %s: the known difference changed, update the case and docs/spark.md", r)
-				}
-				want = slices.Delete(want, i, i+1)
-			}
 			slices.Sort(want)
 			t.Logf("%d rows on both runtimes, e.g. %s", len(want), want[0])
 			if diff := cmp.Diff(want, have); diff != "" {
@@ -352,40 +335,34 @@ func TestDifferential(t *testing.T) {
 	}
 }
 
-func writeInput(t *testing.T, dir string) { writeOrders(t, dir, diffInput) }
-
-// sessions writes orders as a case's input.
-func sessions(orders []string) func(t *testing.T, dir string) {
-	return func(t *testing.T, dir string) { writeOrders(t, dir, orders) }
+func writeInput(t *testing.T, dir string) {
+	t.Helper()
+	writeFiles(t, dir, diffInput)
+	writeFiles(t, filepath.Join(filepath.Dir(dir), "payments"), diffPayments)
+	writeFiles(t, filepath.Join(filepath.Dir(dir), "customers"), []string{diffCustomers})
 }
 
-// writeOrders writes orders, one file each, into dir, and the payments and customers beside it.
-func writeOrders(t *testing.T, dir string, orders []string) {
+// filesInput writes files as a case's own input.
+func filesInput(files []string) func(t *testing.T, dir string) {
+	return func(t *testing.T, dir string) { writeFiles(t, dir, files) }
+}
+
+// writeFiles writes files into dir, one a file, each modified a minute after the one before
+// (oldest first on both runtimes).
+func writeFiles(t *testing.T, dir string, files []string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	base := time.Now().Add(-time.Hour)
-	for _, folder := range []struct {
-		dir   string
-		files []string
-	}{
-		{dir, orders},
-		{filepath.Join(filepath.Dir(dir), "payments"), diffPayments},
-		{filepath.Join(filepath.Dir(dir), "customers"), []string{diffCustomers}},
-	} {
-		if err := os.MkdirAll(folder.dir, 0o755); err != nil {
+	for i, data := range files {
+		p := filepath.Join(dir, fmt.Sprintf("part-%d.json", i))
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for i, data := range folder.files {
-			p := filepath.Join(folder.dir, fmt.Sprintf("part-%d.json", i))
-			if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			mt := base.Add(time.Duration(i) * time.Minute) // oldest first on both runtimes
-			if err := os.Chtimes(p, mt, mt); err != nil {
-				t.Fatal(err)
-			}
+		mt := base.Add(time.Duration(i) * time.Minute)
+		if err := os.Chtimes(p, mt, mt); err != nil {
+			t.Fatal(err)
 		}
 	}
 }

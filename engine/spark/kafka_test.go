@@ -62,9 +62,9 @@ func TestDifferentialKafka(t *testing.T) {
 			Select(v1.Projection{Name: "id", Expr: "id"}, v1.Projection{Name: "key", Expr: "_key"}, v1.Projection{Name: "partition", Expr: "_partition"},
 				v1.Projection{Name: "offset", Expr: "_offset"}, v1.Projection{Name: "ts", Expr: "ts"}).
 			KafkaSink(listeners.SASLAddr, out).Edit(func(s *v1.StreamingQuerySpec) {
-				s.Sink.Kafka.KeyColumn = "id"
-				secure(&s.Sink.Kafka.SASL, &s.Sink.Kafka.TLS, v1.SASLPlain)
-			}).
+			s.Sink.Kafka.KeyColumn = "id"
+			secure(&s.Sink.Kafka.SASL, &s.Sink.Kafka.TLS, v1.SASLPlain)
+		}).
 			AvailableNow().Checkpoint(ck).Obj()
 	}
 	outLockstep, outSpark := "spark-diff-out-lockstep", "spark-diff-out-spark"

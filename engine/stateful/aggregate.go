@@ -274,10 +274,13 @@ func (t *batchTable) group(key []byte, part int) []acc {
 }
 
 // Process aggregates one batch into st and returns the rows the output mode
-// asks for (see the package doc).
+// asks for (see the package doc). When the watermark evicts, a row is added
+// to each of its windows (or its event-time group) that ends after the
+// batch's late-event watermark, and dropped as late when none does; groups
+// that end at or behind the batch's watermark are then evicted.
 func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics, error) {
 	parts := st.Partitions()
-	wm := b.watermarkNanos()
+	wm, lateWm := b.watermarkNanos(), b.lateNanos()
 	dropLate := a.Evicts()
 	bt, _ := a.scratch.Get().(*batchTable)
 	if bt == nil {
@@ -306,7 +309,7 @@ func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metric
 			late, placed := false, false
 			for start := floorDiv(ts, a.window.slide) * a.window.slide; start > ts-a.window.size; start -= a.window.slide {
 				end := start + a.window.size
-				if dropLate && end <= wm {
+				if dropLate && end <= lateWm {
 					late = true
 					continue
 				}
@@ -322,7 +325,7 @@ func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metric
 			if !ok {
 				ts = math.MaxInt64 // a null event time is never evicted
 			}
-			if dropLate && ts <= wm {
+			if dropLate && ts <= lateWm {
 				m.DroppedByWatermark++
 				continue
 			}

@@ -80,11 +80,14 @@ func (d *DropDuplicates) Metadata() state.Metadata { return d.meta }
 func (d *DropDuplicates) Evicts() bool { return d.evictCol >= 0 }
 
 // Process passes the rows of the batch whose combination was not seen
-// before, in input order, and records their combinations in st.
+// before, in input order, and records their combinations in st. When the
+// watermark evicts, a row whose event time is at or behind the batch's
+// late-event watermark is dropped as late, and the combinations at or behind
+// the batch's watermark are evicted.
 func (d *DropDuplicates) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics, error) {
 	var m Metrics
 	parts := st.Partitions()
-	wm := b.watermarkNanos()
+	wm, lateWm := b.watermarkNanos(), b.lateNanos()
 	type item struct {
 		row int
 		key string
@@ -99,7 +102,7 @@ func (d *DropDuplicates) Process(st *state.Store, rows []Row, b Batch) ([]Row, M
 			if !ok {
 				ts = math.MaxInt64 // a null event time is never evicted
 			}
-			if ts <= wm {
+			if ts <= lateWm {
 				m.DroppedByWatermark++
 				continue
 			}

@@ -58,7 +58,9 @@ type StreamJoinConfig struct {
 // buffered left row that a later right row matches is emitted and removed
 // from the state; right rows are buffered as for an inner join.
 //
-// Rows at or behind the watermark are dropped as late; a row with a null key
+// Rows at or behind the late-event watermark (the batch before's, Batch)
+// are dropped as late; a row between it and the batch's watermark is
+// buffered, and evicted in the same batch. A row with a null key
 // or event time can match nothing, and is emitted at once with nulls if its
 // side is outer, else dropped. Output is deterministic given the batch's
 // input rows and state: per partition, the left rows' matches in input
@@ -238,7 +240,7 @@ func (j *StreamJoin) Process(left, right *state.Store, leftRows, rightRows []Row
 		return nil, m, fmt.Errorf("join %s: %w", j.name, err)
 	}
 	j.idxVersion = -1 // until Process succeeds
-	wm := b.watermarkNanos()
+	wm, lateWm := b.watermarkNanos(), b.lateNanos()
 	var direct []Row // outer rows that can match nothing
 	split := func(s *joinSide, rows []Row, isLeft bool, dropped *int64) [][]joinItem {
 		byPart := make([][]joinItem, parts)
@@ -246,7 +248,7 @@ func (j *StreamJoin) Process(left, right *state.Store, leftRows, rightRows []Row
 	rows:
 		for i, r := range rows {
 			t, ok := nanos(r[s.time])
-			if ok && t <= wm {
+			if ok && t <= lateWm {
 				*dropped++
 				continue
 			}

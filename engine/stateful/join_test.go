@@ -62,6 +62,9 @@ type joinRunner struct {
 	parts  int
 	stores [2]*state.Store
 	batch  int64
+	// lateMs is the watermark the last committed batch ran with: the next
+	// batch's late-event watermark (0 before the first).
+	lateMs int64
 }
 
 func newJoinRunner(t testing.TB, j *stateful.StreamJoin) *joinRunner {
@@ -96,7 +99,8 @@ func (r *joinRunner) restart(j *stateful.StreamJoin) {
 	}
 }
 
-// run runs one batch with watermark wm (seconds after t0).
+// run runs one batch with watermark wm (seconds after t0); its late-event
+// watermark is the one the batch before ran with.
 func (r *joinRunner) run(wm int, left, right []stateful.Row) ([]stateful.Row, stateful.JoinMetrics) {
 	r.t.Helper()
 	out, m := r.process(wm, left, right)
@@ -106,14 +110,15 @@ func (r *joinRunner) run(wm int, left, right []stateful.Row) ([]stateful.Row, st
 		}
 	}
 	r.batch++
+	r.lateMs = at(wm).UnixMilli()
 	return out, m
 }
 
 // process runs a batch without committing it (a crash before the commit).
 func (r *joinRunner) process(wm int, left, right []stateful.Row) ([]stateful.Row, stateful.JoinMetrics) {
 	r.t.Helper()
-	wmMs := at(wm).UnixMilli()
-	out, m, err := r.j.Process(r.stores[0], r.stores[1], left, right, stateful.Batch{WatermarkMs: wmMs})
+	b := stateful.Batch{WatermarkMs: at(wm).UnixMilli(), LateWatermarkMs: r.lateMs}
+	out, m, err := r.j.Process(r.stores[0], r.stores[1], left, right, b)
 	if err != nil {
 		r.t.Fatalf("batch %d: Process() error = %v", r.batch, err)
 	}
@@ -301,6 +306,26 @@ func randomJoinStream(seed uint64, n int) []joinBatch {
 	return out
 }
 
+// notLate returns the rows of each side of stream that were not late in
+// their batch: after the watermark of the batch before (joinRunner.run).
+func notLate(stream []joinBatch) (lefts, rights []stateful.Row) {
+	late := time.UnixMilli(0)
+	for _, b := range stream {
+		for _, l := range b.left {
+			if l[2].(time.Time).After(late) {
+				lefts = append(lefts, l)
+			}
+		}
+		for _, c := range b.right {
+			if c[1].(time.Time).After(late) {
+				rights = append(rights, c)
+			}
+		}
+		late = at(b.wm)
+	}
+	return lefts, rights
+}
+
 func TestStreamJoinRecoveryGivesTheSameOutput(t *testing.T) {
 	for _, typ := range v1.JoinTypes() {
 		t.Run(string(typ), func(t *testing.T) {
@@ -358,19 +383,7 @@ func TestStreamJoinOuterRowsExactlyOnce(t *testing.T) {
 		got[fmt.Sprint(row)]++
 	}
 	// Brute force over the rows that were not late in their batch.
-	var lefts, rights []stateful.Row
-	for _, b := range stream {
-		for _, l := range b.left {
-			if l[2].(time.Time).After(at(b.wm)) {
-				lefts = append(lefts, l)
-			}
-		}
-		for _, c := range b.right {
-			if c[1].(time.Time).After(at(b.wm)) {
-				rights = append(rights, c)
-			}
-		}
-	}
+	lefts, rights := notLate(stream)
 	want := map[string]int{}
 	for _, l := range lefts {
 		lt := l[2].(time.Time)
@@ -415,19 +428,7 @@ func TestStreamJoinTypesExactlyOnce(t *testing.T) {
 			if l, rr := r.rows(); l != 0 || rr != 0 {
 				t.Errorf("buffered rows = %d left, %d right after the watermark passed everything", l, rr)
 			}
-			var lefts, rights []stateful.Row
-			for _, b := range stream {
-				for _, l := range b.left {
-					if l[2].(time.Time).After(at(b.wm)) {
-						lefts = append(lefts, l)
-					}
-				}
-				for _, c := range b.right {
-					if c[1].(time.Time).After(at(b.wm)) {
-						rights = append(rights, c)
-					}
-				}
-			}
+			lefts, rights := notLate(stream)
 			match := func(l, c stateful.Row) bool {
 				lt, ct := l[2].(time.Time), c[1].(time.Time)
 				return l[0] == c[0] && !ct.Before(lt.Add(-5*time.Second)) && !ct.After(lt.Add(20*time.Second))

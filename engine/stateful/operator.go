@@ -18,22 +18,39 @@ type Operator interface {
 	Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics, error)
 }
 
-// Batch is what an operator knows of the batch it processes.
+// Batch is what an operator knows of the batch it processes: two
+// watermarks, as in Spark (SPARK-40925). An input row is late, and dropped,
+// when it is at or behind the watermark of the batch before; state is evicted
+// (closed groups written, in append mode) by the batch's own watermark. A row
+// between the two still counts: it joins the state that the batch then
+// evicts, as it would have in the batch before.
 type Batch struct {
 	// WatermarkMs is the event-time watermark the batch runs with, in
-	// milliseconds since the epoch (its offsets entry's batchWatermarkMs).
+	// milliseconds since the epoch (its offsets entry's batchWatermarkMs): it
+	// evicts state.
 	WatermarkMs int64
+	// LateWatermarkMs is the watermark the batch before ran with (Spark's
+	// late-event watermark; 0 for the first batch): it judges input rows
+	// late. It is never above WatermarkMs, since the watermark never moves
+	// back.
+	LateWatermarkMs int64
 }
 
 // watermarkNanos returns the watermark in nanoseconds, saturated.
-func (b Batch) watermarkNanos() int64 {
-	if b.WatermarkMs > math.MaxInt64/1_000_000 {
+func (b Batch) watermarkNanos() int64 { return msToNanos(b.WatermarkMs) }
+
+// lateNanos returns the late-event watermark in nanoseconds, saturated.
+func (b Batch) lateNanos() int64 { return msToNanos(b.LateWatermarkMs) }
+
+// msToNanos converts milliseconds since the epoch to nanoseconds, saturated.
+func msToNanos(ms int64) int64 {
+	if ms > math.MaxInt64/1_000_000 {
 		return math.MaxInt64
 	}
-	if b.WatermarkMs < math.MinInt64/1_000_000 {
+	if ms < math.MinInt64/1_000_000 {
 		return math.MinInt64
 	}
-	return b.WatermarkMs * 1_000_000
+	return ms * 1_000_000
 }
 
 // Metrics count what Process did, beyond what the store's Commit reports.

@@ -19,11 +19,11 @@ var _ Operator = (*Session)(nil)
 // [t, t+gap) of its key (the other group keys); sessions of a key that
 // overlap or touch merge into one, their aggregates merged, within a batch
 // and across batches. A row is late when its own session [t, t+gap) ended
-// at or before the watermark. A session closes when the watermark reaches
-// its end, before the rows of the batch that runs with that watermark merge
-// (so the output does not depend on whether a batch without data ran at
-// that watermark first): in append mode it is written then, once; in update
-// mode each batch writes the sessions that took rows, and a closed session
+// at or before the late-event watermark (Batch). A session closes when the
+// watermark reaches its end, after the rows of the batch that runs with that
+// watermark merged into it (as Spark: a row between the two watermarks may
+// still extend it): in append mode it is written then, once; in update mode
+// each batch writes the open sessions that took rows, and a closed session
 // is dropped.
 //
 // State: one row per key (the other group keys' values, in order); its value
@@ -164,7 +164,7 @@ type pendingRow struct {
 // asks for, sorted by key and session start.
 func (s *Session) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics, error) {
 	parts := st.Partitions()
-	wm := b.watermarkNanos()
+	wm, lateWm := b.watermarkNanos(), b.lateNanos()
 	var m Metrics
 	groups := make([]map[string][]pendingRow, parts)
 	for i := range groups {
@@ -184,7 +184,7 @@ func (s *Session) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics,
 			}
 			gap = int64(g)
 		}
-		if s.evicts && addSat(ts, gap) <= wm {
+		if s.evicts && addSat(ts, gap) <= lateWm {
 			m.DroppedByWatermark++
 			continue
 		}
@@ -221,18 +221,15 @@ func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm in
 	for key, pending := range batch {
 		var sessions []session
 		if old, ok := p.Get(key); ok {
+			// The stored sessions all end after the late-event watermark
+			// (the batch before evicted the others): a row of the batch
+			// may still extend one the watermark now reaches, and the
+			// merged session closes (Spark merges before it evicts).
 			stored, err := s.decode(old)
 			if err != nil {
 				return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
 			}
-			// A session the watermark reached is final before the batch's
-			// rows merge: no row extends it, whether or not a batch ran
-			// at this watermark before.
-			open, out, err := s.close(key, stored, wm, false)
-			if err != nil {
-				return nil, err
-			}
-			emit, sessions = append(emit, out...), open
+			sessions = stored
 		}
 		for _, pr := range pending {
 			accs := make([]acc, len(s.aggs))

@@ -39,10 +39,14 @@ var sessionBatches = [][]stateful.Row{
 	// FR [20,30) is new; then the row at 14s bridges it with [0,15): FR [0,30)
 	// with 4 rows. DE [12,22) stays apart from DE [0,10). Watermark: 15s.
 	{order("d", "FR", 8, 1, at(20)), order("e", "FR", 16, 1, at(14)), order("f", "DE", 32, 1, at(12))},
-	// DE at 3s is late (its session would end at 13s ≤ 15s); DE [0,10)
-	// closes; FR [40,50) opens. Watermark: 35s.
-	{order("g", "DE", 64, 1, at(3)), order("h", "FR", 128, 1, at(40))},
-	// No rows: FR [0,30) and DE [12,22) close. FR [40,50) stays open.
+	// The watermark is 15s, the late-event watermark (the batch before's)
+	// 0s. DE at 3s is not late (its own session ends at 13s > 0s): it
+	// bridges DE [0,10) and [12,22) into DE [0,22) with 3 rows, which stays
+	// open (22s > 15s), although DE [0,10) alone would have closed. DE at
+	// -10s is late (its session ends at 0s). FR [40,50) opens. Next
+	// watermark: 35s.
+	{order("g", "DE", 64, 1, at(3)), order("i", "DE", 256, 1, at(-10)), order("h", "FR", 128, 1, at(40))},
+	// No rows: FR [0,30) and DE [0,22) close. FR [40,50) stays open.
 	{},
 }
 
@@ -60,8 +64,8 @@ func TestSessionAppend(t *testing.T) {
 	want := [][]stateful.Row{
 		nil,
 		nil,
-		{sess("DE", 0, 10, 1, 4, "c", 1)},
-		{sess("DE", 12, 22, 1, 32, "f", 1), sess("FR", 0, 30, 4, 27, "e", 1.5)},
+		nil,
+		{sess("DE", 0, 22, 3, 100, "g", 1), sess("FR", 0, 30, 4, 27, "e", 1.5)},
 	}
 	late := []int64{0, 0, 1, 0}
 	for i, rows := range sessionBatches {
@@ -97,7 +101,7 @@ func TestSessionUpdate(t *testing.T) {
 	want := [][]stateful.Row{
 		{sess("DE", 0, 10, 1, 4, "c", 1), sess("FR", 0, 15, 2, 3, "b", 2)},
 		{sess("DE", 12, 22, 1, 32, "f", 1), sess("FR", 0, 30, 4, 27, "e", 1.5)},
-		{sess("FR", 40, 50, 1, 128, "h", 1)},
+		{sess("DE", 0, 22, 3, 100, "g", 1), sess("FR", 40, 50, 1, 128, "h", 1)},
 		nil,
 	}
 	for i, rows := range sessionBatches {

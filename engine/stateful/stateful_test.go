@@ -42,7 +42,9 @@ type runner struct {
 	parts int
 	st    *state.Store
 	batch int64
-	wmMs  int64
+	// wmMs is the watermark of the next batch, lateMs the one the batch
+	// before it ran with (its late-event watermark).
+	wmMs, lateMs int64
 }
 
 func newRunner(t *testing.T, op stateful.Operator, wm *v1.Watermark) *runner {
@@ -85,7 +87,7 @@ func (r *runner) run(rows ...stateful.Row) ([]stateful.Row, stateful.Metrics) {
 			r.wm.Observe(row)
 		}
 	}
-	out, m, err := r.op.Process(r.st, rows, stateful.Batch{WatermarkMs: r.wmMs})
+	out, m, err := r.op.Process(r.st, rows, stateful.Batch{WatermarkMs: r.wmMs, LateWatermarkMs: r.lateMs})
 	if err != nil {
 		r.t.Fatalf("batch %d: Process() error = %v", r.batch, err)
 	}
@@ -93,6 +95,7 @@ func (r *runner) run(rows ...stateful.Row) ([]stateful.Row, stateful.Metrics) {
 		r.t.Fatalf("batch %d: Commit() error = %v", r.batch, err)
 	}
 	r.batch++
+	r.lateMs = r.wmMs
 	if r.wm != nil {
 		r.wmMs = r.wm.Next(r.wmMs)
 		r.wm.Forget()
@@ -217,11 +220,14 @@ func TestAggregateAppendWindowWatermark(t *testing.T) {
 		{rows: []stateful.Row{order("a", "FR", 1, 1, at(1)), order("b", "FR", 2, 1, at(12))}, stateLen: 2},
 		// Watermark 7s: [0,10) is open (end 10 > 7). Next: 26-5 = 21s.
 		{rows: []stateful.Row{order("c", "FR", 4, 1, at(8)), order("d", "FR", 8, 1, at(26))}, stateLen: 3},
-		// Watermark 21s: [0,10) and [10,20) close and are written once; a row
-		// at 9s is late (its window closed) and dropped; one at 20s is not.
+		// Watermark 21s, late-event watermark 7s (the batch before's):
+		// [0,10) and [10,20) close and are written once. A row at 9s is not
+		// late, as its window ends after 7s: it is counted in [0,10) before
+		// it closes (as Spark). A row at -1s is late (its window [-10,0)
+		// ended by 7s) and dropped; one at 20s is not.
 		{
-			rows:     []stateful.Row{order("e", "FR", 16, 1, at(9)), order("f", "FR", 32, 1, at(20))},
-			want:     []stateful.Row{win(0, 2, 5), win(10, 1, 2)},
+			rows:     []stateful.Row{order("e", "FR", 16, 1, at(9)), order("f", "FR", 32, 1, at(20)), order("h", "FR", 128, 1, at(-1))},
+			want:     []stateful.Row{win(0, 3, 21), win(10, 1, 2)},
 			late:     1,
 			stateLen: 1,
 		},
@@ -291,10 +297,17 @@ func TestAggregateEventTimeKeyColumn(t *testing.T) {
 	a := aggregate(t, v1.OutputAppend, "ts", []v1.GroupKey{{Column: "ts"}}, v1.Aggregation{Name: "n", Function: v1.AggCount})
 	r := newRunner(t, a, &v1.Watermark{Column: "ts", Delay: "1s"})
 	r.run(order("a", "FR", 1, 1, at(1)), order("b", "FR", 1, 1, at(1)), order("c", "FR", 1, 1, at(5)))
-	out, m := r.run(order("d", "FR", 1, 1, at(4)), order("e", "FR", 1, 1, at(3))) // watermark 4s: at(4) and at(3) are late
-	want := []stateful.Row{{at(1), int64(2)}}
-	if diff := cmp.Diff(want, out); diff != "" || m.DroppedByWatermark != 2 {
-		t.Fatalf("(-want +got):\n%s\ndropped %d, want 2", diff, m.DroppedByWatermark)
+	// Watermark 4s, late-event watermark 0: at(4) and at(3) are not late;
+	// they make groups that the watermark closes at once.
+	out, m := r.run(order("d", "FR", 1, 1, at(4)), order("e", "FR", 1, 1, at(3)))
+	want := []stateful.Row{{at(1), int64(2)}, {at(3), int64(1)}, {at(4), int64(1)}}
+	if diff := cmp.Diff(want, out); diff != "" || m.DroppedByWatermark != 0 {
+		t.Fatalf("batch 1 (-want +got):\n%s\ndropped %d, want 0", diff, m.DroppedByWatermark)
+	}
+	// Watermark and late-event watermark 4s: at(4) is late, at(6) is not.
+	out, m = r.run(order("f", "FR", 1, 1, at(4)), order("g", "FR", 1, 1, at(6)))
+	if len(out) != 0 || m.DroppedByWatermark != 1 || r.st.Rows() != 2 {
+		t.Fatalf("batch 2 wrote %v, dropped %d and kept %d state rows; want nothing written, 1 dropped, 2 rows (5s and 6s)", out, m.DroppedByWatermark, r.st.Rows())
 	}
 }
 
