@@ -130,6 +130,19 @@ func oracleFilesSink(in string) *qt.Query {
 	return oracleDedup(in).FilesSink(filepath.Join(in, "out"), v1.FormatJSON)
 }
 
+// oracleSessions is the sixth base: the orders' sessions per country (30s apart close them),
+// counted and summed, appended when the watermark closes them.
+func oracleSessions(in string) *qt.Query {
+	return qt.Make("oracle", "spark").FilesSource("orders", filepath.Join(in, "orders"), v1.FormatJSON, oracleColumns...).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		Watermark("ts", "10s").
+		Aggregate("", []v1.GroupKey{qt.Key("country"), qt.Session("ts", "30s")},
+			v1.Aggregation{Name: "orders", Function: v1.AggCount},
+			v1.Aggregation{Name: "revenue", Function: v1.AggSum, Column: "amount"}).
+		OutputMode(v1.OutputAppend).ConsoleSink().StatePartitions(3).AvailableNow().
+		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} })
+}
+
 type oracleCase struct {
 	rule   string // the rule the change is about
 	change string // the change, in words
@@ -271,6 +284,15 @@ func oracleCases() []oracleCase {
 		}},
 		{rule: "sink-kind", change: "a files sink becomes console", base: oracleFilesSink, edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Sink = v1.Sink{Console: &v1.ConsoleSink{}}
+		}},
+		{rule: "session-gap", change: "sessions' gap from 30s to 1m", base: oracleSessions, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			agg(s).GroupBy[1].Session.Gap = "1m"
+		}},
+		{rule: "key-columns", change: "sessions per city instead of per country", base: oracleSessions, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			agg(s).GroupBy[0].Column = "city"
+		}},
+		{rule: "key-columns", change: "sessions become 1-minute windows", base: oracleSessions, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			agg(s).GroupBy[1] = qt.Window("ts", "1m")
 		}},
 	}
 }
@@ -528,7 +550,8 @@ The first base query counts, sums and takes the max of orders per country per mi
 mode, after a 10s watermark; the second drops duplicate orders by id, in append mode; the third
 joins orders with a static table of regions by country (no state); the fourth joins orders with
 a second source, returns, by order id within a minute (a stream join); the fifth is the second
-written to a files sink, whose folder is what its rows are compared by. Sources are
+written to a files sink, whose folder is what its rows are compared by; the sixth counts and sums
+the orders of each country's sessions (closed by 30s without an order), in append mode. Sources are
 named (Spark 4.2's source evolution). "Spark on restart" is what Spark did: refused (with its error class), ran
 with the rows an uninterrupted run gives, or ran with other rows (silently wrong). "Lockstep" is
 ` + "`lockstep plan`" + `'s verdict, with the rules that rejected. The rules are in [compatibility.md](compatibility.md).
