@@ -35,8 +35,9 @@ type sparkCrash struct {
 	// kafka reads the orders from a topic of the real broker, five a batch, instead of
 	// five files, one a batch.
 	kafka bool
-	// postgres writes a PostgreSQL table instead of a Delta table.
-	postgres bool
+	// sink is what the query writes: "delta" (a Delta table, the default), "postgres" (a
+	// PostgreSQL table) or "files" (the files sink's folder).
+	sink string
 	// kills are the killed runs, in order: LOCKSTEP_CRASH_AT values (the runner kills
 	// lockstep run and itself when the batch reaches the phase) or killRandom.
 	kills []string
@@ -53,7 +54,8 @@ type sparkCrash struct {
 // differential tests hold equal to Spark's): no row lost or twice, every Delta version
 // readable, one lockstep_batches row per batch. The scenarios: files → Delta append through
 // the S3 fault proxy; Kafka (the real broker) → Delta on a local folder; a window
-// aggregation in update mode → Delta MERGE on versitygw and → PostgreSQL on a local folder.
+// aggregation in update mode → Delta MERGE on versitygw and → PostgreSQL on a local folder;
+// session windows in append mode → the files sink on a local folder.
 // Delta's own append sink has no hook between its files and its commit, so its sink-commit
 // phase is met only by the random kills.
 func TestSparkDriverKilled(t *testing.T) {
@@ -67,6 +69,11 @@ func TestSparkDriverKilled(t *testing.T) {
 	stateless := func(q *qt.Query) *qt.Query {
 		return q.Filter("amount > 1.0").SelectColumns("id", "qty", "amount", "ts")
 	}
+	sessions := func(q *qt.Query) *qt.Query {
+		return q.Watermark("ts", "5s").
+			Aggregate("", []v1.GroupKey{qt.Key("qty"), qt.Session("ts", "8s")}, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "amount"}).
+			OutputMode(v1.OutputAppend)
+	}
 	update := func(q *qt.Query) *qt.Query {
 		return q.Watermark("ts", "5s").
 			Aggregate("", window, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "amount"}).
@@ -76,7 +83,8 @@ func TestSparkDriverKilled(t *testing.T) {
 		{name: "files-to-delta-fault-proxy", store: "proxy", kills: []string{"sink-write:1", killRandom}, query: stateless},
 		{name: "kafka-to-delta-local", store: "local", kafka: true, kills: []string{"sink-write:1", "commit:2"}, query: stateless},
 		{name: "update-merge-versitygw", store: "versitygw", kills: []string{"offsets:0", "sink-commit:1"}, query: update},
-		{name: "update-postgres-local", store: "local", postgres: true, kills: []string{"offsets:0", "sink-write:1", "sink-commit:2", "commit:3"}, query: update},
+		{name: "update-postgres-local", store: "local", sink: "postgres", kills: []string{"offsets:0", "sink-write:1", "sink-commit:2", "commit:3"}, query: update},
+		{name: "sessions-files-local", store: "local", sink: "files", kills: []string{"sink-write:1", "commit:2"}, query: sessions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -117,7 +125,8 @@ func TestSparkDriverKilled(t *testing.T) {
 				root = "s3://" + srv.Bucket
 			}
 			var sink, ref func(q *qt.Query) *qt.Query
-			if tc.postgres {
+			switch tc.sink {
+			case "postgres":
 				dsn := testenv.Postgres(t)
 				t.Setenv(v1.PostgresDSNEnv, dsn)
 				env = append(env, v1.PostgresDSNEnv+"="+dsn)
@@ -127,7 +136,10 @@ func TestSparkDriverKilled(t *testing.T) {
 					}
 				}
 				sink, ref = table("crash_out"), table("crash_ref")
-			} else {
+			case "files":
+				sink = func(q *qt.Query) *qt.Query { return q.FilesSink(root+"/out", v1.FormatJSON) }
+				ref = func(q *qt.Query) *qt.Query { return q.FilesSink(filepath.Join(dir, "ref"), v1.FormatJSON) }
+			default:
 				sink = func(q *qt.Query) *qt.Query { return q.DeltaSink(root + "/out") }
 				ref = func(q *qt.Query) *qt.Query { return q.DeltaSink(filepath.Join(dir, "ref")) }
 			}
@@ -182,7 +194,8 @@ func TestSparkDriverKilled(t *testing.T) {
 			}
 			refSum := runBuiltin(t, ctx, ref(tc.query(src("ref"))).AvailableNow().Checkpoint(filepath.Join(dir, "ck-ref")).Obj())
 			var want, got []string
-			if tc.postgres {
+			switch tc.sink {
+			case "postgres":
 				conn := pgConnect(t, ctx)
 				want = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_ref")
 				got = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_out")
@@ -195,8 +208,9 @@ func TestSparkDriverKilled(t *testing.T) {
 				if batches != refSum.LastCommitted+1 {
 					t.Errorf("lockstep_batches holds %d rows of the killed query, want %d (one per batch)", batches, refSum.LastCommitted+1)
 				}
-			} else {
-				want, got = readOutput(t, ctx, filepath.Join(dir, "ref"), true), readOutput(t, ctx, root+"/out", true, readOpts...)
+			default:
+				delta := tc.sink != "files"
+				want, got = readOutput(t, ctx, filepath.Join(dir, "ref"), delta), readOutput(t, ctx, root+"/out", delta, readOpts...)
 			}
 			if len(want) == 0 {
 				t.Fatal("the uninterrupted run wrote no rows")
