@@ -561,7 +561,7 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 		sk := Sink{Kind: SinkDelta, Path: sparkckpt.HadoopLocation(d.Path), Options: map[string]string{}, PartitionColumns: d.PartitionColumns}
 		if c.spec.OutputMode == v1.OutputUpdate {
 			if len(d.MergeKeys) > 0 {
-				c.refuse(p.Child("delta", "mergeKeys"), d.MergeKeys, "a stateless MERGE is not compiled for Spark yet (two rows of one key in a batch fail Spark's MERGE)")
+				c.refuse(p.Child("delta", "mergeKeys"), d.MergeKeys, "a MERGE without an aggregation: "+lastRowOfAKey+" (and two rows of one key fail Spark's MERGE); aggregate by the keys, or run on the lockstep runtime")
 			}
 			sk.Kind = SinkDeltaMerge
 			sk.MergeKeys, _ = c.spec.UpsertKeys()
@@ -595,6 +595,10 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 	}
 	return Sink{}, nil
 }
+
+// lastRowOfAKey is why an update without an aggregation is refused: which of a batch's rows of
+// one key the table keeps.
+const lastRowOfAKey = "the built-in engine keeps the last row of a key within a batch, in the order the source read them; a Spark batch has no row order to pick that row by"
 
 // jsonTimestampFormat is how Spark writes a timestamp in JSON as the built-in encoder does:
 // RFC 3339 in UTC (the session's time zone), to the microsecond.

@@ -60,7 +60,7 @@ func (c *compiler) postgresSink(p *field.Path, pg *v1.PostgresSink, cols v1.Colu
 		out.Replace = "DELETE FROM " + table.Sanitize()
 	case mode == v1.OutputUpdate:
 		if !c.hasAggregate() {
-			c.refuse(p.Child("keyColumns"), pg.KeyColumns, "a stateless upsert is not compiled for Spark yet (two rows of one key in a batch)")
+			c.refuse(p.Child("keyColumns"), pg.KeyColumns, "an upsert without an aggregation: "+lastRowOfAKey+"; aggregate by the keys, or run on the lockstep runtime")
 		}
 		var set []string
 		for _, n := range names {
