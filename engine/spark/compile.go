@@ -76,6 +76,12 @@ type compiler struct {
 	getenv func(string) string
 	// streams holds the compiled sources that a stream join reads, by spec name.
 	streams map[string]Source
+	// sparkConf is the plan's Spark settings, which a location's own S3 settings add to.
+	sparkConf map[string]string
+	// checkpointBucket is the checkpoint's S3 bucket, "" when it is not on S3.
+	checkpointBucket string
+	// buckets holds the S3 settings of the buckets locations' own settings name.
+	buckets map[string]v1.S3Connection
 }
 
 func (c *compiler) refuse(p *field.Path, value any, reason string) {
@@ -106,6 +112,11 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 	if err != nil {
 		c.errs = append(c.errs, field.Invalid(sp, "", err.Error()))
 		return plan
+	}
+	c.sparkConf, c.buckets = plan.Conf, map[string]v1.S3Connection{}
+	var onS3 bool
+	if c.checkpointBucket, onS3 = s3Bucket(opts.CheckpointLocation); !onS3 {
+		c.checkpointBucket, _ = s3Bucket(spec.Checkpoint.Location) // Check's: the spec's
 	}
 	names := map[string]string{}
 	// A stream join's source is read by its join only, not unioned with the others.
@@ -203,9 +214,7 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 	switch src.Kind() {
 	case v1.SourceFiles:
 		f := src.Files
-		if f.S3 != nil {
-			c.refuse(p.Child("files", "s3"), "", "per-source S3 settings are not mapped to S3A yet")
-		}
+		c.s3Settings(p.Child("files", "s3"), f.S3, src.Name, f.Path)
 		s.Format = string(f.Format)
 		s.Path = sparkckpt.HadoopLocation(f.Path)
 		if f.MaxFilesPerTrigger != nil {
@@ -221,9 +230,7 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 		s.Schema, s.Project = readSchema(src.Schema.Columns, f.Format != v1.FormatParquet)
 	case v1.SourceDelta:
 		d := src.Delta
-		if d.S3 != nil {
-			c.refuse(p.Child("delta", "s3"), "", "per-source S3 settings are not mapped to S3A yet")
-		}
+		c.s3Settings(p.Child("delta", "s3"), d.S3, src.Name, d.Path)
 		if d.IgnoreChanges {
 			s.Options["ignoreChanges"] = "true" // Delta's own option, the same meaning
 		}
@@ -555,9 +562,7 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 	switch s.Kind() {
 	case v1.SinkDelta:
 		d := s.Delta
-		if d.S3 != nil {
-			c.refuse(p.Child("delta", "s3"), "", "per-sink S3 settings are not mapped to S3A yet")
-		}
+		c.s3Settings(p.Child("delta", "s3"), d.S3, "", d.Path)
 		sk := Sink{Kind: SinkDelta, Path: sparkckpt.HadoopLocation(d.Path), Options: map[string]string{}, PartitionColumns: d.PartitionColumns}
 		if c.spec.OutputMode == v1.OutputUpdate {
 			if len(d.MergeKeys) > 0 {
@@ -571,9 +576,7 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 		return Sink{Kind: SinkConsole, Options: map[string]string{"truncate": "false", "numRows": "2147483647"}}, nil
 	case v1.SinkFiles:
 		f := s.Files
-		if f.S3 != nil {
-			c.refuse(p.Child("files", "s3"), "", "per-sink S3 settings are not mapped to S3A yet")
-		}
+		c.s3Settings(p.Child("files", "s3"), f.S3, "", f.Path)
 		format := f.Format
 		if format == "" {
 			format = v1.DefaultFilesSinkFormat

@@ -129,9 +129,7 @@ func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
 	switch st.Kind() {
 	case v1.StaticFilesKind:
 		f := st.Files
-		if f.S3 != nil {
-			c.refuse(p.Child("files", "s3"), "", "per-side S3 settings are not mapped to S3A yet")
-		}
+		c.s3Settings(p.Child("files", "s3"), f.S3, c.joinName(st), f.Path)
 		s.Format, s.Path = string(f.Format), sparkckpt.HadoopLocation(f.Path)
 		switch f.Format {
 		case v1.FormatCSV:
@@ -145,12 +143,22 @@ func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
 		// The runner pins the version it finds at the first read (versionAsOf): Spark's Delta
 		// reader would otherwise resolve the newest version for every batch.
 		d := st.Delta
-		if d.S3 != nil {
-			c.refuse(p.Child("delta", "s3"), "", "per-side S3 settings are not mapped to S3A yet")
-		}
+		c.s3Settings(p.Child("delta", "s3"), d.S3, c.joinName(st), d.Path)
 		s.Format, s.Path, s.Project = "delta", sparkckpt.HadoopLocation(d.Path), deltaProject(st.Schema.Columns)
 	case v1.StaticPostgresKind:
 		s = c.postgresStatic(p.Child("postgres"), st, slices.Index(postgresStatics(c.spec), st), c.getenv)
 	}
 	return s
+}
+
+// joinName returns the name of the join whose static side st is (JoinNames'), which names its
+// S3 credentials' variables as on the built-in engine.
+func (c *compiler) joinName(st *v1.StaticSide) string {
+	names, steps := c.spec.JoinNames()
+	for k, i := range steps {
+		if c.spec.Transform[i].Join.Static == st {
+			return names[k]
+		}
+	}
+	return ""
 }

@@ -70,6 +70,14 @@ func TestCheckRefuses(t *testing.T) {
 				s.Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: "http://registry:8081"}
 			}).ConsoleSink()),
 			want: []string{"spec.sources[0].kafka.format: schema id per record"}},
+		{name: "a sink's own S3 settings in the checkpoint's bucket", spec: defaulted(files().Checkpoint("s3://shared/ck").FilesSink("s3://shared/out", v1.FormatJSON).
+			Edit(func(s *v1.StreamingQuerySpec) {
+				s.Sink.Files.S3 = &v1.S3Connection{Endpoint: "https://other:9000", InsecureSkipVerify: true}
+			})),
+			want: []string{"spec.sink.files.s3.insecureSkipVerify: certificate"}},
+		{name: "own S3 settings on the checkpoint's bucket", spec: defaulted(files().Checkpoint("s3://shared/ck").FilesSink("s3://shared/out", v1.FormatJSON).
+			Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Files.S3 = &v1.S3Connection{Endpoint: "https://other:9000"} })),
+			want: []string{"spec.sink.files.s3: holds the checkpoint"}},
 		{name: "a webhook sink runs", spec: defaulted(files().WebhookSink("http://hooks:8080/in"))},
 		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
 		{name: "a delta static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
@@ -302,5 +310,29 @@ func TestCompileKafkaSecurity(t *testing.T) {
 	}
 	if _, ok := p.Sink.Options["kafka.sasl.jaas.config"]; ok {
 		t.Error("a sink without SASL got a JAAS config")
+	}
+}
+
+// TestCompileS3OwnSettings: a location's own s3: settings become S3A's settings of its bucket,
+// its keys read from the environment by the runner's EnvCredentials, never in the plan.
+func TestCompileS3OwnSettings(t *testing.T) {
+	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "s3://raw/in", v1.FormatJSON, qt.Col("id", v1.TypeString)).
+		EditSource("orders", func(s *v1.Source) { s.Files.S3 = &v1.S3Connection{Endpoint: "https://minio:9000", Region: "eu-west-1"} }).
+		FilesSink("/out", v1.FormatJSON))
+	p, err := spark.Compile(spec, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "s3a://ck/q"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, want := range map[string]string{
+		"spark.hadoop.fs.s3a.bucket.raw.endpoint":                        "https://minio:9000",
+		"spark.hadoop.fs.s3a.bucket.raw.endpoint.region":                 "eu-west-1",
+		"spark.hadoop.fs.s3a.bucket.raw.path.style.access":               "true",
+		"spark.hadoop.fs.s3a.bucket.raw.connection.ssl.enabled":          "true",
+		"spark.hadoop.fs.s3a.bucket.raw.aws.credentials.provider":        spark.EnvCredentialsClass,
+		"spark.hadoop.fs.s3a.bucket.raw.lockstep.credentials.env.prefix": "LOCKSTEP_ORDERS_",
+	} {
+		if got := p.Conf[k]; got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
 	}
 }

@@ -444,7 +444,7 @@ func readOutput(t *testing.T, ctx context.Context, dir string, isDelta bool, opt
 			rows = append(rows, r)
 		}
 	} else {
-		folder, err := blob.Open(dir)
+		folder, err := blob.Open(dir, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

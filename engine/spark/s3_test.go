@@ -152,3 +152,43 @@ func checkSparkCheckpointOnS3(t *testing.T, ctx context.Context, location string
 func minioListAll(prefix string) minio.ListObjectsOptions {
 	return minio.ListObjectsOptions{Prefix: prefix, Recursive: true}
 }
+
+// TestS3OwnSettings: the checkpoint on versitygw (the query's S3 settings) and the files sink
+// on MinIO with its own s3: settings and keys in LOCKSTEP_SINK_AWS_*: Spark reaches each
+// bucket with its own endpoint and keys (S3A's per-bucket settings and the runner's
+// EnvCredentials), and writes the rows the built-in engine writes.
+func TestS3OwnSettings(t *testing.T) {
+	runner := testenv.SparkRunner(t)
+	ck, out := testenv.S3Of(t, "versitygw"), testenv.S3Of(t, "minio")
+	if ck.Bucket == out.Bucket {
+		t.Fatalf("both servers' buckets are %s: the test needs two", ck.Bucket)
+	}
+	for _, kv := range ck.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	t.Setenv("LOCKSTEP_SINK_AWS_ACCESS_KEY_ID", out.AccessKey)
+	t.Setenv("LOCKSTEP_SINK_AWS_SECRET_ACCESS_KEY", out.SecretKey)
+	ctx := context.Background()
+	in := filepath.Join(t.TempDir(), "in")
+	writeInput(t, in)
+	query := func(name string) *v1.StreamingQuery {
+		return qt.Make("s3-own-"+name, "diff").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
+			Filter("amount > 1").SelectColumns("id", "qty", "ts").
+			FilesSink("s3://"+out.Bucket+"/out-"+name, v1.FormatJSON).
+			Edit(func(s *v1.StreamingQuerySpec) {
+				s.Sink.Files.S3 = &v1.S3Connection{Endpoint: out.URL, Region: out.Region}
+			}).
+			AvailableNow().Checkpoint("s3://" + ck.Bucket + "/ck-" + name).Obj()
+	}
+	runBuiltin(t, ctx, query("lockstep"))
+	runSpark(t, ctx, runner, query("spark"))
+	want := readOutput(t, ctx, "s3://"+out.Bucket+"/out-lockstep", false, out.Options()...)
+	got := readOutput(t, ctx, "s3://"+out.Bucket+"/out-spark", false, out.Options()...)
+	if len(want) == 0 {
+		t.Fatal("the built-in engine wrote no rows")
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("output on spark differs (-lockstep +spark):\n%s", diff)
+	}
+}

@@ -1,8 +1,12 @@
 package spark
 
 import (
+	"cmp"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 )
 
@@ -46,4 +50,65 @@ func boolString(b bool) string {
 		return "true"
 	}
 	return "false"
+}
+
+// EnvCredentialsClass is the runner's S3A credentials provider for a bucket with its own S3
+// settings: it reads <prefix>AWS_ACCESS_KEY_ID, <prefix>AWS_SECRET_ACCESS_KEY and
+// <prefix>AWS_SESSION_TOKEN from the environment, the prefix being the bucket's
+// ConfCredentialsEnvPrefix, and without them takes web identity, then the instance's
+// metadata, as the built-in engine does.
+const EnvCredentialsClass = "dev.lockstep.spark.EnvCredentials"
+
+// ConfCredentialsEnvPrefix is the S3A setting (per bucket) that names EnvCredentialsClass's
+// variables' prefix.
+const ConfCredentialsEnvPrefix = "fs.s3a.lockstep.credentials.env.prefix"
+
+// s3Settings maps a location's own S3 settings (a source's, the sink's or a static side's
+// s3:) to S3A's settings of its bucket (fs.s3a.bucket.<bucket>.*), which S3A applies to every
+// path in that bucket: so the bucket must not be the checkpoint's (which the query's settings
+// reach), and two locations in one bucket must agree. name is the source's or join's name
+// ("" for the sink), which names the credentials' variables (v1.S3CredentialsEnvPrefix); the
+// keys stay in the environment.
+func (c *compiler) s3Settings(p *field.Path, conn *v1.S3Connection, name, location string) {
+	if conn == nil {
+		return
+	}
+	bucket, ok := s3Bucket(location)
+	switch {
+	case !ok:
+		return // validation refuses s3: on a path that is not s3://
+	case conn.InsecureSkipVerify:
+		c.refuse(p.Child("insecureSkipVerify"), true, "S3A cannot skip the verification of the server's certificate; trust its CA in the JVM instead")
+		return
+	case bucket == c.checkpointBucket:
+		c.refuse(p, bucket, "S3A's settings are per bucket, and bucket "+bucket+" holds the checkpoint, which the query's S3 settings reach; drop these settings or use another bucket")
+		return
+	}
+	if prev, seen := c.buckets[bucket]; seen {
+		if prev != *conn {
+			c.refuse(p, bucket, "S3A's settings are per bucket, and another location in bucket "+bucket+" has other S3 settings; give both the same")
+		}
+		return
+	}
+	c.buckets[bucket] = *conn
+	b := "spark.hadoop.fs.s3a.bucket." + bucket + "."
+	c.sparkConf[b+"endpoint.region"] = cmp.Or(conn.Region, s3.DefaultRegion)
+	if conn.Endpoint != "" {
+		c.sparkConf[b+"endpoint"] = conn.Endpoint
+		c.sparkConf[b+"path.style.access"] = "true"
+		c.sparkConf[b+"connection.ssl.enabled"] = boolString(strings.HasPrefix(conn.Endpoint, "https://"))
+	}
+	c.sparkConf[b+"aws.credentials.provider"] = EnvCredentialsClass
+	c.sparkConf[b+strings.TrimPrefix(ConfCredentialsEnvPrefix, "fs.s3a.")] = v1.S3CredentialsEnvPrefix(conn, name)
+}
+
+// s3Bucket returns the bucket of an s3:// or s3a:// location.
+func s3Bucket(location string) (string, bool) {
+	for _, scheme := range []string{"s3://", "s3a://"} {
+		if rest, ok := strings.CutPrefix(location, scheme); ok {
+			bucket, _, _ := strings.Cut(rest, "/")
+			return bucket, bucket != ""
+		}
+	}
+	return "", false
 }
