@@ -252,6 +252,9 @@ func (c *compiler) source(p *field.Path, src *v1.Source) Source {
 	return s
 }
 
+// malformedColumn holds the text of a Kafka value that did not parse, with onMalformed skip.
+const malformedColumn = "_lockstep_malformed"
+
 func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source, mode string) {
 	k := src.Kafka
 	s.Format = "kafka"
@@ -282,10 +285,23 @@ func (c *compiler) kafka(p *field.Path, src *v1.Source, s *Source, mode string) 
 	switch k.Format {
 	case v1.KafkaRaw:
 		s.Project = append([]string{"CAST(value AS STRING) AS `" + v1.ColumnKafkaValue + "`"}, meta...)
-	case v1.KafkaJSON, "":
-		// Parse the value into a struct _v, then project each column as a file source does.
+	case v1.KafkaJSON, v1.KafkaCSV, "":
+		// Parse the value into a struct _v, then project each column as a file source does. A
+		// CSV value is one record, columns in schema order, no header, an empty field null.
+		// from_json and from_csv take FAILFAST or PERMISSIVE only: to skip a malformed value,
+		// PERMISSIVE names a column for its text, and the rows with one are dropped.
 		schema, project := readSchemaFrom("`_v`.", src.Schema.Columns, true)
-		s.Project = append([]string{"from_json(CAST(value AS STRING), " + QuoteString(schema) + ", map('mode', '" + mode + "')) AS `_v`"}, meta...)
+		opts := "map('mode', 'FAILFAST')"
+		if mode != "FAILFAST" {
+			schema += ", `" + malformedColumn + "` STRING"
+			opts = "map('mode', 'PERMISSIVE', 'columnNameOfCorruptRecord', '" + malformedColumn + "')"
+			s.Keep = "`_v`.`" + malformedColumn + "` IS NULL"
+		}
+		parse := "from_json"
+		if k.Format == v1.KafkaCSV {
+			parse = "from_csv"
+		}
+		s.Project = append([]string{parse + "(CAST(value AS STRING), " + QuoteString(schema) + ", " + opts + ") AS `_v`"}, meta...)
 		s.Then = append(project, metaNames()...)
 	case v1.KafkaAvro, v1.KafkaProtobuf, v1.KafkaJSONSchema:
 		c.refuse(p.Child("format"), k.Format, "Apache Spark's from_avro and from_protobuf decode bare records with one schema fixed when the query starts; "+

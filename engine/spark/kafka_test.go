@@ -83,6 +83,44 @@ func TestDifferentialKafka(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("records on spark differ from the built-in engine's (-lockstep +spark):\n%s", diff)
 	}
+
+	// JSON and CSV values with malformed ones among them, skipped (onMalformed: skip), into
+	// files: Spark's from_json and from_csv take no DROPMALFORMED, so the runner parses
+	// PERMISSIVE into a column of its own and drops the rows that have one.
+	values := map[v1.KafkaFormat][]string{
+		v1.KafkaJSON: {`{"id":"j1","qty":1,"ts":"2024-01-01T00:00:01Z"}`, `{"id":"j2","qty":"two","ts":"2024-01-01T00:00:02Z"}`,
+			`{"id":"j3","qty":3,"ts":"2024-01-01T00:00:03Z"`, `not json`, `{"id":"j4","qty":null,"ts":"2024-01-01T00:00:04Z"}`},
+		v1.KafkaCSV: {`c1,1,2024-01-01T00:00:01Z`, `c2,two,2024-01-01T00:00:02Z`, `c3,,2024-01-01T00:00:03Z`,
+			`"c,4",4,1704067204000`, `c5,5,2024-01-01T00:00:05Z`},
+	}
+	for format, vals := range values {
+		topic := "spark-diff-" + string(format)
+		recs = recs[:0]
+		for _, v := range vals {
+			recs = append(recs, &kgo.Record{Topic: topic, Value: []byte(v)})
+		}
+		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+		skip := func(name string) *v1.StreamingQuery {
+			return qt.Make("kafka-skip-"+name, "diff").
+				KafkaSource("orders", brokers[0], topic, v1.Column{Name: "id", Type: v1.TypeString}, v1.Column{Name: "qty", Type: v1.TypeLong}, v1.Column{Name: "ts", Type: v1.TypeTimestamp}).
+				EditSource("orders", func(s *v1.Source) {
+					s.Kafka.StartingOffsets, s.Kafka.Format, s.OnMalformed = v1.OffsetsEarliest, format, v1.MalformedSkip
+				}).
+				SelectColumns("id", "qty", "ts").
+				FilesSink(filepath.Join(dir, topic+"-"+name), v1.FormatJSON).AvailableNow().Checkpoint(filepath.Join(dir, "ck-"+topic+"-"+name)).Obj()
+		}
+		runBuiltin(t, ctx, skip("lockstep"))
+		runSpark(t, ctx, runner, skip("spark"))
+		want, got := readOutput(t, ctx, filepath.Join(dir, topic+"-lockstep"), false), readOutput(t, ctx, filepath.Join(dir, topic+"-spark"), false)
+		if len(want) == 0 || len(want) == len(vals) {
+			t.Fatalf("%s: the built-in engine kept %d of %d values, want some skipped as malformed: %v", format, len(want), len(vals), want)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("%s values with malformed ones skipped: spark differs from the built-in engine (-lockstep +spark):\n%s", format, diff)
+		}
+	}
 }
 
 // readRecords reads the n records of topic with a read_committed consumer and returns each as

@@ -53,6 +53,9 @@ type Source struct {
 	// Project lists the Spark SQL expressions (with AS aliases) that turn the read rows into
 	// the source's columns in the spec's order and types.
 	Project []string `json:"project"`
+	// Keep, when set, is a condition on Project's rows: the others are dropped before Then (a
+	// Kafka value that did not parse, with onMalformed skip).
+	Keep string `json:"keep,omitempty"`
 	// Then is a second projection after Project (a Kafka JSON value is parsed in Project and
 	// taken apart in Then); empty when none.
 	Then []string `json:"then,omitempty"`

@@ -38,6 +38,8 @@ public final class Plan {
     public String schema;
     public Map<String, String> options = new LinkedHashMap<>();
     public List<String> project = new ArrayList<>();
+    /** A condition on the projected rows, before then; null: keep all. */
+    public String keep;
     public List<String> then = new ArrayList<>();
     /** The environment variable whose value is the reader's password option; null: none. */
     public String passwordEnv;

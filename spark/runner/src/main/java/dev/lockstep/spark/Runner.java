@@ -167,6 +167,9 @@ public final class Runner {
     if (!s.project.isEmpty()) {
       df = df.selectExpr(s.project.toArray(new String[0]));
     }
+    if (s.keep != null && !s.keep.isEmpty()) {
+      df = df.filter(functions.expr(s.keep));
+    }
     if (!s.then.isEmpty()) {
       df = df.selectExpr(s.then.toArray(new String[0]));
     }
