@@ -126,7 +126,8 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 		WatermarkMs: bp.watermarkMs,
 		DurationMs:  ph.ms,
 	}
-	var rows, right []Row
+	var rows []Row
+	right := map[string][]Row{}
 	err := ph.time("getBatch", func() error {
 		joined := r.q.spec.JoinedSources()
 		for _, s := range r.sources {
@@ -140,7 +141,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 				return fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
 			}
 			if joined[s.name] {
-				right = append(right, res.Rows...) // the join's right side, not unioned
+				right[s.name] = append(right[s.name], res.Rows...) // a join's right side, not unioned
 			} else {
 				rows = append(rows, res.Rows...)
 			}
@@ -201,8 +202,11 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 		},
 	}
 	cm.Progress.DurationMs[checkpoint.DurationTotal] = clk.Since(began).Milliseconds()
-	if j := r.state.join; j != nil {
-		cm.WatermarksMs = j.watermarks()
+	for _, j := range r.state.joins {
+		if cm.WatermarksMs == nil {
+			cm.WatermarksMs = map[string]int64{}
+		}
+		maps.Copy(cm.WatermarksMs, j.watermarks())
 	}
 	for _, s := range p.Sources {
 		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{

@@ -143,21 +143,22 @@ func (s *streamJoinStep) restoreWatermarks(c *checkpoint.Commit) {
 // side's moves with its own newest event time, the query's is their
 // minimum (Spark's default multipleWatermarkPolicy), never lower than now.
 func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
+	right := b.right[s.source]
 	for _, st := range s.rightSteps {
 		var err error
-		if b.right, err = st.process(b, b.right); err != nil {
+		if right, err = st.process(b, right); err != nil {
 			return nil, err
 		}
 	}
-	for _, row := range b.right {
+	for _, row := range right {
 		s.right.Observe(row)
 	}
 	lin := make([]stateful.Row, len(left))
 	for i, row := range left {
 		lin[i] = row
 	}
-	rin := make([]stateful.Row, len(b.right))
-	for i, row := range b.right {
+	rin := make([]stateful.Row, len(right))
+	for i, row := range right {
 		rin[i] = row
 	}
 	out, m, err := s.op.Process(s.stores[0], s.stores[1], lin, rin, stateful.Batch{WatermarkMs: b.watermarkMs, LateWatermarkMs: b.lateWatermarkMs})
@@ -178,11 +179,11 @@ func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
 		if ms, ok := s.sideMs[metas[side].Operator]; ok {
 			return ms
 		}
-		return b.watermarkMs
+		return b.queryWatermarkMs
 	}
 	leftMs, rightMs := s.left.Next(prev(0)), s.right.Next(prev(1))
 	s.nextSideMs = map[string]int64{metas[0].Operator: leftMs, metas[1].Operator: rightMs}
-	s.nextMs = max(b.watermarkMs, min(leftMs, rightMs))
+	s.nextMs = max(b.queryWatermarkMs, min(leftMs, rightMs))
 	// The join emits a left row up to its time bound's upper end behind the watermark (a
 	// match found late, or an outer row at eviction), so the stateful steps after it judge
 	// lateness and evict by watermarks that much behind (Spark's watermark propagation).

@@ -193,11 +193,11 @@ func (g *gapEval) of(r stateful.Row) (time.Duration, bool) {
 }
 
 // stateRun is a run's stateful part: the steps that keep state, the
-// watermark step and the stream join.
+// watermark step and the stream joins.
 type stateRun struct {
 	keepers   []stateKeeper
 	watermark *watermarkStep
-	join      *streamJoinStep
+	joins     []*streamJoinStep
 }
 
 // openState opens and loads the state of every stateful step at the version
@@ -211,7 +211,7 @@ func (r *run) openState(ctx context.Context, head checkpoint.Head) error {
 		case *watermarkStep:
 			sr.watermark = s
 		case *streamJoinStep:
-			sr.join = s
+			sr.joins = append(sr.joins, s)
 		}
 		if k, ok := st.(stateKeeper); ok {
 			sr.keepers = append(sr.keepers, k)
@@ -247,7 +247,7 @@ func (r *run) openState(ctx context.Context, head checkpoint.Head) error {
 			return err
 		}
 	}
-	if j := sr.join; j != nil {
+	for _, j := range sr.joins {
 		j.restoreWatermarks(head.Committed)
 	}
 	r.purgers = append(r.purgers, checkpoint.PurgeState)
@@ -265,9 +265,9 @@ func (r *run) closeState() {
 }
 
 // transform runs the batch's rows through the steps. right holds the rows of
-// a stream join's right source.
-func (r *run) transform(bp *batchPlan, rows, right []Row) ([]Row, error) {
-	b := &stepBatch{id: bp.id, watermarkMs: bp.watermarkMs, lateWatermarkMs: bp.lateWatermarkMs, right: right}
+// each stream join's right source, by name.
+func (r *run) transform(bp *batchPlan, rows []Row, right map[string][]Row) ([]Row, error) {
+	b := &stepBatch{id: bp.id, watermarkMs: bp.watermarkMs, lateWatermarkMs: bp.lateWatermarkMs, queryWatermarkMs: bp.watermarkMs, right: right}
 	for _, st := range r.q.steps {
 		var err error
 		if rows, err = st.process(b, rows); err != nil {
@@ -324,8 +324,14 @@ func (r *run) commitStore(ctx context.Context, b *stepBatch, st *state.Store, ki
 // stream join, with both sides'. It changes nothing.
 func (r *run) nextWatermark(bp *batchPlan) int64 {
 	switch {
-	case r.state.join != nil:
-		return r.state.join.nextMs
+	case len(r.state.joins) > 0:
+		// Each join's is the minimum of its sides' (never lower than now); the
+		// query's the minimum of all (Spark's default multipleWatermarkPolicy).
+		next := r.state.joins[0].nextMs
+		for _, j := range r.state.joins[1:] {
+			next = min(next, j.nextMs)
+		}
+		return next
 	case r.state.watermark != nil:
 		return r.state.watermark.wm.Next(bp.watermarkMs)
 	}

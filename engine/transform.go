@@ -35,8 +35,12 @@ type stepBatch struct {
 	// lowers both for the steps after it, by how late the rows it emits may
 	// be.
 	watermarkMs, lateWatermarkMs int64
-	// right holds the rows of the stream join's right source (not unioned).
-	right []Row
+	// queryWatermarkMs is the batch's watermark, which no join lowers: the
+	// floor of the next batch's.
+	queryWatermarkMs int64
+	// right holds the rows of each stream join's right source (not unioned), by
+	// source name.
+	right map[string][]Row
 }
 
 // A stateKeeper is a step whose state lives in the checkpoint, under

@@ -123,7 +123,7 @@ type flowResult struct {
 	aggregate int
 	// aggregateOnWatermark: the aggregate groups by the watermark column or a window on it.
 	aggregateOnWatermark bool
-	// streamJoin is the index of the stream join step, -1 if none.
+	// streamJoin is the index of the first stream join step, -1 if none.
 	streamJoin int
 	// rights holds the right side's columns of each join step, by step index.
 	rights map[int]Columns
@@ -192,7 +192,7 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
 			r.aggregateOnWatermark = r.aggregateOnWatermark || onWatermark
 		}
 		if j := st.Join; j != nil {
-			jc := joinContext{names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, streamJoinAt: r.streamJoin, x: x}
+			jc := joinContext{names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, x: x}
 			var right flowState
 			next, right = s.join(p.Child("join"), j, cur, jc, &r.errs)
 			r.rights[i] = right.cols

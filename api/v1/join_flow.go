@@ -74,8 +74,6 @@ type joinContext struct {
 	stateful []statefulID
 	// aggregateAt is the index of the aggregate step before this one, -1 if none.
 	aggregateAt int
-	// streamJoinAt is the index of an earlier stream join, -1 if none.
-	streamJoinAt int
 	// x checks the expressions of a stream side's transform.
 	x Expressions
 }
@@ -102,9 +100,6 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			add(field.NotSupported(p.Child("type"), j.Type, StaticJoinTypes()))
 		}
 	default:
-		if jc.streamJoinAt >= 0 {
-			add(field.Forbidden(p.Child("stream"), fmt.Sprintf("a query may have only one stream join (transform[%d] is one)", jc.streamJoinAt)))
-		}
 		var ok bool
 		right, ok = s.streamSide(p.Child("stream"), j.Stream, jc.x, errs)
 		rightKnown = ok

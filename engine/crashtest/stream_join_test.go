@@ -64,6 +64,30 @@ spec:
   trigger: {availableNow: true}
 `
 
+// secondJoinSource and secondJoinStep make a twice setup's query join the first join's rows
+// again, left outer, with the clicks read a second time (as clicks-again) up to 5s after the
+// impression: two stream joins in a row.
+const (
+	secondJoinSource = `  - name: clicks-again
+    files: {path: %q, format: json, maxFilesPerTrigger: 1}
+    schema:
+      columns:
+      - {name: ad_id, type: string}
+      - {name: click_ts, type: timestamp}
+      - {name: cost, type: double}
+`
+	secondJoinStep = `  - join:
+      name: ad-clicks-again
+      type: leftOuter
+      keys: [{left: ad_id, right: ad_id}]
+      stream:
+        source: clicks-again
+        watermark: {column: click_ts, delay: 5s}
+        timeBound: {leftColumn: imp_ts, rightColumn: click_ts, lowerBound: 0s, upperBound: 5s}
+      rightPrefix: again_
+`
+)
+
 // streamJoinSetup is one join scenario's locations, local or on S3.
 type streamJoinSetup struct {
 	t                  *testing.T
@@ -75,6 +99,8 @@ type streamJoinSetup struct {
 	files, impressions int
 	// typ is the join type, leftOuter unless set.
 	typ string
+	// twice adds a second stream join after the first (secondJoinStep).
+	twice bool
 }
 
 // rightSelect is the select entries of the right side's columns, none for a left semi join.
@@ -154,7 +180,12 @@ func (s *streamJoinSetup) addInput(n int) {
 }
 
 func (s *streamJoinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
-	return runCommand(s.t, s.dir, fmt.Appendf(nil, streamJoinQuery, s.imps, s.clicks, s.joinType(), s.rightSelect(), out), ckpt, append(s.env, env...)...)
+	spec := fmt.Sprintf(streamJoinQuery, s.imps, s.clicks, s.joinType(), s.rightSelect(), out)
+	if s.twice {
+		spec = strings.Replace(spec, "  transform:\n", fmt.Sprintf(secondJoinSource, s.clicks)+"  transform:\n", 1)
+		spec = strings.Replace(spec, "  sink:\n", secondJoinStep+"  sink:\n", 1)
+	}
+	return runCommand(s.t, s.dir, []byte(spec), ckpt, append(s.env, env...)...)
 }
 
 func (s *streamJoinSetup) runOnce(ckpt, out string, env ...string) Result {
@@ -232,7 +263,11 @@ func (s *streamJoinSetup) finish() {
 	if err != nil {
 		s.t.Fatalf("checkpoint describe: %v\n%s", err, out)
 	}
-	for _, line := range []string{"Join watermarks:  ad-clicks.left ", "  ad-clicks.left   join  ad_id,imp_ts", "  ad-clicks.right  join  ad_id,click_ts"} {
+	lines := []string{"Join watermarks:  ad-clicks.left ", "  ad-clicks.left   join  ad_id,imp_ts", "  ad-clicks.right  join  ad_id,click_ts"}
+	if s.twice { // the state table's columns are wider: the operators' names alone
+		lines = []string{"Join watermarks:  ad-clicks-again.left ", "ad-clicks.left ", "ad-clicks.right ", "ad-clicks-again.left ", "ad-clicks-again.right "}
+	}
+	for _, line := range lines {
 		if !strings.Contains(string(out), line) {
 			s.t.Errorf("checkpoint describe does not show %q:\n%s", line, out)
 		}
@@ -280,6 +315,16 @@ func TestStreamJoinPhaseKillsLocal(t *testing.T) { streamJoinPhaseKills(t, newSt
 
 // TestStreamJoinPhaseKillsS3 does the same on S3.
 func TestStreamJoinPhaseKillsS3(t *testing.T) { streamJoinPhaseKills(t, newStreamJoinS3) }
+
+// TestStreamJoinTwicePhaseKillsLocal kills a query of two stream joins in a row at every
+// phase boundary of batches 0 and 2, with a local checkpoint, input and output.
+func TestStreamJoinTwicePhaseKillsLocal(t *testing.T) {
+	streamJoinPhaseKills(t, func(t *testing.T) *streamJoinSetup {
+		s := newStreamJoinLocal(t)
+		s.twice = true
+		return s
+	})
+}
 
 func TestStreamJoinRandomKillsLocal(t *testing.T) {
 	t.Parallel()

@@ -72,7 +72,15 @@ func (c *compiler) join(p *field.Path, j *v1.Join, in v1.Columns) []Step {
 		if o.Side == v1.SideRight {
 			cols = right
 		}
-		jn.Select = append(jn.Select, side+quoteIdent(cols[o.Index].Name)+" AS "+quoteIdent(o.Name))
+		col := side + quoteIdent(cols[o.Index].Name)
+		if o.Side == v1.SideRight && j.Stream != nil && cols[o.Index].Name == j.Stream.TimeBound.RightColumn {
+			// The right side's event time is data after the join: the round trip (which no rule
+			// simplifies, as it does a cast to the same type) drops its watermark,
+			// so that the left side's stays the one event-time column flowing on (Spark allows
+			// one per stream, which a second stream join or a window would find two of).
+			col = "timestamp_micros(unix_micros(" + col + "))"
+		}
+		jn.Select = append(jn.Select, col+" AS "+quoteIdent(o.Name))
 	}
 	return []Step{{Join: jn}}
 }

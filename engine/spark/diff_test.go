@@ -210,6 +210,22 @@ func diffCases() []diffCase {
 				Aggregate("", window, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "paid", Function: v1.AggSum, Column: "p_paid"}).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
+		{name: "join-stream-twice", input: func(t *testing.T, in string) {
+			writeInput(t, in)
+			writeFiles(t, in, append(slices.Clone(diffInput), `{"id":"z9","qty":1,"amount":1.0,"ts":"2024-01-01T00:00:59Z"}`+"\n"))
+		}, query: func(in, out string) *qt.Query {
+			// Two stream joins in a row: the orders with their payments (inner), then with a
+			// second source reading the same payments (left outer, a narrower time bound).
+			q := payments(base("join-stream-twice", in), in).
+				FilesSource("refunds", filepath.Join(filepath.Dir(in), "payments"), v1.FormatJSON, diffPaymentColumns...).
+				EditSource("refunds", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+				Watermark("ts", "5s").
+				Join(v1.Join{Name: "paid", Keys: qt.Keys("id", "pid"), Stream: qt.StreamSide("payments", "ts", "pts", "5s", "0s", "5s"), RightPrefix: "p_"})
+			refunds := qt.StreamSide("refunds", "ts", "pts", "5s", "0s", "2s")
+			refunds.Transform = []v1.SideStep{{Filter: "paid > 1.0"}}
+			return q.Join(v1.Join{Name: "refunded", Type: v1.JoinLeftOuter, Keys: qt.Keys("id", "pid"), Stream: refunds, RightPrefix: "r_"}).
+				FilesSink(out, v1.FormatJSON)
+		}},
 		{name: "filter-select", query: func(in, out string) *qt.Query {
 			return base("filter-select", in).Filter("qty > 1 && id.startsWith('a') || amount >= 8.0").
 				Select(v1.Projection{Name: "id", Expr: "id.upperAscii()"}, v1.Projection{Name: "qty2", Expr: "qty * 2 + 1"},

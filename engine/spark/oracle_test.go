@@ -268,6 +268,11 @@ func oracleCases() []oracleCase {
 			s.Transform = append(s.Transform, oracleStreamJoin())
 			oracleSource(s, in, "returns", "returns")
 		}},
+		{rule: "join-added", change: "a second stream join after the first (the returns read again)", base: oracleStream, edit: func(s *v1.StreamingQuerySpec, in string) {
+			oracleSource(s, in, "returns_again", "returns")
+			s.Transform = append(s.Transform, v1.Step{Join: &v1.Join{Name: "returned-again", Type: v1.JoinLeftOuter, Keys: qt.Keys("order_id", "order_id"), RightPrefix: "again_",
+				Stream: qt.StreamSide("returns_again", "ts", "ts", "10s", "0s", "30s")}})
+		}},
 		{rule: "join-removed", change: "the stream join removed (and its source)", base: oracleStream, edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Transform, s.Sources = s.Transform[:1], s.Sources[:1]
 		}},
