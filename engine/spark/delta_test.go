@@ -5,8 +5,6 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -33,16 +31,7 @@ func TestDifferentialDelta(t *testing.T) {
 			Filter("qty > 1").SelectColumns("id", "qty", "amount", "ts").
 			FilesSink(filepath.Join(dir, "out-"+name), v1.FormatJSON).AvailableNow().Checkpoint(filepath.Join(dir, "ck-"+name)).Obj()
 	}
-	runBuiltin(t, ctx, query("lockstep"))
-	runSpark(t, ctx, runner, query("spark"))
-	want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), false)
-	got := readOutput(t, ctx, filepath.Join(dir, "out-spark"), false)
-	if len(want) == 0 {
-		t.Fatal("the built-in engine wrote no rows")
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("output on spark differs from the built-in engine's (-lockstep +spark):\n%s", diff)
-	}
+	compareRuntimes(t, ctx, runner, "a delta source", query)
 
 	join := func(name string) *v1.StreamingQuery {
 		static := qt.StaticDelta(table, qt.Col("id", v1.TypeString), qt.Col("amount", v1.TypeDouble))
@@ -53,16 +42,7 @@ func TestDifferentialDelta(t *testing.T) {
 			Select(qt.As("id", "id"), qt.As("t_amount", "t_amount")).
 			FilesSink(filepath.Join(dir, "join-"+name), v1.FormatJSON).AvailableNow().Checkpoint(filepath.Join(dir, "ck-join-"+name)).Obj()
 	}
-	runBuiltin(t, ctx, join("lockstep"))
-	runSpark(t, ctx, runner, join("spark"))
-	want = readOutput(t, ctx, filepath.Join(dir, "join-lockstep"), false)
-	got = readOutput(t, ctx, filepath.Join(dir, "join-spark"), false)
-	if len(want) == 0 {
-		t.Fatal("the built-in engine's join wrote no rows")
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("join with a Delta static side on spark differs from the built-in engine's (-lockstep +spark):\n%s", diff)
-	}
+	compareRuntimes(t, ctx, runner, "a delta static side", join)
 
 	rewritten := filepath.Join(dir, "rewritten")
 	runBuiltin(t, ctx, qt.Make("make-rewritten", "diff").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
@@ -77,14 +57,5 @@ func TestDifferentialDelta(t *testing.T) {
 			}).
 			FilesSink(filepath.Join(dir, "changes-"+name), v1.FormatJSON).AvailableNow().Checkpoint(filepath.Join(dir, "ck-changes-"+name)).Obj()
 	}
-	runBuiltin(t, ctx, changes("lockstep"))
-	runSpark(t, ctx, runner, changes("spark"))
-	want = readOutput(t, ctx, filepath.Join(dir, "changes-lockstep"), false)
-	got = readOutput(t, ctx, filepath.Join(dir, "changes-spark"), false)
-	if len(want) == 0 {
-		t.Fatal("the built-in engine read no rows of the rewritten table")
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("a rewritten table read with ignoreChanges on spark differs from the built-in engine's (-lockstep +spark):\n%s", diff)
-	}
+	compareRuntimes(t, ctx, runner, "a rewritten table read with ignoreChanges", changes)
 }

@@ -428,6 +428,29 @@ func runSpark(t *testing.T, ctx context.Context, runner spark.Runner, obj *v1.St
 	return sum
 }
 
+// compareRuntimes runs query("lockstep") on the built-in engine and query("spark") on Spark,
+// each into its own files or Delta sink (opts reach an s3:// one), and fails t when what they
+// wrote differs (a multiset), or when the built-in engine wrote nothing. what names the case.
+func compareRuntimes(t *testing.T, ctx context.Context, runner spark.Runner, what string, query func(name string) *v1.StreamingQuery, opts ...s3.Option) {
+	t.Helper()
+	read := func(obj *v1.StreamingQuery) []string {
+		if d := obj.Spec.Sink.Delta; d != nil {
+			return readOutput(t, ctx, d.Path, true, opts...)
+		}
+		return readOutput(t, ctx, obj.Spec.Sink.Files.Path, false, opts...)
+	}
+	builtin, onSpark := query("lockstep"), query("spark")
+	runBuiltin(t, ctx, builtin)
+	runSpark(t, ctx, runner, onSpark)
+	want, got := read(builtin), read(onSpark)
+	if len(want) == 0 {
+		t.Fatalf("%s: the built-in engine wrote no rows", what)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("%s: spark differs from the built-in engine (-lockstep +spark):\n%s", what, diff)
+	}
+}
+
 func tail(s string, n int) string {
 	lines := strings.Split(s, "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")

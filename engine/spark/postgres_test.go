@@ -112,16 +112,7 @@ func TestDifferentialPostgresStatic(t *testing.T) {
 			Join(v1.Join{Type: v1.JoinLeftOuter, Keys: qt.Keys("id", "cid"), Static: static, RightPrefix: "c_"}).
 			FilesSink(filepath.Join(dir, "out-"+name), v1.FormatJSON).AvailableNow().Checkpoint(filepath.Join(dir, "ck-"+name)).Obj()
 	}
-	runBuiltin(t, ctx, query("lockstep"))
-	runSpark(t, ctx, runner, query("spark"))
-	want, got := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), false), readOutput(t, ctx, filepath.Join(dir, "out-spark"), false)
-	if len(want) == 0 {
-		t.Fatal("the built-in engine wrote no rows")
-	}
-	t.Logf("%d rows on both runtimes, e.g. %s", len(want), want[0])
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("output on spark differs from the built-in engine's (-lockstep +spark):\n%s", diff)
-	}
+	compareRuntimes(t, ctx, runner, "a PostgreSQL static side", query)
 }
 
 // pgConnect connects to the database of v1.PostgresDSNEnv, until the test ends.
