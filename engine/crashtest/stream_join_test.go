@@ -64,19 +64,10 @@ spec:
   trigger: {availableNow: true}
 `
 
-// secondJoinSource and secondJoinStep make a twice setup's query join the first join's rows
-// again, left outer, with the clicks read a second time (as clicks-again) up to 5s after the
-// impression: two stream joins in a row.
-const (
-	secondJoinSource = `  - name: clicks-again
-    files: {path: %q, format: json, maxFilesPerTrigger: 1}
-    schema:
-      columns:
-      - {name: ad_id, type: string}
-      - {name: click_ts, type: timestamp}
-      - {name: cost, type: double}
-`
-	secondJoinStep = `  - join:
+// secondJoinStep makes a twice setup's query join the first join's rows again, left outer,
+// with the clicks read a second time (as clicks-again, streamJoinQuery's clicks source renamed)
+// up to 5s after the impression: two stream joins in a row.
+const secondJoinStep = `  - join:
       name: ad-clicks-again
       type: leftOuter
       keys: [{left: ad_id, right: ad_id}]
@@ -86,7 +77,6 @@ const (
         timeBound: {leftColumn: imp_ts, rightColumn: click_ts, lowerBound: 0s, upperBound: 5s}
       rightPrefix: again_
 `
-)
 
 // streamJoinSetup is one join scenario's locations, local or on S3.
 type streamJoinSetup struct {
@@ -182,7 +172,9 @@ func (s *streamJoinSetup) addInput(n int) {
 func (s *streamJoinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
 	spec := fmt.Sprintf(streamJoinQuery, s.imps, s.clicks, s.joinType(), s.rightSelect(), out)
 	if s.twice {
-		spec = strings.Replace(spec, "  transform:\n", fmt.Sprintf(secondJoinSource, s.clicks)+"  transform:\n", 1)
+		clicks := spec[strings.Index(spec, "  - name: clicks\n"):strings.Index(spec, "  transform:\n")]
+		again := strings.Replace(clicks, "name: clicks", "name: clicks-again", 1)
+		spec = strings.Replace(spec, "  transform:\n", again+"  transform:\n", 1)
 		spec = strings.Replace(spec, "  sink:\n", secondJoinStep+"  sink:\n", 1)
 	}
 	return runCommand(s.t, s.dir, []byte(spec), ckpt, append(s.env, env...)...)
