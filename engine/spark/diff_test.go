@@ -210,12 +210,12 @@ func diffCases() []diffCase {
 				Aggregate("", window, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "paid", Function: v1.AggSum, Column: "p_paid"}).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
-		{name: "join-stream-twice", input: func(t *testing.T, in string) {
-			writeInput(t, in)
-			writeFiles(t, in, append(slices.Clone(diffInput), `{"id":"z9","qty":1,"amount":1.0,"ts":"2024-01-01T00:00:59Z"}`+"\n"))
-		}, query: func(in, out string) *qt.Query {
+		{name: "join-stream-twice", query: func(in, out string) *qt.Query {
 			// Two stream joins in a row: the orders with their payments (inner), then with a
-			// second source reading the same payments (left outer, a narrower time bound).
+			// second source reading the same payments (left outer, a narrower time bound). The
+			// a3 order's outer row is evicted in the last batch, whose watermark is exactly its
+			// bound: neither runtime evicts it there (Spark's state watermark for an inclusive
+			// bound is 1ms below it).
 			q := payments(base("join-stream-twice", in), in).
 				FilesSource("refunds", filepath.Join(filepath.Dir(in), "payments"), v1.FormatJSON, diffPaymentColumns...).
 				EditSource("refunds", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).

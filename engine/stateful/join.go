@@ -89,7 +89,9 @@ type joinSide struct {
 	// outer: unmatched rows are emitted when evicted.
 	outer bool
 	// before and after bound the other side's time around this side's:
-	// [t - before, t + after]. A row is evictable once t + after ≤ watermark.
+	// [t - before, t + after]. A row is evictable once t + after < watermark:
+	// Spark's state watermark for an inclusive bound is 1ms below the bound
+	// (StreamingJoinHelper.getStateValueWatermark), and it evicts at or behind it.
 	before, after int64
 	meta          state.Metadata
 }
@@ -336,13 +338,13 @@ func (j *StreamJoin) processPartition(pl, pr *state.Partition, lin, rin []joinIt
 		if side == 1 {
 			s, si = &j.right, &ix[1]
 		}
-		if si.floor == math.MaxInt64 || addSat(si.floor, s.after) > wm {
+		if si.floor == math.MaxInt64 || addSat(si.floor, s.after) >= wm {
 			continue
 		}
 		floor := int64(math.MaxInt64)
 		for k, es := range si.byKey {
 			n := 0
-			for n < len(es) && addSat(es[n].t, s.after) <= wm {
+			for n < len(es) && addSat(es[n].t, s.after) < wm {
 				e := es[n]
 				if s.outer {
 					val, _ := p.Get(e.key)

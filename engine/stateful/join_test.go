@@ -171,14 +171,15 @@ func TestStreamJoinOuterRowsOnceWhenTheWatermarkPassesTheBound(t *testing.T) {
 		t.Errorf("batch 0 (-want +got):\n%s", diff)
 	}
 	// The impressions at 10s can match clicks up to 30s: at a watermark of
-	// 29s they wait; at 30s the unmatched one is emitted with nulls, the
-	// matched one is dropped silently.
-	if out, _ := r.run(29, nil, nil); len(out) != 0 {
-		t.Errorf("watermark 29s emitted %v", out)
+	// 30s they wait (evicted once the bound is behind the watermark, as on
+	// Spark); at 31s the unmatched one is emitted with nulls, the matched one
+	// is dropped silently.
+	if out, _ := r.run(30, nil, nil); len(out) != 0 {
+		t.Errorf("watermark 30s emitted %v", out)
 	}
-	out, _ = r.run(30, nil, nil)
+	out, _ = r.run(31, nil, nil)
 	if diff := cmp.Diff(rows(joined(imp("b", "alone", 10), nil)), out); diff != "" {
-		t.Errorf("watermark 30s (-want +got):\n%s", diff)
+		t.Errorf("watermark 31s (-want +got):\n%s", diff)
 	}
 	// Never again. The impression at 50s still matches a click at 60s.
 	out, _ = r.run(40, nil, rows(click("c", 60, 2)))
@@ -198,13 +199,13 @@ func TestStreamJoinOuterRowsOnceWhenTheWatermarkPassesTheBound(t *testing.T) {
 func TestStreamJoinRightOuter(t *testing.T) {
 	r := newJoinRunner(t, newJoin(t, v1.JoinRightOuter))
 	r.run(0, rows(imp("a", "u", 10)), rows(click("a", 12, 1), click("b", 12, 2)))
-	// A click at 12s can match impressions in [-8s, 17s]: at 17s it is done.
-	if out, _ := r.run(16, nil, nil); len(out) != 0 {
-		t.Errorf("watermark 16s emitted %v", out)
+	// A click at 12s can match impressions in [-8s, 17s]: past 17s it is done.
+	if out, _ := r.run(17, nil, nil); len(out) != 0 {
+		t.Errorf("watermark 17s emitted %v", out)
 	}
-	out, _ := r.run(17, nil, nil)
+	out, _ := r.run(18, nil, nil)
 	if diff := cmp.Diff(rows(joined(nil, click("b", 12, 2))), out); diff != "" {
-		t.Errorf("watermark 17s (-want +got):\n%s", diff)
+		t.Errorf("watermark 18s (-want +got):\n%s", diff)
 	}
 	if out, _ := r.run(100, nil, nil); len(out) != 0 {
 		t.Errorf("watermark 100s emitted %v", out)
@@ -217,17 +218,26 @@ func TestStreamJoinEvictsByTheWatermark(t *testing.T) {
 	if l, rr := r.rows(); l != 2 || rr != 2 {
 		t.Fatalf("buffered rows = %d, %d; want 2, 2", l, rr)
 	}
-	// Left rows go at its + 20s ≤ watermark, right rows at cts + 5s.
+	// Left rows go once its + 20s < watermark, right rows cts + 5s: at the
+	// bound they stay.
 	r.run(15, nil, nil)
+	if l, rr := r.rows(); l != 2 || rr != 2 {
+		t.Errorf("at 15s: buffered rows = %d, %d; want 2, 2", l, rr)
+	}
+	r.run(16, nil, nil)
 	if l, rr := r.rows(); l != 2 || rr != 1 {
-		t.Errorf("at 15s: buffered rows = %d, %d; want 2, 1", l, rr)
+		t.Errorf("at 16s: buffered rows = %d, %d; want 2, 1", l, rr)
 	}
 	r.run(30, nil, nil)
+	if l, rr := r.rows(); l != 2 || rr != 1 {
+		t.Errorf("at 30s: buffered rows = %d, %d; want 2, 1", l, rr)
+	}
+	r.run(31, nil, nil)
 	if l, rr := r.rows(); l != 1 || rr != 1 {
-		t.Errorf("at 30s: buffered rows = %d, %d; want 1, 1", l, rr)
+		t.Errorf("at 31s: buffered rows = %d, %d; want 1, 1", l, rr)
 	}
 	// Rows at or behind the watermark are late: dropped and counted.
-	out, m := r.run(30, rows(imp("a", "late", 30)), rows(click("a", 29, 1), click("a", 36, 1)))
+	out, m := r.run(31, rows(imp("a", "late", 30)), rows(click("a", 29, 1), click("a", 36, 1)))
 	if m.LeftDroppedByWatermark != 1 || m.RightDroppedByWatermark != 1 {
 		t.Errorf("dropped by watermark = %d left, %d right; want 1, 1", m.LeftDroppedByWatermark, m.RightDroppedByWatermark)
 	}
@@ -499,14 +509,14 @@ func TestStreamJoinLeftSemi(t *testing.T) {
 func TestStreamJoinFullOuter(t *testing.T) {
 	r := newJoinRunner(t, newJoin(t, v1.JoinFullOuter))
 	r.run(0, rows(imp("a", "u", 10), imp("c", "alone", 10)), rows(click("a", 12, 1), click("b", 12, 2)))
-	// The click at 12s is done at 17s, the impressions at 10s at 30s.
-	out, _ := r.run(17, nil, nil)
+	// The click at 12s is done past 17s, the impressions at 10s past 30s.
+	out, _ := r.run(18, nil, nil)
 	if diff := cmp.Diff(rows(joined(nil, click("b", 12, 2))), out); diff != "" {
-		t.Errorf("watermark 17s (-want +got):\n%s", diff)
+		t.Errorf("watermark 18s (-want +got):\n%s", diff)
 	}
-	out, _ = r.run(30, nil, nil)
+	out, _ = r.run(31, nil, nil)
 	if diff := cmp.Diff(rows(joined(imp("c", "alone", 10), nil)), out); diff != "" {
-		t.Errorf("watermark 30s (-want +got):\n%s", diff)
+		t.Errorf("watermark 31s (-want +got):\n%s", diff)
 	}
 	if out, _ := r.run(100, nil, nil); len(out) != 0 {
 		t.Errorf("watermark 100s emitted %v", out)
