@@ -7,7 +7,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 )
 
 // S3AConf maps the S3 settings Lockstep reads (checkpoint/s3's variables, read with getenv)
@@ -102,13 +104,8 @@ func (c *compiler) s3Settings(p *field.Path, conn *v1.S3Connection, name, locati
 	c.sparkConf[b+strings.TrimPrefix(ConfCredentialsEnvPrefix, "fs.s3a.")] = v1.S3CredentialsEnvPrefix(conn, name)
 }
 
-// s3Bucket returns the bucket of an s3:// or s3a:// location.
+// s3Bucket returns the bucket of an s3:// location, or of its s3a:// form (a plan's).
 func s3Bucket(location string) (string, bool) {
-	for _, scheme := range []string{"s3://", "s3a://"} {
-		if rest, ok := strings.CutPrefix(location, scheme); ok {
-			bucket, _, _ := strings.Cut(rest, "/")
-			return bucket, bucket != ""
-		}
-	}
-	return "", false
+	loc, err := checkpoint.ParseLocation(sparkckpt.LockstepLocation(location))
+	return loc.Bucket, err == nil && loc.Scheme == checkpoint.SchemeS3
 }
