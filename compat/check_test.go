@@ -347,6 +347,35 @@ func ruleCases() []ruleCase {
 			want: []finding{{Rule: "operator-added", Severity: compat.Rejected, Path: "spec.transform[4].dropDuplicates", New: `dropDuplicates step "by-key" by (country string, ts timestamp)`}},
 		},
 		{
+			name: "operator-added/an aggregate over the aggregate's windows",
+			old:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Sink.Delta.PartitionColumns = nil }),
+			new:  revenueChained().Spec(),
+			want: []finding{
+				{Rule: "operator-added", Severity: compat.Rejected, Path: "spec.transform[5].aggregate", New: `aggregate step "hourly" by (window(window_end, 1h))`},
+				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[5].aggregate", Old: revOut, New: "(window_start timestamp, window_end timestamp, best double, windows long)"},
+			},
+		},
+		{
+			name: "window-size/the chained aggregate's windows, 1h to 2h",
+			old:  revenueChained().Spec(),
+			new:  edit(revenueChained(), func(s *v1.StreamingQuerySpec) { s.Transform[5].Aggregate.GroupBy[0].Window.Duration = "2h" }),
+			want: []finding{{Rule: "window-size", Severity: compat.Rejected, Path: "spec.transform[5].aggregate.groupBy[0].window.duration", Old: "1h", New: "2h"}},
+		},
+		{
+			name: "window-size/the windows a chained aggregate takes, 5m to 10m",
+			old:  revenueChained().Spec(),
+			new:  edit(revenueChained(), func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Window.Duration = "10m" }),
+			want: []finding{{Rule: "window-size", Severity: compat.Rejected, Path: revAggPath + ".groupBy[1].window.duration", Old: "5m", New: "10m"}},
+		},
+		{
+			name: "operator-added/a filter between chained aggregates",
+			old:  revenueChained().Spec(),
+			new: edit(revenueChained(), func(s *v1.StreamingQuerySpec) {
+				s.Transform = slices.Insert(s.Transform, 5, v1.Step{Filter: "orders > 1"})
+			}),
+			passes: []string{"operator-added", "operator-removed", "operator-reordered", "key-columns", "window-column", "window-size", "state-input-expression"},
+		},
+		{
 			name:   "operator-added/a filter added",
 			old:    revenue().Spec(),
 			new:    edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Transform[revFilter].Filter = "amount > 0.0 && country != 'XX'" }),

@@ -62,6 +62,14 @@ func revenueSessions() *qt.Query {
 	})
 }
 
+// revenueChained is revenue with a second aggregate over its windows: each hour's best
+// country-window revenue.
+func revenueChained() *qt.Query {
+	return revenue().Aggregate("hourly", []v1.GroupKey{qt.Window("window_end", "1h")},
+		qt.Agg("best", v1.AggMax, "revenue"), qt.Agg("windows", v1.AggCount, "")).
+		Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Delta.PartitionColumns = nil })
+}
+
 // revenueNoWatermark is revenueUpdate without its watermark.
 func revenueNoWatermark() *qt.Query {
 	return qt.Make("revenue", "payments").

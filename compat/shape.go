@@ -277,7 +277,12 @@ func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 			sh.Watermark = &WatermarkShape{Column: st.Watermark.Column, Delay: st.Watermark.Delay, From: from[st.Watermark.Column]}
 		case st.Aggregate != nil:
 			sh.Operators = append(sh.Operators, aggregateShape(ps.Operator.Name, st.Aggregate, in, from, eventTime))
-			from = map[string]string{} // nothing stateful may follow an aggregate
+			// Only an aggregate over its windows may follow: its columns come from this one.
+			next := map[string]string{}
+			for _, c := range pl.Flow[ps.Index+1].Columns {
+				next[c.Name] = ps.Operator.Name + "." + c.Name
+			}
+			from = next
 		case st.Join != nil:
 			sh.Joins = append(sh.Joins, joinShape(st.JoinName(len(sh.Joins)), st.Join, in, ps.Right, from))
 			next := map[string]string{}

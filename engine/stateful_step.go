@@ -124,7 +124,7 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *fie
 	case v1.StepAggregate:
 		name := ps.Operator.Name
 		cfg := stateful.AggregateConfig{
-			Name: name, Spec: st.Aggregate, Input: cols, EventTime: eventTime, Mode: spec.OutputMode,
+			Name: name, Spec: st.Aggregate, Input: cols, EventTime: eventTime, WindowTime: ps.WindowTime, Mode: spec.OutputMode,
 		}
 		var (
 			op  stateful.Operator

@@ -186,10 +186,56 @@ func TestWindowedAggregateAppend(t *testing.T) {
 	}
 }
 
+// chained sums each country's amounts per 10 s window, then takes the
+// largest sum and counts the sums per 30 s window of those windows.
+func chained(q *querytest.Query) *querytest.Query {
+	return q.Watermark("ts", "5s").
+		Aggregate("per-country", []v1.GroupKey{querytest.Window("ts", "10s"), querytest.Key("country")},
+			querytest.Agg("total", v1.AggSum, "amount")).
+		Aggregate("best", []v1.GroupKey{querytest.Window("window_end", "30s")},
+			querytest.Agg("top", v1.AggMax, "total"), querytest.Agg("windows", v1.AggCount, "")).
+		OutputMode(v1.OutputAppend)
+}
+
+// TestChainedAggregates: an aggregate over an earlier aggregate's windows
+// takes each window when the watermark closes it, at its last instant (a
+// window ending at 30 s falls in [0 s, 30 s)), in the same batch, and is
+// itself closed by the same watermark.
+func TestChainedAggregates(t *testing.T) {
+	e := newEvents(t)
+	e.add(t, event{"a", "FR", 1, 1}, event{"b", "DE", 5, 2}, event{"c", "FR", 2, 9})
+	e.add(t, event{"d", "FR", 4, 12}, event{"e", "DE", 10, 25})
+	e.add(t, event{"f", "FR", 1, 40})
+	e.add(t, event{"g", "FR", 1, 70})
+	rec := enginetest.NewRecorder()
+	sum := run(t, chained(e.query()).Obj(), engine.WithObserver(rec))
+	if sum.Batches != 5 {
+		t.Fatalf("Summary = %+v, want 5 batches (the last without data)", sum)
+	}
+	win := func(start, end int, top float64, n int64) engine.Row {
+		return engine.Row{eventT0.Add(time.Duration(start) * time.Second), eventT0.Add(time.Duration(end) * time.Second), top, n}
+	}
+	// [0,10) FR 3 and DE 5, [10,20) FR 4, [20,30) DE 10 close by batch 3's
+	// watermark 35 s, which closes [0,30) too; [40,50) FR 1 and [30,60) by
+	// the batch without data (65 s); [70,80) stays open.
+	want := []engine.Row{win(0, 30, 10, 4), win(30, 60, 1, 1)}
+	if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(e.output(t))); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+	last := rec.Batches()[4]
+	if len(last.StateOperators) != 2 || last.StateOperators[0].Operator != "per-country" || last.StateOperators[1].Operator != "best" {
+		t.Fatalf("StateOperators = %+v, want per-country then best", last.StateOperators)
+	}
+	if a, b := last.StateOperators[0], last.StateOperators[1]; a.NumRowsTotal != 1 || b.NumRowsTotal != 0 {
+		t.Errorf("after the last batch: per-country %d windows, best %d; want 1 ([70,80)) and 0", a.NumRowsTotal, b.NumRowsTotal)
+	}
+}
+
 // statefulQueries are the queries of the crash tests.
 func statefulQueries() map[string]func(*querytest.Query) *querytest.Query {
 	return map[string]func(*querytest.Query) *querytest.Query{
 		"windowed-append": windowed,
+		"chained-windows": chained,
 		"keyed-update": func(q *querytest.Query) *querytest.Query {
 			return q.Aggregate("", []v1.GroupKey{querytest.Key("country")},
 				querytest.Agg("orders", v1.AggCount, ""), querytest.Agg("revenue", v1.AggSum, "amount"),

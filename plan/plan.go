@@ -49,8 +49,10 @@ type Step struct {
 	// In are the columns flowing into the step; Env their CEL environment.
 	In  v1.Columns
 	Env *cel.Env
-	// EventTime is the watermark's column flowing into the step, "" if none.
-	EventTime string
+	// EventTime is the watermark's column flowing into the step, "" if none; WindowTime
+	// reports that it is an earlier aggregate's window_end (v1.FlowPoint.WindowTime).
+	EventTime  string
+	WindowTime bool
 	// Filter is a filter step's expression.
 	Filter *Expr
 	// Select are a select step's projections, in order.
@@ -128,7 +130,7 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 	ordinal := 0
 	for i := range s.Transform {
 		st := &s.Transform[i]
-		step := Step{Index: i, Path: tp.Index(i), Kind: st.Kind(), Spec: st, In: flow[i].Columns, EventTime: flow[i].EventTime}
+		step := Step{Index: i, Path: tp.Index(i), Kind: st.Kind(), Spec: st, In: flow[i].Columns, EventTime: flow[i].EventTime, WindowTime: flow[i].WindowTime}
 		env, err := Env(step.In)
 		if err != nil {
 			errs = append(errs, field.InternalError(step.Path, err))

@@ -16,6 +16,7 @@ var orderColumns = []v1.Column{
 
 // TestBuildFollowsTheEventTime checks the one place that follows the watermark's column
 // through the steps: the engine's operators and the planner's shape read it from the plan.
+// A window on it makes the window's end the event time after the aggregate.
 func TestBuildFollowsTheEventTime(t *testing.T) {
 	spec := qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, orderColumns...).
 		Filter("qty > 0").
@@ -33,8 +34,12 @@ func TestBuildFollowsTheEventTime(t *testing.T) {
 	for _, s := range pl.Steps {
 		got = append(got, s.EventTime)
 	}
-	if want := []string{"", "", "ts", "event_time", "event_time", ""}; !slices.Equal(got, want) {
+	// After the window the event time is its end, at the window's last instant.
+	if want := []string{"", "", "ts", "event_time", "event_time", "window_end"}; !slices.Equal(got, want) {
 		t.Errorf("event time per step = %q, want %q", got, want)
+	}
+	if s := pl.Steps[5]; !s.WindowTime || pl.Steps[4].WindowTime {
+		t.Errorf("WindowTime = %t after the window, %t before; want true, false", s.WindowTime, pl.Steps[4].WindowTime)
 	}
 	sel := pl.Steps[2].Select
 	if sel[0].From != 2 || sel[1].From != 0 || sel[2].From != -1 || sel[2].Expr.Type != v1.TypeString {

@@ -56,9 +56,14 @@ type FlowPoint struct {
 	// Columns are the rows' columns.
 	Columns Columns
 	// EventTime is the watermark's column here, followed through the selects and joins that
-	// copy it under another name; "" before the watermark step, after an aggregate, or when
-	// the query has none.
+	// copy it under another name; after an aggregate that windows on it, the aggregate's
+	// window_end (see WindowTime); "" before the watermark step, after an aggregate that
+	// does not window on it, or when the query has none.
 	EventTime string
+	// WindowTime reports that EventTime is an earlier aggregate's window_end: a row's event
+	// time is the window's last instant, 1 µs before window_end (Spark's window_time), so
+	// that a later aggregate puts a window ending at 10:01 in the minute that starts at 10:00.
+	WindowTime bool
 	// Right are the columns of the right side of the join step flowing from here: a static
 	// side's schema, or a stream side's source columns after its transform; nil for other
 	// steps and for the sink.
@@ -75,7 +80,7 @@ func (s *StreamingQuerySpec) Flow(x Expressions) ([]FlowPoint, error) {
 	}
 	out := make([]FlowPoint, len(fl.states))
 	for i, st := range fl.states {
-		out[i] = FlowPoint{Columns: st.cols, EventTime: st.watermark, Right: fl.rights[i]}
+		out[i] = FlowPoint{Columns: st.cols, EventTime: st.watermark, WindowTime: st.windowTime, Right: fl.rights[i]}
 	}
 	return out, nil
 }
@@ -92,6 +97,8 @@ type flowState struct {
 	known bool
 	// watermark is the event-time column in force, "" if none.
 	watermark string
+	// windowTime: watermark is an earlier aggregate's window_end (FlowPoint.WindowTime).
+	windowTime bool
 }
 
 // column checks that the column name exists here.
@@ -119,9 +126,13 @@ type flowResult struct {
 	errs field.ErrorList
 	// states[i] flows into step i; the last flows to the sink.
 	states []flowState
-	// aggregate is the index of the aggregate step, -1 if none.
-	aggregate int
-	// aggregateOnWatermark: the aggregate groups by the watermark column or a window on it.
+	// aggregate is the index of the first aggregate step, -1 if none; aggregates holds the
+	// index of each, in order (more than one when aggregates are chained over windows).
+	aggregate  int
+	aggregates []int
+	// chained: an aggregate follows an earlier aggregate over its windows, as it may.
+	chained bool
+	// aggregateOnWatermark: every aggregate groups by the watermark column or a window on it.
 	aggregateOnWatermark bool
 	// streamJoin is the index of the first stream join step, -1 if none.
 	streamJoin int
@@ -181,15 +192,21 @@ func (s *StreamingQuerySpec) flow(spec *field.Path, x Expressions) *flowResult {
 		}
 		if a := st.Aggregate; a != nil {
 			ap := p.Child("aggregate")
-			if r.aggregate >= 0 {
-				r.errs = append(r.errs, field.Forbidden(ap, fmt.Sprintf("a query may have only one aggregate (transform[%d] is one): two aggregations in a row are not supported", r.aggregate)))
-			} else {
+			if r.aggregate < 0 {
 				r.aggregate = i
+			} else if cur.windowTime {
+				r.chained = true
+			} else {
+				last := r.aggregates[len(r.aggregates)-1]
+				r.errs = append(r.errs, field.Forbidden(ap, fmt.Sprintf("an aggregate may follow an aggregate (transform[%d]) only over its windows: "+
+					"the earlier one must group by a window or session on the watermark column, so that its rows have an event time (their window_end) "+
+					"and each is written once, when the watermark closes it", last)))
 			}
 			r.errs = append(r.errs, statefulName(ap.Child("name"), a.Name, statefulNames, ordinal)...)
 			var onWatermark bool
 			next, onWatermark = cur.aggregate(ap, a, x, &r.errs)
-			r.aggregateOnWatermark = r.aggregateOnWatermark || onWatermark
+			r.aggregateOnWatermark = onWatermark && (len(r.aggregates) == 0 || r.aggregateOnWatermark)
+			r.aggregates = append(r.aggregates, i)
 		}
 		if j := st.Join; j != nil {
 			jc := joinContext{names: joinNames, ordinal: joinOrdinal, stateful: statefulNames, aggregateAt: r.aggregate, x: x}
@@ -382,14 +399,17 @@ func (st flowState) project(p *field.Path, projs []Projection, x Expressions, er
 		next.cols = append(next.cols, Column{Name: pr.Name, Type: t})
 		// A column copied as is keeps being the event-time column, under its new name.
 		if st.watermark != "" && next.watermark == "" && strings.TrimSpace(pr.Expr) == st.watermark {
-			next.watermark = pr.Name
+			next.watermark, next.windowTime = pr.Name, st.windowTime
 		}
 	}
 	return next
 }
 
 // aggregate follows the columns through an aggregate step; onWatermark reports that it
-// groups by the watermark column or a window or session on it.
+// groups by the watermark column or a window or session on it. After a window or session on
+// the watermark column, the event time is the aggregate's window_end (FlowPoint.WindowTime);
+// over an earlier aggregate's windows (st.windowTime), the step must window on that
+// window_end, as Spark's window(window_time(window), …) does.
 func (st flowState) aggregate(p *field.Path, a *Aggregate, x Expressions, errs *field.ErrorList) (next flowState, onWatermark bool) {
 	next = flowState{known: true}
 	add := func(p *field.Path, c Column) {
@@ -486,6 +506,16 @@ func (st flowState) aggregate(p *field.Path, a *Aggregate, x Expressions, errs *
 			add(wp, Column{Name: ColumnWindowEnd, Type: TypeTimestamp})
 		}
 	}
+	windowed := windowAt >= 0 && st.watermark != "" && a.GroupBy[windowAt].Window.Column == st.watermark ||
+		sessionAt >= 0 && st.watermark != "" && a.GroupBy[sessionAt].Session.Column == st.watermark
+	if windowed {
+		next.watermark, next.windowTime = ColumnWindowEnd, true
+	}
+	if st.windowTime && st.known && !windowed {
+		*errs = append(*errs, field.Invalid(p.Child("groupBy"), describeKeys(a.GroupBy),
+			fmt.Sprintf("over an earlier aggregate's windows an aggregate groups them by a window (or session) on their end, %q, such as {window: {column: %s, duration: 1m}}: "+
+				"a window takes each earlier window at its last instant, as Spark's window(window_time(window), …) does", st.watermark, st.watermark)))
+	}
 	ap := p.Child("aggregates")
 	if len(a.Aggregates) == 0 {
 		*errs = append(*errs, field.Required(ap, "at least one aggregate, such as {name: n, function: count}"))
@@ -529,6 +559,22 @@ func (st flowState) aggregate(p *field.Path, a *Aggregate, x Expressions, errs *
 		}
 	}
 	return next, onWatermark
+}
+
+// describeKeys describes an aggregate's group keys in an error: "bidder, window(window_end)".
+func describeKeys(keys []GroupKey) string {
+	s := make([]string, len(keys))
+	for i, g := range keys {
+		switch {
+		case g.Window != nil:
+			s[i] = "window(" + g.Window.Column + ")"
+		case g.Session != nil:
+			s[i] = "session(" + g.Session.Column + ")"
+		default:
+			s[i] = g.Column
+		}
+	}
+	return strings.Join(s, ", ")
 }
 
 func describeColumns(cols Columns) string {

@@ -35,10 +35,10 @@ func (s *Sink) DeclaredKeys() []string {
 // upserts reports whether the sink kind writes update mode as an upsert by key.
 func (k SinkKind) upserts() bool { return k == SinkDelta || k == SinkPostgres }
 
-// groupKeyColumns returns the output columns of the aggregate's grouping keys, and false
-// when the query has no aggregate.
+// groupKeyColumns returns the output columns of the grouping keys of the aggregate whose rows
+// reach the sink (the last), and false when the query has no aggregate.
 func (s *StreamingQuerySpec) groupKeyColumns() ([]string, bool) {
-	for i := range s.Transform {
+	for i := len(s.Transform) - 1; i >= 0; i-- {
 		a := s.Transform[i].Aggregate
 		if a == nil {
 			continue

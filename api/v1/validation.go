@@ -440,15 +440,18 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, fl *flowResult) f
 	if fl.streamJoin >= 0 && mode != OutputAppend {
 		errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("a stream join (transform[%d]) emits each joined row once, when it is found or when the watermark passes its time bound: it needs append mode", fl.streamJoin)))
 	}
-	if fl.aggregate >= 0 {
-		if sw := s.Transform[fl.aggregate].Aggregate.Session(); sw != nil {
+	for _, at := range fl.aggregates {
+		if sw := s.Transform[at].Aggregate.Session(); sw != nil {
 			switch {
 			case mode == OutputComplete:
-				errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session: a session is written when it changes (update) or once, when the watermark closes it (append); complete mode would keep every session forever", fl.aggregate)))
+				errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session: a session is written when it changes (update) or once, when the watermark closes it (append); complete mode would keep every session forever", at)))
 			case mode == OutputUpdate && s.Sink.Kind().upserts():
-				errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session and the %s sink upserts by key: when sessions merge, the merged-away session's row (another window_start) would stay in the table; use append mode, which writes each session once, when it closes", fl.aggregate, s.Sink.Kind())))
+				errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session and the %s sink upserts by key: when sessions merge, the merged-away session's row (another window_start) would stay in the table; use append mode, which writes each session once, when it closes", at, s.Sink.Kind())))
 			}
 		}
+	}
+	if n := len(fl.aggregates); fl.chained && mode != OutputAppend {
+		errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates the windows of transform[%d]: it must take each window once, when the watermark closes it, so chained aggregates run in append mode only (as Spark's do)", fl.aggregates[n-1], fl.aggregates[n-2])))
 	}
 	switch {
 	case mode == OutputComplete && fl.aggregate < 0:

@@ -391,6 +391,35 @@ func TestValidate(t *testing.T) {
 			},
 		},
 		{
+			name: "an aggregate over an aggregate's windows, with a filter and a renaming select between",
+			query: orders().Watermark("ts", "1m").
+				Aggregate("per-country", []v1.GroupKey{qt.Window("ts", "10s"), qt.Key("country")}, qt.Agg("total", v1.AggSum, "amount")).
+				Filter("total > 0.0").
+				Select(qt.As("country", "country"), qt.As("total", "total"), qt.As("ended", "window_end")).
+				Aggregate("best", []v1.GroupKey{qt.Window("ended", "1m")}, qt.Agg("top", v1.AggMax, "total")),
+		},
+		{
+			name: "chained aggregates: on the earlier window's end, in append mode, over a windowed aggregate",
+			query: orders().Watermark("ts", "1m").
+				Aggregate("per-country", []v1.GroupKey{qt.Window("ts", "10s"), qt.Key("country")}, qt.Agg("total", v1.AggSum, "amount")).
+				Aggregate("by-start", []v1.GroupKey{qt.Window("window_start", "1m")}, qt.Agg("top", v1.AggMax, "total")).
+				OutputMode(v1.OutputUpdate).Sink(v1.Sink{Console: &v1.ConsoleSink{}}),
+			want: field.ErrorList{
+				field.Invalid(transform.Index(2).Child("aggregate", "groupBy"), "window(window_start)", ""),
+				field.Invalid(mode, v1.OutputUpdate, ""),
+			},
+		},
+		{
+			name: "an aggregate after one without a window on the watermark",
+			query: orders().Watermark("ts", "1m").
+				Aggregate("per-country", []v1.GroupKey{qt.Key("country")}, qt.Agg("total", v1.AggSum, "amount")).
+				Aggregate("best", []v1.GroupKey{qt.Key("country")}, qt.Agg("top", v1.AggMax, "total")).
+				OutputMode(v1.OutputUpdate).Sink(v1.Sink{Console: &v1.ConsoleSink{}}),
+			want: field.ErrorList{
+				field.Forbidden(transform.Index(2).Child("aggregate"), ""),
+			},
+		},
+		{
 			name: "stateful step names are unique, also against ordinals",
 			query: orders().DropDuplicates("1", "order_id").DropDuplicates("", "order_id", "").DropDuplicates("x", "nope").DropDuplicates("x").
 				Aggregate("", nil, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputComplete).Sink(v1.Sink{Console: &v1.ConsoleSink{}}),

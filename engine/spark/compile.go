@@ -82,6 +82,30 @@ type compiler struct {
 	checkpointBucket string
 	// buckets holds the S3 settings of the buckets locations' own settings name.
 	buckets map[string]v1.S3Connection
+	// chained: the step being compiled is an aggregate whose windows a later aggregate
+	// takes (chainsOn); window is then the column that carries its window struct on to it
+	// (windowColumn), "" when no such column flows.
+	chained bool
+	window  string
+}
+
+// windowColumn carries an aggregate's window struct (window or session_window, with the
+// event-time metadata Spark's watermark follows) past the select that names window_start
+// and window_end, to the aggregate over its windows: window_time takes only such a column.
+const windowColumn = "_lockstep_window"
+
+// chainsOn reports whether step i is an aggregate whose windows the next aggregate takes
+// (its input's event time is their window_end).
+func chainsOn(spec *v1.StreamingQuerySpec, flow []v1.FlowPoint, i int) bool {
+	if spec.Transform[i].Aggregate == nil {
+		return false
+	}
+	for j := i + 1; j < len(spec.Transform); j++ {
+		if spec.Transform[j].Aggregate != nil {
+			return flow[j].WindowTime
+		}
+	}
+	return false
 }
 
 func (c *compiler) refuse(p *field.Path, value any, reason string) {
@@ -108,7 +132,7 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		OutputMode:         string(spec.OutputMode),
 		Trigger:            c.trigger(sp.Child("trigger")),
 	}
-	cols, err := lplan.Columns(spec)
+	flow, err := spec.Flow(lplan.Expressions)
 	if err != nil {
 		c.errs = append(c.errs, field.Invalid(sp, "", err.Error()))
 		return plan
@@ -143,10 +167,11 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		plan.Conf[sparkckpt.ConfSourceEvolution] = "false"
 	}
 	for i := range spec.Transform {
-		plan.Steps = append(plan.Steps, c.step(sp.Child("transform").Index(i), &spec.Transform[i], cols[i])...)
+		c.chained = chainsOn(spec, flow, i)
+		plan.Steps = append(plan.Steps, c.step(sp.Child("transform").Index(i), &spec.Transform[i], flow[i])...)
 	}
 	var last []Step
-	plan.Sink, last = c.sink(sp.Child("sink"), &spec.Sink, cols[len(cols)-1])
+	plan.Sink, last = c.sink(sp.Child("sink"), &spec.Sink, flow[len(flow)-1].Columns)
 	plan.Steps = append(plan.Steps, last...)
 	return plan
 }
@@ -419,7 +444,9 @@ func sqlType(t v1.ColumnType) string {
 	return "STRING"
 }
 
-func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
+// step compiles one step; at is what flows into it.
+func (c *compiler) step(p *field.Path, st *v1.Step, at v1.FlowPoint) []Step {
+	in := at.Columns
 	switch st.Kind() {
 	case v1.StepFilter:
 		env, err := lplan.Env(in)
@@ -460,6 +487,9 @@ func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 			// The column's type is the spec's, whatever Spark infers for the expression.
 			sel = append(sel, fmt.Sprintf("CAST(%s AS %s) AS %s", sql, sqlType(typ), quoteIdent(pr.Name)))
 		}
+		if c.window != "" && at.WindowTime {
+			sel = append(sel, quoteIdent(c.window))
+		}
 		return []Step{{Select: sel}}
 	case v1.StepWatermark:
 		d, _ := st.Watermark.Delay.Parse()
@@ -467,7 +497,7 @@ func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 	case v1.StepDropDuplicates:
 		return []Step{{DropDuplicates: st.DropDuplicates.Columns}}
 	case v1.StepAggregate:
-		return c.aggregate(p.Child("aggregate"), st.Aggregate, in)
+		return c.aggregate(p.Child("aggregate"), st.Aggregate, at)
 	case v1.StepJoin:
 		return c.join(p.Child("join"), st.Join, in)
 	}
@@ -475,10 +505,22 @@ func (c *compiler) step(p *field.Path, st *v1.Step, in v1.Columns) []Step {
 }
 
 // aggregate is a groupBy/agg, then a select that names the columns as the spec does: a
-// window or a session becomes window_start and window_end, in the key's place.
-func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []Step {
+// window or a session becomes window_start and window_end, in the key's place. Over an
+// earlier aggregate's windows (at.WindowTime), a window or session on their window_end
+// takes each at window_time(window), its last instant; an aggregate whose windows a later
+// one takes keeps its window struct in windowColumn for it.
+func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, at v1.FlowPoint) []Step {
+	in := at.Columns
 	agg := &Aggregate{GroupBy: []string{}} // [] for a global aggregate: the runner's groupBy()
 	var out []string
+	// timeOf is the Spark expression of a window's or session's time column.
+	timeOf := func(column string) string {
+		if at.WindowTime && column == at.EventTime && c.window != "" {
+			return "window_time(" + quoteIdent(c.window) + ")"
+		}
+		return quoteIdent(column)
+	}
+	kept := ""
 	for k, g := range a.GroupBy {
 		switch {
 		case g.Column != "":
@@ -488,8 +530,9 @@ func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []St
 		case g.Session != nil:
 			name := fmt.Sprintf("_session%d", k)
 			gap := c.sessionGap(p.Child("groupBy").Index(k).Child("session"), g.Session, in)
-			agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("session_window(%s, %s) AS `%s`", quoteIdent(g.Session.Column), gap, name))
+			agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("session_window(%s, %s) AS `%s`", timeOf(g.Session.Column), gap, name))
 			out = append(out, fmt.Sprintf("`%s`.start AS `%s`", name, v1.ColumnWindowStart), fmt.Sprintf("`%s`.end AS `%s`", name, v1.ColumnWindowEnd))
+			kept = name
 			if !slices.ContainsFunc(a.GroupBy, func(g v1.GroupKey) bool { return g.Column != "" }) {
 				c.refuse(p.Child("groupBy").Index(k).Child("session"), "", "Spark does not run a streaming session window without a group key beside it (a global aggregation); group by a column too")
 			}
@@ -507,8 +550,9 @@ func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []St
 			slide, _ = w.Slide.Parse()
 		}
 		name := fmt.Sprintf("_window%d", k)
-		agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("window(%s, '%d milliseconds', '%d milliseconds') AS `%s`", quoteIdent(w.Column), size.Milliseconds(), slide.Milliseconds(), name))
+		agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("window(%s, '%d milliseconds', '%d milliseconds') AS `%s`", timeOf(w.Column), size.Milliseconds(), slide.Milliseconds(), name))
 		out = append(out, fmt.Sprintf("`%s`.start AS `%s`", name, v1.ColumnWindowStart), fmt.Sprintf("`%s`.end AS `%s`", name, v1.ColumnWindowEnd))
+		kept = name
 	}
 	for j, ag := range a.Aggregates {
 		col := quoteIdent(ag.Column)
@@ -537,6 +581,11 @@ func (c *compiler) aggregate(p *field.Path, a *v1.Aggregate, in v1.Columns) []St
 		}
 		agg.Aggregates = append(agg.Aggregates, e+" AS "+quoteIdent(ag.Name))
 		out = append(out, quoteIdent(ag.Name))
+	}
+	c.window = ""
+	if c.chained && kept != "" {
+		c.window = windowColumn
+		out = append(out, fmt.Sprintf("`%s` AS `%s`", kept, windowColumn))
 	}
 	return []Step{{Aggregate: agg}, {Select: out}}
 }

@@ -103,7 +103,7 @@ func (c *compiler) sideSteps(p *field.Path, steps []v1.SideStep, in v1.Columns) 
 	for i, ss := range steps {
 		sp := p.Index(i)
 		st := &v1.Step{Filter: ss.Filter, Select: ss.Select}
-		out = append(out, c.step(sp, st, in)...)
+		out = append(out, c.step(sp, st, v1.FlowPoint{Columns: in})...)
 		if ss.Select == nil {
 			continue
 		}

@@ -148,6 +148,32 @@ func TestCompileWindow(t *testing.T) {
 	}
 }
 
+// TestCompileChainedAggregates: an aggregate whose windows a later one takes keeps its window
+// struct (with Spark's event-time metadata) in a column of its own, carried through a select
+// that keeps window_end, and the later aggregate windows by window_time of it.
+func TestCompileChainedAggregates(t *testing.T) {
+	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, v1.Column{Name: "ts", Type: v1.TypeTimestamp}, v1.Column{Name: "qty", Type: v1.TypeLong}).
+		Watermark("ts", "10s").Aggregate("", []v1.GroupKey{qt.Window("ts", "1m")}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "qty"}).
+		Select(qt.As("ended", v1.ColumnWindowEnd), qt.As("total", "total")).
+		Aggregate("", []v1.GroupKey{qt.Window("ended", "1h")}, v1.Aggregation{Name: "top", Function: v1.AggMax, Column: "total"}).
+		OutputMode(v1.OutputAppend).DeltaSink("/out"))
+	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []spark.Step{
+		{Watermark: &spark.Watermark{Column: "ts", Delay: "10000 milliseconds"}},
+		{Aggregate: &spark.Aggregate{GroupBy: []string{"window(`ts`, '60000 milliseconds', '60000 milliseconds') AS `_window0`"}, Aggregates: []string{"try_sum(`qty`) AS `total`"}}},
+		{Select: []string{"`_window0`.start AS `window_start`", "`_window0`.end AS `window_end`", "`total`", "`_window0` AS `_lockstep_window`"}},
+		{Select: []string{"CAST(`window_end` AS TIMESTAMP) AS `ended`", "CAST(`total` AS BIGINT) AS `total`", "`_lockstep_window`"}},
+		{Aggregate: &spark.Aggregate{GroupBy: []string{"window(window_time(`_lockstep_window`), '3600000 milliseconds', '3600000 milliseconds') AS `_window0`"}, Aggregates: []string{"max(`total`) AS `top`"}}},
+		{Select: []string{"`_window0`.start AS `window_start`", "`_window0`.end AS `window_end`", "`top`"}},
+	}
+	if diff := cmp.Diff(want, plan.Steps); diff != "" {
+		t.Errorf("Compile steps (-want +got):\n%s", diff)
+	}
+}
+
 // TestCompileSession: a session key becomes session_window() with the fixed gap as an interval
 // string, or gapExpr translated and made a calendar interval (session_window takes no
 // day-time interval), renamed to window_start and window_end in its place.

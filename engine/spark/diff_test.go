@@ -278,6 +278,28 @@ func diffCases() []diffCase {
 				Watermark("ts", "5s").Aggregate("", window, qt.Agg("n", v1.AggCount, ""), qt.Agg("q2", v1.AggSum, "q2")).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
+		{name: "window-then-window", input: filesInput(diffLateInput), query: func(in, out string) *qt.Query {
+			// Per id per 5s, then the largest total and the count of those windows per 20s:
+			// a window ending at 00:20 falls in [00:00, 00:20), at its last instant.
+			return base("window-then-window", in).Watermark("ts", "5s").
+				Aggregate("per-id", []v1.GroupKey{qt.Key("id"), qt.Window("ts", "5s")}, qt.Agg("n", v1.AggCount, ""), qt.Agg("total", v1.AggSum, "qty")).
+				Filter("n > 0").
+				Aggregate("best", []v1.GroupKey{qt.Window(v1.ColumnWindowEnd, "20s")}, qt.Agg("top", v1.AggMax, "total"), qt.Agg("windows", v1.AggCount, "")).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "sliding-select-then-window", query: func(in, out string) *qt.Query {
+			// Sliding windows, a select that renames their end, then tumbling windows of them.
+			return base("sliding-select-then-window", in).Watermark("ts", "5s").Aggregate("", sliding, slidingAggs...).
+				Select(qt.As("ended", v1.ColumnWindowEnd), qt.As("mean", "mean"), qt.As("n", "n")).
+				Aggregate("", []v1.GroupKey{qt.Window("ended", "10s")}, qt.Agg("windows", v1.AggCount, ""), qt.Agg("rows", v1.AggSum, "n"), qt.Agg("avg_mean", v1.AggAvg, "mean")).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "session-then-window", input: filesInput(diffSessions), query: func(in, out string) *qt.Query {
+			// Each id's sessions, then how many sessions ended in each 10s.
+			return base("session-then-window", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
+				Aggregate("", []v1.GroupKey{qt.Window(v1.ColumnWindowEnd, "10s")}, qt.Agg("sessions", v1.AggCount, ""), qt.Agg("rows", v1.AggSum, "n")).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
 		{name: "session-append", input: filesInput(diffSessions), query: func(in, out string) *qt.Query {
 			return base("session-append", in).Watermark("ts", "5s").Aggregate("", []v1.GroupKey{qt.Key("id"), qt.Session("ts", "5s")}, slidingAggs...).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)

@@ -25,7 +25,12 @@ type AggregateConfig struct {
 	// EventTime is the event-time column in force at the step
 	// (plan.Step.EventTime), "" when the query has no watermark before it.
 	EventTime string
-	Mode      v1.OutputMode
+	// WindowTime reports that EventTime is an earlier aggregate's window_end
+	// (plan.Step.WindowTime): a window or session on it takes each row at
+	// its window's last instant, 1 µs before window_end (Spark's
+	// window_time).
+	WindowTime bool
+	Mode       v1.OutputMode
 	// GapOf computes a row's session gap, for a session window with a gapExpr
 	// (NewSession); false for a null gap.
 	GapOf func(Row) (time.Duration, bool)
@@ -63,10 +68,25 @@ type keyPart struct {
 }
 
 // window is a tumbling (slide == size) or sliding event-time window, in
-// nanoseconds, aligned to the epoch.
+// nanoseconds, aligned to the epoch. A row's time is its column's less
+// shift (windowTimeShift over an earlier aggregate's windows, else 0).
 type window struct {
 	col         int
 	size, slide int64
+	shift       int64
+}
+
+// windowTimeShift is how far before an earlier aggregate's window_end its
+// window's time is: 1 µs, the window's last instant (Spark's window_time).
+const windowTimeShift = int64(time.Microsecond)
+
+// shiftOf is the shift of a window or session on column: windowTimeShift
+// when column is an earlier aggregate's window_end, else 0.
+func shiftOf(cfg AggregateConfig, column string) int64 {
+	if cfg.WindowTime && column == cfg.EventTime {
+		return windowTimeShift
+	}
+	return 0
 }
 
 // aggSpec is one compiled aggregation.
@@ -84,9 +104,10 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 		Column string `json:"column,omitempty"`
 		Type   string `json:"type,omitempty"`
 		Window *struct {
-			Column   string `json:"column"`
-			Duration string `json:"duration"`
-			Slide    string `json:"slide"`
+			Column     string `json:"column"`
+			Duration   string `json:"duration"`
+			Slide      string `json:"slide"`
+			WindowTime bool   `json:"windowTime,omitempty"`
 		} `json:"window,omitempty"`
 	}
 	desc := struct {
@@ -111,18 +132,23 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 			if slide == 0 {
 				slide = size
 			}
-			a.window = &window{col: col, size: int64(size), slide: int64(slide)}
+			a.window = &window{col: col, size: int64(size), slide: int64(slide), shift: shiftOf(cfg, w.Column)}
 			a.keys = append(a.keys, keyPart{col: col, window: true})
 			a.out = append(a.out, v1.Column{Name: v1.ColumnWindowStart, Type: v1.TypeTimestamp}, v1.Column{Name: v1.ColumnWindowEnd, Type: v1.TypeTimestamp})
 			kd := keyDesc{}
 			kd.Window = &struct {
-				Column   string `json:"column"`
-				Duration string `json:"duration"`
-				Slide    string `json:"slide"`
-			}{w.Column, size.String(), slide.String()}
+				Column     string `json:"column"`
+				Duration   string `json:"duration"`
+				Slide      string `json:"slide"`
+				WindowTime bool   `json:"windowTime,omitempty"`
+			}{w.Column, size.String(), slide.String(), a.window.shift != 0}
 			desc.Keys = append(desc.Keys, kd)
+			input := w.Column
+			if a.window.shift != 0 {
+				input = "window_time(" + w.Column + ")"
+			}
 			keySchema = append(keySchema, state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp),
-				Function: "window(" + size.String() + ", " + slide.String() + ")", Input: w.Column})
+				Function: "window(" + size.String() + ", " + slide.String() + ")", Input: input})
 			if cfg.EventTime != "" && w.Column == cfg.EventTime {
 				a.evict = evictWindow
 			}
@@ -306,6 +332,7 @@ func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metric
 			if !ok {
 				continue // no window holds a null event time (Spark drops it too)
 			}
+			ts -= a.window.shift
 			late, placed := false, false
 			for start := floorDiv(ts, a.window.slide) * a.window.slide; start > ts-a.window.size; start -= a.window.slide {
 				end := start + a.window.size

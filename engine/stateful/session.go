@@ -38,6 +38,9 @@ type Session struct {
 	keys []keyPart
 	col  int   // the session column
 	gap  int64 // nanoseconds, when gapOf is nil
+	// shift is subtracted from the column's time: windowTimeShift over an
+	// earlier aggregate's windows, else 0.
+	shift int64
 	// gapOf computes a row's gap (gapExpr); false for a null one.
 	gapOf func(Row) (time.Duration, bool)
 	// evicts is false only when the watermark is not on the session
@@ -77,7 +80,7 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 		}
 	}
 	s := &Session{name: cfg.Name, mode: cfg.Mode, col: columnIndex(cfg.Input, sw.Column), gap: int64(gap), gapOf: cfg.GapOf,
-		evicts: cfg.EventTime != "" && cfg.EventTime == sw.Column}
+		evicts: cfg.EventTime != "" && cfg.EventTime == sw.Column, shift: shiftOf(cfg, sw.Column)}
 	if s.col < 0 {
 		return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, sw.Column)
 	}
@@ -85,9 +88,10 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 		Column  string `json:"column,omitempty"`
 		Type    string `json:"type,omitempty"`
 		Session *struct {
-			Column  string `json:"column"`
-			Gap     string `json:"gap,omitempty"`
-			GapExpr string `json:"gapExpr,omitempty"`
+			Column     string `json:"column"`
+			Gap        string `json:"gap,omitempty"`
+			GapExpr    string `json:"gapExpr,omitempty"`
+			WindowTime bool   `json:"windowTime,omitempty"`
 		} `json:"session,omitempty"`
 	}
 	desc := struct {
@@ -104,10 +108,11 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 			s.out = append(s.out, v1.Column{Name: v1.ColumnWindowStart, Type: v1.TypeTimestamp}, v1.Column{Name: v1.ColumnWindowEnd, Type: v1.TypeTimestamp})
 			kd := keyDesc{}
 			kd.Session = &struct {
-				Column  string `json:"column"`
-				Gap     string `json:"gap,omitempty"`
-				GapExpr string `json:"gapExpr,omitempty"`
-			}{Column: sw.Column, GapExpr: sw.GapExpr}
+				Column     string `json:"column"`
+				Gap        string `json:"gap,omitempty"`
+				GapExpr    string `json:"gapExpr,omitempty"`
+				WindowTime bool   `json:"windowTime,omitempty"`
+			}{Column: sw.Column, GapExpr: sw.GapExpr, WindowTime: s.shift != 0}
 			if sw.GapExpr == "" {
 				kd.Session.Gap = gap.String()
 			}
@@ -176,6 +181,7 @@ func (s *Session) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics,
 		if !ok {
 			continue // no session holds a null event time (Spark drops it too)
 		}
+		ts -= s.shift
 		gap := s.gap
 		if s.gapOf != nil {
 			g, ok := s.gapOf(r)
