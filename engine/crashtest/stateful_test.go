@@ -43,7 +43,8 @@ spec:
 
 // statefulScenarios are the stateful queries killed: a windowed count and
 // sum with a watermark in append mode, a keyed aggregation in update mode,
-// a deduplication, and sessions per country in append mode.
+// a deduplication, sessions per country in append mode, and an aggregate
+// over the windows of another.
 var statefulScenarios = []struct {
 	name, transform, mode string
 }{
@@ -67,6 +68,16 @@ var statefulScenarios = []struct {
   - aggregate:
       groupBy: [{column: country}, {session: {column: ts, gap: 4s}}]
       aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}, {name: first, function: min, column: id}]`, "append"},
+	{"chained-windows", `
+  - watermark: {column: ts, delay: 5s}
+  - aggregate:
+      name: per-country
+      groupBy: [{column: country}, {window: {column: ts, duration: 10s}}]
+      aggregates: [{name: revenue, function: sum, column: amount}]
+  - aggregate:
+      name: best
+      groupBy: [{window: {column: window_end, duration: 30s}}]
+      aggregates: [{name: top, function: max, column: revenue}, {name: windows, function: count}]`, "append"},
 }
 
 // statefulSetup is one scenario's folders, local.
