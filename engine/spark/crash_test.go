@@ -55,7 +55,8 @@ type sparkCrash struct {
 // readable, one lockstep_batches row per batch. The scenarios: files → Delta append through
 // the S3 fault proxy; Kafka (the real broker) → Delta on a local folder; a window
 // aggregation in update mode → Delta MERGE on versitygw and → PostgreSQL on a local folder;
-// session windows in append mode → the files sink on a local folder.
+// session windows, then windows of the sessions, in append mode → the files sink on a local
+// folder.
 // Delta's own append sink has no hook between its files and its commit, so its sink-commit
 // phase is met only by the random kills.
 func TestSparkDriverKilled(t *testing.T) {
@@ -69,9 +70,12 @@ func TestSparkDriverKilled(t *testing.T) {
 	stateless := func(q *qt.Query) *qt.Query {
 		return q.Filter("amount > 1.0").SelectColumns("id", "qty", "amount", "ts")
 	}
+	// Sessions, then an aggregate over them (chained by window_time on Spark): both
+	// operators' state recovers.
 	sessions := func(q *qt.Query) *qt.Query {
 		return q.Watermark("ts", "5s").
 			Aggregate("", []v1.GroupKey{qt.Key("qty"), qt.Session("ts", "8s")}, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "amount"}).
+			Aggregate("", []v1.GroupKey{qt.Window(v1.ColumnWindowEnd, "10s")}, qt.Agg("sessions", v1.AggCount, ""), qt.Agg("rows", v1.AggSum, "n"), qt.Agg("total", v1.AggSum, "total")).
 			OutputMode(v1.OutputAppend)
 	}
 	update := func(q *qt.Query) *qt.Query {
@@ -84,7 +88,7 @@ func TestSparkDriverKilled(t *testing.T) {
 		{name: "kafka-to-delta-local", store: "local", kafka: true, kills: []string{"sink-write:1", "commit:2"}, query: stateless},
 		{name: "update-merge-versitygw", store: "versitygw", kills: []string{"offsets:0", "sink-commit:1"}, query: update},
 		{name: "update-postgres-local", store: "local", sink: "postgres", kills: []string{"offsets:0", "sink-write:1", "sink-commit:2", "commit:3"}, query: update},
-		{name: "sessions-files-local", store: "local", sink: "files", kills: []string{"sink-write:1", "commit:2"}, query: sessions},
+		{name: "sessions-then-windows-files-local", store: "local", sink: "files", kills: []string{"sink-write:1", "commit:2"}, query: sessions},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
