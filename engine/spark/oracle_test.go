@@ -143,6 +143,20 @@ func oracleSessions(in string) *qt.Query {
 		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} })
 }
 
+// oracleChained is the seventh base: each country's revenue per 10 seconds, then per 30
+// seconds of those windows the best revenue and how many there were, appended (the watermark
+// closes the first 30 seconds in the last batch).
+func oracleChained(in string) *qt.Query {
+	return qt.Make("oracle", "spark").FilesSource("orders", filepath.Join(in, "orders"), v1.FormatJSON, oracleColumns...).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		Watermark("ts", "10s").
+		Aggregate("", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "10s")}, v1.Aggregation{Name: "revenue", Function: v1.AggSum, Column: "amount"}).
+		Aggregate("", []v1.GroupKey{qt.Window(v1.ColumnWindowEnd, "30s")},
+			v1.Aggregation{Name: "best", Function: v1.AggMax, Column: "revenue"}, v1.Aggregation{Name: "windows", Function: v1.AggCount}).
+		OutputMode(v1.OutputAppend).ConsoleSink().StatePartitions(3).AvailableNow().
+		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} })
+}
+
 type oracleCase struct {
 	rule   string // the rule the change is about
 	change string // the change, in words
@@ -298,6 +312,17 @@ func oracleCases() []oracleCase {
 		}},
 		{rule: "key-columns", change: "sessions become 1-minute windows", base: oracleSessions, edit: func(s *v1.StreamingQuerySpec, _ string) {
 			agg(s).GroupBy[1] = qt.Window("ts", "1m")
+		}},
+		{rule: "operator-added", change: "an aggregate over the windows added", base: oracleChained, old: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform = s.Transform[:2]
+		}, edit: func(s *v1.StreamingQuerySpec, in string) {
+			s.Transform = append(s.Transform, oracleChained(in).Spec().Transform[2])
+		}},
+		{rule: "window-size", change: "the later aggregate's windows of 1 minute instead of 30 seconds", base: oracleChained, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			s.Transform[2].Aggregate.GroupBy[0].Window.Duration = "1m"
+		}},
+		{rule: "window-size", change: "the windows the later aggregate takes of 20 seconds instead of 10", base: oracleChained, edit: func(s *v1.StreamingQuerySpec, _ string) {
+			agg(s).GroupBy[1].Window.Duration = "20s"
 		}},
 	}
 }
@@ -556,7 +581,9 @@ mode, after a 10s watermark; the second drops duplicate orders by id, in append 
 joins orders with a static table of regions by country (no state); the fourth joins orders with
 a second source, returns, by order id within a minute (a stream join); the fifth is the second
 written to a files sink, whose folder is what its rows are compared by; the sixth counts and sums
-the orders of each country's sessions (closed by 30s without an order), in append mode. Sources are
+the orders of each country's sessions (closed by 30s without an order), in append mode; the seventh
+sums each country's orders per 10 seconds, then per 30 seconds of those windows takes the best sum
+and counts them (Spark's window_time chaining), in append mode. Sources are
 named (Spark 4.2's source evolution). "Spark on restart" is what Spark did: refused (with its error class), ran
 with the rows an uninterrupted run gives, or ran with other rows (silently wrong). "Lockstep" is
 ` + "`lockstep plan`" + `'s verdict, with the rules that rejected. The rules are in [compatibility.md](compatibility.md).
