@@ -29,50 +29,53 @@ var (
 // is wall clock, the end-to-end rate with -cpu 2. Events count all three
 // kinds, as Nexmark's throughput does; bids are 46 of 50.
 func BenchmarkNexmark(b *testing.B) {
-	for _, q := range enginetest.NexmarkQueries {
-		for _, sink := range []string{"discard", "files"} {
-			b.Run(q.Name+"/sink="+sink, func(b *testing.B) {
-				dir := b.TempDir()
-				events := int64(b.N) * *nexmarkBatch
-				w := querytest.Make("nexmark-"+q.Name, "default").NexmarkSource("bids", v1.NexmarkSource{
-					Table: v1.NexmarkBid, EventsPerSecond: *nexmarkRate, AsFastAsPossible: true,
-					MaxEventsPerTrigger: *nexmarkBatch, NumEvents: &events, StartTime: "2026-01-05T10:00:00Z",
+	for _, list := range enginetest.NexmarkLists {
+		for _, q := range list.Queries {
+			for _, sink := range []string{"discard", "files"} {
+				b.Run(q.Name+"/sink="+sink, func(b *testing.B) {
+					benchNexmark(b, list.Source, list.Table, q, sink)
 				})
-				w = q.Steps(w).AvailableNow().Checkpoint(filepath.Join(dir, "ckpt"))
-				// A second nexmark source (q4's auctions) reads the same stream.
-				w = w.Edit(func(s *v1.StreamingQuerySpec) {
-					for i := range s.Sources[1:] {
-						n := s.Sources[i+1].Nexmark
-						n.EventsPerSecond, n.AsFastAsPossible, n.MaxEventsPerTrigger, n.NumEvents, n.StartTime = *nexmarkRate, true, *nexmarkBatch, &events, "2026-01-05T10:00:00Z"
-					}
-				})
-				if sink == "files" {
-					w = w.FilesSink(filepath.Join(dir, "out"), v1.FormatParquet)
-				} else {
-					w = w.ConsoleSink()
-				}
-				eng, err := engine.New(w.Obj(), enginetest.Registry(b), engine.WithStdout(io.Discard))
-				if err != nil {
-					b.Fatal(err)
-				}
-				runtime.GC()
-				b.ReportAllocs()
-				b.ResetTimer()
-				began := cpu()
-				sum, err := eng.Run(context.Background())
-				if err != nil {
-					b.Fatal(err)
-				}
-				used := cpu() - began
-				b.StopTimer()
-				if sum.Batches < b.N { // a stateful query may add one without data, for the watermark
-					b.Fatalf("%d batches, want at least %d", sum.Batches, b.N)
-				}
-				b.ReportMetric(float64(events)/used.Seconds(), "events/cpu-s")
-				b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
-				b.ReportMetric(float64(used.Nanoseconds())/float64(events), "cpu-ns/event")
-				b.ReportMetric(float64(sum.NumOutputRows)/float64(b.N), "out-rows/batch")
-			})
+			}
 		}
 	}
+}
+
+// benchNexmark runs q, whose first source is a nexmark source named source of table, into
+// sink (discard or files), as BenchmarkNexmark says.
+func benchNexmark(b *testing.B, source string, table v1.NexmarkTable, q enginetest.NexmarkQuery, sink string) {
+	dir := b.TempDir()
+	events := int64(b.N) * *nexmarkBatch
+	w := q.Steps(querytest.Make("nexmark-"+q.Name, "default").NexmarkSource(source, v1.NexmarkSource{Table: table})).
+		AvailableNow().Checkpoint(filepath.Join(dir, "ckpt"))
+	// Every nexmark source (q4's auctions, q3's and q8's) reads the same stream.
+	w = w.Edit(func(s *v1.StreamingQuerySpec) {
+		enginetest.NexmarkGenerate(s, v1.NexmarkSource{EventsPerSecond: *nexmarkRate, AsFastAsPossible: true,
+			MaxEventsPerTrigger: *nexmarkBatch, NumEvents: &events, StartTime: "2026-01-05T10:00:00Z"})
+	})
+	if sink == "files" {
+		w = w.FilesSink(filepath.Join(dir, "out"), v1.FormatParquet)
+	} else {
+		w = w.ConsoleSink()
+	}
+	eng, err := engine.New(w.Obj(), enginetest.Registry(b), engine.WithStdout(io.Discard))
+	if err != nil {
+		b.Fatal(err)
+	}
+	runtime.GC()
+	b.ReportAllocs()
+	b.ResetTimer()
+	began := cpu()
+	sum, err := eng.Run(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	used := cpu() - began
+	b.StopTimer()
+	if sum.Batches < b.N { // a stateful query may add one without data, for the watermark
+		b.Fatalf("%d batches, want at least %d", sum.Batches, b.N)
+	}
+	b.ReportMetric(float64(events)/used.Seconds(), "events/cpu-s")
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+	b.ReportMetric(float64(used.Nanoseconds())/float64(events), "cpu-ns/event")
+	b.ReportMetric(float64(sum.NumOutputRows)/float64(b.N), "out-rows/batch")
 }

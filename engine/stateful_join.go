@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
@@ -29,8 +30,13 @@ type streamJoinStep struct {
 	// out[i] is the operator's column (left columns, then right) that is
 	// output column i.
 	out []int
-	// delayMs is how far behind the watermark the event time of the rows it
-	// emits may be: the upper end of its time bound.
+	// delayMs is how far the watermark of the steps after the join is behind
+	// the query's, as Spark's join propagates it (StreamingSymmetricHashJoinExec's
+	// produceOutputWatermark): the smaller of the two sides' state watermarks,
+	// each its bound behind (a left row can still match a right row up to
+	// upperBound later, a right row a left one up to lowerBound later) and 1 ms
+	// below that, the bound being inclusive. So the larger bound, in
+	// milliseconds rounded up, plus 1.
 	delayMs int64
 
 	stores [2]*state.Store
@@ -104,7 +110,7 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *waterma
 		return nil, field.Required(p.Child("stream"), "a stream join needs a watermark step before it")
 	}
 	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, left: left.wm, right: wm, rightSteps: rightSteps,
-		sideMs: map[string]int64{}, delayMs: max(0, upper.Milliseconds())}
+		sideMs: map[string]int64{}, delayMs: ceilMs(max(lower, upper, 0)) + 1}
 	for _, c := range j.Output(cols, right) {
 		k := c.Index
 		if c.Side == v1.SideRight {
@@ -184,9 +190,9 @@ func (s *streamJoinStep) process(b *stepBatch, left []Row) ([]Row, error) {
 	leftMs, rightMs := s.left.Next(prev(0)), s.right.Next(prev(1))
 	s.nextSideMs = map[string]int64{metas[0].Operator: leftMs, metas[1].Operator: rightMs}
 	s.nextMs = max(b.queryWatermarkMs, min(leftMs, rightMs))
-	// The join emits a left row up to its time bound's upper end behind the watermark (a
-	// match found late, or an outer row at eviction), so the stateful steps after it judge
-	// lateness and evict by watermarks that much behind (Spark's watermark propagation).
+	// The join emits rows behind the watermark (a match found late, or an outer row at
+	// eviction), so the stateful steps after it judge lateness and evict by watermarks
+	// delayMs behind (Spark's watermark propagation).
 	b.watermarkMs -= s.delayMs
 	b.lateWatermarkMs -= s.delayMs
 	return rows, nil
@@ -234,4 +240,9 @@ func (s *streamJoinStep) close(log *slog.Logger) {
 			log.Warn("Closed state store with an error", "operator", s.op.Metadata()[i].Operator, "error", err)
 		}
 	}
+}
+
+// ceilMs is d in milliseconds, rounded up.
+func ceilMs(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }

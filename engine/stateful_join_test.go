@@ -261,6 +261,34 @@ func TestStreamJoinThenAggregate(t *testing.T) {
 	}
 }
 
+// TestStreamJoinThenAggregateWatermark: the steps after a stream join close windows by the
+// watermark the join propagates, as Spark's does: the smaller of both sides' state watermarks,
+// each its bound behind and 1 ms below it (the bound is inclusive). Here the clicks may come up
+// to 30s before their impression (lowerBound 30s, upperBound 0s), so a window closes once the
+// watermark is more than 30s past its end, not at its end.
+func TestStreamJoinThenAggregateWatermark(t *testing.T) {
+	e := newAdEvents(t)
+	query := func() *querytest.Query {
+		return e.joinThenCount().Edit(func(s *v1.StreamingQuerySpec) {
+			s.Transform[1].Join.Stream.TimeBound.LowerBound = "30s"
+			s.Transform[1].Join.Stream.TimeBound.UpperBound = "0s"
+		})
+	}
+	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+	e.add(t, []adEvent{{ad: "a", sec: 10, user: "u1"}}, []adEvent{{ad: "a", sec: 5, cost: 1}})
+	e.add(t, []adEvent{{ad: "z", sec: 70, user: "u9"}}, []adEvent{{ad: "y", sec: 70}})
+	e.add(t, []adEvent{{ad: "z", sec: 95, user: "u9"}}, []adEvent{{ad: "y", sec: 95}})
+	run(t, query().Obj()) // the watermark ends at 90s: [0s, 60s) is exactly 30s behind it
+	if got := e.output(t); len(got) != 0 {
+		t.Errorf("output with the watermark 30s past the window = %v, want none", got)
+	}
+	e.add(t, []adEvent{{ad: "z", sec: 96, user: "u9"}}, []adEvent{{ad: "y", sec: 96}})
+	run(t, query().Obj()) // 91s
+	if diff := cmp.Diff([]string{fmt.Sprint([]any{"a", ts(0), ts(60), int64(1), 1.0})}, e.output(t)); diff != "" {
+		t.Errorf("output with the watermark 31s past the window (-want +got):\n%s", diff)
+	}
+}
+
 // TestImpressionsClicksExample runs examples/queries/impressions-clicks.yaml
 // on its bundled data.
 func TestImpressionsClicksExample(t *testing.T) {

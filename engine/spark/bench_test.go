@@ -24,68 +24,64 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-var benchEvents = flag.Int64("runtimes.events", 1_000_000, "Nexmark events BenchmarkRuntimes writes as Parquet bids and runs through each query on each runtime")
+var benchEvents = flag.Int64("runtimes.events", 1_000_000, "Nexmark events BenchmarkRuntimes writes as Parquet (bids, auctions, people) and runs through each query on each runtime")
 
-// benchFiles is how many Parquet files the bids are written in: a query reads one a batch.
+// benchFiles is how many Parquet files each table is written in: a query reads one a batch.
 const benchFiles = 10
 
-// BenchmarkRuntimes runs Nexmark's q0, q1, q2 and q5 (enginetest.NexmarkQueries) over the same
-// Parquet bids (the nexmark source's, written once by the built-in engine) into a Parquet files
-// sink, on the built-in engine and on Spark local[2], side by side in one run: events per
-// CPU-second (this process's CPU and its children's, so the Spark driver JVM's too), the Spark
-// figure as a ratio of the built-in's, and the time from a restart to its first committed batch
-// (one more file after the run: a process start, the checkpoint read, one batch).
+// BenchmarkRuntimes runs Nexmark's queries (enginetest.NexmarkLists, but q7, which is q5's
+// shape) over the same Parquet tables (the nexmark source's bids, auctions and people, written
+// once by the built-in engine; each of a query's nexmark sources becomes a files source of its
+// table) into a Parquet files sink, on the built-in engine and on Spark local[2], side by side in
+// one run: events per CPU-second (this process's CPU and its children's, so the Spark driver
+// JVM's too), the Spark figure as a ratio of the built-in's, and the time from a restart to its
+// first committed batch (one more file of the first source after the run: a process start, the
+// checkpoint read, one batch).
 func BenchmarkRuntimes(b *testing.B) {
 	runner := testenv.SparkRunner(b)
 	// Spark as users run it: the JVM's defaults, not the tests' short-run options (C1 alone,
 	// serial GC) that testenv.Main sets.
 	b.Setenv("JAVA_TOOL_OPTIONS", "")
 	ctx := context.Background()
-	bids := filepath.Join(b.TempDir(), "bids")
-	events := writeBids(b, ctx, bids, *benchEvents)
-	for _, q := range enginetest.NexmarkQueries {
-		if q.Name != "q0" && q.Name != "q1" && q.Name != "q2" && q.Name != "q5" {
-			continue // q7 is q5's shape; q11 and q4's shape do not run on Spark yet
-		}
-		var builtin float64
-		for _, rt := range []string{"lockstep", "spark"} {
-			b.Run(q.Name+"/runtime="+rt, func(b *testing.B) {
-				var used, restart time.Duration
-				for range b.N {
-					dir := b.TempDir()
-					in := filepath.Join(dir, "in")
-					parts := linkBids(b, bids, in)
-					obj := q.Steps(qt.Make("bench-"+q.Name, "bench").
-						FilesSource("bids", in, v1.FormatParquet, v1.NexmarkColumns(v1.NexmarkBid)...).
-						EditSource("bids", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })).
-						FilesSink(filepath.Join(dir, "out"), v1.FormatParquet).AvailableNow().Checkpoint(filepath.Join(dir, "ck")).Obj()
-					began := cpuWithChildren()
-					runOn(b, ctx, rt, runner, enginetest.Registry(b), obj, nil)
-					used += cpuWithChildren() - began
-					restart += restartTime(b, ctx, rt, runner, obj, parts[0])
-				}
-				reportRuntime(b, rt, float64(events)*float64(b.N)/used.Seconds(), "events/cpu-s", restart, &builtin)
-			})
+	events := *benchEvents
+	tables := map[v1.NexmarkTable][]string{}
+	for _, table := range []v1.NexmarkTable{v1.NexmarkBid, v1.NexmarkAuction, v1.NexmarkPerson} {
+		tables[table] = writeNexmark(b, ctx, filepath.Join(b.TempDir(), string(table)), v1.NexmarkSource{
+			Table: table, EventsPerSecond: 100_000, AsFastAsPossible: true,
+			MaxEventsPerTrigger: events / benchFiles, NumEvents: &events, StartTime: "2026-01-05T10:00:00Z",
+		})
+		if len(tables[table]) != benchFiles {
+			b.Fatalf("the %s table is %d Parquet files, want %d", table, len(tables[table]), benchFiles)
 		}
 	}
-}
-
-// writeBids writes n Nexmark events' bids as benchFiles Parquet files in dir with the built-in
-// engine (the nexmark source into a files sink, one batch a file), and returns n.
-func writeBids(b *testing.B, ctx context.Context, dir string, n int64) int64 {
-	b.Helper()
-	obj := qt.Make("bids", "bench").NexmarkSource("bids", v1.NexmarkSource{
-		Table: v1.NexmarkBid, EventsPerSecond: 100_000, AsFastAsPossible: true,
-		MaxEventsPerTrigger: n / benchFiles, NumEvents: &n, StartTime: "2026-01-05T10:00:00Z",
-	}).FilesSink(dir, v1.FormatParquet).AvailableNow().Checkpoint(dir + "-ck").Obj()
-	q, err := engine.New(obj, enginetest.Registry(b))
-	if err != nil {
-		b.Fatal(err)
+	for _, list := range enginetest.NexmarkLists {
+		for _, q := range list.Queries {
+			if q.Name == "q7" {
+				continue // q5's shape
+			}
+			var builtin float64
+			for _, rt := range []string{"lockstep", "spark"} {
+				b.Run(q.Name+"/runtime="+rt, func(b *testing.B) {
+					var used, restart time.Duration
+					for range b.N {
+						dir := b.TempDir()
+						obj := q.Steps(qt.Make("bench-"+q.Name, "bench").NexmarkSource(list.Source, v1.NexmarkSource{Table: list.Table})).
+							FilesSink(filepath.Join(dir, "out"), v1.FormatParquet).AvailableNow().Checkpoint(filepath.Join(dir, "ck")).Obj()
+						parts := map[string][]string{}
+						for _, s := range obj.Spec.Sources {
+							parts[s.Name] = tables[s.Nexmark.Table]
+						}
+						nexmarkAsFiles(b, &obj.Spec, filepath.Join(dir, "in"), parts)
+						began := cpuWithChildren()
+						runOn(b, ctx, rt, runner, enginetest.Registry(b), obj, nil)
+						used += cpuWithChildren() - began
+						restart += restartTime(b, ctx, rt, runner, obj, tables[list.Table][0])
+					}
+					reportRuntime(b, rt, float64(events)*float64(b.N)/used.Seconds(), "events/cpu-s", restart, &builtin)
+				})
+			}
+		}
 	}
-	if _, err := q.Run(ctx); err != nil {
-		b.Fatalf("write the bids: %v", err)
-	}
-	return n
 }
 
 // runOn runs obj on the runtime rt to the end (the built-in engine with the components of reg),
@@ -120,25 +116,6 @@ func runOn(b *testing.B, ctx context.Context, rt string, runner spark.Runner, re
 		b.Fatalf("run on %s: %v\n%s", rt, err, tail(string(data), 40))
 	}
 	return sum
-}
-
-// linkBids hard-links the bids' Parquet files into in (each run reads them without a copy) and
-// returns their paths.
-func linkBids(b *testing.B, bids, in string) []string {
-	b.Helper()
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	parts, err := filepath.Glob(filepath.Join(bids, "*.parquet"))
-	if err != nil || len(parts) != benchFiles {
-		b.Fatalf("the bids are %d Parquet files, want %d (%v)", len(parts), benchFiles, err)
-	}
-	for _, p := range parts {
-		if err := os.Link(p, filepath.Join(in, filepath.Base(p))); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return parts
 }
 
 // restartTime adds one more file (part, under another name) to obj's input and runs obj again:

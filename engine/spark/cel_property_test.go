@@ -41,6 +41,7 @@ var celExprs = []string{
 	"ts.getHours()", "ts.getMinutes()", "ts.getSeconds()", "ts.getMonth()", "ts.getFullYear()", "ts.getDayOfMonth()",
 	"ts.getDayOfWeek()", "ts.getDayOfYear()",
 	"ts > timestamp('2024-01-01T00:00:00Z')", "ts == timestamp('2024-01-01T00:00:00Z')",
+	"timestamp(qty)", "timestamp(int(ts) / 10 * 10)",
 }
 
 func celProjections() []v1.Projection {

@@ -267,6 +267,11 @@ func (t *translator) call(e celast.Expr) (string, error) {
 		}
 		return "", unsupported("string() of "+typeName(at), "CEL and Spark format doubles and timestamps differently")
 	case "timestamp":
+		if isInt(t.typeOf(args[0])) {
+			// Epoch seconds; CEL errs outside years 1 to 9999, Spark's timestamp_seconds only on
+			// an overflow of its microseconds.
+			return fmt.Sprintf("(CASE WHEN %[1]s BETWEEN %[2]dL AND %[3]dL THEN timestamp_seconds(%[1]s) END)", a[0], minCELSeconds, maxCELSeconds), nil
+		}
 		if args[0].Kind() == celast.LiteralKind {
 			return timestampLiteral(args[0].AsLiteral())
 		}
@@ -370,6 +375,13 @@ func literal(v any) (string, error) {
 	}
 	return "", unsupported(fmt.Sprintf("the literal %v", v), "not translated")
 }
+
+// minCELSeconds and maxCELSeconds bound CEL's timestamps in epoch seconds: 0001-01-01T00:00:00Z
+// and 9999-12-31T23:59:59Z.
+const (
+	minCELSeconds = -62135596800
+	maxCELSeconds = 253402300799
+)
 
 func timestampLiteral(v any) (string, error) {
 	s, ok := v.(types.String)

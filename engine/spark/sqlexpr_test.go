@@ -59,6 +59,7 @@ func TestTranslateCEL(t *testing.T) {
 		{"ts.getHours()", "CAST(hour(`ts`) AS BIGINT)"},
 		{"ts.getMonth()", "CAST(month(`ts`) - 1 AS BIGINT)"},
 		{"ts > timestamp('2024-01-01T00:00:00Z')", "(`ts` > timestamp_micros(1704067200000000L))"},
+		{"timestamp(int(ts) / 10 * 10)", "(CASE WHEN try_multiply((CASE WHEN 10L = 0 OR (unix_seconds(`ts`) = CAST('-9223372036854775808' AS BIGINT) AND 10L = -1L) THEN NULL ELSE unix_seconds(`ts`) DIV 10L END), 10L) BETWEEN -62135596800L AND 253402300799L THEN timestamp_seconds(try_multiply((CASE WHEN 10L = 0 OR (unix_seconds(`ts`) = CAST('-9223372036854775808' AS BIGINT) AND 10L = -1L) THEN NULL ELSE unix_seconds(`ts`) DIV 10L END), 10L)) END)"},
 		{"(ok ? duration('1m30s') : duration('-1.5ms')) > duration('0s')", "((CASE WHEN `ok` THEN INTERVAL '90' SECOND WHEN NOT `ok` THEN INTERVAL '-0.0015' SECOND END) > INTERVAL '0' SECOND)"},
 		{"duration(duration('1us')) == duration('2562047h')", "(INTERVAL '0.000001' SECOND = INTERVAL '9223369200' SECOND)"},
 	}
