@@ -232,6 +232,10 @@ func TestRunNexmarkExamples(t *testing.T) {
 			stderr: []string{"batch 0: 1600 rows in, ", "lockstep: done: 6 batches, 8000 rows in, 777 out"},
 			stdout: []string{"|name|city|state|id|"},
 		},
+		"nexmark-q4.yaml": {
+			stderr: []string{"batch 0: 19600 rows in, ", "lockstep: done: 6 batches, 98000 rows in, 40 out"},
+			stdout: []string{"|category|window_start|window_end|avg_final|auctions|"},
+		},
 		"nexmark-q5.yaml": {
 			stderr: []string{"lockstep: query default/nexmark-q5, id ", "lockstep: delivery guarantee: none",
 				"batch 0: 92000 rows in, ", "lockstep: done: 6 batches, 460000 rows in, "},

@@ -26,7 +26,7 @@ const (
 	nexmarkFileEvents = 5_000
 )
 
-// TestDifferentialNexmark runs every Nexmark example (examples/queries/nexmark-*.yaml: q3, q5,
+// TestDifferentialNexmark runs every Nexmark example (examples/queries/nexmark-*.yaml: q3, q4, q5,
 // q8, q11) and q4's shape (enginetest.NexmarkQueries) on both runtimes over the same events:
 // nexmarkEvents of them, generated as each query's nexmark sources say, in files of
 // nexmarkFileEvents. The outputs must be equal multisets.
