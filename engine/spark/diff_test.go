@@ -455,16 +455,23 @@ func runSpark(t *testing.T, ctx context.Context, runner spark.Runner, obj *v1.St
 // wrote differs (a multiset), or when the built-in engine wrote nothing. what names the case.
 func compareRuntimes(t *testing.T, ctx context.Context, runner spark.Runner, what string, query func(name string) *v1.StreamingQuery, opts ...s3.Option) {
 	t.Helper()
+	compareRuntimesWith(t, ctx, func(obj *v1.StreamingQuery) { runSpark(t, ctx, runner, obj) }, what, query, opts...)
+}
+
+// compareRuntimesWith is compareRuntimes with Spark run by onSpark (such as a shared oracle JVM's
+// runIn, which saves a JVM's start a query).
+func compareRuntimesWith(t *testing.T, ctx context.Context, onSpark func(*v1.StreamingQuery), what string, query func(name string) *v1.StreamingQuery, opts ...s3.Option) {
+	t.Helper()
 	read := func(obj *v1.StreamingQuery) []string {
 		if d := obj.Spec.Sink.Delta; d != nil {
 			return readOutput(t, ctx, d.Path, true, opts...)
 		}
 		return readOutput(t, ctx, obj.Spec.Sink.Files.Path, false, opts...)
 	}
-	builtin, onSpark := query("lockstep"), query("spark")
+	builtin, sparkQuery := query("lockstep"), query("spark")
 	runBuiltin(t, ctx, builtin)
-	runSpark(t, ctx, runner, onSpark)
-	want, got := read(builtin), read(onSpark)
+	onSpark(sparkQuery)
+	want, got := read(builtin), read(sparkQuery)
 	if len(want) == 0 {
 		t.Fatalf("%s: the built-in engine wrote no rows", what)
 	}
