@@ -3,10 +3,14 @@ package controller_test
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"flag"
 	"fmt"
 	"math"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -160,9 +164,23 @@ func thousandQueries(b *testing.B, n int, window time.Duration) {
 }
 
 // startControllerProcess builds cmd/lockstep and runs `lockstep controller` as the manager's
-// Deployment does, serving the webhooks the control plane calls; it is stopped when b ends.
+// Deployment does, serving the webhooks the control plane calls (through a reverse proxy on
+// the address the test binary holds for them); it is stopped when b ends.
 func startControllerProcess(b *testing.B, wh *testenv.WebhookControlPlane, metricsPort int) *exec.Cmd {
 	b.Helper()
+	webhookPort, err := testenv.FreePort()
+	if err != nil {
+		b.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(wh.CAData)
+	rp := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "https", Host: fmt.Sprintf("127.0.0.1:%d", webhookPort)})
+	rp.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}, MaxIdleConnsPerHost: 64}
+	stop, err := wh.Serve(rp)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(stop)
 	dir := b.TempDir()
 	bin, err := crashtest.Build(dir)
 	if err != nil {
@@ -175,7 +193,7 @@ func startControllerProcess(b *testing.B, wh *testenv.WebhookControlPlane, metri
 	cmd := exec.Command(bin, "controller",
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		"--health-probe-bind-address", "0",
-		"--webhook-port", strconv.Itoa(wh.Port), "--webhook-cert-dir", wh.CertDir,
+		"--webhook-port", strconv.Itoa(webhookPort), "--webhook-cert-dir", wh.CertDir,
 		"--engine-image", testEngineImage)
 	cmd.Env = append(crashtest.Env(), "KUBECONFIG="+kubeconfig)
 	logf, err := os.Create(filepath.Join(dir, "controller.log"))

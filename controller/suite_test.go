@@ -22,7 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
@@ -135,7 +134,7 @@ func (f *fixture) startManagerWith(wh *testenv.WebhookControlPlane, whOpts []con
 	}
 	mo.Cache.DefaultNamespaces = map[string]cache.Config{f.ns: {}}
 	if wh != nil {
-		mo.WebhookServer = webhook.NewServer(webhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir})
+		mo.WebhookServer = wh.Server()
 	}
 	mgr, err := ctrl.NewManager(f.cfg, mo)
 	if err != nil {

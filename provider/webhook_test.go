@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
@@ -75,7 +74,7 @@ func (c *lockstepCluster) startController(t testing.TB, wh *testenv.WebhookContr
 		HealthProbeBindAddress: "0",
 		Cache:                  controller.CacheOptions(),
 		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: wh.Host, Port: wh.Port, CertDir: wh.CertDir}),
+		WebhookServer:          wh.Server(),
 	}
 	opts.Cache.DefaultNamespaces = map[string]cache.Config{c.namespace: {}}
 	mgr, err := ctrl.NewManager(wh.Config, opts)
