@@ -216,6 +216,8 @@ build_spark() {
     printf '%s\n' "$pomhash" >"$dir/libs.hash"
   fi
   timed "spark runner" mvn -q -B -f "$runner/pom.xml" package -Dspark.version="$SPARK_VERSION"
+  # The class-data archive of the old jars (engine/spark.ClassArchive): the tests make a new one.
+  rm -f "$dir/lockstep-spark-runner.jsa"
   # Replaced by a rename, so that a runner JVM already running keeps reading the jar it opened.
   cp "$runner/target/lockstep-spark-runner.jar" "$dir/.lockstep-spark-runner.jar.tmp"
   mv "$dir/.lockstep-spark-runner.jar.tmp" "$dir/lockstep-spark-runner.jar"

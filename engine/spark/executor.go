@@ -3,8 +3,6 @@ package spark
 import (
 	"cmp"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,13 +49,13 @@ func (r Runner) ExecutorCommand(environ []string) ([]string, error) {
 		return a < b
 	})
 	args := []string{r.Java}
-	args = append(args, javaOptions...)
+	args = append(args, r.jvmOptions()...)
 	for _, k := range opts {
 		args = append(args, env[k])
 	}
 	mem := env[envExecutorMemory]
 	args = append(args, "-Xms"+mem, "-Xmx"+mem,
-		"-cp", filepath.Join(r.Dir, "lockstep-spark-runner.jar")+string(os.PathListSeparator)+filepath.Join(r.Dir, "libs", "*"),
+		"-cp", r.classpath(),
 		"org.apache.spark.scheduler.cluster.k8s.KubernetesExecutorBackend",
 		"--driver-url", env[envDriverURL],
 		"--executor-id", env[envExecutorID],

@@ -1,6 +1,8 @@
 package spark
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -47,5 +49,29 @@ func TestDriverCommand(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Errorf("command line\n%s\nlacks %q", line, want)
 		}
+	}
+}
+
+// TestClassArchive: a class-data archive beside the runner jar goes to every JVM on the
+// runner's classpath, before the query's own options (which may turn it off: -Xshare:off).
+func TestClassArchive(t *testing.T) {
+	r := Runner{Java: "/jre/bin/java", Dir: t.TempDir()}
+	driver := func() string { return strings.Join(r.Command("/tmp/plan.json", 640<<20, "-Xshare:off").Args, " ") }
+	if line := driver(); strings.Contains(line, "SharedArchiveFile") {
+		t.Errorf("no archive, yet the command line names one:\n%s", line)
+	}
+	archive := filepath.Join(r.Dir, ClassArchive)
+	if err := os.WriteFile(archive, []byte("jsa"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if want := "-XX:SharedArchiveFile=" + archive + " -Xshare:off -cp "; !strings.Contains(driver(), want) {
+		t.Errorf("driver command line\n%s\nlacks %q", driver(), want)
+	}
+	args, err := r.ExecutorCommand([]string{envDriverURL + "=d", envExecutorID + "=1", envExecutorCores + "=1", envExecutorMemory + "=1g", envApplicationID + "=a", envExecutorPodIP + "=10.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(args, "-XX:SharedArchiveFile="+archive) {
+		t.Errorf("executor command line %q lacks the archive", args)
 	}
 }

