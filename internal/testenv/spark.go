@@ -2,7 +2,6 @@ package testenv
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -94,7 +93,7 @@ func makeClassArchive(r spark.Runner) error {
 	}
 	if _, err := os.Stat(tmp); err != nil {
 		log, _ := os.ReadFile(filepath.Join(dir, "spark.log"))
-		return errors.Join(fmt.Errorf("java wrote no archive: %w", err), fmt.Errorf("Spark's log:\n%s", log[max(0, len(log)-2048):]))
+		return fmt.Errorf("java wrote no archive (%w); the end of Spark's log:\n%s", err, log[max(0, len(log)-2048):])
 	}
 	if err := os.Rename(tmp, path); err != nil {
 		return err
