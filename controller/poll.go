@@ -373,7 +373,9 @@ func committedBatch(h checkpoint.Head) int64 {
 
 // engineFingerprint names the engine pods and their containers' lives: it changes when an
 // engine starts, restarts or becomes ready, which is when it may write the checkpoint's
-// metadata or a new shape.
+// metadata or a new shape, and when it ends: the poll then reads the logs whole, so that a
+// query whose trigger ended is Completed with its last batch in the status (stepping on
+// from an earlier poll, it could show a batch or two fewer until later resyncs).
 func engineFingerprint(pods []corev1.Pod) string {
 	parts := make([]string, 0, len(pods))
 	for i := range pods {
@@ -381,7 +383,7 @@ func engineFingerprint(pods []corev1.Pod) string {
 		s := string(p.UID)
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.Name == EngineContainer {
-				s += fmt.Sprintf("/%d/%t", cs.RestartCount, cs.Ready)
+				s += fmt.Sprintf("/%d/%t/%t", cs.RestartCount, cs.Ready, cs.State.Terminated != nil)
 			}
 		}
 		parts = append(parts, s)
