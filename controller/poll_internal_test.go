@@ -449,3 +449,25 @@ func TestNextPoll(t *testing.T) {
 		})
 	}
 }
+
+// TestEngineFingerprintChangesWhenTheEngineEnds: the poll reads the checkpoint whole when an
+// engine starts, restarts, becomes ready, and when it ends — an unready engine may still be
+// committing its last batches, so a Completed query's status comes from a read after the end.
+func TestEngineFingerprintChangesWhenTheEngineEnds(t *testing.T) {
+	pod := func(ready bool, state corev1.ContainerState) []corev1.Pod {
+		return []corev1.Pod{{ObjectMeta: metav1.ObjectMeta{UID: "p1"}, Status: corev1.PodStatus{
+			ContainerStatuses: []corev1.ContainerStatus{{Name: EngineContainer, Ready: ready, State: state}}}}}
+	}
+	running := corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}
+	ended := corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0}}
+	seen := map[string]string{}
+	for name, pods := range map[string][]corev1.Pod{
+		"ready": pod(true, running), "unready": pod(false, running), "ended": pod(false, ended),
+	} {
+		fp := engineFingerprint(pods)
+		if other, ok := seen[fp]; ok {
+			t.Errorf("%s and %s have one fingerprint %q", name, other, fp)
+		}
+		seen[fp] = name
+	}
+}
