@@ -40,6 +40,7 @@ type WebhookControlPlane struct {
 type webhookServing struct {
 	mu      sync.Mutex
 	handler http.Handler
+	serves  int // how many handlers Serve has been given
 }
 
 func (s *webhookServing) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -63,10 +64,14 @@ func (cp *WebhookControlPlane) Serve(h http.Handler) (stop func(), err error) {
 		return nil, errors.New("another manager serves the webhooks of this control plane; stop it first (one at a time)")
 	}
 	s.handler = h
+	s.serves++
+	mine := s.serves
 	return func() {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.handler = nil
+		if s.serves == mine { // a second call must not stop a later handler
+			s.handler = nil
+		}
 	}, nil
 }
 
