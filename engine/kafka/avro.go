@@ -146,7 +146,13 @@ func (d *avroDecoder) decode(value []byte, row []any, vals *box.Slab) error {
 		}
 		return nil
 	}
-	r := avro.NewReader(nil, 0).Reset(rest)
+	return d.decodeGeneric(p, id, rest, row, vals)
+}
+
+// decodeGeneric fills row from b with hamba's generic reader: a map per record, for the
+// writer schemas a flat plan does not cover.
+func (d *avroDecoder) decodeGeneric(p *avroPlan, id int, b []byte, row []any, vals *box.Slab) error {
+	r := avro.NewReader(nil, 0).Reset(b)
 	rec, _ := r.ReadNext(p.schema).(map[string]any)
 	if r.Error != nil {
 		return fmt.Errorf("avro (writer schema %d): %w", id, r.Error)
