@@ -238,25 +238,10 @@ func decodeField(f *flatField, b []byte, row []any, vals *box.Slab) ([]byte, err
 		if n <= 0 {
 			return nil, errTruncated
 		}
-		b = b[n:]
-		if f.col < 0 {
-			return b, nil
+		if f.col >= 0 {
+			row[f.col] = f.integer(v, vals)
 		}
-		switch f.logical {
-		case avro.Date:
-			row[f.col] = vals.Time(time.Unix(v*int64(24*time.Hour/time.Second), 0).UTC())
-		case avro.TimestampMillis:
-			row[f.col] = vals.Time(time.UnixMilli(v).UTC())
-		case avro.TimestampMicros:
-			row[f.col] = vals.Time(time.UnixMicro(v).UTC())
-		default:
-			if f.double {
-				row[f.col] = vals.Float64(float64(v))
-			} else {
-				row[f.col] = vals.Int64(v)
-			}
-		}
-		return b, nil
+		return b[n:], nil
 	case avro.Float:
 		if len(b) < 4 {
 			return nil, errTruncated
@@ -283,6 +268,23 @@ func decodeField(f *flatField, b []byte, row []any, vals *box.Slab) ([]byte, err
 		return b[1:], nil
 	}
 	return b, nil
+}
+
+// integer converts an int or long field's value to its column's: a date or timestamp, a
+// double, or a long.
+func (f *flatField) integer(v int64, vals *box.Slab) any {
+	switch f.logical {
+	case avro.Date:
+		return vals.Time(time.Unix(v*int64(24*time.Hour/time.Second), 0).UTC())
+	case avro.TimestampMillis:
+		return vals.Time(time.UnixMilli(v).UTC())
+	case avro.TimestampMicros:
+		return vals.Time(time.UnixMicro(v).UTC())
+	}
+	if f.double {
+		return vals.Float64(float64(v))
+	}
+	return vals.Int64(v)
 }
 
 // pow10 are the powers of ten a float64 holds exactly.
