@@ -22,13 +22,22 @@
 //     that a query whose state would grow without bound is warned about before its first run.
 //   - [Rules] is the one table of rules, a chain of small checks run in order. The page
 //     docs/compatibility.md is generated from it (go generate ./compat).
-//   - [Guard] is the engine's start guard: it returns a [*RejectedError] for a change the
-//     checkpoint refuses. [Verdict.WriteText] renders a verdict for people; `lockstep plan`,
-//     `lockstep run` and the engine all print it the same way.
+//   - [Judge] is the one judge: a pure function of what a caller gathered about the
+//     checkpoint ([Facts]: the committed shape, read by [ReadShape], or the files of a Spark
+//     checkpoint Lockstep did not write) and the new spec. It picks what to judge against
+//     (Lockstep's shape, else the shape inferred from Spark's files with [ShapeOfSpark], else
+//     nothing: a fresh start), runs [Check], and returns a [Judgement]: the verdict, how the
+//     shape was inferred, and the new shape to record. Gathering stays with each caller;
+//     [Judgement.Err] is the [*RejectedError] the runtimes' start guards stop on.
+//     [Verdict.WriteText] renders a verdict for people; `lockstep plan`, `lockstep run` and
+//     the engine all print it the same way.
 //
-// The same Check runs in `lockstep plan`, the admission webhook, the Terraform plan and the
-// engine at start. Package compat does no I/O: it imports only the API types and, from package checkpoint,
-// the one location parser (file:///a/b and /a/b/ compare equal everywhere).
+// The same Judge runs in `lockstep plan`, the admission webhook and the reconciler (so the
+// Terraform plan, through a server-side dry run), the built-in engine at start and the spark
+// runtime before it adopts a Spark checkpoint. Package compat does no I/O but ReadShape's
+// reads of a checkpoint it is handed: it imports the API types and, from package checkpoint,
+// the one location parser (file:///a/b and /a/b/ compare equal everywhere) and the readers of
+// Lockstep's and Spark's checkpoint files.
 package compat
 
 //go:generate go run ./internal/gendocs -o ../docs/compatibility.md

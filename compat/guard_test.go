@@ -27,37 +27,42 @@ func TestCheckWithoutCheckpoint(t *testing.T) {
 		if diff := cmp.Diff(want, brief(v.Findings)); !v.Fresh || v.Severity != compat.Warning || diff != "" {
 			t.Errorf("Check(zero shape) = fresh %v, %s; findings (-want +got):\n%s", v.Fresh, v.Severity, diff)
 		}
-		if _, err := compat.Guard(nil, revenue().Spec()); err != nil {
-			t.Errorf("Guard(nil) = %v, want nil: a warning does not stop the engine", err)
+		if j, err := compat.Judge(compat.Facts{}, revenue().Spec()); err != nil || j.Err() != nil {
+			t.Errorf("Judge(no facts) = %v, %v; want nil, nil: a warning does not stop the engine", j.Err(), err)
 		}
 	})
 }
 
-func TestGuard(t *testing.T) {
+// TestJudge: the one judge, as the engine's start guard uses it.
+func TestJudge(t *testing.T) {
 	old, err := compat.ShapeOf(revenue().Spec())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Run("no checkpoint", func(t *testing.T) {
-		v, err := compat.Guard(nil, revenue().Spec())
-		if err != nil || !v.Fresh {
-			t.Errorf("Guard(nil) = %+v, %v; want fresh, nil", v, err)
+		j, err := compat.Judge(compat.Facts{}, revenue().Spec())
+		if err != nil || !j.Fresh || j.Err() != nil || j.Inference != nil {
+			t.Errorf("Judge(no facts) = %+v, %v; want fresh, nil", j, err)
 		}
 	})
 	t.Run("warnings pass", func(t *testing.T) {
-		v, err := compat.Guard(&old, edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Transform[revWatermark].Watermark.Delay = "1h" }))
-		if err != nil || v.Severity != compat.Warning {
-			t.Errorf("Guard() = %s, %v; want warning, nil", v.Severity, err)
+		j, err := compat.Judge(compat.Facts{Committed: &old}, edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Transform[revWatermark].Watermark.Delay = "1h" }))
+		if err != nil || j.Severity != compat.Warning || j.Err() != nil || len(j.Warnings()) == 0 {
+			t.Errorf("Judge() = %s (%d warnings), %v, %v; want warnings, nil", j.Severity, len(j.Warnings()), j.Err(), err)
 		}
 	})
 	t.Run("a rejected change is a RejectedError", func(t *testing.T) {
-		v, err := compat.Guard(&old, edit(revenue(), func(s *v1.StreamingQuerySpec) { agg(s).Aggregates[2].Function = v1.AggMin }))
+		j, err := compat.Judge(compat.Facts{Committed: &old}, edit(revenue(), func(s *v1.StreamingQuerySpec) { agg(s).Aggregates[2].Function = v1.AggMin }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = j.Err()
 		var rej *compat.RejectedError
 		if !errors.As(err, &rej) {
-			t.Fatalf("Guard() error = %v, want a *RejectedError", err)
+			t.Fatalf("Judge().Err() = %v, want a *RejectedError", err)
 		}
-		if v.Severity != compat.Rejected || rej.Verdict.Severity != compat.Rejected {
-			t.Errorf("Guard() verdict = %s, error's verdict = %s; want rejected", v.Severity, rej.Verdict.Severity)
+		if j.Severity != compat.Rejected || rej.Verdict.Severity != compat.Rejected {
+			t.Errorf("Judge() verdict = %s, error's verdict = %s; want rejected", j.Severity, rej.Verdict.Severity)
 		}
 		for _, want := range []string{"aggregate-function", "spec.transform[4].aggregate.aggregates[2].function"} {
 			if !strings.Contains(err.Error(), want) {
@@ -66,10 +71,17 @@ func TestGuard(t *testing.T) {
 		}
 	})
 	t.Run("an invalid spec is an error, not a rejection", func(t *testing.T) {
-		_, err := compat.Guard(&old, edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Sink = v1.Sink{} }))
+		_, err := compat.Judge(compat.Facts{Committed: &old}, edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Sink = v1.Sink{} }))
 		var rej *compat.RejectedError
 		if err == nil || errors.As(err, &rej) {
-			t.Errorf("Guard() error = %v, want a validation error", err)
+			t.Errorf("Judge() error = %v, want a validation error", err)
+		}
+	})
+	t.Run("the committed shape is judged against before a Spark checkpoint", func(t *testing.T) {
+		// Lockstep's records win: they hold the whole shape, Spark's files a part of it.
+		j, err := compat.Judge(compat.Facts{Committed: &old, Spark: sparkRevenue()}, revenue().Spec())
+		if err != nil || j.Inference != nil || j.Severity == compat.Rejected {
+			t.Errorf("Judge(committed and spark) = %s, inference %v, %v; want not rejected, from the committed shape", j.Severity, j.Inference, err)
 		}
 	})
 }

@@ -69,26 +69,6 @@ func ShapeOfSpark(c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec, opts ...
 	return sh, inf, nil
 }
 
-// CheckSpark judges spec against the Spark checkpoint c, a checkpoint that a Spark job
-// Lockstep did not start wrote: Check against the shape ShapeOfSpark infers, with FromSpark.
-// `lockstep plan --checkpoint`, the admission webhook and the spark runtime before it adopts
-// such a checkpoint all judge it so. A checkpoint that has planned no batch records nothing to
-// judge against: the spec is judged as a fresh start, and the Inference is nil. The error is
-// ShapeOf's, for a spec it cannot read.
-func CheckSpark(c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec, opts ...Option) (Verdict, *Inference, error) {
-	if c.Latest == nil {
-		if _, err := ShapeOf(spec, opts...); err != nil {
-			return Verdict{}, nil, err
-		}
-		return Check(Shape{}, spec, opts...), nil, nil
-	}
-	old, inf, err := ShapeOfSpark(c, spec, opts...)
-	if err != nil {
-		return Verdict{}, nil, err
-	}
-	return Check(old, spec, append(slices.Clone(opts), FromSpark(inf, len(c.Sources)))...), &inf, nil
-}
-
 // sparkSources infers the sources of the newest batch. Named sources (offsets v2) keep their
 // names; unnamed ones (v1) take the spec's names by position.
 func sparkSources(c *sparkckpt.Checkpoint, spec []SourceShape, inf *Inference) []SourceShape {

@@ -46,24 +46,24 @@ func sparkRevenue() *sparkckpt.Checkpoint {
 
 func judgeSpark(t *testing.T, c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec) (compat.Verdict, compat.Inference) {
 	t.Helper()
-	v, inf, err := compat.CheckSpark(c, spec)
+	j, err := compat.Judge(compat.Facts{Spark: c}, spec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if inf == nil {
-		t.Fatal("CheckSpark inferred nothing from a checkpoint with a planned batch")
+	if j.Inference == nil {
+		t.Fatal("Judge inferred nothing from a Spark checkpoint with a planned batch")
 	}
-	return v, *inf
+	return j.Verdict, *j.Inference
 }
 
-// TestCheckSparkWithoutBatch: a Spark checkpoint that planned no batch records nothing to judge
+// TestJudgeSparkWithoutBatch: a Spark checkpoint that planned no batch records nothing to judge
 // against; the spec is judged as a fresh start.
-func TestCheckSparkWithoutBatch(t *testing.T) {
+func TestJudgeSparkWithoutBatch(t *testing.T) {
 	c := sparkRevenue()
 	c.Latest, c.LatestCommit = nil, nil
-	v, inf, err := compat.CheckSpark(c, revenue().Spec())
-	if err != nil || inf != nil || v.Severity == compat.Rejected {
-		t.Errorf("CheckSpark of a checkpoint without batches = %v, %v, %v; want a fresh start's verdict", v.Severity, inf, err)
+	j, err := compat.Judge(compat.Facts{Spark: c}, revenue().Spec())
+	if err != nil || j.Inference != nil || j.Severity == compat.Rejected || !j.Fresh {
+		t.Errorf("Judge of a Spark checkpoint without batches = %v, %v, %v; want a fresh start's verdict", j.Severity, j.Inference, err)
 	}
 }
 

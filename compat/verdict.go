@@ -66,10 +66,15 @@ type Verdict struct {
 }
 
 // Rejected returns the rejected findings.
-func (v Verdict) Rejected() []Finding {
+func (v Verdict) Rejected() []Finding { return v.with(Rejected) }
+
+// Warnings returns the findings allowed with a warning, which the runtimes log at start.
+func (v Verdict) Warnings() []Finding { return v.with(Warning) }
+
+func (v Verdict) with(s Severity) []Finding {
 	var out []Finding
 	for _, f := range v.Findings {
-		if f.Severity == Rejected {
+		if f.Severity == s {
 			out = append(out, f)
 		}
 	}
@@ -105,29 +110,6 @@ func Check(old Shape, new *v1.StreamingQuerySpec, opts ...Option) Verdict {
 		}
 	}
 	return v
-}
-
-// Guard is the engine's start guard: it judges spec against old, the shape the committed
-// batches ran under in the checkpoint (nil when none has committed). A spec that does not validate is an error
-// from ShapeOf. A rejected change is a *RejectedError carrying the verdict, which the caller
-// prints with Verdict.WriteText before it exits with code 3; the checkpoint must not be
-// written then. Otherwise the verdict (allowed, or with warnings to log) and nil.
-//
-// After Guard passes, the engine records ShapeOf(spec) as shape/<N>, N being the first batch
-// it plans, when old is nil or not Equal to it.
-func Guard(old *Shape, spec *v1.StreamingQuerySpec, opts ...Option) (Verdict, error) {
-	if _, err := ShapeOf(spec, opts...); err != nil {
-		return Verdict{}, err
-	}
-	var o Shape
-	if old != nil {
-		o = *old
-	}
-	v := Check(o, spec, opts...)
-	if v.Severity == Rejected {
-		return v, &RejectedError{Verdict: v}
-	}
-	return v, nil
 }
 
 // RejectedError is a change the checkpoint refuses. Its message lists the rejected findings;

@@ -221,15 +221,12 @@ func load(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snap
 		return nil, snapshot{}, err
 	}
 	snap := snapshot{exists: true, meta: cp.Metadata()}
-	from, data, err := cp.CommittedShape(ctx)
+	snap.shape, _, err = compat.ReadShape(ctx, cp)
 	switch {
 	case errors.Is(err, checkpoint.ErrNotFound):
 	case err != nil:
 		return nil, snapshot{}, err
 	default:
-		if snap.shape, err = compat.ParseShape(data); err != nil {
-			return nil, snapshot{}, fmt.Errorf("read shape of %s from batch %d: %w", s.Location(), from, err)
-		}
 		snap.shaped = true
 	}
 	return cp, snap, nil
@@ -269,8 +266,7 @@ func read(ctx context.Context, s checkpoint.Store) (*checkpoint.Checkpoint, snap
 // ownedBy reports whether the checkpoint belongs to query q: its metadata names q's namespace
 // and name (a recreated query with a new uid continues its predecessor's checkpoint).
 func (s snapshot) ownedBy(q *v1.StreamingQuery) bool {
-	o := s.meta.Owner
-	return !s.exists || o.Name == q.Name && (o.Namespace == "" || o.Namespace == q.Namespace)
+	return !s.exists || s.meta.Owner.Matches(checkpoint.Owner{Namespace: q.Namespace, Name: q.Name, UID: string(q.UID)})
 }
 
 // deleteAll removes every object of the checkpoint in s, the metadata last, so that a

@@ -26,9 +26,9 @@ import (
 //     the Secrets the spec names exist in its namespace (else it waits for them);
 //  4. the checkpoint at the location, read within budget;
 //  5. the checkpoint's owner;
-//  6. compat.Check of the spec against the shape the committed batches ran under; for a
-//     spark query whose records hold no committed batch, against a Spark checkpoint at the
-//     location (one a Spark job Lockstep did not start wrote) with compat.CheckSpark, as the
+//  6. compat.Judge, the one judge, of the spec against the shape the committed batches ran
+//     under; for a spark query whose records hold no committed batch, against a Spark
+//     checkpoint at the location (one a Spark job Lockstep did not start wrote), as the
 //     engine judges it before it adopts it.
 //
 // What it finds is a judgement, data each caller renders in its own terms: admission as
@@ -74,7 +74,7 @@ type judgement struct {
 	// foreign is the refusal of a checkpoint that belongs to another query (on
 	// spec.checkpoint.location); nil when it is the query's, or there is none.
 	foreign *field.Error
-	// verdict is compat.Check's; nil when the checkpoint was not read.
+	// verdict is compat.Judge's; nil when the checkpoint was not read.
 	verdict *compat.Verdict
 	// blocked is true when the checkpoint refuses the spec: the verdict rejects it, or the
 	// checkpoint belongs to another query.
@@ -202,12 +202,19 @@ func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, erro
 			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", p.location, snap.meta.Owner))
 	}
 	pg, note := j.postgres(ctx, q)
-	v := compat.Check(snap.shape, &jm.located.Spec, pg)
-	if spark != nil {
-		if v, _, err = compat.CheckSpark(spark, &jm.located.Spec, pg); err != nil {
-			return jm, err
-		}
+	facts := compat.Facts{Spark: spark}
+	if snap.shaped {
+		facts.Committed = &snap.shape
 	}
+	judged, err := compat.Judge(facts, &jm.located.Spec, pg)
+	if err != nil {
+		// Validation passed, so the shape is one this version cannot build: the spec
+		// stays refused until it changes, as an invalid one.
+		errs := field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
+		jm.refusal = &refusal{reason: v1.ReasonInvalidSpec, err: errs.ToAggregate(), errs: errs}
+		return jm, nil
+	}
+	v := judged.Verdict
 	jm.verdict, jm.postgresNote = &v, note
 	jm.blocked = v.Severity == compat.Rejected || jm.foreign != nil
 	return jm, nil

@@ -109,54 +109,49 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 
 	pg, note := postgresServer(&q.Spec.Sink, o.getenv)
 	var (
-		old     *compat.Shape
+		facts   compat.Facts
 		against string
-		spark   *sparkJudgement
 	)
 	if o.from != "" {
-		old, against, err = o.shapeFrom(&q.Spec)
+		facts.Committed, against, err = o.shapeFrom(&q.Spec)
 	} else {
-		old, against, spark, err = o.shapeInCheckpoint(ctx)
+		facts, against, err = o.factsInCheckpoint(ctx)
 	}
 	if err != nil {
 		return err
 	}
 
-	var v compat.Verdict
-	if spark != nil {
-		if v, spark.inference, err = compat.CheckSpark(spark.checkpoint, &q.Spec, pg); err != nil {
-			return withExitCode(exitInvalid, err)
-		}
-	} else {
-		v = compat.Check(shapeOrZero(old), &q.Spec, pg)
+	j, err := compat.Judge(facts, &q.Spec, pg)
+	if err != nil {
+		return withExitCode(exitInvalid, err)
 	}
 	if o.output == planJSON {
 		enc := json.NewEncoder(w)
 		enc.SetIndent("", "  ")
-		if spark != nil {
+		if facts.Spark != nil {
 			err = enc.Encode(struct {
 				compat.Verdict
 				Inference *compat.Inference `json:"inference"`
-			}{v, spark.inference})
+			}{j.Verdict, j.Inference})
 		} else {
-			err = enc.Encode(v)
+			err = enc.Encode(j.Verdict)
 		}
 	} else {
 		if note != "" {
 			against += ".\nNote: " + note
 		}
 		if _, err = fmt.Fprintf(w, "Judging %s against %s.\n\n", o.file, against); err == nil {
-			err = v.WriteText(w)
+			err = j.WriteText(w)
 		}
-		if err == nil && spark != nil {
-			err = spark.writeText(w)
+		if err == nil {
+			err = writeInference(w, j.Inference)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("write the plan: %w", err)
 	}
-	if v.Severity == compat.Rejected {
-		return withExitCode(exitRefused, fmt.Errorf("the checkpoint refuses this change (%d rejected)", len(v.Rejected())))
+	if j.Severity == compat.Rejected {
+		return withExitCode(exitRefused, fmt.Errorf("the checkpoint refuses this change (%d rejected)", len(j.Rejected())))
 	}
 	return nil
 }
@@ -181,100 +176,82 @@ func (o *planOptions) shapeFrom(spec *v1.StreamingQuerySpec) (*compat.Shape, str
 	return &sh, "the shape of " + o.from, nil
 }
 
-// shapeInCheckpoint returns the shape the committed batches in the --checkpoint location ran
-// under, read-only; nil when there is no checkpoint there or it has committed no batch yet.
-// A checkpoint that Spark wrote records no shape: the shape is inferred from its files, and
-// the judgement says how (spark).
-func (o *planOptions) shapeInCheckpoint(ctx context.Context) (*compat.Shape, string, *sparkJudgement, error) {
+// factsInCheckpoint gathers, read-only, what the --checkpoint location records: the shape
+// its committed batches ran under (none when there is no checkpoint there or it has
+// committed no batch yet), or, for a checkpoint that Spark wrote, Spark's files, from which
+// the judge infers the shape and says how.
+func (o *planOptions) factsInCheckpoint(ctx context.Context) (compat.Facts, string, error) {
 	loc, err := checkpoint.ParseLocation(o.location)
 	if err == nil {
 		loc, err = loc.Abs()
 	}
 	if err != nil {
-		return nil, "", nil, withExitCode(exitInvalid, err)
+		return compat.Facts{}, "", withExitCode(exitInvalid, err)
 	}
 	store, err := openCheckpointStore(ctx, loc.String(), o.openOpts...)
 	if err != nil {
-		return nil, "", nil, withExitCode(exitInvalid, err)
+		return compat.Facts{}, "", withExitCode(exitInvalid, err)
 	}
 	if ok, err := sparkckpt.IsSparkCheckpoint(ctx, store); err != nil {
-		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
+		return compat.Facts{}, "", withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
 	} else if ok {
-		return o.shapeOfSparkCheckpoint(ctx, store)
+		return o.factsInSparkCheckpoint(ctx, store)
 	}
 	c, err := checkpoint.Load(ctx, store)
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		return nil, "checkpoint " + o.location + ": there is no checkpoint there yet", nil, nil
+		return compat.Facts{}, "checkpoint " + o.location + ": there is no checkpoint there yet", nil
 	}
 	if err != nil {
-		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
+		return compat.Facts{}, "", withExitCode(exitInvalid, fmt.Errorf("read checkpoint %s: %w", o.location, err))
 	}
-	from, data, err := c.CommittedShape(ctx)
+	sh, from, err := compat.ReadShape(ctx, c)
 	if errors.Is(err, checkpoint.ErrNoCommit) {
-		return nil, "checkpoint " + o.location + ": it has committed no batch yet", nil, nil
+		return compat.Facts{}, "checkpoint " + o.location + ": it has committed no batch yet", nil
 	}
 	if errors.Is(err, checkpoint.ErrNotFound) {
-		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf(
+		return compat.Facts{}, "", withExitCode(exitInvalid, fmt.Errorf(
 			"checkpoint %s has committed batches but records no shape, so this change cannot be judged; judge it with --from OLD.yaml instead",
 			o.location))
 	}
 	if err != nil {
-		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
+		return compat.Facts{}, "", withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
 	}
-	sh, err := compat.ParseShape(data)
-	if err != nil {
-		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
-	}
-	return &sh, fmt.Sprintf("the shape recorded in checkpoint %s from batch %d (query id %s)", o.location, from, c.Metadata().ID), nil, nil
+	return compat.Facts{Committed: &sh}, fmt.Sprintf("the shape recorded in checkpoint %s from batch %d (query id %s)", o.location, from, c.Metadata().ID), nil
 }
 
-// sparkJudgement is a judgement against a checkpoint that Spark wrote (compat.CheckSpark).
-type sparkJudgement struct {
-	checkpoint *sparkckpt.Checkpoint
-	// inference is how CheckSpark inferred the shape it judged against.
-	inference *compat.Inference
-}
-
-// shapeOfSparkCheckpoint reads the Spark checkpoint in store, which the spec is judged
-// against with compat.CheckSpark. One that has planned no batch is judged as a fresh start.
-func (o *planOptions) shapeOfSparkCheckpoint(ctx context.Context, store checkpoint.Store) (*compat.Shape, string, *sparkJudgement, error) {
+// factsInSparkCheckpoint reads the Spark checkpoint in store. One that has planned no batch
+// is judged as a fresh start.
+func (o *planOptions) factsInSparkCheckpoint(ctx context.Context, store checkpoint.Store) (compat.Facts, string, error) {
 	c, err := sparkckpt.Read(ctx, store)
 	if err != nil {
-		return nil, "", nil, withExitCode(exitInvalid, fmt.Errorf("read Spark checkpoint %s: %w", o.location, err))
+		return compat.Facts{}, "", withExitCode(exitInvalid, fmt.Errorf("read Spark checkpoint %s: %w", o.location, err))
 	}
 	if c.Latest == nil {
-		return nil, "Spark checkpoint " + o.location + ": it has planned no batch yet", nil, nil
+		return compat.Facts{}, "Spark checkpoint " + o.location + ": it has planned no batch yet", nil
 	}
-	return nil, fmt.Sprintf("the shape inferred from the Spark checkpoint %s at batch %d (query id %s)", o.location, c.Latest.BatchID, c.Metadata.ID),
-		&sparkJudgement{checkpoint: c}, nil
+	return compat.Facts{Spark: c}, fmt.Sprintf("the shape inferred from the Spark checkpoint %s at batch %d (query id %s)", o.location, c.Latest.BatchID, c.Metadata.ID), nil
 }
 
-// writeText says what the verdict read from Spark's files and what it assumed.
-func (j *sparkJudgement) writeText(w io.Writer) error {
-	if j.inference == nil {
+// writeInference says what a verdict read from Spark's files and what it assumed; nothing
+// for a verdict against Lockstep's own shape (inf nil).
+func writeInference(w io.Writer, inf *compat.Inference) error {
+	if inf == nil {
 		return nil
 	}
 	var b strings.Builder
 	b.WriteString("\nInferred from Spark's files:\n")
-	for _, s := range j.inference.Inferred {
+	for _, s := range inf.Inferred {
 		b.WriteString("  - " + s + "\n")
 	}
 	b.WriteString("Not recorded by Spark, so assumed unchanged (not judged):\n")
-	for _, s := range j.inference.Assumed {
+	for _, s := range inf.Assumed {
 		b.WriteString("  - " + s + "\n")
 	}
-	if j.inference.Positional {
+	if inf.Positional {
 		b.WriteString("The checkpoint names no sources (offsets v1): sources are matched by position, as Spark does.\n")
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
-}
-
-func shapeOrZero(s *compat.Shape) compat.Shape {
-	if s == nil {
-		return compat.Shape{}
-	}
-	return *s
 }
 
 // fieldErrors lists a manifest's validation errors, one per line.

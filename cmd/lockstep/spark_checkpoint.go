@@ -26,32 +26,19 @@ import (
 // with the spec's shape, as compatGuard records it, so the next start finds it unchanged.
 func sparkAdoptGuard(log *slog.Logger) spark.AdoptGuard {
 	return func(_ context.Context, req spark.AdoptRequest) ([]byte, error) {
-		pg, note := postgresServer(&req.Spec.Sink, req.Getenv)
-		if note != "" {
-			log.Warn("Judging the postgres sink by its connection's name", "reason", note)
-		}
-		v, inf, err := compat.CheckSpark(req.Checkpoint, req.Spec, pg)
-		if err != nil {
-			return nil, err
-		}
-		if v.Severity == compat.Rejected {
+		j, err := judgeAtStart(log, compat.Facts{Spark: req.Checkpoint}, req.Spec, req.Getenv)
+		if rejected := (*compat.RejectedError)(nil); errors.As(err, &rejected) {
 			var b strings.Builder
 			fmt.Fprintf(&b, "the Spark checkpoint %s (query id %s), written by a Spark job Lockstep did not start, refuses this query; nothing was written to it.\n\n",
 				req.Checkpoint.Location, req.Checkpoint.Metadata.ID)
-			_ = v.WriteText(&b)
-			_ = (&sparkJudgement{inference: inf}).writeText(&b)
+			_ = j.WriteText(&b)
+			_ = writeInference(&b, j.Inference)
 			return nil, errors.New(strings.TrimRight(b.String(), "\n"))
 		}
-		for _, f := range v.Findings {
-			if f.Severity == compat.Warning {
-				log.Warn("Change allowed with a warning", "rule", f.Rule, "path", f.Path, "old", f.Old, "new", f.New, "message", f.Message, "remedy", f.Remedy)
-			}
-		}
-		shape, err := compat.ShapeOf(req.Spec, pg)
 		if err != nil {
 			return nil, err
 		}
-		return json.Marshal(shape)
+		return json.Marshal(j.Shape)
 	}
 }
 

@@ -156,13 +156,14 @@ func historyRing(ctx context.Context, location string) (*ui.Ring, error) {
 	}
 	meta := c.Metadata()
 	q := ui.Query{Namespace: meta.Owner.Namespace, Name: meta.Owner.Name, Location: c.Location()}
-	if _, data, err := c.CommittedShape(ctx); err == nil {
-		if s, err := compat.ParseShape(data); err == nil {
-			q.Shape = &s
-			level, reason := s.Guarantee()
-			q.Guarantee = &engine.Guarantee{Level: level, Reason: reason}
-		}
-	} else if !errors.Is(err, checkpoint.ErrNotFound) {
+	switch s, _, err := compat.ReadShape(ctx, c); {
+	case err == nil:
+		q.Shape = &s
+		level, reason := s.Guarantee()
+		q.Guarantee = &engine.Guarantee{Level: level, Reason: reason}
+	case errors.Is(err, checkpoint.ErrNotFound), errors.Is(err, compat.ErrNewerShape):
+		// No shape yet, or a newer Lockstep's: the page shows the batches without it.
+	default:
 		return nil, fmt.Errorf("read the checkpoint's shape: %w", err)
 	}
 	batches, err := c.Batches(ctx)
