@@ -86,7 +86,7 @@ func WithClock(now func() time.Time) ClaimOption { return func(o *claimOptions) 
 //
 // On an empty location it creates the metadata (with Create, so of two
 // concurrent claims one creates it and the other reads it) with a new query
-// id. On an existing checkpoint it checks the owner: a different owner is an
+// id. On an existing checkpoint it checks the owner (Owner.Matches): another query is an
 // *OwnerMismatchError unless Adopt is given. A location that holds objects
 // but no metadata is refused with ErrDamaged rather than overwritten.
 func Claim(ctx context.Context, s Store, owner Owner, opts ...ClaimOption) (*Checkpoint, error) {
@@ -126,7 +126,7 @@ func Claim(ctx context.Context, s Store, owner Owner, opts ...ClaimOption) (*Che
 		if err != nil {
 			return nil, err
 		}
-		if meta.Owner != owner {
+		if !meta.Owner.Matches(owner) {
 			if !o.adopt {
 				return nil, &OwnerMismatchError{Location: s.Location(), ID: meta.ID, Recorded: meta.Owner, Claimed: owner}
 			}

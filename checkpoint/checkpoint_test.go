@@ -355,11 +355,22 @@ func TestOwnerMismatch(t *testing.T) {
 		t.Errorf("OwnerMismatchError mismatch (-want +got):\n%s", diff)
 	}
 
-	// The same name with a new UID (the object was deleted and created again) is another owner too.
+	// The same name with a new UID (the object was deleted with retention Retain and created
+	// again) is the same query: it continues the checkpoint, on either runtime.
 	renewed := owner
 	renewed.UID = "new-uid"
-	if _, err := checkpoint.Claim(t.Context(), d, renewed); !errors.Is(err, checkpoint.ErrOwnerMismatch) {
-		t.Errorf("Claim by a new UID error = %v, want ErrOwnerMismatch", err)
+	if again, err := checkpoint.Claim(t.Context(), d, renewed); err != nil || again.Metadata().ID != first.Metadata().ID {
+		t.Errorf("Claim by a new UID = %v; want the same checkpoint (query id %s)", err, first.Metadata().ID)
+	}
+	// So is the claim without a UID (`lockstep run` of the same manifest).
+	if _, err := checkpoint.Claim(t.Context(), d, checkpoint.Owner{Namespace: owner.Namespace, Name: owner.Name}); err != nil {
+		t.Errorf("Claim without a UID error = %v, want nil", err)
+	}
+	// The same name in another namespace is another query.
+	elsewhere := owner
+	elsewhere.Namespace = "refunds"
+	if _, err := checkpoint.Claim(t.Context(), d, elsewhere); !errors.Is(err, checkpoint.ErrOwnerMismatch) {
+		t.Errorf("Claim from another namespace error = %v, want ErrOwnerMismatch", err)
 	}
 
 	adopted, err := checkpoint.Claim(t.Context(), d, intruder, checkpoint.Adopt())

@@ -25,11 +25,21 @@ var (
 	ErrNewerFormat = errors.New("written by a newer lockstep")
 )
 
-// Owner names the query that owns a checkpoint location.
+// Owner names the query that owns a checkpoint location. The UID is recorded, not compared:
+// see Matches.
 type Owner struct {
 	Namespace string `json:"namespace,omitempty"`
 	Name      string `json:"name"`
 	UID       string `json:"uid,omitempty"`
+}
+
+// Matches reports whether the query claim is the recorded owner o: the one ownership rule of
+// both runtimes and the controller. A query is its namespace and name: one deleted with
+// checkpoint.retention Retain and created again under the same name (a new UID) continues its
+// checkpoint. A recorded owner without a namespace (written by `lockstep run` from a
+// manifest without one) is the query of that name in any namespace.
+func (o Owner) Matches(claim Owner) bool {
+	return o.Name == claim.Name && (o.Namespace == "" || o.Namespace == claim.Namespace)
 }
 
 func (o Owner) String() string {

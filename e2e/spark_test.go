@@ -88,7 +88,8 @@ func (tn *tenant) sparkPods(name, component string) ([]corev1.Pod, string) {
 // with it and its successor resumes with the same query id; an allowed change (the executor
 // count) rolls the driver; a refused one (the state partitions the checkpoint pins) is
 // refused by kubectl apply and by terraform plan; suspend removes the driver and its
-// executors and resume reads on with the same query id; the Delta table, read by DuckDB,
+// executors and resume reads on with the same query id; deleted and created again over its
+// retained checkpoint it reads on with the same query id; the Delta table, read by DuckDB,
 // holds every record once; deleting the query leaves no pod, service, role or account
 // behind.
 func TestSparkOnKubernetes(t *testing.T) {
@@ -361,6 +362,15 @@ resource "lockstep_streaming_query" "orders" {
 	caughtUp("the resumed query reads what was produced while it was suspended")
 	if got := tn.query("orders").Status.QueryID; got != id {
 		t.Errorf("query id %s after suspend and resume, want %s", got, id)
+	}
+
+	// Deleted with its checkpoint retained and created again (a new UID): the same query,
+	// by the one ownership rule of both runtimes, so the new driver continues the checkpoint.
+	tn.recreate("orders", manifest(1, 8, false))
+	produce(40)
+	caughtUp("the query created again reads on")
+	if got := tn.query("orders").Status.QueryID; got != id {
+		t.Errorf("query id %s after the query was created again, want %s", got, id)
 	}
 
 	// The table, read by DuckDB: every record once.

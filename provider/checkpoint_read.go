@@ -33,10 +33,11 @@ type checkpointFacts struct {
 	Committed *int64
 }
 
-// ownedBy reports whether the checkpoint is the one of the query namespace/name, as the
-// controller decides it: a re-created query (new UID) continues its predecessor's checkpoint.
+// ownedBy reports whether the checkpoint is the one of the query namespace/name, by the one
+// ownership rule (checkpoint.Owner.Matches): a re-created query (new UID) continues its
+// predecessor's checkpoint.
 func (f checkpointFacts) ownedBy(namespace, name string) bool {
-	return f.Exists && f.Owner.Name == name && (f.Owner.Namespace == "" || f.Owner.Namespace == namespace)
+	return f.Exists && f.Owner.Matches(checkpoint.Owner{Namespace: namespace, Name: name})
 }
 
 // progress says how far the checkpoint got, for a diagnostic.

@@ -118,12 +118,11 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 	}
 	srv := newQueryServer(obj, "", mopts...)
 	log = slog.New(srv.ring.LogHandler(log.Handler()))
-	var q engineQuery
+	var q engine.Runtime
 	if obj.Spec.Runtime.Spark != nil {
 		q, err = newSparkEngine(obj, cfg, ui.conf, log, append(observers{health}, srv.observers()...))
 	} else {
 		q, err = engine.New(obj, reg,
-			engine.WithOwner(checkpoint.Owner{Namespace: obj.Namespace, Name: obj.Name}),
 			engine.WithStartGuard(compatGuard(log)),
 			engine.WithLogger(log),
 			engine.WithObserver(append(observers{health}, srv.observers()...)),
@@ -183,43 +182,26 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 }
 
 // compatGuard is the engine's start guard (DESIGN.md §5, defence in depth): it judges the
-// spec against the shape the committed batches ran under with compat.Guard, logs warnings,
+// spec against the shape the committed batches ran under with compat.Judge, logs warnings,
 // and records the spec's shape from the first batch it runs. A shape recorded by an earlier
 // start that ran no batch (a change applied twice before the next batch) is neither judged
 // against nor kept: RecordShape replaces it.
 func compatGuard(log *slog.Logger) engine.StartGuard {
 	return func(ctx context.Context, req engine.GuardRequest) error {
-		var old *compat.Shape
-		_, data, err := req.Checkpoint.CommittedShape(ctx)
+		var facts compat.Facts
+		old, _, err := compat.ReadShape(ctx, req.Checkpoint)
 		switch {
 		case errors.Is(err, checkpoint.ErrNotFound):
 		case err != nil:
 			return fmt.Errorf("read the checkpoint's shape: %w", err)
 		default:
-			s, err := compat.ParseShape(data)
-			if err != nil {
-				return fmt.Errorf("read the checkpoint's shape: %w", err)
-			}
-			old = &s
+			facts.Committed = &old
 		}
-		pg, note := postgresServer(&req.Spec.Sink, req.Getenv)
-		if note != "" {
-			log.Warn("Judging the postgres sink by its connection's name", "reason", note)
-		}
-		v, err := compat.Guard(old, req.Spec, pg)
+		j, err := judgeAtStart(log, facts, req.Spec, req.Getenv)
 		if err != nil {
 			return err
 		}
-		for _, f := range v.Findings {
-			if f.Severity == compat.Warning {
-				log.Warn("Change allowed with a warning", "rule", f.Rule, "path", f.Path, "old", f.Old, "new", f.New, "message", f.Message, "remedy", f.Remedy)
-			}
-		}
-		shape, err := compat.ShapeOf(req.Spec, pg)
-		if err != nil {
-			return err
-		}
-		if old != nil && old.Equal(shape) {
+		if facts.Committed != nil && old.Equal(j.Shape) {
 			// Unchanged since the committed batches, unless an earlier start that ran no
 			// batch recorded another shape for the next one: that entry must go.
 			if _, err := req.Checkpoint.ShapeEntry(ctx, req.NextBatch); err != nil {
@@ -229,12 +211,33 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 				return err
 			}
 		}
-		data, err = json.Marshal(shape)
+		data, err := json.Marshal(j.Shape)
 		if err != nil {
 			return fmt.Errorf("encode shape: %w", err)
 		}
 		return req.Checkpoint.RecordShape(ctx, req.NextBatch, data)
 	}
+}
+
+// judgeAtStart is what both runtimes' start guards do with the one judge: judge spec against
+// facts, log each warning, and return the judgement, or the rejection (a
+// *compat.RejectedError) before anything is written.
+func judgeAtStart(log *slog.Logger, facts compat.Facts, spec *v1.StreamingQuerySpec, getenv func(string) string) (compat.Judgement, error) {
+	pg, note := postgresServer(&spec.Sink, getenv)
+	if note != "" {
+		log.Warn("Judging the postgres sink by its connection's name", "reason", note)
+	}
+	j, err := compat.Judge(facts, spec, pg)
+	if err != nil {
+		return j, err
+	}
+	if err := j.Err(); err != nil {
+		return j, err
+	}
+	for _, f := range j.Warnings() {
+		log.Warn("Change allowed with a warning", "rule", f.Rule, "path", f.Path, "old", f.Old, "new", f.New, "message", f.Message, "remedy", f.Remedy)
+	}
+	return j, nil
 }
 
 // postgresServer returns the compat option that names the server and database of a postgres
