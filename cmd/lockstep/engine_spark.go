@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -14,13 +13,6 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 )
-
-// engineQuery is what `lockstep engine` and `lockstep run` run: the built-in engine's query,
-// or a spark query's driver.
-type engineQuery interface {
-	Run(ctx context.Context) (engine.Summary, error)
-	Stop()
-}
 
 // sparkMaster is the Spark setting the controller's conf names the master by.
 const sparkMaster = "spark.master"
@@ -50,7 +42,7 @@ func newSparkUI(obj *v1.StreamingQuery) (sparkUI, error) {
 // settings (cfg.sparkConf), the driver pod's name and IP, S3A pointed at the environment's
 // S3 service, and uiConf (the driver's UI for the engine's /metrics) under them all. Spark's
 // log goes to standard error, beside the engine's.
-func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, uiConf map[string]string, log *slog.Logger, obs engine.Observer) (engineQuery, error) {
+func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, uiConf map[string]string, log *slog.Logger, obs engine.Observer) (engine.Runtime, error) {
 	runner, err := spark.FindRunner()
 	if err != nil {
 		return nil, err

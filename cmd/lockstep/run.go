@@ -203,7 +203,7 @@ func newRunOutput(obj *v1.StreamingQuery, location, progress, httpAddr string, s
 
 // run runs q to its end, stopping it at a batch boundary on the first signal and at once on
 // the second, and returns how it ended with its exit code.
-func (o *runOutput) run(ctx context.Context, q engineQuery) error {
+func (o *runOutput) run(ctx context.Context, q engine.Runtime) error {
 	defer stopOnSignals(q.Stop, func() {
 		o.printer.note("stopping after the current batch (signal again to exit at once)")
 	}, func() {

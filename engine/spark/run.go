@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -62,7 +63,15 @@ type Options struct {
 	// Conf is added to the plan's Spark settings, over Lockstep's and the spec's: what the
 	// place the driver runs in decides (Kubernetes, S3A's endpoint). Default: none.
 	Conf map[string]string
+	// KillAfter is how long a cancelled run waits for the JVM to stop after it was asked to
+	// (it finishes the batch in progress) before it kills the JVM's process group. Stop
+	// waits without a deadline. Default: DefaultKillAfter.
+	KillAfter time.Duration
 }
+
+// DefaultKillAfter is Options.KillAfter's default: the built-in engine's pod is given 30 s to
+// stop (the pod's grace period) as well.
+const DefaultKillAfter = 30 * time.Second
 
 // Query is a StreamingQuery run on Spark by the runner, as a child JVM. Run runs it; Stop,
 // from any goroutine, asks it to stop between batches.
@@ -111,8 +120,13 @@ func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
 	if opts.OpenOptions == nil {
 		opts.OpenOptions = []checkpoint.OpenOption{checkpoint.WithS3(s3.Opener())}
 	}
+	if opts.KillAfter <= 0 {
+		opts.KillAfter = DefaultKillAfter
+	}
 	return &Query{obj: obj, spec: &obj.Spec, opts: opts, stopCh: make(chan struct{})}, nil
 }
+
+var _ engine.Runtime = (*Query)(nil)
 
 // Stop asks the query to stop after the batch in progress. It returns at once.
 func (q *Query) Stop() { q.stopOnce.Do(func() { close(q.stopCh) }) }
@@ -293,15 +307,7 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 		return fmt.Errorf("start the Spark runner: %w", err)
 	}
 	done := make(chan struct{})
-	go func() {
-		select {
-		case <-q.stopCh:
-		case <-ctx.Done():
-		case <-done:
-			return
-		}
-		_, _ = io.WriteString(stdin, "stop\n")
-	}()
+	go q.stopRunner(ctx, cmd, stdin, done)
 	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted}
 	scanErr := r.read(ctx, stdout)
 	waitErr := cmd.Wait()
@@ -318,6 +324,30 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 		return fmt.Errorf("the Spark query failed: %s (Spark's log: %s)", msg, logPath)
 	}
 	return scanErr
+}
+
+// stopRunner asks the runner to stop (a line on its standard input) when Stop is called or ctx
+// is cancelled, until done closes. Cancelled, it kills the runner's process group (the JVM and
+// what it started) if it has not exited within KillAfter: a batch cut short is replayed from
+// the offsets log at the next start, so killing loses nothing.
+func (q *Query) stopRunner(ctx context.Context, cmd *exec.Cmd, stdin io.Writer, done <-chan struct{}) {
+	select {
+	case <-q.stopCh:
+		_, _ = io.WriteString(stdin, "stop\n")
+		return
+	case <-ctx.Done():
+	case <-done:
+		return
+	}
+	_, _ = io.WriteString(stdin, "stop\n")
+	t := time.NewTimer(q.opts.KillAfter)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		q.opts.Logger.Warn("The Spark runner did not stop in time: killing it", "after", q.opts.KillAfter)
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	}
 }
 
 // reader reads the runner's standard output: progress lines become engine.Progress and
