@@ -69,6 +69,8 @@ type Options struct {
 type Query struct {
 	obj  *v1.StreamingQuery
 	spec *v1.StreamingQuerySpec
+	// plan is spec's logical plan, built once, which Run compiles.
+	plan *lplan.Plan
 	opts Options
 
 	stopOnce sync.Once
@@ -86,7 +88,11 @@ func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
 	if errs := lplan.Validate(obj); len(errs) > 0 {
 		return nil, &engine.InvalidSpecError{Errs: errs}
 	}
-	if errs := Check(&obj.Spec); len(errs) > 0 {
+	lp, errs := lplan.BuildValid(&obj.Spec)
+	if len(errs) > 0 {
+		return nil, &engine.InvalidSpecError{Errs: errs}
+	}
+	if errs := Check(lp); len(errs) > 0 {
 		return nil, &engine.InvalidSpecError{Errs: errs}
 	}
 	if opts.Location == "" {
@@ -111,7 +117,7 @@ func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
 	if opts.OpenOptions == nil {
 		opts.OpenOptions = []checkpoint.OpenOption{checkpoint.WithS3(s3.Opener())}
 	}
-	return &Query{obj: obj, spec: &obj.Spec, opts: opts, stopCh: make(chan struct{})}, nil
+	return &Query{obj: obj, spec: &obj.Spec, plan: lp, opts: opts, stopCh: make(chan struct{})}, nil
 }
 
 // Stop asks the query to stop after the batch in progress. It returns at once.
@@ -192,7 +198,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("read %s: %w", loc, err)
 	}
-	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(loc),
+	plan, err := Compile(q.plan, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(loc),
 		AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv, UnnamedSources: unnamed})
 	if err != nil {
 		return sum, err

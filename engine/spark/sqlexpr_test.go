@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -17,17 +18,17 @@ var exprColumns = v1.Columns{
 	{Name: "ts", Type: v1.TypeTimestamp},
 }
 
+// translate translates expr as the one projection of a select over exprColumns, compiled by
+// the logical plan.
 func translate(t *testing.T, expr string) (string, error) {
 	t.Helper()
-	env, err := lplan.Env(exprColumns)
-	if err != nil {
-		t.Fatal(err)
+	spec := qt.Make("q", "ns").FilesSource("rows", "/in", v1.FormatJSON, exprColumns...).
+		Select(v1.Projection{Name: "x", Expr: expr}).FilesSink("/out", v1.FormatJSON).Spec()
+	p, errs := lplan.Build(spec)
+	if len(errs) > 0 {
+		t.Fatalf("compile %q: %v", expr, errs.ToAggregate())
 	}
-	ast, _, err := lplan.CompileProjection(env, expr)
-	if err != nil {
-		t.Fatalf("compile %q: %v", expr, err)
-	}
-	return spark.TranslateCEL(ast)
+	return spark.TranslateCEL(p.Steps[0].Select[0].Expr.AST)
 }
 
 func TestTranslateCEL(t *testing.T) {
