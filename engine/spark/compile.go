@@ -451,7 +451,11 @@ func (c *compiler) step(st *lplan.Step, at, next v1.FlowPoint) []Step {
 	case v1.StepFilter:
 		return c.filter(p.Child("filter"), st.Filter)
 	case v1.StepSelect:
-		sel := c.project(p.Child("select"), st.Select)
+		eventTime := at.EventTime
+		if at.WindowTime {
+			eventTime = "" // an earlier aggregate's window_end: windowColumn carries the mark
+		}
+		sel := c.project(p.Child("select"), st.Select, at.Columns, eventTime, next.EventTime)
 		if c.window != "" && at.WindowTime {
 			sel = append(sel, quoteIdent(c.window))
 		}
@@ -479,11 +483,23 @@ func (c *compiler) filter(p *field.Path, f *lplan.Expr) []Step {
 	return []Step{{Filter: sql}}
 }
 
-// project translates a select's compiled projections at p. Each column has the spec's type,
-// whatever Spark infers for its expression.
-func (c *compiler) project(p *field.Path, projs []lplan.Projection) []string {
+// project translates a select's compiled projections at p over the columns in. Each column has
+// the spec's type, whatever Spark infers for its expression: a CAST, which also drops the
+// column's metadata. The copy of the event-time column that stays the event time (eventTime
+// in, nextEventTime out, as the plan's flow follows it) is a bare alias instead, which keeps
+// Spark's event-time mark (withWatermark's metadata) on it: cast, Spark would refuse an
+// append-mode window over it ("aggregations without watermark") and a dedup over it would
+// never drop a late row. Any other copy of the event-time column is cast, so that, as on the
+// built-in runtime, it is data and not a second event time.
+func (c *compiler) project(p *field.Path, projs []lplan.Projection, in v1.Columns, eventTime, nextEventTime string) []string {
 	var sel []string
 	for j, pr := range projs {
+		if pr.From >= 0 {
+			if from := in[pr.From].Name; from == eventTime && pr.Name == nextEventTime {
+				sel = append(sel, quoteIdent(from)+" AS "+quoteIdent(pr.Name))
+				continue
+			}
+		}
 		sql, err := TranslateCEL(pr.Expr.AST)
 		if err != nil {
 			c.refuse(p.Index(j).Child("expr"), pr.Expr.Text, err.Error())

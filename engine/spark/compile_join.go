@@ -92,7 +92,8 @@ func (c *compiler) sideSteps(steps []lplan.SideStep) []Step {
 			out = append(out, c.filter(ss.Path.Child("filter"), ss.Filter)...)
 			continue
 		}
-		out = append(out, Step{Select: c.project(ss.Path.Child("select"), ss.Select)})
+		// The side's watermark comes after its transform: no column is event time yet.
+		out = append(out, Step{Select: c.project(ss.Path.Child("select"), ss.Select, ss.In, "", "")})
 	}
 	return out
 }

@@ -284,6 +284,25 @@ func TestCompileStreamJoin(t *testing.T) {
 	}
 }
 
+// TestCompileSelectKeepsEventTime: a select after the watermark copies the event-time column
+// it renames by a bare alias, which keeps Spark's event-time mark (issue 38.5); a second copy
+// of the event-time column, data on the built-in runtime, is cast, which drops the mark.
+func TestCompileSelectKeepsEventTime(t *testing.T) {
+	lp := planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("qty", v1.TypeLong), qt.Col("ts", v1.TypeTimestamp)).
+		Watermark("ts", "5s").
+		Select(qt.As("id", "id"), qt.As("q2", "qty * 2"), qt.As("event_time", "ts"), qt.As("seen", "ts")).
+		Aggregate("", []v1.GroupKey{qt.Window("event_time", "10s")}, qt.Agg("n", v1.AggCount, ""), qt.Agg("last", v1.AggMax, "seen")).
+		OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON))
+	plan, err := spark.Compile(lp, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"CAST(`id` AS STRING) AS `id`", "CAST(try_multiply(`qty`, 2L) AS BIGINT) AS `q2`", "`ts` AS `event_time`", "CAST(`ts` AS TIMESTAMP) AS `seen`"}
+	if diff := cmp.Diff(want, plan.Steps[1].Select); diff != "" {
+		t.Errorf("the select (-want +got):\n%s", diff)
+	}
+}
+
 // TestCompileKafkaSink: the last step makes Spark's Kafka writer's value (the row as JSON, nulls
 // kept, timestamps as the built-in encoder writes them) and key; the sink names the topic and
 // the batch header.
