@@ -49,9 +49,12 @@ func TestCheckRefuses(t *testing.T) {
 		{name: "rate", plan: planned(qt.Make("q", "ns").RateSource("ticks", 10).ConsoleSink()), want: []string{"spec.sources[0].rate: ramp-up"}},
 		{name: "nexmark", plan: planned(qt.Make("q", "ns").NexmarkSource("bids", v1.NexmarkSource{Table: v1.NexmarkBid}).ConsoleSink()), want: []string{"spec.sources[0].nexmark: no Nexmark"}},
 		{name: "regex filter", plan: planned(files().Filter("id.matches('^a')")), want: []string{"spec.transform[0].filter: RE2"}},
-		{name: "double division in a select", plan: planned(files().Select(v1.Projection{Name: "x", Expr: "amount / 2.0"})), want: []string{"spec.transform[0].select[0].expr: Infinity"}},
+		{name: "a double division and timestamp arithmetic run", plan: planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("amount", v1.TypeDouble), qt.Col("ts", v1.TypeTimestamp)).
+			Select(qt.As("x", "amount / (amount - 1.0)"), qt.As("later", "ts + duration('90m')")).FilesSink("/out", v1.FormatJSON))},
+		{name: "duration arithmetic", plan: planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("ts", v1.TypeTimestamp)).
+			Filter("ts - ts > duration('1s')").FilesSink("/out", v1.FormatJSON)), want: []string{"spec.transform[0].filter: - on google.protobuf.Duration"}},
 		{name: "count_distinct", plan: planned(files().Aggregate("", []v1.GroupKey{{Column: "id"}}, v1.Aggregation{Name: "n", Function: v1.AggCountDistinct, Column: "amount"}).OutputMode(v1.OutputUpdate)),
-			want: []string{"spec.transform[0].aggregate.aggregates[0].function: distinct"}},
+			want: []string{"spec.transform[0].aggregate.aggregates[0].function: adds a stateful operator"}},
 		{name: "a key format", plan: planned(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
 			EditSource("orders", func(s *v1.Source) { s.Kafka.KeyFormat = v1.KafkaJSON }).ConsoleSink()),
 			want: []string{"spec.sources[0].kafka.keyFormat: only keyFormat string"}},
@@ -272,7 +275,7 @@ func TestCompileStreamJoin(t *testing.T) {
 		Type:   spark.JoinFullOuter,
 		Stream: j.Stream,
 		Right: []spark.Step{
-			{Filter: "(`cost` > CAST('0.5' AS DOUBLE))"},
+			{Filter: "(CASE WHEN isnan(`cost`) THEN FALSE ELSE (`cost` > CAST('0.5' AS DOUBLE)) END)"},
 			{Select: []string{"CAST(`ad` AS DOUBLE) AS `ad`", "CAST(`ct` AS TIMESTAMP) AS `ct`"}},
 			{Watermark: &spark.Watermark{Column: "ct", Delay: "20000 milliseconds"}},
 		},

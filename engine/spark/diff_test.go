@@ -232,6 +232,13 @@ func diffCases() []diffCase {
 					v1.Projection{Name: "half", Expr: "amount * 0.5"}, v1.Projection{Name: "hour", Expr: "ts.getSeconds()"}, v1.Projection{Name: "ts", Expr: "ts"}).
 				FilesSink(out, v1.FormatJSON)
 		}},
+		{name: "double-division-and-intervals", query: func(in, out string) *qt.Query {
+			// Issue 38.6b: a double division (a zero divisor in the filter: 1.5 / 0.0 is +Infinity,
+			// kept), and a timestamp plus and minus a duration.
+			return base("double-division-and-intervals", in).Filter("amount / (amount - 1.5) >= 0.0 || amount / (amount - 3.0) < -1.0").
+				Select(qt.As("id", "id"), qt.As("per", "amount / double(qty)"), qt.As("due", "ts + duration('90m')"), qt.As("sent", "ts - duration('1.5s')")).
+				FilesSink(out, v1.FormatJSON)
+		}},
 		{name: "window-append", query: func(in, out string) *qt.Query {
 			return base("window-append", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
