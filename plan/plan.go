@@ -1,8 +1,10 @@
 // Package plan builds the typed logical plan of a StreamingQuery once: the columns flowing
 // into every step, each filter and select expression compiled and type-checked, the event-time
-// column at every step, and the stateful operators with their checkpoint names. Validation,
-// the planner's shape (compat), the built-in engine and the Spark compiler read this plan
-// instead of re-deriving it from the spec.
+// column at every step, the stateful operators with their checkpoint names, and each join's
+// right-side columns, compiled right-side transform and output columns. Validation, the
+// planner's shape (compat), the built-in engine and the Spark compiler (engine/spark, which
+// translates the compiled expressions and takes the flow from here) read this plan instead of
+// re-deriving it from the spec.
 //
 // api/v1 keeps the types, the defaults and the validation that needs no expression compiler;
 // this package owns CEL ([Env], [Expressions]): a client of the API types does not link cel-go.
@@ -65,6 +67,9 @@ type Step struct {
 	// transform); RightSteps that transform, compiled.
 	Right      v1.Columns
 	RightSteps []SideStep
+	// JoinOutput are a join's output columns, each with the side (In or Right) and the index
+	// there of the column it takes.
+	JoinOutput []v1.OutputColumn
 }
 
 // SideStep is one step of a stream join's right-side transform, compiled: a filter or a
@@ -173,6 +178,7 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 			}
 		case st.Join != nil:
 			step.Right = flow[i].Right
+			step.JoinOutput = st.Join.Output(step.In, step.Right)
 			if st.Join.Stream != nil {
 				in, _ := st.Join.RightColumns(s)
 				var err *field.Error

@@ -69,3 +69,31 @@ func TestBuildRefusesWhatValidationRefuses(t *testing.T) {
 		t.Fatalf("Build() = %v, want one error at spec.transform[0].filter", errs)
 	}
 }
+
+// TestBuildJoinOutput: a join step carries its right side's columns (a stream side's after its
+// transform) and its output columns, each with the side and index it takes, so that a runtime
+// reads them from the plan.
+func TestBuildJoinOutput(t *testing.T) {
+	side := qt.StreamSide("pays", "ts", "pts", "5s", "0s", "5s")
+	side.Transform = []v1.SideStep{{Select: []v1.Projection{qt.As("pk", "pk"), qt.As("pts", "pts")}}}
+	spec := qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, orderColumns...).
+		FilesSource("pays", "/pays", v1.FormatJSON, qt.Col("pk", v1.TypeString), qt.Col("paid", v1.TypeDouble), qt.Col("pts", v1.TypeTimestamp)).
+		Watermark("ts", "5s").
+		Join(v1.Join{Keys: qt.Keys("k", "pk"), Stream: side, Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "qty"}, {Side: v1.SideRight, Column: "pts", Name: "paid_at"}}}).
+		FilesSink("/out", v1.FormatJSON).Spec()
+	pl, errs := plan.Build(spec)
+	if len(errs) > 0 {
+		t.Fatalf("Build() = %v", errs)
+	}
+	j := pl.Steps[1]
+	if names := j.Right.Names(); !slices.Equal(names, []string{"pk", "pts"}) {
+		t.Errorf("Right = %v, want the side's columns after its transform", names)
+	}
+	want := []v1.OutputColumn{
+		{Column: v1.Column{Name: "qty", Type: v1.TypeLong}, Side: v1.SideLeft, Index: 1},
+		{Column: v1.Column{Name: "paid_at", Type: v1.TypeTimestamp}, Side: v1.SideRight, Index: 1},
+	}
+	if !slices.Equal(j.JoinOutput, want) {
+		t.Errorf("JoinOutput = %+v, want %+v", j.JoinOutput, want)
+	}
+}

@@ -42,6 +42,13 @@ var celExprs = []string{
 	"ts.getDayOfWeek()", "ts.getDayOfYear()",
 	"ts > timestamp('2024-01-01T00:00:00Z')", "ts == timestamp('2024-01-01T00:00:00Z')",
 	"timestamp(qty)", "timestamp(int(ts) / 10 * 10)",
+	// Double division (±Infinity and NaN for a zero divisor, of either sign), NaN in comparisons,
+	// and a timestamp plus or minus a duration (null beyond CEL's year 9999). A double output
+	// is finite: the two runtimes' JSON writers differ on Infinity and NaN (docs/spark.md).
+	"amount / 2.0", "amount / -3.0", "amount / (amount - amount) > 0.0", "1.0 / -amount < 0.0", "-amount / amount >= -1.0",
+	"amount / amount == amount / amount", "amount / (amount - amount) != 0.0", "amount * amount - amount * amount > 0.0",
+	"ts + duration('90m')", "ts - duration('1.5s')", "duration('1h') + ts > timestamp('2100-01-01T00:00:00Z')",
+	"timestamp(253402300799 - qty) + duration('1s')",
 }
 
 func celProjections() []v1.Projection {

@@ -21,16 +21,15 @@ var sparkJoinTypes = map[v1.JoinType]string{
 	v1.JoinLeftSemi:   JoinLeftSemi,
 }
 
-// join compiles a join step over the columns in: the right side (a static read, or the
-// stream source with join.stream.transform and its watermark), the condition (the keys'
-// equality, and a stream join's time bound as Spark's range condition on the two watermark
-// columns, which is what lets Spark evict state and emit outer rows) and the output columns.
-func (c *compiler) join(p *field.Path, j *v1.Join, in v1.Columns) []Step {
+// join compiles a join step of the plan: the right side (a static read, or the stream source
+// with join.stream.transform and its watermark), the condition (the keys' equality, and a
+// stream join's time bound as Spark's range condition on the two watermark columns, which is
+// what lets Spark evict state and emit outer rows) and the output columns.
+func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
+	j, in, right := st.Spec.Join, st.In, st.Right
 	jn := &Join{Type: sparkJoinTypes[j.EffectiveType()]}
-	var right v1.Columns
 	switch {
 	case j.Static != nil:
-		right = j.Static.Schema.Columns
 		jn.Static = c.static(p.Child("static"), j.Static)
 	case j.Stream != nil:
 		sp := p.Child("stream")
@@ -40,7 +39,7 @@ func (c *compiler) join(p *field.Path, j *v1.Join, in v1.Columns) []Step {
 			return nil
 		}
 		jn.Stream = &src
-		right, jn.Right = c.sideSteps(sp.Child("transform"), j.Stream.Transform, c.sourceColumns(j.Stream.Source))
+		jn.Right = c.sideSteps(st.RightSteps)
 		d, _ := j.Stream.Watermark.Delay.Parse()
 		jn.Right = append(jn.Right, Step{Watermark: &Watermark{Column: j.Stream.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}})
 	}
@@ -63,7 +62,7 @@ func (c *compiler) join(p *field.Path, j *v1.Join, in v1.Columns) []Step {
 			fmt.Sprintf("%s <= %s + INTERVAL %d MILLISECONDS", r, l, upper.Milliseconds()))
 	}
 	jn.Condition = strings.Join(cond, " AND ")
-	for _, o := range j.Output(in, right) {
+	for _, o := range st.JoinOutput {
 		side := "`l`."
 		if o.Side == v1.SideRight {
 			side = "`r`."
@@ -85,44 +84,18 @@ func (c *compiler) join(p *field.Path, j *v1.Join, in v1.Columns) []Step {
 	return []Step{{Join: jn}}
 }
 
-// sourceColumns returns the columns of the spec's source name.
-func (c *compiler) sourceColumns(name string) v1.Columns {
-	for i := range c.spec.Sources {
-		if c.spec.Sources[i].Name == name {
-			cols, _ := c.spec.Sources[i].Columns()
-			return cols
-		}
-	}
-	return nil
-}
-
-// sideSteps compiles a stream side's transform over the source's columns in, and returns the
-// columns out of it.
-func (c *compiler) sideSteps(p *field.Path, steps []v1.SideStep, in v1.Columns) (v1.Columns, []Step) {
+// sideSteps compiles a stream side's transform, compiled in the plan.
+func (c *compiler) sideSteps(steps []lplan.SideStep) []Step {
 	var out []Step
-	for i, ss := range steps {
-		sp := p.Index(i)
-		st := &v1.Step{Filter: ss.Filter, Select: ss.Select}
-		out = append(out, c.step(sp, st, v1.FlowPoint{Columns: in})...)
-		if ss.Select == nil {
+	for _, ss := range steps {
+		if ss.Filter != nil {
+			out = append(out, c.filter(ss.Path.Child("filter"), ss.Filter)...)
 			continue
 		}
-		env, err := lplan.Env(in)
-		if err != nil {
-			c.errs = append(c.errs, field.InternalError(sp, err))
-			return in, out
-		}
-		var next v1.Columns
-		for _, pr := range ss.Select {
-			_, t, err := lplan.CompileProjection(env, pr.Expr)
-			if err != nil {
-				continue // reported by step
-			}
-			next = append(next, v1.Column{Name: pr.Name, Type: t})
-		}
-		in = next
+		// The side's watermark comes after its transform: no column is event time yet.
+		out = append(out, Step{Select: c.project(ss.Path.Child("select"), ss.Select, ss.In, "", "")})
 	}
-	return in, out
+	return out
 }
 
 // static compiles a stream–static join's right side: a batch read of a files folder, a Delta

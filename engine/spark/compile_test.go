@@ -15,13 +15,18 @@ import (
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
-func defaulted(q *qt.Query) *v1.StreamingQuerySpec {
+// planned returns the logical plan of q's spec, defaulted and valid.
+func planned(q *qt.Query) *lplan.Plan {
 	obj := q.Obj()
 	obj.Default()
 	if errs := lplan.Validate(obj); len(errs) > 0 {
 		panic(errs.ToAggregate())
 	}
-	return &obj.Spec
+	p, errs := lplan.BuildValid(&obj.Spec)
+	if len(errs) > 0 {
+		panic(errs.ToAggregate())
+	}
+	return p
 }
 
 // TestCheckRefuses: what Spark cannot run with the spec's meaning is refused, naming the field.
@@ -37,72 +42,75 @@ func TestCheckRefuses(t *testing.T) {
 	}
 	cases := []struct {
 		name string
-		spec *v1.StreamingQuerySpec
+		plan *lplan.Plan
 		want []string // field: a word of the reason
 	}{
-		{name: "a plain query runs", spec: defaulted(files().Filter("amount > 0").Select(v1.Projection{Name: "id", Expr: "id.lowerAscii()"}))},
-		{name: "rate", spec: defaulted(qt.Make("q", "ns").RateSource("ticks", 10).ConsoleSink()), want: []string{"spec.sources[0].rate: ramp-up"}},
-		{name: "nexmark", spec: defaulted(qt.Make("q", "ns").NexmarkSource("bids", v1.NexmarkSource{Table: v1.NexmarkBid}).ConsoleSink()), want: []string{"spec.sources[0].nexmark: no Nexmark"}},
-		{name: "regex filter", spec: defaulted(files().Filter("id.matches('^a')")), want: []string{"spec.transform[0].filter: RE2"}},
-		{name: "double division in a select", spec: defaulted(files().Select(v1.Projection{Name: "x", Expr: "amount / 2.0"})), want: []string{"spec.transform[0].select[0].expr: Infinity"}},
-		{name: "count_distinct", spec: defaulted(files().Aggregate("", []v1.GroupKey{{Column: "id"}}, v1.Aggregation{Name: "n", Function: v1.AggCountDistinct, Column: "amount"}).OutputMode(v1.OutputUpdate)),
-			want: []string{"spec.transform[0].aggregate.aggregates[0].function: distinct"}},
-		{name: "a key format", spec: defaulted(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
+		{name: "a plain query runs", plan: planned(files().Filter("amount > 0").Select(v1.Projection{Name: "id", Expr: "id.lowerAscii()"}))},
+		{name: "rate", plan: planned(qt.Make("q", "ns").RateSource("ticks", 10).ConsoleSink()), want: []string{"spec.sources[0].rate: ramp-up"}},
+		{name: "nexmark", plan: planned(qt.Make("q", "ns").NexmarkSource("bids", v1.NexmarkSource{Table: v1.NexmarkBid}).ConsoleSink()), want: []string{"spec.sources[0].nexmark: no Nexmark"}},
+		{name: "regex filter", plan: planned(files().Filter("id.matches('^a')")), want: []string{"spec.transform[0].filter: RE2"}},
+		{name: "a double division and timestamp arithmetic run", plan: planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("amount", v1.TypeDouble), qt.Col("ts", v1.TypeTimestamp)).
+			Select(qt.As("x", "amount / (amount - 1.0)"), qt.As("later", "ts + duration('90m')")).FilesSink("/out", v1.FormatJSON))},
+		{name: "duration arithmetic", plan: planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("ts", v1.TypeTimestamp)).
+			Filter("ts - ts > duration('1s')").FilesSink("/out", v1.FormatJSON)), want: []string{"spec.transform[0].filter: - on google.protobuf.Duration"}},
+		{name: "count_distinct", plan: planned(files().Aggregate("", []v1.GroupKey{{Column: "id"}}, v1.Aggregation{Name: "n", Function: v1.AggCountDistinct, Column: "amount"}).OutputMode(v1.OutputUpdate)),
+			want: []string{"spec.transform[0].aggregate.aggregates[0].function: adds a stateful operator"}},
+		{name: "a key format", plan: planned(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
 			EditSource("orders", func(s *v1.Source) { s.Kafka.KeyFormat = v1.KafkaJSON }).ConsoleSink()),
 			want: []string{"spec.sources[0].kafka.keyFormat: only keyFormat string"}},
-		{name: "an at-least-once kafka sink runs", spec: defaulted(files().KafkaSink("broker:9092", "out").Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "id" }))},
-		{name: "a transactional kafka sink", spec: defaulted(files().KafkaSink("broker:9092", "out").Edit(func(s *v1.StreamingQuerySpec) {
+		{name: "an at-least-once kafka sink runs", plan: planned(files().KafkaSink("broker:9092", "out").Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn = "id" }))},
+		{name: "a transactional kafka sink", plan: planned(files().KafkaSink("broker:9092", "out").Edit(func(s *v1.StreamingQuerySpec) {
 			s.Sink.Kafka.ExactlyOnce = true
 			s.Sink.Kafka.KeyColumn = "amount"
 		})), want: []string{"spec.sink.kafka.exactlyOnce: no transactions", "spec.sink.kafka.keyColumn: string or long"}},
-		{name: "kafka over SASL and TLS runs", spec: defaulted(files().KafkaSink("broker:9093", "out").Edit(func(s *v1.StreamingQuerySpec) {
+		{name: "kafka over SASL and TLS runs", plan: planned(files().KafkaSink("broker:9093", "out").Edit(func(s *v1.StreamingQuerySpec) {
 			s.Sink.Kafka.SASL = &v1.KafkaSASL{Mechanism: v1.SASLScramSHA256}
 			s.Sink.Kafka.TLS = &v1.KafkaTLS{CAFile: "/ca.pem"}
 		}))},
-		{name: "kafka TLS the Java client cannot do", spec: defaulted(qt.Make("q", "ns").KafkaSource("orders", "broker:9093", "orders", cols...).
+		{name: "kafka TLS the Java client cannot do", plan: planned(qt.Make("q", "ns").KafkaSource("orders", "broker:9093", "orders", cols...).
 			EditSource("orders", func(s *v1.Source) { s.Kafka.TLS = &v1.KafkaTLS{ServerName: "kafka.internal"} }).
 			KafkaSink("broker:9093", "out").Edit(func(s *v1.StreamingQuerySpec) {
 			s.Sink.Kafka.TLS = &v1.KafkaTLS{CertFile: "/tls.crt", KeyFile: "/tls.key"}
 		})), want: []string{"spec.sources[0].kafka.tls.serverName: host name", "spec.sink.kafka.tls.certFile: mutual TLS"}},
-		{name: "avro from the schema registry", spec: defaulted(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
+		{name: "avro from the schema registry", plan: planned(qt.Make("q", "ns").KafkaSource("orders", "broker:9092", "orders", cols...).
 			EditSource("orders", func(s *v1.Source) {
 				s.Kafka.Format = v1.KafkaAvro
 				s.Kafka.SchemaRegistry = &v1.SchemaRegistry{URL: "http://registry:8081"}
 			}).ConsoleSink()),
 			want: []string{"spec.sources[0].kafka.format: schema id per record"}},
-		{name: "a sink's own S3 settings in the checkpoint's bucket", spec: defaulted(files().Checkpoint("s3://shared/ck").FilesSink("s3://shared/out", v1.FormatJSON).
+		{name: "a sink's own S3 settings in the checkpoint's bucket", plan: planned(files().Checkpoint("s3://shared/ck").FilesSink("s3://shared/out", v1.FormatJSON).
 			Edit(func(s *v1.StreamingQuerySpec) {
 				s.Sink.Files.S3 = &v1.S3Connection{Endpoint: "https://other:9000", InsecureSkipVerify: true}
 			})),
 			want: []string{"spec.sink.files.s3.insecureSkipVerify: certificate"}},
-		{name: "own S3 settings on the checkpoint's bucket", spec: defaulted(files().Checkpoint("s3://shared/ck").FilesSink("s3://shared/out", v1.FormatJSON).
+		{name: "own S3 settings on the checkpoint's bucket", plan: planned(files().Checkpoint("s3://shared/ck").FilesSink("s3://shared/out", v1.FormatJSON).
 			Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Files.S3 = &v1.S3Connection{Endpoint: "https://other:9000"} })),
 			want: []string{"spec.sink.files.s3: holds the checkpoint"}},
-		{name: "a webhook sink runs", spec: defaulted(files().WebhookSink("http://hooks:8080/in"))},
-		{name: "a files static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
-		{name: "a delta static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
-		{name: "a postgres static side runs", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticPostgres("crm.customers", "CRM_DSN", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
-		{name: "a static side's refresh", spec: defaulted(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_", Static: func() *v1.StaticSide {
+		{name: "a webhook sink runs", plan: planned(files().WebhookSink("http://hooks:8080/in"))},
+		{name: "a files static side runs", plan: planned(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles("/customers", v1.FormatCSV, qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
+		{name: "a delta static side runs", plan: planned(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticDelta("/customers", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
+		{name: "a postgres static side runs", plan: planned(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), Static: qt.StaticPostgres("crm.customers", "CRM_DSN", qt.Col("cid", v1.TypeString)), RightPrefix: "c_"}))},
+		{name: "a static side's refresh", plan: planned(files().Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_", Static: func() *v1.StaticSide {
 			s := qt.StaticFiles("/customers", v1.FormatJSON, qt.Col("cid", v1.TypeString))
 			s.Refresh = &v1.Refresh{Every: "10m"}
 			return s
 		}()})), want: []string{"spec.transform[0].join.static.refresh: omit refresh"}},
-		{name: "a session window runs in append mode", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", GapExpr: "user == 'bot' ? duration('1s') : duration('5m')"}))},
-		{name: "a session window in update mode", spec: defaulted(events(v1.OutputUpdate, v1.SessionWindow{Column: "ts", Gap: "5m"})),
+		{name: "a session window runs in append mode", plan: planned(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", GapExpr: "user == 'bot' ? duration('1s') : duration('5m')"}))},
+		{name: "a session window in update mode", plan: planned(events(v1.OutputUpdate, v1.SessionWindow{Column: "ts", Gap: "5m"})),
 			want: []string{"spec.outputMode: SPARK-36463"}},
-		{name: "a session gap parsed from a column", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", GapExpr: "duration(user)"})),
+		{name: "a session gap parsed from a column", plan: planned(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", GapExpr: "duration(user)"})),
 			want: []string{"spec.transform[1].aggregate.groupBy[1].session.gapExpr: duration() of a computed value"}},
-		{name: "a session gap of nanoseconds", spec: defaulted(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", Gap: "1500ns"})),
+		{name: "a session gap of nanoseconds", plan: planned(events(v1.OutputAppend, v1.SessionWindow{Column: "ts", Gap: "1500ns"})),
 			want: []string{"spec.transform[1].aggregate.groupBy[1].session.gap: microseconds"}},
-		{name: "a session window without another key", spec: defaulted(qt.Make("q", "ns").FilesSource("events", "/in", v1.FormatJSON, qt.Col("ts", v1.TypeTimestamp)).
+		{name: "a session window without another key", plan: planned(qt.Make("q", "ns").FilesSource("events", "/in", v1.FormatJSON, qt.Col("ts", v1.TypeTimestamp)).
 			Watermark("ts", "10s").Aggregate("", []v1.GroupKey{qt.Session("ts", "1m")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON)),
 			want: []string{"spec.transform[1].aggregate.groupBy[0].session: global aggregation"}},
-		{name: "source names one in Spark", spec: defaulted(qt.Make("q", "ns").FilesSource("a-b", "/in1", v1.FormatJSON, cols...).FilesSource("a_b", "/in2", v1.FormatJSON, cols...).ConsoleSink()),
+		{name: "source names one in Spark", plan: planned(qt.Make("q", "ns").FilesSource("a-b", "/in1", v1.FormatJSON, cols...).FilesSource("a_b", "/in2", v1.FormatJSON, cols...).ConsoleSink()),
 			want: []string{"spec.sources[1].name: one name"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			errs := spark.Check(tc.spec)
+			errs := spark.Check(tc.plan)
 			var got []string
 			for i, e := range errs {
 				word := ""
@@ -125,10 +133,10 @@ func TestCheckRefuses(t *testing.T) {
 // TestCompileWindow: a window key becomes window() and is renamed to window_start and
 // window_end in its place; the state partitions become Spark's shuffle partitions.
 func TestCompileWindow(t *testing.T) {
-	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, v1.Column{Name: "ts", Type: v1.TypeTimestamp}, v1.Column{Name: "qty", Type: v1.TypeLong}).
+	lp := planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, v1.Column{Name: "ts", Type: v1.TypeTimestamp}, v1.Column{Name: "qty", Type: v1.TypeLong}).
 		Watermark("ts", "10s").Aggregate("", []v1.GroupKey{{Window: &v1.Window{Column: "ts", Duration: "1m", Slide: "30s"}}}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "qty"}).
 		OutputMode(v1.OutputAppend).StatePartitions(4).DeltaSink("/out"))
-	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	plan, err := spark.Compile(lp, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,12 +160,12 @@ func TestCompileWindow(t *testing.T) {
 // struct (with Spark's event-time metadata) in a column of its own, carried through a select
 // that keeps window_end, and the later aggregate windows by window_time of it.
 func TestCompileChainedAggregates(t *testing.T) {
-	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, v1.Column{Name: "ts", Type: v1.TypeTimestamp}, v1.Column{Name: "qty", Type: v1.TypeLong}).
+	lp := planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, v1.Column{Name: "ts", Type: v1.TypeTimestamp}, v1.Column{Name: "qty", Type: v1.TypeLong}).
 		Watermark("ts", "10s").Aggregate("", []v1.GroupKey{qt.Window("ts", "1m")}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "qty"}).
 		Select(qt.As("ended", v1.ColumnWindowEnd), qt.As("total", "total")).
 		Aggregate("", []v1.GroupKey{qt.Window("ended", "1h")}, v1.Aggregation{Name: "top", Function: v1.AggMax, Column: "total"}).
 		OutputMode(v1.OutputAppend).DeltaSink("/out"))
-	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	plan, err := spark.Compile(lp, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,10 +196,10 @@ func TestCompileSession(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.session.Gap)+tt.session.GapExpr, func(t *testing.T) {
-			spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("ts", v1.TypeTimestamp), qt.Col("qty", v1.TypeLong)).
+			lp := planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("ts", v1.TypeTimestamp), qt.Col("qty", v1.TypeLong)).
 				Watermark("ts", "10s").Aggregate("", []v1.GroupKey{{Session: &tt.session}, qt.Key("id")}, qt.Agg("total", v1.AggSum, "qty")).
 				OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON))
-			plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+			plan, err := spark.Compile(lp, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -211,12 +219,12 @@ func TestCompileSession(t *testing.T) {
 // built-in engine's SELECT; the connection string becomes the URL, the user and the session's
 // run-time parameters, and its password stays out of the plan (the runner's environment).
 func TestCompilePostgresStatic(t *testing.T) {
-	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString)).
+	lp := planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString)).
 		Join(v1.Join{Keys: qt.Keys("id", "cid"), RightPrefix: "c_",
 			Static: qt.StaticPostgres("crm.customers", "CRM_DSN", qt.Col("cid", v1.TypeString), qt.Col("tier", v1.TypeLong), qt.Col("since", v1.TypeTimestamp))}).
 		FilesSink("/out", v1.FormatJSON))
 	env := map[string]string{"CRM_DSN": "postgres://crm:s3cret@db.example:5433/sales?sslmode=require&search_path=crm,%20public&timezone=Europe/Berlin&application_name=it's%20%5Co/"}
-	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck", Getenv: func(k string) string { return env[k] }})
+	plan, err := spark.Compile(lp, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck", Getenv: func(k string) string { return env[k] }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,12 +255,12 @@ func TestCompileStreamJoin(t *testing.T) {
 	ts := func(n string) v1.Column { return v1.Column{Name: n, Type: v1.TypeTimestamp} }
 	side := qt.StreamSide("clicks", "t", "ct", "20s", "1s", "1m")
 	side.Transform = []v1.SideStep{{Filter: "cost > 0.5"}, {Select: []v1.Projection{qt.As("ad", "ad"), qt.As("ct", "ct")}}}
-	spec := defaulted(qt.Make("q", "ns").
+	lp := planned(qt.Make("q", "ns").
 		FilesSource("imps", "/imps", v1.FormatJSON, v1.Column{Name: "ad", Type: v1.TypeDouble}, ts("t")).
 		FilesSource("clicks", "/clicks", v1.FormatJSON, v1.Column{Name: "ad", Type: v1.TypeDouble}, v1.Column{Name: "cost", Type: v1.TypeDouble}, ts("ct")).
 		Watermark("t", "10s").
 		Join(v1.Join{Type: v1.JoinFullOuter, Keys: qt.Keys("ad", "ad"), Stream: side, RightPrefix: "c_"}).FilesSink("/out", v1.FormatJSON))
-	plan, err := spark.Compile(spec, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	plan, err := spark.Compile(lp, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,7 +275,7 @@ func TestCompileStreamJoin(t *testing.T) {
 		Type:   spark.JoinFullOuter,
 		Stream: j.Stream,
 		Right: []spark.Step{
-			{Filter: "(`cost` > CAST('0.5' AS DOUBLE))"},
+			{Filter: "(CASE WHEN isnan(`cost`) THEN FALSE ELSE (`cost` > CAST('0.5' AS DOUBLE)) END)"},
 			{Select: []string{"CAST(`ad` AS DOUBLE) AS `ad`", "CAST(`ct` AS TIMESTAMP) AS `ct`"}},
 			{Watermark: &spark.Watermark{Column: "ct", Delay: "20000 milliseconds"}},
 		},
@@ -279,16 +287,35 @@ func TestCompileStreamJoin(t *testing.T) {
 	}
 }
 
+// TestCompileSelectKeepsEventTime: a select after the watermark copies the event-time column
+// it renames by a bare alias, which keeps Spark's event-time mark (issue 38.5); a second copy
+// of the event-time column, data on the built-in runtime, is cast, which drops the mark.
+func TestCompileSelectKeepsEventTime(t *testing.T) {
+	lp := planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("qty", v1.TypeLong), qt.Col("ts", v1.TypeTimestamp)).
+		Watermark("ts", "5s").
+		Select(qt.As("id", "id"), qt.As("q2", "qty * 2"), qt.As("event_time", "ts"), qt.As("seen", "ts")).
+		Aggregate("", []v1.GroupKey{qt.Window("event_time", "10s")}, qt.Agg("n", v1.AggCount, ""), qt.Agg("last", v1.AggMax, "seen")).
+		OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON))
+	plan, err := spark.Compile(lp, spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"CAST(`id` AS STRING) AS `id`", "CAST(try_multiply(`qty`, 2L) AS BIGINT) AS `q2`", "`ts` AS `event_time`", "CAST(`ts` AS TIMESTAMP) AS `seen`"}
+	if diff := cmp.Diff(want, plan.Steps[1].Select); diff != "" {
+		t.Errorf("the select (-want +got):\n%s", diff)
+	}
+}
+
 // TestCompileKafkaSink: the last step makes Spark's Kafka writer's value (the row as JSON, nulls
 // kept, timestamps as the built-in encoder writes them) and key; the sink names the topic and
 // the batch header.
 func TestCompileKafkaSink(t *testing.T) {
-	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("ts", v1.TypeTimestamp)).
+	lp := planned(qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("ts", v1.TypeTimestamp)).
 		KafkaSink("b1:9092", "out").Edit(func(s *v1.StreamingQuerySpec) {
 		s.Sink.Kafka.BootstrapServers = []string{"b1:9092", "b2:9092"}
 		s.Sink.Kafka.KeyColumn = "id"
 	}))
-	p, err := spark.Compile(spec, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "/ck"})
+	p, err := spark.Compile(lp, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "/ck"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +332,7 @@ func TestCompileKafkaSink(t *testing.T) {
 // TestCompileKafkaSecurity: SASL and TLS become Spark's kafka.* options, the credentials as
 // ${env:...} references that Kafka's EnvVarConfigProvider resolves: no secret in the plan.
 func TestCompileKafkaSecurity(t *testing.T) {
-	spec := defaulted(qt.Make("q", "ns").KafkaSource("orders", "b1:9093", "in", qt.Col("id", v1.TypeString)).
+	lp := planned(qt.Make("q", "ns").KafkaSource("orders", "b1:9093", "in", qt.Col("id", v1.TypeString)).
 		EditSource("orders", func(s *v1.Source) {
 			s.Kafka.SASL = &v1.KafkaSASL{Mechanism: v1.SASLPlain, UsernameEnv: "KUSER", PasswordEnv: "KPASS"}
 			s.Kafka.TLS = &v1.KafkaTLS{CAFile: "/etc/kafka/ca.pem"}
@@ -313,7 +340,7 @@ func TestCompileKafkaSecurity(t *testing.T) {
 		KafkaSink("b1:9094", "out").Edit(func(s *v1.StreamingQuerySpec) {
 		s.Sink.Kafka.TLS = &v1.KafkaTLS{CAFile: "/etc/kafka/ca.pem"}
 	}))
-	p, err := spark.Compile(spec, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "/ck"})
+	p, err := spark.Compile(lp, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "/ck"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,10 +369,10 @@ func TestCompileKafkaSecurity(t *testing.T) {
 // TestCompileS3OwnSettings: a location's own s3: settings become S3A's settings of its bucket,
 // its keys read from the environment by the runner's EnvCredentials, never in the plan.
 func TestCompileS3OwnSettings(t *testing.T) {
-	spec := defaulted(qt.Make("q", "ns").FilesSource("orders", "s3://raw/in", v1.FormatJSON, qt.Col("id", v1.TypeString)).
+	lp := planned(qt.Make("q", "ns").FilesSource("orders", "s3://raw/in", v1.FormatJSON, qt.Col("id", v1.TypeString)).
 		EditSource("orders", func(s *v1.Source) { s.Files.S3 = &v1.S3Connection{Endpoint: "https://minio:9000", Region: "eu-west-1"} }).
 		FilesSink("/out", v1.FormatJSON))
-	p, err := spark.Compile(spec, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "s3a://ck/q"})
+	p, err := spark.Compile(lp, spark.CompileOptions{QueryID: "q1", CheckpointLocation: "s3a://ck/q"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -232,6 +232,13 @@ func diffCases() []diffCase {
 					v1.Projection{Name: "half", Expr: "amount * 0.5"}, v1.Projection{Name: "hour", Expr: "ts.getSeconds()"}, v1.Projection{Name: "ts", Expr: "ts"}).
 				FilesSink(out, v1.FormatJSON)
 		}},
+		{name: "double-division-and-intervals", query: func(in, out string) *qt.Query {
+			// Issue 38.6b: a double division (a zero divisor in the filter: 1.5 / 0.0 is +Infinity,
+			// kept), and a timestamp plus and minus a duration.
+			return base("double-division-and-intervals", in).Filter("amount / (amount - 1.5) >= 0.0 || amount / (amount - 3.0) < -1.0").
+				Select(qt.As("id", "id"), qt.As("per", "amount / double(qty)"), qt.As("due", "ts + duration('90m')"), qt.As("sent", "ts - duration('1.5s')")).
+				FilesSink(out, v1.FormatJSON)
+		}},
 		{name: "window-append", query: func(in, out string) *qt.Query {
 			return base("window-append", in).Watermark("ts", "5s").Aggregate("", window, aggs...).OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
 		}},
@@ -277,6 +284,21 @@ func diffCases() []diffCase {
 			return base("select-then-window", in).Select(qt.As("id", "id"), qt.As("q2", "qty * 2"), qt.As("ts", "ts")).
 				Watermark("ts", "5s").Aggregate("", window, qt.Agg("n", v1.AggCount, ""), qt.Agg("q2", v1.AggSum, "q2")).
 				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "watermark-select-then-window", query: func(in, out string) *qt.Query {
+			// A select between the watermark and an append-mode window (issue 38.5): plain copies,
+			// and the event-time column renamed, which stays the event time.
+			return base("watermark-select-then-window", in).Watermark("ts", "5s").
+				Select(qt.As("id", "id"), qt.As("qty", "qty"), qt.As("event_time", "ts")).
+				Aggregate("", []v1.GroupKey{qt.Window("event_time", "10s")}, qt.Agg("n", v1.AggCount, ""), qt.Agg("total", v1.AggSum, "qty")).
+				OutputMode(v1.OutputAppend).FilesSink(out, v1.FormatJSON)
+		}},
+		{name: "late-watermark-select-then-dedup", input: filesInput(diffLateInput), query: func(in, out string) *qt.Query {
+			// The same renamed event time under a dedup: the late rows are dropped by it, and a second
+			// copy of the event-time column is data, not a second event time.
+			return base("late-watermark-select-then-dedup", in).Watermark("ts", "5s").
+				Select(qt.As("id", "id"), qt.As("event_time", "ts"), qt.As("seen", "ts")).
+				DropDuplicates("", "id", "event_time").SelectColumns("id", "seen").FilesSink(out, v1.FormatJSON)
 		}},
 		{name: "window-then-window", input: filesInput(diffLateInput), query: func(in, out string) *qt.Query {
 			// Per id per 5s, then the largest total and the count of those windows per 20s:

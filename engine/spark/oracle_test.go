@@ -20,6 +20,7 @@ import (
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
+	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
 var updateOracle = flag.Bool("update-oracle", false, "rewrite docs/compatibility-spark.md from the oracle's run")
@@ -396,9 +397,11 @@ func (o *oracle) run(spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
 // runIn is run on behalf of the test t (a subtest of the oracle's), which it fails.
 func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
 	t.Helper()
-	s := spec.DeepCopy()
-	s.Default()
-	p, err := spark.Compile(s, spark.CompileOptions{QueryID: "oracle", CheckpointLocation: ckpt, AppName: "oracle"})
+	lp, errs := lplan.Build(spec)
+	if len(errs) > 0 {
+		t.Fatal(errs.ToAggregate())
+	}
+	p, err := spark.Compile(lp, spark.CompileOptions{QueryID: "oracle", CheckpointLocation: ckpt, AppName: "oracle"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,6 +78,8 @@ const DefaultKillAfter = 30 * time.Second
 type Query struct {
 	obj  *v1.StreamingQuery
 	spec *v1.StreamingQuerySpec
+	// plan is spec's logical plan, built once, which Run compiles.
+	plan *lplan.Plan
 	opts Options
 
 	stopOnce sync.Once
@@ -95,7 +97,11 @@ func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
 	if errs := lplan.Validate(obj); len(errs) > 0 {
 		return nil, &engine.InvalidSpecError{Errs: errs}
 	}
-	if errs := Check(&obj.Spec); len(errs) > 0 {
+	lp, errs := lplan.BuildValid(&obj.Spec)
+	if len(errs) > 0 {
+		return nil, &engine.InvalidSpecError{Errs: errs}
+	}
+	if errs := Check(lp); len(errs) > 0 {
 		return nil, &engine.InvalidSpecError{Errs: errs}
 	}
 	if opts.Location == "" {
@@ -123,7 +129,7 @@ func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
 	if opts.KillAfter <= 0 {
 		opts.KillAfter = DefaultKillAfter
 	}
-	return &Query{obj: obj, spec: &obj.Spec, opts: opts, stopCh: make(chan struct{})}, nil
+	return &Query{obj: obj, spec: &obj.Spec, plan: lp, opts: opts, stopCh: make(chan struct{})}, nil
 }
 
 var _ engine.Runtime = (*Query)(nil)
@@ -206,7 +212,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("read %s: %w", loc, err)
 	}
-	plan, err := Compile(q.spec, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(loc),
+	plan, err := Compile(q.plan, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(loc),
 		AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv, UnnamedSources: unnamed})
 	if err != nil {
 		return sum, err

@@ -159,17 +159,21 @@ func (t *translator) call(e celast.Expr) (string, error) {
 	}
 	switch fn {
 	case operators.Equals:
-		return "(" + a[0] + " = " + a[1] + ")", nil
+		return t.nanGuard(args, a, "FALSE", "("+a[0]+" = "+a[1]+")"), nil
 	case operators.NotEquals:
-		return "(" + a[0] + " <> " + a[1] + ")", nil
+		return t.nanGuard(args, a, "TRUE", "("+a[0]+" <> "+a[1]+")"), nil
 	case operators.Less, operators.LessEquals, operators.Greater, operators.GreaterEquals:
 		op := map[string]string{operators.Less: "<", operators.LessEquals: "<=", operators.Greater: ">", operators.GreaterEquals: ">="}[fn]
 		if t.mixedInexact(args[0], args[1]) {
 			return "", unsupported(op+" between an int and a double", "CEL compares them exactly, Spark converts the int to a double first (they differ beyond 2^53); convert one side with double() or int()")
 		}
-		return "(" + a[0] + " " + op + " " + a[1] + ")", nil
+		return t.nanGuard(args, a, "FALSE", "("+a[0]+" "+op+" "+a[1]+")"), nil
 	case operators.Add:
 		switch {
+		case isTime(resT):
+			// A timestamp plus a duration (either order): a day-time interval added, null where
+			// CEL errs, outside its years 1 to 9999.
+			return celTimeRange("(" + a[0] + " + " + a[1] + ")"), nil
 		case isInt(resT):
 			return "try_add(" + a[0] + ", " + a[1] + ")", nil
 		case isDouble(resT):
@@ -177,15 +181,17 @@ func (t *translator) call(e celast.Expr) (string, error) {
 		case isString(resT):
 			return "concat(" + a[0] + ", " + a[1] + ")", nil
 		}
-		return "", unsupported("+ on "+typeName(resT), "only int, double and string addition are translated")
+		return "", unsupported("+ on "+typeName(resT), "only int, double and string addition and a timestamp plus a duration are translated")
 	case operators.Subtract:
 		switch {
 		case isInt(resT):
 			return "try_subtract(" + a[0] + ", " + a[1] + ")", nil
 		case isDouble(resT):
 			return "(" + a[0] + " - " + a[1] + ")", nil
+		case isTime(resT):
+			return celTimeRange("(" + a[0] + " - " + a[1] + ")"), nil
 		}
-		return "", unsupported("- on "+typeName(resT), "only int and double subtraction are translated")
+		return "", unsupported("- on "+typeName(resT), "only int and double subtraction and a timestamp minus a duration are translated")
 	case operators.Multiply:
 		switch {
 		case isInt(resT):
@@ -196,9 +202,14 @@ func (t *translator) call(e celast.Expr) (string, error) {
 		return "", unsupported("* on "+typeName(resT), "only int and double multiplication are translated")
 	case operators.Divide, operators.Modulo:
 		op := map[string]string{operators.Divide: "DIV", operators.Modulo: "%"}[fn]
+		if fn == operators.Divide && isDouble(resT) {
+			if d, ok := literalValue(args[1]).(types.Double); ok && d != 0 {
+				return "(" + a[0] + " / " + a[1] + ")", nil // a divisor that is never zero
+			}
+			return doubleDivide(a[0], a[1]), nil
+		}
 		if !isInt(resT) {
-			return "", unsupported(map[string]string{operators.Divide: "/", operators.Modulo: "%"}[fn]+" on doubles",
-				"CEL yields Infinity or NaN for a division by zero, Spark (ANSI) fails the query")
+			return "", unsupported(map[string]string{operators.Divide: "/", operators.Modulo: "%"}[fn]+" on "+typeName(resT), "only int division and remainder and double division are translated")
 		}
 		// CEL errs on a zero divisor and on MinInt64 / -1 (overflow); both are NULL here.
 		return fmt.Sprintf("(CASE WHEN %[2]s = 0 OR (%[1]s = %[3]s AND %[2]s = -1L) THEN NULL ELSE %[1]s %[4]s %[2]s END)", a[0], a[1], minInt64, op), nil
@@ -311,6 +322,53 @@ var timeAccessors = map[string]string{
 
 const minInt64 = "CAST('-9223372036854775808' AS BIGINT)"
 
+// The doubles Spark SQL has no literal for.
+const (
+	nanSQL    = "CAST('NaN' AS DOUBLE)"
+	posInfSQL = "CAST('Infinity' AS DOUBLE)"
+	negInfSQL = "CAST('-Infinity' AS DOUBLE)"
+)
+
+// doubleDivide is CEL's double division x / y, IEEE 754's: a zero divisor yields ±Infinity, or
+// NaN for 0/0 and NaN/0, where Spark (ANSI) would fail the query. The infinity's sign is the
+// dividend's times the divisor's, whose zero may be negative: Spark's -0.0 equals 0.0 and has
+// no sign function that tells them apart, but its text starts with '-'. A null operand is null.
+func doubleDivide(x, y string) string {
+	return fmt.Sprintf("(CASE WHEN %[1]s IS NULL OR %[2]s IS NULL THEN NULL WHEN %[2]s <> 0.0D THEN %[1]s / %[2]s "+
+		"WHEN isnan(%[1]s) OR %[1]s = 0.0D THEN %[3]s "+
+		"WHEN (%[1]s > 0.0D) <> startswith(CAST(%[2]s AS STRING), '-') THEN %[4]s ELSE %[5]s END)", x, y, nanSQL, posInfSQL, negInfSQL)
+}
+
+// nanGuard makes a comparison cmp of args (translated: a) CEL's where a double side is NaN: every
+// comparison with NaN is false but != (nanResult), where Spark's NaN equals NaN and is greater
+// than any other double. A null side stays null (Spark's isnan of null is false, not null).
+// Only the sides that can be NaN are guarded: doubles other than literals.
+func (t *translator) nanGuard(args []celast.Expr, a []string, nanResult, cmp string) string {
+	var null, nan []string
+	for i, e := range args {
+		if e.Kind() == celast.LiteralKind {
+			continue
+		}
+		null = append(null, a[i]+" IS NULL")
+		if isDouble(t.typeOf(e)) {
+			nan = append(nan, "isnan("+a[i]+")")
+		}
+	}
+	switch {
+	case len(nan) == 0:
+		return cmp
+	case len(null) == 1: // the one side that may be null is the one guarded: isnan(null) is false
+		return "(CASE WHEN " + nan[0] + " THEN " + nanResult + " ELSE " + cmp + " END)"
+	}
+	return "(CASE WHEN " + strings.Join(null, " OR ") + " THEN NULL WHEN " + strings.Join(nan, " OR ") + " THEN " + nanResult + " ELSE " + cmp + " END)"
+}
+
+// celTimeRange is the timestamp ts where CEL has it, years 1 to 9999, and null beyond, where
+// CEL's timestamp arithmetic errs.
+func celTimeRange(ts string) string {
+	return fmt.Sprintf("(CASE WHEN unix_micros(%[1]s) BETWEEN %[2]dL AND %[3]dL THEN %[1]s END)", ts, minCELSeconds*1_000_000, maxCELSeconds*1_000_000+999_999)
+}
+
 // mixedInexact reports a comparison of an int with a double that Spark would not make
 // exactly: Spark converts the int to a double, which is exact only for an int literal within
 // ±2^53 (amount > 0 is fine; amount > qty is not).
@@ -329,6 +387,14 @@ func (t *translator) mixedInexact(a, b celast.Expr) bool {
 		}
 	}
 	return true
+}
+
+// literalValue is e's value when e is a literal, else nil.
+func literalValue(e celast.Expr) any {
+	if e.Kind() != celast.LiteralKind {
+		return nil
+	}
+	return e.AsLiteral()
 }
 
 func typeName(tp *types.Type) string {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -17,17 +18,17 @@ var exprColumns = v1.Columns{
 	{Name: "ts", Type: v1.TypeTimestamp},
 }
 
+// translate translates expr as the one projection of a select over exprColumns, compiled by
+// the logical plan.
 func translate(t *testing.T, expr string) (string, error) {
 	t.Helper()
-	env, err := lplan.Env(exprColumns)
-	if err != nil {
-		t.Fatal(err)
+	spec := qt.Make("q", "ns").FilesSource("rows", "/in", v1.FormatJSON, exprColumns...).
+		Select(v1.Projection{Name: "x", Expr: expr}).FilesSink("/out", v1.FormatJSON).Spec()
+	p, errs := lplan.Build(spec)
+	if len(errs) > 0 {
+		t.Fatalf("compile %q: %v", expr, errs.ToAggregate())
 	}
-	ast, _, err := lplan.CompileProjection(env, expr)
-	if err != nil {
-		t.Fatalf("compile %q: %v", expr, err)
-	}
-	return spark.TranslateCEL(ast)
+	return spark.TranslateCEL(p.Steps[0].Select[0].Expr.AST)
 }
 
 func TestTranslateCEL(t *testing.T) {
@@ -37,7 +38,8 @@ func TestTranslateCEL(t *testing.T) {
 		{"id", "`id`"},
 		{"qty > 3", "(`qty` > 3L)"},
 		{"qty != 3", "(`qty` <> 3L)"},
-		{"amount > 0.5 && ok", "((`amount` > CAST('0.5' AS DOUBLE)) AND `ok`)"},
+		{"amount > 0.5 && ok", "((CASE WHEN isnan(`amount`) THEN FALSE ELSE (`amount` > CAST('0.5' AS DOUBLE)) END) AND `ok`)"},
+		{"amount != amount * 2.0", "(CASE WHEN `amount` IS NULL OR (`amount` * CAST('2' AS DOUBLE)) IS NULL THEN NULL WHEN isnan(`amount`) OR isnan((`amount` * CAST('2' AS DOUBLE))) THEN TRUE ELSE (`amount` <> (`amount` * CAST('2' AS DOUBLE))) END)"},
 		{"!ok || qty <= -2", "((NOT `ok`) OR (`qty` <= (-2L)))"},
 		{"qty + 1", "try_add(`qty`, 1L)"},
 		{"qty - 1", "try_subtract(`qty`, 1L)"},
@@ -51,7 +53,14 @@ func TestTranslateCEL(t *testing.T) {
 		{"id.upperAscii()", "translate(`id`, 'abcdefghijklmnopqrstuvwxyz', 'ABCDEFGHIJKLMNOPQRSTUVWXYZ')"},
 		{"id.startsWith('a')", "startswith(`id`, 'a')"},
 		{"id.contains('\\\\')", "contains(`id`, '\\\\')"},
-		{"amount > 0", "(`amount` > 0L)"},
+		{"amount > 0", "(CASE WHEN isnan(`amount`) THEN FALSE ELSE (`amount` > 0L) END)"},
+		{"amount / 2.0", "(`amount` / CAST('2' AS DOUBLE))"},
+		{"1.0 / amount", "(CASE WHEN CAST('1' AS DOUBLE) IS NULL OR `amount` IS NULL THEN NULL WHEN `amount` <> 0.0D THEN CAST('1' AS DOUBLE) / `amount` " +
+			"WHEN isnan(CAST('1' AS DOUBLE)) OR CAST('1' AS DOUBLE) = 0.0D THEN CAST('NaN' AS DOUBLE) " +
+			"WHEN (CAST('1' AS DOUBLE) > 0.0D) <> startswith(CAST(`amount` AS STRING), '-') THEN CAST('Infinity' AS DOUBLE) ELSE CAST('-Infinity' AS DOUBLE) END)"},
+		{"ts + duration('90m')", "(CASE WHEN unix_micros((`ts` + INTERVAL '5400' SECOND)) BETWEEN -62135596800000000L AND 253402300799999999L THEN (`ts` + INTERVAL '5400' SECOND) END)"},
+		{"duration('1s') + ts", "(CASE WHEN unix_micros((INTERVAL '1' SECOND + `ts`)) BETWEEN -62135596800000000L AND 253402300799999999L THEN (INTERVAL '1' SECOND + `ts`) END)"},
+		{"ts - duration('1.5s')", "(CASE WHEN unix_micros((`ts` - INTERVAL '1.5' SECOND)) BETWEEN -62135596800000000L AND 253402300799999999L THEN (`ts` - INTERVAL '1.5' SECOND) END)"},
 		{"ok ? qty : 0", "(CASE WHEN `ok` THEN `qty` WHEN NOT `ok` THEN 0L END)"},
 		{"int(amount)", "try_cast(`amount` AS BIGINT)"},
 		{"double(qty)", "CAST(`qty` AS DOUBLE)"},
@@ -81,7 +90,8 @@ func TestTranslateCELRefuses(t *testing.T) {
 	}{
 		{"id.matches('a+')", "matches()"},
 		{"id.trim()", "trim()"},
-		{"amount / 2.0", "/ on doubles"},
+		{"ts - ts > duration('1s')", "- on google.protobuf.Duration"},
+		{"duration('1s') + duration('1s') > duration('1s')", "+ on google.protobuf.Duration"},
 		{"qty > 2.5", "> between an int and a double"},
 		{"amount < qty", "< between an int and a double"},
 		{"amount > 9007199254740993", "> between an int and a double"},
