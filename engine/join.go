@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"time"
 
@@ -57,31 +56,23 @@ type JoinProgress struct {
 	Loaded bool  `json:"loaded,omitempty"`
 }
 
-// joinNameAt returns the name of the join at step i of spec, as validation and the planner
-// name it (spec.JoinNames): the state folder and the offsets' snapshot key.
-func joinNameAt(spec *v1.StreamingQuerySpec, i int) string {
-	names, steps := spec.JoinNames()
-	return names[slices.Index(steps, i)]
-}
-
-// compileJoin compiles a step of spec, a join with a static side.
-func compileJoin(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *field.Error) {
-	st, cols, i := ps.Spec, ps.In, ps.Index
-	p := field.NewPath("spec", "transform").Index(i).Child("join")
+// compileJoin compiles a step of the plan, a join with a static side.
+func compileJoin(ps *plan.Step) (step, *field.Error) {
+	st, cols, right := ps.Spec, ps.In, ps.Right
+	p := ps.Path.Child("join")
 	j := st.Join
 	if j.Static == nil {
 		return nil, field.NotSupported(p.Child("stream"), "stream", []string{"static"})
 	}
-	right, ok := j.RightColumns(spec)
-	if !ok {
+	if right == nil {
 		return nil, field.Required(p.Child("static", "schema"), "the static side's columns")
 	}
 	s := &staticJoinStep{
-		name:  joinNameAt(spec, i),
+		name:  ps.JoinName,
 		kind:  j.Static.Kind(),
 		spec:  j,
 		outer: j.EffectiveType() == v1.JoinLeftOuter,
-		out:   j.Output(cols, right),
+		out:   ps.JoinOutput,
 	}
 	for k, c := range s.out {
 		if c.Side == v1.SideLeft {

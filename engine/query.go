@@ -63,7 +63,7 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 	spec := &obj.Spec
 	// Every problem at once: the spec's own, then the kinds this program
 	// does not run.
-	errs := plan.Validate(obj)
+	pl, errs := plan.Compile(obj)
 	for i := range spec.Sources {
 		k := spec.Sources[i].Kind()
 		if _, ok := reg.sources[k]; !ok && k != "" {
@@ -80,10 +80,6 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 	if k := spec.Sink.Kind(); reg.sinks[k].new == nil && k != "" {
 		errs = append(errs, field.NotSupported(field.NewPath("spec", "sink").Child(string(k)), k, reg.SinkKinds()))
 	}
-	if len(errs) > 0 {
-		return nil, &InvalidSpecError{Errs: errs}
-	}
-	pl, errs := plan.BuildValid(spec)
 	if len(errs) > 0 {
 		return nil, &InvalidSpecError{Errs: errs}
 	}

@@ -53,14 +53,14 @@ type streamJoinStep struct {
 
 // compileStreamJoin compiles a step of spec, a join with a stream side; left
 // is the query's watermark step, before it.
-func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *watermarkStep) (step, *field.Error) {
-	st, cols, i := ps.Spec, ps.In, ps.Index
+func compileStreamJoin(ps *plan.Step, left *watermarkStep) (step, *field.Error) {
+	st, cols := ps.Spec, ps.In
 	j := st.Join
-	p := field.NewPath("spec", "transform").Index(i).Child("join")
+	p := ps.Path.Child("join")
 	if j.Stream == nil {
 		return nil, field.NotSupported(p.Child("static"), "static", []string{"stream"})
 	}
-	name := joinNameAt(spec, i)
+	name, tb := ps.JoinName, ps.TimeBound
 	right := ps.Right
 	if right == nil {
 		return nil, field.Invalid(p.Child("stream", "source"), j.Stream.Source, "the source's columns are not known")
@@ -81,15 +81,7 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *waterma
 		}
 		rightSteps = append(rightSteps, s)
 	}
-	tb := j.Stream.TimeBound
-	lower, err := tb.LowerBound.Parse()
-	if err != nil {
-		return nil, field.Invalid(p.Child("stream", "timeBound", "lowerBound"), tb.LowerBound, err.Error())
-	}
-	upper, err := tb.UpperBound.Parse()
-	if err != nil {
-		return nil, field.Invalid(p.Child("stream", "timeBound", "upperBound"), tb.UpperBound, err.Error())
-	}
+	lower, upper := tb.Lower, tb.Upper
 	cfg := stateful.StreamJoinConfig{
 		Name: name, Type: j.EffectiveType(), Left: cols, Right: right,
 		LeftTime: tb.LeftColumn, RightTime: tb.RightColumn, Lower: lower, Upper: upper,
@@ -111,7 +103,7 @@ func compileStreamJoin(spec *v1.StreamingQuerySpec, ps *plan.Step, left *waterma
 	}
 	s := &streamJoinStep{name: name, source: j.Stream.Source, op: op, left: left.wm, right: wm, rightSteps: rightSteps,
 		sideMs: map[string]int64{}, delayMs: ceilMs(max(lower, upper, 0)) + 1}
-	for _, c := range j.Output(cols, right) {
+	for _, c := range ps.JoinOutput {
 		k := c.Index
 		if c.Side == v1.SideRight {
 			k += len(cols)

@@ -102,9 +102,9 @@ func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 				err *field.Error
 			)
 			if ps.Spec.Join.Stream != nil {
-				s, err = compileStreamJoin(pl.Spec, ps, wm)
+				s, err = compileStreamJoin(ps, wm)
 			} else {
-				s, err = compileJoin(pl.Spec, ps)
+				s, err = compileJoin(ps)
 			}
 			if err != nil {
 				errs = append(errs, err)

@@ -3,6 +3,8 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/ext"
@@ -71,6 +73,87 @@ func CompileDuration(env *cel.Env, expr string) (*cel.Ast, error) {
 // Expressions is the CEL checker of [v1.Expressions]: what api/v1's validation calls for
 // every filter and select expression.
 var Expressions v1.Expressions = celChecker{}
+
+// A compiler compiles the expressions of one spec, each once: validation, the flow and the
+// plan ask it for the same expressions over the same columns (a spec's trip through Compile
+// used to compile each three times). It implements v1.Expressions. Not safe for concurrent
+// use; one serves one Build.
+type compiler struct {
+	envs map[string]*cel.Env
+	asts map[string]compiled
+}
+
+type compiled struct {
+	ast *cel.Ast
+	typ v1.ColumnType
+	err error
+}
+
+func newCompiler() *compiler {
+	return &compiler{envs: map[string]*cel.Env{}, asts: map[string]compiled{}}
+}
+
+// signature identifies columns by their names and types, in order.
+func signature(cols v1.Columns) string {
+	var b strings.Builder
+	for _, c := range cols {
+		b.WriteString(c.Name)
+		b.WriteByte(':')
+		b.WriteString(string(c.Type))
+		b.WriteByte(',')
+	}
+	return b.String()
+}
+
+// env returns the environment of cols (Env), built once per set of columns.
+func (c *compiler) env(cols v1.Columns) (*cel.Env, error) {
+	key := signature(cols)
+	if env, ok := c.envs[key]; ok {
+		return env, nil
+	}
+	env, err := Env(cols)
+	if err == nil {
+		c.envs[key] = env
+	}
+	return env, err
+}
+
+// compile compiles expr over cols as a filter or a projection (kind), once.
+func (c *compiler) compile(kind string, cols v1.Columns, expr string) compiled {
+	key := kind + "\x00" + signature(cols) + "\x00" + expr
+	if r, ok := c.asts[key]; ok {
+		return r
+	}
+	var r compiled
+	env, err := c.env(cols)
+	dyn := slices.ContainsFunc(cols, func(col v1.Column) bool { return col.Type == "" })
+	switch {
+	case err != nil:
+		r.err = err
+	case kind == "filter":
+		r.ast, r.err = compileFilter(env, expr, dyn)
+		r.typ = v1.TypeBoolean
+	default:
+		r.ast, r.typ, r.err = compileProjection(env, expr, dyn)
+	}
+	c.asts[key] = r
+	return r
+}
+
+func (c *compiler) CheckFilter(cols v1.Columns, known bool, expr string) error {
+	if !known {
+		return celChecker{}.CheckFilter(cols, known, expr)
+	}
+	return c.compile("filter", cols, expr).err
+}
+
+func (c *compiler) CheckProjection(cols v1.Columns, known bool, expr string) (v1.ColumnType, error) {
+	if !known {
+		return celChecker{}.CheckProjection(cols, known, expr)
+	}
+	r := c.compile("projection", cols, expr)
+	return r.typ, r.err
+}
 
 type celChecker struct{}
 

@@ -12,7 +12,9 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"time"
 
 	"cel.dev/cel-go/cel"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -70,6 +72,19 @@ type Step struct {
 	// JoinOutput are a join's output columns, each with the side (In or Right) and the index
 	// there of the column it takes.
 	JoinOutput []v1.OutputColumn
+	// JoinName names a join (v1.StreamingQuerySpec.JoinNames): its state folder, its static
+	// snapshot's key in the offsets, its S3 credentials' variables.
+	JoinName string
+	// TimeBound is a stream join's time bound, parsed: a right row joins a left row whose
+	// event time is within [left - Lower, left + Upper].
+	TimeBound *TimeBound
+}
+
+// TimeBound is a stream join's time bound (v1.TimeBound), parsed.
+type TimeBound struct {
+	// LeftColumn and RightColumn are the two sides' event-time columns.
+	LeftColumn, RightColumn string
+	Lower, Upper            time.Duration
 }
 
 // SideStep is one step of a stream join's right-side transform, compiled: a filter or a
@@ -110,22 +125,30 @@ type Operator struct {
 }
 
 // Build validates a copy of spec with its defaults applied and builds its plan; every problem
-// is returned with its field path.
+// is returned with its field path. Each expression is compiled once.
 func Build(spec *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 	s := spec.DeepCopy()
 	s.Default()
-	if errs := ValidateSpec(s); len(errs) > 0 {
+	c := newCompiler()
+	if errs := s.Validate(c); len(errs) > 0 {
 		return nil, errs
 	}
-	return build(s)
+	return build(s, c)
 }
 
-// BuildValid builds the plan of a spec that the caller has defaulted and validated (with
-// its own additions, as the engine does); spec is kept, not copied.
-func BuildValid(spec *v1.StreamingQuerySpec) (*Plan, field.ErrorList) { return build(spec) }
+// Compile validates q, which the caller has defaulted, and builds the plan of its spec, as a
+// runtime does before it runs q: every problem of q (its name included) with its field path,
+// or the plan. Each expression is compiled once; q.Spec is kept, not copied.
+func Compile(q *v1.StreamingQuery) (*Plan, field.ErrorList) {
+	c := newCompiler()
+	if errs := q.Validate(c); len(errs) > 0 {
+		return nil, errs
+	}
+	return build(&q.Spec, c)
+}
 
-func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
-	flow, err := s.Flow(Expressions)
+func build(s *v1.StreamingQuerySpec, c *compiler) (*Plan, field.ErrorList) {
+	flow, err := s.Flow(c)
 	if err != nil {
 		return nil, field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
 	}
@@ -133,10 +156,11 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 	var errs field.ErrorList
 	tp := field.NewPath("spec", "transform")
 	ordinal := 0
+	joinNames, joinSteps := s.JoinNames()
 	for i := range s.Transform {
 		st := &s.Transform[i]
 		step := Step{Index: i, Path: tp.Index(i), Kind: st.Kind(), Spec: st, In: flow[i].Columns, EventTime: flow[i].EventTime, WindowTime: flow[i].WindowTime}
-		env, err := Env(step.In)
+		env, err := c.env(step.In)
 		if err != nil {
 			errs = append(errs, field.InternalError(step.Path, err))
 			continue
@@ -144,15 +168,16 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 		step.Env = env
 		switch {
 		case st.Filter != "":
-			ast, err := CompileFilter(env, st.Filter)
-			if err != nil {
-				errs = append(errs, field.Invalid(step.Path.Child("filter"), st.Filter, err.Error()))
+			r := c.compile("filter", step.In, st.Filter)
+			if r.err != nil {
+				errs = append(errs, field.Invalid(step.Path.Child("filter"), st.Filter, r.err.Error()))
 				continue
 			}
-			step.Filter = &Expr{Text: st.Filter, AST: ast, Type: v1.TypeBoolean}
+			step.Filter = &Expr{Text: st.Filter, AST: r.ast, Type: v1.TypeBoolean}
 		case st.Select != nil:
 			for j, pr := range st.Select {
-				ast, t, err := CompileProjection(env, pr.Expr)
+				r := c.compile("projection", step.In, pr.Expr)
+				ast, t, err := r.ast, r.typ, r.err
 				if err != nil {
 					errs = append(errs, field.Invalid(step.Path.Child("select").Index(j).Child("expr"), pr.Expr, err.Error()))
 					continue
@@ -179,11 +204,26 @@ func build(s *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 		case st.Join != nil:
 			step.Right = flow[i].Right
 			step.JoinOutput = st.Join.Output(step.In, step.Right)
+			if k := slices.Index(joinSteps, i); k >= 0 {
+				step.JoinName = joinNames[k]
+			}
 			if st.Join.Stream != nil {
+				tb := st.Join.Stream.TimeBound
+				lower, err := tb.LowerBound.Parse()
+				if err != nil {
+					errs = append(errs, field.Invalid(step.Path.Child("join", "stream", "timeBound", "lowerBound"), tb.LowerBound, err.Error()))
+					continue
+				}
+				upper, err := tb.UpperBound.Parse()
+				if err != nil {
+					errs = append(errs, field.Invalid(step.Path.Child("join", "stream", "timeBound", "upperBound"), tb.UpperBound, err.Error()))
+					continue
+				}
+				step.TimeBound = &TimeBound{LeftColumn: tb.LeftColumn, RightColumn: tb.RightColumn, Lower: lower, Upper: upper}
 				in, _ := st.Join.RightColumns(s)
-				var err *field.Error
-				if step.RightSteps, err = sideSteps(step.Path.Child("join", "stream", "transform"), st.Join.Stream.Transform, in); err != nil {
-					errs = append(errs, err)
+				var ferr *field.Error
+				if step.RightSteps, ferr = sideSteps(c, step.Path.Child("join", "stream", "transform"), st.Join.Stream.Transform, in); ferr != nil {
+					errs = append(errs, ferr)
 					continue
 				}
 			}
@@ -205,27 +245,28 @@ func sessionOf(st *v1.Step) *v1.SessionWindow {
 }
 
 // sideSteps compiles a stream side's transform over the source's columns in.
-func sideSteps(p *field.Path, steps []v1.SideStep, in v1.Columns) ([]SideStep, *field.Error) {
+func sideSteps(c *compiler, p *field.Path, steps []v1.SideStep, in v1.Columns) ([]SideStep, *field.Error) {
 	var out []SideStep
 	for i, st := range steps {
 		sp := p.Index(i)
-		env, err := Env(in)
+		env, err := c.env(in)
 		if err != nil {
 			return nil, field.InternalError(sp, err)
 		}
 		ss := SideStep{Path: sp, In: in, Env: env}
 		if st.Filter != "" {
-			ast, err := CompileFilter(env, st.Filter)
-			if err != nil {
-				return nil, field.Invalid(sp.Child("filter"), st.Filter, err.Error())
+			r := c.compile("filter", in, st.Filter)
+			if r.err != nil {
+				return nil, field.Invalid(sp.Child("filter"), st.Filter, r.err.Error())
 			}
-			ss.Filter = &Expr{Text: st.Filter, AST: ast, Type: v1.TypeBoolean}
+			ss.Filter = &Expr{Text: st.Filter, AST: r.ast, Type: v1.TypeBoolean}
 			out = append(out, ss)
 			continue
 		}
 		var next v1.Columns
 		for j, pr := range st.Select {
-			ast, t, err := CompileProjection(env, pr.Expr)
+			r := c.compile("projection", in, pr.Expr)
+			ast, t, err := r.ast, r.typ, r.err
 			if err != nil {
 				return nil, field.Invalid(sp.Child("select").Index(j).Child("expr"), pr.Expr, err.Error())
 			}

@@ -19,10 +19,7 @@ import (
 func planned(q *qt.Query) *lplan.Plan {
 	obj := q.Obj()
 	obj.Default()
-	if errs := lplan.Validate(obj); len(errs) > 0 {
-		panic(errs.ToAggregate())
-	}
-	p, errs := lplan.BuildValid(&obj.Spec)
+	p, errs := lplan.Compile(obj)
 	if len(errs) > 0 {
 		panic(errs.ToAggregate())
 	}

@@ -94,10 +94,7 @@ func New(obj *v1.StreamingQuery, opts Options) (*Query, error) {
 	if obj.Spec.Runtime.Spark == nil {
 		obj.Spec.Runtime.Spark = &v1.SparkRuntime{}
 	}
-	if errs := lplan.Validate(obj); len(errs) > 0 {
-		return nil, &engine.InvalidSpecError{Errs: errs}
-	}
-	lp, errs := lplan.BuildValid(&obj.Spec)
+	lp, errs := lplan.Compile(obj)
 	if len(errs) > 0 {
 		return nil, &engine.InvalidSpecError{Errs: errs}
 	}
