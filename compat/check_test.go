@@ -1440,6 +1440,25 @@ func ruleCases() []ruleCase {
 			sparkSources: 1,
 			passes:       []string{"spark-source-positions"},
 		},
+		{
+			name:         "spark-unrecorded/what a Spark checkpoint does not record is named",
+			old:          revenue().Spec(),
+			new:          revenue().Spec(),
+			sparkSources: 1,
+			want: []finding{
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.groupBy[0]", New: "country = country.upperAscii()"},
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.groupBy[1].window", New: "window(ts, 5m)"},
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.aggregates[1]", New: "sum(net double) where net = amount*0.9"},
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.aggregates[2]", New: "max(amount double)"},
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.aggregates[3]", New: "sum(qty long)"},
+			},
+		},
+		{
+			name:   "spark-unrecorded/Lockstep's own checkpoint records it all",
+			old:    revenue().Spec(),
+			new:    revenue().Spec(),
+			passes: []string{"spark-unrecorded"},
+		},
 
 		// Settings.
 		{
@@ -1603,6 +1622,9 @@ func (rc ruleCase) compared(fs []compat.Finding) []compat.Finding {
 		named[r] = true
 	}
 	fresh := freshRules()
+	// spark-unrecorded finds the same of every spec judged against a Spark checkpoint; the
+	// cases that name it check it.
+	fresh["spark-unrecorded"] = true
 	var out []compat.Finding
 	for _, f := range fs {
 		if !fresh[f.Rule] || named[f.Rule] {

@@ -565,6 +565,15 @@ func Rules() []Rule {
 			check:   checkSparkSourcePositions,
 		},
 		{
+			ID: "spark-unrecorded", Area: AreaQuery, Title: "What a Spark checkpoint does not record",
+			Severities: []Severity{Warning},
+			Description: "A checkpoint that a Spark job wrote, and Lockstep never ran, records its sources, its stateful operators with their state's key and buffer types, the watermark's value and the pinned settings, but no expressions: not an aggregate's input (sum(amount) and sum(amount * 100) have the same buffer), not how a key is computed, not a window's size or slide, a session's gap, nor a stream join's keys and time bound. " +
+				"A change to those cannot be judged, and Spark would restart with it silently, so each is a warning naming what the spec now says, never \"no changes\". " +
+				"Only a plan against a Spark checkpoint runs this rule: the first run under Lockstep records the query's full shape in the checkpoint, and later changes are judged in full by the other rules.",
+			Example: Example{Old: "(a Spark checkpoint of agg(sum(\"amount\")))", New: "aggregates: [{name: revenue, function: sum, column: amount}]"},
+			check:   checkSparkUnrecorded,
+		},
+		{
 			ID: "state-partitions", Area: AreaSettings, Title: "The number of state partitions changes",
 			Severities:  []Severity{Rejected},
 			Description: "spec.stateStore.partitions is pinned by the checkpoint at its first batch: state keys are hashed into that many partitions, so another count would look for every key in the wrong partition. Spark silently keeps the old value and ignores the new one (a known pain); Lockstep rejects the change instead, stateless queries included, so that the spec always says what runs.",

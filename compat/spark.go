@@ -159,8 +159,11 @@ var sparkOperatorKinds = map[string]v1.StepKind{
 	"sessionWindowStateStore": v1.StepAggregate,
 }
 
-// sparkOperators infers the stateful operators, in the plan's order. They take the spec's operator ids by position, since Spark identifies them by
-// position; their kinds, key columns and aggregate functions come from Spark's files.
+// sparkOperators infers the stateful operators, in the plan's order. Spark identifies them by
+// position from the sink (operator 0 is the one nearest the sink), so they are lined up with
+// the spec's operators from the last one back, and take the spec's operator ids: a step the
+// spec adds before the checkpoint's operators is then a step added, and one it removes a
+// step removed. Their kinds, key columns and aggregate functions come from Spark's files.
 func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inference) []OperatorShape {
 	// Joins are not operators in the shape: Spark's join state is judged by the join rules,
 	// which take the spec's joins (assumed).
@@ -177,10 +180,10 @@ func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inferenc
 	var out []OperatorShape
 	for i, op := range ops {
 		var sh OperatorShape
-		if i < len(spec) {
-			sh = spec[i]
+		if k := len(spec) - len(ops) + i; k >= 0 {
+			sh = spec[k]
 		} else {
-			sh = OperatorShape{ID: strconv.Itoa(i)}
+			sh = OperatorShape{ID: fmt.Sprintf("(operator %d of the Spark checkpoint)", op.ID)}
 		}
 		where := fmt.Sprintf("state/%d", op.ID)
 		kind, known := sparkOperatorKinds[op.Name]
@@ -195,7 +198,7 @@ func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inferenc
 			sh.Keys = sparkKeys(s.Families[0].Key, sh.Keys)
 			inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: state key %s", where, describeKeys(sh.Keys)))
 			if kind == v1.StepAggregate {
-				if fns := sparkAggregateFunctions(s.Families[0].Value); fns != nil {
+				if fns := sparkAggregateFunctions(s.Families[0].Value, sh.Aggregates); fns != nil {
 					sh.Aggregates = sparkAggregates(fns, sh.Aggregates)
 					inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: aggregate functions %s (from the state's buffer columns)", where, joinFunctions(fns)))
 				}
@@ -254,14 +257,24 @@ func sparkColumnType(t string) v1.ColumnType {
 
 // sparkAggregateFunctions reads the aggregate functions from a streaming aggregation's value
 // schema: its aggregation buffer, one column per function (sum, count, max, min) and two for
-// avg (sum, count). nil when a column is not a buffer Lockstep knows.
-func sparkAggregateFunctions(value sparkckpt.StructType) []v1.AggregateFunction {
+// avg (sum, count). A buffer may fit several lists of functions ((sum, count) is avg's, and
+// sum's and count's): when the spec's aggregates have exactly this buffer, they are the
+// functions, so an unchanged job is never refused; otherwise the buffer is read column by
+// column, an avg wherever a sum is followed by a count. nil when a column is not a buffer
+// Lockstep knows.
+func sparkAggregateFunctions(value sparkckpt.StructType, spec []AggregateShape) []v1.AggregateFunction {
 	names := value.Names()
+	if fns, buffer := aggregateBuffer(spec); slices.Equal(buffer, names) {
+		return fns
+	}
 	var fns []v1.AggregateFunction
 	for i := 0; i < len(names); i++ {
+		// Where the spec has an aggregate, a sum and a count are an avg only if it is one;
+		// past the spec's aggregates, wherever they can be.
+		avgHere := len(fns) >= len(spec) || spec[len(fns)].Function == v1.AggAvg
 		switch names[i] {
 		case "sum":
-			if i+1 < len(names) && names[i+1] == "count" {
+			if avgHere && i+1 < len(names) && names[i+1] == "count" {
 				fns = append(fns, v1.AggAvg)
 				i++
 				continue
@@ -278,6 +291,25 @@ func sparkAggregateFunctions(value sparkckpt.StructType) []v1.AggregateFunction 
 		}
 	}
 	return fns
+}
+
+// aggregateBuffer is the functions of aggs and the columns of the aggregation buffer Spark
+// keeps for them; no buffer when one has no buffer Lockstep knows.
+func aggregateBuffer(aggs []AggregateShape) ([]v1.AggregateFunction, []string) {
+	var fns []v1.AggregateFunction
+	var buffer []string
+	for _, a := range aggs {
+		switch a.Function {
+		case v1.AggAvg:
+			buffer = append(buffer, "sum", "count")
+		case v1.AggSum, v1.AggCount, v1.AggMax, v1.AggMin:
+			buffer = append(buffer, string(a.Function))
+		default:
+			return nil, nil
+		}
+		fns = append(fns, a.Function)
+	}
+	return fns, buffer
 }
 
 // sparkAggregates sets the functions of the spec's aggregates by position; an aggregate the
@@ -309,10 +341,72 @@ func joinFunctions(fns []v1.AggregateFunction) string {
 // that the rules about Spark's own matching run.
 func FromSpark(inf Inference, sources int) Option {
 	return func(o *outside) {
+		o.fromSpark = true
 		if inf.Positional {
 			o.positionalSources = sources
 		}
 	}
+}
+
+// checkSparkUnrecorded names, as warnings, what the state depends on that a Spark checkpoint
+// does not record, so that a change to it cannot be judged: each aggregate's input (Spark
+// records only the buffer's types), how a key or input column is computed, a window's
+// size and slide, a session's gap, and a stream join's keys and time bound. A verdict
+// against a Spark checkpoint is never "no changes" for these: it says what it took on trust.
+func checkSparkUnrecorded(c *change) []Finding {
+	if !c.out.fromSpark {
+		return nil
+	}
+	var out []Finding
+	warn := func(path, what, now, effect string) {
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     path,
+			New:      now,
+			Message: fmt.Sprintf("Spark's checkpoint does not record %s, so a change to it since the Spark job cannot be judged: if the job's differs from %s, %s.",
+				what, now, effect),
+			Remedy: "Check that the Spark job had the same; the first run under Lockstep records the query's full shape in the checkpoint, so that later changes are judged in full.",
+		})
+	}
+	for i, op := range c.new.Operators {
+		path := c.opPath(i)
+		keys := path + ".groupBy"
+		if op.Kind == v1.StepDropDuplicates {
+			keys = path + ".columns"
+		}
+		for k, key := range op.Keys {
+			switch {
+			case key.Window != nil:
+				warn(fmt.Sprintf("%s[%d].window", keys, k), "a window's size and slide", describeWindow(*key.Window),
+					"the open windows in the state were cut another way, and the output would mix both sizes")
+			case key.Session != nil:
+				warn(fmt.Sprintf("%s[%d].session", keys, k), "a session's gap", describeKey(key),
+					"the open sessions in the state were merged by another gap")
+			case key.From != "" && key.From != key.Column:
+				warn(fmt.Sprintf("%s[%d]", keys, k), fmt.Sprintf("how the key column %s is computed", key.Column), key.Column+" = "+key.From,
+					"the keys in the state were computed another way, and a group may appear twice")
+			}
+		}
+		for k, a := range op.Aggregates {
+			if a.Column == "" {
+				continue
+			}
+			now := describeFunc(a)
+			if a.From != "" && a.From != a.Column {
+				now += " where " + a.Column + " = " + a.From
+			}
+			warn(fmt.Sprintf("%s.aggregates[%d]", path, k), fmt.Sprintf("the input of aggregate %s (only its buffer's types)", a.Name), now,
+				"Spark would silently go on from each group's state with the new input")
+		}
+	}
+	for i, j := range c.new.Joins {
+		if j.Stream == nil {
+			continue
+		}
+		warn(c.joinPath(i), "a stream join's keys and time bound (only the buffered rows' types)", describeJoinKeys(j.Keys)+" where "+describeTimeBound(j),
+			"the rows it buffered were matched and evicted another way")
+	}
+	return out
 }
 
 func checkSparkSourcePositions(c *change) []Finding {
