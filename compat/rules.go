@@ -210,7 +210,7 @@ func Rules() []Rule {
 		{
 			ID: "key-columns", Area: AreaState, Title: "The state key's columns change",
 			Severities:  []Severity{Rejected},
-			Description: "An aggregate's grouping keys and a dropDuplicates' columns are its state key. A column added, removed or replaced means the keys in the state are never found again: groups restart from zero, and rows seen before pass dropDuplicates again. Lockstep records key names, so it also rejects dedup on another column of the same type, which Spark's type-only check lets pass.",
+			Description: "An aggregate's grouping keys and a dropDuplicates' columns are its state key. A column added, removed or replaced means the keys in the state are never found again: groups restart from zero, and rows seen before pass dropDuplicates again. Lockstep records key names, so it also rejects dedup on another column of the same type, which Spark's type-only check lets pass (a plain Spark checkpoint records the names too).",
 			Example:     Example{Old: "dropDuplicates: {columns: [order_id]}", New: "dropDuplicates: {columns: [click_id]}"},
 			check:       checkKeyColumns,
 		},
@@ -238,7 +238,7 @@ func Rules() []Rule {
 		{
 			ID: "window-size", Area: AreaState, Title: "A window's duration changes",
 			Severities:  []Severity{Rejected},
-			Description: "The state holds windows of the old length; the output would mix both lengths and the open windows would never be completed. Spark lets this pass because the state's types match; Lockstep records the duration (compared by value: 5m equals 300s).",
+			Description: "The state holds windows of the old length; the output would mix both lengths and the open windows would never be completed. Spark lets this pass because the state's types match; Lockstep records the duration (compared by value: 5m equals 300s), and reads it from the state rows of a plain Spark checkpoint (end − start of the windows there).",
 			Example:     Example{Old: "window: {column: ts, duration: 5m}", New: "window: {column: ts, duration: 10m}"},
 			check:       checkWindowSize,
 		},
@@ -266,14 +266,14 @@ func Rules() []Rule {
 		{
 			ID: "aggregate-function", Area: AreaState, Title: "An aggregate's function changes",
 			Severities:  []Severity{Rejected},
-			Description: "The state holds each group's partial result of the old function; max→min or sum→avg would silently continue from it. Spark lets same-typed changes pass; Lockstep records the function.",
+			Description: "The state holds each group's partial result of the old function; max→min or sum→avg would silently continue from it. Spark lets same-typed changes pass; Lockstep records the function (of a plain Spark checkpoint, it reads them from the aggregation buffer's columns: sum, count, max, min, and sum, count for avg, which fits sum and count alike).",
 			Example:     Example{Old: "{name: top, function: max, column: amount}", New: "{name: top, function: min, column: amount}"},
 			check:       checkAggregateFunction,
 		},
 		{
 			ID: "aggregate-input", Area: AreaState, Title: "An aggregate's input column changes",
 			Severities:  []Severity{Rejected},
-			Description: "The state holds results over the old input; sum(a)→sum(b) would silently mix both in every group. Spark lets this pass when the types match; Lockstep records the input column.",
+			Description: "The state holds results over the old input; sum(a)→sum(b) would silently mix both in every group. Spark lets this pass when the types match; Lockstep records the input column. A plain Spark checkpoint does not: there it is a spark-unrecorded warning.",
 			Example:     Example{Old: "{name: revenue, function: sum, column: amount}", New: "{name: revenue, function: sum, column: net_amount}"},
 			check:       checkAggregateInput,
 		},

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
@@ -25,6 +26,9 @@ type Inference struct {
 	// Positional is true when the checkpoint names no sources (offsets v1): Spark then
 	// matches sources by position, and so does the verdict.
 	Positional bool `json:"positional,omitempty"`
+	// windowsRead holds the ids of the operators whose windows were read from their state
+	// rows: the spark-unrecorded rule does not name their sizes.
+	windowsRead map[string]bool
 	// Unnamed is true when the checkpoint's query did not name its sources: it pins
 	// spark.sql.streaming.queryEvolution.enableSourceEvolution other than true, and Spark
 	// keeps each source's log under sources/<position>, not sources/<name>. The spark runtime
@@ -35,10 +39,11 @@ type Inference struct {
 // ShapeOfSpark infers the shape of the Spark checkpoint c, for judging spec against it with
 // Check. Facts Spark records (its sources, by name or position, their kinds and Kafka topics;
 // the files source's folder; the stateful operators in order, their kinds, state key columns
-// with their types and aggregate functions; the shuffle partitions it pins) are taken from
-// c. Facts it does not record (column names a state schema lacks, window sizes, expressions,
-// the sink, the output mode, the trigger) are taken from spec, so they judge as unchanged, and
-// the Inference says which.
+// with their types and aggregate functions; window sizes and slides, from the state rows; the
+// shuffle partitions it pins) are taken from c. Facts it does not record (column names a state
+// schema lacks, expressions, the sink, the output mode, the trigger) are taken from spec, so
+// they judge as unchanged: the Inference says which, and the spark-unrecorded rule names, as
+// warnings, those the state depends on.
 func ShapeOfSpark(c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec, opts ...Option) (Shape, Inference, error) {
 	sh, err := ShapeOf(spec, opts...)
 	if err != nil {
@@ -196,13 +201,30 @@ func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inferenc
 		inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: %s (%s)", where, kind, op.Name))
 		if s, ok := op.Schemas["default"]; ok && len(s.Families) > 0 {
 			sh.Keys = sparkKeys(s.Families[0].Key, sh.Keys)
+			if w, ok := sparkWindow(op.Windows); ok {
+				for k := range sh.Keys {
+					if old := sh.Keys[k].Window; old != nil {
+						w.Column = old.Column
+						sh.Keys[k].Window = &w
+					}
+				}
+				if inf.windowsRead == nil {
+					inf.windowsRead = map[string]bool{}
+				}
+				inf.windowsRead[sh.ID] = true
+				inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: windows of %s%s (end − start and the starts of %d windows in its state rows)",
+					where, w.Duration, map[bool]string{true: ", slide " + string(w.Slide), false: ""}[w.Slide != ""], len(op.Windows)))
+			}
 			inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: state key %s", where, describeKeys(sh.Keys)))
 			if kind == v1.StepAggregate {
 				if fns := sparkAggregateFunctions(s.Families[0].Value, sh.Aggregates); fns != nil {
 					sh.Aggregates = sparkAggregates(fns, sh.Aggregates)
 					inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: aggregate functions %s (from the state's buffer columns)", where, joinFunctions(fns)))
 				}
-				inf.Assumed = append(inf.Assumed, where+": aggregate names, input columns and window sizes")
+				inf.Assumed = append(inf.Assumed, where+": aggregate names and input columns")
+				if !inf.windowsRead[sh.ID] && slices.ContainsFunc(sh.Keys, func(k KeyShape) bool { return k.Window != nil }) {
+					inf.Assumed = append(inf.Assumed, where+": window sizes (no state row read)")
+				}
 			}
 		} else {
 			inf.Assumed = append(inf.Assumed, where+": its state key (no state schema file found)")
@@ -236,6 +258,57 @@ func sparkKeys(key sparkckpt.StructType, spec []KeyShape) []KeyShape {
 		keys = append(keys, KeyShape{Column: f.Name, Type: sparkColumnType(f.TypeName()), From: from})
 	}
 	return keys
+}
+
+// sparkWindow reads a window's size and slide from windows of the state rows: end − start is
+// the size (all the same, else nothing is inferred), and the starts are multiples of the
+// slide, so their greatest common divisor with the size is the slide (the size: tumbling).
+func sparkWindow(ws []sparkckpt.Window) (WindowShape, bool) {
+	if len(ws) == 0 {
+		return WindowShape{}, false
+	}
+	size := ws[0].End.Sub(ws[0].Start)
+	step := size.Microseconds()
+	for _, w := range ws {
+		if w.End.Sub(w.Start) != size {
+			return WindowShape{}, false
+		}
+		step = gcd(step, w.Start.UnixMicro())
+	}
+	if step <= 0 {
+		return WindowShape{}, false
+	}
+	sh := WindowShape{Duration: shortDuration(size)}
+	if slide := time.Duration(step) * time.Microsecond; slide != size {
+		sh.Slide = shortDuration(slide)
+	}
+	return sh, true
+}
+
+func gcd(a, b int64) int64 {
+	if a < 0 {
+		a = -a
+	}
+	if b < 0 {
+		b = -b
+	}
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// shortDuration writes d as a spec would: 2m, 90s, 1h.
+func shortDuration(d time.Duration) v1.Duration {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d%u.unit == 0 {
+			return v1.Duration(strconv.FormatInt(int64(d/u.unit), 10) + u.name)
+		}
+	}
+	return v1.Duration(d.String())
 }
 
 // sparkColumnType maps a Spark SQL type to a column type; "" for one Lockstep has not.
@@ -342,6 +415,7 @@ func joinFunctions(fns []v1.AggregateFunction) string {
 func FromSpark(inf Inference, sources int) Option {
 	return func(o *outside) {
 		o.fromSpark = true
+		o.sparkWindowsRead = inf.windowsRead
 		if inf.Positional {
 			o.positionalSources = sources
 		}
@@ -376,6 +450,7 @@ func checkSparkUnrecorded(c *change) []Finding {
 		}
 		for k, key := range op.Keys {
 			switch {
+			case key.Window != nil && c.out.sparkWindowsRead[op.ID]:
 			case key.Window != nil:
 				warn(fmt.Sprintf("%s[%d].window", keys, k), "a window's size and slide", describeWindow(*key.Window),
 					"the open windows in the state were cut another way, and the output would mix both sizes")

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -197,5 +198,66 @@ func TestSparkCheckpointStepAddedBeforeTheAggregate(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rejections (-want +got):\n%s", diff)
+	}
+}
+
+// windowsOf is the windows a state holds of rows at the given minutes after 10:00, windows of
+// size minutes sliding by slide minutes.
+func windowsOf(size, slide int, minutes ...int) []sparkckpt.Window {
+	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	var ws []sparkckpt.Window
+	for _, m := range minutes {
+		for start := m / slide * slide; start > m-size; start -= slide {
+			s := t0.Add(time.Duration(start) * time.Minute)
+			ws = append(ws, sparkckpt.Window{Start: s, End: s.Add(time.Duration(size) * time.Minute)})
+		}
+	}
+	return ws
+}
+
+// TestSparkCheckpointWindowFromStateRows: a window's size and slide are read from the
+// windows in the state rows, and judged.
+func TestSparkCheckpointWindowFromStateRows(t *testing.T) {
+	sum := v1.Aggregation{Name: "revenue", Function: v1.AggSum, Column: "amount"}
+	count := v1.Aggregation{Name: "orders", Function: v1.AggCount}
+	window := func(d, slide v1.Duration) *v1.StreamingQuerySpec {
+		s := sumCount(sum, count)
+		w := s.Transform[revAggregate-1].Aggregate.GroupBy[1].Window
+		w.Duration, w.Slide = d, slide
+		return s
+	}
+	for _, tc := range []struct {
+		name     string
+		windows  []sparkckpt.Window
+		spec     *v1.StreamingQuerySpec
+		rejected []string
+		inferred string
+	}{
+		{"the same 5-minute windows", windowsOf(5, 5, 1, 7, 12), window("5m", ""), nil, "windows of 5m (end − start and the starts of 3 windows"},
+		{"the same, written in seconds", windowsOf(5, 5, 1, 7), window("300s", ""), nil, "windows of 5m"},
+		{"10-minute windows instead of 5", windowsOf(5, 5, 1, 7), window("10m", ""), []string{"window-size"}, "windows of 5m"},
+		{"sliding windows", windowsOf(10, 5, 1, 7), window("10m", "5m"), nil, "windows of 10m, slide 5m"},
+		{"tumbling instead of sliding", windowsOf(10, 5, 1, 7), window("10m", ""), []string{"window-slide"}, "windows of 10m, slide 5m"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := sparkSumCount()
+			c.Operators[0].Windows = tc.windows
+			v, inf := judgeSpark(t, c, tc.spec)
+			var rejected []string
+			for _, f := range v.Findings {
+				if f.Severity == compat.Rejected {
+					rejected = append(rejected, f.Rule)
+				}
+				if f.Rule == "spark-unrecorded" && strings.HasSuffix(f.Path, ".window") {
+					t.Errorf("spark-unrecorded names the window, which the state rows tell: %+v", f)
+				}
+			}
+			if !slices.Equal(slices.Compact(rejected), tc.rejected) {
+				t.Errorf("rejected by %q, want %q: %+v", rejected, tc.rejected, brief(v.Findings))
+			}
+			if !slices.ContainsFunc(inf.Inferred, func(s string) bool { return strings.Contains(s, tc.inferred) }) {
+				t.Errorf("inferred %q, want a line with %q", inf.Inferred, tc.inferred)
+			}
+		})
 	}
 }
