@@ -33,9 +33,9 @@ const (
 // readWindows samples the windows of the state rows of an operator whose state key has a
 // window (window: struct<start: timestamp, end: timestamp>), from its default store's delta
 // and snapshot files (the HDFS-backed state store's format: an LZ4 stream of key and value
-// UnsafeRows), newest versions first. keys are the state/ keys of the checkpoint. A store
-// it cannot read (RocksDB's, another codec) gives no windows and no error: the window is then
-// not inferred.
+// UnsafeRows), newest versions first. keys are the state/ keys of the checkpoint. A file it
+// cannot read (another codec) is passed over, and a store without such files (RocksDB's)
+// gives no windows and no error: the window is then not inferred.
 func readWindows(ctx context.Context, store checkpoint.Store, keys []string, id int64, key StructType) ([]Window, error) {
 	field := slices.IndexFunc(key.Fields, func(f StructField) bool {
 		return f.Name == "window" && strings.HasPrefix(f.TypeName(), "struct<start:timestamp,end:timestamp")
@@ -74,7 +74,7 @@ func readWindows(ctx context.Context, store checkpoint.Store, keys []string, id 
 		}
 		rows, err := stateKeys(data)
 		if err != nil {
-			return nil, nil // not a store this reader knows
+			continue // not a file this reader knows
 		}
 		for _, r := range rows {
 			if w, ok := rowWindow(r, len(key.Fields), field); ok && len(out) < maxWindows {
