@@ -386,6 +386,9 @@ func TestPlainSparkSumCount(t *testing.T) {
 	input, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
 	writeOrders(t, input, 0, "o1 de 10 5", "o2 fr 20 6", "o3 de 30 70", "o4 fr 5 200")
 	plainSparkJob(t, "sum-count", input, ckpt)
+	if out, code := runCheckpointCmd(t, "checkpoint", "describe", ckpt); code != exitOK || !strings.Contains(out, "2m0s long, e.g. [") {
+		t.Errorf("describe (exit %d) does not show the windows of the state rows:\n%s", code, out)
+	}
 
 	for _, tc := range []struct {
 		name string
