@@ -1157,10 +1157,23 @@ func ruleCases() []ruleCase {
 			},
 		},
 		{
-			name: "join-added/a static join added to a stateful query",
+			name: "join-added/a static join added before the stateful steps is judged as a filter",
 			old:  revenue().Spec(),
 			new:  revenueJoined().Spec(),
-			want: []finding{{Rule: "join-added", Severity: compat.Rejected, Path: "spec.transform[3].join", New: "leftOuter static join of delta table s3://lake/countries on (country string = code string)"}},
+			want: []finding{{Rule: "join-added", Severity: compat.Warning, Path: "spec.transform[3].join", New: "leftOuter static join of delta table s3://lake/countries on (country string = code string)"}},
+		},
+		{
+			name: "join-added/a stream join added to a stateless query, with its source",
+			old: edit(adClicks(), func(s *v1.StreamingQuerySpec) {
+				s.Sources = s.Sources[:1]
+				s.Transform = s.Transform[:1]
+			}),
+			new: adClicks().Spec(),
+			want: []finding{
+				{Rule: "source-added", Severity: compat.Warning, Path: "spec.sources[1]", New: "kafka topics [clicks]"},
+				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[1].join", Old: "(ad_id string, imp_time timestamp, _key string, _topic string, _partition long, _offset long, _timestamp timestamp)", New: "(ad_id string, imp_time timestamp, click_time timestamp)"},
+				{Rule: "join-added", Severity: compat.Rejected, Path: "spec.transform[1].join", New: "leftOuter stream join of source clicks on (ad_id string = ad_id string) where click_time BETWEEN imp_time - 0s AND imp_time + 1h, right watermark click_time"},
+			},
 		},
 		{
 			name:   "join-added/the same joins are not added",
@@ -1178,10 +1191,10 @@ func ruleCases() []ruleCase {
 			},
 		},
 		{
-			name: "join-removed/a static join removed from a stateful query",
+			name: "join-removed/a static join removed before the stateful steps is judged as a filter",
 			old:  revenueJoined().Spec(),
 			new:  revenue().Spec(),
-			want: []finding{{Rule: "join-removed", Severity: compat.Rejected, Path: "spec.transform", Old: "leftOuter static join of delta table s3://lake/countries on (country string = code string)"}},
+			want: []finding{{Rule: "join-removed", Severity: compat.Warning, Path: "spec.transform", Old: "leftOuter static join of delta table s3://lake/countries on (country string = code string)"}},
 		},
 		{
 			name: "join-renamed/a stream join's name removed: its state would start empty",
@@ -1258,6 +1271,12 @@ func ruleCases() []ruleCase {
 			passes: []string{"join-side-transform", "join-keys", "join-watermark"},
 		},
 		{
+			name: "join-type/a static join's type is judged as a filter",
+			old:  revenueJoined().Spec(),
+			new:  edit(revenueJoined(), func(s *v1.StreamingQuerySpec) { s.Transform[revDedup].Join.Type = v1.JoinInner }),
+			want: []finding{{Rule: "join-type", Severity: compat.Warning, Path: "spec.transform[3].join.type", Old: "leftOuter", New: "inner"}},
+		},
+		{
 			name:   "join-type/inner written out is the default",
 			old:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = "" }),
 			new:    edit(enriched(), func(s *v1.StreamingQuerySpec) { s.Transform[enrichedJoin].Join.Type = v1.JoinInner }),
@@ -1273,7 +1292,7 @@ func ruleCases() []ruleCase {
 			}),
 			want: []finding{
 				{Rule: "output-columns", Severity: compat.Warning, Path: "spec.transform[2].join", Old: "(order_id string, country string, amount double, ts timestamp, c_code string, c_region string)", New: "(order_id string, country string, amount double, ts timestamp, c_code string, c_region string, c_id string)"},
-				{Rule: "join-keys", Severity: compat.Rejected, Path: "spec.transform[2].join.keys", Old: "(country string = code string)", New: "(country string = code string, order_id string = id string)"},
+				{Rule: "join-keys", Severity: compat.Warning, Path: "spec.transform[2].join.keys", Old: "(country string = code string)", New: "(country string = code string, order_id string = id string)"},
 			},
 		},
 		{
@@ -1288,7 +1307,7 @@ func ruleCases() []ruleCase {
 				j.Static.Schema.Columns = append(j.Static.Schema.Columns, qt.Col("id", v1.TypeString))
 				j.Keys = append([]v1.JoinKey{{Left: "order_id", Right: "id"}}, j.Keys...)
 			}),
-			want: []finding{{Rule: "join-keys", Severity: compat.Rejected, Path: "spec.transform[2].join.keys", Old: "(country string = code string, order_id string = id string)", New: "(order_id string = id string, country string = code string)"}},
+			want: []finding{{Rule: "join-keys", Severity: compat.Warning, Path: "spec.transform[2].join.keys", Old: "(country string = code string, order_id string = id string)", New: "(order_id string = id string, country string = code string)"}},
 		},
 		{
 			name: "join-side/the static table changes",
@@ -1420,6 +1439,25 @@ func ruleCases() []ruleCase {
 			new:          edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
 			sparkSources: 1,
 			passes:       []string{"spark-source-positions"},
+		},
+		{
+			name:         "spark-unrecorded/what a Spark checkpoint does not record is named",
+			old:          revenue().Spec(),
+			new:          revenue().Spec(),
+			sparkSources: 1,
+			want: []finding{
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.groupBy[0]", New: "country = country.upperAscii()"},
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.groupBy[1].window", New: "window(ts, 5m)"},
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.aggregates[1]", New: "sum(net double) where net = amount*0.9"},
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.aggregates[2]", New: "max(amount double)"},
+				{Rule: "spark-unrecorded", Severity: compat.Warning, Path: "spec.transform[4].aggregate.aggregates[3]", New: "sum(qty long)"},
+			},
+		},
+		{
+			name:   "spark-unrecorded/Lockstep's own checkpoint records it all",
+			old:    revenue().Spec(),
+			new:    revenue().Spec(),
+			passes: []string{"spark-unrecorded"},
 		},
 
 		// Settings.
@@ -1584,6 +1622,9 @@ func (rc ruleCase) compared(fs []compat.Finding) []compat.Finding {
 		named[r] = true
 	}
 	fresh := freshRules()
+	// spark-unrecorded finds the same of every spec judged against a Spark checkpoint; the
+	// cases that name it check it.
+	fresh["spark-unrecorded"] = true
 	var out []compat.Finding
 	for _, f := range fs {
 		if !fresh[f.Rule] || named[f.Rule] {

@@ -210,7 +210,7 @@ func Rules() []Rule {
 		{
 			ID: "key-columns", Area: AreaState, Title: "The state key's columns change",
 			Severities:  []Severity{Rejected},
-			Description: "An aggregate's grouping keys and a dropDuplicates' columns are its state key. A column added, removed or replaced means the keys in the state are never found again: groups restart from zero, and rows seen before pass dropDuplicates again. Lockstep records key names, so it also rejects dedup on another column of the same type, which Spark's type-only check lets pass.",
+			Description: "An aggregate's grouping keys and a dropDuplicates' columns are its state key. A column added, removed or replaced means the keys in the state are never found again: groups restart from zero, and rows seen before pass dropDuplicates again. Lockstep records key names, so it also rejects dedup on another column of the same type, which Spark's type-only check lets pass (a plain Spark checkpoint records the names too).",
 			Example:     Example{Old: "dropDuplicates: {columns: [order_id]}", New: "dropDuplicates: {columns: [click_id]}"},
 			check:       checkKeyColumns,
 		},
@@ -238,7 +238,7 @@ func Rules() []Rule {
 		{
 			ID: "window-size", Area: AreaState, Title: "A window's duration changes",
 			Severities:  []Severity{Rejected},
-			Description: "The state holds windows of the old length; the output would mix both lengths and the open windows would never be completed. Spark lets this pass because the state's types match; Lockstep records the duration (compared by value: 5m equals 300s).",
+			Description: "The state holds windows of the old length; the output would mix both lengths and the open windows would never be completed. Spark lets this pass because the state's types match; Lockstep records the duration (compared by value: 5m equals 300s), and reads it from the state rows of a plain Spark checkpoint (end − start of the windows there).",
 			Example:     Example{Old: "window: {column: ts, duration: 5m}", New: "window: {column: ts, duration: 10m}"},
 			check:       checkWindowSize,
 		},
@@ -266,14 +266,14 @@ func Rules() []Rule {
 		{
 			ID: "aggregate-function", Area: AreaState, Title: "An aggregate's function changes",
 			Severities:  []Severity{Rejected},
-			Description: "The state holds each group's partial result of the old function; max→min or sum→avg would silently continue from it. Spark lets same-typed changes pass; Lockstep records the function.",
+			Description: "The state holds each group's partial result of the old function; max→min or sum→avg would silently continue from it. Spark lets same-typed changes pass; Lockstep records the function (of a plain Spark checkpoint, it reads them from the aggregation buffer's columns: sum, count, max, min, and sum, count for avg, which fits sum and count alike).",
 			Example:     Example{Old: "{name: top, function: max, column: amount}", New: "{name: top, function: min, column: amount}"},
 			check:       checkAggregateFunction,
 		},
 		{
 			ID: "aggregate-input", Area: AreaState, Title: "An aggregate's input column changes",
 			Severities:  []Severity{Rejected},
-			Description: "The state holds results over the old input; sum(a)→sum(b) would silently mix both in every group. Spark lets this pass when the types match; Lockstep records the input column.",
+			Description: "The state holds results over the old input; sum(a)→sum(b) would silently mix both in every group. Spark lets this pass when the types match; Lockstep records the input column. A plain Spark checkpoint does not: there it is a spark-unrecorded warning.",
 			Example:     Example{Old: "{name: revenue, function: sum, column: amount}", New: "{name: revenue, function: sum, column: net_amount}"},
 			check:       checkAggregateInput,
 		},
@@ -479,14 +479,14 @@ func Rules() []Rule {
 		{
 			ID: "join-added", Area: AreaJoins, Title: "A join is added",
 			Severities:  []Severity{Rejected, Warning},
-			Description: "Rejected when the query keeps state (a stateful step or a stream join): that state was built from unjoined rows, and a new stream join would start with no buffered rows. Added to a stateless query (a query whose only joins are static counts as stateless), a warning: rows are joined from the next batch on, a batch replayed at restart included, and rows already written stay unjoined. Spark finds a new stream–stream join only at restart, as a missing state.",
+			Description: "A stream join is a stateful operator: added, its buffered rows would start empty while the sources continue from their offsets, so rows read before the restart would never be matched. Rejected, in a stateless query too (its stream is then a new source); Spark refuses such a restart, as a missing state. A static join keeps no state, so it is judged as a filter: a warning, in a stateful query too. Rows are joined from the next batch on, a batch replayed at restart included; the state keeps what it built from unjoined rows, and the rows already written stay unjoined. Spark runs the same (the planner's oracle sees the rows of a run that joined from the restart on).",
 			Example:     Example{Old: "transform: [{filter: \"amount > 0.0\"}]", New: "transform: [{filter: \"amount > 0.0\"}, {join: {name: customers, keys: [{left: customer_id, right: id}], static: {delta: {path: s3://lake/customers}, …}, rightPrefix: c_}}]"},
 			check:       checkJoinAdded,
 		},
 		{
 			ID: "join-removed", Area: AreaJoins, Title: "A join is removed",
 			Severities:  []Severity{Rejected, Warning},
-			Description: "The mirror of join-added: rejected when the query kept state, which was built from joined rows (a stream join's own state would stay unused); a warning for a stateless query, whose sink receives unjoined rows from the next batch on.",
+			Description: "The mirror of join-added: a stream join removed is rejected (its buffered rows and the outer rows still due are lost, and its state would stay unused). A static join removed is a warning, as a removed filter: from the next batch on rows reach the stateful steps and the sink unjoined, and the state keeps what it built from joined rows.",
 			Example:     Example{Old: "transform: [{join: {name: customers, …}}, {aggregate: {…}}]", New: "transform: [{aggregate: {…}}]"},
 			check:       checkJoinRemoved,
 		},
@@ -506,15 +506,15 @@ func Rules() []Rule {
 		},
 		{
 			ID: "join-type", Area: AreaJoins, Title: "A join's type changes",
-			Severities:  []Severity{Rejected},
-			Description: "inner, leftOuter, rightOuter, fullOuter and leftSemi emit different rows: the output already written (and a stream join's buffered rows, whose outer rows are still due; a left semi join keeps no left row it has matched) follows the old type. Spark lists a changed stream–stream join as not allowed; Lockstep says so before the restart, for static joins too. Lockstep is stricter than Spark for a static join: it keeps no state, and Spark joins by the new type from the restart on (the planner's oracle, docs/compatibility-spark.md, sees its rows right from there); Lockstep rejects because the sink would then hold rows of two join types, with nothing marking where one ends.",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "inner, leftOuter, rightOuter, fullOuter and leftSemi emit different rows. A stream join's buffered rows (whose outer rows are still due; a left semi join keeps no left row it has matched) follow the old type: rejected, as Spark lists a changed stream–stream join as not allowed. A static join keeps no state, so it is judged as a filter: a warning that the new type applies from the next batch on (a replayed batch joins the new way against the snapshot it recorded), while the rows already written, and the state built from them, follow the old type. Spark does the same (the planner's oracle, docs/compatibility-spark.md).",
 			Example:     Example{Old: "join: {type: inner, …}", New: "join: {type: leftOuter, …}"},
 			check:       checkJoinType,
 		},
 		{
 			ID: "join-keys", Area: AreaJoins, Title: "A join's keys or their order change",
-			Severities:  []Severity{Rejected},
-			Description: "The equality keys (left and right column with their types, in order) decide which rows match; for a stream join they are its state key too, so buffered rows would never be found again. A new order is rejected as well, as for the keys of other stateful steps. Databricks' full-refresh list names join keys. For a static join (no state) Spark matches by the new keys from the restart on; Lockstep is stricter, as for join-type: the rows already written matched by the old keys.",
+			Severities:  []Severity{Rejected, Warning},
+			Description: "The equality keys (left and right column with their types, in order) decide which rows match. For a stream join they are its state key too, so buffered rows would never be found again: rejected, a new order as well, as for the keys of other stateful steps (Databricks' full-refresh list names join keys). A static join keeps no state, so it is judged as a filter: a warning that rows match by the new keys from the next batch on, while the rows already written, and the state built from them, matched by the old ones. Spark does the same.",
 			Example:     Example{Old: "keys: [{left: customer_id, right: id}]", New: "keys: [{left: customer_id, right: id}, {left: country, right: country}]"},
 			check:       checkJoinKeys,
 		},
@@ -563,6 +563,15 @@ func Rules() []Rule {
 				"Only `lockstep plan` against a Spark checkpoint runs this rule; Lockstep's own checkpoints and the spark runtime's name every source.",
 			Example: Example{Old: "(a Spark checkpoint with 1 unnamed source)", New: "sources: [{name: orders, …}, {name: returns, …}]"},
 			check:   checkSparkSourcePositions,
+		},
+		{
+			ID: "spark-unrecorded", Area: AreaQuery, Title: "What a Spark checkpoint does not record",
+			Severities: []Severity{Warning},
+			Description: "A checkpoint that a Spark job wrote, and Lockstep never ran, records its sources, its stateful operators with their state's key and buffer types, the watermark's value and the pinned settings, but no expressions: not an aggregate's input (sum(amount) and sum(amount * 100) have the same buffer), not how a key is computed, not a window's size or slide, a session's gap, nor a stream join's keys and time bound. " +
+				"A change to those cannot be judged, and Spark would restart with it silently, so each is a warning naming what the spec now says, never \"no changes\". " +
+				"Only a plan against a Spark checkpoint runs this rule: the first run under Lockstep records the query's full shape in the checkpoint, and later changes are judged in full by the other rules.",
+			Example: Example{Old: "(a Spark checkpoint of agg(sum(\"amount\")))", New: "aggregates: [{name: revenue, function: sum, column: amount}]"},
+			check:   checkSparkUnrecorded,
 		},
 		{
 			ID: "state-partitions", Area: AreaSettings, Title: "The number of state partitions changes",

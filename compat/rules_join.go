@@ -115,12 +115,24 @@ func checkJoinAdded(c *change) []Finding {
 	for _, j := range c.joins().added {
 		n := c.new.Joins[j]
 		f := Finding{Path: c.joinPath(j), New: describeJoinContent(n)}
-		if c.old.Stateful() {
+		switch {
+		case n.Stream != nil:
+			// A stream join is a stateful operator: its buffered rows start empty, whatever the
+			// query kept before, and Spark refuses the restart (its state folder is missing).
 			f.Severity = Rejected
-			f.Message = fmt.Sprintf("The %s is new in a query that keeps state: the state was built from unjoined rows, so from the restart on it would mix rows joined and not joined%s.",
-				describeJoin(n), map[bool]string{true: ", and the join's own state would start empty", false: ""}[n.Stream != nil])
+			if c.old.Stateful() {
+				f.Message = fmt.Sprintf("The %s is new in a query that keeps state: the state was built from unjoined rows, so from the restart on it would mix rows joined and not joined, and the join's own state would start empty.", describeJoin(n))
+			} else {
+				f.Message = fmt.Sprintf("The %s is new: it is a stateful operator whose state (the rows each side buffers) would start empty while the query continues from its offsets, so rows read before the restart would never be matched. Spark refuses such a restart too (the operator's state is missing).", describeJoin(n))
+			}
 			f.Remedy = c.revertOrFresh("Remove the join")
-		} else {
+		case c.old.Stateful():
+			// A static join keeps no state: like a filter, it shapes the rows from the next
+			// batch on, and the state keeps what it built.
+			f.Severity = Warning
+			f.Message = fmt.Sprintf("The %s is new: rows are joined from the next batch on (a batch replayed at restart included), as a new filter applies from the restart on; the state keeps what it built from unjoined rows, and rows the sink already holds stay unjoined.", describeJoin(n))
+			f.Remedy = "To join what the state was built from too, " + c.freshStart() + "."
+		default:
 			f.Severity = Warning
 			f.Message = fmt.Sprintf("The %s is new: rows are joined from the next batch on (a batch replayed at restart included); rows the sink already holds stay unjoined.", describeJoin(n))
 			f.Remedy = "To join the rows already written too, " + c.freshStart() + "."
@@ -135,12 +147,16 @@ func checkJoinRemoved(c *change) []Finding {
 	for _, i := range c.joins().removed {
 		o := c.old.Joins[i]
 		f := Finding{Path: "spec.transform", Old: describeJoinContent(o)}
-		if c.old.Stateful() {
+		switch {
+		case o.Stream != nil:
 			f.Severity = Rejected
-			f.Message = fmt.Sprintf("The %s is removed from a query that keeps state: the state was built from joined rows, so from the restart on it would mix joined and unjoined rows%s.",
-				describeJoin(o), map[bool]string{true: ", and the join's state would stay in the checkpoint unused", false: ""}[o.Stream != nil])
+			f.Message = fmt.Sprintf("The %s is removed from a query that keeps state: from the restart on the output would mix joined and unjoined rows, the outer rows still due would never come, and the join's state would stay in the checkpoint unused.", describeJoin(o))
 			f.Remedy = c.revertOrFresh("Put the join back")
-		} else {
+		case c.old.Stateful():
+			f.Severity = Warning
+			f.Message = fmt.Sprintf("The %s is removed: from the next batch on rows reach the stateful steps unjoined, as a removed filter applies from the restart on; the state keeps what it built from joined rows.", describeJoin(o))
+			f.Remedy = "Put the join back if the state must not mix joined and unjoined rows, or " + c.freshStart() + "."
+		default:
 			f.Severity = Warning
 			f.Message = fmt.Sprintf("The %s is removed: from the next batch on the sink receives the rows unjoined.", describeJoin(o))
 			f.Remedy = "Put the join back if the sink's readers expect its columns."
@@ -148,6 +164,24 @@ func checkJoinRemoved(c *change) []Finding {
 		out = append(out, f)
 	}
 	return out
+}
+
+// staticJoinChange is the finding of a static join whose type or keys changed: a static join
+// keeps no state, so, like a changed filter, the change applies from the next batch on.
+func (c *change) staticJoinChange(j JoinShape, path, what, old, new string) Finding {
+	kept := "the rows the sink already holds"
+	if c.old.Stateful() {
+		kept = "the state and the rows the sink already holds"
+	}
+	return Finding{
+		Severity: Warning,
+		Path:     path,
+		Old:      old,
+		New:      new,
+		Message: fmt.Sprintf("The %s of the %s changed from %s to %s; the join keeps no state, so, as a changed filter, the change applies from the next batch on (a batch replayed at restart joins the new way too, against the snapshot it recorded); %s were joined the old way.",
+			what, describeJoin(j), old, new, kept),
+		Remedy: fmt.Sprintf("Revert %s to %s if the output must not mix both, or %s.", what, old, c.freshStart()),
+	}
 }
 
 func checkJoinRenamed(c *change) []Finding {
@@ -196,6 +230,10 @@ func checkJoinType(c *change) []Finding {
 		if p.old.Type == p.new.Type {
 			continue
 		}
+		if p.new.Static != nil {
+			out = append(out, c.staticJoinChange(p.new, c.joinPath(p.newIdx)+".type", "type", string(p.old.Type), string(p.new.Type)))
+			continue
+		}
 		out = append(out, Finding{
 			Severity: Rejected,
 			Path:     c.joinPath(p.newIdx) + ".type",
@@ -216,6 +254,10 @@ func checkJoinKeys(c *change) []Finding {
 		if o == n {
 			continue
 		}
+		if p.new.Static != nil {
+			out = append(out, c.staticJoinChange(p.new, c.joinPath(p.newIdx)+".keys", "keys", o, n))
+			continue
+		}
 		why := ""
 		if sameKeySet(p.old.Keys, p.new.Keys) {
 			why = " order"
@@ -233,10 +275,7 @@ func checkJoinKeys(c *change) []Finding {
 }
 
 func joinKeysMessage(j JoinShape, why string) string {
-	if j.Stream != nil {
-		return fmt.Sprintf("The keys of %s changed%s; they are its state key, in order, so the rows it buffered would never be found again.", describeJoin(j), why)
-	}
-	return fmt.Sprintf("The keys of %s changed%s; the rows already written were matched by the old keys, so the output would change meaning mid-stream.", describeJoin(j), why)
+	return fmt.Sprintf("The keys of %s changed%s; they are its state key, in order, so the rows it buffered would never be found again.", describeJoin(j), why)
 }
 
 func sameKeySet(a, b []JoinKeyShape) bool {

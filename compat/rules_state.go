@@ -18,8 +18,8 @@ func checkOperatorAdded(c *change) []Finding {
 			Severity: Rejected,
 			Path:     c.opPath(j),
 			New:      describeOp(n) + " by " + describeKeys(n.Keys),
-			Message: fmt.Sprintf("The %s is new; it would start with empty state while the sources continue from their offsets, so its results would silently leave out every row read before the restart.",
-				describeOp(n)),
+			Message: fmt.Sprintf("A %s step was added (the %s); it would start with empty state while the sources continue from their offsets, so its results would silently leave out every row read before the restart.",
+				n.Kind, describeOp(n)),
 			Remedy: c.revertOrFresh("Remove the step"),
 		})
 	}

@@ -213,6 +213,11 @@ type outside struct {
 	// positionalSources is the number of sources of a Spark checkpoint that names none
 	// (offsets v1), which Spark matches by position; 0 otherwise.
 	positionalSources int
+	// fromSpark is true when the old shape was inferred from a Spark checkpoint (FromSpark).
+	fromSpark bool
+	// sparkWindowsRead holds the ids of the operators whose windows were read from a Spark
+	// checkpoint's state rows.
+	sparkWindowsRead map[string]bool
 }
 
 // WithPostgresServer gives the server and database that a postgres sink's connection string

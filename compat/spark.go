@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
@@ -25,6 +26,9 @@ type Inference struct {
 	// Positional is true when the checkpoint names no sources (offsets v1): Spark then
 	// matches sources by position, and so does the verdict.
 	Positional bool `json:"positional,omitempty"`
+	// windowsRead holds the ids of the operators whose windows were read from their state
+	// rows: the spark-unrecorded rule does not name their sizes.
+	windowsRead map[string]bool
 	// Unnamed is true when the checkpoint's query did not name its sources: it pins
 	// spark.sql.streaming.queryEvolution.enableSourceEvolution other than true, and Spark
 	// keeps each source's log under sources/<position>, not sources/<name>. The spark runtime
@@ -35,10 +39,11 @@ type Inference struct {
 // ShapeOfSpark infers the shape of the Spark checkpoint c, for judging spec against it with
 // Check. Facts Spark records (its sources, by name or position, their kinds and Kafka topics;
 // the files source's folder; the stateful operators in order, their kinds, state key columns
-// with their types and aggregate functions; the shuffle partitions it pins) are taken from
-// c. Facts it does not record (column names a state schema lacks, window sizes, expressions,
-// the sink, the output mode, the trigger) are taken from spec, so they judge as unchanged, and
-// the Inference says which.
+// with their types and aggregate functions; window sizes and slides, from the state rows; the
+// shuffle partitions it pins) are taken from c. Facts it does not record (column names a state
+// schema lacks, expressions, the sink, the output mode, the trigger) are taken from spec, so
+// they judge as unchanged: the Inference says which, and the spark-unrecorded rule names, as
+// warnings, those the state depends on.
 func ShapeOfSpark(c *sparkckpt.Checkpoint, spec *v1.StreamingQuerySpec, opts ...Option) (Shape, Inference, error) {
 	sh, err := ShapeOf(spec, opts...)
 	if err != nil {
@@ -139,8 +144,11 @@ var sparkOperatorKinds = map[string]v1.StepKind{
 	"sessionWindowStateStore": v1.StepAggregate,
 }
 
-// sparkOperators infers the stateful operators, in the plan's order. They take the spec's operator ids by position, since Spark identifies them by
-// position; their kinds, key columns and aggregate functions come from Spark's files.
+// sparkOperators infers the stateful operators, in the plan's order. Spark identifies them by
+// position from the sink (operator 0 is the one nearest the sink), so they are lined up with
+// the spec's operators from the last one back, and take the spec's operator ids: a step the
+// spec adds before the checkpoint's operators is then a step added, and one it removes a
+// step removed. Their kinds, key columns and aggregate functions come from Spark's files.
 func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inference) []OperatorShape {
 	// Joins are not operators in the shape: Spark's join state is judged by the join rules,
 	// which take the spec's joins (assumed).
@@ -157,10 +165,10 @@ func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inferenc
 	var out []OperatorShape
 	for i, op := range ops {
 		var sh OperatorShape
-		if i < len(spec) {
-			sh = spec[i]
+		if k := len(spec) - len(ops) + i; k >= 0 {
+			sh = spec[k]
 		} else {
-			sh = OperatorShape{ID: strconv.Itoa(i)}
+			sh = OperatorShape{ID: fmt.Sprintf("(operator %d of the Spark checkpoint)", op.ID)}
 		}
 		where := fmt.Sprintf("state/%d", op.ID)
 		kind, known := sparkOperatorKinds[op.Name]
@@ -173,13 +181,30 @@ func sparkOperators(c *sparkckpt.Checkpoint, spec []OperatorShape, inf *Inferenc
 		inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: %s (%s)", where, kind, op.Name))
 		if s, ok := op.Schemas["default"]; ok && len(s.Families) > 0 {
 			sh.Keys = sparkKeys(s.Families[0].Key, sh.Keys)
+			if w, ok := sparkWindow(op.Windows); ok {
+				for k := range sh.Keys {
+					if old := sh.Keys[k].Window; old != nil {
+						w.Column = old.Column
+						sh.Keys[k].Window = &w
+					}
+				}
+				if inf.windowsRead == nil {
+					inf.windowsRead = map[string]bool{}
+				}
+				inf.windowsRead[sh.ID] = true
+				inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: windows of %s%s (end − start and the starts of %d windows in its state rows)",
+					where, w.Duration, map[bool]string{true: ", slide " + string(w.Slide), false: ""}[w.Slide != ""], len(op.Windows)))
+			}
 			inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: state key %s", where, describeKeys(sh.Keys)))
 			if kind == v1.StepAggregate {
-				if fns := sparkAggregateFunctions(s.Families[0].Value); fns != nil {
+				if fns := sparkAggregateFunctions(s.Families[0].Value, sh.Aggregates); fns != nil {
 					sh.Aggregates = sparkAggregates(fns, sh.Aggregates)
 					inf.Inferred = append(inf.Inferred, fmt.Sprintf("%s: aggregate functions %s (from the state's buffer columns)", where, joinFunctions(fns)))
 				}
-				inf.Assumed = append(inf.Assumed, where+": aggregate names, input columns and window sizes")
+				inf.Assumed = append(inf.Assumed, where+": aggregate names and input columns")
+				if !inf.windowsRead[sh.ID] && slices.ContainsFunc(sh.Keys, func(k KeyShape) bool { return k.Window != nil }) {
+					inf.Assumed = append(inf.Assumed, where+": window sizes (no state row read)")
+				}
 			}
 		} else {
 			inf.Assumed = append(inf.Assumed, where+": its state key (no state schema file found)")
@@ -215,6 +240,57 @@ func sparkKeys(key sparkckpt.StructType, spec []KeyShape) []KeyShape {
 	return keys
 }
 
+// sparkWindow reads a window's size and slide from windows of the state rows: end − start is
+// the size (all the same, else nothing is inferred), and the starts are multiples of the
+// slide, so their greatest common divisor with the size is the slide (the size: tumbling).
+func sparkWindow(ws []sparkckpt.Window) (WindowShape, bool) {
+	if len(ws) == 0 {
+		return WindowShape{}, false
+	}
+	size := ws[0].End.Sub(ws[0].Start)
+	step := size.Microseconds()
+	for _, w := range ws {
+		if w.End.Sub(w.Start) != size {
+			return WindowShape{}, false
+		}
+		step = gcd(step, w.Start.UnixMicro())
+	}
+	if step <= 0 {
+		return WindowShape{}, false
+	}
+	sh := WindowShape{Duration: shortDuration(size)}
+	if slide := time.Duration(step) * time.Microsecond; slide != size {
+		sh.Slide = shortDuration(slide)
+	}
+	return sh, true
+}
+
+func gcd(a, b int64) int64 {
+	if a < 0 {
+		a = -a
+	}
+	if b < 0 {
+		b = -b
+	}
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// shortDuration writes d as a spec would: 2m, 90s, 1h.
+func shortDuration(d time.Duration) v1.Duration {
+	for _, u := range []struct {
+		unit time.Duration
+		name string
+	}{{time.Hour, "h"}, {time.Minute, "m"}, {time.Second, "s"}, {time.Millisecond, "ms"}} {
+		if d%u.unit == 0 {
+			return v1.Duration(strconv.FormatInt(int64(d/u.unit), 10) + u.name)
+		}
+	}
+	return v1.Duration(d.String())
+}
+
 // sparkColumnType maps a Spark SQL type to a column type; "" for one Lockstep has not.
 func sparkColumnType(t string) v1.ColumnType {
 	switch t {
@@ -234,14 +310,24 @@ func sparkColumnType(t string) v1.ColumnType {
 
 // sparkAggregateFunctions reads the aggregate functions from a streaming aggregation's value
 // schema: its aggregation buffer, one column per function (sum, count, max, min) and two for
-// avg (sum, count). nil when a column is not a buffer Lockstep knows.
-func sparkAggregateFunctions(value sparkckpt.StructType) []v1.AggregateFunction {
+// avg (sum, count). A buffer may fit several lists of functions ((sum, count) is avg's, and
+// sum's and count's): when the spec's aggregates have exactly this buffer, they are the
+// functions, so an unchanged job is never refused; otherwise the buffer is read column by
+// column, an avg wherever a sum is followed by a count. nil when a column is not a buffer
+// Lockstep knows.
+func sparkAggregateFunctions(value sparkckpt.StructType, spec []AggregateShape) []v1.AggregateFunction {
 	names := value.Names()
+	if fns, buffer := aggregateBuffer(spec); slices.Equal(buffer, names) {
+		return fns
+	}
 	var fns []v1.AggregateFunction
 	for i := 0; i < len(names); i++ {
+		// Where the spec has an aggregate, a sum and a count are an avg only if it is one;
+		// past the spec's aggregates, wherever they can be.
+		avgHere := len(fns) >= len(spec) || spec[len(fns)].Function == v1.AggAvg
 		switch names[i] {
 		case "sum":
-			if i+1 < len(names) && names[i+1] == "count" {
+			if avgHere && i+1 < len(names) && names[i+1] == "count" {
 				fns = append(fns, v1.AggAvg)
 				i++
 				continue
@@ -258,6 +344,25 @@ func sparkAggregateFunctions(value sparkckpt.StructType) []v1.AggregateFunction 
 		}
 	}
 	return fns
+}
+
+// aggregateBuffer is the functions of aggs and the columns of the aggregation buffer Spark
+// keeps for them; no buffer when one has no buffer Lockstep knows.
+func aggregateBuffer(aggs []AggregateShape) ([]v1.AggregateFunction, []string) {
+	var fns []v1.AggregateFunction
+	var buffer []string
+	for _, a := range aggs {
+		switch a.Function {
+		case v1.AggAvg:
+			buffer = append(buffer, "sum", "count")
+		case v1.AggSum, v1.AggCount, v1.AggMax, v1.AggMin:
+			buffer = append(buffer, string(a.Function))
+		default:
+			return nil, nil
+		}
+		fns = append(fns, a.Function)
+	}
+	return fns, buffer
 }
 
 // sparkAggregates sets the functions of the spec's aggregates by position; an aggregate the
@@ -289,10 +394,74 @@ func joinFunctions(fns []v1.AggregateFunction) string {
 // that the rules about Spark's own matching run.
 func FromSpark(inf Inference, sources int) Option {
 	return func(o *outside) {
+		o.fromSpark = true
+		o.sparkWindowsRead = inf.windowsRead
 		if inf.Positional {
 			o.positionalSources = sources
 		}
 	}
+}
+
+// checkSparkUnrecorded names, as warnings, what the state depends on that a Spark checkpoint
+// does not record, so that a change to it cannot be judged: each aggregate's input (Spark
+// records only the buffer's types), how a key or input column is computed, a window's
+// size and slide, a session's gap, and a stream join's keys and time bound. A verdict
+// against a Spark checkpoint is never "no changes" for these: it says what it took on trust.
+func checkSparkUnrecorded(c *change) []Finding {
+	if !c.out.fromSpark {
+		return nil
+	}
+	var out []Finding
+	warn := func(path, what, now, effect string) {
+		out = append(out, Finding{
+			Severity: Warning,
+			Path:     path,
+			New:      now,
+			Message: fmt.Sprintf("Spark's checkpoint does not record %s, so a change to it since the Spark job cannot be judged: if the job's differs from %s, %s.",
+				what, now, effect),
+			Remedy: "Check that the Spark job had the same; the first run under Lockstep records the query's full shape in the checkpoint, so that later changes are judged in full.",
+		})
+	}
+	for i, op := range c.new.Operators {
+		path := c.opPath(i)
+		keys := path + ".groupBy"
+		if op.Kind == v1.StepDropDuplicates {
+			keys = path + ".columns"
+		}
+		for k, key := range op.Keys {
+			switch {
+			case key.Window != nil && c.out.sparkWindowsRead[op.ID]:
+			case key.Window != nil:
+				warn(fmt.Sprintf("%s[%d].window", keys, k), "a window's size and slide", describeWindow(*key.Window),
+					"the open windows in the state were cut another way, and the output would mix both sizes")
+			case key.Session != nil:
+				warn(fmt.Sprintf("%s[%d].session", keys, k), "a session's gap", describeKey(key),
+					"the open sessions in the state were merged by another gap")
+			case key.From != "" && key.From != key.Column:
+				warn(fmt.Sprintf("%s[%d]", keys, k), fmt.Sprintf("how the key column %s is computed", key.Column), key.Column+" = "+key.From,
+					"the keys in the state were computed another way, and a group may appear twice")
+			}
+		}
+		for k, a := range op.Aggregates {
+			if a.Column == "" {
+				continue
+			}
+			now := describeFunc(a)
+			if a.From != "" && a.From != a.Column {
+				now += " where " + a.Column + " = " + a.From
+			}
+			warn(fmt.Sprintf("%s.aggregates[%d]", path, k), fmt.Sprintf("the input of aggregate %s (only its buffer's types)", a.Name), now,
+				"Spark would silently go on from each group's state with the new input")
+		}
+	}
+	for i, j := range c.new.Joins {
+		if j.Stream == nil {
+			continue
+		}
+		warn(c.joinPath(i), "a stream join's keys and time bound (only the buffered rows' types)", describeJoinKeys(j.Keys)+" where "+describeTimeBound(j),
+			"the rows it buffered were matched and evicted another way")
+	}
+	return out
 }
 
 func checkSparkSourcePositions(c *change) []Finding {

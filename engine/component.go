@@ -171,7 +171,8 @@ type SourceEnv struct {
 
 // SourceConstructor builds a source from its spec. It validates the
 // settings that the spec's own validation cannot (it may do I/O) and returns
-// every problem it finds.
+// every problem it finds. Its errors, and those of the source's methods, do
+// not name the source: the engine prefixes them with "source <name>: ".
 type SourceConstructor func(ctx context.Context, spec *v1.Source, env SourceEnv) (Source, error)
 
 // Sink is where a query's output goes. The engine calls Write from one

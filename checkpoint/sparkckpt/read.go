@@ -58,6 +58,10 @@ type Operator struct {
 	// Schemas holds each store's schema, by store name ("default" for the operators with
 	// one store; left-keyToNumValues, … for a join).
 	Schemas map[string]StateSchema `json:"schemas,omitempty"`
+	// Windows samples the windows of the state rows of an operator whose state key has one
+	// (a windowed aggregation), read from its newest state files; nil when it has none, or
+	// when its store is not the HDFS-backed one this reader knows.
+	Windows []Window `json:"windows,omitempty"`
 }
 
 // IsSparkCheckpoint reports whether store holds a Spark checkpoint: a metadata file with
@@ -364,6 +368,11 @@ func (c *Checkpoint) readOperators(ctx context.Context, store checkpoint.Store) 
 				return err
 			}
 			o.Schemas[name] = s
+		}
+		if s, ok := o.Schemas["default"]; ok && len(s.Families) > 0 {
+			if o.Windows, err = readWindows(ctx, store, keys, id, s.Families[0].Key); err != nil {
+				return err
+			}
 		}
 		c.Operators = append(c.Operators, o)
 	}

@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/pierrec/lz4/v4"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
@@ -90,7 +93,62 @@ func writeCheckpoint(t *testing.T) string {
 	schema.writeChunked(valueSchema, 65535)
 	put("state/0/0/_metadata/schema", schema.Bytes())
 	put("state/0/0/1.delta", []byte("LZ4Block…"))
+	// A delta file as the HDFS-backed store writes one: a window's row put, another removed.
+	var rows javaOut
+	for i, start := range []int64{1767600000, 1767600060} {
+		key := windowKey(start*1e6, (start+60)*1e6, "de")
+		rows.writeInt(int32(len(key)))
+		rows.Write(key)
+		if i == 1 {
+			rows.writeInt(-1) // a removal
+			continue
+		}
+		rows.writeInt(16)
+		rows.Write(make([]byte, 16))
+	}
+	rows.writeInt(-1)
+	put("state/0/1/2.delta", lz4Blocks(t, rows.Bytes()))
 	return dir
+}
+
+// windowKey is the UnsafeRow of a state key (window struct<start, end>, country string).
+func windowKey(startMicros, endMicros int64, country string) []byte {
+	le := binary.LittleEndian
+	row := make([]byte, 8+2*8) // null bits, then a word per field
+	nested := make([]byte, 8+2*8)
+	le.PutUint64(nested[8:], uint64(startMicros))
+	le.PutUint64(nested[16:], uint64(endMicros))
+	le.PutUint64(row[8:], uint64(len(row))<<32|uint64(len(nested)))
+	row = append(row, nested...)
+	le.PutUint64(row[16:], uint64(len(row))<<32|uint64(len(country)))
+	text := make([]byte, (len(country)+7)/8*8)
+	copy(text, country)
+	return append(row, text...)
+}
+
+// lz4Blocks writes data as lz4-java's LZ4BlockOutputStream does: an LZ4 block, a raw one,
+// and the empty block that ends the stream.
+func lz4Blocks(t *testing.T, data []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	block := func(method byte, payload []byte, olen int) {
+		out.WriteString("LZ4Block")
+		out.WriteByte(method)
+		for _, v := range []int{len(payload), olen, 0} {
+			_ = binary.Write(&out, binary.LittleEndian, int32(v))
+		}
+		out.Write(payload)
+	}
+	half := len(data) / 2
+	buf := make([]byte, lz4.CompressBlockBound(half))
+	n, err := lz4.CompressBlock(data[:half], buf, nil)
+	if err != nil || n == 0 {
+		t.Fatalf("compress: %d, %v", n, err)
+	}
+	block(0x20, buf[:n], half)
+	block(0x10, data[half:], len(data)-half)
+	block(0x10, nil, 0)
+	return out.Bytes()
 }
 
 func TestReadSparkCheckpoint(t *testing.T) {
@@ -139,6 +197,13 @@ func TestReadSparkCheckpoint(t *testing.T) {
 	}
 	if got := s.Families[0].Value.Names(); !slices.Equal(got, []string{"count", "note"}) {
 		t.Errorf("value schema = %v", got)
+	}
+	// The windows of the state rows: the put's and the removal's, from the readable delta
+	// file (partition 0's is not an LZ4 stream and is passed over).
+	t0 := time.Unix(1767600000, 0).UTC()
+	want := []sparkckpt.Window{{Start: t0, End: t0.Add(time.Minute)}, {Start: t0.Add(time.Minute), End: t0.Add(2 * time.Minute)}}
+	if !slices.Equal(op.Windows, want) {
+		t.Errorf("windows = %v, want %v", op.Windows, want)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
@@ -112,6 +113,10 @@ func describeSparkCheckpoint(ctx context.Context, w io.Writer, store checkpoint.
 			for _, f := range op.Schemas[name].Families {
 				row("  state "+name+"/"+f.Name, "key (%s), value (%s)", describeStruct(f.Key), describeStruct(f.Value))
 			}
+		}
+		if len(op.Windows) > 0 {
+			w := op.Windows[0]
+			row("  windows", "%s long, e.g. [%s, %s) (%d read from its state rows)", w.End.Sub(w.Start), w.Start.Format(time.RFC3339), w.End.Format(time.RFC3339), len(op.Windows))
 		}
 	}
 	row("Retained", "%s planned, %s committed", batchRange(c.Planned), batchRange(c.Committed))

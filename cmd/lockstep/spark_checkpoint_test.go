@@ -273,6 +273,15 @@ func TestSparkCheckpointAdoption(t *testing.T) {
 	if code != exitRefused || !strings.Contains(out, "key-columns") || strings.Contains(out, "Inferred from Spark's files") {
 		t.Errorf("plan of the incompatible query after adoption: exit %d, want %d naming key-columns:\n%s", code, exitRefused, out)
 	}
+	// The adoption recorded the full shape: an aggregate's input computed another way, which
+	// the Spark checkpoint could not tell (spark-unrecorded), is now judged as a change.
+	cents := func(y string) string {
+		return strings.Replace(availableNow(y), "  - watermark:", "  - select: [{name: order_id, expr: order_id}, {name: country, expr: country}, {name: amount, expr: amount * 100.0}, {name: ts, expr: ts}]\n  - watermark:", 1)
+	}
+	out, _, _ = runPlan(t, testPlanOptions(), "--runtime", "spark", "-f", sparkOrdersQuery(t, input, ckpt, cents), "--checkpoint", ckpt)
+	if !strings.Contains(out, "state-input-expression") || strings.Contains(out, "spark-unrecorded") {
+		t.Errorf("plan of the sum in cents after adoption: want it judged (state-input-expression), not unrecorded:\n%s", out)
+	}
 	writeOrders(t, input, 3, "o7 fr 1 500")
 	stdout, stderr, code = runCommand(t, "run", "--runtime", "spark", "-f", query)
 	t.Logf("second run:\n%s%s", stderr, stdout)
@@ -349,4 +358,74 @@ func treeOf(t *testing.T, dir string) map[string]string {
 		t.Fatal(err)
 	}
 	return tree
+}
+
+// sparkSumCountQuery is the StreamingQuery a team would write for PlainJob's sum-count, with
+// edit applied to its YAML.
+func sparkSumCountQuery(t *testing.T, input, ckpt string, edit func(string) string) string {
+	t.Helper()
+	return sparkOrdersQuery(t, input, ckpt, func(y string) string {
+		y = strings.Replace(y, "  - dropDuplicates: {columns: [order_id]}\n", "", 1)
+		y = strings.Replace(y, "duration: 1m", "duration: 2m", 1)
+		y = strings.Replace(y, "aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}, {name: top, function: max, column: amount}]",
+			"aggregates: [{name: revenue, function: sum, column: amount}, {name: orders, function: count}]", 1)
+		if edit != nil {
+			y = edit(y)
+		}
+		return y
+	})
+}
+
+// TestPlainSparkSumCount: plans against the checkpoint of a plain Spark job (PlainJob's
+// sum-count: sum(amount), count() per country and 2-minute window, no dedup). The unchanged
+// job is not refused although its buffer (sum, count) is an average's too, and an average is
+// not refused either; the windows' size is read from the state rows, so 1-minute windows are
+// refused; a dropDuplicates added before the aggregation is refused as a step added; what the
+// checkpoint does not record (the aggregate's input) is a warning naming it.
+func TestPlainSparkSumCount(t *testing.T) {
+	input, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	writeOrders(t, input, 0, "o1 de 10 5", "o2 fr 20 6", "o3 de 30 70", "o4 fr 5 200")
+	plainSparkJob(t, "sum-count", input, ckpt)
+	if out, code := runCheckpointCmd(t, "checkpoint", "describe", ckpt); code != exitOK || !strings.Contains(out, "2m0s long, e.g. [") {
+		t.Errorf("describe (exit %d) does not show the windows of the state rows:\n%s", code, out)
+	}
+
+	for _, tc := range []struct {
+		name string
+		edit func(string) string
+		code int
+		want []string // in the plan's output
+		not  []string
+	}{
+		{name: "the job unchanged", code: exitOK, want: []string{"aggregate functions sum, count", "windows of 2m (end − start", "spark-unrecorded"},
+			not: []string{"aggregate-added", "aggregate-removed", "! spark-unrecorded spec.transform[1].aggregate.groupBy[1].window"}},
+		{name: "windows of 1 minute", edit: func(y string) string { return strings.Replace(y, "duration: 2m", "duration: 1m", 1) },
+			code: exitRefused, want: []string{"✗ window-size", "2m → 1m"}},
+		{name: "an average", edit: func(y string) string {
+			return strings.Replace(y, "aggregates: [{name: revenue, function: sum, column: amount}, {name: orders, function: count}]", "aggregates: [{name: mean, function: avg, column: amount}]", 1)
+		}, code: exitOK, want: []string{"aggregate functions avg"}, not: []string{"aggregate-added", "aggregate-removed"}},
+		{name: "the input of the sum in cents", edit: func(y string) string {
+			return strings.Replace(y, "  - watermark:", "  - select: [{name: order_id, expr: order_id}, {name: country, expr: country}, {name: amount, expr: amount * 100.0}, {name: ts, expr: ts}]\n  - watermark:", 1)
+		}, code: exitOK, want: []string{"! spark-unrecorded spec.transform[2].aggregate.aggregates[0]", "sum(amount double) where amount = amount*100.0"}},
+		{name: "a dropDuplicates before the aggregation", edit: func(y string) string {
+			return strings.Replace(y, "  - aggregate:", "  - dropDuplicates: {columns: [order_id]}\n  - aggregate:", 1)
+		}, code: exitRefused, want: []string{"✗ operator-added spec.transform[1].dropDuplicates", "A dropDuplicates step was added"}, not: []string{"operator-kind", "aggregate-added"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, code, _ := runPlan(t, testPlanOptions(), "-f", sparkSumCountQuery(t, input, ckpt, tc.edit), "--checkpoint", ckpt)
+			if code != tc.code {
+				t.Errorf("plan: exit %d, want %d:\n%s", code, tc.code, out)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(out, w) {
+					t.Errorf("plan does not say %q:\n%s", w, out)
+				}
+			}
+			for _, n := range tc.not {
+				if strings.Contains(out, n) {
+					t.Errorf("plan says %q:\n%s", n, out)
+				}
+			}
+		})
+	}
 }

@@ -297,6 +297,9 @@ func TestQueryStopsOnDataLoss(t *testing.T) {
 	if !errorsAs(err, &dl) || dl.Need != 3 || dl.Oldest != 20 {
 		t.Fatalf("Run(B) error = %v, want a DataLossError needing version 3", err)
 	}
+	if n := strings.Count(err.Error(), "source orders"); n != 1 {
+		t.Errorf("Run(B) error = %v names the source %d times, want once (the engine's prefix)", err, n)
+	}
 	t.Logf("Run(B): %v", err)
 }
 

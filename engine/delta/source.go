@@ -178,7 +178,7 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 	}
 	var end position
 	if err := json.Unmarshal(req.End, &end); err != nil {
-		return engine.ReadResult{}, fmt.Errorf("delta source %s: end offset %s: %w", s.name, req.End, err)
+		return engine.ReadResult{}, fmt.Errorf("end offset %s: %w", req.End, err)
 	}
 	files, _, err := s.scan(ctx, start, &end, end.Version, 0)
 	if err != nil {
@@ -189,7 +189,7 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 		rows, err := s.table.ReadFile(ctx, f, s.columns)
 		if errors.Is(err, checkpoint.ErrNotFound) {
 			if s.failOnDataLoss {
-				return engine.ReadResult{}, fmt.Errorf("delta source %s: data file %s was deleted (vacuum?): %w: %w", s.name, f.Path, ErrDataLoss, err)
+				return engine.ReadResult{}, fmt.Errorf("data file %s was deleted (vacuum?): %w: %w", f.Path, ErrDataLoss, err)
 			}
 			s.logger.Warn("Skipped a deleted data file", "source", s.name, "path", f.Path)
 			continue
@@ -210,21 +210,21 @@ func (s *Source) startOf(ctx context.Context, start engine.Offset, planning bool
 	if len(start) > 0 {
 		var p position
 		if err := json.Unmarshal(start, &p); err != nil {
-			return position{}, fmt.Errorf("delta source %s: offset %s: %w", s.name, start, err)
+			return position{}, fmt.Errorf("offset %s: %w", start, err)
 		}
 		return p, nil
 	}
 	if b, err := s.store.Get(ctx, startKey); err == nil {
 		var p position
 		if err := json.Unmarshal(b, &p); err != nil {
-			return position{}, fmt.Errorf("delta source %s: %s: %w", s.name, startKey, err)
+			return position{}, fmt.Errorf("read %s: %w", startKey, err)
 		}
 		return p, nil
 	} else if !errors.Is(err, checkpoint.ErrNotFound) {
 		return position{}, err
 	}
 	if !planning {
-		return position{}, fmt.Errorf("delta source %s: no starting position in the checkpoint (%s)", s.name, startKey)
+		return position{}, fmt.Errorf("no starting position in the checkpoint (%s)", startKey)
 	}
 	var p position
 	if s.startVersion != nil {
@@ -242,7 +242,7 @@ func (s *Source) startOf(ctx context.Context, start engine.Offset, planning bool
 	if err := s.store.Create(ctx, startKey, b); errors.Is(err, checkpoint.ErrExists) {
 		return s.startOf(ctx, nil, false) // a run that died after fixing it
 	} else if err != nil {
-		return position{}, fmt.Errorf("delta source %s: record starting position: %w", s.name, err)
+		return position{}, fmt.Errorf("record starting position: %w", err)
 	}
 	return p, nil
 }
@@ -304,7 +304,7 @@ func (s *Source) snapshotFiles(ctx context.Context, v int64) ([]Add, error) {
 	snap, err := s.table.SnapshotAt(ctx, v)
 	if errors.Is(err, checkpoint.ErrNotFound) {
 		oldest, _ := s.table.OldestCommit(ctx)
-		return nil, fmt.Errorf("delta source %s: snapshot %d: %w", s.name, v, &DataLossError{Table: s.table.Location(), Need: v, Oldest: oldest})
+		return nil, fmt.Errorf("snapshot %d: %w", v, &DataLossError{Table: s.table.Location(), Need: v, Oldest: oldest})
 	}
 	if err != nil {
 		return nil, err
@@ -326,9 +326,9 @@ func (s *Source) commitFiles(ctx context.Context, v int64) ([]Add, error) {
 			return nil, err2
 		}
 		if oldest > v {
-			return nil, fmt.Errorf("delta source %s: %w", s.name, &DataLossError{Table: s.table.Location(), Need: v, Oldest: oldest})
+			return nil, &DataLossError{Table: s.table.Location(), Need: v, Oldest: oldest}
 		}
-		return nil, fmt.Errorf("delta source %s: commit %d: %w", s.name, v, err)
+		return nil, fmt.Errorf("commit %d: %w", v, err)
 	}
 	if err != nil {
 		return nil, err
@@ -339,9 +339,9 @@ func (s *Source) commitFiles(ctx context.Context, v int64) ([]Add, error) {
 		case a.Add != nil && a.Add.DataChange:
 			adds = append(adds, *a.Add)
 		case a.Remove != nil && a.Remove.DataChange && !s.ignoreChanges:
-			return nil, fmt.Errorf("delta source %s: version %d of %s removes data (an update, delete or overwrite): "+
+			return nil, fmt.Errorf("version %d of %s removes data (an update, delete or overwrite): "+
 				"set ignoreChanges: true to read the files it adds again, or read the table from a later startingVersion: %w",
-				s.name, v, s.table.Location(), ErrDataChanged)
+				v, s.table.Location(), ErrDataChanged)
 		}
 	}
 	return adds, nil

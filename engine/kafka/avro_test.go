@@ -201,6 +201,9 @@ func TestAvroEvolution(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "column note: no field note") || !strings.Contains(err.Error(), p.subject) {
 		t.Fatalf("new source on a subject whose latest schema lacks note = %v, want the column named", err)
 	}
+	if strings.Contains(err.Error(), "source "+spec.Name) {
+		t.Errorf("new source error = %v names the source, which the engine's prefix does (source %s: source %s: …)", err, spec.Name, spec.Name)
+	}
 	// And a column of another type.
 	spec.Schema.Columns = v1.Columns{{Name: "id", Type: v1.TypeLong}, {Name: "n", Type: v1.TypeLong}}
 	_, err = kafka.SourceWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec, engine.SourceEnv{

@@ -243,7 +243,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		}
 		if err := checkLatest(ctx, registry, valueSubject(reg, topic), cols); err != nil {
 			s.cl.Close()
-			return nil, fmt.Errorf("source %s: %w", s.name, err)
+			return nil, err
 		}
 	}
 	return s, nil

@@ -243,10 +243,10 @@ func oracleCases() []oracleCase {
 		}, why: "Spark rereads the static side at every start and records nothing of it; Lockstep records the snapshot each batch joined, so that a replayed batch joins the same rows, and a snapshot of another table means nothing: it rejects, and the join-side rule says to start fresh"},
 		{rule: "join-type", change: "a static join's type, inner to leftOuter", base: oracleStatic, edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Transform[0].Join.Type = v1.JoinLeftOuter
-		}, why: "a static join keeps no state, so Spark's rows from the restart on are right; Lockstep rejects because the output already written follows the old type (the join-type rule)"},
+		}},
 		{rule: "join-keys", change: "a static join's left key city instead of country (both strings)", base: oracleStatic, edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Transform[0].Join.Keys[0].Left = "city"
-		}, why: "as for the type: no state, so Spark is right from the restart on; Lockstep rejects because the rows already written matched by the old keys (the join-keys rule)"},
+		}},
 		{rule: "output-columns", change: "a static side gains a column (vat)", base: oracleStatic, edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Transform[0].Join.Static.Schema.Columns = append(s.Transform[0].Join.Static.Schema.Columns, qt.Col("vat", v1.TypeDouble))
 		}},
@@ -260,12 +260,12 @@ func oracleCases() []oracleCase {
 		}},
 		{rule: "join-added", change: "a static join (by city, munich missing) added before the aggregate", edit: func(s *v1.StreamingQuerySpec, in string) {
 			s.Transform = slices.Insert(s.Transform, 1, oracleCitiesJoin(in))
-		}},
+		}, why: "a static join keeps no state: like a filter, it applies from the restart on and the state keeps what the old query aggregated, so the rows differ from a run that joined from the start, which is what adding the join means; Lockstep warns (the join-added rule)"},
 		{rule: "join-removed", change: "the static join (by city) before the aggregate removed", old: func(s *v1.StreamingQuerySpec, in string) {
 			s.Transform = slices.Insert(s.Transform, 1, oracleCitiesJoin(in))
 		}, edit: func(s *v1.StreamingQuerySpec, _ string) {
 			s.Transform = slices.Delete(s.Transform, 1, 2)
-		}},
+		}, why: "as for the join added: the join applied until the restart and the state keeps what it aggregated of the joined rows; Lockstep warns (the join-removed rule)"},
 
 		// A stream join.
 		{rule: "join-type", change: "a stream join's type, inner to leftOuter", base: oracleStream, edit: func(s *v1.StreamingQuerySpec, _ string) {

@@ -79,7 +79,14 @@ engine's start guard against the cluster id recorded with the offsets.
 Lockstep starts from Spark's rules (the "Recovery Semantics after Changes in a Streaming Query"
 table) and goes further where Spark is silently wrong: its state check compares only types, so a
 changed aggregate function, input column or window, or dedup on another column of the same type,
-passes there and is rejected here.
+passes there and is rejected here — against the checkpoints Lockstep writes (the built-in
+runtime's, and the spark runtime's once it has run a query), whose shape records all of them.
+Against a checkpoint that a plain Spark job wrote, the judge has only what Spark records
+([spark-checkpoints.md](spark-checkpoints.md)): a changed grouping or dedup column, aggregate
+function, or window size or slide (read from the state rows) is still rejected; an aggregate's
+input, how a key is computed, a session's gap and a stream join's keys and bound are not
+recorded, so each is a warning naming what the spec now says (spark-unrecorded), until the
+first run under Lockstep records the full shape.
 `
 
 func render(w io.Writer) {

@@ -9,7 +9,9 @@
 // sum, max per country and 1-minute window), or stream-join (orders ⋈ payments by order_id
 // within a time bound). Each run processes what is in INPUT (availableNow) and stops.
 // dedup-agg-named is dedup-agg with its source named "orders" (DataStreamReader.name, Spark's
-// source evolution): the checkpoint the spark runtime can take over.
+// source evolution): the checkpoint the spark runtime can take over. sum-count is JSON orders →
+// watermark → sum(amount), count() per country and 2-minute window, no dedup: the buffer
+// (sum double, count long) that avg(amount) has too.
 import java.util.concurrent.TimeUnit;
 
 import org.apache.spark.sql.Dataset;
@@ -45,6 +47,13 @@ public class PlainJob {
                     .dropDuplicates("order_id")
                     .groupBy(col("country"), window(col("ts"), "1 minute"))
                     .agg(count(lit(1)).as("orders"), sum("amount").as("revenue"), max("amount").as("top"));
+                break;
+            }
+            case "sum-count": {
+                Dataset<Row> in = spark.readStream().schema(orders).json(input + "/orders");
+                out = in.withWatermark("ts", "10 seconds")
+                    .groupBy(col("country"), window(col("ts"), "2 minutes"))
+                    .agg(sum("amount").as("revenue"), count(lit(1)).as("orders"));
                 break;
             }
             case "stream-join": {
