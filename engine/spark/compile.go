@@ -2,7 +2,6 @@ package spark
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,7 +14,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
-	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -646,14 +644,13 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 		if format == "" {
 			format = v1.DefaultFilesSinkFormat
 		}
-		colsJSON, _ := json.Marshal(cols)
 		opts := map[string]string{}
 		if format == v1.FormatJSON {
 			// As the built-in JSON encoder writes them: nulls kept, RFC 3339 UTC timestamps.
 			opts["ignoreNullFields"] = "false"
 			opts["timestampFormat"] = jsonTimestampFormat
 		}
-		return Sink{Kind: SinkFiles, Format: string(format), Path: sparkckpt.HadoopLocation(f.Path), Options: opts, Columns: colsJSON, ManifestDir: sink.ManifestDir}, nil
+		return Sink{Kind: SinkFiles, Format: string(format), Path: sparkckpt.HadoopLocation(f.Path), Options: opts}, nil
 	case v1.SinkPostgres:
 		return c.postgresSink(p.Child("postgres"), s.Postgres, cols, c.getenv), nil
 	case v1.SinkKafka:

@@ -408,11 +408,30 @@ func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) o
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The runner's files sink asks its Go parent to commit each batch: here, the test.
+	var serve func(string) []byte
+	if s.Sink.Files != nil {
+		if serve, err = spark.FilesServer(context.Background(), s, "oracle"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := fmt.Fprintln(o.in, path); err != nil {
 		t.Fatal(err)
 	}
-	if !o.out.Scan() {
-		t.Fatalf("the oracle JVM ended: %v", o.out.Err())
+	for {
+		if !o.out.Scan() {
+			t.Fatalf("the oracle JVM ended: %v", o.out.Err())
+		}
+		line, ok := strings.CutPrefix(o.out.Text(), spark.RequestPrefix)
+		if !ok {
+			break
+		}
+		if serve == nil {
+			t.Fatalf("the oracle JVM asked %s of a query without a files sink", line)
+		}
+		if _, err := o.in.Write(serve(line)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var res oracleResult
 	if err := json.Unmarshal(o.out.Bytes(), &res); err != nil {

@@ -1,7 +1,5 @@
 package spark
 
-import "encoding/json"
-
 // PlanVersion is the version of the plan format below; the runner refuses any other.
 const PlanVersion = 1
 
@@ -22,8 +20,8 @@ type Plan struct {
 	CheckpointLocation string `json:"checkpointLocation"`
 	// QueryName is Spark's query name.
 	QueryName string `json:"queryName"`
-	// QueryID is the query's id, which the checkpoint's metadata holds; the files sink keys
-	// its manifest by it.
+	// QueryID is the query's id, which the checkpoint's metadata holds; the sinks key what
+	// makes a replayed batch harmless by it.
 	QueryID string `json:"queryId"`
 	// Sources are read, each projected to the query's columns, and unioned in order.
 	Sources []Source `json:"sources"`
@@ -156,18 +154,14 @@ const (
 
 // Sink is where batches go.
 type Sink struct {
-	// Kind is delta (Spark's native Delta sink), console, or files (foreachBatch writing
-	// Lockstep's files-sink layout and manifest).
+	// Kind is delta (Spark's native Delta sink), console, or files (foreachBatch writing each
+	// batch's data files in one Spark job, which the Go side then commits in the files sink's
+	// manifest: engine/spark/files.go).
 	Kind string `json:"kind"`
 	// Format is the files sink's data format (json or parquet).
 	Format  string            `json:"format,omitempty"`
 	Path    string            `json:"path,omitempty"`
 	Options map[string]string `json:"options"`
-	// Columns is the files sink's manifest columns (v1.Columns as JSON), copied verbatim into
-	// every manifest entry.
-	Columns json.RawMessage `json:"columns,omitempty"`
-	// ManifestDir is the files sink's manifest folder inside Path.
-	ManifestDir string `json:"manifestDir,omitempty"`
 	// PartitionColumns are a Delta table's partition columns, in order, when the sink creates
 	// the table (delta and deltaMerge).
 	PartitionColumns []string `json:"partitionColumns,omitempty"`

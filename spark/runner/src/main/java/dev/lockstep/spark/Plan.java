@@ -7,7 +7,6 @@ import java.util.Map;
 
 import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
 import com.fasterxml.jackson.annotation.JsonProperty;
-import com.fasterxml.jackson.databind.JsonNode;
 
 /**
  * The plan the Go side compiles (engine/spark/plan.go is the definition; this class mirrors it
@@ -99,10 +98,6 @@ public final class Plan {
     public String format;
     public String path;
     public Map<String, String> options = new LinkedHashMap<>();
-    /** Files sink: the manifest entry's columns, copied verbatim. */
-    public JsonNode columns;
-    /** Files sink: the manifest folder inside the output folder. */
-    public String manifestDir;
     /** Delta and Delta MERGE: the table's partition columns, when the sink creates it. */
     public List<String> partitionColumns = new ArrayList<>();
     /** Delta MERGE: the key columns ([] for a global aggregate: its one row). */
