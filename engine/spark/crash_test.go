@@ -96,7 +96,9 @@ func TestSparkDriverKilled(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			env := []string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java))}
+			// The runner's kill points are armed by a test-only switch (Crash.java).
+			env := []string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java)),
+				"JAVA_TOOL_OPTIONS=" + strings.TrimSpace(os.Getenv("JAVA_TOOL_OPTIONS")+" -D"+sparkTestHooks+"=true")}
 			in := filepath.Join(dir, "in")
 			var brokers []string
 			var topic string
@@ -228,6 +230,9 @@ func TestSparkDriverKilled(t *testing.T) {
 		})
 	}
 }
+
+// sparkTestHooks is the runner's system property that arms its kill points (Crash.java).
+const sparkTestHooks = "lockstep.testHooks"
 
 // sparkRunTimeout bounds a run of `lockstep run --runtime spark`: the JVM alone takes
 // half a minute to start on a busy 2-core machine.

@@ -345,7 +345,7 @@ type oracleResult struct {
 
 func startOracle(t *testing.T) *oracle {
 	r := testenv.SparkRunner(t)
-	cmd := exec.Command(r.Java, oracleJavaArgs(r)...)
+	cmd := exec.Command(r.Java, oracleJavaArgs(t, r)...)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "spark.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -375,12 +375,24 @@ func startOracle(t *testing.T) *oracle {
 	return &oracle{t: t, in: in, out: sc, dir: t.TempDir()}
 }
 
-func oracleJavaArgs(r spark.Runner) []string {
+// oracleJavaArgs are the runner's java arguments with the runner's test jar (the Oracle class,
+// a test source: spark/runner/src/test) after its classpath, and the Oracle as the main class.
+func oracleJavaArgs(t testing.TB, r spark.Runner) []string {
+	t.Helper()
+	tests := filepath.Join(r.Dir, runnerTestsJar)
+	if _, err := os.Stat(tests); err != nil {
+		t.Fatalf("the runner's test jar is not built (%v): run `make tools` (hack/tools.sh spark)", err)
+	}
 	cmd := r.Command("-", 1<<30)
 	args := slices.Clone(cmd.Args[1:])
+	cp := slices.Index(args, "-cp") + 1
+	args[cp] += string(os.PathListSeparator) + tests
 	i := slices.Index(args, "dev.lockstep.spark.Runner")
 	return append(args[:i], "dev.lockstep.spark.Oracle")
 }
+
+// runnerTestsJar is the jar of the runner's test sources, beside its jar in the tools cache.
+const runnerTestsJar = "lockstep-spark-runner-tests.jar"
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
