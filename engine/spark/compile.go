@@ -632,7 +632,8 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 				c.refuse(p.Child("delta", "mergeKeys"), d.MergeKeys, "a MERGE without an aggregation: "+lastRowOfAKey+" (and two rows of one key fail Spark's MERGE); aggregate by the keys, or run on the lockstep runtime")
 			}
 			sk.Kind = SinkDeltaMerge
-			sk.MergeKeys, _ = c.spec.UpsertKeys()
+			keys, _ := c.spec.UpsertKeys()
+			sk.MergeCondition = MergeCondition(keys)
 		}
 		return sk, nil
 	case v1.SinkConsole:

@@ -1,5 +1,7 @@
 package spark
 
+import "strings"
+
 // PlanVersion is the version of the plan format below; the runner refuses any other.
 const PlanVersion = 1
 
@@ -138,7 +140,7 @@ type Trigger struct {
 // Sink kinds the runner builds.
 const (
 	SinkDelta = "delta"
-	// SinkDeltaMerge is Delta in update mode: a MERGE by MergeKeys in foreachBatch, made
+	// SinkDeltaMerge is Delta in update mode: a MERGE on MergeCondition in foreachBatch, made
 	// idempotent by Delta's txnAppId/txnVersion (query id, batch id).
 	SinkDeltaMerge = "deltaMerge"
 	SinkConsole    = "console"
@@ -165,8 +167,10 @@ type Sink struct {
 	// PartitionColumns are a Delta table's partition columns, in order, when the sink creates
 	// the table (delta and deltaMerge).
 	PartitionColumns []string `json:"partitionColumns,omitempty"`
-	// MergeKeys are deltaMerge's key columns; empty for a global aggregate (its one row).
-	MergeKeys []string `json:"mergeKeys,omitempty"`
+	// MergeCondition is deltaMerge's MERGE condition over the table (aliased t) and the batch
+	// (aliased s): the merge keys' null-safe equality, as grouping treats nulls; "true" for a
+	// global aggregate (its one row). See MergeCondition.
+	MergeCondition string `json:"mergeCondition,omitempty"`
 	// Postgres is the postgres sink's connection and statements.
 	Postgres *Postgres `json:"postgres,omitempty"`
 	// BatchHeader is the kafka sink's header naming each record's batch.
@@ -186,4 +190,18 @@ type Webhook struct {
 	MaxRowsPerRequest int    `json:"maxRowsPerRequest"`
 	TimeoutMs         int64  `json:"timeoutMs"`
 	RetryForMs        int64  `json:"retryForMs"`
+}
+
+// MergeCondition is the Delta MERGE condition of the table t and the batch s by keys: each key
+// equal null-safely (<=>, as grouping treats nulls), and "true" for no keys (a global
+// aggregate's one row).
+func MergeCondition(keys []string) string {
+	if len(keys) == 0 {
+		return "true"
+	}
+	on := make([]string, len(keys))
+	for i, k := range keys {
+		on[i] = "t." + quoteIdent(k) + " <=> s." + quoteIdent(k)
+	}
+	return strings.Join(on, " AND ")
 }

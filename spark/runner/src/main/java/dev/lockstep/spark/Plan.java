@@ -100,8 +100,8 @@ public final class Plan {
     public Map<String, String> options = new LinkedHashMap<>();
     /** Delta and Delta MERGE: the table's partition columns, when the sink creates it. */
     public List<String> partitionColumns = new ArrayList<>();
-    /** Delta MERGE: the key columns ([] for a global aggregate: its one row). */
-    public List<String> mergeKeys = new ArrayList<>();
+    /** Delta MERGE: the condition over the table t and the batch s, compiled in Go. */
+    public String mergeCondition;
     /** PostgreSQL: the connection and statements. */
     public Postgres postgres;
     /** Kafka: the header naming each record's batch, {@code <query id>:<batch id>}. */
