@@ -344,7 +344,8 @@ type reader struct {
 	last        int64
 	runnerError string
 	err         error
-	// sinkRows holds the rows a foreachBatch sink reported per batch (Spark reports none).
+	// sinkRows holds the rows the files sink committed per batch (Spark reports none for
+	// foreachBatch).
 	sinkRows map[int64]int64
 	// files commits the files sink's batches; nil for another sink.
 	files *filesCommitter
@@ -356,7 +357,6 @@ const (
 	linePrefix     = "@@lockstep-"
 	progressPrefix = "@@lockstep-progress "
 	errorPrefix    = "@@lockstep-error "
-	sinkPrefix     = "@@lockstep-sink "
 )
 
 func (r *reader) read(ctx context.Context, out io.Reader) error {
@@ -374,17 +374,6 @@ func (r *reader) read(ctx context.Context, out io.Reader) error {
 			}
 		case strings.HasPrefix(line, requestPrefix):
 			r.request(ctx, strings.TrimPrefix(line, requestPrefix))
-		case strings.HasPrefix(line, sinkPrefix):
-			var e struct {
-				BatchID int64 `json:"batchId"`
-				Rows    int64 `json:"rows"`
-			}
-			if json.Unmarshal([]byte(strings.TrimPrefix(line, sinkPrefix)), &e) == nil {
-				if r.sinkRows == nil {
-					r.sinkRows = map[int64]int64{}
-				}
-				r.sinkRows[e.BatchID] = e.Rows
-			}
 		case strings.HasPrefix(line, errorPrefix):
 			var e struct {
 				Message string `json:"message"`
