@@ -22,7 +22,7 @@ import scala.jdk.javaapi.CollectionConverters;
  * How the files sink's one Spark job a batch writes (Spark's {@code
  * spark.sql.sources.commitProtocolClass} for those writes): each task writes its one data file
  * straight into the output folder, named by the prefix that the Go side gave the batch's attempt
- * (the write's option {@link #PREFIX}) and by the task's partition and attempt, and commits
+ * (the write's option {@link #PREFIX}) and by the task's partition and attempt id, and commits
  * nothing: no temporary folder, no rename, no _SUCCESS. The job's files, each with the rows and
  * bytes its task wrote (the task's output metrics), go to {@link FilesSink}, whose Go parent lists
  * them in the batch's manifest entry: that entry is the commit, and a file no entry lists (a
