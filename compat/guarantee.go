@@ -9,6 +9,12 @@ import (
 // harmless: delta, files and postgres always, kafka with exactlyOnce; kafka without it and webhook are
 // at-least-once; console is none. Every source kind (rate, files, kafka, delta) is
 // replayable. The reason says what a reader must do where that matters.
+//
+// It holds for both runtimes, which is why it does not read spec.runtime: each sink commits
+// the same way on Spark (the files sink's manifest is created by the same Go code, conditional
+// on S3 on both; Delta's txn and the PostgreSQL transaction are keyed alike), and what Spark
+// cannot commit so is refused by the spark runtime (a Kafka sink with exactlyOnce). A sink
+// whose commit came to differ between the runtimes would be decided here per runtime.
 func GuaranteeOf(spec *v1.StreamingQuerySpec) (v1.Guarantee, string) {
 	var kinds []v1.SourceKind
 	for i := range spec.Sources {

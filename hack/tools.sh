@@ -196,7 +196,8 @@ build_kafka() {
 
 # build_spark: the Spark runner (spark/runner, docs/spark.md) and its dependency jars, into
 # $TOOLS/spark-$SPARK_VERSION/: libs/ (Spark, Delta, Kafka, hadoop-aws, the AWS SDK modules
-# S3A loads, PostgreSQL JDBC) from Maven Central, and lockstep-spark-runner.jar. Java and Maven
+# S3A loads, PostgreSQL JDBC) from Maven Central, lockstep-spark-runner.jar, and
+# lockstep-spark-runner-tests.jar (the runner's test sources: the planner's oracle). Java and Maven
 # as for kafka. The cache is keyed by a hash of spark/runner (pom and sources): a change there
 # rebuilds the runner, and the libs when the pom changed; otherwise the step is skipped.
 build_spark() {
@@ -215,12 +216,16 @@ build_spark() {
     mv "$dir/libs.tmp" "$dir/libs"
     printf '%s\n' "$pomhash" >"$dir/libs.hash"
   fi
-  timed "spark runner" mvn -q -B -f "$runner/pom.xml" package -Dspark.version="$SPARK_VERSION"
+  # The runner jar, and the tests' jar of src/test (the planner's oracle: engine/spark/oracle_test.go
+  # runs it beside the runner jar; production never loads it). No Java tests: the tests are Go's.
+  timed "spark runner" mvn -q -B -f "$runner/pom.xml" package jar:test-jar -DskipTests -Dspark.version="$SPARK_VERSION"
   # The class-data archive of the old jars (engine/spark.ClassArchive): the tests make a new one.
   rm -f "$dir/lockstep-spark-runner.jsa"
   # Replaced by a rename, so that a runner JVM already running keeps reading the jar it opened.
   cp "$runner/target/lockstep-spark-runner.jar" "$dir/.lockstep-spark-runner.jar.tmp"
   mv "$dir/.lockstep-spark-runner.jar.tmp" "$dir/lockstep-spark-runner.jar"
+  cp "$runner/target/lockstep-spark-runner-tests.jar" "$dir/.lockstep-spark-runner-tests.jar.tmp"
+  mv "$dir/.lockstep-spark-runner-tests.jar.tmp" "$dir/lockstep-spark-runner-tests.jar"
   rm -rf "$runner/target"
   printf '%s\n' "$hash" >"$dir/runner.hash"
   log "spark $SPARK_VERSION: $(find "$dir/libs" -name '*.jar' | wc -l) jars, runner $hash"

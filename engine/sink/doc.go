@@ -19,4 +19,9 @@
 // query id, batches from 0 again) writing into the same folder neither skips
 // its batches nor is skipped. [ReadManifest] and [ReadRows] read the output
 // as readers must: through the manifest only.
+//
+// The spark runtime commits with the same code: its Spark job writes a
+// batch's data files (one a task, named from [DataFilePrefix]) and its Go side
+// calls [Files.Committed] before and [Files.Commit] after, so that both
+// runtimes write one layout with one create-if-absent.
 package sink

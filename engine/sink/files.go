@@ -72,7 +72,19 @@ const manifestVersion = 1
 
 // NewFiles returns the files sink of spec. It opens the folder but writes
 // nothing.
-func NewFiles(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Sink, error) {
+func NewFiles(ctx context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Sink, error) {
+	f, err := OpenFiles(ctx, spec, env)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// OpenFiles is NewFiles for a runtime that writes the data files itself and
+// commits them through the returned Files (Committed, then Commit): the spark
+// runtime, whose Spark job writes the files and whose Go side commits them
+// with this very manifest code.
+func OpenFiles(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (*Files, error) {
 	if spec.Files == nil {
 		return nil, errors.New("not a files sink")
 	}
@@ -102,27 +114,54 @@ func NewFiles(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Sink
 // and commits them with the batch's manifest entry. A batch whose entry
 // exists is not written again.
 func (f *Files) Write(ctx context.Context, b *engine.Batch) error {
-	key := ManifestKey(b.QueryID, b.ID)
-	switch _, err := f.folder.Get(ctx, key); {
-	case err == nil:
-		f.logger.Info("Skipped a batch already in the manifest", "batch", b.ID)
+	switch done, err := f.Committed(ctx, b.QueryID, b.ID); {
+	case err != nil:
+		return err
+	case done:
 		return nil
-	case !errors.Is(err, blob.ErrNotFound):
-		return fmt.Errorf("read manifest: %w", err)
 	}
-	m := Manifest{Version: manifestVersion, QueryID: b.QueryID, BatchID: b.ID, BatchTime: b.Time, Format: f.format, Columns: b.Columns, Files: []DataFile{}}
+	m := Manifest{QueryID: b.QueryID, BatchID: b.ID, BatchTime: b.Time, Columns: b.Columns}
 	if len(b.Rows) > 0 {
 		data, err := codec.Encode(f.format, b.Columns, b.Rows)
 		if err != nil {
 			return err
 		}
-		name := fmt.Sprintf("part-%s-%s-%s.%s", b.QueryID, checkpoint.BatchName(b.ID), attempt(), f.format)
+		name := DataFilePrefix(b.QueryID, b.ID, NewAttempt()) + "." + string(f.format)
 		if err := f.folder.Put(ctx, name, data); err != nil {
 			return err
 		}
 		m.Files = append(m.Files, DataFile{Path: name, Rows: int64(len(b.Rows)), Bytes: int64(len(data))})
 	}
 	f.reached(engine.PhaseSinkWrite, b.ID)
+	return f.Commit(ctx, m)
+}
+
+// Committed reports whether batch of the query queryID has its manifest
+// entry: a batch that has is committed, and is not written again.
+func (f *Files) Committed(ctx context.Context, queryID string, batch int64) (bool, error) {
+	switch _, err := f.folder.Get(ctx, ManifestKey(queryID, batch)); {
+	case err == nil:
+		f.logger.Info("Skipped a batch already in the manifest", "batch", batch)
+		return true, nil
+	case !errors.Is(err, blob.ErrNotFound):
+		return false, fmt.Errorf("read manifest: %w", err)
+	}
+	return false, nil
+}
+
+// Commit commits a batch whose data files are written: it creates the
+// manifest entry of (m.QueryID, m.BatchID), listing m.Files, if no entry
+// exists (create-if-absent: a conditional PUT on S3). The version and the
+// format are the sink's; m.Files may be empty (an empty batch). When another
+// attempt committed the batch first, its files are the batch's: those of m
+// that its entry does not name are deleted (best effort) and Commit returns
+// nil.
+func (f *Files) Commit(ctx context.Context, m Manifest) error {
+	m.Version, m.Format = manifestVersion, f.format
+	if m.Files == nil {
+		m.Files = []DataFile{}
+	}
+	key := ManifestKey(m.QueryID, m.BatchID)
 	data, err := json.Marshal(m)
 	if err != nil {
 		return fmt.Errorf("encode manifest: %w", err)
@@ -132,14 +171,20 @@ func (f *Files) Write(ctx context.Context, b *engine.Batch) error {
 		// Another attempt committed the batch first: its files are the
 		// batch's. Ours are orphans unless the entry names them (it is
 		// ours after all), so delete only what it proves unreferenced.
-		f.logger.Info("Found the batch committed by another attempt", "batch", b.ID)
+		f.logger.Info("Found the batch committed by another attempt", "batch", m.BatchID)
 		f.deleteUnreferenced(ctx, key, m.Files)
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("commit batch %d: %w", b.ID, err)
+		return fmt.Errorf("commit batch %d: %w", m.BatchID, err)
 	}
 	return nil
+}
+
+// Delete deletes the data file at path (relative to the output folder),
+// which no manifest entry lists: an empty file a runtime wrote.
+func (f *Files) Delete(ctx context.Context, path string) error {
+	return f.folder.Delete(ctx, path)
 }
 
 // deleteUnreferenced deletes the files of a failed attempt that the
@@ -169,9 +214,17 @@ func ManifestKey(queryID string, batch int64) string {
 	return ManifestDir + "/" + queryID + "/" + checkpoint.BatchName(batch)
 }
 
-// attempt returns a random name for one attempt at writing a batch, so that
-// two attempts never write the same data file.
-func attempt() string {
+// DataFilePrefix is how the name of every data file of one attempt at
+// writing batch of the query queryID begins: part-<query id>-<batch>-<attempt>.
+// The built-in runtime adds the format's extension; a Spark job, its task's
+// number and Spark's own extension.
+func DataFilePrefix(queryID string, batch int64, attempt string) string {
+	return "part-" + queryID + "-" + checkpoint.BatchName(batch) + "-" + attempt
+}
+
+// NewAttempt returns a random name for one attempt at writing a batch, so
+// that two attempts never write the same data file.
+func NewAttempt() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -17,9 +19,12 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/engine/codec"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -254,4 +259,151 @@ func BenchmarkRuntimesKafkaToDelta(b *testing.B) {
 			reportRuntime(b, rt, float64(rows)/used.Seconds(), "rows/cpu-s", restart, &builtin)
 		})
 	}
+}
+
+// The query of BenchmarkSparkFiles: Lockstep's spec (CEL) and the hand-written job's Spark SQL.
+const (
+	benchFilesFilter = "price > 1000" // half the bids: prices are 10^(6u) cents
+	benchFilesSchema = "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, dateTime TIMESTAMP, extra STRING"
+	benchFilesSelect = "auction AS auction;bidder AS bidder;CAST(price AS DOUBLE) * 0.908 AS euro;dateTime AS dateTime"
+)
+
+// BenchmarkSparkFiles compares Lockstep-on-Spark with the same query written by hand as a plain
+// Spark job (testdata/handjob/HandFilterJob.java): a stateless filter and projection of the bids
+// of -runtimes.events Nexmark events, in 10 Parquet files read one a batch, into Parquet files
+// (Lockstep's files sink; Spark's own file sink), on the same Spark jars, local[2], 8 shuffle
+// partitions, the JVMs started alike (options, heap, class-data archive). Each reports its
+// CPU-seconds (this process's and its children's: the JVM's) and wall seconds per run, and the
+// Lockstep run its ratios to the hand-written job's, x-hand-cpu and x-hand-wall. Both must write
+// the same number of rows.
+func BenchmarkSparkFiles(b *testing.B) {
+	runner := testenv.SparkRunner(b)
+	b.Setenv("JAVA_TOOL_OPTIONS", "") // Spark as users run it, as in BenchmarkRuntimes
+	ctx := context.Background()
+	events := *benchEvents
+	bids := writeNexmark(b, ctx, filepath.Join(b.TempDir(), "bids"), v1.NexmarkSource{
+		Table: v1.NexmarkBid, EventsPerSecond: 100_000, AsFastAsPossible: true,
+		MaxEventsPerTrigger: events / benchFiles, NumEvents: &events, StartTime: "2026-01-05T10:00:00Z",
+	})
+	classes := compileHandJob(b, runner)
+	mem := v1.SparkProcess{}.MemoryOrDefault()
+	heap := mem.Value()
+	var hand struct {
+		cpu, wall float64
+		rows      int64
+	}
+	for _, job := range []string{"hand", "lockstep"} {
+		b.Run("job="+job, func(b *testing.B) {
+			var (
+				cpu, wall time.Duration
+				rows      int64
+			)
+			for range b.N {
+				dir := b.TempDir()
+				in, out, ck := filepath.Join(dir, "in"), filepath.Join(dir, "out"), filepath.Join(dir, "ck")
+				if err := os.Mkdir(in, 0o755); err != nil {
+					b.Fatal(err)
+				}
+				for _, p := range bids { // hard links keep the files' order (modification times)
+					if err := os.Link(p, filepath.Join(in, filepath.Base(p))); err != nil {
+						b.Fatal(err)
+					}
+				}
+				began, start := cpuWithChildren(), time.Now()
+				if job == "hand" {
+					cmd := runner.ClassCommand(classes, "HandFilterJob", heap, "local[2]", "8", benchFilesSchema, in, benchFilesFilter, benchFilesSelect, out, ck)
+					cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
+					log, err := os.Create(filepath.Join(dir, "spark.log"))
+					if err != nil {
+						b.Fatal(err)
+					}
+					cmd.Stderr = log
+					err = cmd.Run()
+					log.Close()
+					if err != nil {
+						data, _ := os.ReadFile(log.Name())
+						b.Fatalf("the hand-written job: %v\n%s", err, tail(string(data), 40))
+					}
+				} else {
+					obj := qt.Make("bench-files", "bench").FilesSource("bids", in, v1.FormatParquet, v1.NexmarkColumns(v1.NexmarkBid)...).
+						EditSource("bids", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+						Filter(benchFilesFilter).
+						Select(qt.As("auction", "auction"), qt.As("bidder", "bidder"), qt.As("euro", "double(price) * 0.908"), qt.As("dateTime", "dateTime")).
+						FilesSink(out, v1.FormatParquet).AvailableNow().Checkpoint(ck).StatePartitions(8).Obj()
+					runOn(b, ctx, "spark", runner, nil, obj, nil)
+				}
+				cpu += cpuWithChildren() - began
+				wall += time.Since(start)
+				rows += outputRows(b, ctx, job, out)
+			}
+			perRun := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
+			b.ReportMetric(perRun(cpu), "cpu-s")
+			b.ReportMetric(perRun(wall), "wall-s")
+			b.ReportMetric(float64(rows)/float64(b.N), "rows")
+			if job == "hand" {
+				hand.cpu, hand.wall, hand.rows = perRun(cpu), perRun(wall), rows/int64(b.N)
+				return
+			}
+			if hand.cpu == 0 {
+				return // the hand-written job did not run (-bench chose this one only)
+			}
+			if got := rows / int64(b.N); got != hand.rows {
+				b.Fatalf("Lockstep wrote %d rows a run, the hand-written job %d", got, hand.rows)
+			}
+			b.ReportMetric(perRun(cpu)/hand.cpu, "x-hand-cpu")
+			b.ReportMetric(perRun(wall)/hand.wall, "x-hand-wall")
+		})
+	}
+}
+
+// compileHandJob compiles testdata/handjob/HandFilterJob.java against the runner's libraries,
+// once, into a folder it returns.
+func compileHandJob(b *testing.B, runner spark.Runner) string {
+	b.Helper()
+	java, err := filepath.EvalSymlinks(runner.Java)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dir := b.TempDir()
+	cmd := exec.Command(filepath.Join(filepath.Dir(java), "javac"), "-nowarn", "-d", dir,
+		"-cp", filepath.Join(runner.Dir, "libs", "*"), filepath.Join("testdata", "handjob", "HandFilterJob.java"))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("javac HandFilterJob.java: %v\n%s", err, out)
+	}
+	return dir
+}
+
+// outputRows counts the rows a run wrote into out: Lockstep's through its manifest, the
+// hand-written job's in the Parquet files its sink's log lists.
+func outputRows(b *testing.B, ctx context.Context, job, out string) int64 {
+	b.Helper()
+	folder, err := blob.Open(out)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if job == "lockstep" {
+		_, rows, err := sink.ReadRows(ctx, folder)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return int64(len(rows))
+	}
+	objs, err := folder.List(ctx, "")
+	if err != nil {
+		b.Fatal(err)
+	}
+	cols := v1.Columns{{Name: "auction", Type: v1.TypeLong}, {Name: "bidder", Type: v1.TypeLong}, {Name: "euro", Type: v1.TypeDouble}, {Name: "dateTime", Type: v1.TypeTimestamp}}
+	dec := codec.NewDecoder(cols)
+	var n int64
+	for _, o := range blob.Visible(objs) {
+		if !strings.HasSuffix(o.Key, ".parquet") {
+			continue
+		}
+		data, err := folder.Get(ctx, o.Key)
+		if err != nil {
+			b.Fatal(err)
+		}
+		n += int64(len(dec.Decode(v1.FormatParquet, data, func(m codec.Malformed) { b.Fatalf("%s: %s", o.Key, m.Reason) })))
+	}
+	return n
 }

@@ -2,7 +2,6 @@ package spark
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -15,7 +14,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
-	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -640,7 +638,8 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 				c.refuse(p.Child("delta", "mergeKeys"), d.MergeKeys, "a MERGE without an aggregation: "+lastRowOfAKey+" (and two rows of one key fail Spark's MERGE); aggregate by the keys, or run on the lockstep runtime")
 			}
 			sk.Kind = SinkDeltaMerge
-			sk.MergeKeys, _ = c.spec.UpsertKeys()
+			keys, _ := c.spec.UpsertKeys()
+			sk.MergeCondition = MergeCondition(keys)
 		}
 		return sk, nil
 	case v1.SinkConsole:
@@ -652,14 +651,13 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 		if format == "" {
 			format = v1.DefaultFilesSinkFormat
 		}
-		colsJSON, _ := json.Marshal(cols)
 		opts := map[string]string{}
 		if format == v1.FormatJSON {
 			// As the built-in JSON encoder writes them: nulls kept, RFC 3339 UTC timestamps.
 			opts["ignoreNullFields"] = "false"
 			opts["timestampFormat"] = jsonTimestampFormat
 		}
-		return Sink{Kind: SinkFiles, Format: string(format), Path: sparkckpt.HadoopLocation(f.Path), Options: opts, Columns: colsJSON, ManifestDir: sink.ManifestDir}, nil
+		return Sink{Kind: SinkFiles, Format: string(format), Path: sparkckpt.HadoopLocation(f.Path), Options: opts}, nil
 	case v1.SinkPostgres:
 		return c.postgresSink(p.Child("postgres"), s.Postgres, cols, c.getenv), nil
 	case v1.SinkKafka:

@@ -56,7 +56,7 @@ type sparkCrash struct {
 // the S3 fault proxy; Kafka (the real broker) → Delta on a local folder; a window
 // aggregation in update mode → Delta MERGE on versitygw and → PostgreSQL on a local folder;
 // session windows, then windows of the sessions, in append mode → the files sink on a local
-// folder.
+// folder; files → the files sink through the S3 fault proxy.
 // Delta's own append sink has no hook between its files and its commit, so its sink-commit
 // phase is met only by the random kills.
 func TestSparkDriverKilled(t *testing.T) {
@@ -89,11 +89,16 @@ func TestSparkDriverKilled(t *testing.T) {
 		{name: "update-merge-versitygw", store: "versitygw", kills: []string{"offsets:0", "sink-commit:1"}, query: update},
 		{name: "update-postgres-local", store: "local", sink: "postgres", kills: []string{"offsets:0", "sink-write:1", "sink-commit:2", "commit:3"}, query: update},
 		{name: "sessions-then-windows-files-local", store: "local", sink: "files", kills: []string{"sink-write:1", "commit:2"}, query: sessions},
+		// The files sink on S3: Spark's job writes the data files, the Go side creates the
+		// manifest entry (a conditional PUT), every request of both through the fault proxy.
+		{name: "files-to-files-fault-proxy", store: "proxy", sink: "files", kills: []string{"sink-write:1", "sink-commit:2", killRandom}, query: stateless},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			dir := t.TempDir()
-			env := []string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java))}
+			// The runner's kill points are armed by a test-only switch (Crash.java).
+			env := []string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java)),
+				"JAVA_TOOL_OPTIONS=" + strings.TrimSpace(os.Getenv("JAVA_TOOL_OPTIONS")+" -D"+sparkTestHooks+"=true")}
 			in := filepath.Join(dir, "in")
 			var brokers []string
 			var topic string
@@ -225,6 +230,9 @@ func TestSparkDriverKilled(t *testing.T) {
 		})
 	}
 }
+
+// sparkTestHooks is the runner's system property that arms its kill points (Crash.java).
+const sparkTestHooks = "lockstep.testHooks"
 
 // sparkRunTimeout bounds a run of `lockstep run --runtime spark`: the JVM alone takes
 // half a minute to start on a busy 2-core machine.

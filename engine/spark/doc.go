@@ -6,7 +6,9 @@
 // options, CEL filter and select expressions translated to Spark SQL by [TranslateCEL], the
 // watermark, the stateful steps, the sink), and refuses, naming the field and the reason, what
 // Spark cannot run with the spec's meaning ([Check]). The runner (spark/runner, Java) only
-// builds the query the plan describes and prints Spark's progress. [Query.Run] claims
+// builds the query the plan describes, writes the data and prints Spark's progress; committing
+// is Go's: the files sink's batches are committed here, by the built-in files sink's own
+// manifest code, from the data files the runner reports (files.go). [Query.Run] claims
 // Lockstep's records in <location>/[RecordsDir] before Spark starts (Spark does not fence two
 // writers; the owner record's conditional create does), writes Spark's metadata with the same
 // query id, starts the runner as a child JVM ([FindRunner] finds the one `make tools` built),

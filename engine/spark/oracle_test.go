@@ -346,7 +346,7 @@ type oracleResult struct {
 
 func startOracle(t *testing.T) *oracle {
 	r := testenv.SparkRunner(t)
-	cmd := exec.Command(r.Java, oracleJavaArgs(r)...)
+	cmd := exec.Command(r.Java, oracleJavaArgs(t, r)...)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "spark.log"))
 	if err != nil {
 		t.Fatal(err)
@@ -376,12 +376,24 @@ func startOracle(t *testing.T) *oracle {
 	return &oracle{t: t, in: in, out: sc, dir: t.TempDir()}
 }
 
-func oracleJavaArgs(r spark.Runner) []string {
+// oracleJavaArgs are the runner's java arguments with the runner's test jar (the Oracle class,
+// a test source: spark/runner/src/test) after its classpath, and the Oracle as the main class.
+func oracleJavaArgs(t testing.TB, r spark.Runner) []string {
+	t.Helper()
+	tests := filepath.Join(r.Dir, runnerTestsJar)
+	if _, err := os.Stat(tests); err != nil {
+		t.Fatalf("the runner's test jar is not built (%v): run `make tools` (hack/tools.sh spark)", err)
+	}
 	cmd := r.Command("-", 1<<30)
 	args := slices.Clone(cmd.Args[1:])
+	cp := slices.Index(args, "-cp") + 1
+	args[cp] += string(os.PathListSeparator) + tests
 	i := slices.Index(args, "dev.lockstep.spark.Runner")
 	return append(args[:i], "dev.lockstep.spark.Oracle")
 }
+
+// runnerTestsJar is the jar of the runner's test sources, beside its jar in the tools cache.
+const runnerTestsJar = "lockstep-spark-runner-tests.jar"
 
 func lastLines(s string, n int) string {
 	lines := strings.Split(s, "\n")
@@ -411,11 +423,30 @@ func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) o
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The runner's files sink asks its Go parent to commit each batch: here, the test.
+	var serve func(string) []byte
+	if lp.Spec.Sink.Files != nil {
+		if serve, err = spark.FilesServer(context.Background(), lp.Spec, "oracle"); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := fmt.Fprintln(o.in, path); err != nil {
 		t.Fatal(err)
 	}
-	if !o.out.Scan() {
-		t.Fatalf("the oracle JVM ended: %v", o.out.Err())
+	for {
+		if !o.out.Scan() {
+			t.Fatalf("the oracle JVM ended: %v", o.out.Err())
+		}
+		line, ok := strings.CutPrefix(o.out.Text(), spark.RequestPrefix)
+		if !ok {
+			break
+		}
+		if serve == nil {
+			t.Fatalf("the oracle JVM asked %s of a query without a files sink", line)
+		}
+		if _, err := o.in.Write(serve(line)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	var res oracleResult
 	if err := json.Unmarshal(o.out.Bytes(), &res); err != nil {

@@ -1,6 +1,6 @@
 package spark
 
-import "encoding/json"
+import "strings"
 
 // PlanVersion is the version of the plan format below; the runner refuses any other.
 const PlanVersion = 1
@@ -22,8 +22,8 @@ type Plan struct {
 	CheckpointLocation string `json:"checkpointLocation"`
 	// QueryName is Spark's query name.
 	QueryName string `json:"queryName"`
-	// QueryID is the query's id, which the checkpoint's metadata holds; the files sink keys
-	// its manifest by it.
+	// QueryID is the query's id, which the checkpoint's metadata holds; the sinks key what
+	// makes a replayed batch harmless by it.
 	QueryID string `json:"queryId"`
 	// Sources are read, each projected to the query's columns, and unioned in order.
 	Sources []Source `json:"sources"`
@@ -140,7 +140,7 @@ type Trigger struct {
 // Sink kinds the runner builds.
 const (
 	SinkDelta = "delta"
-	// SinkDeltaMerge is Delta in update mode: a MERGE by MergeKeys in foreachBatch, made
+	// SinkDeltaMerge is Delta in update mode: a MERGE on MergeCondition in foreachBatch, made
 	// idempotent by Delta's txnAppId/txnVersion (query id, batch id).
 	SinkDeltaMerge = "deltaMerge"
 	SinkConsole    = "console"
@@ -156,23 +156,21 @@ const (
 
 // Sink is where batches go.
 type Sink struct {
-	// Kind is delta (Spark's native Delta sink), console, or files (foreachBatch writing
-	// Lockstep's files-sink layout and manifest).
+	// Kind is delta (Spark's native Delta sink), console, or files (foreachBatch writing each
+	// batch's data files in one Spark job, which the Go side then commits in the files sink's
+	// manifest: engine/spark/files.go).
 	Kind string `json:"kind"`
 	// Format is the files sink's data format (json or parquet).
 	Format  string            `json:"format,omitempty"`
 	Path    string            `json:"path,omitempty"`
 	Options map[string]string `json:"options"`
-	// Columns is the files sink's manifest columns (v1.Columns as JSON), copied verbatim into
-	// every manifest entry.
-	Columns json.RawMessage `json:"columns,omitempty"`
-	// ManifestDir is the files sink's manifest folder inside Path.
-	ManifestDir string `json:"manifestDir,omitempty"`
 	// PartitionColumns are a Delta table's partition columns, in order, when the sink creates
 	// the table (delta and deltaMerge).
 	PartitionColumns []string `json:"partitionColumns,omitempty"`
-	// MergeKeys are deltaMerge's key columns; empty for a global aggregate (its one row).
-	MergeKeys []string `json:"mergeKeys,omitempty"`
+	// MergeCondition is deltaMerge's MERGE condition over the table (aliased t) and the batch
+	// (aliased s): the merge keys' null-safe equality, as grouping treats nulls; "true" for a
+	// global aggregate (its one row). See MergeCondition.
+	MergeCondition string `json:"mergeCondition,omitempty"`
 	// Postgres is the postgres sink's connection and statements.
 	Postgres *Postgres `json:"postgres,omitempty"`
 	// BatchHeader is the kafka sink's header naming each record's batch.
@@ -192,4 +190,18 @@ type Webhook struct {
 	MaxRowsPerRequest int    `json:"maxRowsPerRequest"`
 	TimeoutMs         int64  `json:"timeoutMs"`
 	RetryForMs        int64  `json:"retryForMs"`
+}
+
+// MergeCondition is the Delta MERGE condition of the table t and the batch s by keys: each key
+// equal null-safely (<=>, as grouping treats nulls), and "true" for no keys (a global
+// aggregate's one row).
+func MergeCondition(keys []string) string {
+	if len(keys) == 0 {
+		return "true"
+	}
+	on := make([]string, len(keys))
+	for i, k := range keys {
+		on[i] = "t." + quoteIdent(k) + " <=> s." + quoteIdent(k)
+	}
+	return strings.Join(on, " AND ")
 }

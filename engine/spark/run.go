@@ -218,6 +218,12 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 		plan.Master = q.opts.Master
 	}
 	maps.Copy(plan.Conf, q.opts.Conf)
+	var files *filesCommitter
+	if q.spec.Sink.Files != nil {
+		if files, err = newFilesCommitter(ctx, q.spec, id, os.Getenv, q.opts.Logger.With("sink", string(v1.SinkFiles))); err != nil {
+			return sum, err
+		}
+	}
 	if q.opts.Observer != nil {
 		q.opts.Observer.Started(engine.Start{
 			QueryID: id, Location: loc, Owner: owner, New: committed < 0 && planned < 0, Adopted: adopted != nil && adopted.foreign,
@@ -226,7 +232,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 			Pinned: map[string]string{"runtime": string(v1.RuntimeSpark), "spark.sql.shuffle.partitions": plan.Conf["spark.sql.shuffle.partitions"]},
 		})
 	}
-	err = q.runRunner(ctx, plan, ck, &sum)
+	err = q.runRunner(ctx, plan, ck, files, &sum)
 	sum.Duration = time.Since(start)
 	sum.DurationMs = sum.Duration.Milliseconds()
 	if err != nil {
@@ -265,8 +271,9 @@ func claimSparkMetadata(ctx context.Context, s checkpoint.Store, id string) erro
 	return nil
 }
 
-// runRunner starts the runner on plan and follows it to its end.
-func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, sum *engine.Summary) error {
+// runRunner starts the runner on plan and follows it to its end, committing the files sink's
+// batches with files (nil for another sink).
+func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, files *filesCommitter, sum *engine.Summary) error {
 	dir, err := os.MkdirTemp("", "lockstep-spark-")
 	if err != nil {
 		return fmt.Errorf("spark plan: %w", err)
@@ -309,9 +316,17 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start the Spark runner: %w", err)
 	}
+	// The runner's standard input carries "stop" and the replies to its requests, whole lines.
+	var stdinMu sync.Mutex
+	send := func(line []byte) error {
+		stdinMu.Lock()
+		defer stdinMu.Unlock()
+		_, err := stdin.Write(line)
+		return err
+	}
 	done := make(chan struct{})
-	go q.stopRunner(ctx, cmd, stdin, done)
-	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted}
+	go q.stopRunner(ctx, cmd, send, done)
+	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted, files: files, send: send}
 	scanErr := r.read(ctx, stdout)
 	waitErr := cmd.Wait()
 	close(done)
@@ -333,16 +348,16 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 // is cancelled, until done closes. Cancelled, it kills the runner's process group (the JVM and
 // what it started) if it has not exited within KillAfter: a batch cut short is replayed from
 // the offsets log at the next start, so killing loses nothing.
-func (q *Query) stopRunner(ctx context.Context, cmd *exec.Cmd, stdin io.Writer, done <-chan struct{}) {
+func (q *Query) stopRunner(ctx context.Context, cmd *exec.Cmd, send func([]byte) error, done <-chan struct{}) {
 	select {
 	case <-q.stopCh:
-		_, _ = io.WriteString(stdin, "stop\n")
+		_ = send([]byte("stop\n"))
 		return
 	case <-ctx.Done():
 	case <-done:
 		return
 	}
-	_, _ = io.WriteString(stdin, "stop\n")
+	_ = send([]byte("stop\n"))
 	t := time.NewTimer(q.opts.KillAfter)
 	defer t.Stop()
 	select {
@@ -362,15 +377,19 @@ type reader struct {
 	last        int64
 	runnerError string
 	err         error
-	// sinkRows holds the rows a foreachBatch sink reported per batch (Spark reports none).
+	// sinkRows holds the rows the files sink committed per batch (Spark reports none for
+	// foreachBatch).
 	sinkRows map[int64]int64
+	// files commits the files sink's batches; nil for another sink.
+	files *filesCommitter
+	// send writes a line to the runner's standard input.
+	send func(line []byte) error
 }
 
 const (
 	linePrefix     = "@@lockstep-"
 	progressPrefix = "@@lockstep-progress "
 	errorPrefix    = "@@lockstep-error "
-	sinkPrefix     = "@@lockstep-sink "
 )
 
 func (r *reader) read(ctx context.Context, out io.Reader) error {
@@ -386,17 +405,8 @@ func (r *reader) read(ctx context.Context, out io.Reader) error {
 					r.q.Stop()
 				}
 			}
-		case strings.HasPrefix(line, sinkPrefix):
-			var e struct {
-				BatchID int64 `json:"batchId"`
-				Rows    int64 `json:"rows"`
-			}
-			if json.Unmarshal([]byte(strings.TrimPrefix(line, sinkPrefix)), &e) == nil {
-				if r.sinkRows == nil {
-					r.sinkRows = map[int64]int64{}
-				}
-				r.sinkRows[e.BatchID] = e.Rows
-			}
+		case strings.HasPrefix(line, requestPrefix):
+			r.request(ctx, strings.TrimPrefix(line, requestPrefix))
 		case strings.HasPrefix(line, errorPrefix):
 			var e struct {
 				Message string `json:"message"`
@@ -409,6 +419,37 @@ func (r *reader) read(ctx context.Context, out io.Reader) error {
 		}
 	}
 	return sc.Err()
+}
+
+// request answers a request of the runner, which waits for the answer. A failed request fails
+// the run (and the runner's batch, which the reply tells).
+func (r *reader) request(ctx context.Context, line string) {
+	req, err := parseRequest(line)
+	rep := reply{BatchID: req.BatchID}
+	switch {
+	case err != nil:
+	case req.Sink != string(v1.SinkFiles) || r.files == nil:
+		err = fmt.Errorf("the runner asked the %q sink, which the query does not have", req.Sink)
+	default:
+		var rows int64
+		rep, rows, err = r.files.serve(ctx, req)
+		if err == nil && rep.Committed {
+			if r.sinkRows == nil {
+				r.sinkRows = map[int64]int64{}
+			}
+			r.sinkRows[req.BatchID] = rows
+		}
+	}
+	if err != nil {
+		rep.Error = err.Error()
+		if r.err == nil {
+			r.err = err
+		}
+	}
+	data, _ := json.Marshal(rep)
+	if err := r.send(append(data, '\n')); err != nil && r.err == nil {
+		r.err = fmt.Errorf("answer the runner: %w", err)
+	}
 }
 
 // sparkProgress is the part of Spark's StreamingQueryProgress JSON that Lockstep reads.

@@ -8,7 +8,10 @@ import org.apache.spark.sql.Row;
 /**
  * Crash tests' kill points: with {@code LOCKSTEP_CRASH_AT=<phase>:<batch>} (the built-in engine's
  * phases and syntax), the runner SIGKILLs its parent, {@code lockstep run}, and halts when the
- * batch reaches the phase, as a pod's death ends both. Unset, every call does nothing.
+ * batch reaches the phase, as a pod's death ends both. They are a test-only switch: armed only
+ * in a JVM started with {@code -Dlockstep.testHooks=true} (the crash tests put it in
+ * JAVA_TOOL_OPTIONS); otherwise the variable is ignored with a warning. Unarmed, every call does
+ * nothing.
  *
  * <p>Where each phase is: {@code offsets} on entering a foreachBatch sink (offsets/N is written);
  * {@code sink-write} inside the sinks that write before they commit (PostgreSQL's rows before
@@ -19,6 +22,8 @@ import org.apache.spark.sql.Row;
  */
 final class Crash {
   static final String ENV = "LOCKSTEP_CRASH_AT";
+  /** The system property that arms the kill points: set by tests only. */
+  static final String SWITCH = "lockstep.testHooks";
   static final String OFFSETS = "offsets";
   static final String SINK_WRITE = "sink-write";
   static final String SINK_COMMIT = "sink-commit";
@@ -34,6 +39,10 @@ final class Crash {
     String spec = System.getenv(ENV);
     String phase = null;
     long batch = -1;
+    if (spec != null && !spec.isEmpty() && !Boolean.getBoolean(SWITCH)) {
+      System.err.println("lockstep runner: " + ENV + "=" + spec + " is ignored: the kill points are for tests, which arm them with -D" + SWITCH + "=true");
+      spec = null;
+    }
     if (spec != null && !spec.isEmpty()) {
       int colon = spec.indexOf(':');
       String p = colon < 0 ? spec : spec.substring(0, colon);

@@ -1,8 +1,5 @@
 package dev.lockstep.spark;
 
-import java.util.ArrayList;
-import java.util.List;
-
 import io.delta.tables.DeltaTable;
 import org.apache.spark.api.java.function.VoidFunction2;
 import org.apache.spark.sql.Dataset;
@@ -10,8 +7,8 @@ import org.apache.spark.sql.Row;
 import org.apache.spark.sql.SparkSession;
 
 /**
- * Delta in update mode, in foreachBatch: each batch's rows are MERGEd into the table by the merge
- * keys (null-safe equality, as grouping treats nulls), in one commit carrying Delta's
+ * Delta in update mode, in foreachBatch: each batch's rows (aliased s) are MERGEd into the table
+ * (aliased t) on the plan's condition (engine/spark/plan.go MergeCondition), in one commit carrying Delta's
  * txn(appId = query id, version = batch id). A replayed batch finds its txn and Delta skips the
  * write, so the MERGE is idempotent, keyed by (query id, batch id) as Delta's own sink is.
  */
@@ -35,12 +32,6 @@ final class DeltaMergeSink implements VoidFunction2<Dataset<Row>, Long> {
       // An empty table with the batch's schema; a concurrent creator wins harmlessly.
       batch.limit(0).write().format("delta").mode("append").partitionBy(sink.partitionColumns.toArray(new String[0])).save(sink.path);
     }
-    List<String> on = new ArrayList<>();
-    for (String k : sink.mergeKeys) {
-      String q = "`" + k.replace("`", "``") + "`";
-      on.add("t." + q + " <=> s." + q);
-    }
-    String cond = on.isEmpty() ? "true" : String.join(" AND ", on);
     // Delta skips a MERGE whose (txnAppId, txnVersion) it committed before without reading
     // the batch, which Spark would then fail: the batch is computed first, whatever MERGE does.
     batch = batch.persist();
@@ -49,7 +40,7 @@ final class DeltaMergeSink implements VoidFunction2<Dataset<Row>, Long> {
     spark.conf().set(TXN_VERSION, batchId.toString());
     try {
       DeltaTable.forPath(spark, sink.path).as("t")
-          .merge(batch.as("s"), cond)
+          .merge(batch.as("s"), sink.mergeCondition)
           .whenMatched().updateAll()
           .whenNotMatched().insertAll()
           .execute();

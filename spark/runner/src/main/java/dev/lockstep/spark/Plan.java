@@ -7,7 +7,6 @@ import java.util.Map;
 
 import com.fasterxml.jackson.annotation.JsonIgnoreProperties;
 import com.fasterxml.jackson.annotation.JsonProperty;
-import com.fasterxml.jackson.databind.JsonNode;
 
 /**
  * The plan the Go side compiles (engine/spark/plan.go is the definition; this class mirrors it
@@ -99,14 +98,10 @@ public final class Plan {
     public String format;
     public String path;
     public Map<String, String> options = new LinkedHashMap<>();
-    /** Files sink: the manifest entry's columns, copied verbatim. */
-    public JsonNode columns;
-    /** Files sink: the manifest folder inside the output folder. */
-    public String manifestDir;
     /** Delta and Delta MERGE: the table's partition columns, when the sink creates it. */
     public List<String> partitionColumns = new ArrayList<>();
-    /** Delta MERGE: the key columns ([] for a global aggregate: its one row). */
-    public List<String> mergeKeys = new ArrayList<>();
+    /** Delta MERGE: the condition over the table t and the batch s, compiled in Go. */
+    public String mergeCondition;
     /** PostgreSQL: the connection and statements. */
     public Postgres postgres;
     /** Kafka: the header naming each record's batch, {@code <query id>:<batch id>}. */

@@ -1,8 +1,6 @@
 package dev.lockstep.spark;
 
-import java.io.BufferedReader;
 import java.io.File;
-import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -30,7 +28,8 @@ import org.apache.spark.sql.streaming.Trigger;
 /**
  * Lockstep's Spark runner: {@code Runner PLAN.json} builds the Structured Streaming query that the
  * plan describes, runs it, and prints one progress line per trigger on standard output. A line
- * "stop" on standard input, or its end, stops the query between batches. Exit codes: 0 the query
+ * "stop" on standard input, or its end, stops the query between batches; the other lines there
+ * answer what a sink asks its Go parent ({@link Parent}). Exit codes: 0 the query
  * finished or was stopped, 1 it failed, 2 the plan could not be read or built.
  */
 public final class Runner {
@@ -44,6 +43,7 @@ public final class Runner {
     // Spark's console sink and our progress lines share standard output: one lock, whole lines.
     PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), true, StandardCharsets.UTF_8);
     System.setOut(out);
+    Parent.start(out);
     Plan plan;
     try {
       plan = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES).readValue(new File(args[0]), Plan.class);
@@ -135,7 +135,7 @@ public final class Runner {
         return w.format("console").options(k.options).start();
       }
       case "files" -> {
-        return w.foreachBatch(Crash.around(new FilesSink(k, plan.queryId))).start();
+        return w.foreachBatch(Crash.around(new FilesSink(k))).start();
       }
       case "kafka" -> {
         // Spark's Kafka writer, a batch at a time so that each record can name its batch as
@@ -273,9 +273,9 @@ public final class Runner {
    * its offsets are logged, so the next run replays it (docs/spark.md).
    */
   private static void stopOnRequest(StreamingQuery query) {
-    try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+    try {
       String line;
-      while ((line = in.readLine()) != null && !line.trim().equals("stop")) {
+      while ((line = Parent.command()) != null && !line.trim().equals("stop")) {
         // ignore anything else
       }
       while (query.isActive() && query.status().isTriggerActive()) {

@@ -1,8 +1,6 @@
 package dev.lockstep.spark;
 
-import java.io.BufferedReader;
 import java.io.File;
-import java.io.InputStreamReader;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -24,8 +22,10 @@ import org.apache.spark.sql.streaming.Trigger;
  * The planner's oracle (engine/spark/oracle_test.go): {@code Oracle} reads plan paths from
  * standard input, one per line, and runs each in one SparkSession (one JVM for the whole
  * matrix), availableNow, with the plan's sources and steps but its rows collected instead of
- * written (a files sink is written as well). After each it prints one JSON line: whether Spark ran it or refused it, the error
- * class Spark gave, and the rows each batch produced.
+ * written (a files sink is written as well, and committed by the Go side as the runner's is: its
+ * requests and their answers share standard output and input with the results and the plan paths).
+ * After each it prints one JSON line: whether Spark ran it or refused it, the error class Spark
+ * gave, and the rows each batch produced.
  */
 public final class Oracle {
   private Oracle() {}
@@ -43,9 +43,11 @@ public final class Oracle {
         .getOrCreate();
     spark.sparkContext().setLogLevel("ERROR");
     ObjectMapper json = new ObjectMapper().enable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES);
-    try (BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8))) {
+    // Plan paths and the answers to the files sink's requests share standard input.
+    Parent.start(out);
+    try {
       String path;
-      while ((path = in.readLine()) != null) {
+      while ((path = Parent.command()) != null) {
         if (path.isBlank()) {
           continue;
         }
@@ -66,7 +68,10 @@ public final class Oracle {
           spark.catalog().clearCache();
         }
         result.put("rows", rows);
-        out.println(json.writeValueAsString(result));
+        String line = json.writeValueAsString(result);
+        synchronized (out) {
+          out.println(line);
+        }
       }
     } finally {
       spark.stop();
@@ -91,7 +96,7 @@ public final class Oracle {
     }
     // A files sink is written too (the Go side compares the folders): its folder, format and
     // manifest are what a change of sink is about.
-    FilesSink files = "files".equals(plan.sink.kind) ? new FilesSink(plan.sink, plan.queryId) : null;
+    FilesSink files = "files".equals(plan.sink.kind) ? new FilesSink(plan.sink) : null;
     VoidFunction2<Dataset<Row>, Long> collect = (batch, id) -> {
       synchronized (rows) {
         rows.addAll(batch.toJSON().collectAsList());
