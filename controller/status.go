@@ -346,13 +346,18 @@ func livenessBound(s *v1.StreamingQuerySpec) time.Duration {
 	return s.ProgressTimeout() + livenessFailures*livenessPeriodSeconds*time.Second
 }
 
-// crashLoop reports whether the engine of the current spec crash-loops: its container is
-// down after a failure, and the run that failed was itself a restart (the kubelet counts
-// runs from 0) that had not shown that it works. One crash is a restart; two in a row are
-// a crash loop.
+// crashLoop reports whether the engine of the current spec crash-loops: its last run failed,
+// and was itself a restart (the kubelet counts runs from 0) that had not shown that it works.
+// One crash is a restart; two in a row are a crash loop. The last run is the one that
+// crashed while the container is down; once the kubelet runs it again, the one before,
+// until the new run shows that it works: so a reconcile that sees only the container
+// running again after its second crash still sees the loop.
 func (in statusInput) crashLoop() bool {
 	e := &in.o.engine
-	return e.crashed != nil && e.restarts > 0 && !in.proved(e.crashed)
+	if e.crashed != nil {
+		return e.restarts > 0 && !in.proved(e.crashed)
+	}
+	return e.restarts > 1 && in.recovering() && !in.proved(e.restart)
 }
 
 // proved reports whether the engine run that ended as t had shown that it works: it

@@ -277,6 +277,11 @@ func TestEngineCrashStatus(t *testing.T) {
 			v1.PhaseRunning, v1.ReasonEngineRestarted, "(restart 4)"},
 		{"stuck again however long it ran", running, down(1, stuck(now.Add(-2*time.Minute), now.Add(-time.Second)), now.Add(-time.Hour)),
 			v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing: " + StuckMessage},
+		{"seen running again after a second crash", running, &observation{desiredCM: cm,
+			judgement: judgement{verdict: &compat.Verdict{}, snap: snapshot{exists: true, meta: owned}},
+			engine: engineState{ready: true, restarts: 2, restart: killed(now.Add(-20*time.Second), now.Add(-10*time.Second)),
+				startedAt: now.Add(-9 * time.Second), failure: &v1.Failure{Message: "boom"}}},
+			v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing: boom"},
 		{"down again in a crash loop", failed, down(0, killed(now.Add(-time.Hour), now.Add(-time.Second)), time.Time{}),
 			v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing"},
 	}
