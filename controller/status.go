@@ -36,7 +36,11 @@ func templateHash(d *appsv1.Deployment) string {
 type engineState struct {
 	ready     bool // a pod of the current spec is ready
 	completed bool // the engine of the current spec exited 0 (its trigger ended)
-	failing   bool // the engine of the current spec is crashing
+	// failing is set when the engine cannot run: its Job failed (nothing restarts it any
+	// more), or the kubelet backs off starting a container that never ran. A crash loop of an
+	// engine that ran is decided from crashed and the checkpoint (statusInput.crashLoop): one
+	// crash is a restart.
+	failing bool
 	// restarts is the engine container's restart count in the current pod (of the current
 	// spec, not being deleted): an old pod's restarts say nothing of the engine running now.
 	restarts int32
@@ -45,6 +49,11 @@ type engineState struct {
 	// after a failure (a non-zero exit: a crash, or the kill of its liveness probe); nil when
 	// it has not.
 	restart *corev1.ContainerStateTerminated
+	// crashed is how the current pod's engine container ended when it is down after a
+	// failure, until the kubelet starts it again (its state is terminated, or waiting with
+	// that termination as its last); nil while it runs. Its run was a restart itself when
+	// restarts > 0: the kubelet counts the runs of a container from 0.
+	crashed *corev1.ContainerStateTerminated
 	// startedAt is when the current pod's engine container started (again); zero while it
 	// is not running.
 	startedAt time.Time
@@ -77,34 +86,29 @@ func inspectPods(pods []corev1.Pod, hash string) engineState {
 			}
 			if cs.RestartCount >= st.restarts {
 				st.restarts = cs.RestartCount
-				st.restart, st.startedAt = nil, time.Time{}
+				st.restart, st.crashed, st.startedAt = nil, nil, time.Time{}
 				if t := cs.LastTerminationState.Terminated; cs.RestartCount > 0 && t != nil && t.ExitCode != 0 {
 					st.restart = t
 				}
 				if r := cs.State.Running; r != nil {
 					st.startedAt = r.StartedAt.Time
 				}
+				if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+					st.crashed = t
+				}
+				if t := cs.LastTerminationState.Terminated; cs.State.Waiting != nil && t != nil && t.ExitCode != 0 {
+					st.crashed = t // CrashLoopBackOff, or being created again
+				}
 			}
 			if cs.Ready {
 				st.ready = true
 			}
-			if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			if w := cs.State.Waiting; w != nil && (w.Reason == "CrashLoopBackOff" || w.Reason == "Error") && cs.LastTerminationState.Terminated == nil {
 				st.failing = true
-			}
-			if w := cs.State.Waiting; w != nil && (w.Reason == "CrashLoopBackOff" || w.Reason == "Error") {
-				st.failing = cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 0
 			}
 		}
 	}
 	return st
-}
-
-func failureMessage(t *corev1.ContainerStateTerminated) string {
-	msg := strings.TrimSpace(t.Message)
-	if msg == "" {
-		msg = fmt.Sprintf("the engine exited with code %d (%s)", t.ExitCode, t.Reason)
-	}
-	return msg
 }
 
 // status computes the query's status from what the reconcile observed and what its apply
@@ -241,6 +245,7 @@ func compatible(in statusInput) condition {
 func readiness(in statusInput, lastFailure *v1.Failure) (v1.Phase, condition) {
 	q, o, gen := in.q, in.o, in.q.Generation
 	recovering := in.recovering()
+	down := o.engine.crashed != nil
 	running := o.engine.ready || o.committedSinceStart()
 	runningGen := generationOf(o.desiredCM)
 	switch ref := in.refusal(); {
@@ -258,7 +263,7 @@ func readiness(in statusInput, lastFailure *v1.Failure) (v1.Phase, condition) {
 		return v1.PhaseBlocked, condition{metav1.ConditionFalse, v1.ReasonIncompatibleChange, msg + ": see the Compatible condition"}
 	case o.completed:
 		return v1.PhaseCompleted, condition{metav1.ConditionTrue, v1.ReasonCompleted, "The trigger ended and every batch committed"}
-	case o.engine.failing, recovering && in.old.Phase == v1.PhaseFailed:
+	case o.engine.failing, in.crashLoop(), (recovering || down) && in.old.Phase == v1.PhaseFailed:
 		// A crash loop runs the engine between its crashes: until it shows that it works
 		// again, it is still failing (and its failure is announced once).
 		msg := "The engine is failing"
@@ -266,10 +271,13 @@ func readiness(in statusInput, lastFailure *v1.Failure) (v1.Phase, condition) {
 			msg += ": " + lastFailure.Message
 		}
 		return v1.PhaseFailed, condition{metav1.ConditionFalse, v1.ReasonEngineFailed, msg}
-	case recovering:
+	case recovering, down:
+		// One crash is a restart, from the moment the container is down (the kubelet starts
+		// it again at once) until the restarted engine shows that it works; the message
+		// is the same throughout, so that the restart is announced once.
 		return v1.PhaseRunning, condition{metav1.ConditionFalse, v1.ReasonEngineRestarted,
 			fmt.Sprintf("%s; Ready again once a batch commits, or once it has run %s without another restart",
-				restartNote(o.engine.restart, o.engine.restarts), livenessBound(&q.Spec))}
+				in.restartNote(), livenessBound(&q.Spec))}
 	case o.unreachable != nil && o.desiredCM == nil:
 		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint before the engine starts"}
 	case running && in.a.current(o.desiredCM) && runningGen == gen:
@@ -338,15 +346,60 @@ func livenessBound(s *v1.StreamingQuerySpec) time.Duration {
 	return s.ProgressTimeout() + livenessFailures*livenessPeriodSeconds*time.Second
 }
 
-// restartNote says how the engine container last ended before its restart: killed by its
-// liveness probe (the engine's StuckMessage says so), or exited with an error.
-func restartNote(t *corev1.ContainerStateTerminated, restarts int32) string {
-	if strings.HasPrefix(t.Message, StuckMessage) {
-		return fmt.Sprintf("The engine was restarted by its liveness probe at %s (restart %d): %s; it replays the interrupted batch from the checkpoint",
-			t.FinishedAt.UTC().Format(time.RFC3339), restarts, strings.TrimSpace(t.Message))
+// crashLoop reports whether the engine of the current spec crash-loops: its last run failed,
+// and was itself a restart (the kubelet counts runs from 0) that had not shown that it works.
+// One crash is a restart; two in a row are a crash loop. The last run is the one that
+// crashed while the container is down; once the kubelet runs it again, the one before,
+// until the new run shows that it works: so a reconcile that sees only the container
+// running again after its second crash still sees the loop.
+func (in statusInput) crashLoop() bool {
+	e := &in.o.engine
+	if e.crashed != nil {
+		return e.restarts > 0 && !in.proved(e.crashed)
 	}
-	return fmt.Sprintf("The engine restarted after it exited with code %d at %s (restart %d): %s",
-		t.ExitCode, t.FinishedAt.UTC().Format(time.RFC3339), restarts, failureMessage(t))
+	return e.restarts > 1 && in.recovering() && !in.proved(e.restart)
+}
+
+// proved reports whether the engine run that ended as t had shown that it works: it
+// committed the newest batch, or it ran for its liveness bound (an engine that runs that
+// long finishes triggers), unless its liveness probe stopped it as stuck (a batch longer
+// than the progress timeout is restarted again and again: a crash loop). A run whose start
+// is not known proved nothing.
+func (in statusInput) proved(t *corev1.ContainerStateTerminated) bool {
+	start := t.StartedAt.Time
+	if start.IsZero() {
+		return false
+	}
+	if at := in.o.committedAt(); !at.IsZero() && !at.Before(start) {
+		return true // the container is down: a commit since it started is its own
+	}
+	return !strings.HasPrefix(t.Message, StuckMessage) && !t.FinishedAt.IsZero() && t.FinishedAt.Sub(start) >= livenessBound(&in.q.Spec)
+}
+
+// restartNote says how the engine container last ended before its restart: killed by its
+// liveness probe (the engine's StuckMessage says so), or how it ended otherwise (see
+// endingOf) with its error. A container down after its crash is about to be restarted: the
+// note is the one its restart will have.
+func (in statusInput) restartNote() string {
+	e := &in.o.engine
+	t, restarts := e.restart, e.restarts
+	if e.crashed != nil {
+		t, restarts = e.crashed, e.restarts+1
+	}
+	at := t.FinishedAt.UTC().Format(time.RFC3339)
+	end := endingOf(t)
+	if strings.HasPrefix(end.message, StuckMessage) {
+		return fmt.Sprintf("The engine was restarted by its liveness probe at %s (restart %d): %s; it replays the interrupted batch from the checkpoint",
+			at, restarts, end.message)
+	}
+	note := fmt.Sprintf("The engine restarted after it %s at %s (restart %d)", end.how, at, restarts)
+	switch {
+	case end.message != "":
+		note += ": " + end.message
+	case end.logged != "":
+		note += "; the last error in its log: " + end.logged
+	}
+	return note
 }
 
 // fromCheckpoint sets the checkpoint's identity and progress in the status: all of them from

@@ -44,7 +44,18 @@ func TestInspectPods(t *testing.T) {
 		{"crash looping", pod("h", corev1.ContainerStatus{RestartCount: 3,
 			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 			LastTerminationState: corev1.ContainerState{Terminated: exited(1, "boom")}}),
-			engineState{failing: true, restarts: 3, restart: exited(1, "boom")}},
+			engineState{restarts: 3, restart: exited(1, "boom"), crashed: exited(1, "boom")}},
+		// The kubelet reports the first run's end (restart count 0) before it starts the
+		// container again: down, not yet restarted.
+		{"killed once", pod("h", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: exited(137, "")}}),
+			engineState{crashed: exited(137, "")}},
+		{"killed again", pod("h", corev1.ContainerStatus{RestartCount: 1,
+			State:                corev1.ContainerState{Terminated: exited(137, "boom")},
+			LastTerminationState: corev1.ContainerState{Terminated: exited(1, "boom")}}),
+			engineState{restarts: 1, restart: exited(1, "boom"), crashed: exited(137, "boom")}},
+		{"never ran", pod("h", corev1.ContainerStatus{
+			State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}}}),
+			engineState{failing: true}},
 		{"completed", pod("h", corev1.ContainerStatus{State: corev1.ContainerState{Terminated: exited(0, "completed: 3 batches")}}),
 			engineState{completed: true}},
 		{"restarted after completing", pod("h", corev1.ContainerStatus{RestartCount: 1,
@@ -67,7 +78,7 @@ func TestInspectPods(t *testing.T) {
 			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(engineState{})); diff != "" {
 				t.Errorf("inspectPods() (-want +got):\n%s", diff)
 			}
-			if tt.want.failing && (failure == nil || failure.Message != "boom") {
+			if c := tt.want.crashed; c != nil && c.Message != "" && (failure == nil || failure.Message != "boom") {
 				t.Errorf("inspectPods().failure = %+v, want the termination message", failure)
 			}
 		})
@@ -206,6 +217,85 @@ func TestEngineRestartStatus(t *testing.T) {
 			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
 			if st.Phase != tt.phase || c == nil || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
 				t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, tt.phase, tt.reason, tt.says)
+			}
+		})
+	}
+}
+
+// TestEngineCrashStatus: a container down after its crash (before the kubelet starts it
+// again) reads as the restart it is about to be, announced with the same message as once it
+// runs again; a crash of a run that was itself a restart and had not shown that it works is
+// a crash loop: Failed. The message names how the engine ended.
+func TestEngineCrashStatus(t *testing.T) {
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	r := &QueryReconciler{clock: clocktesting.NewFakePassiveClock(now)}
+	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
+	q.Spec.Engine.ProgressTimeout = "30s" // a liveness bound of 1m
+	q.Generation = 1
+	cm, err := RenderConfigMap(q, nil, EngineSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
+	// The log's tail the kubelet gives for an engine killed before it wrote a message.
+	tail := `{"time":"2026-07-01T11:59:00Z","level":"INFO","msg":"Garbage collector set","settings":"GC percent 200"}` + "\n" +
+		`{"time":"2026-07-01T11:59:01Z","level":"INFO","msg":"Batch committed","batch":3}`
+	killed := func(started, finished time.Time) *corev1.ContainerStateTerminated {
+		return &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: tail,
+			StartedAt: metav1.NewTime(started), FinishedAt: metav1.NewTime(finished)}
+	}
+	stuck := func(started, finished time.Time) *corev1.ContainerStateTerminated {
+		return &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: StuckMessage + "no trigger finished for 31s",
+			StartedAt: metav1.NewTime(started), FinishedAt: metav1.NewTime(finished)}
+	}
+	down := func(restarts int32, crashed *corev1.ContainerStateTerminated, committed time.Time) *observation {
+		o := &observation{desiredCM: cm,
+			judgement: judgement{verdict: &compat.Verdict{}, snap: snapshot{exists: true, meta: owned}},
+			engine:    engineState{restarts: restarts, crashed: crashed, failure: &v1.Failure{Message: failureMessage(crashed)}}}
+		if !committed.IsZero() {
+			o.snap.head.Committed = &checkpoint.Commit{BatchID: 3, Progress: checkpoint.Progress{Timestamp: committed}}
+		}
+		return o
+	}
+	running := &v1.StreamingQueryStatus{Phase: v1.PhaseRunning}
+	failed := &v1.StreamingQueryStatus{Phase: v1.PhaseFailed}
+	tests := []struct {
+		name   string
+		old    *v1.StreamingQueryStatus
+		o      *observation
+		phase  v1.Phase
+		reason string
+		says   string
+	}{
+		{"killed once", running, down(0, killed(now.Add(-time.Hour), now.Add(-time.Second)), now.Add(-2*time.Second)),
+			v1.PhaseRunning, v1.ReasonEngineRestarted, "The engine restarted after it was killed by signal SIGKILL (exit code 137) at 2026-07-01T11:59:59Z (restart 1); Ready again"},
+		{"killed again before it showed it works", running, down(1, killed(now.Add(-10*time.Second), now.Add(-time.Second)), now.Add(-time.Hour)),
+			v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing: the engine was killed by signal SIGKILL (exit code 137) and logged no error"},
+		{"killed again after it committed", running, down(1, killed(now.Add(-10*time.Second), now.Add(-time.Second)), now.Add(-5*time.Second)),
+			v1.PhaseRunning, v1.ReasonEngineRestarted, "(restart 2)"},
+		{"killed again after its liveness bound", running, down(3, killed(now.Add(-2*time.Minute), now.Add(-time.Second)), time.Time{}),
+			v1.PhaseRunning, v1.ReasonEngineRestarted, "(restart 4)"},
+		{"stuck again however long it ran", running, down(1, stuck(now.Add(-2*time.Minute), now.Add(-time.Second)), now.Add(-time.Hour)),
+			v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing: " + StuckMessage},
+		{"seen running again after a second crash", running, &observation{desiredCM: cm,
+			judgement: judgement{verdict: &compat.Verdict{}, snap: snapshot{exists: true, meta: owned}},
+			engine: engineState{ready: true, restarts: 2, restart: killed(now.Add(-20*time.Second), now.Add(-10*time.Second)),
+				startedAt: now.Add(-9 * time.Second), failure: &v1.Failure{Message: "boom"}}},
+			v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing: boom"},
+		{"down again in a crash loop", failed, down(0, killed(now.Add(-time.Hour), now.Add(-time.Second)), time.Time{}),
+			v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := applied{deployment: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}}
+			st := r.status(q, tt.old, tt.o, a)
+			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+			if st.Phase != tt.phase || c == nil || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
+				t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, tt.phase, tt.reason, tt.says)
+			}
+			if c != nil && strings.Contains(c.Message, "Garbage collector") {
+				t.Errorf("Ready says %q: an INFO line of the log is no reason", c.Message)
 			}
 		})
 	}

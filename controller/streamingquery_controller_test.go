@@ -574,6 +574,90 @@ func TestEngineRestartedByLiveness(t *testing.T) {
 	f.announcedOnce("orders", v1.ReasonEngineRestarted)
 }
 
+// TestOneCrashIsARestart: an engine container killed once (SIGKILL: it writes no message,
+// and the kubelet gives the tail of its log instead) reads as a restart from the moment the
+// kubelet reports it down: phase Running, Ready=False EngineRestarted, one Warning Event
+// naming the signal, never Failed. Killed again before it shows that it works, it
+// crash-loops: Failed, with one EngineFailed Event naming the signal, not an INFO line.
+func TestOneCrashIsARestart(t *testing.T) {
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	started := time.Now().Add(-time.Minute)
+	pod := f.startPod(d, true, started)
+	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now().Add(-30*time.Second))
+	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
+	ctx := context.Background()
+	setEngine := func(cs corev1.ContainerStatus) {
+		t.Helper()
+		cs.Name, cs.Image = controller.EngineContainer, pod.Spec.Containers[0].Image
+		pod.Status.ContainerStatuses[0] = cs
+		if err := f.c.Status().Update(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+	}
+	notFailed := func() {
+		t.Helper()
+		if q := f.get("orders"); q.Status.Phase == v1.PhaseFailed {
+			t.Errorf("phase Failed after one crash; conditions %+v", q.Status.Conditions)
+		}
+		if evs := f.events("orders", v1.ReasonEngineFailed); len(evs) > 0 {
+			t.Errorf("an EngineFailed Event after one crash: %q", evs[0].Note)
+		}
+	}
+	// What `kubectl logs` would show: INFO lines only; the kubelet gives them as the message.
+	tail := `{"time":"2026-07-01T11:59:00Z","level":"INFO","msg":"Garbage collector set","settings":"GC percent 200"}` + "\n" +
+		`{"time":"2026-07-01T11:59:01Z","level":"INFO","msg":"Batch committed","batch":0}`
+	killedAt := time.Now().Add(-20 * time.Second)
+	kill := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: tail,
+		StartedAt: metav1.NewTime(started), FinishedAt: metav1.NewTime(killedAt)}
+
+	// Down: the kubelet reports the end of run 0 before it starts run 1.
+	setEngine(corev1.ContainerStatus{State: corev1.ContainerState{Terminated: kill}})
+	q := f.eventuallyConditionSaying("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineRestarted, "killed by signal SIGKILL (exit code 137)")
+	msg := condition(q, v1.ConditionReady).Message
+	if q.Status.Phase != v1.PhaseRunning || strings.Contains(msg, "Garbage collector") {
+		t.Errorf("phase %s, Ready %q; want Running, naming the signal and no INFO line", q.Status.Phase, msg)
+	}
+	notFailed()
+
+	// Run 1 runs: still the same restart, announced once.
+	restartedAt := killedAt.Add(time.Second)
+	setEngine(corev1.ContainerStatus{RestartCount: 1, Ready: true,
+		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(restartedAt)}},
+		LastTerminationState: corev1.ContainerState{Terminated: kill}})
+	eventually(t, "restarts 1", func() error {
+		if q := f.get("orders"); q.Status.Restarts != 1 {
+			return fmt.Errorf("restarts %d", q.Status.Restarts)
+		}
+		return nil
+	})
+	f.eventuallyReconciled("orders")
+	q = f.get("orders")
+	if c := condition(q, v1.ConditionReady); q.Status.Phase != v1.PhaseRunning || c.Reason != v1.ReasonEngineRestarted || c.Message != msg {
+		t.Errorf("restarted: phase %s, Ready %+v; want Running, EngineRestarted %q", q.Status.Phase, c, msg)
+	}
+	notFailed()
+	f.announcedOnce("orders", v1.ReasonEngineRestarted)
+	if e := f.event("orders", v1.ReasonEngineRestarted); e.Type != corev1.EventTypeWarning || !strings.Contains(e.Note, "SIGKILL") {
+		t.Errorf("EngineRestarted event = %s %q, want a Warning naming the signal", e.Type, e.Note)
+	}
+
+	// Run 1 is killed too, before it committed a batch: a crash loop.
+	setEngine(corev1.ContainerStatus{RestartCount: 1,
+		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: tail,
+			StartedAt: metav1.NewTime(restartedAt), FinishedAt: metav1.Now()}},
+		LastTerminationState: corev1.ContainerState{Terminated: kill}})
+	q = f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineFailed)
+	if q.Status.Phase != v1.PhaseFailed {
+		t.Errorf("phase %s after two crashes in a row, want Failed", q.Status.Phase)
+	}
+	if e := f.event("orders", v1.ReasonEngineFailed); e.Type != corev1.EventTypeWarning || !strings.Contains(e.Note, "killed by signal SIGKILL") || strings.Contains(e.Note, "Garbage collector") {
+		t.Errorf("EngineFailed event = %s %q, want a Warning naming the signal, not an INFO line", e.Type, e.Note)
+	}
+}
+
 // TestCompatibleKeepsWarnings: a change allowed with a warning keeps the warning in the
 // Compatible condition after the engine has recorded the new shape, until the next change.
 func TestCompatibleKeepsWarnings(t *testing.T) {

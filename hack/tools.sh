@@ -260,11 +260,12 @@ build_registry() {
 # unpacked with dpkg-deb -x, plus this machine's Java trust store (the JRE's cacerts link;
 # Debian generates it in ca-certificates-java's postinst, which dpkg-deb -x does not run);
 # k8s-libs/, Spark's Kubernetes backend (hack/spark-image/pom.xml) without the artifacts the
-# runner's libs already hold. Cached by a hash of the pins and the pom.
+# runner's libs already hold. rootfs/bin/rm comes from $SPARK_IMAGE_RM_DEB (coreutils), the rest
+# of that package is left out. Cached by a hash of the pins and the pom.
 build_spark_image() {
   local dir=$TOOLS/spark-image-$SPARK_VERSION hash pkg tmp jar artifact have
   build_spark
-  hash=$( (echo "$SPARK_IMAGE_DEBS"; cat "$here/spark-image/pom.xml") | sha256sum | cut -c1-16)
+  hash=$( (echo "$SPARK_IMAGE_DEBS $SPARK_IMAGE_RM_DEB"; cat "$here/spark-image/pom.xml") | sha256sum | cut -c1-16)
   if [ -d "$dir/rootfs" ] && [ -d "$dir/k8s-libs" ] && [ "$(cat "$dir/inputs.hash" 2>/dev/null)" = "$hash" ]; then
     log "spark image $SPARK_VERSION inputs: cached"; return
   fi
@@ -278,6 +279,11 @@ build_spark_image() {
     ls "$tmp/debs/${pkg%%=*}"_*.deb >/dev/null 2>&1 || { log "spark_image: apt-get download $pkg failed: update SPARK_IMAGE_DEBS in hack/versions.env (apt-cache policy ${pkg%%=*})"; return 1; }
   done
   for deb in "$tmp/debs"/*.deb; do dpkg-deb -x "$deb" "$dir/rootfs.tmp"; done
+  mkdir -p "$tmp/rm"
+  (cd "$tmp/rm" && apt-get download -q "$SPARK_IMAGE_RM_DEB" 2>&1 | grep -v '^W: Download is performed unsandboxed' || true)
+  ls "$tmp/rm/${SPARK_IMAGE_RM_DEB%%=*}"_*.deb >/dev/null 2>&1 || { log "spark_image: apt-get download $SPARK_IMAGE_RM_DEB failed: update SPARK_IMAGE_RM_DEB in hack/versions.env (apt-cache policy ${SPARK_IMAGE_RM_DEB%%=*})"; return 1; }
+  dpkg-deb -x "$tmp/rm/${SPARK_IMAGE_RM_DEB%%=*}"_*.deb "$tmp/rm/root"
+  install -D -m 0755 "$tmp/rm/root/bin/rm" "$dir/rootfs.tmp/bin/rm"
   rm -rf "$dir/rootfs.tmp/usr/share/doc" "$dir/rootfs.tmp/usr/share/man" "$dir/rootfs.tmp/usr/share/locale" "$dir/rootfs.tmp/usr/share/lintian"
   if [ -f /etc/ssl/certs/java/cacerts ]; then
     mkdir -p "$dir/rootfs.tmp/etc/ssl/certs/java"

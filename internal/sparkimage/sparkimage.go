@@ -7,9 +7,11 @@
 // # Layout
 //
 // Four layers, the ones that change least first, so that a new lockstep binary only adds a
-// small layer: the Java runtime (/usr/lib/jvm, /lib, /usr/lib), the runner's jars
+// small layer: the Java runtime (/usr/lib/jvm, /lib, /usr/lib) and /bin/rm, the runner's jars
 // (/opt/spark/libs), Spark's Kubernetes jars (/opt/spark/libs), then the runner jar
-// (/opt/spark) and /lockstep. JAVA_HOME and LOCKSTEP_SPARK_RUNNER point the engine at them.
+// (/opt/spark) and /lockstep. JAVA_HOME and LOCKSTEP_SPARK_RUNNER point the engine at them;
+// PATH holds /bin for rm, which Spark runs to delete its temporary folders
+// (JavaUtils.deleteRecursively runs `rm -rf`, and logs an IOException when it cannot).
 package sparkimage
 
 import (
@@ -60,7 +62,7 @@ func Write(ctx context.Context, o Options) (ocispec.Hash, error) {
 	runner := filepath.Join(o.Tools, "spark-"+spark.Version)
 	inputs := filepath.Join(o.Tools, "spark-image-"+spark.Version)
 	for _, p := range []string{filepath.Join(runner, "lockstep-spark-runner.jar"), filepath.Join(runner, "libs"),
-		filepath.Join(inputs, "rootfs", JavaHome[1:], "bin", "java"), filepath.Join(inputs, "k8s-libs")} {
+		filepath.Join(inputs, "rootfs", JavaHome[1:], "bin", "java"), filepath.Join(inputs, "rootfs", "bin", "rm"), filepath.Join(inputs, "k8s-libs")} {
 		if _, err := os.Stat(p); err != nil {
 			return ocispec.Hash{}, fmt.Errorf("%w: %w", ErrNoInputs, err)
 		}
@@ -99,7 +101,7 @@ func Write(ctx context.Context, o Options) (ocispec.Hash, error) {
 			{Src: jar, Dest: RunnerDir},
 		},
 		Env: []string{
-			"PATH=" + JavaHome + "/bin:/",
+			"PATH=" + JavaHome + "/bin:/bin:/",
 			"JAVA_HOME=" + JavaHome,
 			spark.EnvRunnerDir + "=" + RunnerDir,
 		},
