@@ -489,16 +489,19 @@ func (c *compiler) filter(p *field.Path, f *lplan.Expr) []Step {
 // in, nextEventTime out, as the plan's flow follows it) is a bare alias instead, which keeps
 // Spark's event-time mark (withWatermark's metadata) on it: cast, Spark would refuse an
 // append-mode window over it ("aggregations without watermark") and a dedup over it would
-// never drop a late row. Any other copy of the event-time column is cast, so that, as on the
-// built-in runtime, it is data and not a second event time.
+// never drop a late row. Any other copy of the event-time column is data, as on the built-in
+// runtime, not a second event time (which Spark refuses): a round trip through microseconds,
+// which drops the mark where a CAST to the same type, removed by the optimizer, would keep it.
 func (c *compiler) project(p *field.Path, projs []lplan.Projection, in v1.Columns, eventTime, nextEventTime string) []string {
 	var sel []string
 	for j, pr := range projs {
-		if pr.From >= 0 {
-			if from := in[pr.From].Name; from == eventTime && pr.Name == nextEventTime {
-				sel = append(sel, quoteIdent(from)+" AS "+quoteIdent(pr.Name))
-				continue
+		if eventTime != "" && pr.From >= 0 && in[pr.From].Name == eventTime {
+			col := quoteIdent(eventTime)
+			if pr.Name != nextEventTime {
+				col = "timestamp_micros(unix_micros(" + col + "))"
 			}
+			sel = append(sel, col+" AS "+quoteIdent(pr.Name))
+			continue
 		}
 		sql, err := TranslateCEL(pr.Expr.AST)
 		if err != nil {
