@@ -462,7 +462,11 @@ func (c *compiler) step(st *lplan.Step, at, next v1.FlowPoint) []Step {
 		return []Step{{Select: sel}}
 	case v1.StepWatermark:
 		d, _ := st.Spec.Watermark.Delay.Parse()
-		return []Step{{Watermark: &Watermark{Column: st.Spec.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}}}
+		steps := []Step{{Watermark: &Watermark{Column: st.Spec.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}}}
+		if c.filterAfter(st.Index) {
+			steps = append(steps, watermarkBarrier(next.Columns)...)
+		}
+		return steps
 	case v1.StepDropDuplicates:
 		return []Step{{DropDuplicates: st.Spec.DropDuplicates.Columns}}
 	case v1.StepAggregate:
@@ -471,6 +475,39 @@ func (c *compiler) step(st *lplan.Step, at, next v1.FlowPoint) []Step {
 		return c.join(p.Child("join"), st)
 	}
 	return nil
+}
+
+// barrierColumn holds the value of watermarkBarrier's non-deterministic projection.
+const barrierColumn = "_lockstep_barrier"
+
+// watermarkBarrier keeps the filters after a watermark above it, over the columns cols that
+// flow out of it. Every row that reaches the watermark step counts for the watermark, on the
+// built-in runtime as in the spec's order (docs/state.md); Spark's optimizer pushes a filter
+// that does not read the event-time column below withWatermark (and one on an aggregate's
+// keys below the aggregate first), so the rows it drops would not advance Spark's watermark.
+// It pushes no filter through a projection that is not deterministic: the barrier projects
+// rand() and keeps the rows where it is at least 0 — every row — so that the column is read and
+// stays, then drops it.
+func watermarkBarrier(cols v1.Columns) []Step {
+	names := make([]string, len(cols))
+	for i, col := range cols {
+		names[i] = quoteIdent(col.Name)
+	}
+	return []Step{
+		{Select: []string{"*", "rand(0) AS " + quoteIdent(barrierColumn)}},
+		{Filter: quoteIdent(barrierColumn) + " >= 0.0D"},
+		{Select: names},
+	}
+}
+
+// filterAfter reports whether a filter step follows step i.
+func (c *compiler) filterAfter(i int) bool {
+	for j := i + 1; j < len(c.spec.Transform); j++ {
+		if c.spec.Transform[j].Filter != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // filter translates a compiled filter at p.

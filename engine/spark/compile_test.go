@@ -306,6 +306,37 @@ func TestCompileSelectKeepsEventTime(t *testing.T) {
 	}
 }
 
+// TestCompileWatermarkBarrier: a watermark with a filter after it is followed by a projection
+// that is not deterministic, which Spark's optimizer pushes no filter through, so that the
+// rows the filter drops still count for the watermark (issue 38.6c); without a filter after
+// it, the watermark is alone.
+func TestCompileWatermarkBarrier(t *testing.T) {
+	q := func() *qt.Query {
+		return qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, qt.Col("id", v1.TypeString), qt.Col("ts", v1.TypeTimestamp)).Watermark("ts", "5s")
+	}
+	filtered, err := spark.Compile(planned(q().Filter("id != 'x'").FilesSink("/out", v1.FormatJSON)), spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []spark.Step{
+		{Watermark: &spark.Watermark{Column: "ts", Delay: "5000 milliseconds"}},
+		{Select: []string{"*", "rand(0) AS `_lockstep_barrier`"}},
+		{Filter: "`_lockstep_barrier` >= 0.0D"},
+		{Select: []string{"`id`", "`ts`"}},
+		{Filter: "(`id` <> 'x')"},
+	}
+	if diff := cmp.Diff(want, filtered.Steps); diff != "" {
+		t.Errorf("steps with a filter (-want +got):\n%s", diff)
+	}
+	plain, err := spark.Compile(planned(q().FilesSink("/out", v1.FormatJSON)), spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want[:1], plain.Steps); diff != "" {
+		t.Errorf("steps without a filter (-want +got):\n%s", diff)
+	}
+}
+
 // TestCompileKafkaSink: the last step makes Spark's Kafka writer's value (the row as JSON, nulls
 // kept, timestamps as the built-in encoder writes them) and key; the sink names the topic and
 // the batch header.
