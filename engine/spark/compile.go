@@ -460,7 +460,11 @@ func (c *compiler) step(st *lplan.Step, at, next v1.FlowPoint) []Step {
 		return []Step{{Select: sel}}
 	case v1.StepWatermark:
 		d, _ := st.Spec.Watermark.Delay.Parse()
-		return []Step{{Watermark: &Watermark{Column: st.Spec.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}}}
+		steps := []Step{{Watermark: &Watermark{Column: st.Spec.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}}}
+		if c.filterAfter(st.Index) {
+			steps = append(steps, watermarkBarrier(next.Columns)...)
+		}
+		return steps
 	case v1.StepDropDuplicates:
 		return []Step{{DropDuplicates: st.Spec.DropDuplicates.Columns}}
 	case v1.StepAggregate:
@@ -469,6 +473,39 @@ func (c *compiler) step(st *lplan.Step, at, next v1.FlowPoint) []Step {
 		return c.join(p.Child("join"), st)
 	}
 	return nil
+}
+
+// barrierColumn holds the value of watermarkBarrier's non-deterministic projection.
+const barrierColumn = "_lockstep_barrier"
+
+// watermarkBarrier keeps the filters after a watermark above it, over the columns cols that
+// flow out of it. Every row that reaches the watermark step counts for the watermark, on the
+// built-in runtime as in the spec's order (docs/state.md); Spark's optimizer pushes a filter
+// that does not read the event-time column below withWatermark (and one on an aggregate's
+// keys below the aggregate first), so the rows it drops would not advance Spark's watermark.
+// It pushes no filter through a projection that is not deterministic: the barrier projects
+// rand() and keeps the rows where it is at least 0 — every row — so that the column is read and
+// stays, then drops it.
+func watermarkBarrier(cols v1.Columns) []Step {
+	names := make([]string, len(cols))
+	for i, col := range cols {
+		names[i] = quoteIdent(col.Name)
+	}
+	return []Step{
+		{Select: []string{"*", "rand(0) AS " + quoteIdent(barrierColumn)}},
+		{Filter: quoteIdent(barrierColumn) + " >= 0.0D"},
+		{Select: names},
+	}
+}
+
+// filterAfter reports whether a filter step follows step i.
+func (c *compiler) filterAfter(i int) bool {
+	for j := i + 1; j < len(c.spec.Transform); j++ {
+		if c.spec.Transform[j].Filter != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // filter translates a compiled filter at p.
@@ -487,16 +524,19 @@ func (c *compiler) filter(p *field.Path, f *lplan.Expr) []Step {
 // in, nextEventTime out, as the plan's flow follows it) is a bare alias instead, which keeps
 // Spark's event-time mark (withWatermark's metadata) on it: cast, Spark would refuse an
 // append-mode window over it ("aggregations without watermark") and a dedup over it would
-// never drop a late row. Any other copy of the event-time column is cast, so that, as on the
-// built-in runtime, it is data and not a second event time.
+// never drop a late row. Any other copy of the event-time column is data, as on the built-in
+// runtime, not a second event time (which Spark refuses): a round trip through microseconds,
+// which drops the mark where a CAST to the same type, removed by the optimizer, would keep it.
 func (c *compiler) project(p *field.Path, projs []lplan.Projection, in v1.Columns, eventTime, nextEventTime string) []string {
 	var sel []string
 	for j, pr := range projs {
-		if pr.From >= 0 {
-			if from := in[pr.From].Name; from == eventTime && pr.Name == nextEventTime {
-				sel = append(sel, quoteIdent(from)+" AS "+quoteIdent(pr.Name))
-				continue
+		if eventTime != "" && pr.From >= 0 && in[pr.From].Name == eventTime {
+			col := quoteIdent(eventTime)
+			if pr.Name != nextEventTime {
+				col = "timestamp_micros(unix_micros(" + col + "))"
 			}
+			sel = append(sel, col+" AS "+quoteIdent(pr.Name))
+			continue
 		}
 		sql, err := TranslateCEL(pr.Expr.AST)
 		if err != nil {

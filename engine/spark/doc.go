@@ -2,13 +2,15 @@
 // Structured Streaming (4.2, local mode) instead of the built-in engine, with the same spec,
 // planner, guarantees and progress lines.
 //
-// The query is compiled here, in Go: [Compile] turns a spec into a [Plan] (sources with Spark's
-// options, CEL filter and select expressions translated to Spark SQL by [TranslateCEL], the
+// The query is compiled here, in Go: [Compile] turns the query's logical plan (plan.Plan, built
+// once by [New]) into the runner's [Plan] (sources with Spark's options, the logical plan's
+// compiled CEL filter and select expressions translated to Spark SQL by [TranslateCEL], the
 // watermark, the stateful steps, the sink), and refuses, naming the field and the reason, what
-// Spark cannot run with the spec's meaning ([Check]). The runner (spark/runner, Java) only
-// builds the query the plan describes, writes the data and prints Spark's progress; committing
-// is Go's: the files sink's batches are committed here, by the built-in files sink's own
-// manifest code, from the data files the runner reports (files.go). [Query.Run] claims
+// Spark cannot run with the spec's meaning ([Check]). It follows the logical plan's flow and
+// builds no CEL environment of its own. The runner (spark/runner, Java) only builds the query
+// the plan describes, writes the data and prints Spark's progress; committing is Go's: the
+// files sink's batches are committed here, by the built-in files sink's own manifest code, from
+// the data files the runner reports (files.go). [Query.Run] claims
 // Lockstep's records in <location>/[RecordsDir] before Spark starts (Spark does not fence two
 // writers; the owner record's conditional create does), writes Spark's metadata with the same
 // query id, starts the runner as a child JVM ([FindRunner] finds the one `make tools` built),
