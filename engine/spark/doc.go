@@ -1,6 +1,7 @@
 // Package spark is Lockstep's second runtime: it runs a StreamingQuery on Apache Spark
-// Structured Streaming (4.2, local mode) instead of the built-in engine, with the same spec,
-// planner, guarantees and progress lines.
+// Structured Streaming (4.2: local mode from `lockstep run`, client mode with executor pods on
+// Kubernetes) instead of the built-in engine, with the same spec, planner, guarantees and
+// progress lines.
 //
 // The query is compiled here, in Go: [Compile] turns a spec into a [Plan] (sources with Spark's
 // options, CEL filter and select expressions translated to Spark SQL by [TranslateCEL], the
