@@ -6,10 +6,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -24,10 +27,11 @@ import (
 // its executors' pods and JVMs, and the first batch (4 to 7 minutes were seen).
 const sparkStartTimeout = 15 * time.Minute
 
-// sparkFilesQuery is a spark query, files → files on the tenant's bucket (JSON orders under
-// landing/orders to out/NAME), sized by sizing: lines under spec.runtime.spark, "" for the
-// defaults. Its JVMs run with the tests' options, which cost a short query less CPU.
-func (tn *tenant) sparkFilesQuery(name, sizing string) string {
+// sparkKafkaQuery is a spark query, Kafka (the topic orders of broker) → Delta on the
+// tenant's bucket (tables/NAME) as TestSparkOnKubernetes runs, sized by sizing: lines under
+// spec.runtime.spark, "" for the defaults. Its JVMs run with the tests' options, which cost a
+// short query less CPU.
+func (tn *tenant) sparkKafkaQuery(name, broker, sizing string) string {
 	return fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
 metadata: {name: %s}
@@ -39,15 +43,43 @@ spec:
         spark.executor.extraJavaOptions: "`+testenv.TestJavaOptions+`"
   sources:
   - name: orders
-    files: {path: %s, format: json}
-    schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
+    kafka: {bootstrapServers: [%q], topics: [orders], startingOffsets: earliest, format: json}
+    schema: {columns: [{name: id, type: long}]}
   sink:
-    files: {path: %s, format: json}
+    delta: {path: %s}
   outputMode: append
   trigger: {processingTime: 2s}
   checkpoint: {store: %s}
   engine: {progressTimeout: 15m}
-`, name, sizing, tn.location("landing/orders"), tn.location("out/"+name), tn.store)
+`, name, sizing, broker, tn.location("tables/"+name), tn.store)
+}
+
+// ordersBroker starts the test's Kafka broker on the node's address, with the topic orders
+// (two partitions), and returns its address and a function that produces n more records.
+func (tn *tenant) ordersBroker() (string, func(n int)) {
+	tn.t.Helper()
+	ctx := context.Background()
+	broker := testenv.KafkaProcessAt(tn.t, tn.in.node.IP).Addr
+	kc, err := kgo.NewClient(kgo.SeedBrokers(broker), kgo.DefaultProduceTopic("orders"))
+	if err != nil {
+		tn.t.Fatal(err)
+	}
+	tn.t.Cleanup(kc.Close)
+	if _, err := kadm.NewClient(kc).CreateTopic(ctx, 2, 1, nil, "orders"); err != nil {
+		tn.t.Fatal(err)
+	}
+	produced := 0
+	return broker, func(n int) {
+		tn.t.Helper()
+		var recs []*kgo.Record
+		for i := produced; i < produced+n; i++ {
+			recs = append(recs, &kgo.Record{Key: []byte(strconv.Itoa(i)), Value: fmt.Appendf(nil, `{"id":%d}`, i)})
+		}
+		if err := kc.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			tn.t.Fatal(err)
+		}
+		produced += n
+	}
 }
 
 // unschedulable returns nil when the query is Pending because the scheduler cannot place
@@ -70,10 +102,11 @@ func TestSparkSizesOnASmallNode(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
 	importSparkImage(t, tn.in)
-	tn.putOrders("1.json", 0, 10)
-	tn.apply(tn.sparkFilesQuery("fits", ""))
-	tn.apply(tn.sparkFilesQuery("big-driver", "      driver: {cores: 64}\n"))
-	tn.apply(tn.sparkFilesQuery("big-executors", "      executor: {cores: 64}\n"))
+	broker, produce := tn.ordersBroker()
+	produce(10)
+	tn.apply(tn.sparkKafkaQuery("fits", broker, ""))
+	tn.apply(tn.sparkKafkaQuery("big-driver", broker, "      driver: {cores: 64}\n"))
+	tn.apply(tn.sparkKafkaQuery("big-executors", broker, "      executor: {cores: 64}\n"))
 
 	tn.eventually("the query whose driver asks for 64 cores reads Pending with the scheduler's reason", func() error {
 		return tn.unschedulable("big-driver", "The engine cannot be scheduled: pod big-driver-")
@@ -116,8 +149,9 @@ func TestSparkDriverRestartCleansExecutors(t *testing.T) {
 	tn := newTenant(t)
 	importSparkImage(t, tn.in)
 	ctx := context.Background()
-	tn.putOrders("1.json", 0, 10)
-	tn.apply(tn.sparkFilesQuery("orders", "      instances: 2\n"))
+	broker, produce := tn.ordersBroker()
+	produce(10)
+	tn.apply(tn.sparkKafkaQuery("orders", broker, "      instances: 2\n"))
 
 	var driver corev1.Pod
 	var old []corev1.Pod
@@ -151,7 +185,7 @@ func TestSparkDriverRestartCleansExecutors(t *testing.T) {
 	if err := tn.in.node.KillContainer(kill, tn.ns, driver.Name, controller.EngineContainer); err != nil {
 		t.Fatal(err)
 	}
-	tn.putOrders("2.json", 10, 10)
+	produce(10)
 	tn.eventuallyWithin(sparkStartTimeout, "the new application runs two executors, and the dead one's are gone", func() error {
 		var p corev1.Pod
 		if err := tn.in.c.Get(ctx, client.ObjectKey{Namespace: tn.ns, Name: driver.Name}, &p); err != nil {
@@ -180,7 +214,7 @@ func TestSparkDriverRestartCleansExecutors(t *testing.T) {
 		}
 		return nil
 	})
-	tn.eventuallyWithin(sparkStartTimeout, "the restarted driver commits the batch of the second file", func() error {
+	tn.eventuallyWithin(sparkStartTimeout, "the restarted driver commits a batch of the records produced since", func() error {
 		q := tn.query("orders")
 		if b := q.Status.LatestCommittedBatch; b == nil || *b <= before {
 			return fmt.Errorf("latest committed batch %s, want one after %d; phase %s; conditions %s", ptrString(b), before, q.Status.Phase, conditions(q))
