@@ -61,14 +61,17 @@ warm: ## Compile what the tests build into Go's build cache, linking and running
 e2e-short: ## Run the end-to-end suite without (re)building the tools.
 	go test -tags e2e $(E2E_FLAGS) ./e2e/
 
-image: ## Build the lockstep image tarball bin/lockstep-image.tar without Docker (IMAGE=ref, VERSION=v).
+# The images are tagged as the install names them (INSTALL_IMAGE, SPARK_INSTALL_IMAGE below), so
+# that what `make image image-spark` builds is what `make deploy`'s or install.yaml's controller
+# runs: give INSTALL_IMAGE=repo:tag to every step (charts/makefile_test.go keeps the defaults equal).
+image: ## Build the lockstep image tarball bin/lockstep-image.tar without Docker (IMAGE=ref, default $(INSTALL_IMAGE); VERSION=v).
 	go run ./hack/image -ref $(IMAGE) -version $(VERSION) -out bin/lockstep-image.tar
-IMAGE ?= ghcr.io/lockstep-dev/lockstep:dev
+IMAGE ?= $(INSTALL_IMAGE)
 
-image-spark: ## Build Lockstep's Spark image bin/lockstep-spark-image.tar without Docker (SPARK_IMAGE=ref, VERSION=v; docs/spark.md).
+image-spark: ## Build Lockstep's Spark image bin/lockstep-spark-image.tar without Docker (SPARK_IMAGE=ref, default $(SPARK_INSTALL_IMAGE); VERSION=v; docs/spark.md).
 	hack/tools.sh spark_image
 	go run ./hack/image-spark -ref $(SPARK_IMAGE) -version $(VERSION) -out bin/lockstep-spark-image.tar
-SPARK_IMAGE ?= ghcr.io/lockstep-dev/lockstep-spark:dev
+SPARK_IMAGE ?= $(SPARK_INSTALL_IMAGE)
 
 test-short: ## Run the tests without (re)building the tools.
 	go test $(GO_TEST_FLAGS) $(FIRST_PKGS) $(PKGS)
@@ -110,8 +113,10 @@ OVERLAY ?= config/default
 RELEASE ?= $(shell sed -n 's/^appVersion: *"*\([^"]*\)"*$$/\1/p' charts/lockstep/Chart.yaml)
 # INSTALL_IMAGE is the controller's and engines' image in what render, install.yaml and deploy write.
 INSTALL_IMAGE ?= ghcr.io/lockstep-dev/lockstep:$(RELEASE)
-# SPARK_INSTALL_IMAGE runs spark queries' drivers and executors (make image-spark) in what they write.
-SPARK_INSTALL_IMAGE ?= ghcr.io/lockstep-dev/lockstep-spark:$(RELEASE)
+# SPARK_INSTALL_IMAGE runs spark queries' drivers and executors (make image-spark) in what they
+# write: by default INSTALL_IMAGE's repository with -spark, at the same tag (none for a digest:
+# name it then, its digest differs).
+SPARK_INSTALL_IMAGE ?= $(if $(findstring @,$(INSTALL_IMAGE)),,$(shell echo '$(INSTALL_IMAGE)' | sed 's/:\([^:/]*\)$$/-spark:\1/'))
 
 render: ## Print the install manifests of $(OVERLAY) with the images pinned to $(INSTALL_IMAGE) and $(SPARK_INSTALL_IMAGE).
 	@hack/install-manifests.sh $(OVERLAY) $(INSTALL_IMAGE) $(SPARK_INSTALL_IMAGE)

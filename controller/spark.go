@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -43,6 +44,9 @@ const (
 	ExecutorContainer = "executor"
 	// ComponentSparkExecutor is the LabelComponent of a spark query's executor pods.
 	ComponentSparkExecutor = "spark-executor"
+	// sparkExecutorRequestCores is the CPU an executor pod requests (Spark's default:
+	// spark.executor.cores).
+	sparkExecutorRequestCores = "spark.kubernetes.executor.request.cores"
 	// sparkMinOverhead and sparkOverheadFactor are Spark's memory overhead of a JVM on
 	// Kubernetes (spark.{driver,executor}.memoryOverhead's default): max(384Mi, 10% of the heap).
 	sparkMinOverhead    = 384 << 20
@@ -88,6 +92,12 @@ func sparkConfig(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.Con
 	}
 	if s.PullPolicy != "" {
 		conf["spark.kubernetes.container.image.pullPolicy"] = string(s.PullPolicy)
+	}
+	if _, set := rt.Conf[sparkExecutorRequestCores]; !set && rt.Executor.Cores == 0 {
+		// Unsized executors ask for a fraction of a core, as the driver does (see
+		// v1.SparkProcess.CPURequest), rather than Spark's spark.executor.cores whole cores.
+		cpu := rt.Executor.CPURequest()
+		conf[sparkExecutorRequestCores] = cpu.String()
 	}
 	if len(q.Name) <= 40 {
 		// Executor pods are named <prefix>-exec-<n>; Spark's default prefix is the app's
@@ -157,7 +167,7 @@ func renderExecutorPod(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 // image, the Spark settings, the pod's name and IP (the executors' owner and their way
 // back), the driver's ports, the query's service account with its token (Spark's Kubernetes
 // backend talks to the API server), and, where spec.resources sets none, requests and limits
-// from the driver's sizing.
+// from the driver's sizing (v1.SparkProcess.CPURequest; memory limited to its request).
 func sparkDriverPod(tmpl *corev1.PodTemplateSpec, q *v1.StreamingQuery, s EngineSettings) {
 	spec := &tmpl.Spec
 	spec.ServiceAccountName = sparkAccountOf(q)
@@ -176,9 +186,8 @@ func sparkDriverPod(tmpl *corev1.PodTemplateSpec, q *v1.StreamingQuery, s Engine
 	if len(q.Spec.Resources.Requests) == 0 && len(q.Spec.Resources.Limits) == 0 {
 		d := q.Spec.Runtime.Spark.Driver
 		mem := withOverhead(d.MemoryOrDefault())
-		cpu := *resource.NewQuantity(int64(d.CoresOrDefault()), resource.DecimalSI)
 		c.Resources = corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: cpu, corev1.ResourceMemory: mem},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: d.CPURequest(), corev1.ResourceMemory: mem},
 			Limits:   corev1.ResourceList{corev1.ResourceMemory: mem},
 		}
 	}
@@ -302,19 +311,37 @@ func executorsStatus(q *v1.StreamingQuery, pods []corev1.Pod, running bool) *v1.
 			continue
 		}
 		for _, c := range p.Status.Conditions {
-			switch {
-			case c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning:
+			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue && p.Status.Phase == corev1.PodRunning {
 				st.Ready++
-			case c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable:
-				st.Unschedulable++
-				if st.Message == "" {
-					st.Message = fmt.Sprintf("executor pod %s: %s", p.Name, c.Message)
-				}
+			}
+		}
+		if msg, ok := unschedulable(p); ok {
+			st.Unschedulable++
+			if st.Message == "" {
+				st.Message = fmt.Sprintf("executor pod %s: %s", p.Name, msg)
 			}
 		}
 	}
 	st.Summary = fmt.Sprintf("%d/%d", st.Ready, st.Wanted)
 	return st
+}
+
+// noExecutorSchedules reports whether a spark query waits for executors the scheduler cannot
+// place: none of its executor pods is ready and one is unschedulable.
+func noExecutorSchedules(q *v1.StreamingQuery, pods []corev1.Pod) bool {
+	st := executorsStatus(q, pods, true)
+	return st.Ready == 0 && st.Unschedulable > 0
+}
+
+// unschedulable returns the scheduler's reason why it cannot place a pod (its PodScheduled
+// condition's message), and whether it cannot.
+func unschedulable(p *corev1.Pod) (string, bool) {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return c.Message, true
+		}
+	}
+	return "", false
 }
 
 // executorsEvent returns the Warning event of executors that became unschedulable, or nil.
@@ -324,4 +351,75 @@ func executorsEvent(old, now *v1.ExecutorsStatus) *event {
 	}
 	return &event{corev1.EventTypeWarning, EventExecutorsUnschedulable, "Schedule",
 		fmt.Sprintf("%d executor pod(s) cannot be scheduled; the query runs on the executors it has (%s)", now.Unschedulable, now.Message)}
+}
+
+// sparkAppSelector is the label Spark's Kubernetes backend puts on an application's executor
+// pods: the application id (spark.app.id), new at each start of the driver's JVM.
+const sparkAppSelector = "spark-app-selector"
+
+// staleExecutors returns the executor pods that a dead application left behind its driver's
+// pod. When the driver's container restarts in the same pod (a crash, a kill), the new JVM is
+// a new application with executors of its own, and Spark does not look at the dead one's:
+// they stay, Completed or failed, for as long as the driver pod lives. An executor is stale
+// when its driver's container started after the executor was made and the application that
+// runs now (that of the executors made since) has another id. Nothing is stale until the new
+// application has made an executor.
+func staleExecutors(drivers, executors []corev1.Pod) []corev1.Pod {
+	var stale []corev1.Pod
+	for i := range drivers {
+		d := &drivers[i]
+		started := containerStarted(d, EngineContainer)
+		if started.IsZero() || d.DeletionTimestamp != nil {
+			continue
+		}
+		running := map[string]bool{}
+		var mine []corev1.Pod
+		for _, e := range executors {
+			if !ownedBy(&e, d) {
+				continue
+			}
+			mine = append(mine, e)
+			if !e.CreationTimestamp.Time.Before(started) {
+				running[e.Labels[sparkAppSelector]] = true
+			}
+		}
+		if len(running) == 0 {
+			continue
+		}
+		for _, e := range mine {
+			if e.DeletionTimestamp == nil && e.CreationTimestamp.Time.Before(started) && !running[e.Labels[sparkAppSelector]] {
+				stale = append(stale, e)
+			}
+		}
+	}
+	return stale
+}
+
+// ownedBy reports whether a pod has owner among its owners.
+func ownedBy(p *corev1.Pod, owner *corev1.Pod) bool {
+	return slices.ContainsFunc(p.OwnerReferences, func(o metav1.OwnerReference) bool { return o.UID == owner.UID })
+}
+
+// containerStarted is when a pod's container started (again); zero when it does not run.
+func containerStarted(p *corev1.Pod, container string) time.Time {
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.Name == container && cs.State.Running != nil {
+			return cs.State.Running.StartedAt.Time
+		}
+	}
+	return time.Time{}
+}
+
+// deleteStaleExecutors deletes the executor pods that dead applications left behind their
+// driver's pod (staleExecutors).
+func (r *QueryReconciler) deleteStaleExecutors(ctx context.Context, o *observation) error {
+	for _, e := range staleExecutors(o.pods, o.executors) {
+		err := r.client.Delete(ctx, &e, client.Preconditions{UID: &e.UID})
+		if client.IgnoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+			return fmt.Errorf("delete executor pod %s of a dead Spark application: %w", e.Name, err)
+		}
+		logf.FromContext(ctx).Info("Deleted the executor pod of a dead Spark application", "pod", client.ObjectKeyFromObject(&e),
+			"application", e.Labels[sparkAppSelector], "phase", e.Status.Phase)
+	}
+	return nil
 }

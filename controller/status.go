@@ -57,6 +57,9 @@ type engineState struct {
 	// startedAt is when the current pod's engine container started (again); zero while it
 	// is not running.
 	startedAt time.Time
+	// unschedulable is the scheduler's reason why it cannot place a current pod, with the
+	// pod's name; "" when it can.
+	unschedulable string
 }
 
 // inspectPods reads the engine pods; hash is the spec hash in force ("" for none).
@@ -65,6 +68,9 @@ func inspectPods(pods []corev1.Pod, hash string) engineState {
 	for i := range pods {
 		p := &pods[i]
 		current := hash != "" && p.Annotations[AnnotationSpecHash] == hash
+		if msg, ok := unschedulable(p); ok && current && p.DeletionTimestamp == nil {
+			st.unschedulable = fmt.Sprintf("pod %s: %s", p.Name, msg)
+		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if cs.Name != EngineContainer {
 				continue
@@ -280,6 +286,17 @@ func readiness(in statusInput, lastFailure *v1.Failure) (v1.Phase, condition) {
 				in.restartNote(), livenessBound(&q.Spec))}
 	case o.unreachable != nil && o.desiredCM == nil:
 		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonCheckpointUnreachable, "Waiting to read the checkpoint before the engine starts"}
+	case !running && o.engine.unschedulable != "":
+		sizes := "spec.resources"
+		if isSpark(q) {
+			sizes = "spec.runtime.spark.driver, or spec.resources"
+		}
+		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonUnschedulable,
+			fmt.Sprintf("The engine cannot be scheduled: %s (lower its requests, %s, or give the cluster room)", o.engine.unschedulable, sizes)}
+	case isSpark(q) && !o.committedSinceStart() && noExecutorSchedules(q, o.executors):
+		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonUnschedulable,
+			fmt.Sprintf("No executor can be scheduled, so no batch runs: %s (lower spec.runtime.spark.executor, or give the cluster room)",
+				executorsStatus(q, o.executors, true).Message)}
 	case running && in.a.current(o.desiredCM) && runningGen == gen:
 		return v1.PhaseRunning, condition{metav1.ConditionTrue, v1.ReasonRunning, fmt.Sprintf("The engine runs generation %d", gen)}
 	case running:

@@ -398,6 +398,9 @@ func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *ob
 		if err := r.applySparkAccess(ctx, q); err != nil {
 			return a, err
 		}
+		if err := r.deleteStaleExecutors(ctx, o); err != nil {
+			return a, err
+		}
 	}
 	return r.applyWorkload(ctx, q, o, cm, replicas)
 }

@@ -14,8 +14,10 @@ import (
 // checkpoint: the two write different checkpoint formats, so changing it on an existing
 // checkpoint is rejected by the planner.
 type Runtime struct {
-	// Spark runs the query on Apache Spark Structured Streaming (4.2, local mode for now)
-	// instead of the built-in engine. Omitted: the built-in engine.
+	// Spark runs the query on Apache Spark Structured Streaming (4.2) instead of the built-in
+	// engine: on Kubernetes the driver runs in the engine pod and the executors
+	// (spec.runtime.spark.instances) run as pods of their own; `lockstep run` runs it in local
+	// mode, in one JVM. Omitted: the built-in engine.
 	// +optional
 	Spark *SparkRuntime `json:"spark,omitempty"`
 }
@@ -45,14 +47,16 @@ func (r *Runtime) Name() RuntimeName {
 // SparkRuntime is Spark's sizing and extra configuration. The state partitions
 // (spec.stateStore.partitions) become spark.sql.shuffle.partitions.
 type SparkRuntime struct {
-	// Driver sizes the Spark driver (in local mode, the one JVM that runs everything).
+	// Driver sizes the Spark driver: on Kubernetes, the JVM in the engine pod that plans the
+	// batches and tracks offsets (spec.resources, when set, sizes its pod instead); in local
+	// mode, the one JVM that runs everything.
 	// +optional
 	Driver SparkProcess `json:"driver,omitzero"`
-	// Executor sizes each executor. In local mode the executors' cores are the driver's
-	// task slots (local[cores]); memory and instances apply on Kubernetes.
+	// Executor sizes each executor pod on Kubernetes. In local mode the executor's cores are
+	// the driver's task slots (local[cores]); its memory applies on Kubernetes only.
 	// +optional
 	Executor SparkProcess `json:"executor,omitzero"`
-	// Instances is the number of executors (on Kubernetes). Default 1.
+	// Instances is the number of executor pods on Kubernetes. Default 1.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=1000
@@ -68,12 +72,16 @@ type SparkRuntime struct {
 
 // SparkProcess sizes a Spark driver or executor.
 type SparkProcess struct {
-	// Cores is the number of cores. Default 2 (local[2] in local mode).
+	// Cores is the number of task slots (an executor's spark.executor.cores; local[cores] in
+	// local mode) and, when set, the CPU the pod requests on Kubernetes: set it to reserve
+	// whole cores. Default 2 slots, and a request of 250m CPU per pod (no CPU limit), so that
+	// a driver and its executors fit a small node.
 	// +optional
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=256
 	Cores int32 `json:"cores,omitempty"`
-	// Memory is the JVM heap, as a quantity (1Gi). Default 1Gi.
+	// Memory is the JVM heap, as a quantity (1Gi). Default 1Gi. On Kubernetes the pod
+	// requests, and is limited to, the heap plus Spark's overhead (max(384Mi, 10%)).
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 }
@@ -86,6 +94,11 @@ const (
 
 // DefaultSparkMemory is the default heap of the driver and of each executor.
 var DefaultSparkMemory = resource.MustParse("1Gi")
+
+// DefaultSparkCPURequest is the CPU a driver or executor pod requests on Kubernetes when its
+// cores are not set: well under a core, so that a driver and its executors schedule on a
+// 2-core node. Their CPU is not limited.
+var DefaultSparkCPURequest = resource.MustParse("250m")
 
 // MaxSparkConf is the most Spark settings spec.runtime.spark.conf may pass through.
 const MaxSparkConf = 64
@@ -208,6 +221,15 @@ func (s SparkProcess) CoresOrDefault() int32 {
 		return s.Cores
 	}
 	return DefaultSparkCores
+}
+
+// CPURequest returns the CPU a pod of the process requests on Kubernetes: Cores when set,
+// else DefaultSparkCPURequest.
+func (s SparkProcess) CPURequest() resource.Quantity {
+	if s.Cores > 0 {
+		return *resource.NewQuantity(int64(s.Cores), resource.DecimalSI)
+	}
+	return DefaultSparkCPURequest.DeepCopy()
 }
 
 // MemoryOrDefault returns Memory, or DefaultSparkMemory when unset.

@@ -209,6 +209,9 @@ const (
 	ReasonIdle                     = "Idle"
 	// ReasonEngineStarting: the engine pod is being created or is not ready yet.
 	ReasonEngineStarting = "EngineStarting"
+	// ReasonUnschedulable: the scheduler cannot place the engine pod, or none of a spark
+	// query's executor pods, so no batch runs; the message has the scheduler's reason.
+	ReasonUnschedulable = "Unschedulable"
 	// ReasonEngineRestarted: the engine container restarted after a failure (a crash, or its
 	// liveness probe found it stuck) and has not yet shown that it works again: no batch
 	// committed since, and it has run for less than its liveness bound.

@@ -2,6 +2,7 @@ package sparkckpt
 
 import (
 	"context"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -35,6 +36,15 @@ func LockstepLocation(p string) string {
 		return strings.TrimPrefix(p, "file:")
 	}
 	return p
+}
+
+// folder is the folder of a path Spark wrote: path.Dir, but keeping a URL's "//"
+// (s3a://b/in/a.json → s3a://b/in, where path.Dir makes s3a:/b/in).
+func folder(p string) string {
+	if i := strings.Index(p, "://"); i >= 0 {
+		return p[:i+3] + path.Dir(p[i+3:])
+	}
+	return path.Dir(p)
 }
 
 // Newest returns the newest batch of the commit log and of the offsets log in store, -1 for

@@ -233,7 +233,7 @@ func (c *Checkpoint) readSources(ctx context.Context, store checkpoint.Store) er
 				}
 				s.Files += len(entries)
 				for _, e := range entries {
-					if d := path.Dir(e.Path); !slices.Contains(s.Folders, d) {
+					if d := folder(e.Path); !slices.Contains(s.Folders, d) {
 						s.Folders = append(s.Folders, d)
 					}
 				}

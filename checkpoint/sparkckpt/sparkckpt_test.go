@@ -319,3 +319,38 @@ func TestNamedSourceWithOffsetsV1(t *testing.T) {
 		t.Errorf("sources = %+v, want the files source with its log from sources/orders", c.Sources)
 	}
 }
+
+// TestFileSourceFoldersOnS3: the folders a files source read are named as Spark names them,
+// s3a:// included (not s3a:/, which the planner would take for another folder than the
+// spec's s3://), and LockstepLocation turns them back into the spec's.
+func TestFileSourceFoldersOnS3(t *testing.T) {
+	dir := t.TempDir()
+	for key, data := range map[string]string{
+		"metadata":         `{"id":"5b1f4d5e-6a4c-4f34-9d8c-0d1e2f3a4b5c"}`,
+		"offsets/0":        "v1\n" + `{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.streaming.queryEvolution.enableSourceEvolution":"true"}}` + "\n" + `{"logOffset":0}`,
+		"commits/0":        "v1\n{\"nextBatchWatermarkMs\":0}",
+		"sources/orders/0": "v1\n{\"path\":\"s3a://b/landing/orders/1.json\",\"timestamp\":1,\"batchId\":0}",
+	} {
+		p := filepath.Join(dir, filepath.FromSlash(key))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := sparkckpt.Read(t.Context(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Sources) != 1 || !slices.Equal(c.Sources[0].Folders, []string{"s3a://b/landing/orders"}) {
+		t.Fatalf("sources = %+v, want the folder s3a://b/landing/orders", c.Sources)
+	}
+	if got := sparkckpt.LockstepLocation(c.Sources[0].Folders[0]); got != "s3://b/landing/orders" {
+		t.Errorf("LockstepLocation(%s) = %s, want s3://b/landing/orders", c.Sources[0].Folders[0], got)
+	}
+}

@@ -1,6 +1,7 @@
 // Package spark is Lockstep's second runtime: it runs a StreamingQuery on Apache Spark
-// Structured Streaming (4.2, local mode) instead of the built-in engine, with the same spec,
-// planner, guarantees and progress lines.
+// Structured Streaming (4.2: local mode from `lockstep run`, client mode with executor pods on
+// Kubernetes) instead of the built-in engine, with the same spec, planner, guarantees and
+// progress lines.
 //
 // The query is compiled here, in Go: [Compile] turns the query's logical plan (plan.Plan, built
 // once by [New]) into the runner's [Plan] (sources with Spark's options, the logical plan's
