@@ -203,29 +203,12 @@ func build(s *v1.StreamingQuerySpec, c *compiler) (*Plan, field.ErrorList) {
 			}
 		case st.Join != nil:
 			step.Right = flow[i].Right
-			step.JoinOutput = st.Join.Output(step.In, step.Right)
 			if k := slices.Index(joinSteps, i); k >= 0 {
 				step.JoinName = joinNames[k]
 			}
-			if st.Join.Stream != nil {
-				tb := st.Join.Stream.TimeBound
-				lower, err := tb.LowerBound.Parse()
-				if err != nil {
-					errs = append(errs, field.Invalid(step.Path.Child("join", "stream", "timeBound", "lowerBound"), tb.LowerBound, err.Error()))
-					continue
-				}
-				upper, err := tb.UpperBound.Parse()
-				if err != nil {
-					errs = append(errs, field.Invalid(step.Path.Child("join", "stream", "timeBound", "upperBound"), tb.UpperBound, err.Error()))
-					continue
-				}
-				step.TimeBound = &TimeBound{LeftColumn: tb.LeftColumn, RightColumn: tb.RightColumn, Lower: lower, Upper: upper}
-				in, _ := st.Join.RightColumns(s)
-				var ferr *field.Error
-				if step.RightSteps, ferr = sideSteps(c, step.Path.Child("join", "stream", "transform"), st.Join.Stream.Transform, in); ferr != nil {
-					errs = append(errs, ferr)
-					continue
-				}
+			if err := joinStep(c, s, &step); err != nil {
+				errs = append(errs, err)
+				continue
 			}
 		}
 		p.Steps = append(p.Steps, step)
@@ -234,6 +217,32 @@ func build(s *v1.StreamingQuerySpec, c *compiler) (*Plan, field.ErrorList) {
 		return nil, errs
 	}
 	return p, nil
+}
+
+// joinStep fills in what a runtime needs of the join step st over the spec s: its output
+// columns and, for a stream join, its time bound parsed and its right side's transform
+// compiled.
+func joinStep(c *compiler, s *v1.StreamingQuerySpec, st *Step) *field.Error {
+	j := st.Spec.Join
+	st.JoinOutput = j.Output(st.In, st.Right)
+	if j.Stream == nil {
+		return nil
+	}
+	tb := j.Stream.TimeBound
+	p := st.Path.Child("join", "stream")
+	lower, err := tb.LowerBound.Parse()
+	if err != nil {
+		return field.Invalid(p.Child("timeBound", "lowerBound"), tb.LowerBound, err.Error())
+	}
+	upper, err := tb.UpperBound.Parse()
+	if err != nil {
+		return field.Invalid(p.Child("timeBound", "upperBound"), tb.UpperBound, err.Error())
+	}
+	st.TimeBound = &TimeBound{LeftColumn: tb.LeftColumn, RightColumn: tb.RightColumn, Lower: lower, Upper: upper}
+	in, _ := j.RightColumns(s)
+	var ferr *field.Error
+	st.RightSteps, ferr = sideSteps(c, p.Child("transform"), j.Stream.Transform, in)
+	return ferr
 }
 
 // sessionOf returns the session window of an aggregate step, nil for any other step.

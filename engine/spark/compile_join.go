@@ -30,7 +30,7 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 	jn := &Join{Type: sparkJoinTypes[j.EffectiveType()]}
 	switch {
 	case j.Static != nil:
-		jn.Static = c.static(p.Child("static"), j.Static)
+		jn.Static = c.static(p.Child("static"), j.Static, st.JoinName)
 	case j.Stream != nil:
 		sp := p.Child("stream")
 		src, ok := c.streams[j.Stream.Source]
@@ -52,14 +52,11 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 			cond = append(cond, "NOT isnan("+l+")")
 		}
 	}
-	if st := j.Stream; st != nil {
-		tb := st.TimeBound
-		lower, _ := tb.LowerBound.Parse()
-		upper, _ := tb.UpperBound.Parse()
+	if tb := st.TimeBound; tb != nil {
 		l, r := "`l`."+quoteIdent(tb.LeftColumn), "`r`."+quoteIdent(tb.RightColumn)
 		cond = append(cond,
-			fmt.Sprintf("%s >= %s - INTERVAL %d MILLISECONDS", r, l, lower.Milliseconds()),
-			fmt.Sprintf("%s <= %s + INTERVAL %d MILLISECONDS", r, l, upper.Milliseconds()))
+			fmt.Sprintf("%s >= %s - INTERVAL %d MILLISECONDS", r, l, tb.Lower.Milliseconds()),
+			fmt.Sprintf("%s <= %s + INTERVAL %d MILLISECONDS", r, l, tb.Upper.Milliseconds()))
 	}
 	jn.Condition = strings.Join(cond, " AND ")
 	for _, o := range st.JoinOutput {
@@ -102,7 +99,7 @@ func (c *compiler) sideSteps(steps []lplan.SideStep) []Step {
 // table or a PostgreSQL table, which the runner caches (a Delta table at the version it found),
 // so that every batch of a run joins against the snapshot its first batch read. A restart
 // reads the side again (docs/spark.md).
-func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
+func (c *compiler) static(p *field.Path, st *v1.StaticSide, joinName string) *Source {
 	s := &Source{Options: map[string]string{}}
 	if st.Refresh != nil {
 		c.refuse(p.Child("refresh"), "", "Spark joins a static side's rows read once per run; a refresh within a run is not compiled: omit refresh, and restart the query to read a new snapshot")
@@ -110,7 +107,7 @@ func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
 	switch st.Kind() {
 	case v1.StaticFilesKind:
 		f := st.Files
-		c.s3Settings(p.Child("files", "s3"), f.S3, c.joinName(st), f.Path)
+		c.s3Settings(p.Child("files", "s3"), f.S3, joinName, f.Path)
 		s.Format, s.Path = string(f.Format), sparkckpt.HadoopLocation(f.Path)
 		switch f.Format {
 		case v1.FormatCSV:
@@ -124,22 +121,10 @@ func (c *compiler) static(p *field.Path, st *v1.StaticSide) *Source {
 		// The runner pins the version it finds at the first read (versionAsOf): Spark's Delta
 		// reader would otherwise resolve the newest version for every batch.
 		d := st.Delta
-		c.s3Settings(p.Child("delta", "s3"), d.S3, c.joinName(st), d.Path)
+		c.s3Settings(p.Child("delta", "s3"), d.S3, joinName, d.Path)
 		s.Format, s.Path, s.Project = "delta", sparkckpt.HadoopLocation(d.Path), deltaProject(st.Schema.Columns)
 	case v1.StaticPostgresKind:
 		s = c.postgresStatic(p.Child("postgres"), st, slices.Index(postgresStatics(c.spec), st), c.getenv)
 	}
 	return s
-}
-
-// joinName returns the name of the join whose static side st is (JoinNames'), which names its
-// S3 credentials' variables as on the built-in engine.
-func (c *compiler) joinName(st *v1.StaticSide) string {
-	names, steps := c.spec.JoinNames()
-	for k, i := range steps {
-		if c.spec.Transform[i].Join.Static == st {
-			return names[k]
-		}
-	}
-	return ""
 }
