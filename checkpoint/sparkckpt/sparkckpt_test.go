@@ -287,18 +287,11 @@ func fromUnits(u []uint16) string {
 	return b.String()
 }
 
-// TestNamedSourceWithOffsetsV1: Spark 4.2 lists a named source by position in offsets v1 but
-// keeps its log under sources/<name> (seen in the spark runtime's checkpoints): with one
-// source, its log is read there.
-func TestNamedSourceWithOffsetsV1(t *testing.T) {
+// readFiles writes files (key → content) into a folder and reads it as a Spark checkpoint.
+func readFiles(t *testing.T, files map[string]string) *sparkckpt.Checkpoint {
+	t.Helper()
 	dir := t.TempDir()
-	for key, data := range map[string]string{
-		"metadata":              `{"id":"5b1f4d5e-6a4c-4f34-9d8c-0d1e2f3a4b5c"}`,
-		"offsets/0":             "v1\n" + `{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.streaming.queryEvolution.enableSourceEvolution":"true"}}` + "\n" + `{"logOffset":0}`,
-		"commits/0":             "v1\n{\"nextBatchWatermarkMs\":0}",
-		"sources/orders/0":      "v1\n{\"path\":\"file:/in/a.json\",\"timestamp\":1,\"batchId\":0}",
-		"sources/orders/.0.crc": "crc",
-	} {
+	for key, data := range files {
 		p := filepath.Join(dir, filepath.FromSlash(key))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			t.Fatal(err)
@@ -315,6 +308,20 @@ func TestNamedSourceWithOffsetsV1(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c
+}
+
+// TestNamedSourceWithOffsetsV1: Spark 4.2 lists a named source by position in offsets v1 but
+// keeps its log under sources/<name> (seen in the spark runtime's checkpoints): with one
+// source, its log is read there.
+func TestNamedSourceWithOffsetsV1(t *testing.T) {
+	c := readFiles(t, map[string]string{
+		"metadata":              `{"id":"5b1f4d5e-6a4c-4f34-9d8c-0d1e2f3a4b5c"}`,
+		"offsets/0":             "v1\n" + `{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.streaming.queryEvolution.enableSourceEvolution":"true"}}` + "\n" + `{"logOffset":0}`,
+		"commits/0":             "v1\n{\"nextBatchWatermarkMs\":0}",
+		"sources/orders/0":      "v1\n{\"path\":\"file:/in/a.json\",\"timestamp\":1,\"batchId\":0}",
+		"sources/orders/.0.crc": "crc",
+	})
 	if len(c.Sources) != 1 || c.Sources[0].Kind != "files" || c.Sources[0].Files != 1 || !slices.Equal(c.Sources[0].Folders, []string{"file:/in"}) {
 		t.Errorf("sources = %+v, want the files source with its log from sources/orders", c.Sources)
 	}
@@ -324,29 +331,12 @@ func TestNamedSourceWithOffsetsV1(t *testing.T) {
 // s3a:// included (not s3a:/, which the planner would take for another folder than the
 // spec's s3://), and LockstepLocation turns them back into the spec's.
 func TestFileSourceFoldersOnS3(t *testing.T) {
-	dir := t.TempDir()
-	for key, data := range map[string]string{
+	c := readFiles(t, map[string]string{
 		"metadata":         `{"id":"5b1f4d5e-6a4c-4f34-9d8c-0d1e2f3a4b5c"}`,
 		"offsets/0":        "v1\n" + `{"batchWatermarkMs":0,"batchTimestampMs":1,"conf":{"spark.sql.streaming.queryEvolution.enableSourceEvolution":"true"}}` + "\n" + `{"logOffset":0}`,
 		"commits/0":        "v1\n{\"nextBatchWatermarkMs\":0}",
 		"sources/orders/0": "v1\n{\"path\":\"s3a://b/landing/orders/1.json\",\"timestamp\":1,\"batchId\":0}",
-	} {
-		p := filepath.Join(dir, filepath.FromSlash(key))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	store, err := checkpoint.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := sparkckpt.Read(t.Context(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	if len(c.Sources) != 1 || !slices.Equal(c.Sources[0].Folders, []string{"s3a://b/landing/orders"}) {
 		t.Fatalf("sources = %+v, want the folder s3a://b/landing/orders", c.Sources)
 	}

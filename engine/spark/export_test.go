@@ -8,16 +8,16 @@ import (
 	"os/exec"
 	"slices"
 
-	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
 // RequestPrefix begins a line on which the runner asks its Go parent something.
 const RequestPrefix = requestPrefix
 
-// FilesServer answers the requests of the runner's files sink for spec's sink, for the query
-// queryID, as Query.Run does: the oracle's JVM, which runs plans without a Query, asks it.
-func FilesServer(ctx context.Context, spec *v1.StreamingQuerySpec, queryID string) (func(line string) []byte, error) {
-	c, err := newFilesCommitter(ctx, spec, queryID, os.Getenv, slog.New(slog.DiscardHandler))
+// FilesServer answers the requests of the runner's files sink for the plan p's sink, for the
+// query queryID, as Query.Run does: the oracle's JVM, which runs plans without a Query, asks it.
+func FilesServer(ctx context.Context, p *lplan.Plan, queryID string) (func(line string) []byte, error) {
+	c, err := newFilesCommitter(ctx, p, queryID, os.Getenv, slog.New(slog.DiscardHandler))
 	if err != nil {
 		return nil, err
 	}

@@ -65,14 +65,11 @@ type filesCommitter struct {
 	now func() time.Time
 }
 
-// newFilesCommitter opens the files sink of spec, whose output columns are the plan's, for the
+// newFilesCommitter opens the files sink of the plan p, with the plan's output columns, for the
 // query queryID; its location's S3 settings are the sink's own spec.s3, else the
 // environment's (read with getenv), as the built-in runtime's.
-func newFilesCommitter(ctx context.Context, spec *v1.StreamingQuerySpec, queryID string, getenv func(string) string, logger *slog.Logger) (*filesCommitter, error) {
-	cols, err := lplan.OutputColumns(spec)
-	if err != nil {
-		return nil, fmt.Errorf("files sink: %w", err)
-	}
+func newFilesCommitter(ctx context.Context, p *lplan.Plan, queryID string, getenv func(string) string, logger *slog.Logger) (*filesCommitter, error) {
+	spec, cols := p.Spec, p.Output()
 	st, stErr := storeconn.Resolve(getenv, storeconn.From{Conn: spec.Sink.S3Connection()})
 	open := func(location string) (blob.Folder, error) {
 		if stErr != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
+	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
 // filesReply is the Go side's answer to the runner's files sink (engine/spark/files.go).
@@ -47,14 +48,17 @@ func TestFilesCommit(t *testing.T) {
 				root, opts = "s3://"+srv.Bucket+"/"+strings.ReplaceAll(t.Name(), "/", "-"), srv.Options()
 			}
 			out := root + "/out"
-			spec := qt.Make("files-commit", "spark").FilesSource("orders", t.TempDir(), v1.FormatJSON, diffColumns...).
-				SelectColumns("id", "qty").FilesSink(out, v1.FormatJSON).Spec()
+			lp, errs := lplan.Build(qt.Make("files-commit", "spark").FilesSource("orders", t.TempDir(), v1.FormatJSON, diffColumns...).
+				SelectColumns("id", "qty").FilesSink(out, v1.FormatJSON).Spec())
+			if len(errs) > 0 {
+				t.Fatal(errs.ToAggregate())
+			}
 			folder, err := blob.Open(out, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
 			attempt := func() func(op string, batch int64, files ...sink.DataFile) filesReply {
-				serve, err := spark.FilesServer(ctx, spec, "q")
+				serve, err := spark.FilesServer(ctx, lp, "q")
 				if err != nil {
 					t.Fatal(err)
 				}

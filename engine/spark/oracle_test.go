@@ -426,7 +426,7 @@ func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) o
 	// The runner's files sink asks its Go parent to commit each batch: here, the test.
 	var serve func(string) []byte
 	if lp.Spec.Sink.Files != nil {
-		if serve, err = spark.FilesServer(context.Background(), lp.Spec, "oracle"); err != nil {
+		if serve, err = spark.FilesServer(context.Background(), lp, "oracle"); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -220,7 +220,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	maps.Copy(plan.Conf, q.opts.Conf)
 	var files *filesCommitter
 	if q.spec.Sink.Files != nil {
-		if files, err = newFilesCommitter(ctx, q.spec, id, os.Getenv, q.opts.Logger.With("sink", string(v1.SinkFiles))); err != nil {
+		if files, err = newFilesCommitter(ctx, q.plan, id, os.Getenv, q.opts.Logger.With("sink", string(v1.SinkFiles))); err != nil {
 			return sum, err
 		}
 	}
