@@ -326,13 +326,6 @@ func executorsStatus(q *v1.StreamingQuery, pods []corev1.Pod, running bool) *v1.
 	return st
 }
 
-// noExecutorSchedules reports whether a spark query waits for executors the scheduler cannot
-// place: none of its executor pods is ready and one is unschedulable.
-func noExecutorSchedules(q *v1.StreamingQuery, pods []corev1.Pod) bool {
-	st := executorsStatus(q, pods, true)
-	return st.Ready == 0 && st.Unschedulable > 0
-}
-
 // unschedulable returns the scheduler's reason why it cannot place a pod (its PodScheduled
 // condition's message), and whether it cannot.
 func unschedulable(p *corev1.Pod) (string, bool) {

@@ -254,6 +254,13 @@ func readiness(in statusInput, lastFailure *v1.Failure) (v1.Phase, condition) {
 	down := o.engine.crashed != nil
 	running := o.engine.ready || o.committedSinceStart()
 	runningGen := generationOf(o.desiredCM)
+	// A spark query whose executors none can be scheduled runs no batch.
+	var stuck *v1.ExecutorsStatus
+	if isSpark(q) && !o.committedSinceStart() {
+		if ex := executorsStatus(q, o.executors, true); ex.Ready == 0 && ex.Unschedulable > 0 {
+			stuck = ex
+		}
+	}
 	switch ref := in.refusal(); {
 	case q.Spec.Suspend:
 		return v1.PhaseSuspended, condition{metav1.ConditionFalse, v1.ReasonSuspended, "spec.suspend is true: the engine stopped at a batch boundary"}
@@ -293,10 +300,9 @@ func readiness(in statusInput, lastFailure *v1.Failure) (v1.Phase, condition) {
 		}
 		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonUnschedulable,
 			fmt.Sprintf("The engine cannot be scheduled: %s (lower its requests, %s, or give the cluster room)", o.engine.unschedulable, sizes)}
-	case isSpark(q) && !o.committedSinceStart() && noExecutorSchedules(q, o.executors):
+	case stuck != nil:
 		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonUnschedulable,
-			fmt.Sprintf("No executor can be scheduled, so no batch runs: %s (lower spec.runtime.spark.executor, or give the cluster room)",
-				executorsStatus(q, o.executors, true).Message)}
+			fmt.Sprintf("No executor can be scheduled, so no batch runs: %s (lower spec.runtime.spark.executor, or give the cluster room)", stuck.Message)}
 	case running && in.a.current(o.desiredCM) && runningGen == gen:
 		return v1.PhaseRunning, condition{metav1.ConditionTrue, v1.ReasonRunning, fmt.Sprintf("The engine runs generation %d", gen)}
 	case running:
