@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"syscall"
 
+	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
 )
 
@@ -65,12 +67,9 @@ func endedHow(t *corev1.ContainerStateTerminated) string {
 	}
 }
 
-// signalName names signal n as kill(1) does; signals without a name here are numbered.
+// signalName names signal n as kill(1) does ("SIGKILL"); a signal without a name is numbered.
 func signalName(n int32) string {
-	names := map[int32]string{1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
-		7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2", 13: "SIGPIPE",
-		14: "SIGALRM", 15: "SIGTERM"}
-	if s, ok := names[n]; ok {
+	if s := unix.SignalName(syscall.Signal(n)); s != "" {
 		return s
 	}
 	return fmt.Sprintf("%d", n)
