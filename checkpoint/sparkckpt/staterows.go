@@ -2,6 +2,7 @@ package sparkckpt
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/binary"
 	"errors"
@@ -62,7 +63,7 @@ func readWindows(ctx context.Context, store checkpoint.Store, keys []string, id 
 		}
 		files = append(files, file{k, n})
 	}
-	slices.SortStableFunc(files, func(a, b file) int { return int(b.version - a.version) })
+	slices.SortStableFunc(files, func(a, b file) int { return cmp.Compare(b.version, a.version) })
 	var out []Window
 	for i, f := range files {
 		if i == maxWindowFiles || len(out) >= maxWindows {
