@@ -47,7 +47,8 @@ func (e *OwnerMismatchError) Is(target error) bool { return target == ErrOwnerMi
 // writers that both believe they own the location are fenced: for each entry
 // exactly one wins, and the other gets an error wrapping ErrFenced.
 type Checkpoint struct {
-	store    Store
+	store    Store // the current generation's
+	gen      Generation
 	meta     Metadata
 	readOnly bool
 	known    atomic.Int64 // 1 + the newest committed batch seen; 0 for none
@@ -82,7 +83,8 @@ func WithQueryID(id string) ClaimOption { return func(o *claimOptions) { o.id = 
 // time.Now.
 func WithClock(now func() time.Time) ClaimOption { return func(o *claimOptions) { o.now = now } }
 
-// Claim opens the checkpoint in s for writing on behalf of owner.
+// Claim opens the checkpoint in s for writing on behalf of owner: its current generation
+// (generation.go), the only one a writer may touch.
 //
 // On an empty location it creates the metadata (with Create, so of two
 // concurrent claims one creates it and the other reads it) with a new query
@@ -97,7 +99,12 @@ func Claim(ctx context.Context, s Store, owner Owner, opts ...ClaimOption) (*Che
 	for _, opt := range opts {
 		opt(&o)
 	}
-	c := &Checkpoint{store: s, now: o.now}
+	gen, err := CurrentGeneration(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("claim checkpoint: %w", err)
+	}
+	s = GenerationStore(s, gen)
+	c := &Checkpoint{store: s, gen: gen, now: o.now}
 	for attempt := 0; ; attempt++ {
 		meta, err := c.readMetadata(ctx)
 		if errors.Is(err, ErrNotFound) {
@@ -140,11 +147,16 @@ func Claim(ctx context.Context, s Store, owner Owner, opts ...ClaimOption) (*Che
 	}
 }
 
-// Load opens the checkpoint in s to read it. Its Add and Purge methods fail
+// Load opens the current generation of the checkpoint in s to read it. Its Add and Purge methods fail
 // with ErrReadOnly. A location without a checkpoint is an error wrapping
 // ErrNotFound.
 func Load(ctx context.Context, s Store) (*Checkpoint, error) {
-	c := &Checkpoint{store: s, readOnly: true, now: time.Now}
+	gen, err := CurrentGeneration(ctx, s)
+	if err != nil {
+		return nil, fmt.Errorf("load checkpoint: %w", err)
+	}
+	s = GenerationStore(s, gen)
+	c := &Checkpoint{store: s, gen: gen, readOnly: true, now: time.Now}
 	meta, err := c.readMetadata(ctx)
 	if errors.Is(err, ErrNotFound) {
 		raced, err := c.checkEmpty(ctx)
@@ -164,6 +176,9 @@ func Load(ctx context.Context, s Store) (*Checkpoint, error) {
 	c.meta = meta
 	return c, nil
 }
+
+// Generation returns the generation Claim or Load opened: the current one (generation.go).
+func (c *Checkpoint) Generation() Generation { return c.gen }
 
 // Metadata returns the checkpoint's metadata.
 func (c *Checkpoint) Metadata() Metadata { return c.meta }

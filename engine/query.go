@@ -354,6 +354,22 @@ func (r *run) wakeUp() {
 // open claims the checkpoint, reads where it stands, asks the start guard,
 // and builds the components.
 func (q *Query) open(ctx context.Context) (*run, error) {
+	root, err := q.openStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ckpt, err := checkpoint.Claim(ctx, root, q.owner(), checkpoint.WithClock(q.opts.clock.Now))
+	if errors.Is(err, checkpoint.ErrOwnerMismatch) {
+		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim checkpoint: %w", err)
+	}
+	return q.begin(ctx, ckpt, nil)
+}
+
+// openStore opens the root of the query's checkpoint location.
+func (q *Query) openStore(ctx context.Context) (checkpoint.Store, error) {
 	loc, err := q.location()
 	if err != nil {
 		return nil, err
@@ -370,17 +386,21 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 		// The real clock: a test's fake clock would make every operation take no time.
 		store = observedStore{store: store, obs: obs, now: time.Now}
 	}
-	owner := checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
+	return store, nil
+}
+
+// owner is who the query claims its checkpoint as.
+func (q *Query) owner() checkpoint.Owner {
 	if q.opts.owner != nil {
-		owner = *q.opts.owner
+		return *q.opts.owner
 	}
-	ckpt, err := checkpoint.Claim(ctx, store, owner, checkpoint.WithClock(q.opts.clock.Now))
-	if errors.Is(err, checkpoint.ErrOwnerMismatch) {
-		return nil, fmt.Errorf("%w: %w", ErrRefused, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("claim checkpoint: %w", err)
-	}
+	return checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
+}
+
+// begin reads where the claimed checkpoint stands, asks the start guard and builds the
+// components. A rebuild (rebuild.go) passes the sink its batches write to instead of the
+// spec's; nil builds the spec's.
+func (q *Query) begin(ctx context.Context, ckpt *checkpoint.Checkpoint, sink Sink) (*run, error) {
 	head, err := ckpt.Head(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read checkpoint: %w", err)
@@ -389,6 +409,7 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 		q:             q,
 		ckpt:          ckpt,
 		queryID:       ckpt.Metadata().ID,
+		sink:          sink,
 		next:          head.Next(),
 		starts:        map[string]Offset{},
 		lastCommitted: -1,
@@ -417,7 +438,7 @@ func (q *Query) open(ctx context.Context) (*run, error) {
 	r.start = Start{
 		QueryID:       r.queryID,
 		Location:      ckpt.Location(),
-		Owner:         owner,
+		Owner:         q.owner(),
 		New:           head.Planned == nil,
 		NextBatch:     r.next,
 		Replay:        r.replay != nil,
@@ -570,7 +591,7 @@ func (r *run) build(ctx context.Context) error {
 		env := SourceEnv{
 			Name:    spec.Name,
 			QueryID: r.queryID,
-			Store:   prefixStore{store: r.ckpt.Store(), prefix: checkpoint.SourceKey(spec.Name, "")},
+			Store:   checkpoint.Sub(r.ckpt.Store(), checkpoint.SourceKey(spec.Name, "")),
 			Open:    q.folderOpener(spec.S3Connection(), spec.Name),
 			Logger:  q.opts.logger.With("source", spec.Name),
 			Getenv:  q.opts.getenv,
@@ -589,6 +610,9 @@ func (r *run) build(ctx context.Context) error {
 	}
 	if err := r.buildJoins(ctx); err != nil {
 		return err
+	}
+	if r.sink != nil {
+		return nil // a rebuild's
 	}
 	hook := q.opts.hook
 	if hook == nil {

@@ -1,0 +1,149 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Generations. A location's checkpoint starts as generation 0, whose objects sit at the
+// location's root (the layout every earlier Lockstep wrote). A rebuild (DESIGN.md §3,
+// docs/rebuild.md) writes generation n+1 beside it, under generation-<n+1>/, and makes
+// it current by creating _generations/<n+1>: one create-if-absent, so of two rebuilds
+// one switches and the other gets ErrFenced, and a crash before it leaves generation n
+// current and whole. Claim and Load open the current generation; nothing else needs
+// to know that there are several.
+const (
+	// GenerationsDir holds one record per generation after the first.
+	GenerationsDir = "_generations/"
+	generationPrefix = "generation-"
+)
+
+// Generation records one switch to a rebuilt checkpoint.
+type Generation struct {
+	// Number counts the generations: 0 is the location's root, which has no record.
+	Number int64 `json:"generation"`
+	// RebuiltFrom is the generation whose offsets log the rebuild replayed.
+	RebuiltFrom int64 `json:"rebuiltFrom"`
+	// Batches is the number of batches the rebuild ran: 0 through Batches-1.
+	Batches int64 `json:"batches"`
+	// Reason says what changed, for `lockstep checkpoint describe`.
+	Reason    string    `json:"reason,omitempty"`
+	CreatedAt time.Time `json:"createdAt"`
+}
+
+// Dir is the folder of the generation's objects under the location: "" for generation 0.
+func (g Generation) Dir() string {
+	if g.Number == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%s%d/", generationPrefix, g.Number)
+}
+
+// GenerationKey is the key of generation n's record.
+func GenerationKey(n int64) string { return GenerationsDir + BatchName(n) }
+
+// Generations reads the records of root's generations after the first, oldest first.
+func Generations(ctx context.Context, root Store) ([]Generation, error) {
+	keys, err := ListKeys(ctx, root, GenerationsDir)
+	if err != nil {
+		return nil, fmt.Errorf("list %s/%s: %w", root.Location(), GenerationsDir, err)
+	}
+	var gens []Generation
+	for _, k := range keys {
+		n, ok := ParseBatchName(strings.TrimPrefix(k, GenerationsDir))
+		if !ok {
+			continue
+		}
+		data, err := root.Get(ctx, k)
+		if err != nil {
+			return nil, fmt.Errorf("read %s/%s: %w", root.Location(), k, err)
+		}
+		var g Generation
+		if err := json.Unmarshal(data, &g); err != nil || g.Number != n {
+			return nil, fmt.Errorf("%w: %s/%s is not generation %d's record", ErrDamaged, root.Location(), k, n)
+		}
+		gens = append(gens, g)
+	}
+	return gens, nil
+}
+
+// CurrentGeneration returns root's current generation: the newest record, or generation 0.
+func CurrentGeneration(ctx context.Context, root Store) (Generation, error) {
+	gens, err := Generations(ctx, root)
+	if err != nil || len(gens) == 0 {
+		return Generation{}, err
+	}
+	return gens[len(gens)-1], nil
+}
+
+// GenerationStore is the store of generation g's objects in root.
+func GenerationStore(root Store, g Generation) Store {
+	if g.Number == 0 {
+		return root
+	}
+	return Sub(root, g.Dir())
+}
+
+// SwitchGeneration makes g current in root. It must be the generation after the current
+// one; when another writer switched first the error wraps ErrFenced.
+func SwitchGeneration(ctx context.Context, root Store, g Generation) error {
+	if g.Number < 1 {
+		return fmt.Errorf("switch to generation %d: generations after the first start at 1", g.Number)
+	}
+	data, err := json.Marshal(g)
+	if err != nil {
+		return fmt.Errorf("switch to generation %d: %w", g.Number, err)
+	}
+	err = root.Create(ctx, GenerationKey(g.Number), append(data, '\n'))
+	if errors.Is(err, ErrExists) {
+		return fmt.Errorf("switch %s to generation %d: another rebuild switched first: %w", root.Location(), g.Number, ErrFenced)
+	}
+	if err != nil {
+		return fmt.Errorf("switch %s to generation %d: %w", root.Location(), g.Number, err)
+	}
+	return nil
+}
+
+// Sub is the part of s under prefix (which ends with "/"), as a Store of its own: keys,
+// listings and the location are relative to it.
+func Sub(s Store, prefix string) Store { return subStore{store: s, prefix: prefix} }
+
+type subStore struct {
+	store  Store
+	prefix string
+}
+
+func (p subStore) Get(ctx context.Context, key string) ([]byte, error) {
+	return p.store.Get(ctx, p.prefix+key)
+}
+
+func (p subStore) Create(ctx context.Context, key string, data []byte) error {
+	return p.store.Create(ctx, p.prefix+key, data)
+}
+
+func (p subStore) Put(ctx context.Context, key string, data []byte) error {
+	return p.store.Put(ctx, p.prefix+key, data)
+}
+
+func (p subStore) List(ctx context.Context, prefix string) ([]ObjectInfo, error) {
+	infos, err := p.store.List(ctx, p.prefix+prefix)
+	if err != nil {
+		return nil, err
+	}
+	for i := range infos {
+		infos[i].Key = strings.TrimPrefix(infos[i].Key, p.prefix)
+	}
+	return infos, nil
+}
+
+func (p subStore) Delete(ctx context.Context, key string) error {
+	return p.store.Delete(ctx, p.prefix+key)
+}
+
+func (p subStore) Location() string {
+	return strings.TrimSuffix(p.store.Location(), "/") + "/" + strings.TrimSuffix(p.prefix, "/")
+}

@@ -1,0 +1,335 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"time"
+
+	"github.com/lockstep-dev/lockstep/checkpoint"
+)
+
+// ErrRebuildImpossible means the checkpoint's record or the sources no longer hold what a
+// rebuild must replay; the error says what is missing.
+var ErrRebuildImpossible = errors.New("rebuild not possible")
+
+// rebuildKey holds, in a generation being rebuilt, which spec it is rebuilt for: a retried
+// rebuild of the same spec continues it, another spec starts it again.
+const rebuildKey = "_rebuild"
+
+// RebuildPlan is what a rebuild of the query's checkpoint would do (Query.PlanRebuild).
+type RebuildPlan struct {
+	Location string `json:"checkpoint"`
+	// From is the current generation, whose offsets log the rebuild replays; To the one it
+	// writes.
+	From int64 `json:"fromGeneration"`
+	To   int64 `json:"toGeneration"`
+	// Batches is the number of committed batches replayed: 0 through Batches-1.
+	Batches int64 `json:"batches"`
+	// Pending is the batch planned and not committed that the new query runs first after
+	// the switch (its output from then on is the new query's), -1 if none.
+	Pending int64 `json:"pending"`
+	// Records is the number of input rows the replayed batches read, as their commits
+	// recorded them.
+	Records int64 `json:"records"`
+	// Took is how long the replayed batches took when they first ran: a rebuild reads the
+	// same input and writes no output, so it is an upper bound at the same rate.
+	Took time.Duration `json:"tookMs"`
+}
+
+// RebuildOptions configures Query.Rebuild.
+type RebuildOptions struct {
+	// Progress, when set, is called after each replayed batch with the batches done and
+	// the total.
+	Progress func(done, total int64, p Progress)
+	// Reason is recorded in the generation's record ("spec.transform[1].aggregate.groupBy
+	// changed").
+	Reason string
+}
+
+// RebuildSummary is what Query.Rebuild did.
+type RebuildSummary struct {
+	Plan       RebuildPlan   `json:"plan"`
+	Generation int64         `json:"generation"`
+	Replayed   int64         `json:"replayed"` // batches run by this call; fewer than Plan.Batches when it continued a crashed one
+	InputRows  int64         `json:"inputRows"`
+	Duration   time.Duration `json:"durationMs"`
+}
+
+// PlanRebuild reads the current generation of the query's checkpoint and says what Rebuild
+// would replay, or why it cannot (an error wrapping ErrRebuildImpossible). It writes
+// nothing.
+func (q *Query) PlanRebuild(ctx context.Context) (RebuildPlan, error) {
+	root, err := q.openStore(ctx)
+	if err != nil {
+		return RebuildPlan{}, err
+	}
+	old, err := checkpoint.Load(ctx, root)
+	if err != nil {
+		return RebuildPlan{}, fmt.Errorf("plan rebuild: %w", err)
+	}
+	p, _, err := planRebuild(ctx, old)
+	return p, err
+}
+
+// planRebuild reads old's logs: the plan, and the head it was made from.
+func planRebuild(ctx context.Context, old *checkpoint.Checkpoint) (RebuildPlan, checkpoint.Head, error) {
+	gen := old.Generation()
+	p := RebuildPlan{Location: old.Location(), From: gen.Number, To: gen.Number + 1, Pending: -1}
+	head, err := old.Head(ctx)
+	if err != nil {
+		return p, head, fmt.Errorf("plan rebuild: %w", err)
+	}
+	if head.Planned == nil {
+		return p, head, fmt.Errorf("%w: %s has run no batch: there is no state to rebuild; the new query starts there as it is", ErrRebuildImpossible, old.Location())
+	}
+	if head.Committed != nil {
+		p.Batches = head.Committed.BatchID + 1
+	}
+	if head.Replay() {
+		p.Pending = head.Planned.BatchID
+	}
+	batches, err := old.Batches(ctx)
+	if err != nil {
+		return p, head, fmt.Errorf("plan rebuild: %w", err)
+	}
+	if len(batches) == 0 || batches[0].ID != 0 || batches[0].Offsets == nil {
+		first := int64(-1)
+		if len(batches) > 0 {
+			first = batches[0].ID
+		}
+		return p, head, fmt.Errorf("%w: the offsets log of %s keeps batches %d–%d only (spec.checkpoint.minBatchesToRetain purged the older ones), so the boundaries of batches 0–%d are lost",
+			ErrRebuildImpossible, old.Location(), first, head.Planned.BatchID, first-1)
+	}
+	for _, b := range batches {
+		if b.Commit != nil {
+			p.Records += b.Commit.Progress.NumInputRows
+			p.Took += time.Duration(b.Commit.Progress.DurationMs[checkpoint.DurationTotal]) * time.Millisecond
+		}
+	}
+	return p, head, nil
+}
+
+// Rebuild computes the state this query would have after the checkpoint's newest committed
+// batch N had it run from the start, and switches the checkpoint to it: the next Run
+// continues at batch N+1 with this query's spec. It runs the query over the batches the
+// current generation's offsets log recorded, with the same boundaries and timestamps (so
+// watermarks and late-row drops come out as an uninterrupted run's would), writing no
+// output, into a new generation beside the current one; then it seals the current
+// generation at its next batch (an empty offsets entry, so a writer still running on it is
+// fenced there) and switches (checkpoint.SwitchGeneration). A batch planned and not
+// committed is carried over unrun: the next Run runs it with this query's spec, and an
+// exactly-once sink that had committed it keeps the output it has.
+//
+// Until the switch the current generation is untouched and stays the one every run opens;
+// a crash leaves a partial new generation that a retried Rebuild of the same spec
+// continues (another spec starts it again). Output already written stays as it was.
+func (q *Query) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummary, error) {
+	began := q.opts.clock.Now()
+	root, err := q.openStore(ctx)
+	if err != nil {
+		return RebuildSummary{}, err
+	}
+	old, err := checkpoint.Load(ctx, root)
+	if err != nil {
+		return RebuildSummary{}, fmt.Errorf("rebuild: %w", err)
+	}
+	if !old.Metadata().Owner.Matches(q.owner()) {
+		return RebuildSummary{}, fmt.Errorf("%w: %w", ErrRefused, &checkpoint.OwnerMismatchError{
+			Location: old.Location(), ID: old.Metadata().ID, Recorded: old.Metadata().Owner, Claimed: q.owner()})
+	}
+	sum := RebuildSummary{}
+	for attempt := 0; ; attempt++ {
+		plan, head, err := planRebuild(ctx, old)
+		if err != nil {
+			return sum, err
+		}
+		sum.Plan = plan
+		r, err := q.openGeneration(ctx, root, old)
+		if err != nil {
+			return sum, err
+		}
+		n, rows, err := r.replayLog(ctx, old, plan, opts.Progress)
+		r.close()
+		sum.Replayed += n
+		sum.InputRows += rows
+		if err != nil {
+			return sum, err
+		}
+		err = seal(ctx, old, head)
+		if errors.Is(err, checkpoint.ErrFenced) && attempt < 3 {
+			continue // the current generation moved on meanwhile: replay what it added
+		}
+		if err != nil {
+			return sum, fmt.Errorf("rebuild: seal %s: %w", old.Location(), err)
+		}
+		gen := checkpoint.Generation{Number: plan.To, RebuiltFrom: plan.From, Batches: plan.Batches, Reason: opts.Reason, CreatedAt: q.opts.clock.Now().UTC().Truncate(time.Millisecond)}
+		if err := checkpoint.SwitchGeneration(ctx, root, gen); err != nil {
+			return sum, fmt.Errorf("rebuild: %w", err)
+		}
+		sum.Generation = gen.Number
+		sum.Duration = q.opts.clock.Since(began)
+		return sum, nil
+	}
+}
+
+// openGeneration claims the generation after old's current one for this query (continuing
+// a crashed rebuild of the same spec, else starting it afresh), copies the sources' private
+// files into it, and builds a run that writes no output.
+func (q *Query) openGeneration(ctx context.Context, root checkpoint.Store, old *checkpoint.Checkpoint) (*run, error) {
+	next := checkpoint.Generation{Number: old.Generation().Number + 1}
+	store := checkpoint.GenerationStore(root, next)
+	fp, err := q.fingerprint()
+	if err != nil {
+		return nil, err
+	}
+	if got, err := store.Get(ctx, rebuildKey); err == nil && string(got) != fp || errors.Is(err, checkpoint.ErrNotFound) {
+		// Another spec's rebuild, or one that crashed before it recorded its spec: start again.
+		if err := clearStore(ctx, store); err != nil {
+			return nil, fmt.Errorf("rebuild: clear %s: %w", store.Location(), err)
+		}
+	} else if err != nil {
+		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	meta := old.Metadata()
+	ckpt, err := checkpoint.Claim(ctx, store, meta.Owner, checkpoint.WithQueryID(meta.ID), checkpoint.WithClock(q.opts.clock.Now))
+	if err != nil {
+		return nil, fmt.Errorf("rebuild: claim %s: %w", store.Location(), err)
+	}
+	if err := store.Put(ctx, rebuildKey, []byte(fp)); err != nil {
+		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	if err := copyPrefix(ctx, old.Store(), store, checkpoint.SourcesDir); err != nil {
+		return nil, fmt.Errorf("rebuild: copy the sources' files: %w", err)
+	}
+	return q.begin(ctx, ckpt, discardSink{})
+}
+
+// replayLog runs, in r's generation, every committed batch of old it has not run yet, with
+// old's boundaries, and carries old's pending batch over. It returns the batches it ran
+// and their input rows.
+func (r *run) replayLog(ctx context.Context, old *checkpoint.Checkpoint, plan RebuildPlan, progress func(done, total int64, p Progress)) (ran, rows int64, err error) {
+	report := func(p Progress) {
+		ran++
+		rows += p.NumInputRows
+		if progress != nil {
+			progress(p.Batch+1, plan.Batches, p)
+		}
+	}
+	if r.replay != nil && r.replay.id < plan.Batches {
+		p, err := r.execute(ctx, r.replay, r.now(), newPhases(r.q.opts.clock))
+		if err != nil {
+			return ran, rows, err
+		}
+		report(p)
+	}
+	for r.next < plan.Batches || r.next == plan.Pending && r.replay == nil {
+		o, err := old.Offsets(ctx, r.next)
+		if err != nil {
+			return ran, rows, fmt.Errorf("rebuild batch %d: %w", r.next, err)
+		}
+		bp := &batchPlan{
+			id:              o.BatchID,
+			time:            time.UnixMilli(o.BatchTimestampMs).UTC(),
+			watermarkMs:     r.watermarkMs,
+			lateWatermarkMs: r.ranWatermarkMs,
+			starts:          maps.Clone(r.starts),
+			ends:            map[string]Offset{},
+			joins:           o.Joins,
+		}
+		entry := checkpoint.Offsets{BatchID: bp.id, BatchWatermarkMs: bp.watermarkMs, BatchTimestampMs: o.BatchTimestampMs, Conf: r.conf, Joins: o.Joins}
+		for _, s := range o.Sources {
+			if r.q.hasSource(s.Source) {
+				bp.ends[s.Source] = s.Offset
+				entry.Sources = append(entry.Sources, s)
+			}
+		}
+		if err := r.ckpt.AddOffsets(ctx, entry); err != nil {
+			return ran, rows, r.fenced(err, bp.id, "offsets")
+		}
+		r.reached(PhaseOffsetsWritten, bp.id)
+		if bp.id == plan.Pending {
+			return ran, rows, nil // the next run's first batch
+		}
+		p, err := r.execute(ctx, bp, r.now(), newPhases(r.q.opts.clock))
+		if err != nil {
+			return ran, rows, err
+		}
+		report(p)
+	}
+	return ran, rows, nil
+}
+
+// seal ends old at the batch after head: it creates that batch's offsets entry, an empty
+// batch (every source's end is the planned batch's), so a writer still running on old
+// loses its next batch with ErrFenced. When old moved on since head was read, the error
+// wraps ErrFenced.
+func seal(ctx context.Context, old *checkpoint.Checkpoint, head checkpoint.Head) error {
+	last := head.Planned
+	wm := last.BatchWatermarkMs
+	if head.Committed != nil && head.Committed.BatchID == last.BatchID {
+		wm = head.Committed.NextBatchWatermarkMs
+	}
+	o := checkpoint.Offsets{BatchID: last.BatchID + 1, BatchWatermarkMs: wm, BatchTimestampMs: last.BatchTimestampMs, Conf: last.Conf, Sources: last.Sources, Joins: last.Joins}
+	w, err := checkpoint.Claim(ctx, old.Store(), old.Metadata().Owner)
+	if err != nil {
+		return err
+	}
+	return w.AddOffsets(ctx, o)
+}
+
+// fingerprint identifies the query a generation is rebuilt for.
+func (q *Query) fingerprint() (string, error) {
+	data, err := json.Marshal(q.spec)
+	if err != nil {
+		return "", fmt.Errorf("rebuild: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// clearStore deletes every object of s.
+func clearStore(ctx context.Context, s checkpoint.Store) error {
+	keys, err := checkpoint.ListKeys(ctx, s, "")
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if err := s.Delete(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyPrefix copies the objects under prefix from one store to another.
+func copyPrefix(ctx context.Context, from, to checkpoint.Store, prefix string) error {
+	keys, err := checkpoint.ListKeys(ctx, from, prefix)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, prefix) {
+			continue
+		}
+		data, err := from.Get(ctx, k)
+		if err != nil {
+			return err
+		}
+		if err := to.Put(ctx, k, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// discardSink is a rebuild's sink: the replayed batches' output was written when they
+// first ran.
+type discardSink struct{}
+
+func (discardSink) Write(context.Context, *Batch) error { return nil }

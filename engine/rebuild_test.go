@@ -1,0 +1,268 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine"
+)
+
+// stateChanges are the stateful changes of the compat rule table the built-in runtime
+// runs: each an old query and the new one a rebuild switches to.
+func stateChanges() map[string][2]func(*querytest.Query) *querytest.Query {
+	keyed := func(keys ...string) func(*querytest.Query) *querytest.Query {
+		return func(q *querytest.Query) *querytest.Query {
+			var gk []v1.GroupKey
+			for _, k := range keys {
+				gk = append(gk, querytest.Key(k))
+			}
+			return q.Aggregate("", gk, querytest.Agg("orders", v1.AggCount, ""), querytest.Agg("revenue", v1.AggSum, "amount")).OutputMode(v1.OutputUpdate)
+		}
+	}
+	aggs := func(a ...v1.Aggregation) func(*querytest.Query) *querytest.Query {
+		return func(q *querytest.Query) *querytest.Query {
+			return q.Aggregate("", []v1.GroupKey{querytest.Key("country")}, a...).OutputMode(v1.OutputUpdate)
+		}
+	}
+	window := func(size v1.Duration) func(*querytest.Query) *querytest.Query {
+		return func(q *querytest.Query) *querytest.Query {
+			return q.Watermark("ts", "5s").Aggregate("revenue", []v1.GroupKey{querytest.Window("ts", size)},
+				querytest.Agg("orders", v1.AggCount, "")).OutputMode(v1.OutputAppend)
+		}
+	}
+	session := func(gap v1.Duration) func(*querytest.Query) *querytest.Query {
+		return func(q *querytest.Query) *querytest.Query {
+			return q.Watermark("ts", "5s").Aggregate("sessions", []v1.GroupKey{querytest.Key("country"), querytest.Session("ts", gap)},
+				querytest.Agg("orders", v1.AggCount, "")).OutputMode(v1.OutputAppend)
+		}
+	}
+	dedup := func(cols ...string) func(*querytest.Query) *querytest.Query {
+		return func(q *querytest.Query) *querytest.Query { return q.DropDuplicates("", cols...).OutputMode(v1.OutputAppend) }
+	}
+	partitions := func(n int32) func(*querytest.Query) *querytest.Query {
+		return func(q *querytest.Query) *querytest.Query { return keyed("country")(q).StatePartitions(n) }
+	}
+	count, sum := querytest.Agg("orders", v1.AggCount, ""), querytest.Agg("revenue", v1.AggSum, "amount")
+	return map[string][2]func(*querytest.Query) *querytest.Query{
+		"key-columns":        {keyed("country"), keyed("id")},
+		"key-order":          {keyed("country", "id"), keyed("id", "country")},
+		"window-size":        {window("10s"), window("20s")},
+		"aggregate-added":    {aggs(count), aggs(count, sum)},
+		"aggregate-removed":  {aggs(count, sum), aggs(count)},
+		"aggregate-function": {aggs(sum), aggs(querytest.Agg("revenue", v1.AggMax, "amount"))},
+		"aggregate-input":    {aggs(querytest.Agg("lo", v1.AggMin, "amount")), aggs(querytest.Agg("lo", v1.AggMin, "id"))},
+		"operator-added":     {func(q *querytest.Query) *querytest.Query { return q.OutputMode(v1.OutputAppend) }, dedup("id")},
+		"operator-removed":   {func(q *querytest.Query) *querytest.Query { return dedup("id")(q).Aggregate("", []v1.GroupKey{querytest.Key("country")}, count).OutputMode(v1.OutputUpdate) }, keyed("country")},
+		"dedup-keys":         {dedup("id"), dedup("id", "country")},
+		"session-gap":        {session("3s"), session("1s")},
+		"state-partitions":   {partitions(4), partitions(7)},
+	}
+}
+
+// consoleRun runs q with a console sink and returns what it printed, each batch's rows
+// sorted (a batch's row order is not part of its output).
+func consoleRun(t *testing.T, q *querytest.Query, opts ...engine.Option) string {
+	t.Helper()
+	var out bytes.Buffer
+	run(t, q.ConsoleSink().Obj(), append(opts, engine.WithStdout(&out))...)
+	return sortedBatches(out.String())
+}
+
+func sortedBatches(s string) string {
+	var b strings.Builder
+	for _, block := range strings.Split(s, "-------------------------------------------\nBatch: ")[1:] {
+		lines := strings.Split(strings.TrimSpace(block), "\n")
+		if len(lines) > 2 {
+			slices.Sort(lines[2:]) // after the batch number and the rule
+		}
+		fmt.Fprintf(&b, "Batch: %s\n", strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+// TestRebuildOracle runs, for every stateful change, the old query over batches 0–3,
+// rebuilds the state for the new query, and runs the new query over batches 4–7: its
+// output equals that of the new query run from the start over the same batches.
+func TestRebuildOracle(t *testing.T) {
+	for name, change := range stateChanges() {
+		t.Run(name, func(t *testing.T) {
+			old, nu := change[0], change[1]
+			ref := newEvents(t)
+			ref.generate(t, 4)
+			consoleRun(t, nu(ref.query()))
+			ref.generate(t, 4)
+			want := consoleRun(t, nu(ref.query()))
+
+			e := newEvents(t)
+			e.generate(t, 4)
+			consoleRun(t, old(e.query()))
+			rebuild(t, nu(e.query()).ConsoleSink())
+			e.generate(t, 4)
+			got := consoleRun(t, nu(e.query()))
+			if rows := strings.Count(want, "\n|") - strings.Count(want, "Batch:"); rows < 1 {
+				t.Fatalf("the reference's second run wrote no rows: the case tests nothing:\n%s", want)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("batches 4–7 after the rebuild (-uninterrupted +rebuilt):\n%s", diff)
+			}
+		})
+	}
+}
+
+func rebuild(t *testing.T, q *querytest.Query, opts ...engine.Option) engine.RebuildSummary {
+	t.Helper()
+	sum, err := newQuery(t, q.Obj(), opts...).Rebuild(context.Background(), engine.RebuildOptions{Reason: t.Name()})
+	if err != nil {
+		t.Fatalf("Rebuild: %v", err)
+	}
+	return sum
+}
+
+// TestRebuildCrashes crashes a rebuild at every phase of its batches: the old generation
+// stays current and unchanged, and a retried rebuild ends as an uninterrupted one.
+func TestRebuildCrashes(t *testing.T) {
+	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
+	ref := newEvents(t)
+	ref.generate(t, 4)
+	consoleRun(t, old(ref.query()))
+	rebuild(t, nu(ref.query()).ConsoleSink())
+	ref.generate(t, 2)
+	want := consoleRun(t, nu(ref.query()))
+	for _, batch := range []int64{0, 2, 3} {
+		// A rebuild writes no output: no sink phase but the engine's own.
+		for _, phase := range []engine.Phase{engine.PhaseOffsetsWritten, engine.PhaseSinkCommitted, engine.PhaseCommitted} {
+			t.Run(fmt.Sprintf("%s-%d", phase, batch), func(t *testing.T) {
+				e := newEvents(t)
+				e.generate(t, 4)
+				consoleRun(t, old(e.query()))
+				before := snapshot(t, e.ckpt)
+				crashRebuild(t, newQuery(t, nu(e.query()).ConsoleSink().Obj(), crashAt(phase, batch)))
+				if diff := cmp.Diff(before, snapshot(t, e.ckpt)); diff != "" {
+					t.Fatalf("a crashed rebuild changed the old generation (-before +after):\n%s", diff)
+				}
+				sum := rebuild(t, nu(e.query()).ConsoleSink())
+				if sum.Generation != 1 || sum.Plan.Batches != 4 {
+					t.Errorf("retried Rebuild = %+v, want generation 1 of 4 batches", sum)
+				}
+				e.generate(t, 2)
+				if diff := cmp.Diff(want, consoleRun(t, nu(e.query()))); diff != "" {
+					t.Errorf("after a rebuild retried from %s of batch %d (-uninterrupted +got):\n%s", phase, batch, diff)
+				}
+			})
+		}
+	}
+}
+
+// crashRebuild runs q's rebuild until the phase hook ends its goroutine.
+func crashRebuild(t *testing.T, q *engine.Query) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, err := q.Rebuild(context.Background(), engine.RebuildOptions{})
+		t.Errorf("Rebuild returned %v; want a crash", err)
+	}()
+	<-done
+}
+
+// snapshot reads generation 0 of the checkpoint in dir: every object's bytes, the
+// generations' folders and records left out.
+func snapshot(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		if d.IsDir() && (strings.HasPrefix(rel, "generation-") || rel == "_generations") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && !strings.HasPrefix(d.Name(), ".") && rel != "_latest" {
+			data, err := os.ReadFile(p)
+			files[rel] = string(data)
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// TestRebuildNeedsTheWholeLog: with the first batches purged, the plan says which batches
+// are lost and Rebuild refuses.
+func TestRebuildNeedsTheWholeLog(t *testing.T) {
+	e := newEvents(t)
+	e.generate(t, 4)
+	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
+	consoleRun(t, old(e.query()))
+	if err := os.Remove(filepath.Join(e.ckpt, checkpoint.OffsetsKey(0))); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(e.ckpt, checkpoint.CommitKey(0))); err != nil {
+		t.Fatal(err)
+	}
+	q := newQuery(t, nu(e.query()).ConsoleSink().Obj())
+	_, err := q.PlanRebuild(context.Background())
+	if !errors.Is(err, engine.ErrRebuildImpossible) || !strings.Contains(err.Error(), "keeps batches 1–3 only") {
+		t.Errorf("PlanRebuild = %v, want ErrRebuildImpossible naming batches 1–3", err)
+	}
+	if _, err := q.Rebuild(context.Background(), engine.RebuildOptions{}); !errors.Is(err, engine.ErrRebuildImpossible) {
+		t.Errorf("Rebuild = %v, want ErrRebuildImpossible", err)
+	}
+}
+
+// TestRebuildPlan: the plan counts the batches and rows the rebuild replays; a rebuild
+// switches the generation, and the old writer is fenced at its next batch.
+func TestRebuildPlan(t *testing.T) {
+	e := newEvents(t)
+	e.generate(t, 3)
+	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
+	consoleRun(t, old(e.query()))
+	p, err := newQuery(t, nu(e.query()).ConsoleSink().Obj()).PlanRebuild(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Batches != 3 || p.Records != 38 || p.From != 0 || p.To != 1 || p.Pending != -1 {
+		t.Errorf("PlanRebuild = %+v, want 3 batches of 38 rows from generation 0 to 1", p)
+	}
+	sum := rebuild(t, nu(e.query()).ConsoleSink())
+	if sum.Replayed != 3 || sum.InputRows != 38 || sum.Generation != 1 {
+		t.Errorf("Rebuild = %+v", sum)
+	}
+	store, err := checkpoint.OpenDir(e.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Load(context.Background(), store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := c.Generation(); g.Number != 1 || g.Batches != 3 || !strings.HasSuffix(c.Location(), "generation-1") {
+		t.Errorf("current generation %+v at %s", g, c.Location())
+	}
+	// The old generation is sealed at batch 3: a writer still on it is fenced there.
+	if _, err := os.Stat(filepath.Join(e.ckpt, checkpoint.OffsetsKey(3))); err != nil {
+		t.Errorf("the old generation is not sealed: %v", err)
+	}
+	// The old query no longer fits the checkpoint's generation: the start guard is the
+	// caller's (cmd/lockstep); here the new query simply continues.
+	e.generate(t, 1)
+	if out := consoleRun(t, nu(e.query())); !strings.Contains(out, "Batch: 3") {
+		t.Errorf("the new query after the rebuild:\n%s", out)
+	}
+}
