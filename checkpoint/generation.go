@@ -18,7 +18,7 @@ import (
 // to know that there are several.
 const (
 	// GenerationsDir holds one record per generation after the first.
-	GenerationsDir = "_generations/"
+	GenerationsDir   = "_generations/"
 	generationPrefix = "generation-"
 )
 

@@ -49,7 +49,9 @@ func stateChanges() map[string][2]func(*querytest.Query) *querytest.Query {
 		}
 	}
 	dedup := func(cols ...string) func(*querytest.Query) *querytest.Query {
-		return func(q *querytest.Query) *querytest.Query { return q.DropDuplicates("", cols...).OutputMode(v1.OutputAppend) }
+		return func(q *querytest.Query) *querytest.Query {
+			return q.DropDuplicates("", cols...).OutputMode(v1.OutputAppend)
+		}
 	}
 	partitions := func(n int32) func(*querytest.Query) *querytest.Query {
 		return func(q *querytest.Query) *querytest.Query { return keyed("country")(q).StatePartitions(n) }
@@ -64,10 +66,12 @@ func stateChanges() map[string][2]func(*querytest.Query) *querytest.Query {
 		"aggregate-function": {aggs(sum), aggs(querytest.Agg("revenue", v1.AggMax, "amount"))},
 		"aggregate-input":    {aggs(querytest.Agg("lo", v1.AggMin, "amount")), aggs(querytest.Agg("lo", v1.AggMin, "id"))},
 		"operator-added":     {func(q *querytest.Query) *querytest.Query { return q.OutputMode(v1.OutputAppend) }, dedup("id")},
-		"operator-removed":   {func(q *querytest.Query) *querytest.Query { return dedup("id")(q).Aggregate("", []v1.GroupKey{querytest.Key("country")}, count).OutputMode(v1.OutputUpdate) }, keyed("country")},
-		"dedup-keys":         {dedup("id"), dedup("id", "country")},
-		"session-gap":        {session("3s"), session("1s")},
-		"state-partitions":   {partitions(4), partitions(7)},
+		"operator-removed": {func(q *querytest.Query) *querytest.Query {
+			return dedup("id")(q).Aggregate("", []v1.GroupKey{querytest.Key("country")}, count).OutputMode(v1.OutputUpdate)
+		}, keyed("country")},
+		"dedup-keys":       {dedup("id"), dedup("id", "country")},
+		"session-gap":      {session("3s"), session("1s")},
+		"state-partitions": {partitions(4), partitions(7)},
 	}
 }
 
