@@ -147,3 +147,64 @@ func (p subStore) Delete(ctx context.Context, key string) error {
 func (p subStore) Location() string {
 	return strings.TrimSuffix(p.store.Location(), "/") + "/" + strings.TrimSuffix(p.prefix, "/")
 }
+
+// ErrNotReplayable means the logs no longer say what every committed batch read, so the
+// state cannot be rebuilt from them; the error says which batches are missing.
+var ErrNotReplayable = errors.New("the offsets log does not hold every batch")
+
+// Replay is what the logs say a rebuild of the state would replay (see Replayable).
+type Replay struct {
+	// Batches is the number of committed batches: 0 through Batches-1.
+	Batches int64 `json:"batches"`
+	// Pending is the batch planned and not committed, -1 if none.
+	Pending int64 `json:"pending"`
+	// Records is the number of input rows the committed batches read, as their commits
+	// recorded them; Took how long they took to run.
+	Records int64         `json:"records"`
+	Took    time.Duration `json:"tookMs"`
+	head    Head
+}
+
+// Replayable reads what the logs say each batch read: a rebuild replays batches 0 through
+// the newest committed one with their recorded boundaries. It needs the offsets log from
+// batch 0 on; when retention purged older batches the error wraps ErrNotReplayable and
+// names them. A checkpoint that has run no batch is an error wrapping ErrNoCommit.
+func (c *Checkpoint) Replayable(ctx context.Context) (Replay, error) {
+	r := Replay{Pending: -1}
+	head, err := c.Head(ctx)
+	if err != nil {
+		return r, err
+	}
+	r.head = head
+	if head.Planned == nil {
+		return r, fmt.Errorf("%s has run no batch: %w", c.Location(), ErrNoCommit)
+	}
+	if head.Committed != nil {
+		r.Batches = head.Committed.BatchID + 1
+	}
+	if head.Replay() {
+		r.Pending = head.Planned.BatchID
+	}
+	batches, err := c.Batches(ctx)
+	if err != nil {
+		return r, err
+	}
+	if len(batches) == 0 || batches[0].ID != 0 || batches[0].Offsets == nil {
+		first := head.Planned.BatchID
+		if len(batches) > 0 {
+			first = batches[0].ID
+		}
+		return r, fmt.Errorf("%w: the offsets log of %s keeps batches %d–%d only (spec.checkpoint.minBatchesToRetain purged the older ones), so what batches 0–%d read is no longer recorded",
+			ErrNotReplayable, c.Location(), first, head.Planned.BatchID, first-1)
+	}
+	for _, b := range batches {
+		if b.Commit != nil {
+			r.Records += b.Commit.Progress.NumInputRows
+			r.Took += time.Duration(b.Commit.Progress.DurationMs[DurationTotal]) * time.Millisecond
+		}
+	}
+	return r, nil
+}
+
+// Head is the head the replay was read from.
+func (r Replay) Head() Head { return r.head }

@@ -22,6 +22,9 @@ type Facts struct {
 	// Spark is a checkpoint that Apache Spark wrote at the location (a Spark job Lockstep did
 	// not start), for a query whose records hold no committed batch; nil when there is none.
 	Spark *sparkckpt.Checkpoint
+	// Rebuild is what rebuilding the state would replay, or why it cannot; nil when the
+	// caller did not look (the verdict then offers only revert and start fresh).
+	Rebuild *Rebuild
 }
 
 // A Judgement is Judge's answer: the verdict, how the shape judged against was read, and
@@ -52,6 +55,7 @@ func Judge(f Facts, spec *v1.StreamingQuerySpec, opts ...Option) (Judgement, err
 	switch {
 	case f.Committed != nil:
 		j.Verdict = Check(*f.Committed, spec, opts...)
+		j.Verdict.offerRebuild(f.Rebuild, spec)
 	case f.Spark != nil && f.Spark.Latest != nil:
 		old, inf, err := ShapeOfSpark(f.Spark, spec, opts...)
 		if err != nil {

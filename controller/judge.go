@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/plan"
@@ -214,8 +215,32 @@ func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, erro
 		jm.refusal = &refusal{reason: v1.ReasonInvalidSpec, err: errs.ToAggregate(), errs: errs}
 		return jm, nil
 	}
+	if judged.RebuildAnswers() && snap.shaped {
+		// The third way forward: what a rebuild would replay, read only for such a refusal.
+		if facts.Rebuild = j.rebuildFacts(ctx, q, p); facts.Rebuild != nil {
+			if again, err := compat.Judge(facts, &jm.located.Spec, pg); err == nil {
+				judged = again
+			}
+		}
+	}
 	v := judged.Verdict
 	jm.verdict, jm.postgresNote = &v, note
 	jm.blocked = v.Severity == compat.Rejected || jm.foreign != nil
 	return jm, nil
+}
+
+// rebuildFacts reads, within the budget, what rebuilding q's state would replay; nil when the
+// checkpoint cannot be read (the refusal then offers the other two ways only).
+func (j judge) rebuildFacts(ctx context.Context, q *v1.StreamingQuery, p placement) *compat.Rebuild {
+	ctx, cancel := context.WithTimeout(ctx, j.budget)
+	defer cancel()
+	store, err := j.checkpoints.open(ctx, q.Namespace, p, true)
+	if err != nil {
+		return nil
+	}
+	cp, err := checkpoint.Load(ctx, store)
+	if err != nil {
+		return nil
+	}
+	return compat.ReadRebuild(ctx, cp)
 }

@@ -29,17 +29,10 @@ type RebuildPlan struct {
 	// writes.
 	From int64 `json:"fromGeneration"`
 	To   int64 `json:"toGeneration"`
-	// Batches is the number of committed batches replayed: 0 through Batches-1.
-	Batches int64 `json:"batches"`
-	// Pending is the batch planned and not committed that the new query runs first after
-	// the switch (its output from then on is the new query's), -1 if none.
-	Pending int64 `json:"pending"`
-	// Records is the number of input rows the replayed batches read, as their commits
-	// recorded them.
-	Records int64 `json:"records"`
-	// Took is how long the replayed batches took when they first ran: a rebuild reads the
-	// same input and writes no output, so it is an upper bound at the same rate.
-	Took time.Duration `json:"tookMs"`
+	// Replay is what the rebuild replays: the committed batches (their input and how long
+	// they took when they first ran; a rebuild reads the same input and writes no output),
+	// and the pending batch the new query runs first after the switch.
+	checkpoint.Replay
 }
 
 // RebuildOptions configures Query.Rebuild.
@@ -80,39 +73,18 @@ func (q *Query) PlanRebuild(ctx context.Context) (RebuildPlan, error) {
 // planRebuild reads old's logs: the plan, and the head it was made from.
 func planRebuild(ctx context.Context, old *checkpoint.Checkpoint) (RebuildPlan, checkpoint.Head, error) {
 	gen := old.Generation()
-	p := RebuildPlan{Location: old.Location(), From: gen.Number, To: gen.Number + 1, Pending: -1}
-	head, err := old.Head(ctx)
-	if err != nil {
-		return p, head, fmt.Errorf("plan rebuild: %w", err)
+	p := RebuildPlan{Location: old.Location(), From: gen.Number, To: gen.Number + 1}
+	r, err := old.Replayable(ctx)
+	p.Replay = r
+	switch {
+	case errors.Is(err, checkpoint.ErrNoCommit):
+		return p, r.Head(), fmt.Errorf("%w: %s has run no batch: there is no state to rebuild; the new query starts there as it is", ErrRebuildImpossible, old.Location())
+	case errors.Is(err, checkpoint.ErrNotReplayable):
+		return p, r.Head(), fmt.Errorf("%w: %w", ErrRebuildImpossible, err)
+	case err != nil:
+		return p, r.Head(), fmt.Errorf("plan rebuild: %w", err)
 	}
-	if head.Planned == nil {
-		return p, head, fmt.Errorf("%w: %s has run no batch: there is no state to rebuild; the new query starts there as it is", ErrRebuildImpossible, old.Location())
-	}
-	if head.Committed != nil {
-		p.Batches = head.Committed.BatchID + 1
-	}
-	if head.Replay() {
-		p.Pending = head.Planned.BatchID
-	}
-	batches, err := old.Batches(ctx)
-	if err != nil {
-		return p, head, fmt.Errorf("plan rebuild: %w", err)
-	}
-	if len(batches) == 0 || batches[0].ID != 0 || batches[0].Offsets == nil {
-		first := int64(-1)
-		if len(batches) > 0 {
-			first = batches[0].ID
-		}
-		return p, head, fmt.Errorf("%w: the offsets log of %s keeps batches %d–%d only (spec.checkpoint.minBatchesToRetain purged the older ones), so the boundaries of batches 0–%d are lost",
-			ErrRebuildImpossible, old.Location(), first, head.Planned.BatchID, first-1)
-	}
-	for _, b := range batches {
-		if b.Commit != nil {
-			p.Records += b.Commit.Progress.NumInputRows
-			p.Took += time.Duration(b.Commit.Progress.DurationMs[checkpoint.DurationTotal]) * time.Millisecond
-		}
-	}
-	return p, head, nil
+	return p, r.Head(), nil
 }
 
 // Rebuild computes the state this query would have after the checkpoint's newest committed

@@ -216,7 +216,7 @@ func (o *planOptions) factsInCheckpoint(ctx context.Context) (compat.Facts, stri
 	if err != nil {
 		return compat.Facts{}, "", withExitCode(exitInvalid, fmt.Errorf("read the shape in checkpoint %s: %w", o.location, err))
 	}
-	return compat.Facts{Committed: &sh}, fmt.Sprintf("the shape recorded in checkpoint %s from batch %d (query id %s)", o.location, from, c.Metadata().ID), nil
+	return compat.Facts{Committed: &sh, Rebuild: compat.ReadRebuild(ctx, c)}, fmt.Sprintf("the shape recorded in checkpoint %s from batch %d (query id %s)", o.location, from, c.Metadata().ID), nil
 }
 
 // factsInSparkCheckpoint reads the Spark checkpoint in store. One that has planned no batch

@@ -1,0 +1,102 @@
+package compat
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+)
+
+// Rebuild is what a caller learned about rebuilding the state from the retained input
+// (docs/rebuild.md): the third way forward for a change whose only obstacle is the state.
+type Rebuild struct {
+	// Replay is what the logs say a rebuild replays (checkpoint.Checkpoint.Replayable).
+	Replay checkpoint.Replay
+	// Impossible says why the sources or the logs no longer hold what a rebuild must replay;
+	// "" when it is possible.
+	Impossible string
+}
+
+// rebuildable holds the rules whose rejection a rebuild answers: the stateful step, its key,
+// windows, aggregates, eviction, joins and partitions may change, since the rebuild computes
+// the new query's state from the same input with the same batch boundaries. Changes to the
+// sources (what the offsets mean) and to the sink (what was written) are not.
+var rebuildable = map[string]bool{
+	"operator-added": true, "operator-removed": true, "operator-renamed": true, "operator-reordered": true,
+	"operator-kind": true, "key-columns": true, "key-order": true, "key-type": true,
+	"window-column": true, "window-size": true, "window-slide": true, "session-column": true,
+	"session-gap": true, "aggregate-function": true, "aggregate-input": true,
+	"aggregate-input-type": true, "aggregate-added": true, "aggregate-removed": true,
+	"state-input-expression": true, "watermark-column": true, "watermark-removed": true,
+	"state-eviction": true, "watermark-added": true, "watermark-delay": true,
+	"join-added": true, "join-removed": true, "join-renamed": true, "join-type": true, "join-keys": true,
+	"join-side-transform": true, "join-time-bound": true, "join-watermark": true,
+	"state-partitions": true,
+}
+
+// Rebuildable reports whether a rebuild answers a rejection by the rule.
+func Rebuildable(rule string) bool { return rebuildable[rule] }
+
+// RebuildAnswers reports whether the verdict rejects the change and a rebuild answers every
+// rejected finding.
+func (v Verdict) RebuildAnswers() bool {
+	rejected := v.Rejected()
+	for _, f := range rejected {
+		if !rebuildable[f.Rule] {
+			return false
+		}
+	}
+	return len(rejected) > 0
+}
+
+// offerRebuild adds the third way to the remedy of every rejected finding when a rebuild
+// answers them all: what it replays and at what cost, or why it is not possible.
+func (v *Verdict) offerRebuild(r *Rebuild, spec *v1.StreamingQuerySpec) {
+	if r == nil || !v.RebuildAnswers() {
+		return
+	}
+	if spec.Runtime.Spark != nil && r.Impossible == "" {
+		r = &Rebuild{Impossible: "the spark runtime cannot rebuild state yet (the built-in runtime can)"}
+	}
+	text := r.text()
+	for i := range v.Findings {
+		if v.Findings[i].Severity == Rejected {
+			v.Findings[i].Remedy += " " + text
+		}
+	}
+}
+
+func (r *Rebuild) text() string {
+	if r.Impossible != "" {
+		return "Rebuilding the state from the retained input is not possible: " + r.Impossible + "."
+	}
+	p := r.Replay
+	s := "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): "
+	if p.Batches == 0 {
+		s += "no batch has committed, so there is nothing to replay"
+	} else {
+		s += fmt.Sprintf("it replays batches 0–%d (%d records) through the new query", p.Batches-1, p.Records)
+		if p.Took > 0 {
+			s += fmt.Sprintf(", about %s at the rate they first ran", p.Took.Round(time.Second).String())
+		}
+	}
+	s += fmt.Sprintf("; output already written stays; from batch %d on the output follows the new query.", p.Batches)
+	return s
+}
+
+// ReadRebuild gathers Facts.Rebuild from c's logs (checkpoint.Checkpoint.Replayable): what a
+// rebuild would replay, or why the logs no longer allow one. What the sources still retain
+// is known only to the runtime that opens them (engine.Query.PlanRebuild).
+func ReadRebuild(ctx context.Context, c *checkpoint.Checkpoint) *Rebuild {
+	r, err := c.Replayable(ctx)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotReplayable):
+		return &Rebuild{Replay: r, Impossible: err.Error()}
+	case err != nil:
+		return &Rebuild{Replay: r, Impossible: "the checkpoint's logs could not be read: " + err.Error()}
+	}
+	return &Rebuild{Replay: r}
+}

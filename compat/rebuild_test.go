@@ -1,0 +1,61 @@
+package compat_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/compat"
+)
+
+// TestRebuildOffered: a refusal a rebuild answers offers it, with its cost or why it is not
+// possible; one it does not answer (a source change) or a Spark query does not.
+func TestRebuildOffered(t *testing.T) {
+	old, err := compat.ShapeOf(revenue().Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	onSpark := func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }
+	oldSpark, err := compat.ShapeOf(edit(revenue(), onSpark))
+	if err != nil {
+		t.Fatal(err)
+	}
+	possible := &compat.Rebuild{Replay: checkpoint.Replay{Batches: 12, Records: 3400, Took: 95 * time.Second}}
+	lost := &compat.Rebuild{Impossible: "the offsets log keeps batches 3–11 only"}
+	keyChange := func(s *v1.StreamingQuerySpec) { agg(s).Aggregates[2].Function = v1.AggMin }
+	for _, tc := range []struct {
+		name    string
+		edit    func(*v1.StreamingQuerySpec)
+		rebuild *compat.Rebuild
+		want    string // in every rejected finding's remedy; "" for no mention
+	}{
+		{"possible", keyChange, possible, "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): it replays batches 0–11 (3400 records) through the new query, about 1m35s at the rate they first ran; output already written stays; from batch 12 on the output follows the new query."},
+		{"not possible", keyChange, lost, "Rebuilding the state from the retained input is not possible: the offsets log keeps batches 3–11 only."},
+		{"not gathered", keyChange, nil, ""},
+		{"spark", func(s *v1.StreamingQuerySpec) { keyChange(s); onSpark(s) }, possible, "not possible: the spark runtime cannot rebuild state yet"},
+		{"a source change", func(s *v1.StreamingQuerySpec) { keyChange(s); s.Sources[0].Kafka.Topics = []string{"other"} }, possible, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			committed := &old
+			if tc.name == "spark" {
+				committed = &oldSpark
+			}
+			j, err := compat.Judge(compat.Facts{Committed: committed, Rebuild: tc.rebuild}, edit(revenue(), tc.edit))
+			if err != nil {
+				t.Fatal(err)
+			}
+			rejected := j.Rejected()
+			if len(rejected) == 0 {
+				t.Fatalf("Judge() = %+v, want a refusal", j.Verdict)
+			}
+			for _, f := range rejected {
+				mentions := strings.Contains(f.Remedy, "ebuild the state") || strings.Contains(f.Remedy, "ebuilding the state")
+				if tc.want == "" && mentions || tc.want != "" && !strings.Contains(f.Remedy, tc.want) {
+					t.Errorf("%s remedy = %q, want %q", f.Rule, f.Remedy, tc.want)
+				}
+			}
+		})
+	}
+}
