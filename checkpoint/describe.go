@@ -25,6 +25,9 @@ type Description struct {
 	Replay bool `json:"replayOnRestart"`
 	// NextBatch is the batch a restart runs.
 	NextBatch int64 `json:"nextBatch"`
+	// Generation is the current generation's record; nil for generation 0, which no rebuild
+	// replaced (generation.go).
+	Generation *Generation `json:"generation,omitempty"`
 
 	// OldestBatch is the oldest batch still in the offsets log; nil when none.
 	OldestBatch *int64 `json:"oldestRetainedBatch"`
@@ -94,6 +97,9 @@ func (c *Checkpoint) Describe(ctx context.Context) (Description, error) {
 		d.CommittedBatch = &h.Committed.BatchID
 	}
 	d.Replay, d.NextBatch = h.Replay(), h.Next()
+	if c.gen.Number > 0 {
+		d.Generation = &c.gen
+	}
 
 	offsets, err := c.logBatches(ctx, OffsetsDir)
 	if err != nil {

@@ -28,15 +28,16 @@ const (
 func newCheckpointCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "checkpoint",
-		Short: "Inspect a query's checkpoint",
-		Long: `Inspect a query's checkpoint: its identity, where it stands, and what a restart will do.
+		Short: "Inspect a query's checkpoint, or rebuild its state for a changed query",
+		Long: `Inspect a query's checkpoint: its identity, where it stands, and what a restart will do;
+or rebuild its state for a changed query (rebuild).
 
 LOCATION is a local path, file:///path or s3://bucket/prefix. S3 settings come from
-AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and LOCKSTEP_S3_ENDPOINT. The
-commands only read: they work with read-only credentials and never change the checkpoint.
+AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION and LOCKSTEP_S3_ENDPOINT. describe and
+batches only read: they work with read-only credentials and never change the checkpoint.
 The JSON output is documented in docs/checkpoint-format.md.`,
 	}
-	cmd.AddCommand(newCheckpointDescribeCommand(), newCheckpointBatchesCommand())
+	cmd.AddCommand(newCheckpointDescribeCommand(), newCheckpointBatchesCommand(), newCheckpointRebuildCommand())
 	return cmd
 }
 
@@ -195,6 +196,9 @@ func writeDescription(w io.Writer, d checkpoint.Description, ops []state.Summary
 	row("Owner", "%s", d.Metadata.Owner)
 	row("Format", "v%d", d.Metadata.FormatVersion)
 	row("Created", "%s", d.Metadata.CreatedAt.Format(time.RFC3339))
+	if g := d.Generation; g != nil {
+		row("Generation", "%d, rebuilt %s from generation %d's %d batches (%s)", g.Number, g.CreatedAt.Format(time.RFC3339), g.RebuiltFrom, g.Batches, g.Reason)
+	}
 	switch {
 	case d.Planned == nil:
 		row("Planned batch", "none")

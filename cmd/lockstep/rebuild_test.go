@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestCheckpointRebuild is the third way forward through the CLI: the engine runs the
+// windowed aggregation over three files; swapping its grouping keys is refused, and lockstep
+// plan offers the rebuild with what it replays; lockstep checkpoint rebuild --dry-run says
+// the same and changes nothing; the rebuild switches the checkpoint to generation 1; the new
+// query then runs the next file and its output equals the new query's run from the start;
+// describe shows the generation; a second rebuild of the same spec has nothing to do.
+func TestCheckpointRebuild(t *testing.T) {
+	root := t.TempDir()
+	files := []string{
+		`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" + `{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
+		`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" + `{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
+		`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
+		`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
+	}
+	// setup makes an input folder with the first n files, and returns the folders.
+	type dirs struct{ in, out, ck string }
+	setup := func(name string, n int) dirs {
+		d := dirs{filepath.Join(root, name, "in"), filepath.Join(root, name, "out"), filepath.Join(root, name, "checkpoint")}
+		if err := os.MkdirAll(d.in, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			addFile(t, d.in, i, files[i])
+		}
+		return d
+	}
+	query := func(d dirs, name string, swapped bool) string {
+		spec := strings.NewReplacer("%IN%", d.in, "%OUT%", d.out, "%CHECKPOINT%", d.ck).Replace(statefulQuery)
+		if swapped {
+			spec = strings.Replace(spec, "groupBy: [{column: country}, {window: {column: ts, duration: 5m}}]", "groupBy: [{window: {column: ts, duration: 5m}}, {column: country}]", 1)
+		}
+		path := filepath.Join(root, name)
+		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	// The uninterrupted run of the new query: 3 files, then the 4th.
+	ref := setup("ref", 3)
+	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
+	addFile(t, ref.in, 3, files[3])
+	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
+
+	d := setup("rebuilt", 3)
+	mustRun(t, "run", "-f", query(d, "v1.yaml", false))
+	v2 := query(d, "v2.yaml", true)
+	out, code, _ := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck)
+	if code != exitRefused || !strings.Contains(out, "Or rebuild the state from the retained input") || !strings.Contains(out, "replays batches 0–") {
+		t.Fatalf("lockstep plan = exit %d, want 3 offering the rebuild:\n%s", code, out)
+	}
+	before := snapshot(t, d.ck)
+	stdout, code, err := runCLI(t, "checkpoint", "rebuild", "-f", v2, "--dry-run")
+	if code != exitOK || !strings.Contains(stdout, "key-order") || !strings.Contains(stdout, "Dry run: nothing changed.") {
+		t.Fatalf("rebuild --dry-run = exit %d (%v):\n%s", code, err, stdout)
+	}
+	if after := snapshot(t, d.ck); len(after) != len(before) {
+		t.Fatalf("the dry run changed the checkpoint: %d objects, then %d", len(before), len(after))
+	}
+	stdout, code, err = runCLI(t, "checkpoint", "rebuild", "-f", v2)
+	if code != exitOK || !strings.Contains(stdout, "Rebuilt: generation 1 is current") {
+		t.Fatalf("rebuild = exit %d (%v):\n%s", code, err, stdout)
+	}
+	if code, err := execute(t, "run", "-f", query(d, "v1.yaml", false)); code != exitRefused {
+		t.Errorf("the old query after the rebuild = exit %d (%v), want 3: the checkpoint now holds the new query's state", code, err)
+	}
+	addFile(t, d.in, 3, files[3])
+	mustRun(t, "run", "-f", v2)
+	// The files written after the rebuild equal the reference's last run's.
+	if got, want := newest(t, d.out), newest(t, ref.out); got != want {
+		t.Errorf("the new query's output after the rebuild:\n%s\nwant (the uninterrupted run's):\n%s", got, want)
+	}
+	stdout, _, _ = runCLI(t, "checkpoint", "describe", d.ck)
+	if !strings.Contains(stdout, "Generation:") || !strings.Contains(stdout, "key-order") {
+		t.Errorf("describe after the rebuild:\n%s", stdout)
+	}
+	if _, code, err := runCLI(t, "checkpoint", "rebuild", "-f", v2); code != exitRefused || !strings.Contains(err.Error(), "nothing to rebuild") {
+		t.Errorf("a second rebuild = exit %d (%v), want 3: nothing to rebuild", code, err)
+	}
+}
+
+func addFile(t *testing.T, dir string, i int, rows string) {
+	t.Helper()
+	name := filepath.Join(dir, fmt.Sprintf("orders-%d.json", i))
+	if err := os.WriteFile(name, []byte(rows), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	mtime := time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
+	if err := os.Chtimes(name, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustRun(t *testing.T, args ...string) {
+	t.Helper()
+	if code, err := execute(t, args...); code != exitOK {
+		t.Fatalf("lockstep %v = exit %d: %v", args, code, err)
+	}
+}
+
+// runCLI runs lockstep with args and returns its standard output, exit code and error.
+func runCLI(t *testing.T, args ...string) (string, int, error) {
+	t.Helper()
+	cmd := newRootCommand()
+	var out bytes.Buffer
+	cmd.SetOut(&out)
+	cmd.SetErr(&bytes.Buffer{})
+	cmd.SetArgs(args)
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
+	code, err := exitOK, cmd.ExecuteContext(t.Context())
+	if err != nil {
+		code = exitFailure
+		var ee *exitError
+		if errors.As(err, &ee) {
+			code = ee.code
+		}
+	}
+	return out.String(), code, err
+}
+
+// newest reads the files sink's data file of the newest batch in dir (part-<query id>-<batch>-<attempt>).
+func newest(t *testing.T, dir string) string {
+	t.Helper()
+	matches, _ := filepath.Glob(filepath.Join(dir, "part-*"))
+	batch := regexp.MustCompile(`-(\d{20})-`)
+	latest, latestBatch := "", ""
+	for _, m := range matches {
+		if b := batch.FindStringSubmatch(filepath.Base(m)); b != nil && b[1] > latestBatch {
+			latest, latestBatch = m, b[1]
+		}
+	}
+	if latest == "" {
+		t.Fatalf("no data file in %s", dir)
+	}
+	t.Logf("%s: batch %s", dir, latestBatch)
+	data, err := os.ReadFile(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
