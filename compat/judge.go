@@ -73,8 +73,11 @@ func Judge(f Facts, spec *v1.StreamingQuerySpec, opts ...Option) (Judgement, err
 // Err is a *RejectedError when the verdict rejects the change, else nil: the engine's start
 // guard and the adopt guard stop on it, without writing the checkpoint.
 func (j Judgement) Err() error {
-	if j.Severity == Rejected {
+	switch {
+	case j.Severity == Rejected:
 		return &RejectedError{Verdict: j.Verdict}
+	case j.Rebuild:
+		return &RebuildRequiredError{Verdict: j.Verdict}
 	}
 	return nil
 }

@@ -53,13 +53,19 @@ func (v Verdict) RebuildAnswers() bool {
 }
 
 // offerRebuild adds the third way to the remedy of every rejected finding when a rebuild
-// answers them all: what it replays and at what cost, or why it is not possible.
+// answers them all: what it replays and at what cost, or why it is not possible. When the
+// spec asks for a rebuild and one is possible, the change is accepted instead: each such
+// finding becomes a warning that says what the rebuild replays, and v.Rebuild is set.
 func (v *Verdict) offerRebuild(r *Rebuild, spec *v1.StreamingQuerySpec) {
 	if r == nil || !v.RebuildAnswers() {
 		return
 	}
 	if spec.Runtime.Spark != nil && r.Impossible == "" {
 		r = &Rebuild{Impossible: "the spark runtime cannot rebuild state yet (the built-in runtime can)"}
+	}
+	if spec.OnIncompatibleChange == v1.OnIncompatibleRebuild && r.Impossible == "" {
+		v.acceptByRebuild(r)
+		return
 	}
 	text := r.text()
 	for i := range v.Findings {
@@ -69,22 +75,52 @@ func (v *Verdict) offerRebuild(r *Rebuild, spec *v1.StreamingQuerySpec) {
 	}
 }
 
+// acceptByRebuild turns the rejected findings into warnings answered by the rebuild.
+func (v *Verdict) acceptByRebuild(r *Rebuild) {
+	v.Rebuild = true
+	v.Severity = Allowed
+	for i := range v.Findings {
+		f := &v.Findings[i]
+		if f.Severity == Rejected {
+			f.Severity = Warning
+			f.Remedy = "Accepted by spec.onIncompatibleChange: rebuild: before it runs on, the query rebuilds its state from the retained input; " + r.what() + ". To keep the old state instead, revert the change."
+		}
+		if f.Severity.rank() > v.Severity.rank() {
+			v.Severity = f.Severity
+		}
+	}
+}
+
+// RebuildRequiredError is the start guard's answer to a change accepted by rebuilding
+// (Verdict.Rebuild): the runtime rebuilds the state, then starts again.
+type RebuildRequiredError struct {
+	Verdict Verdict
+}
+
+func (e *RebuildRequiredError) Error() string {
+	return fmt.Sprintf("the state must be rebuilt for this change first (spec.onIncompatibleChange: rebuild; %d findings)", len(e.Verdict.Warnings()))
+}
+
 func (r *Rebuild) text() string {
 	if r.Impossible != "" {
 		return "Rebuilding the state from the retained input is not possible: " + r.Impossible + "."
 	}
+	return "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): " + r.what() + "."
+}
+
+// what says what the rebuild replays, at what cost, and what becomes of the output.
+func (r *Rebuild) what() string {
 	p := r.Replay
-	s := "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): "
+	var s string
 	if p.Batches == 0 {
-		s += "no batch has committed, so there is nothing to replay"
+		s = "no batch has committed, so there is nothing to replay"
 	} else {
-		s += fmt.Sprintf("it replays batches 0–%d (%d records) through the new query", p.Batches-1, p.Records)
+		s = fmt.Sprintf("it replays batches 0–%d (%d records) through the new query", p.Batches-1, p.Records)
 		if p.Took > 0 {
 			s += fmt.Sprintf(", about %s at the rate they first ran", p.Took.Round(time.Second).String())
 		}
 	}
-	s += fmt.Sprintf("; output already written stays; from batch %d on the output follows the new query.", p.Batches)
-	return s
+	return s + fmt.Sprintf("; output already written stays; from batch %d on the output follows the new query", p.Batches)
 }
 
 // ReadRebuild gathers Facts.Rebuild from c's logs (checkpoint.Checkpoint.Replayable): what a

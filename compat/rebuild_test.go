@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,35 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/compat"
 )
+
+// TestRebuildAccepted: with spec.onIncompatibleChange: rebuild, a change a possible rebuild
+// answers is accepted with warnings, and the start guard's error asks for the rebuild; an
+// impossible one stays refused.
+func TestRebuildAccepted(t *testing.T) {
+	old, err := compat.ShapeOf(revenue().Spec())
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := edit(revenue(), func(s *v1.StreamingQuerySpec) {
+		agg(s).Aggregates[2].Function = v1.AggMin
+		s.OnIncompatibleChange = v1.OnIncompatibleRebuild
+	})
+	j, err := compat.Judge(compat.Facts{Committed: &old, Rebuild: &compat.Rebuild{Replay: checkpoint.Replay{Batches: 3, Records: 10}}}, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var need *compat.RebuildRequiredError
+	if !j.Rebuild || j.Severity != compat.Warning || len(j.Rejected()) != 0 || !errors.As(j.Err(), &need) {
+		t.Fatalf("Judge() = %+v, err %v; want accepted by a rebuild with warnings and a RebuildRequiredError", j.Verdict, j.Err())
+	}
+	if w := j.Warnings(); w[0].Rule != "aggregate-function" || !strings.Contains(w[0].Remedy, "Accepted by spec.onIncompatibleChange: rebuild: before it runs on, the query rebuilds its state from the retained input; it replays batches 0–2 (10 records)") {
+		t.Errorf("warnings = %+v", w)
+	}
+	j, err = compat.Judge(compat.Facts{Committed: &old, Rebuild: &compat.Rebuild{Impossible: "lost"}}, spec)
+	if err != nil || j.Rebuild || j.Severity != compat.Rejected {
+		t.Errorf("Judge(impossible) = %+v, %v; want rejected", j.Verdict, err)
+	}
+}
 
 // TestRebuildOffered: a refusal a rebuild answers offers it, with its cost or why it is not
 // possible; one it does not answer (a source change) or a Spark query does not.

@@ -63,6 +63,11 @@ type Verdict struct {
 	// and the findings are only those of the rules that judge the new spec alone (warnings
 	// such as unbounded-state).
 	Fresh bool `json:"fresh,omitempty"`
+	// Rebuild is true when the spec asks for a rebuild (spec.onIncompatibleChange: rebuild)
+	// and one answers every finding that would have rejected the change: those findings are
+	// warnings that say so, and the runtime must rebuild the state before it runs on
+	// (RebuildRequiredError).
+	Rebuild bool `json:"rebuild,omitempty"`
 }
 
 // Rejected returns the rejected findings.

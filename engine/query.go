@@ -144,6 +144,17 @@ func (q *Query) Run(ctx context.Context) (Summary, error) {
 		return finish(StopSuspended, nil)
 	}
 	r, err := q.open(ctx)
+	if errors.Is(err, ErrRebuildRequired) {
+		q.opts.logger.Warn("Rebuilding the state for the new spec from the retained input first", "reason", err)
+		opts := RebuildOptions{Reason: err.Error()}
+		if o, ok := q.opts.observer.(RebuildObserver); ok {
+			opts.Progress = o.Rebuilt
+		}
+		if _, err := q.Rebuild(ctx, opts); err != nil {
+			return finish("", fmt.Errorf("rebuild: %w", err))
+		}
+		r, err = q.open(ctx)
+	}
 	if err != nil {
 		return finish("", err)
 	}

@@ -14,6 +14,18 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
+// ErrRebuildRequired is the start guard's answer to a change the spec asks to rebuild the
+// state for (spec.onIncompatibleChange: rebuild): Run then rebuilds (Query.Rebuild) and
+// starts again on the new generation.
+var ErrRebuildRequired = errors.New("the state must be rebuilt for this spec first")
+
+// RebuildObserver is an Observer that is also told of each batch a rebuild replays: the
+// batches done and the total. A rebuild commits no batch of the current generation, so
+// Committed is not called for them.
+type RebuildObserver interface {
+	Rebuilt(done, total int64, p Progress)
+}
+
 // ErrRebuildImpossible means the checkpoint's record or the sources no longer hold what a
 // rebuild must replay; the error says what is missing.
 var ErrRebuildImpossible = errors.New("rebuild not possible")

@@ -87,6 +87,17 @@ type StreamingQuerySpec struct {
 	// +optional
 	Suspend bool `json:"suspend,omitempty"`
 
+	// OnIncompatibleChange says what becomes of a change the checkpoint cannot survive when
+	// only the state stands in its way (new grouping keys, another window, an aggregate or
+	// dedup added, more state partitions...; docs/rebuild.md). refuse (the default) rejects
+	// it. rebuild accepts it when the checkpoint still records every batch's input and the
+	// built-in runtime runs the query: the engine then rebuilds the state for the new spec
+	// from the retained input, batch by batch as the offsets log recorded them, writing no
+	// output, and runs on from the next batch (status Rebuilding meanwhile). Changes to the
+	// sources or the sink are refused either way.
+	// +optional
+	OnIncompatibleChange IncompatibleChangePolicy `json:"onIncompatibleChange,omitempty"`
+
 	// Resources are the compute resources of the engine pod on Kubernetes. A resource (cpu,
 	// memory) with neither a request nor a limit gets the controller's default request
 	// (cpu 100m, memory 256Mi).
@@ -104,6 +115,19 @@ type StreamingQuerySpec struct {
 	// +optional
 	Engine EngineSpec `json:"engine,omitzero"`
 }
+
+// IncompatibleChangePolicy is what a change the checkpoint refuses does (spec.onIncompatibleChange).
+// +kubebuilder:validation:Enum=refuse;rebuild
+type IncompatibleChangePolicy string
+
+// Incompatible change policies.
+const (
+	// OnIncompatibleRefuse rejects the change: revert it or start fresh.
+	OnIncompatibleRefuse IncompatibleChangePolicy = "refuse"
+	// OnIncompatibleRebuild rebuilds the state from the retained input when that answers the
+	// refusal.
+	OnIncompatibleRebuild IncompatibleChangePolicy = "rebuild"
+)
 
 // OutputMode says which rows each batch writes to the sink.
 // +kubebuilder:validation:Enum=append;update;complete

@@ -198,6 +198,15 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 			facts.Committed = &old
 		}
 		j, err := judgeAtStart(log, facts, req.Spec, req.Getenv)
+		if rej := (*compat.RejectedError)(nil); errors.As(err, &rej) && req.Spec.OnIncompatibleChange == v1.OnIncompatibleRebuild && rej.Verdict.RebuildAnswers() {
+			// The spec asks to rebuild the state for a change only the state stands in the way
+			// of: judge again knowing whether the logs allow it.
+			facts.Rebuild = compat.ReadRebuild(ctx, req.Checkpoint)
+			j, err = judgeAtStart(log, facts, req.Spec, req.Getenv)
+		}
+		if need := (*compat.RebuildRequiredError)(nil); errors.As(err, &need) {
+			return fmt.Errorf("%w: %w", engine.ErrRebuildRequired, err)
+		}
 		if err != nil {
 			return err
 		}
@@ -308,6 +317,12 @@ func (h *engineHealth) Committed(p engine.Progress) {
 }
 
 func (h *engineHealth) Idle(at time.Time) { h.progressed(at) }
+
+// Rebuilt: each batch a rebuild replays is progress too.
+func (h *engineHealth) Rebuilt(done, total int64, p engine.Progress) {
+	h.progressed(h.clock.Now())
+	h.log.Info("Rebuilt batch", "batch", p.Batch, "done", done, "total", total, "inputRows", p.NumInputRows)
+}
 
 // stuck says how long no trigger has finished when that is longer than the bound, else "".
 func (h *engineHealth) stuck() string {

@@ -19,36 +19,8 @@ import (
 // query then runs the next file and its output equals the new query's run from the start;
 // describe shows the generation; a second rebuild of the same spec has nothing to do.
 func TestCheckpointRebuild(t *testing.T) {
-	root := t.TempDir()
-	files := []string{
-		`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" + `{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
-		`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" + `{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
-		`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
-		`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
-	}
-	// setup makes an input folder with the first n files, and returns the folders.
-	type dirs struct{ in, out, ck string }
-	setup := func(name string, n int) dirs {
-		d := dirs{filepath.Join(root, name, "in"), filepath.Join(root, name, "out"), filepath.Join(root, name, "checkpoint")}
-		if err := os.MkdirAll(d.in, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for i := range n {
-			addFile(t, d.in, i, files[i])
-		}
-		return d
-	}
-	query := func(d dirs, name string, swapped bool) string {
-		spec := strings.NewReplacer("%IN%", d.in, "%OUT%", d.out, "%CHECKPOINT%", d.ck).Replace(statefulQuery)
-		if swapped {
-			spec = strings.Replace(spec, "groupBy: [{column: country}, {window: {column: ts, duration: 5m}}]", "groupBy: [{window: {column: ts, duration: 5m}}, {column: country}]", 1)
-		}
-		path := filepath.Join(root, name)
-		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
-	}
+	root, files := t.TempDir(), rebuildFiles
+	setup, query := rebuildFixture(t, root)
 
 	// The uninterrupted run of the new query: 3 files, then the 4th.
 	ref := setup("ref", 3)
@@ -91,6 +63,88 @@ func TestCheckpointRebuild(t *testing.T) {
 	if _, code, err := runCLI(t, "checkpoint", "rebuild", "-f", v2); code != exitRefused || !strings.Contains(err.Error(), "nothing to rebuild") {
 		t.Errorf("a second rebuild = exit %d (%v), want 3: nothing to rebuild", code, err)
 	}
+}
+
+// TestRunRebuildsOnIncompatibleChange: with spec.onIncompatibleChange: rebuild, lockstep plan
+// accepts the swapped keys with a warning that says what the rebuild replays, and lockstep
+// run rebuilds the state first, then runs on: its output equals the uninterrupted run's.
+func TestRunRebuildsOnIncompatibleChange(t *testing.T) {
+	root, files := t.TempDir(), rebuildFiles
+	setup, query := rebuildFixture(t, root)
+	ref := setup("ref", 3)
+	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
+	addFile(t, ref.in, 3, files[3])
+	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
+
+	d := setup("rebuilt", 3)
+	mustRun(t, "run", "-f", query(d, "v1.yaml", false))
+	v2 := query(d, "v2.yaml", true)
+	spec, err := os.ReadFile(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(v2, []byte(strings.Replace(string(spec), "  outputMode: append\n", "  outputMode: append\n  onIncompatibleChange: rebuild\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, code, err := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck)
+	if code != exitOK || !strings.Contains(out, "Accepted by spec.onIncompatibleChange: rebuild: before it runs on, the query rebuilds its state from the retained input; it replays batches 0–") {
+		t.Fatalf("lockstep plan = exit %d (%v), want 0 accepting the change by a rebuild:\n%s", code, err, out)
+	}
+	addFile(t, d.in, 3, files[3])
+	var stderr strings.Builder
+	cmd := newRootCommand()
+	cmd.SetOut(&strings.Builder{})
+	cmd.SetErr(&stderr)
+	cmd.SetArgs([]string{"run", "-f", v2})
+	if err := cmd.ExecuteContext(t.Context()); err != nil {
+		t.Fatalf("lockstep run with onIncompatibleChange: rebuild: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "rebuild: batch 1/") {
+		t.Errorf("lockstep run printed no rebuild progress:\n%s", stderr.String())
+	}
+	if got, want := newest(t, d.out), newest(t, ref.out); got != want {
+		t.Errorf("the output after the rebuild:\n%s\nwant (the uninterrupted run's):\n%s", got, want)
+	}
+}
+
+// rebuildFiles are four input files of statefulQuery, one batch each.
+var rebuildFiles = []string{
+	`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" + `{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
+	`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" + `{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
+	`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
+	`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
+}
+
+type rebuildDirs struct{ in, out, ck string }
+
+// rebuildFixture returns setup, which makes folders under root with the first n input
+// files, and query, which writes statefulQuery on them (its keys swapped or not) to root/name.
+func rebuildFixture(t *testing.T, root string) (func(string, int) rebuildDirs, func(rebuildDirs, string, bool) string) {
+	files := rebuildFiles
+	type dirs = rebuildDirs
+	// setup makes an input folder with the first n files, and returns the folders.
+	setup := func(name string, n int) dirs {
+		d := dirs{filepath.Join(root, name, "in"), filepath.Join(root, name, "out"), filepath.Join(root, name, "checkpoint")}
+		if err := os.MkdirAll(d.in, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			addFile(t, d.in, i, files[i])
+		}
+		return d
+	}
+	query := func(d dirs, name string, swapped bool) string {
+		spec := strings.NewReplacer("%IN%", d.in, "%OUT%", d.out, "%CHECKPOINT%", d.ck).Replace(statefulQuery)
+		if swapped {
+			spec = strings.Replace(spec, "groupBy: [{column: country}, {window: {column: ts, duration: 5m}}]", "groupBy: [{window: {column: ts, duration: 5m}}, {column: country}]", 1)
+		}
+		path := filepath.Join(root, name)
+		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	return setup, query
 }
 
 func addFile(t *testing.T, dir string, i int, rows string) {

@@ -325,6 +325,19 @@ func (p *progressPrinter) Committed(pr engine.Progress) {
 		pr.Batch, pr.NumInputRows, pr.NumOutputRows, pr.ProcessedRowsPerSecond, pr.Duration.Round(time.Millisecond), wm, extra)
 }
 
+// Rebuilt prints a batch a rebuild replayed (spec.onIncompatibleChange: rebuild).
+func (p *progressPrinter) Rebuilt(done, total int64, pr engine.Progress) {
+	if p.json {
+		p.emit("rebuild", struct {
+			Done  int64           `json:"done"`
+			Total int64           `json:"total"`
+			Batch engine.Progress `json:"batch"`
+		}{done, total, pr})
+		return
+	}
+	p.printf("rebuild: batch %d/%d: %d rows in, state only", done, total, pr.NumInputRows)
+}
+
 func (p *progressPrinter) summary(s engine.Summary) {
 	if p.json {
 		p.emit("summary", s)

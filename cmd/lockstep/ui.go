@@ -55,8 +55,9 @@ func (s *queryServer) register(mux *http.ServeMux) {
 type observers []engine.Observer
 
 var (
-	_ engine.IdleObserver  = observers(nil)
-	_ engine.StoreObserver = observers(nil)
+	_ engine.IdleObserver    = observers(nil)
+	_ engine.StoreObserver   = observers(nil)
+	_ engine.RebuildObserver = observers(nil)
 )
 
 func (o observers) Started(s engine.Start) {
@@ -75,6 +76,14 @@ func (o observers) Idle(at time.Time) {
 	for _, obs := range o {
 		if idle, ok := obs.(engine.IdleObserver); ok {
 			idle.Idle(at)
+		}
+	}
+}
+
+func (o observers) Rebuilt(done, total int64, p engine.Progress) {
+	for _, obs := range o {
+		if r, ok := obs.(engine.RebuildObserver); ok {
+			r.Rebuilt(done, total, p)
 		}
 	}
 }
