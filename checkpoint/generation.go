@@ -208,3 +208,75 @@ func (c *Checkpoint) Replayable(ctx context.Context) (Replay, error) {
 
 // Head is the head the replay was read from.
 func (r Replay) Head() Head { return r.head }
+
+// RebuildKey holds, in a generation being rebuilt, its RebuildRecord.
+const RebuildKey = "_rebuild"
+
+// RebuildRecord describes a generation being rebuilt: for which spec (a retried rebuild of
+// the same spec continues it, another starts again), from which generation, and how many
+// batches it replays in all.
+type RebuildRecord struct {
+	Fingerprint string `json:"fingerprint"`
+	From        int64  `json:"fromGeneration"`
+	Batches     int64  `json:"batches"`
+}
+
+// PutRebuildRecord writes rec into the store of the generation being rebuilt.
+func PutRebuildRecord(ctx context.Context, gen Store, rec RebuildRecord) error {
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return gen.Put(ctx, RebuildKey, append(data, '\n'))
+}
+
+// ReadRebuildRecord reads the record of the generation being rebuilt in gen; an error
+// wrapping ErrNotFound when none is.
+func ReadRebuildRecord(ctx context.Context, gen Store) (RebuildRecord, error) {
+	data, err := gen.Get(ctx, RebuildKey)
+	if err != nil {
+		return RebuildRecord{}, fmt.Errorf("read %s/%s: %w", gen.Location(), RebuildKey, err)
+	}
+	var rec RebuildRecord
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return RebuildRecord{}, fmt.Errorf("%w: %s/%s: %w", ErrDamaged, gen.Location(), RebuildKey, err)
+	}
+	return rec, nil
+}
+
+// RebuildProgress is how far a rebuild of the generation after current has come.
+type RebuildProgress struct {
+	Generation int64 // the one being rebuilt
+	Done       int64 // batches replayed
+	Total      int64
+}
+
+// ReadRebuildProgress reads, in root, how far a rebuild of the generation after current has
+// come: nil when none is under way (one GET), else its record and head.
+func ReadRebuildProgress(ctx context.Context, root Store, current Generation) (*RebuildProgress, error) {
+	next := Generation{Number: current.Number + 1}
+	gen := GenerationStore(root, next)
+	rec, err := ReadRebuildRecord(ctx, gen)
+	if errors.Is(err, ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := &RebuildProgress{Generation: next.Number, Total: rec.Batches}
+	c, err := Load(ctx, gen)
+	if errors.Is(err, ErrNotFound) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	h, err := c.Head(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if h.Committed != nil {
+		p.Done = min(h.Committed.BatchID+1, p.Total)
+	}
+	return p, nil
+}

@@ -207,6 +207,9 @@ type snapshot struct {
 	// committedOffsets is the offsets entry of the newest committed batch, for its timestamp
 	// and watermark; nil when there is none.
 	committedOffsets *checkpoint.Offsets
+	// rebuild is how far a rebuild of the state under way has come; nil when none is (or
+	// the spec cannot ask for one, and it was not read).
+	rebuild *checkpoint.RebuildProgress
 }
 
 // load reads what a change is judged against: the checkpoint's metadata and the shape its

@@ -212,6 +212,9 @@ func (pl *poller) poll(ctx context.Context, cps checkpoints, q *v1.StreamingQuer
 		e.secretStale = false
 	}
 	next, err := e.advance(ctx, rk)
+	if err == nil && q.Spec.OnIncompatibleChange == v1.OnIncompatibleRebuild {
+		next, err = next.followRebuild(ctx, rk)
+	}
 	if err != nil {
 		// Read it whole next time, with the store kept, and the Secret again: the failure may
 		// be credentials that changed.
@@ -222,6 +225,29 @@ func (pl *poller) poll(ctx context.Context, cps checkpoints, q *v1.StreamingQuer
 	*e = next
 	pl.remember(name, e)
 	return e.snap, nil
+}
+
+// followRebuild is the rest of the poll of a query whose spec may have its state rebuilt
+// (spec.onIncompatibleChange: rebuild): the engine switches the checkpoint to a new
+// generation in the same pod, so the poll lists the generations (1 LIST) and reads the
+// checkpoint whole after a switch, and reads how far a rebuild under way has come (1 GET,
+// and the new generation's head while one is).
+func (e pollEntry) followRebuild(ctx context.Context, rk readKey) (pollEntry, error) {
+	if e.cp == nil {
+		return e, nil
+	}
+	gen, err := checkpoint.CurrentGeneration(ctx, e.store)
+	if err != nil {
+		return e, err
+	}
+	if gen.Number != e.cp.Generation().Number {
+		e.cp = nil // switched: read the new generation whole
+		if e, err = e.advance(ctx, rk); err != nil {
+			return e, err
+		}
+	}
+	e.snap.rebuild, err = checkpoint.ReadRebuildProgress(ctx, e.store, gen)
+	return e, err
 }
 
 // advance returns the entry brought up to date with the checkpoint.

@@ -303,6 +303,14 @@ func readiness(in statusInput, lastFailure *v1.Failure) (v1.Phase, condition) {
 	case stuck != nil:
 		return v1.PhasePending, condition{metav1.ConditionFalse, v1.ReasonUnschedulable,
 			fmt.Sprintf("No executor can be scheduled, so no batch runs: %s (lower spec.runtime.spark.executor, or give the cluster room)", stuck.Message)}
+	case o.verdict != nil && o.verdict.Rebuild:
+		// Accepted by rebuilding: until the checkpoint switches to the rebuilt generation, the
+		// change is still judged against the old one.
+		msg := fmt.Sprintf("The engine of generation %d rebuilds the state from the retained input before it runs on", gen)
+		if r := o.snap.rebuild; r != nil {
+			msg += fmt.Sprintf(": %d of %d batches replayed", r.Done, r.Total)
+		}
+		return v1.PhaseRebuilding, condition{metav1.ConditionFalse, v1.ReasonRebuilding, msg}
 	case running && in.a.current(o.desiredCM) && runningGen == gen:
 		return v1.PhaseRunning, condition{metav1.ConditionTrue, v1.ReasonRunning, fmt.Sprintf("The engine runs generation %d", gen)}
 	case running:
@@ -526,7 +534,10 @@ func compatibilityEvent(old, now []metav1.Condition) *metav1.Condition {
 }
 
 // Event reasons of phase changes (besides v1.ReasonSuspended and v1.ReasonEngineFailed).
-const EventResumed = "Resumed"
+const (
+	EventResumed = "Resumed"
+	EventRebuilt = "Rebuilt"
+)
 
 // event is an Event to record about a query.
 type event struct {
@@ -544,6 +555,10 @@ func phaseEvent(old, now *v1.StreamingQueryStatus) *event {
 		return &event{corev1.EventTypeNormal, v1.ReasonSuspended, "Suspend", "Suspended: the engine stops at a batch boundary; the checkpoint stays"}
 	case old.Phase == v1.PhaseSuspended:
 		return &event{corev1.EventTypeNormal, EventResumed, "Resume", "Resumed: the engine starts again from the checkpoint"}
+	case now.Phase == v1.PhaseRebuilding:
+		return &event{corev1.EventTypeNormal, v1.ReasonRebuilding, "Rebuild", "Rebuilding the state for the new spec from the retained input (spec.onIncompatibleChange: rebuild); output resumes once it is done"}
+	case old.Phase == v1.PhaseRebuilding && now.Phase == v1.PhaseRunning:
+		return &event{corev1.EventTypeNormal, EventRebuilt, "Rebuild", "Rebuilt the state: the checkpoint switched to the rebuilt generation and the engine runs the new spec"}
 	case now.Phase == v1.PhaseFailed:
 		note := "The engine failed"
 		if f := now.LastFailure; f != nil {

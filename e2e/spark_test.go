@@ -198,7 +198,8 @@ spec:
 			}
 		}
 	}
-	q := tn.committed("orders", 0)
+	// The driver's first job on the loaded node: JVMs, executors registering, the first batch.
+	q := tn.committedWithin(sparkStartTimeout, "orders", 0)
 	id := q.Status.QueryID
 	tn.eventually("the status counts 2 of 2 executors", func() error {
 		if e := tn.query("orders").Status.Executors; e == nil || e.Summary != "2/2" {

@@ -199,8 +199,15 @@ func (tn *tenant) eventuallyWithin(timeout time.Duration, what string, check fun
 // and returns the query.
 func (tn *tenant) committed(name string, batch int64) *v1.StreamingQuery {
 	tn.t.Helper()
+	return tn.committedWithin(waitTimeout, name, batch)
+}
+
+// committedWithin is committed with its own bound (a spark query's first batch needs
+// sparkStartTimeout on the loaded node).
+func (tn *tenant) committedWithin(timeout time.Duration, name string, batch int64) *v1.StreamingQuery {
+	tn.t.Helper()
 	var q *v1.StreamingQuery
-	tn.eventually(fmt.Sprintf("query %s commits batch %d", name, batch), func() error {
+	tn.eventuallyWithin(timeout, fmt.Sprintf("query %s commits batch %d", name, batch), func() error {
 		q = tn.query(name)
 		if b := q.Status.LatestCommittedBatch; b == nil || *b < batch {
 			return fmt.Errorf("latest committed batch %v; phase %s; conditions %s", ptrString(b), q.Status.Phase, conditions(q))

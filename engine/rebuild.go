@@ -30,10 +30,6 @@ type RebuildObserver interface {
 // rebuild must replay; the error says what is missing.
 var ErrRebuildImpossible = errors.New("rebuild not possible")
 
-// rebuildKey holds, in a generation being rebuilt, which spec it is rebuilt for: a retried
-// rebuild of the same spec continues it, another spec starts it again.
-const rebuildKey = "_rebuild"
-
 // RebuildPlan is what a rebuild of the query's checkpoint would do (Query.PlanRebuild).
 type RebuildPlan struct {
 	Location string `json:"checkpoint"`
@@ -134,7 +130,7 @@ func (q *Query) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummar
 			return sum, err
 		}
 		sum.Plan = plan
-		r, err := q.openGeneration(ctx, root, old)
+		r, err := q.openGeneration(ctx, root, old, plan)
 		if err != nil {
 			return sum, err
 		}
@@ -165,19 +161,21 @@ func (q *Query) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummar
 // openGeneration claims the generation after old's current one for this query (continuing
 // a crashed rebuild of the same spec, else starting it afresh), copies the sources' private
 // files into it, and builds a run that writes no output.
-func (q *Query) openGeneration(ctx context.Context, root checkpoint.Store, old *checkpoint.Checkpoint) (*run, error) {
+func (q *Query) openGeneration(ctx context.Context, root checkpoint.Store, old *checkpoint.Checkpoint, plan RebuildPlan) (*run, error) {
 	next := checkpoint.Generation{Number: old.Generation().Number + 1}
 	store := checkpoint.GenerationStore(root, next)
 	fp, err := q.fingerprint()
 	if err != nil {
 		return nil, err
 	}
-	if got, err := store.Get(ctx, rebuildKey); err == nil && string(got) != fp || errors.Is(err, checkpoint.ErrNotFound) {
+	rec, err := checkpoint.ReadRebuildRecord(ctx, store)
+	switch {
+	case errors.Is(err, checkpoint.ErrNotFound) || err == nil && rec.Fingerprint != fp || errors.Is(err, checkpoint.ErrDamaged):
 		// Another spec's rebuild, or one that crashed before it recorded its spec: start again.
 		if err := clearStore(ctx, store); err != nil {
 			return nil, fmt.Errorf("rebuild: clear %s: %w", store.Location(), err)
 		}
-	} else if err != nil {
+	case err != nil:
 		return nil, fmt.Errorf("rebuild: %w", err)
 	}
 	meta := old.Metadata()
@@ -185,7 +183,8 @@ func (q *Query) openGeneration(ctx context.Context, root checkpoint.Store, old *
 	if err != nil {
 		return nil, fmt.Errorf("rebuild: claim %s: %w", store.Location(), err)
 	}
-	if err := store.Put(ctx, rebuildKey, []byte(fp)); err != nil {
+	rec = checkpoint.RebuildRecord{Fingerprint: fp, From: old.Generation().Number, Batches: plan.Batches}
+	if err := checkpoint.PutRebuildRecord(ctx, store, rec); err != nil {
 		return nil, fmt.Errorf("rebuild: %w", err)
 	}
 	if err := copyPrefix(ctx, old.Store(), store, checkpoint.SourcesDir); err != nil {

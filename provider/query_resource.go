@@ -186,7 +186,7 @@ func (r *queryResource) schema(ctx context.Context) (schema.Schema, error) {
 		attrUID: computed("The Kubernetes UID of the StreamingQuery object.", true),
 		attrQueryID: computed("The query id recorded in the checkpoint's metadata; sinks key their idempotence by it. "+
 			"Unknown until the engine has written the checkpoint, and new after a fresh start.", false),
-		attrPhase: computed("The query's phase as the controller reports it: Pending, Running, Suspended, Failed, Blocked or Completed.", false),
+		attrPhase: computed("The query's phase as the controller reports it: Pending, Running, Rebuilding, Suspended, Failed, Blocked or Completed.", false),
 		attrCheckpointLocation: computed("The checkpoint location in force: checkpoint.location, or the one the "+
 			"admission webhook derived from the CheckpointStore. Known at plan time when the cluster can be asked.", false),
 		attrLatestCommittedBatch: schema.Int64Attribute{Computed: true,

@@ -82,7 +82,7 @@ type ExecutorsStatus struct {
 }
 
 // Phase summarises a query's state.
-// +kubebuilder:validation:Enum=Pending;Running;Suspended;Failed;Blocked;Completed
+// +kubebuilder:validation:Enum=Pending;Running;Rebuilding;Suspended;Failed;Blocked;Completed
 type Phase string
 
 // Phases.
@@ -100,6 +100,9 @@ const (
 	PhaseBlocked Phase = "Blocked"
 	// PhaseCompleted: a trigger that ends (availableNow, once) has ended.
 	PhaseCompleted Phase = "Completed"
+	// PhaseRebuilding: the engine rebuilds the state for a change the spec accepted with
+	// spec.onIncompatibleChange: rebuild, before it runs batches again (docs/rebuild.md).
+	PhaseRebuilding Phase = "Rebuilding"
 )
 
 // Guarantee is a delivery guarantee.
@@ -222,4 +225,7 @@ const (
 	// ReasonSecretMissing: the store's credentials Secret does not exist in the query's
 	// namespace (yet); the message names it. The engine runs once it exists.
 	ReasonSecretMissing = "SecretMissing"
+	// ReasonRebuilding: the engine rebuilds the state from the retained input; the message
+	// says how many batches of how many it has replayed.
+	ReasonRebuilding = "Rebuilding"
 )
