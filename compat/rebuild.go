@@ -83,6 +83,7 @@ func (v *Verdict) acceptByRebuild(r *Rebuild) {
 		f := &v.Findings[i]
 		if f.Severity == Rejected {
 			f.Severity = Warning
+			f.Message = "The checkpoint refuses this without a rebuild: " + f.Message
 			f.Remedy = "Accepted by spec.onIncompatibleChange: rebuild: before it runs on, the query rebuilds its state from the retained input; " + r.what() + ". To keep the old state instead, revert the change."
 		}
 		if f.Severity.rank() > v.Severity.rank() {
