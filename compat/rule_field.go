@@ -24,11 +24,11 @@ type fieldRule[T any] struct {
 	remedy func(c *change, d diff[T]) string
 }
 
-// diff is one pair a fieldRule found changed: the old and the new part, the path of the
-// changed field in the new spec, and the field's values as shown.
+// diff is one pair a fieldRule found changed: the old and the new part, the paths of the new
+// part and of its changed field in the new spec, and the field's values as shown.
 type diff[T any] struct {
 	o, n     T
-	path     string
+	at, path string
 	old, new string
 }
 
@@ -39,7 +39,7 @@ func (r fieldRule[T]) check(c *change) []Finding {
 		if r.when != nil && !r.when(o, n) {
 			return
 		}
-		d := diff[T]{o: o, n: n, old: r.value(o), new: r.value(n)}
+		d := diff[T]{o: o, n: n, at: at, old: r.value(o), new: r.value(n)}
 		if r.same != nil && r.same(o, n) || r.same == nil && d.old == d.new {
 			return
 		}

@@ -180,98 +180,70 @@ func checkKafkaTopics(c *change) []Finding {
 	return out
 }
 
-func checkFilesPath(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceFiles || o.Path == n.Path {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + ".files.path",
-			Old:      o.Path,
-			New:      n.Path,
-			Message: fmt.Sprintf("Source %q now reads the folder %s instead of %s; the checkpoint's log of files already read belongs to %s, so the query would treat every file in %s as new, or miss files it believes it has read.",
-				n.Name, n.Path, o.Path, o.Path, n.Path),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.files.path to %s, read the new folder as a new source with its own name (it then reads every file already there)", p, o.Path)),
-		})
-	})
-	return out
+var filesPath = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceFiles), field: ".files.path",
+	value: func(s SourceShape) string { return s.Path }, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now reads the folder %s instead of %s; the checkpoint's log of files already read belongs to %s, so the query would treat every file in %s as new, or miss files it believes it has read.",
+			d.n.Name, d.new, d.old, d.old, d.new)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s to %s, read the new folder as a new source with its own name (it then reads every file already there)", d.path, d.old))
+	},
 }
 
-func checkFilesFormat(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceFiles || o.Format == n.Format {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + ".files.format",
-			Old:      o.Format,
-			New:      n.Format,
-			Message: fmt.Sprintf("Source %q now parses its folder as %s instead of %s; the checkpoint records the %s files it read there, so either the remaining files no longer parse or the folder now holds another dataset that the checkpoint knows nothing of.",
-				n.Name, n.Format, o.Format, o.Format),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.files.format to %s, read the %s files as a new source with its own name", p, o.Format, n.Format)),
-		})
-	})
-	return out
+var filesFormat = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceFiles), field: ".files.format",
+	value: func(s SourceShape) string { return s.Format }, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now parses its folder as %s instead of %s; the checkpoint records the %s files it read there, so either the remaining files no longer parse or the folder now holds another dataset that the checkpoint knows nothing of.",
+			d.n.Name, d.new, d.old, d.old)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s to %s, read the %s files as a new source with its own name", d.path, d.old, d.new))
+	},
 }
 
-func checkDeltaPath(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceDelta || o.Path == n.Path {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + ".delta.path",
-			Old:      o.Path,
-			New:      n.Path,
-			Message: fmt.Sprintf("Source %q now reads the Delta table at %s instead of %s; its checkpointed offsets are versions of the old table's log and mean nothing for another table.",
-				n.Name, n.Path, o.Path),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.delta.path to %s, read the new table as a new source with its own name", p, o.Path)),
-		})
-	})
-	return out
+var deltaPath = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceDelta), field: ".delta.path",
+	value: func(s SourceShape) string { return s.Path }, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now reads the Delta table at %s instead of %s; its checkpointed offsets are versions of the old table's log and mean nothing for another table.",
+			d.n.Name, d.new, d.old)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s to %s, read the new table as a new source with its own name", d.path, d.old))
+	},
 }
 
-func checkKafkaFormat(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceKafka || o.Format == n.Format {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Warning,
-			Path:     p + ".kafka.format",
-			Old:      o.Format,
-			New:      n.Format,
-			Message: fmt.Sprintf("Source %q now decodes record values as %s instead of %s, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
-				n.Name, n.Format, o.Format),
-			Remedy: fmt.Sprintf("Revert %s.kafka.format to %s unless the topic's records changed format.", p, o.Format),
-		})
-	})
-	return out
+var kafkaFormat = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceKafka), field: ".kafka.format",
+	value: func(s SourceShape) string { return s.Format }, severity: Warning,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now decodes record values as %s instead of %s, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
+			d.n.Name, d.new, d.old)
+	},
+	remedy: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Revert %s to %s unless the topic's records changed format.", d.path, d.old)
+	},
 }
 
-func checkKafkaSubject(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceKafka || o.Subject == n.Subject || o.Subject == "" || n.Subject == "" {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Allowed,
-			Path:     p + ".kafka.schemaRegistry.subject",
-			Old:      o.Subject,
-			New:      n.Subject,
-			Message: fmt.Sprintf("Source %q now checks its columns at start against the latest schema of subject %s instead of %s; records are still decoded by the schema id each carries.",
-				n.Name, n.Subject, o.Subject),
-		})
-	})
-	return out
+var kafkaSubject = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, field: ".kafka.schemaRegistry.subject",
+	when: func(o, n SourceShape) bool {
+		return o.Kind == v1.SourceKafka && o.Subject != "" && n.Subject != ""
+	},
+	value: func(s SourceShape) string { return s.Subject }, severity: Allowed,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now checks its columns at start against the latest schema of subject %s instead of %s; records are still decoded by the schema id each carries.",
+			d.n.Name, d.new, d.old)
+	},
+}
+
+// sourceOf returns a fieldRule.when that holds for a pair of sources of kind k (the sources
+// of a pair have the same kind).
+func sourceOf(k v1.SourceKind) func(o, n SourceShape) bool {
+	return func(o, _ SourceShape) bool { return o.Kind == k }
 }
 
 func checkRateLimit(c *change) []Finding {
@@ -392,22 +364,15 @@ func checkSourceColumnType(c *change) []Finding {
 	return out
 }
 
-func checkKafkaKeyFormat(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceKafka || o.KeyFormat == n.KeyFormat {
-			return
-		}
-		old, now := cmp.Or(o.KeyFormat, string(v1.KafkaKeyString)), cmp.Or(n.KeyFormat, string(v1.KafkaKeyString))
-		out = append(out, Finding{
-			Severity: Warning,
-			Path:     p + ".kafka.keyFormat",
-			Old:      old,
-			New:      now,
-			Message: fmt.Sprintf("Source %q now decodes record keys as %s instead of %s into _key, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
-				n.Name, now, old),
-			Remedy: fmt.Sprintf("Revert %s.kafka.keyFormat to %s unless the topic's keys changed format.", p, old),
-		})
-	})
-	return out
+var kafkaKeyFormat = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceKafka), field: ".kafka.keyFormat",
+	same:  func(o, n SourceShape) bool { return o.KeyFormat == n.KeyFormat },
+	value: func(s SourceShape) string { return cmp.Or(s.KeyFormat, string(v1.KafkaKeyString)) }, severity: Warning,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now decodes record keys as %s instead of %s into _key, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
+			d.n.Name, d.new, d.old)
+	},
+	remedy: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Revert %s to %s unless the topic's keys changed format.", d.path, d.old)
+	},
 }
