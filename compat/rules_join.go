@@ -297,30 +297,34 @@ func sameKeySet(a, b []JoinKeyShape) bool {
 	return true
 }
 
-func checkJoinSide(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.joins().pairs {
-		o, n := describeJoinSide(p.old), describeJoinSide(p.new)
-		if o == n {
-			continue
+var joinSide = fieldRule[JoinShape]{
+	pairs: (*change).joinPairs,
+	fieldOf: func(_, n JoinShape) string {
+		if n.Stream != nil {
+			return ".stream.source"
 		}
-		path := c.joinPath(p.newIdx) + ".static"
+		return ".static"
+	},
+	value: describeJoinSide, severity: Rejected,
+	message: func(_ *change, d diff[JoinShape]) string {
 		what := "snapshot"
-		if p.new.Stream != nil {
-			path = c.joinPath(p.newIdx) + ".stream.source"
+		if d.n.Stream != nil {
 			what = "right rows"
 		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path,
-			Old:      o,
-			New:      n,
-			Message: fmt.Sprintf("The %s now joins %s instead of %s; the %s it recorded came from %s, and the rows already written were joined with it.",
-				describeJoin(p.new), n, o, what, o),
-			Remedy: c.revertOrFresh("Join with " + o + " again (a new join may read " + n + ")"),
-		})
+		return fmt.Sprintf("The %s now joins %s instead of %s; the %s it recorded came from %s, and the rows already written were joined with it.",
+			describeJoin(d.n), d.new, d.old, what, d.old)
+	},
+	remedy: func(c *change, d diff[JoinShape]) string {
+		return c.revertOrFresh("Join with " + d.old + " again (a new join may read " + d.new + ")")
+	},
+}
+
+// joinPairs calls fn for every join in both shapes under the same id and kind, with the path
+// of the new join.
+func (c *change) joinPairs(fn func(o, n JoinShape, at string)) {
+	for _, p := range c.joins().pairs {
+		fn(p.old, p.new, c.joinPath(p.newIdx))
 	}
-	return out
 }
 
 func checkJoinSideTransform(c *change) []Finding {
@@ -364,27 +368,23 @@ func describeSideTransform(steps []string) string {
 	return "[" + strings.Join(steps, "; ") + "]"
 }
 
-func checkJoinTimeBound(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.joins().pairs {
-		if p.old.Stream == nil || p.new.Stream == nil {
-			continue
-		}
-		ot, nt := p.old.Stream.TimeBound, p.new.Stream.TimeBound
-		if ot.LeftColumn == nt.LeftColumn && ot.RightColumn == nt.RightColumn && sameDuration(ot.LowerBound, nt.LowerBound) && sameDuration(ot.UpperBound, nt.UpperBound) {
-			continue
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.joinPath(p.newIdx) + ".stream.timeBound",
-			Old:      describeTimeBound(p.old),
-			New:      describeTimeBound(p.new),
-			Message: fmt.Sprintf("The %s's time bound changed; the rows it buffered were kept, and evicted with their outer rows, by the old bound, so matches and outer rows around the restart would follow neither bound.",
-				describeJoin(p.new)),
-			Remedy: c.revertOrFresh("Restore the time bound " + describeTimeBound(p.old)),
-		})
-	}
-	return out
+var joinTimeBound = fieldRule[JoinShape]{
+	pairs: (*change).joinPairs, when: bothJoins(JoinShape.isStream), field: ".stream.timeBound",
+	same: func(o, n JoinShape) bool {
+		ot, nt := o.Stream.TimeBound, n.Stream.TimeBound
+		return ot.LeftColumn == nt.LeftColumn && ot.RightColumn == nt.RightColumn && sameDuration(ot.LowerBound, nt.LowerBound) && sameDuration(ot.UpperBound, nt.UpperBound)
+	},
+	value: describeTimeBound, severity: Rejected,
+	message: func(_ *change, d diff[JoinShape]) string {
+		return fmt.Sprintf("The %s's time bound changed; the rows it buffered were kept, and evicted with their outer rows, by the old bound, so matches and outer rows around the restart would follow neither bound.",
+			describeJoin(d.n))
+	},
+	remedy: func(c *change, d diff[JoinShape]) string { return c.revertOrFresh("Restore the time bound " + d.old) },
+}
+
+// bothJoins returns a fieldRule.when that holds when is reports true of both joins.
+func bothJoins(is func(JoinShape) bool) func(o, n JoinShape) bool {
+	return func(o, n JoinShape) bool { return is(o) && is(n) }
 }
 
 func checkJoinWatermark(c *change) []Finding {
@@ -421,20 +421,14 @@ func checkJoinWatermark(c *change) []Finding {
 	return out
 }
 
-func checkJoinRefresh(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.joins().pairs {
-		if p.old.Static == nil || p.new.Static == nil || describeRefresh(p.old) == describeRefresh(p.new) {
-			continue
-		}
-		out = append(out, Finding{
-			Severity: Allowed,
-			Path:     c.joinPath(p.newIdx) + ".static.refresh",
-			Old:      describeRefresh(p.old),
-			New:      describeRefresh(p.new),
-			Message: fmt.Sprintf("The %s's refresh policy changed; it decides only when a newer snapshot is read, from the next newly planned batch on (a replayed batch keeps its recorded snapshot).",
-				describeJoin(p.new)),
-		})
-	}
-	return out
+var joinRefresh = fieldRule[JoinShape]{
+	pairs: (*change).joinPairs, when: bothJoins(JoinShape.isStatic), field: ".static.refresh",
+	value: describeRefresh, severity: Allowed,
+	message: func(_ *change, d diff[JoinShape]) string {
+		return fmt.Sprintf("The %s's refresh policy changed; it decides only when a newer snapshot is read, from the next newly planned batch on (a replayed batch keeps its recorded snapshot).",
+			describeJoin(d.n))
+	},
 }
+
+func (j JoinShape) isStream() bool { return j.Stream != nil }
+func (j JoinShape) isStatic() bool { return j.Static != nil }

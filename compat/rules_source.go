@@ -157,27 +157,25 @@ func checkSourceKind(c *change) []Finding {
 	return out
 }
 
-func checkKafkaTopics(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceKafka || (slices.Equal(o.Topics, n.Topics) && o.TopicPattern == n.TopicPattern) {
-			return
-		}
-		field := ".kafka.topics"
+var kafkaTopics = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceKafka),
+	same: func(o, n SourceShape) bool {
+		return slices.Equal(o.Topics, n.Topics) && o.TopicPattern == n.TopicPattern
+	},
+	fieldOf: func(_, n SourceShape) string {
 		if n.TopicPattern != "" {
-			field = ".kafka.topicPattern"
+			return ".kafka.topicPattern"
 		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + field,
-			Old:      describeTopics(o),
-			New:      describeTopics(n),
-			Message: fmt.Sprintf("Source %q now reads %s instead of %s; its checkpointed offsets cover only the partitions it read, so partitions of new topics would be read from earliest whatever startingOffsets says, and partitions no longer read would be reported as lost data.",
-				n.Name, describeTopics(n), describeTopics(o)),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.kafka to %s, read the new topics as a new source with its own name (it then starts at its startingOffsets)", p, describeTopics(o))),
-		})
-	})
-	return out
+		return ".kafka.topics"
+	},
+	value: describeTopics, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now reads %s instead of %s; its checkpointed offsets cover only the partitions it read, so partitions of new topics would be read from earliest whatever startingOffsets says, and partitions no longer read would be reported as lost data.",
+			d.n.Name, d.new, d.old)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s.kafka to %s, read the new topics as a new source with its own name (it then starts at its startingOffsets)", d.at, d.old))
+	},
 }
 
 var filesPath = fieldRule[SourceShape]{
