@@ -216,7 +216,7 @@ var rules = []Rule{
 		Severities:  []Severity{Rejected},
 		Description: "The checkpoint holds an aggregate's or a dropDuplicates' state under the id; one cannot be read as the other. Spark 4 detects this by operator name.",
 		Example:     Example{Old: "{dropDuplicates: {name: s, columns: [page]}}", New: "{aggregate: {name: s, groupBy: [{column: page}], …}}"},
-		check:       checkOperatorKind,
+		check:       operatorKind.check,
 	},
 	{
 		ID: "key-columns", Area: AreaState, Title: "The state key's columns change",
@@ -513,7 +513,7 @@ var rules = []Rule{
 		Severities:  []Severity{Rejected},
 		Description: "A static join records a snapshot, a stream join buffers both sides' rows; the checkpoint's record of one means nothing to the other.",
 		Example:     Example{Old: "join: {name: clicks, static: {delta: {path: s3://lake/clicks}, …}, …}", New: "join: {name: clicks, stream: {source: clicks, …}, …}"},
-		check:       checkJoinKind,
+		check:       joinKindChange.check,
 	},
 	{
 		ID: "join-type", Area: AreaJoins, Title: "A join's type changes",

@@ -208,20 +208,21 @@ func checkJoinRenamed(c *change) []Finding {
 	return out
 }
 
-func checkJoinKind(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.joins().kind {
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.joinPath(p.newIdx),
-			Old:      joinKind(p.old) + " join of " + describeJoinSide(p.old),
-			New:      joinKind(p.new) + " join of " + describeJoinSide(p.new),
-			Message: fmt.Sprintf("Join %s changed from a %s join to a %s join; the checkpoint holds a %s join's record under that id, which means nothing to a %s join.",
-				describeJoinID(p.new.ID), joinKind(p.old), joinKind(p.new), joinKind(p.old), joinKind(p.new)),
-			Remedy: c.revertOrFresh("Revert the join to a " + joinKind(p.old) + " join"),
-		})
-	}
-	return out
+var joinKindChange = fieldRule[JoinShape]{
+	pairs: func(c *change, fn func(o, n JoinShape, at string)) {
+		for _, p := range c.joins().kind {
+			fn(p.old, p.new, c.joinPath(p.newIdx))
+		}
+	},
+	value:    func(j JoinShape) string { return joinKind(j) + " join of " + describeJoinSide(j) },
+	severity: Rejected,
+	message: func(_ *change, d diff[JoinShape]) string {
+		return fmt.Sprintf("Join %s changed from a %s join to a %s join; the checkpoint holds a %s join's record under that id, which means nothing to a %s join.",
+			describeJoinID(d.n.ID), joinKind(d.o), joinKind(d.n), joinKind(d.o), joinKind(d.n))
+	},
+	remedy: func(c *change, d diff[JoinShape]) string {
+		return c.revertOrFresh("Revert the join to a " + joinKind(d.o) + " join")
+	},
 }
 
 func checkJoinType(c *change) []Finding {

@@ -100,20 +100,19 @@ func checkOperatorReordered(c *change) []Finding {
 	}}
 }
 
-func checkOperatorKind(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.ops().kind {
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.opPath(p.newIdx),
-			Old:      string(p.old.Kind),
-			New:      string(p.new.Kind),
-			Message: fmt.Sprintf("Stateful step %s changed from %s to %s; the checkpoint holds %s state under that id, which cannot be read as %s state.",
-				describeID(p.new.ID), p.old.Kind, p.new.Kind, p.old.Kind, p.new.Kind),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert the step to %s", p.old.Kind)),
-		})
-	}
-	return out
+var operatorKind = fieldRule[OperatorShape]{
+	pairs: func(c *change, fn func(o, n OperatorShape, at string)) {
+		for _, p := range c.ops().kind {
+			fn(p.old, p.new, c.opPath(p.newIdx))
+		}
+	},
+	value:    func(op OperatorShape) string { return string(op.Kind) },
+	severity: Rejected,
+	message: func(_ *change, d diff[OperatorShape]) string {
+		return fmt.Sprintf("Stateful step %s changed from %s to %s; the checkpoint holds %s state under that id, which cannot be read as %s state.",
+			describeID(d.n.ID), d.old, d.new, d.old, d.new)
+	},
+	remedy: func(c *change, d diff[OperatorShape]) string { return c.revertOrFresh("Revert the step to " + d.old) },
 }
 
 // keysPath is the path of a stateful step's key list.
