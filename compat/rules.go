@@ -223,14 +223,14 @@ var rules = []Rule{
 		Severities:  []Severity{Rejected},
 		Description: "An aggregate's grouping keys and a dropDuplicates' columns are its state key. A column added, removed or replaced means the keys in the state are never found again: groups restart from zero, and rows seen before pass dropDuplicates again. Lockstep records key names, so it also rejects dedup on another column of the same type, which Spark's type-only check lets pass (a plain Spark checkpoint records the names too).",
 		Example:     Example{Old: "dropDuplicates: {columns: [order_id]}", New: "dropDuplicates: {columns: [click_id]}"},
-		check:       checkKeyColumns,
+		check:       keyColumnsChange.check,
 	},
 	{
 		ID: "key-order", Area: AreaState, Title: "The state key's columns change order",
 		Severities:  []Severity{Rejected},
 		Description: "The order of grouping keys and dedup columns is part of the encoded state key (DESIGN §2), so the same columns in another order find no key again.",
 		Example:     Example{Old: "groupBy: [{column: country}, {column: city}]", New: "groupBy: [{column: city}, {column: country}]"},
-		check:       checkKeyOrder,
+		check:       keyOrder.check,
 	},
 	{
 		ID: "key-type", Area: AreaState, Title: "A state key column's type changes",

@@ -130,48 +130,48 @@ func keyNoun(k v1.StepKind) string {
 	return "grouping keys"
 }
 
-func checkKeyColumns(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.ops().pairs {
-		o, n := keyNames(p.old.Keys), keyNames(p.new.Keys)
-		if slices.Equal(o, n) || slices.Equal(slices.Sorted(slices.Values(o)), slices.Sorted(slices.Values(n))) {
-			continue
-		}
+var keyColumnsChange = fieldRule[OperatorShape]{
+	pairs: (*change).stepKeyLists,
+	same: func(o, n OperatorShape) bool {
+		on, nn := keyNames(o.Keys), keyNames(n.Keys)
+		return slices.Equal(on, nn) || sameKeyNames(on, nn)
+	},
+	value: func(op OperatorShape) string { return describeKeys(op.Keys) }, severity: Rejected,
+	message: func(_ *change, d diff[OperatorShape]) string {
 		why := "its state is stored by key, so the groups already in it would never be updated again and new groups would start from zero"
-		if p.new.Kind == v1.StepDropDuplicates {
+		if d.n.Kind == v1.StepDropDuplicates {
 			why = "its state remembers the rows seen by the old columns, so rows seen before the restart would pass again as new, even where the columns' types match"
 		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.keysPath(p),
-			Old:      describeKeys(p.old.Keys),
-			New:      describeKeys(p.new.Keys),
-			Message: fmt.Sprintf("The %s of the %s changed from %s to %s; %s.",
-				keyNoun(p.new.Kind), describeOp(p.new), describeKeys(p.old.Keys), describeKeys(p.new.Keys), why),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s to %s", c.keysPath(p), describeKeys(p.old.Keys))),
-		})
-	}
-	return out
+		return fmt.Sprintf("The %s of the %s changed from %s to %s; %s.", keyNoun(d.n.Kind), describeOp(d.n), d.old, d.new, why)
+	},
+	remedy: revertField[OperatorShape],
 }
 
-func checkKeyOrder(c *change) []Finding {
-	var out []Finding
+var keyOrder = fieldRule[OperatorShape]{
+	pairs: (*change).stepKeyLists,
+	when:  func(o, n OperatorShape) bool { return sameKeyNames(keyNames(o.Keys), keyNames(n.Keys)) },
+	same:  func(o, n OperatorShape) bool { return slices.Equal(keyNames(o.Keys), keyNames(n.Keys)) },
+	value: func(op OperatorShape) string { return describeKeys(op.Keys) }, severity: Rejected,
+	message: func(_ *change, d diff[OperatorShape]) string {
+		return fmt.Sprintf("The %s of the %s are now in the order %s instead of %s; the order is part of the state key, so no key already in the state would be found again.",
+			keyNoun(d.n.Kind), describeOp(d.n), describeList(keyNames(d.n.Keys)), describeList(keyNames(d.o.Keys)))
+	},
+	remedy: func(c *change, d diff[OperatorShape]) string {
+		return c.revertOrFresh("Restore the order " + describeList(keyNames(d.o.Keys)))
+	},
+}
+
+// stepKeyLists pairs the stateful steps matched by id and kind, with the path of the new
+// step's key list.
+func (c *change) stepKeyLists(fn func(o, n OperatorShape, at string)) {
 	for _, p := range c.ops().pairs {
-		o, n := keyNames(p.old.Keys), keyNames(p.new.Keys)
-		if slices.Equal(o, n) || !slices.Equal(slices.Sorted(slices.Values(o)), slices.Sorted(slices.Values(n))) {
-			continue
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.keysPath(p),
-			Old:      describeKeys(p.old.Keys),
-			New:      describeKeys(p.new.Keys),
-			Message: fmt.Sprintf("The %s of the %s are now in the order %s instead of %s; the order is part of the state key, so no key already in the state would be found again.",
-				keyNoun(p.new.Kind), describeOp(p.new), describeList(n), describeList(o)),
-			Remedy: c.revertOrFresh("Restore the order " + describeList(o)),
-		})
+		fn(p.old, p.new, c.keysPath(p))
 	}
-	return out
+}
+
+// sameKeyNames reports whether two key lists hold the same names, in any order.
+func sameKeyNames(o, n []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(o)), slices.Sorted(slices.Values(n)))
 }
 
 // keyPairs calls fn for every key position of the paired steps whose key lists have the same
