@@ -102,7 +102,7 @@ var rules = []Rule{
 		Severities:  []Severity{Rejected},
 		Description: "The checkpoint holds offsets of one kind of source under the name (Kafka partition offsets, a files log, Delta versions, rate seconds); they mean nothing to another kind. Spark forbids changing the type of a source too. The data can be read under a new source name instead.",
 		Example:     Example{Old: "sources: [{name: orders, kafka: {topics: [orders]}}]", New: "sources: [{name: orders, files: {path: s3://landing/orders, format: json}}]"},
-		check:       checkSourceKind,
+		check:       sourceKind.check,
 	},
 	{
 		ID: "kafka-topics", Area: AreaSources, Title: "A Kafka source's topics or pattern change",
@@ -179,7 +179,7 @@ var rules = []Rule{
 		Severities:  []Severity{Warning},
 		Description: "Records are parsed with the new type from the next batch on, including a batch replayed at restart. A warning on its own; if the column feeds a stateful step's keys or aggregates, key-type or aggregate-input-type rejects the change too.",
 		Example:     Example{Old: "{name: qty, type: long}", New: "{name: qty, type: double}"},
-		check:       checkSourceColumnType,
+		check:       sourceColumnType.check,
 	},
 
 	// Stateful steps.

@@ -136,25 +136,28 @@ func (c *change) sourcePairs(fn func(o, n SourceShape, path string)) {
 	}
 }
 
-func checkSourceKind(c *change) []Finding {
-	var out []Finding
+var sourceKind = fieldRule[SourceShape]{
+	pairs:   (*change).sourcesByName,
+	same:    func(o, n SourceShape) bool { return o.Kind == n.Kind },
+	fieldOf: func(_, n SourceShape) string { return "." + string(n.Kind) },
+	value:   describeSource, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q changed from %s to %s; the checkpoint holds %s offsets under that name, which mean nothing to a %s source.",
+			d.n.Name, d.o.Kind, d.n.Kind, d.o.Kind, d.n.Kind)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert source %q to %s, read the %s data under a new source name (it then starts %s)", d.n.Name, d.old, d.n.Kind, startDesc(d.n)))
+	},
+}
+
+// sourcesByName calls fn for every source in both shapes under the same name, of any kind,
+// with the new source's path.
+func (c *change) sourcesByName(fn func(o, n SourceShape, at string)) {
 	for _, n := range c.new.Sources {
-		o, ok := c.old.source(n.Name)
-		if !ok || o.Kind == n.Kind {
-			continue
+		if o, ok := c.old.source(n.Name); ok {
+			fn(o, n, c.sourcePath(n.Name))
 		}
-		p := c.sourcePath(n.Name)
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + "." + string(n.Kind),
-			Old:      describeSource(o),
-			New:      describeSource(n),
-			Message: fmt.Sprintf("Source %q changed from %s to %s; the checkpoint holds %s offsets under that name, which mean nothing to a %s source.",
-				n.Name, o.Kind, n.Kind, o.Kind, n.Kind),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert source %q to %s, read the %s data under a new source name (it then starts %s)", n.Name, describeSource(o), n.Kind, startDesc(n))),
-		})
 	}
-	return out
 }
 
 var kafkaTopics = fieldRule[SourceShape]{
@@ -340,26 +343,34 @@ func checkSourceColumns(c *change) []Finding {
 	return out
 }
 
-func checkSourceColumnType(c *change) []Finding {
-	var out []Finding
+var sourceColumnType = fieldRule[sourceColumn]{
+	pairs: (*change).sourceColumns, field: ".type",
+	value: func(sc sourceColumn) string { return string(sc.col.Type) }, severity: Warning,
+	message: func(_ *change, d diff[sourceColumn]) string {
+		return fmt.Sprintf("Column %s of source %q is now read as %s instead of %s, from the next batch on, including a batch replayed at restart; stateful steps that use it are judged by their own rules.",
+			d.n.col.Name, d.n.src.Name, d.new, d.old)
+	},
+	remedy: func(_ *change, d diff[sourceColumn]) string {
+		return fmt.Sprintf("Revert %s to %s unless the records themselves changed type.", d.path, d.old)
+	},
+}
+
+// sourceColumn is a column of a source's schema, with the source.
+type sourceColumn struct {
+	src SourceShape
+	col v1.Column
+}
+
+// sourceColumns calls fn for every column of a source in both shapes (under the same name
+// and kind) that both schemas hold, with the path of the new column.
+func (c *change) sourceColumns(fn func(o, n sourceColumn, at string)) {
 	c.sourcePairs(func(o, n SourceShape, p string) {
 		for j, col := range n.Columns {
-			prev, ok := o.Columns.Lookup(col.Name)
-			if !ok || prev.Type == col.Type {
-				continue
+			if prev, ok := o.Columns.Lookup(col.Name); ok {
+				fn(sourceColumn{o, prev}, sourceColumn{n, col}, fmt.Sprintf("%s.schema.columns[%d]", p, j))
 			}
-			out = append(out, Finding{
-				Severity: Warning,
-				Path:     fmt.Sprintf("%s.schema.columns[%d].type", p, j),
-				Old:      string(prev.Type),
-				New:      string(col.Type),
-				Message: fmt.Sprintf("Column %s of source %q is now read as %s instead of %s, from the next batch on, including a batch replayed at restart; stateful steps that use it are judged by their own rules.",
-					col.Name, n.Name, col.Type, prev.Type),
-				Remedy: fmt.Sprintf("Revert %s.schema.columns[%d].type to %s unless the records themselves changed type.", p, j, prev.Type),
-			})
 		}
 	})
-	return out
 }
 
 var kafkaKeyFormat = fieldRule[SourceShape]{
