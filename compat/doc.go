@@ -21,7 +21,11 @@
 //     checkpoint yet only the rules that judge the new spec alone run ([Rule].Fresh), so
 //     that a query whose state would grow without bound is warned about before its first run.
 //   - [Rules] is the one table of rules, a chain of small checks run in order. The page
-//     docs/compatibility.md is generated from it (go generate ./compat).
+//     docs/compatibility.md is generated from it (go generate ./compat). A rule that only
+//     says "this field changed" is data, a fieldRule (rule_field.go): which parts it pairs
+//     (the sources, the sink, a step's keys or aggregates, the joins, the settings), when
+//     it applies, the field compared, the severity and the text of its finding, all
+//     evaluated by one loop. Rules with more logic than that are small functions.
 //   - [Judge] is the one judge: a pure function of what a caller gathered about the
 //     checkpoint ([Facts]: the committed shape, read by [ReadShape], or the files of a Spark
 //     checkpoint Lockstep did not write) and the new spec. It picks what to judge against

@@ -208,20 +208,21 @@ func checkJoinRenamed(c *change) []Finding {
 	return out
 }
 
-func checkJoinKind(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.joins().kind {
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.joinPath(p.newIdx),
-			Old:      joinKind(p.old) + " join of " + describeJoinSide(p.old),
-			New:      joinKind(p.new) + " join of " + describeJoinSide(p.new),
-			Message: fmt.Sprintf("Join %s changed from a %s join to a %s join; the checkpoint holds a %s join's record under that id, which means nothing to a %s join.",
-				describeJoinID(p.new.ID), joinKind(p.old), joinKind(p.new), joinKind(p.old), joinKind(p.new)),
-			Remedy: c.revertOrFresh("Revert the join to a " + joinKind(p.old) + " join"),
-		})
-	}
-	return out
+var joinKindChange = fieldRule[JoinShape]{
+	pairs: func(c *change, fn func(o, n JoinShape, at string)) {
+		for _, p := range c.joins().kind {
+			fn(p.old, p.new, c.joinPath(p.newIdx))
+		}
+	},
+	value:    func(j JoinShape) string { return joinKind(j) + " join of " + describeJoinSide(j) },
+	severity: Rejected,
+	message: func(_ *change, d diff[JoinShape]) string {
+		return fmt.Sprintf("Join %s changed from a %s join to a %s join; the checkpoint holds a %s join's record under that id, which means nothing to a %s join.",
+			describeJoinID(d.n.ID), joinKind(d.o), joinKind(d.n), joinKind(d.o), joinKind(d.n))
+	},
+	remedy: func(c *change, d diff[JoinShape]) string {
+		return c.revertOrFresh("Revert the join to a " + joinKind(d.o) + " join")
+	},
 }
 
 func checkJoinType(c *change) []Finding {
@@ -297,30 +298,34 @@ func sameKeySet(a, b []JoinKeyShape) bool {
 	return true
 }
 
-func checkJoinSide(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.joins().pairs {
-		o, n := describeJoinSide(p.old), describeJoinSide(p.new)
-		if o == n {
-			continue
+var joinSide = fieldRule[JoinShape]{
+	pairs: (*change).joinPairs,
+	fieldOf: func(_, n JoinShape) string {
+		if n.Stream != nil {
+			return ".stream.source"
 		}
-		path := c.joinPath(p.newIdx) + ".static"
+		return ".static"
+	},
+	value: describeJoinSide, severity: Rejected,
+	message: func(_ *change, d diff[JoinShape]) string {
 		what := "snapshot"
-		if p.new.Stream != nil {
-			path = c.joinPath(p.newIdx) + ".stream.source"
+		if d.n.Stream != nil {
 			what = "right rows"
 		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path,
-			Old:      o,
-			New:      n,
-			Message: fmt.Sprintf("The %s now joins %s instead of %s; the %s it recorded came from %s, and the rows already written were joined with it.",
-				describeJoin(p.new), n, o, what, o),
-			Remedy: c.revertOrFresh("Join with " + o + " again (a new join may read " + n + ")"),
-		})
+		return fmt.Sprintf("The %s now joins %s instead of %s; the %s it recorded came from %s, and the rows already written were joined with it.",
+			describeJoin(d.n), d.new, d.old, what, d.old)
+	},
+	remedy: func(c *change, d diff[JoinShape]) string {
+		return c.revertOrFresh("Join with " + d.old + " again (a new join may read " + d.new + ")")
+	},
+}
+
+// joinPairs calls fn for every join in both shapes under the same id and kind, with the path
+// of the new join.
+func (c *change) joinPairs(fn func(o, n JoinShape, at string)) {
+	for _, p := range c.joins().pairs {
+		fn(p.old, p.new, c.joinPath(p.newIdx))
 	}
-	return out
 }
 
 func checkJoinSideTransform(c *change) []Finding {
@@ -364,27 +369,23 @@ func describeSideTransform(steps []string) string {
 	return "[" + strings.Join(steps, "; ") + "]"
 }
 
-func checkJoinTimeBound(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.joins().pairs {
-		if p.old.Stream == nil || p.new.Stream == nil {
-			continue
-		}
-		ot, nt := p.old.Stream.TimeBound, p.new.Stream.TimeBound
-		if ot.LeftColumn == nt.LeftColumn && ot.RightColumn == nt.RightColumn && sameDuration(ot.LowerBound, nt.LowerBound) && sameDuration(ot.UpperBound, nt.UpperBound) {
-			continue
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.joinPath(p.newIdx) + ".stream.timeBound",
-			Old:      describeTimeBound(p.old),
-			New:      describeTimeBound(p.new),
-			Message: fmt.Sprintf("The %s's time bound changed; the rows it buffered were kept, and evicted with their outer rows, by the old bound, so matches and outer rows around the restart would follow neither bound.",
-				describeJoin(p.new)),
-			Remedy: c.revertOrFresh("Restore the time bound " + describeTimeBound(p.old)),
-		})
-	}
-	return out
+var joinTimeBound = fieldRule[JoinShape]{
+	pairs: (*change).joinPairs, when: bothJoins(JoinShape.isStream), field: ".stream.timeBound",
+	same: func(o, n JoinShape) bool {
+		ot, nt := o.Stream.TimeBound, n.Stream.TimeBound
+		return ot.LeftColumn == nt.LeftColumn && ot.RightColumn == nt.RightColumn && sameDuration(ot.LowerBound, nt.LowerBound) && sameDuration(ot.UpperBound, nt.UpperBound)
+	},
+	value: describeTimeBound, severity: Rejected,
+	message: func(_ *change, d diff[JoinShape]) string {
+		return fmt.Sprintf("The %s's time bound changed; the rows it buffered were kept, and evicted with their outer rows, by the old bound, so matches and outer rows around the restart would follow neither bound.",
+			describeJoin(d.n))
+	},
+	remedy: func(c *change, d diff[JoinShape]) string { return c.revertOrFresh("Restore the time bound " + d.old) },
+}
+
+// bothJoins returns a fieldRule.when that holds when is reports true of both joins.
+func bothJoins(is func(JoinShape) bool) func(o, n JoinShape) bool {
+	return func(o, n JoinShape) bool { return is(o) && is(n) }
 }
 
 func checkJoinWatermark(c *change) []Finding {
@@ -421,20 +422,14 @@ func checkJoinWatermark(c *change) []Finding {
 	return out
 }
 
-func checkJoinRefresh(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.joins().pairs {
-		if p.old.Static == nil || p.new.Static == nil || describeRefresh(p.old) == describeRefresh(p.new) {
-			continue
-		}
-		out = append(out, Finding{
-			Severity: Allowed,
-			Path:     c.joinPath(p.newIdx) + ".static.refresh",
-			Old:      describeRefresh(p.old),
-			New:      describeRefresh(p.new),
-			Message: fmt.Sprintf("The %s's refresh policy changed; it decides only when a newer snapshot is read, from the next newly planned batch on (a replayed batch keeps its recorded snapshot).",
-				describeJoin(p.new)),
-		})
-	}
-	return out
+var joinRefresh = fieldRule[JoinShape]{
+	pairs: (*change).joinPairs, when: bothJoins(JoinShape.isStatic), field: ".static.refresh",
+	value: describeRefresh, severity: Allowed,
+	message: func(_ *change, d diff[JoinShape]) string {
+		return fmt.Sprintf("The %s's refresh policy changed; it decides only when a newer snapshot is read, from the next newly planned batch on (a replayed batch keeps its recorded snapshot).",
+			describeJoin(d.n))
+	},
 }
+
+func (j JoinShape) isStream() bool { return j.Stream != nil }
+func (j JoinShape) isStatic() bool { return j.Static != nil }

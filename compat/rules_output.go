@@ -125,36 +125,25 @@ func checkSinkKind(c *change) []Finding {
 	return []Finding{f}
 }
 
-func checkFilesSinkPath(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkFiles || n.Kind != v1.SinkFiles || o.Path == n.Path {
-		return nil
-	}
-	return []Finding{{
-		Severity: Rejected,
-		Path:     "spec.sink.files.path",
-		Old:      o.Path,
-		New:      n.Path,
-		Message: fmt.Sprintf("The files sink now writes to %s instead of %s; the new folder would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output.",
-			n.Path, o.Path),
-		Remedy: c.revertOrFresh("Revert spec.sink.files.path to " + o.Path),
-	}}
+var filesSinkPath = fieldRule[SinkShape]{
+	pairs: sinks, when: bothSinks(v1.SinkFiles), field: ".files.path",
+	value: func(s SinkShape) string { return s.Path }, severity: Rejected,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The files sink now writes to %s instead of %s; the new folder would receive only rows from the next batch on while the old one keeps the rows before, so neither holds the query's whole output.",
+			d.new, d.old)
+	},
+	remedy: revertField[SinkShape],
 }
 
-func checkFilesSinkFormat(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkFiles || n.Kind != v1.SinkFiles || o.Path != n.Path || o.Format == n.Format {
-		return nil
-	}
-	return []Finding{{
-		Severity: Rejected,
-		Path:     "spec.sink.files.format",
-		Old:      string(o.Format),
-		New:      string(n.Format),
-		Message: fmt.Sprintf("The files sink now writes %s instead of %s into %s; the folder would then hold files of both formats, which its readers cannot read as one dataset.",
-			n.Format, o.Format, n.Path),
-		Remedy: c.revertOrFresh("Revert spec.sink.files.format to " + string(o.Format)),
-	}}
+var filesSinkFormat = fieldRule[SinkShape]{
+	pairs: sinks, field: ".files.format",
+	when:  func(o, n SinkShape) bool { return bothSinks(v1.SinkFiles)(o, n) && o.Path == n.Path },
+	value: func(s SinkShape) string { return string(s.Format) }, severity: Rejected,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The files sink now writes %s instead of %s into %s; the folder would then hold files of both formats, which its readers cannot read as one dataset.",
+			d.new, d.old, d.n.Path)
+	},
+	remedy: revertField[SinkShape],
 }
 
 func checkDeltaSinkPath(c *change) []Finding {
@@ -255,106 +244,94 @@ func checkSinkKeys(c *change) []Finding {
 	}}
 }
 
-func checkDeltaSinkPartitioning(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkDelta || n.Kind != v1.SinkDelta || o.Path != n.Path || slices.Equal(o.PartitionColumns, n.PartitionColumns) {
-		return nil
-	}
-	return []Finding{{
-		Severity: Rejected,
-		Path:     "spec.sink.delta.partitionColumns",
-		Old:      describeList(o.PartitionColumns),
-		New:      describeList(n.PartitionColumns),
-		Message: fmt.Sprintf("The Delta sink's partition columns changed from %s to %s; the table at %s was created partitioned by %s, and appending to a Delta table cannot change its partitioning.",
-			describeList(o.PartitionColumns), describeList(n.PartitionColumns), n.Path, describeList(o.PartitionColumns)),
-		Remedy: c.revertOrFresh("Revert spec.sink.delta.partitionColumns to " + describeList(o.PartitionColumns)),
-	}}
+var deltaSinkPartitioning = fieldRule[SinkShape]{
+	pairs: sinks, field: ".delta.partitionColumns",
+	when:  func(o, n SinkShape) bool { return bothSinks(v1.SinkDelta)(o, n) && o.Path == n.Path },
+	same:  func(o, n SinkShape) bool { return slices.Equal(o.PartitionColumns, n.PartitionColumns) },
+	value: func(s SinkShape) string { return describeList(s.PartitionColumns) }, severity: Rejected,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The Delta sink's partition columns changed from %s to %s; the table at %s was created partitioned by %s, and appending to a Delta table cannot change its partitioning.",
+			d.old, d.new, d.n.Path, d.old)
+	},
+	remedy: revertField[SinkShape],
 }
 
-func checkKafkaSinkTopic(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.Topic == n.Topic {
-		return nil
-	}
-	return []Finding{{
-		Severity: Warning,
-		Path:     "spec.sink.kafka.topic",
-		Old:      o.Topic,
-		New:      n.Topic,
-		Message: fmt.Sprintf("The Kafka sink now produces to topic %s instead of %s; the new topic sees only records from the next batch on (a batch replayed at restart included), and the old one stops receiving them.",
-			n.Topic, o.Topic),
-		Remedy: fmt.Sprintf("Revert spec.sink.kafka.topic to %s if its consumers must keep receiving records.", o.Topic),
-	}}
+var kafkaSinkTopic = fieldRule[SinkShape]{
+	pairs: sinks, when: bothSinks(v1.SinkKafka), field: ".kafka.topic",
+	value: func(s SinkShape) string { return s.Topic }, severity: Warning,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The Kafka sink now produces to topic %s instead of %s; the new topic sees only records from the next batch on (a batch replayed at restart included), and the old one stops receiving them.",
+			d.new, d.old)
+	},
+	remedy: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("Revert %s to %s if its consumers must keep receiving records.", d.path, d.old)
+	},
 }
 
-func checkKafkaSinkFormat(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.ValueFormat == "" || o.ValueFormat == n.ValueFormat {
-		return nil
-	}
-	return []Finding{{
-		Severity: Warning,
-		Path:     "spec.sink.kafka.format",
-		Old:      string(o.ValueFormat),
-		New:      string(n.ValueFormat),
-		Message: fmt.Sprintf("The Kafka sink now writes %s instead of %s to topic %s; from the next batch on (a batch replayed at restart included) its consumers read records of both formats in one topic.",
-			n.ValueFormat, o.ValueFormat, n.Topic),
-		Remedy: fmt.Sprintf("Revert spec.sink.kafka.format to %s, or write the new format to a new topic.", o.ValueFormat),
-	}}
+var kafkaSinkFormat = fieldRule[SinkShape]{
+	pairs: sinks, field: ".kafka.format",
+	when:  func(o, n SinkShape) bool { return bothSinks(v1.SinkKafka)(o, n) && o.ValueFormat != "" },
+	value: func(s SinkShape) string { return string(s.ValueFormat) }, severity: Warning,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The Kafka sink now writes %s instead of %s to topic %s; from the next batch on (a batch replayed at restart included) its consumers read records of both formats in one topic.",
+			d.new, d.old, d.n.Topic)
+	},
+	remedy: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("Revert %s to %s, or write the new format to a new topic.", d.path, d.old)
+	},
 }
 
-func checkKafkaSinkSubject(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.Subject == "" || n.Subject == "" || o.Subject == n.Subject {
-		return nil
-	}
-	return []Finding{{
-		Severity: Warning,
-		Path:     "spec.sink.kafka.schemaRegistry.subject",
-		Old:      o.Subject,
-		New:      n.Subject,
-		Message: fmt.Sprintf("The Kafka sink now registers its value schema under subject %s instead of %s, judged against the new subject's history; consumers that follow %s no longer see its changes.",
-			n.Subject, o.Subject, o.Subject),
-		Remedy: fmt.Sprintf("Revert spec.sink.kafka.schemaRegistry.subject to %s if consumers follow it.", o.Subject),
-	}}
+var kafkaSinkSubject = fieldRule[SinkShape]{
+	pairs: sinks, when: kafkaSinksWithSubject, field: ".kafka.schemaRegistry.subject",
+	value: func(s SinkShape) string { return s.Subject }, severity: Warning,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The Kafka sink now registers its value schema under subject %s instead of %s, judged against the new subject's history; consumers that follow %s no longer see its changes.",
+			d.new, d.old, d.old)
+	},
+	remedy: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("Revert %s to %s if consumers follow it.", d.path, d.old)
+	},
 }
 
-func checkKafkaSinkSchemaVersion(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.Subject == "" || n.Subject == "" || o.SchemaVersion == n.SchemaVersion {
-		return nil
-	}
-	version := func(v int32) string {
-		if v == 0 {
+var kafkaSinkSchemaVersion = fieldRule[SinkShape]{
+	pairs: sinks, when: kafkaSinksWithSubject, field: ".kafka.schemaRegistry.version",
+	value: func(s SinkShape) string {
+		if s.SchemaVersion == 0 {
 			return "derived from the output columns"
 		}
-		return fmt.Sprintf("version %d", v)
-	}
-	return []Finding{{
-		Severity: Warning,
-		Path:     "spec.sink.kafka.schemaRegistry.version",
-		Old:      version(o.SchemaVersion),
-		New:      version(n.SchemaVersion),
-		Message: fmt.Sprintf("The Kafka sink's value schema changes from %s to %s of subject %s; from the next batch on its consumers read records of both.",
-			version(o.SchemaVersion), version(n.SchemaVersion), n.Subject),
-		Remedy: "Keep the old pin if consumers cannot read the new schema.",
-	}}
+		return fmt.Sprintf("version %d", s.SchemaVersion)
+	},
+	severity: Warning,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The Kafka sink's value schema changes from %s to %s of subject %s; from the next batch on its consumers read records of both.",
+			d.old, d.new, d.n.Subject)
+	},
+	remedy: func(*change, diff[SinkShape]) string {
+		return "Keep the old pin if consumers cannot read the new schema."
+	},
 }
 
-func checkWebhookURL(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkWebhook || n.Kind != v1.SinkWebhook || o.URL == n.URL {
-		return nil
-	}
-	return []Finding{{
-		Severity: Warning,
-		Path:     "spec.sink.webhook.url",
-		Old:      o.URL,
-		New:      n.URL,
-		Message: fmt.Sprintf("The webhook sink now posts to %s instead of %s, from the next batch on (a batch replayed at restart included), with Idempotency-Keys that continue the same sequence.",
-			n.URL, o.URL),
-		Remedy: fmt.Sprintf("Revert spec.sink.webhook.url to %s if the old receiver must keep receiving batches.", o.URL),
-	}}
+// kafkaSinksWithSubject reports whether both sinks are Kafka sinks with a Schema Registry
+// subject.
+func kafkaSinksWithSubject(o, n SinkShape) bool {
+	return bothSinks(v1.SinkKafka)(o, n) && o.Subject != "" && n.Subject != ""
+}
+
+// bothSinks returns a fieldRule.when that holds when both sinks are of kind k.
+func bothSinks(k v1.SinkKind) func(o, n SinkShape) bool {
+	return func(o, n SinkShape) bool { return o.Kind == k && n.Kind == k }
+}
+
+var webhookURL = fieldRule[SinkShape]{
+	pairs: sinks, when: bothSinks(v1.SinkWebhook), field: ".webhook.url",
+	value: func(s SinkShape) string { return s.URL }, severity: Warning,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The webhook sink now posts to %s instead of %s, from the next batch on (a batch replayed at restart included), with Idempotency-Keys that continue the same sequence.",
+			d.new, d.old)
+	},
+	remedy: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("Revert %s to %s if the old receiver must keep receiving batches.", d.path, d.old)
+	},
 }
 
 func checkSinkGuarantee(c *change) []Finding {
@@ -389,74 +366,53 @@ func checkSinkGuarantee(c *change) []Finding {
 	return []Finding{f}
 }
 
-func checkStatePartitions(c *change) []Finding {
-	o, n := c.old.Pinned.StatePartitions, c.new.Pinned.StatePartitions
-	if o == n {
-		return nil
-	}
-	why := "state keys are hashed into that many partitions, so another count would look for every key in the wrong partition"
-	if !c.old.Stateful() {
-		why = "it keeps that value for every later batch, so the new one would be silently ignored"
-	}
-	return []Finding{{
-		Severity: Rejected,
-		Path:     "spec.stateStore.partitions",
-		Old:      fmt.Sprint(o),
-		New:      fmt.Sprint(n),
-		Message:  fmt.Sprintf("State partitions changed from %d to %d; the checkpoint pinned %d at its first batch, and %s.", o, n, o, why),
-		Remedy:   c.revertOrFresh(fmt.Sprintf("Revert spec.stateStore.partitions to %d", o)),
-	}}
-}
-
-func checkRuntime(c *change) []Finding {
-	o, n := c.old.Pinned.Runtime, c.new.Pinned.Runtime
-	if o == n {
-		return nil
-	}
-	name := func(r v1.RuntimeName) v1.RuntimeName {
-		if r == "" {
-			return v1.RuntimeLockstep
+var statePartitions = fieldRule[Shape]{
+	pairs: shapes, field: ".stateStore.partitions",
+	value: func(s Shape) string { return fmt.Sprint(s.Pinned.StatePartitions) }, severity: Rejected,
+	message: func(_ *change, d diff[Shape]) string {
+		why := "state keys are hashed into that many partitions, so another count would look for every key in the wrong partition"
+		if !d.o.Stateful() {
+			why = "it keeps that value for every later batch, so the new one would be silently ignored"
 		}
-		return r
-	}
-	return []Finding{{
-		Severity: Rejected,
-		Path:     "spec.runtime",
-		Old:      string(name(o)),
-		New:      string(name(n)),
-		Message:  fmt.Sprintf("The runtime changed from %s to %s; the checkpoint was written by %s, whose checkpoint format %s cannot read (offsets, commits and state differ).", name(o), name(n), name(o), name(n)),
-		Remedy:   c.revertOrFresh(fmt.Sprintf("Run it on %s again (spec.runtime, or lockstep run --runtime %s)", name(o), name(o))),
-	}}
+		return fmt.Sprintf("State partitions changed from %s to %s; the checkpoint pinned %s at its first batch, and %s.", d.old, d.new, d.old, why)
+	},
+	remedy: revertField[Shape],
 }
 
-func checkTrigger(c *change) []Finding {
-	o, n := c.old.Trigger, c.new.Trigger
-	if describeTrigger(o) == describeTrigger(n) || o.ProcessingTime != "" && sameDuration(o.ProcessingTime, n.ProcessingTime) {
-		return nil
-	}
-	return []Finding{{
-		Severity: Allowed,
-		Path:     "spec.trigger",
-		Old:      describeTrigger(o),
-		New:      describeTrigger(n),
-		Message: fmt.Sprintf("The trigger changed from %s to %s; it applies from the next newly planned batch, and a batch planned before the restart is first re-run with its logged offsets.",
-			describeTrigger(o), describeTrigger(n)),
-	}}
+var runtimeChange = fieldRule[Shape]{
+	pairs: shapes, field: ".runtime",
+	same:  func(o, n Shape) bool { return o.Pinned.Runtime == n.Pinned.Runtime },
+	value: func(s Shape) string { return string(cmp.Or(s.Pinned.Runtime, v1.RuntimeLockstep)) }, severity: Rejected,
+	message: func(_ *change, d diff[Shape]) string {
+		return fmt.Sprintf("The runtime changed from %s to %s; the checkpoint was written by %s, whose checkpoint format %s cannot read (offsets, commits and state differ).", d.old, d.new, d.old, d.new)
+	},
+	remedy: func(c *change, d diff[Shape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Run it on %s again (spec.runtime, or lockstep run --runtime %s)", d.old, d.old))
+	},
 }
 
-func checkKafkaSinkKeyFormat(c *change) []Finding {
-	o, n := c.old.Sink, c.new.Sink
-	if o.Kind != v1.SinkKafka || n.Kind != v1.SinkKafka || o.ValueFormat == "" || o.KeyFormat == n.KeyFormat {
-		return nil
-	}
-	old, now := cmp.Or(o.KeyFormat, v1.KafkaKeyString), cmp.Or(n.KeyFormat, v1.KafkaKeyString)
-	return []Finding{{
-		Severity: Warning,
-		Path:     "spec.sink.kafka.keyFormat",
-		Old:      string(old),
-		New:      string(now),
-		Message: fmt.Sprintf("The Kafka sink now writes its keys as %s instead of %s to topic %s; from the next batch on (a batch replayed at restart included) consumers read keys of both formats, and a key's records may move to another partition.",
-			now, old, n.Topic),
-		Remedy: fmt.Sprintf("Revert spec.sink.kafka.keyFormat to %s, or write the new key format to a new topic.", old),
-	}}
+var triggerChange = fieldRule[Shape]{
+	pairs: shapes, field: ".trigger",
+	same: func(o, n Shape) bool {
+		return describeTrigger(o.Trigger) == describeTrigger(n.Trigger) || o.Trigger.ProcessingTime != "" && sameDuration(o.Trigger.ProcessingTime, n.Trigger.ProcessingTime)
+	},
+	value: func(s Shape) string { return describeTrigger(s.Trigger) }, severity: Allowed,
+	message: func(_ *change, d diff[Shape]) string {
+		return fmt.Sprintf("The trigger changed from %s to %s; it applies from the next newly planned batch, and a batch planned before the restart is first re-run with its logged offsets.",
+			d.old, d.new)
+	},
+}
+
+var kafkaSinkKeyFormat = fieldRule[SinkShape]{
+	pairs: sinks, field: ".kafka.keyFormat",
+	when:  func(o, n SinkShape) bool { return bothSinks(v1.SinkKafka)(o, n) && o.ValueFormat != "" },
+	same:  func(o, n SinkShape) bool { return o.KeyFormat == n.KeyFormat },
+	value: func(s SinkShape) string { return string(cmp.Or(s.KeyFormat, v1.KafkaKeyString)) }, severity: Warning,
+	message: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("The Kafka sink now writes its keys as %s instead of %s to topic %s; from the next batch on (a batch replayed at restart included) consumers read keys of both formats, and a key's records may move to another partition.",
+			d.new, d.old, d.n.Topic)
+	},
+	remedy: func(_ *change, d diff[SinkShape]) string {
+		return fmt.Sprintf("Revert %s to %s, or write the new key format to a new topic.", d.path, d.old)
+	},
 }

@@ -136,142 +136,115 @@ func (c *change) sourcePairs(fn func(o, n SourceShape, path string)) {
 	}
 }
 
-func checkSourceKind(c *change) []Finding {
-	var out []Finding
+var sourceKind = fieldRule[SourceShape]{
+	pairs:   (*change).sourcesByName,
+	same:    func(o, n SourceShape) bool { return o.Kind == n.Kind },
+	fieldOf: func(_, n SourceShape) string { return "." + string(n.Kind) },
+	value:   describeSource, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q changed from %s to %s; the checkpoint holds %s offsets under that name, which mean nothing to a %s source.",
+			d.n.Name, d.o.Kind, d.n.Kind, d.o.Kind, d.n.Kind)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert source %q to %s, read the %s data under a new source name (it then starts %s)", d.n.Name, d.old, d.n.Kind, startDesc(d.n)))
+	},
+}
+
+// sourcesByName calls fn for every source in both shapes under the same name, of any kind,
+// with the new source's path.
+func (c *change) sourcesByName(fn func(o, n SourceShape, at string)) {
 	for _, n := range c.new.Sources {
-		o, ok := c.old.source(n.Name)
-		if !ok || o.Kind == n.Kind {
-			continue
+		if o, ok := c.old.source(n.Name); ok {
+			fn(o, n, c.sourcePath(n.Name))
 		}
-		p := c.sourcePath(n.Name)
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + "." + string(n.Kind),
-			Old:      describeSource(o),
-			New:      describeSource(n),
-			Message: fmt.Sprintf("Source %q changed from %s to %s; the checkpoint holds %s offsets under that name, which mean nothing to a %s source.",
-				n.Name, o.Kind, n.Kind, o.Kind, n.Kind),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert source %q to %s, read the %s data under a new source name (it then starts %s)", n.Name, describeSource(o), n.Kind, startDesc(n))),
-		})
 	}
-	return out
 }
 
-func checkKafkaTopics(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceKafka || (slices.Equal(o.Topics, n.Topics) && o.TopicPattern == n.TopicPattern) {
-			return
-		}
-		field := ".kafka.topics"
+var kafkaTopics = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceKafka),
+	same: func(o, n SourceShape) bool {
+		return slices.Equal(o.Topics, n.Topics) && o.TopicPattern == n.TopicPattern
+	},
+	fieldOf: func(_, n SourceShape) string {
 		if n.TopicPattern != "" {
-			field = ".kafka.topicPattern"
+			return ".kafka.topicPattern"
 		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + field,
-			Old:      describeTopics(o),
-			New:      describeTopics(n),
-			Message: fmt.Sprintf("Source %q now reads %s instead of %s; its checkpointed offsets cover only the partitions it read, so partitions of new topics would be read from earliest whatever startingOffsets says, and partitions no longer read would be reported as lost data.",
-				n.Name, describeTopics(n), describeTopics(o)),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.kafka to %s, read the new topics as a new source with its own name (it then starts at its startingOffsets)", p, describeTopics(o))),
-		})
-	})
-	return out
+		return ".kafka.topics"
+	},
+	value: describeTopics, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now reads %s instead of %s; its checkpointed offsets cover only the partitions it read, so partitions of new topics would be read from earliest whatever startingOffsets says, and partitions no longer read would be reported as lost data.",
+			d.n.Name, d.new, d.old)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s.kafka to %s, read the new topics as a new source with its own name (it then starts at its startingOffsets)", d.at, d.old))
+	},
 }
 
-func checkFilesPath(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceFiles || o.Path == n.Path {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + ".files.path",
-			Old:      o.Path,
-			New:      n.Path,
-			Message: fmt.Sprintf("Source %q now reads the folder %s instead of %s; the checkpoint's log of files already read belongs to %s, so the query would treat every file in %s as new, or miss files it believes it has read.",
-				n.Name, n.Path, o.Path, o.Path, n.Path),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.files.path to %s, read the new folder as a new source with its own name (it then reads every file already there)", p, o.Path)),
-		})
-	})
-	return out
+var filesPath = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceFiles), field: ".files.path",
+	value: func(s SourceShape) string { return s.Path }, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now reads the folder %s instead of %s; the checkpoint's log of files already read belongs to %s, so the query would treat every file in %s as new, or miss files it believes it has read.",
+			d.n.Name, d.new, d.old, d.old, d.new)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s to %s, read the new folder as a new source with its own name (it then reads every file already there)", d.path, d.old))
+	},
 }
 
-func checkFilesFormat(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceFiles || o.Format == n.Format {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + ".files.format",
-			Old:      o.Format,
-			New:      n.Format,
-			Message: fmt.Sprintf("Source %q now parses its folder as %s instead of %s; the checkpoint records the %s files it read there, so either the remaining files no longer parse or the folder now holds another dataset that the checkpoint knows nothing of.",
-				n.Name, n.Format, o.Format, o.Format),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.files.format to %s, read the %s files as a new source with its own name", p, o.Format, n.Format)),
-		})
-	})
-	return out
+var filesFormat = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceFiles), field: ".files.format",
+	value: func(s SourceShape) string { return s.Format }, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now parses its folder as %s instead of %s; the checkpoint records the %s files it read there, so either the remaining files no longer parse or the folder now holds another dataset that the checkpoint knows nothing of.",
+			d.n.Name, d.new, d.old, d.old)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s to %s, read the %s files as a new source with its own name", d.path, d.old, d.new))
+	},
 }
 
-func checkDeltaPath(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceDelta || o.Path == n.Path {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     p + ".delta.path",
-			Old:      o.Path,
-			New:      n.Path,
-			Message: fmt.Sprintf("Source %q now reads the Delta table at %s instead of %s; its checkpointed offsets are versions of the old table's log and mean nothing for another table.",
-				n.Name, n.Path, o.Path),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.delta.path to %s, read the new table as a new source with its own name", p, o.Path)),
-		})
-	})
-	return out
+var deltaPath = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceDelta), field: ".delta.path",
+	value: func(s SourceShape) string { return s.Path }, severity: Rejected,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now reads the Delta table at %s instead of %s; its checkpointed offsets are versions of the old table's log and mean nothing for another table.",
+			d.n.Name, d.new, d.old)
+	},
+	remedy: func(c *change, d diff[SourceShape]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s to %s, read the new table as a new source with its own name", d.path, d.old))
+	},
 }
 
-func checkKafkaFormat(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceKafka || o.Format == n.Format {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Warning,
-			Path:     p + ".kafka.format",
-			Old:      o.Format,
-			New:      n.Format,
-			Message: fmt.Sprintf("Source %q now decodes record values as %s instead of %s, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
-				n.Name, n.Format, o.Format),
-			Remedy: fmt.Sprintf("Revert %s.kafka.format to %s unless the topic's records changed format.", p, o.Format),
-		})
-	})
-	return out
+var kafkaFormat = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceKafka), field: ".kafka.format",
+	value: func(s SourceShape) string { return s.Format }, severity: Warning,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now decodes record values as %s instead of %s, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
+			d.n.Name, d.new, d.old)
+	},
+	remedy: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Revert %s to %s unless the topic's records changed format.", d.path, d.old)
+	},
 }
 
-func checkKafkaSubject(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceKafka || o.Subject == n.Subject || o.Subject == "" || n.Subject == "" {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Allowed,
-			Path:     p + ".kafka.schemaRegistry.subject",
-			Old:      o.Subject,
-			New:      n.Subject,
-			Message: fmt.Sprintf("Source %q now checks its columns at start against the latest schema of subject %s instead of %s; records are still decoded by the schema id each carries.",
-				n.Name, n.Subject, o.Subject),
-		})
-	})
-	return out
+var kafkaSubject = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, field: ".kafka.schemaRegistry.subject",
+	when: func(o, n SourceShape) bool {
+		return o.Kind == v1.SourceKafka && o.Subject != "" && n.Subject != ""
+	},
+	value: func(s SourceShape) string { return s.Subject }, severity: Allowed,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now checks its columns at start against the latest schema of subject %s instead of %s; records are still decoded by the schema id each carries.",
+			d.n.Name, d.new, d.old)
+	},
+}
+
+// sourceOf returns a fieldRule.when that holds for a pair of sources of kind k (the sources
+// of a pair have the same kind).
+func sourceOf(k v1.SourceKind) func(o, n SourceShape) bool {
+	return func(o, _ SourceShape) bool { return o.Kind == k }
 }
 
 func checkRateLimit(c *change) []Finding {
@@ -370,44 +343,45 @@ func checkSourceColumns(c *change) []Finding {
 	return out
 }
 
-func checkSourceColumnType(c *change) []Finding {
-	var out []Finding
-	c.sourcePairs(func(o, n SourceShape, p string) {
-		for j, col := range n.Columns {
-			prev, ok := o.Columns.Lookup(col.Name)
-			if !ok || prev.Type == col.Type {
-				continue
-			}
-			out = append(out, Finding{
-				Severity: Warning,
-				Path:     fmt.Sprintf("%s.schema.columns[%d].type", p, j),
-				Old:      string(prev.Type),
-				New:      string(col.Type),
-				Message: fmt.Sprintf("Column %s of source %q is now read as %s instead of %s, from the next batch on, including a batch replayed at restart; stateful steps that use it are judged by their own rules.",
-					col.Name, n.Name, col.Type, prev.Type),
-				Remedy: fmt.Sprintf("Revert %s.schema.columns[%d].type to %s unless the records themselves changed type.", p, j, prev.Type),
-			})
-		}
-	})
-	return out
+var sourceColumnType = fieldRule[sourceColumn]{
+	pairs: (*change).sourceColumns, field: ".type",
+	value: func(sc sourceColumn) string { return string(sc.col.Type) }, severity: Warning,
+	message: func(_ *change, d diff[sourceColumn]) string {
+		return fmt.Sprintf("Column %s of source %q is now read as %s instead of %s, from the next batch on, including a batch replayed at restart; stateful steps that use it are judged by their own rules.",
+			d.n.col.Name, d.n.src.Name, d.new, d.old)
+	},
+	remedy: func(_ *change, d diff[sourceColumn]) string {
+		return fmt.Sprintf("Revert %s to %s unless the records themselves changed type.", d.path, d.old)
+	},
 }
 
-func checkKafkaKeyFormat(c *change) []Finding {
-	var out []Finding
+// sourceColumn is a column of a source's schema, with the source.
+type sourceColumn struct {
+	src SourceShape
+	col v1.Column
+}
+
+// sourceColumns calls fn for every column of a source in both shapes (under the same name
+// and kind) that both schemas hold, with the path of the new column.
+func (c *change) sourceColumns(fn func(o, n sourceColumn, at string)) {
 	c.sourcePairs(func(o, n SourceShape, p string) {
-		if o.Kind != v1.SourceKafka || o.KeyFormat == n.KeyFormat {
-			return
+		for j, col := range n.Columns {
+			if prev, ok := o.Columns.Lookup(col.Name); ok {
+				fn(sourceColumn{o, prev}, sourceColumn{n, col}, fmt.Sprintf("%s.schema.columns[%d]", p, j))
+			}
 		}
-		old, now := cmp.Or(o.KeyFormat, string(v1.KafkaKeyString)), cmp.Or(n.KeyFormat, string(v1.KafkaKeyString))
-		out = append(out, Finding{
-			Severity: Warning,
-			Path:     p + ".kafka.keyFormat",
-			Old:      old,
-			New:      now,
-			Message: fmt.Sprintf("Source %q now decodes record keys as %s instead of %s into _key, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
-				n.Name, now, old),
-			Remedy: fmt.Sprintf("Revert %s.kafka.keyFormat to %s unless the topic's keys changed format.", p, old),
-		})
 	})
-	return out
+}
+
+var kafkaKeyFormat = fieldRule[SourceShape]{
+	pairs: (*change).sourcePairs, when: sourceOf(v1.SourceKafka), field: ".kafka.keyFormat",
+	same:  func(o, n SourceShape) bool { return o.KeyFormat == n.KeyFormat },
+	value: func(s SourceShape) string { return cmp.Or(s.KeyFormat, string(v1.KafkaKeyString)) }, severity: Warning,
+	message: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Source %q now decodes record keys as %s instead of %s into _key, from the next batch on, including a batch replayed at restart, while its offsets stay valid.",
+			d.n.Name, d.new, d.old)
+	},
+	remedy: func(_ *change, d diff[SourceShape]) string {
+		return fmt.Sprintf("Revert %s to %s unless the topic's keys changed format.", d.path, d.old)
+	},
 }

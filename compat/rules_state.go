@@ -100,20 +100,19 @@ func checkOperatorReordered(c *change) []Finding {
 	}}
 }
 
-func checkOperatorKind(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.ops().kind {
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.opPath(p.newIdx),
-			Old:      string(p.old.Kind),
-			New:      string(p.new.Kind),
-			Message: fmt.Sprintf("Stateful step %s changed from %s to %s; the checkpoint holds %s state under that id, which cannot be read as %s state.",
-				describeID(p.new.ID), p.old.Kind, p.new.Kind, p.old.Kind, p.new.Kind),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert the step to %s", p.old.Kind)),
-		})
-	}
-	return out
+var operatorKind = fieldRule[OperatorShape]{
+	pairs: func(c *change, fn func(o, n OperatorShape, at string)) {
+		for _, p := range c.ops().kind {
+			fn(p.old, p.new, c.opPath(p.newIdx))
+		}
+	},
+	value:    func(op OperatorShape) string { return string(op.Kind) },
+	severity: Rejected,
+	message: func(_ *change, d diff[OperatorShape]) string {
+		return fmt.Sprintf("Stateful step %s changed from %s to %s; the checkpoint holds %s state under that id, which cannot be read as %s state.",
+			describeID(d.n.ID), d.old, d.new, d.old, d.new)
+	},
+	remedy: func(c *change, d diff[OperatorShape]) string { return c.revertOrFresh("Revert the step to " + d.old) },
 }
 
 // keysPath is the path of a stateful step's key list.
@@ -131,48 +130,48 @@ func keyNoun(k v1.StepKind) string {
 	return "grouping keys"
 }
 
-func checkKeyColumns(c *change) []Finding {
-	var out []Finding
-	for _, p := range c.ops().pairs {
-		o, n := keyNames(p.old.Keys), keyNames(p.new.Keys)
-		if slices.Equal(o, n) || slices.Equal(slices.Sorted(slices.Values(o)), slices.Sorted(slices.Values(n))) {
-			continue
-		}
+var keyColumnsChange = fieldRule[OperatorShape]{
+	pairs: (*change).stepKeyLists,
+	same: func(o, n OperatorShape) bool {
+		on, nn := keyNames(o.Keys), keyNames(n.Keys)
+		return slices.Equal(on, nn) || sameKeyNames(on, nn)
+	},
+	value: func(op OperatorShape) string { return describeKeys(op.Keys) }, severity: Rejected,
+	message: func(_ *change, d diff[OperatorShape]) string {
 		why := "its state is stored by key, so the groups already in it would never be updated again and new groups would start from zero"
-		if p.new.Kind == v1.StepDropDuplicates {
+		if d.n.Kind == v1.StepDropDuplicates {
 			why = "its state remembers the rows seen by the old columns, so rows seen before the restart would pass again as new, even where the columns' types match"
 		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.keysPath(p),
-			Old:      describeKeys(p.old.Keys),
-			New:      describeKeys(p.new.Keys),
-			Message: fmt.Sprintf("The %s of the %s changed from %s to %s; %s.",
-				keyNoun(p.new.Kind), describeOp(p.new), describeKeys(p.old.Keys), describeKeys(p.new.Keys), why),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s to %s", c.keysPath(p), describeKeys(p.old.Keys))),
-		})
-	}
-	return out
+		return fmt.Sprintf("The %s of the %s changed from %s to %s; %s.", keyNoun(d.n.Kind), describeOp(d.n), d.old, d.new, why)
+	},
+	remedy: revertField[OperatorShape],
 }
 
-func checkKeyOrder(c *change) []Finding {
-	var out []Finding
+var keyOrder = fieldRule[OperatorShape]{
+	pairs: (*change).stepKeyLists,
+	when:  func(o, n OperatorShape) bool { return sameKeyNames(keyNames(o.Keys), keyNames(n.Keys)) },
+	same:  func(o, n OperatorShape) bool { return slices.Equal(keyNames(o.Keys), keyNames(n.Keys)) },
+	value: func(op OperatorShape) string { return describeKeys(op.Keys) }, severity: Rejected,
+	message: func(_ *change, d diff[OperatorShape]) string {
+		return fmt.Sprintf("The %s of the %s are now in the order %s instead of %s; the order is part of the state key, so no key already in the state would be found again.",
+			keyNoun(d.n.Kind), describeOp(d.n), describeList(keyNames(d.n.Keys)), describeList(keyNames(d.o.Keys)))
+	},
+	remedy: func(c *change, d diff[OperatorShape]) string {
+		return c.revertOrFresh("Restore the order " + describeList(keyNames(d.o.Keys)))
+	},
+}
+
+// stepKeyLists pairs the stateful steps matched by id and kind, with the path of the new
+// step's key list.
+func (c *change) stepKeyLists(fn func(o, n OperatorShape, at string)) {
 	for _, p := range c.ops().pairs {
-		o, n := keyNames(p.old.Keys), keyNames(p.new.Keys)
-		if slices.Equal(o, n) || !slices.Equal(slices.Sorted(slices.Values(o)), slices.Sorted(slices.Values(n))) {
-			continue
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     c.keysPath(p),
-			Old:      describeKeys(p.old.Keys),
-			New:      describeKeys(p.new.Keys),
-			Message: fmt.Sprintf("The %s of the %s are now in the order %s instead of %s; the order is part of the state key, so no key already in the state would be found again.",
-				keyNoun(p.new.Kind), describeOp(p.new), describeList(n), describeList(o)),
-			Remedy: c.revertOrFresh("Restore the order " + describeList(o)),
-		})
+		fn(p.old, p.new, c.keysPath(p))
 	}
-	return out
+}
+
+// sameKeyNames reports whether two key lists hold the same names, in any order.
+func sameKeyNames(o, n []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(o)), slices.Sorted(slices.Values(n)))
 }
 
 // keyPairs calls fn for every key position of the paired steps whose key lists have the same
@@ -188,143 +187,119 @@ func (c *change) keyPairs(fn func(p opPair, o, n KeyShape, path string)) {
 	}
 }
 
-func checkKeyType(c *change) []Finding {
-	var out []Finding
-	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
-		if o.Window != nil || o.Type == n.Type {
-			return
-		}
-		if p.new.Kind == v1.StepAggregate {
-			path += ".column"
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path,
-			Old:      describeKey(o),
-			New:      describeKey(n),
-			Message: fmt.Sprintf("Key column %s of the %s changed type from %s to %s; keys are stored encoded by type, so the keys already in the state would never match again.",
-				n.Column, describeOp(p.new), o.Type, n.Type),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert the change that made %s a %s column (in a source's schema or a select)", n.Column, n.Type)),
-		})
-	})
-	return out
+// stepKey is a key with its stateful step.
+type stepKey struct {
+	op  OperatorShape
+	key KeyShape
 }
 
-func checkWindowColumn(c *change) []Finding {
-	var out []Finding
-	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
-		if o.Window == nil || o.Window.Column == n.Window.Column {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path + ".window.column",
-			Old:      o.Window.Column,
-			New:      n.Window.Column,
-			Message: fmt.Sprintf("The window of the %s now takes event time from %s instead of %s; the windows in its state were assigned by %s, so rows would be added to windows of another clock.",
-				describeOp(p.new), n.Window.Column, o.Window.Column, o.Window.Column),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.window.column to %s", path, o.Window.Column)),
-		})
-	})
-	return out
+// stepKeys is keyPairs for a fieldRule.
+func (c *change) stepKeys(fn func(o, n stepKey, at string)) {
+	c.keyPairs(func(p opPair, o, n KeyShape, path string) { fn(stepKey{p.old, o}, stepKey{p.new, n}, path) })
 }
 
-func checkWindowSize(c *change) []Finding {
-	var out []Finding
-	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
-		if o.Window == nil || sameDuration(o.Window.Duration, n.Window.Duration) {
-			return
+var keyType = fieldRule[stepKey]{
+	pairs: (*change).stepKeys, when: func(o, _ stepKey) bool { return o.key.Window == nil },
+	same: func(o, n stepKey) bool { return o.key.Type == n.key.Type },
+	fieldOf: func(_, n stepKey) string {
+		if n.op.Kind == v1.StepAggregate {
+			return ".column"
 		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path + ".window.duration",
-			Old:      string(o.Window.Duration),
-			New:      string(n.Window.Duration),
-			Message: fmt.Sprintf("The windows of the %s are now %s long instead of %s; its state holds %s windows, so the output would mix windows of both lengths and the open ones would never be completed (Spark lets this pass, since the types match).",
-				describeOp(p.new), n.Window.Duration, o.Window.Duration, o.Window.Duration),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.window.duration to %s", path, o.Window.Duration)),
-		})
-	})
-	return out
+		return ""
+	},
+	value: func(k stepKey) string { return describeKey(k.key) }, severity: Rejected,
+	message: func(_ *change, d diff[stepKey]) string {
+		return fmt.Sprintf("Key column %s of the %s changed type from %s to %s; keys are stored encoded by type, so the keys already in the state would never match again.",
+			d.n.key.Column, describeOp(d.n.op), d.o.key.Type, d.n.key.Type)
+	},
+	remedy: func(c *change, d diff[stepKey]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert the change that made %s a %s column (in a source's schema or a select)", d.n.key.Column, d.n.key.Type))
+	},
 }
 
-func checkWindowSlide(c *change) []Finding {
-	var out []Finding
-	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
-		if o.Window == nil || (o.Window.Slide == "") == (n.Window.Slide == "") && sameDuration(o.Window.Slide, n.Window.Slide) {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path + ".window.slide",
-			Old:      describeSlide(*o.Window),
-			New:      describeSlide(*n.Window),
-			Message: fmt.Sprintf("The windows of the %s now start %s instead of %s; every row in the state was added to the windows of the old slide, so open windows would miss rows or count them twice.",
-				describeOp(p.new), describeSlide(*n.Window), describeSlide(*o.Window)),
-			Remedy: c.revertOrFresh(revertSlide(path, *o.Window)),
-		})
-	})
-	return out
+var windowColumn = fieldRule[stepKey]{
+	pairs: (*change).stepKeys, when: windowed, field: ".window.column",
+	value: func(k stepKey) string { return k.key.Window.Column }, severity: Rejected,
+	message: func(_ *change, d diff[stepKey]) string {
+		return fmt.Sprintf("The window of the %s now takes event time from %s instead of %s; the windows in its state were assigned by %s, so rows would be added to windows of another clock.",
+			describeOp(d.n.op), d.new, d.old, d.old)
+	},
+	remedy: revertField[stepKey],
 }
 
-func checkSessionColumn(c *change) []Finding {
-	var out []Finding
-	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
-		if o.Session == nil || o.Session.Column == n.Session.Column {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path + ".session.column",
-			Old:      o.Session.Column,
-			New:      n.Session.Column,
-			Message: fmt.Sprintf("The sessions of the %s now take event time from %s instead of %s; the open sessions in its state span times of %s, so rows would extend or merge sessions by another clock.",
-				describeOp(p.new), n.Session.Column, o.Session.Column, o.Session.Column),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.session.column to %s", path, o.Session.Column)),
-		})
-	})
-	return out
+var windowSize = fieldRule[stepKey]{
+	pairs: (*change).stepKeys, when: windowed, field: ".window.duration",
+	same:  func(o, n stepKey) bool { return sameDuration(o.key.Window.Duration, n.key.Window.Duration) },
+	value: func(k stepKey) string { return string(k.key.Window.Duration) }, severity: Rejected,
+	message: func(_ *change, d diff[stepKey]) string {
+		return fmt.Sprintf("The windows of the %s are now %s long instead of %s; its state holds %s windows, so the output would mix windows of both lengths and the open ones would never be completed (Spark lets this pass, since the types match).",
+			describeOp(d.n.op), d.new, d.old, d.old)
+	},
+	remedy: revertField[stepKey],
 }
 
-func checkSessionGap(c *change) []Finding {
-	var out []Finding
-	c.keyPairs(func(p opPair, o, n KeyShape, path string) {
-		if o.Session == nil || o.Session.GapExpr == n.Session.GapExpr && sameDuration(o.Session.Gap, n.Session.Gap) {
-			return
+var windowSlide = fieldRule[stepKey]{
+	pairs: (*change).stepKeys, when: windowed, field: ".window.slide",
+	same: func(o, n stepKey) bool {
+		ow, nw := o.key.Window, n.key.Window
+		return (ow.Slide == "") == (nw.Slide == "") && sameDuration(ow.Slide, nw.Slide)
+	},
+	value: func(k stepKey) string { return describeSlide(*k.key.Window) }, severity: Rejected,
+	message: func(_ *change, d diff[stepKey]) string {
+		return fmt.Sprintf("The windows of the %s now start %s instead of %s; every row in the state was added to the windows of the old slide, so open windows would miss rows or count them twice.",
+			describeOp(d.n.op), d.new, d.old)
+	},
+	remedy: func(c *change, d diff[stepKey]) string {
+		if d.o.key.Window.Slide == "" {
+			return c.revertOrFresh("Remove " + d.path)
 		}
-		og, ng := describeGap(*o.Session), describeGap(*n.Session)
-		at, revert := ".session.gap", fmt.Sprintf("Revert %s.session.gap to %s", path, og)
-		if n.Session.GapExpr != "" {
-			at = ".session.gapExpr"
-		}
-		if o.Session.GapExpr != "" {
-			revert = fmt.Sprintf("Revert %s.session.gapExpr to %s", path, og)
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path + at,
-			Old:      og,
-			New:      ng,
-			Message: fmt.Sprintf("The sessions of the %s now close %s after their newest row instead of %s; each open session in its state ends at its newest row plus the old gap and was merged by it, so open sessions would close at the wrong time and some would hold rows the new gap keeps apart.",
-				describeOp(p.new), ng, og),
-			Remedy: c.revertOrFresh(revert),
-		})
-	})
-	return out
+		return c.revertOrFresh("Revert " + d.path + " to " + string(d.o.key.Window.Slide))
+	},
 }
+
+var sessionColumn = fieldRule[stepKey]{
+	pairs: (*change).stepKeys, when: func(o, _ stepKey) bool { return o.key.Session != nil }, field: ".session.column",
+	value: func(k stepKey) string { return k.key.Session.Column }, severity: Rejected,
+	message: func(_ *change, d diff[stepKey]) string {
+		return fmt.Sprintf("The sessions of the %s now take event time from %s instead of %s; the open sessions in its state span times of %s, so rows would extend or merge sessions by another clock.",
+			describeOp(d.n.op), d.new, d.old, d.old)
+	},
+	remedy: revertField[stepKey],
+}
+
+var sessionGap = fieldRule[stepKey]{
+	pairs: (*change).stepKeys, when: func(o, _ stepKey) bool { return o.key.Session != nil },
+	same: func(o, n stepKey) bool {
+		os, ns := o.key.Session, n.key.Session
+		return os.GapExpr == ns.GapExpr && sameDuration(os.Gap, ns.Gap)
+	},
+	fieldOf: func(_, n stepKey) string { return gapField(*n.key.Session) },
+	value:   func(k stepKey) string { return describeGap(*k.key.Session) }, severity: Rejected,
+	message: func(_ *change, d diff[stepKey]) string {
+		return fmt.Sprintf("The sessions of the %s now close %s after their newest row instead of %s; each open session in its state ends at its newest row plus the old gap and was merged by it, so open sessions would close at the wrong time and some would hold rows the new gap keeps apart.",
+			describeOp(d.n.op), d.new, d.old)
+	},
+	remedy: func(c *change, d diff[stepKey]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s%s to %s", d.at, gapField(*d.o.key.Session), d.old))
+	},
+}
+
+// gapField is the field that sets a session's gap.
+func gapField(s SessionShape) string {
+	if s.GapExpr != "" {
+		return ".session.gapExpr"
+	}
+	return ".session.gap"
+}
+
+// windowed is a fieldRule.when that holds for the keys of a window.
+func windowed(o, _ stepKey) bool { return o.key.Window != nil }
 
 func describeSlide(w WindowShape) string {
 	if w.Slide == "" {
 		return "every " + string(w.Duration) + " (tumbling)"
 	}
 	return "every " + string(w.Slide)
-}
-
-func revertSlide(path string, w WindowShape) string {
-	if w.Slide == "" {
-		return fmt.Sprintf("Remove %s.window.slide", path)
-	}
-	return fmt.Sprintf("Revert %s.window.slide to %s", path, w.Slide)
 }
 
 // aggPairs calls fn for every aggregate position of the paired aggregate steps whose lists
@@ -340,85 +315,79 @@ func (c *change) aggPairs(fn func(p opPair, o, n AggregateShape, path string)) {
 	}
 }
 
-func checkAggregateFunction(c *change) []Finding {
-	var out []Finding
-	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
-		if o.Function == n.Function {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path + ".function",
-			Old:      describeAgg(o),
-			New:      describeAgg(n),
-			Message: fmt.Sprintf("Aggregate column %s of the %s changed from %s to %s; its state holds a partial %s for every group, which %s would silently continue as if it were its own (Spark lets this pass when the types match).",
-				n.Name, describeOp(p.new), o.Function, n.Function, o.Function, n.Function),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert %s.function to %s", path, o.Function)),
-		})
-	})
-	return out
+// stepAgg is an aggregate with its stateful step.
+type stepAgg struct {
+	op  OperatorShape
+	agg AggregateShape
 }
 
-func checkAggregateInput(c *change) []Finding {
-	var out []Finding
-	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
-		if o.Function != n.Function || o.Column == n.Column {
-			return
-		}
-		revert := fmt.Sprintf("Revert %s.column to %s", path, o.Column)
-		if o.Column == "" {
-			revert = fmt.Sprintf("Remove %s.column", path)
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path + ".column",
-			Old:      describeAgg(o),
-			New:      describeAgg(n),
-			Message: fmt.Sprintf("Aggregate column %s of the %s now aggregates %s instead of %s; its state holds %s over %s for every group, so each group would silently mix both inputs.",
-				n.Name, describeOp(p.new), describeInput(n), describeInput(o), o.Function, describeInput(o)),
-			Remedy: c.revertOrFresh(revert),
-		})
-	})
-	return out
+// stepAggs is aggPairs for a fieldRule.
+func (c *change) stepAggs(fn func(o, n stepAgg, at string)) {
+	c.aggPairs(func(p opPair, o, n AggregateShape, path string) { fn(stepAgg{p.old, o}, stepAgg{p.new, n}, path) })
 }
 
-func checkAggregateInputType(c *change) []Finding {
-	var out []Finding
-	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
-		if o.Function != n.Function || o.Column != n.Column || o.Type == n.Type {
-			return
-		}
-		out = append(out, Finding{
-			Severity: Rejected,
-			Path:     path + ".column",
-			Old:      describeAgg(o),
-			New:      describeAgg(n),
-			Message: fmt.Sprintf("The input %s of aggregate column %s in the %s changed type from %s to %s; its state holds %s partial results, which cannot be continued as %s.",
-				n.Column, n.Name, describeOp(p.new), o.Type, n.Type, o.Type, n.Type),
-			Remedy: c.revertOrFresh(fmt.Sprintf("Revert the change that made %s a %s column (in a source's schema or a select)", n.Column, n.Type)),
-		})
-	})
-	return out
+var aggregateFunction = fieldRule[stepAgg]{
+	pairs: (*change).stepAggs, field: ".function",
+	same:  func(o, n stepAgg) bool { return o.agg.Function == n.agg.Function },
+	value: func(a stepAgg) string { return describeAgg(a.agg) }, severity: Rejected,
+	message: func(_ *change, d diff[stepAgg]) string {
+		o, n := d.o.agg, d.n.agg
+		return fmt.Sprintf("Aggregate column %s of the %s changed from %s to %s; its state holds a partial %s for every group, which %s would silently continue as if it were its own (Spark lets this pass when the types match).",
+			n.Name, describeOp(d.n.op), o.Function, n.Function, o.Function, n.Function)
+	},
+	remedy: func(c *change, d diff[stepAgg]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert %s to %s", d.path, d.o.agg.Function))
+	},
 }
 
-func checkAggregateRenamed(c *change) []Finding {
-	var out []Finding
-	c.aggPairs(func(p opPair, o, n AggregateShape, path string) {
-		if o.Function != n.Function || o.Column != n.Column || o.Name == n.Name {
-			return
+var aggregateInput = fieldRule[stepAgg]{
+	pairs: (*change).stepAggs, when: sameFunction, field: ".column",
+	same:  func(o, n stepAgg) bool { return o.agg.Column == n.agg.Column },
+	value: func(a stepAgg) string { return describeAgg(a.agg) }, severity: Rejected,
+	message: func(_ *change, d diff[stepAgg]) string {
+		o, n := d.o.agg, d.n.agg
+		return fmt.Sprintf("Aggregate column %s of the %s now aggregates %s instead of %s; its state holds %s over %s for every group, so each group would silently mix both inputs.",
+			n.Name, describeOp(d.n.op), describeInput(n), describeInput(o), o.Function, describeInput(o))
+	},
+	remedy: func(c *change, d diff[stepAgg]) string {
+		if d.o.agg.Column == "" {
+			return c.revertOrFresh("Remove " + d.path)
 		}
-		out = append(out, Finding{
-			Severity: Warning,
-			Path:     path + ".name",
-			Old:      o.Name,
-			New:      n.Name,
-			Message: fmt.Sprintf("Aggregate column %s of the %s is now named %s; its state is unaffected, since values are stored in order and not by name, but the sink receives the column as %s from the next batch.",
-				o.Name, describeOp(p.new), n.Name, n.Name),
-			Remedy: fmt.Sprintf("Revert %s.name to %s if readers of the sink expect it.", path, o.Name),
-		})
-	})
-	return out
+		return c.revertOrFresh("Revert " + d.path + " to " + d.o.agg.Column)
+	},
 }
+
+var aggregateInputType = fieldRule[stepAgg]{
+	pairs: (*change).stepAggs, when: sameInput, field: ".column",
+	same:  func(o, n stepAgg) bool { return o.agg.Type == n.agg.Type },
+	value: func(a stepAgg) string { return describeAgg(a.agg) }, severity: Rejected,
+	message: func(_ *change, d diff[stepAgg]) string {
+		o, n := d.o.agg, d.n.agg
+		return fmt.Sprintf("The input %s of aggregate column %s in the %s changed type from %s to %s; its state holds %s partial results, which cannot be continued as %s.",
+			n.Column, n.Name, describeOp(d.n.op), o.Type, n.Type, o.Type, n.Type)
+	},
+	remedy: func(c *change, d diff[stepAgg]) string {
+		return c.revertOrFresh(fmt.Sprintf("Revert the change that made %s a %s column (in a source's schema or a select)", d.n.agg.Column, d.n.agg.Type))
+	},
+}
+
+var aggregateRenamed = fieldRule[stepAgg]{
+	pairs: (*change).stepAggs, when: sameInput, field: ".name",
+	value: func(a stepAgg) string { return a.agg.Name }, severity: Warning,
+	message: func(_ *change, d diff[stepAgg]) string {
+		return fmt.Sprintf("Aggregate column %s of the %s is now named %s; its state is unaffected, since values are stored in order and not by name, but the sink receives the column as %s from the next batch.",
+			d.old, describeOp(d.n.op), d.new, d.new)
+	},
+	remedy: func(_ *change, d diff[stepAgg]) string {
+		return fmt.Sprintf("Revert %s to %s if readers of the sink expect it.", d.path, d.old)
+	},
+}
+
+// sameFunction is a fieldRule.when that holds for aggregates of the same function.
+func sameFunction(o, n stepAgg) bool { return o.agg.Function == n.agg.Function }
+
+// sameInput is a fieldRule.when that holds for aggregates of the same function and input.
+func sameInput(o, n stepAgg) bool { return sameFunction(o, n) && o.agg.Column == n.agg.Column }
 
 // aggregateDiff matches the aggregates of a paired step whose lists differ in length by
 // their function and input, in order, and returns the unmatched ones on each side.

@@ -99,7 +99,7 @@ func Check(old Shape, new *v1.StreamingQuerySpec, opts ...Option) Verdict {
 	c.spec.Default()
 	c.new, c.err = ShapeOf(c.spec, opts...)
 	v.Fresh = old.IsZero() && c.err == nil
-	for _, r := range Rules() {
+	for _, r := range rules {
 		if v.Fresh && !r.Fresh {
 			continue
 		}

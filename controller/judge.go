@@ -130,82 +130,21 @@ func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, erro
 		jm.refusal = &refusal{reason: v1.ReasonInvalidSpec, err: errs.ToAggregate(), errs: errs}
 		return jm, nil
 	}
-	p, refused, err := j.checkpoints.locate(ctx, q)
-	if err != nil {
+	if err := j.place(ctx, q, &jm); err != nil || jm.refusal != nil {
 		return jm, err
 	}
-	jm.placement = p
-	if len(refused) == 0 && j.refuseDeletingStore {
-		refused = storeDeleting(p.store)
-	}
-	if len(refused) > 0 {
-		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: revokedError(refused.ToAggregate()), errs: refused, revoked: true}
+	spark := j.readCheckpoint(ctx, q, &jm)
+	if jm.refusal != nil || jm.unreachable != nil {
 		return jm, nil
 	}
-	others, err := overlapping(ctx, j.queries, p.location)
-	if err != nil {
-		return jm, err
-	}
-	jm.located = q.DeepCopy()
-	jm.located.Spec.Checkpoint.Location = p.location
-	if errs := ValidateUniqueLocation(jm.located, others); len(errs) > 0 {
-		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: errs.ToAggregate(), errs: errs}
-		return jm, nil
-	}
-
-	secrets := j.checkpoints.cache
-	if secrets == nil {
-		secrets = j.checkpoints.reader
-	}
-	absent, err := absentSecret(ctx, secrets, q)
-	if err != nil {
-		return jm, err
-	}
-	if absent != nil {
-		// As for the store's Secret below, the query waits for it; but an engine already
-		// running holds the values it started with and is left running.
-		jm.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New(absentSecretMessage(q.Namespace, absent)), at: absent.field}
-		return jm, nil
-	}
-
-	rctx, cancel := context.WithTimeout(ctx, j.budget)
-	snap, err := j.read(rctx, j.checkpoints, q, p)
-	var spark *sparkckpt.Checkpoint
-	if err == nil && p.records != "" && !snap.shaped && snap.head.Committed == nil {
-		spark, err = j.checkpoints.readSpark(rctx, q.Namespace, p)
-	}
-	overBudget := rctx.Err() != nil && ctx.Err() == nil
-	cancel()
-	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
-		// Pods wait for their Secrets, and so does a query: `kubectl apply -f dir/` may
-		// create the query before the Secret. No engine runs until it exists; its creation
-		// reconciles the query at once.
-		jm.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New(missing.waiting()), revoked: true,
-			at: field.NewPath("spec", "checkpoint", "store")}
-		return jm, nil
-	}
-	if errors.Is(err, errStoreRefused) {
-		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: revokedError(err), revoked: true,
-			errs: field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())}}
-		return jm, nil
-	}
-	if err != nil {
-		jm.unreachable = &unreachableError{err: err}
-		if overBudget {
-			jm.unreachable.budget = j.budget
-		}
-		return jm, nil
-	}
-
-	jm.snap = snap
-	if !snap.ownedBy(q) {
+	if !jm.snap.ownedBy(q) {
 		jm.foreign = field.Forbidden(field.NewPath("spec", "checkpoint", "location"),
-			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", p.location, snap.meta.Owner))
+			fmt.Sprintf("the checkpoint at %s belongs to %s: give this query its own location", jm.location, jm.snap.meta.Owner))
 	}
 	pg, note := j.postgres(ctx, q)
 	facts := compat.Facts{Spark: spark}
-	if snap.shaped {
-		facts.Committed = &snap.shape
+	if jm.snap.shaped {
+		facts.Committed = &jm.snap.shape
 	}
 	judged, err := compat.Judge(facts, &jm.located.Spec, pg)
 	if err != nil {
@@ -215,9 +154,9 @@ func (j judge) check(ctx context.Context, q *v1.StreamingQuery) (judgement, erro
 		jm.refusal = &refusal{reason: v1.ReasonInvalidSpec, err: errs.ToAggregate(), errs: errs}
 		return jm, nil
 	}
-	if judged.RebuildAnswers() && snap.shaped {
+	if judged.RebuildAnswers() && jm.snap.shaped {
 		// The third way forward: what a rebuild would replay, read only for such a refusal.
-		if facts.Rebuild = j.rebuildFacts(ctx, q, p); facts.Rebuild != nil {
+		if facts.Rebuild = j.rebuildFacts(ctx, q, jm.placement); facts.Rebuild != nil {
 			if again, err := compat.Judge(facts, &jm.located.Spec, pg); err == nil {
 				judged = again
 			}
@@ -243,4 +182,83 @@ func (j judge) rebuildFacts(ctx context.Context, q *v1.StreamingQuery, p placeme
 		return nil
 	}
 	return compat.ReadRebuild(ctx, cp)
+}
+
+// place finds q's store and location and decides whether q may use them: the store admits
+// it, no other query shares the location, and the Secrets it names exist. It sets
+// jm.placement and jm.located, or jm.refusal; its error is for failures worth a retry.
+func (j judge) place(ctx context.Context, q *v1.StreamingQuery, jm *judgement) error {
+	p, refused, err := j.checkpoints.locate(ctx, q)
+	if err != nil {
+		return err
+	}
+	jm.placement = p
+	if len(refused) == 0 && j.refuseDeletingStore {
+		refused = storeDeleting(p.store)
+	}
+	if len(refused) > 0 {
+		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: revokedError(refused.ToAggregate()), errs: refused, revoked: true}
+		return nil
+	}
+	others, err := overlapping(ctx, j.queries, p.location)
+	if err != nil {
+		return err
+	}
+	jm.located = q.DeepCopy()
+	jm.located.Spec.Checkpoint.Location = p.location
+	if errs := ValidateUniqueLocation(jm.located, others); len(errs) > 0 {
+		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: errs.ToAggregate(), errs: errs}
+		return nil
+	}
+
+	secrets := j.checkpoints.cache
+	if secrets == nil {
+		secrets = j.checkpoints.reader
+	}
+	absent, err := absentSecret(ctx, secrets, q)
+	if err != nil {
+		return err
+	}
+	if absent != nil {
+		// As for the store's Secret below, the query waits for it; but an engine already
+		// running holds the values it started with and is left running.
+		jm.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New(absentSecretMessage(q.Namespace, absent)), at: absent.field}
+	}
+	return nil
+}
+
+// readCheckpoint reads the checkpoint at jm's placement within the judge's budget into
+// jm.snap, and returns the Spark checkpoint there when the location holds one that Lockstep
+// has not run yet. What stops the judging it records in jm.refusal or jm.unreachable.
+func (j judge) readCheckpoint(ctx context.Context, q *v1.StreamingQuery, jm *judgement) *sparkckpt.Checkpoint {
+	rctx, cancel := context.WithTimeout(ctx, j.budget)
+	snap, err := j.read(rctx, j.checkpoints, q, jm.placement)
+	var spark *sparkckpt.Checkpoint
+	if err == nil && jm.records != "" && !snap.shaped && snap.head.Committed == nil {
+		spark, err = j.checkpoints.readSpark(rctx, q.Namespace, jm.placement)
+	}
+	overBudget := rctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	if missing := (*secretMissingError)(nil); errors.As(err, &missing) {
+		// Pods wait for their Secrets, and so does a query: `kubectl apply -f dir/` may
+		// create the query before the Secret. No engine runs until it exists; its creation
+		// reconciles the query at once.
+		jm.refusal = &refusal{reason: v1.ReasonSecretMissing, err: errors.New(missing.waiting()), revoked: true,
+			at: field.NewPath("spec", "checkpoint", "store")}
+		return nil
+	}
+	if errors.Is(err, errStoreRefused) {
+		jm.refusal = &refusal{reason: v1.ReasonStoreRefused, err: revokedError(err), revoked: true,
+			errs: field.ErrorList{field.Invalid(field.NewPath("spec", "checkpoint", "store"), q.Spec.Checkpoint.Store, err.Error())}}
+		return nil
+	}
+	if err != nil {
+		jm.unreachable = &unreachableError{err: err}
+		if overBudget {
+			jm.unreachable.budget = j.budget
+		}
+		return nil
+	}
+	jm.snap = snap
+	return spark
 }

@@ -127,30 +127,10 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 		DurationMs:  ph.ms,
 	}
 	var rows []Row
-	right := map[string][]Row{}
-	err := ph.time("getBatch", func() error {
-		joined := r.q.spec.JoinedSources()
-		for _, s := range r.sources {
-			end, ok := bp.ends[s.name]
-			if !ok {
-				continue
-			}
-			backlog := bp.backlogs[s.name]
-			res, err := s.src.Read(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time, Backlog: backlog})
-			if err != nil {
-				return fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
-			}
-			if joined[s.name] {
-				right[s.name] = append(right[s.name], res.Rows...) // a join's right side, not unioned
-			} else {
-				rows = append(rows, res.Rows...)
-			}
-			n := int64(len(res.Rows))
-			p.NumInputRows += n
-			p.NumMalformedRows += res.Malformed
-			p.Sources = append(p.Sources, newSourceProgress(s.name, bp.starts[s.name], end, n, res.Malformed, cmp.Or(res.Backlog, backlog)))
-		}
-		return nil
+	var right map[string][]Row
+	err := ph.time("getBatch", func() (err error) {
+		rows, right, err = r.readSources(ctx, bp, &p)
+		return err
 	})
 	if err != nil {
 		return Progress{}, err
@@ -189,6 +169,73 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 	}
 	r.reached(PhaseSinkCommitted, bp.id)
 
+	cm := r.commitOf(bp, &p, ph, began)
+	if err := ph.time("commitOffsets", func() error { return r.ckpt.AddCommit(ctx, cm) }); err != nil {
+		return Progress{}, r.fenced(err, bp.id, "commits")
+	}
+	r.reached(PhaseCommitted, bp.id)
+
+	r.advance(bp, cm)
+
+	p.Duration = clk.Since(began)
+	ph.ms[checkpoint.DurationTotal] = p.Duration.Milliseconds()
+	if s := p.Duration.Seconds(); s > 0 {
+		p.ProcessedRowsPerSecond = float64(p.NumInputRows) / s
+	}
+	if seen := r.q.s3Stats.Snapshot(); seen.Retries != nil || seen.UncertainWrites != 0 {
+		if d := seen.Sub(r.s3Seen); d.Retries != nil || d.UncertainWrites != 0 {
+			p.S3 = &d
+		}
+		r.s3Seen = seen
+	}
+	return p, nil
+}
+
+// advance makes the batch bp, durable with its commit cm, the run's past: its state, its
+// sources' end offsets and its watermark.
+func (r *run) advance(bp *batchPlan, cm checkpoint.Commit) {
+	r.adoptState()
+	for name, end := range bp.ends {
+		r.starts[name] = end
+	}
+	r.next = bp.id + 1
+	r.lastCommitted = bp.id
+	r.watermarkMs, r.ranWatermarkMs = cm.NextBatchWatermarkMs, bp.watermarkMs
+}
+
+// readSources reads the batch bp from every source into p's input counts and per-source progress:
+// rows are the rows of the sources unioned, right the rows of each source that is a join's
+// right side.
+func (r *run) readSources(ctx context.Context, bp *batchPlan, p *Progress) (rows []Row, right map[string][]Row, err error) {
+	right = map[string][]Row{}
+	joined := r.q.spec.JoinedSources()
+	for _, s := range r.sources {
+		end, ok := bp.ends[s.name]
+		if !ok {
+			continue
+		}
+		backlog := bp.backlogs[s.name]
+		res, err := s.src.Read(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time, Backlog: backlog})
+		if err != nil {
+			return nil, nil, fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
+		}
+		if joined[s.name] {
+			right[s.name] = append(right[s.name], res.Rows...) // a join's right side, not unioned
+		} else {
+			rows = append(rows, res.Rows...)
+		}
+		n := int64(len(res.Rows))
+		p.NumInputRows += n
+		p.NumMalformedRows += res.Malformed
+		p.Sources = append(p.Sources, newSourceProgress(s.name, bp.starts[s.name], end, n, res.Malformed, cmp.Or(res.Backlog, backlog)))
+	}
+	return rows, right, nil
+}
+
+// commitOf is the commits/N entry of the batch bp, whose progress so far is p, timed by ph
+// since began.
+func (r *run) commitOf(bp *batchPlan, p *Progress, ph phases, began time.Time) checkpoint.Commit {
+	clk := r.q.opts.clock
 	cm := checkpoint.Commit{
 		BatchID:              bp.id,
 		NextBatchWatermarkMs: r.nextWatermark(bp),
@@ -214,32 +261,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 			NumInputRows: s.NumInputRows, NumMalformedRows: s.NumMalformedRows, LatestOffset: s.LatestOffset, Lag: s.Lag, LagMs: s.LagMs,
 		})
 	}
-	if err := ph.time("commitOffsets", func() error { return r.ckpt.AddCommit(ctx, cm) }); err != nil {
-		return Progress{}, r.fenced(err, bp.id, "commits")
-	}
-	r.reached(PhaseCommitted, bp.id)
-
-	// The batch is durable: it becomes the run's past.
-	r.adoptState()
-	for name, end := range bp.ends {
-		r.starts[name] = end
-	}
-	r.next = bp.id + 1
-	r.lastCommitted = bp.id
-	r.watermarkMs, r.ranWatermarkMs = cm.NextBatchWatermarkMs, bp.watermarkMs
-
-	p.Duration = clk.Since(began)
-	ph.ms[checkpoint.DurationTotal] = p.Duration.Milliseconds()
-	if s := p.Duration.Seconds(); s > 0 {
-		p.ProcessedRowsPerSecond = float64(p.NumInputRows) / s
-	}
-	if seen := r.q.s3Stats.Snapshot(); seen.Retries != nil || seen.UncertainWrites != 0 {
-		if d := seen.Sub(r.s3Seen); d.Retries != nil || d.UncertainWrites != 0 {
-			p.S3 = &d
-		}
-		r.s3Seen = seen
-	}
-	return p, nil
+	return cm
 }
 
 // newSourceProgress is one source's part of a batch that read n rows of

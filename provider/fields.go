@@ -170,32 +170,41 @@ func fieldOf(name string, s apiextensionsv1.JSONSchemaProps, required bool) (*fi
 		}
 		f.Type, f.Elem = typeMap, elem
 	case s.Type == "object":
-		f.Type = typeObject
-		for _, key := range sortedKeys(s.Properties) {
-			c, err := fieldOf(key, s.Properties[key], slices.Contains(s.Required, key))
-			if err != nil {
-				return nil, fmt.Errorf("%s.%w", name, err)
-			}
-			f.Fields = append(f.Fields, c)
-		}
-		for _, rule := range s.XValidations {
-			m := oneOfMessage.FindStringSubmatch(rule.Message)
-			if m == nil {
-				continue // other rules are left to the API server, which the plan asks
-			}
-			f.AtMostOne = m[1] == "at most"
-			for n := range strings.SplitSeq(m[2], ",") {
-				n = strings.TrimSpace(n)
-				if f.child(n) == nil {
-					return nil, fmt.Errorf("%s: rule %q names unknown field %s", name, rule.Message, n)
-				}
-				f.OneOf = append(f.OneOf, n)
-			}
+		if err := f.setObject(name, s); err != nil {
+			return nil, err
 		}
 	default:
 		return nil, fmt.Errorf("%s: unsupported schema type %q", name, s.Type)
 	}
 	return f, nil
+}
+
+// setObject makes f the object that s describes: its properties as fields, and the one-of
+// rules among them.
+func (f *field) setObject(name string, s apiextensionsv1.JSONSchemaProps) error {
+	f.Type = typeObject
+	for _, key := range sortedKeys(s.Properties) {
+		c, err := fieldOf(key, s.Properties[key], slices.Contains(s.Required, key))
+		if err != nil {
+			return fmt.Errorf("%s.%w", name, err)
+		}
+		f.Fields = append(f.Fields, c)
+	}
+	for _, rule := range s.XValidations {
+		m := oneOfMessage.FindStringSubmatch(rule.Message)
+		if m == nil {
+			continue // other rules are left to the API server, which the plan asks
+		}
+		f.AtMostOne = m[1] == "at most"
+		for n := range strings.SplitSeq(m[2], ",") {
+			n = strings.TrimSpace(n)
+			if f.child(n) == nil {
+				return fmt.Errorf("%s: rule %q names unknown field %s", name, rule.Message, n)
+			}
+			f.OneOf = append(f.OneOf, n)
+		}
+	}
+	return nil
 }
 
 func enumStrings(values []apiextensionsv1.JSON) []string {

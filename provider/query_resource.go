@@ -151,6 +151,30 @@ func (r *queryResource) schema(ctx context.Context) (schema.Schema, error) {
 	if err != nil {
 		return schema.Schema{}, err
 	}
+	meta := queryMetaAttributes(ctx)
+	for name, a := range meta {
+		if _, clash := attrs[name]; clash {
+			return schema.Schema{}, fmt.Errorf("spec field %s clashes with the resource attribute of that name", name)
+		}
+		attrs[name] = a
+	}
+	return schema.Schema{
+		MarkdownDescription: "A Lockstep `StreamingQuery`: named sources, ordered transform steps, one sink, a trigger " +
+			"and a checkpoint, run by the Lockstep controller as micro-batches. The attributes mirror the " +
+			"StreamingQuery spec (see the spec reference in docs/spec.md), in snake_case.\n\n" +
+			"Every plan sends the planned query to the API server as a server-side dry run, so the admission " +
+			"webhook judges the change against what the query's checkpoint recorded. A change the checkpoint " +
+			"cannot survive fails the plan with the rule, the old and new values and the remedy; a change that " +
+			"is allowed with a warning shows the warning. Changing `checkpoint.location` is a fresh start — the " +
+			"query gets a new query id and reads its sources again from their starting positions — unless the new " +
+			"location already holds this query's checkpoint, from which it resumes; the plan reads the checkpoint and says which.",
+		Attributes: attrs,
+	}, nil
+}
+
+// queryMetaAttributes are the resource's attributes beside the spec's: its identity, what the
+// controller reports, the guarantee, and how apply waits.
+func queryMetaAttributes(ctx context.Context) map[string]schema.Attribute {
 	computed := func(desc string, stable bool) schema.StringAttribute {
 		a := schema.StringAttribute{Computed: true, Description: desc, MarkdownDescription: desc}
 		if stable {
@@ -171,7 +195,7 @@ func (r *queryResource) schema(ctx context.Context) (schema.Schema, error) {
 			to.Attributes[name] = sa
 		}
 	}
-	meta := map[string]schema.Attribute{
+	return map[string]schema.Attribute{
 		attrID: computed("The query's `namespace/name`, which `terraform import` takes.", true),
 		attrNamespace: schema.StringAttribute{Optional: true, Computed: true,
 			Description:         "Namespace of the query. Omitted: the provider's namespace. Changing it replaces the query.",
@@ -211,24 +235,6 @@ func (r *queryResource) schema(ctx context.Context) (schema.Schema, error) {
 			Validators: []validator.String{stringvalidator.OneOf(waitNothing, waitRunning, waitCommittedBatch, waitCaughtUp)}},
 		attrTimeouts: to,
 	}
-	for name, a := range meta {
-		if _, clash := attrs[name]; clash {
-			return schema.Schema{}, fmt.Errorf("spec field %s clashes with the resource attribute of that name", name)
-		}
-		attrs[name] = a
-	}
-	return schema.Schema{
-		MarkdownDescription: "A Lockstep `StreamingQuery`: named sources, ordered transform steps, one sink, a trigger " +
-			"and a checkpoint, run by the Lockstep controller as micro-batches. The attributes mirror the " +
-			"StreamingQuery spec (see the spec reference in docs/spec.md), in snake_case.\n\n" +
-			"Every plan sends the planned query to the API server as a server-side dry run, so the admission " +
-			"webhook judges the change against what the query's checkpoint recorded. A change the checkpoint " +
-			"cannot survive fails the plan with the rule, the old and new values and the remedy; a change that " +
-			"is allowed with a warning shows the warning. Changing `checkpoint.location` is a fresh start — the " +
-			"query gets a new query id and reads its sources again from their starting positions — unless the new " +
-			"location already holds this query's checkpoint, from which it resumes; the plan reads the checkpoint and says which.",
-		Attributes: attrs,
-	}, nil
 }
 
 func (r *queryResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -54,7 +54,6 @@ func toAPI(f *field, v tftypes.Value) (out any, known bool, err error) {
 	if v.IsNull() {
 		return nil, true, nil
 	}
-	known = true
 	switch f.Type {
 	case typeString, typeQuantity:
 		var s string
@@ -81,6 +80,16 @@ func toAPI(f *field, v tftypes.Value) (out any, known bool, err error) {
 			return nil, false, err
 		}
 		return b, true, nil
+	case typeObject, typeList, typeMap:
+		return compositeToAPI(f, v)
+	}
+	return nil, false, fmt.Errorf("%s: unknown field type %d", f.JSON, f.Type)
+}
+
+// compositeToAPI is toAPI of a known, non-null object, list or map.
+func compositeToAPI(f *field, v tftypes.Value) (out any, known bool, err error) {
+	known = true
+	switch f.Type {
 	case typeObject:
 		var attrs map[string]tftypes.Value
 		if err := v.As(&attrs); err != nil {
@@ -186,6 +195,15 @@ func fromAPI(f *field, x any) (tftypes.Value, error) {
 			return tftypes.Value{}, fmt.Errorf("%s: want a boolean, got %T", f.JSON, x)
 		}
 		return tftypes.NewValue(typ, b), nil
+	case typeObject, typeList, typeMap:
+		return compositeFromAPI(f, typ, x)
+	}
+	return tftypes.Value{}, fmt.Errorf("%s: unknown field type %d", f.JSON, f.Type)
+}
+
+// compositeFromAPI is fromAPI of a non-nil object, list or map, whose Terraform type is typ.
+func compositeFromAPI(f *field, typ tftypes.Type, x any) (tftypes.Value, error) {
+	switch f.Type {
 	case typeObject:
 		obj, ok := x.(map[string]any)
 		if !ok {

@@ -145,24 +145,7 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 		defer stop()
 	}
 
-	defer stopOnSignals(q.Stop, func() {
-		health.stopping.Store(true)
-		if stuck := health.stuck(); stuck != "" {
-			// Most likely the liveness probe's restart: the kubelet kills the engine after a
-			// short grace period, before it can say why; say it now.
-			log.Warn("Stopping a stuck engine; the next start replays the interrupted batch", "reason", stuck)
-			if cfg.terminationPath != "" {
-				_ = os.WriteFile(cfg.terminationPath, []byte(controller.StuckMessage+stuck), 0o644)
-			}
-			return
-		}
-		log.Info("Stopping after the current batch")
-	}, func() {
-		log.Warn("Exiting at once; the next start replays the interrupted batch")
-		if cfg.terminationPath != "" {
-			_ = os.WriteFile(cfg.terminationPath, []byte("killed: a second signal ended the engine mid-batch"), 0o644)
-		}
-	})()
+	defer stopEngineOnSignals(q, health, cfg, log)()
 
 	sum, err := q.Run(ctx)
 	srv.ring.Ended(time.Now(), err)
@@ -179,6 +162,29 @@ func runEngineQuery(ctx context.Context, cfg engineConfig, log *slog.Logger) (st
 		what = "completed"
 	}
 	return fmt.Sprintf("%s: %d batches this run, last committed batch %d", what, sum.Batches, sum.LastCommitted), nil
+}
+
+// stopEngineOnSignals stops q after its current batch on SIGINT or SIGTERM, and exits at once
+// on a second signal, saying why in the log and in the termination message; release ends it.
+func stopEngineOnSignals(q engine.Runtime, health *engineHealth, cfg engineConfig, log *slog.Logger) (release func()) {
+	return stopOnSignals(q.Stop, func() {
+		health.stopping.Store(true)
+		if stuck := health.stuck(); stuck != "" {
+			// Most likely the liveness probe's restart: the kubelet kills the engine after a
+			// short grace period, before it can say why; say it now.
+			log.Warn("Stopping a stuck engine; the next start replays the interrupted batch", "reason", stuck)
+			if cfg.terminationPath != "" {
+				_ = os.WriteFile(cfg.terminationPath, []byte(controller.StuckMessage+stuck), 0o644)
+			}
+			return
+		}
+		log.Info("Stopping after the current batch")
+	}, func() {
+		log.Warn("Exiting at once; the next start replays the interrupted batch")
+		if cfg.terminationPath != "" {
+			_ = os.WriteFile(cfg.terminationPath, []byte("killed: a second signal ended the engine mid-batch"), 0o644)
+		}
+	})
 }
 
 // compatGuard is the engine's start guard (DESIGN.md §5, defence in depth): it judges the

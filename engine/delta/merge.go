@@ -82,43 +82,9 @@ func (t *Table) planMerge(ctx context.Context, snap *Snapshot, w Write, p writeP
 		byKey[k] = len(batch)
 		batch = append(batch, out)
 	}
-	origin := slices.Repeat([]int{-1}, len(batch)) // per batch row: the removed file that held its key
-	if len(batch) > 0 {
-		keys := make([][]any, len(batch))
-		for i, row := range batch {
-			keys[i] = make([]any, len(keyIdx))
-			for j, ki := range keyIdx {
-				keys[i][j], _ = normalize(keyCols[j].Type, row[ki])
-			}
-		}
-		for _, f := range snap.Files() {
-			if !mayHoldAny(f, keyCols, keys) {
-				continue
-			}
-			rows, err := t.ReadFile(ctx, f, cols)
-			if err != nil {
-				return m, err
-			}
-			kept := rows[:0]
-			var held []int // the batch's rows whose keys the file holds
-			for _, row := range rows {
-				i, replaced := byKey[rowKey(keyCols, keyIdx, row)]
-				if !replaced {
-					kept = append(kept, row)
-				} else if origin[i] < 0 {
-					held = append(held, i)
-				}
-			}
-			if len(kept) == len(rows) {
-				continue // the stats could not rule the file out, but it holds none of the keys
-			}
-			for _, i := range held {
-				origin[i] = len(m.removes)
-			}
-			m.removes = append(m.removes, f)
-			m.rows = append(m.rows, kept...)
-			m.origins = append(m.origins, slices.Repeat([]int{len(m.removes) - 1}, len(kept))...)
-		}
+	origin, err := t.takeFiles(ctx, snap, cols, keyCols, keyIdx, batch, byKey, &m)
+	if err != nil {
+		return m, err
 	}
 	for i, row := range batch {
 		m.rows = append(m.rows, row)
@@ -129,11 +95,57 @@ func (t *Table) planMerge(ctx context.Context, snap *Snapshot, w Write, p writeP
 	}
 	full := w
 	full.Columns = cols
-	var err error
 	if m.plan, err = t.plan(snap, full); err != nil {
 		return m, err
 	}
 	return m, nil
+}
+
+// takeFiles adds to m the files of snap that hold a key of batch (rows of columns cols, keyed
+// by keyCols at keyIdx; byKey indexes batch by key): each file is removed and its rows of
+// other keys written again. It returns per batch row the index in m.removes of the file
+// that held its key, or -1.
+func (t *Table) takeFiles(ctx context.Context, snap *Snapshot, cols, keyCols v1.Columns, keyIdx []int, batch []Row, byKey map[string]int, m *mergeWrite) ([]int, error) {
+	origin := slices.Repeat([]int{-1}, len(batch)) // per batch row: the removed file that held its key
+	if len(batch) == 0 {
+		return origin, nil
+	}
+	keys := make([][]any, len(batch))
+	for i, row := range batch {
+		keys[i] = make([]any, len(keyIdx))
+		for j, ki := range keyIdx {
+			keys[i][j], _ = normalize(keyCols[j].Type, row[ki])
+		}
+	}
+	for _, f := range snap.Files() {
+		if !mayHoldAny(f, keyCols, keys) {
+			continue
+		}
+		rows, err := t.ReadFile(ctx, f, cols)
+		if err != nil {
+			return nil, err
+		}
+		kept := rows[:0]
+		var held []int // the batch's rows whose keys the file holds
+		for _, row := range rows {
+			i, replaced := byKey[rowKey(keyCols, keyIdx, row)]
+			if !replaced {
+				kept = append(kept, row)
+			} else if origin[i] < 0 {
+				held = append(held, i)
+			}
+		}
+		if len(kept) == len(rows) {
+			continue // the stats could not rule the file out, but it holds none of the keys
+		}
+		for _, i := range held {
+			origin[i] = len(m.removes)
+		}
+		m.removes = append(m.removes, f)
+		m.rows = append(m.rows, kept...)
+		m.origins = append(m.origins, slices.Repeat([]int{len(m.removes) - 1}, len(kept))...)
+	}
+	return origin, nil
 }
 
 // rowKey encodes the key values of row (at idx, of types cols) so that two

@@ -53,53 +53,7 @@ func decodeDataFile(data []byte, cols v1.Columns, partitionValues map[string]*st
 	if err != nil {
 		return nil, err
 	}
-	// Where each file column goes in the row, and how to read it.
-	type target struct {
-		pos  int
-		typ  v1.ColumnType
-		unit time.Duration // timestamps: the file's unit
-	}
-	leaves := f.Schema().Fields()
-	targets := make([]*target, len(leaves))
-	for i, field := range leaves {
-		pos := -1
-		for j, c := range cols {
-			if c.Name == field.Name() {
-				pos = j
-			}
-		}
-		if pos < 0 || !field.Leaf() {
-			continue
-		}
-		tg := &target{pos: pos, typ: cols[pos].Type}
-		if lt := field.Type().LogicalType(); lt != nil {
-			if ts, ok := lt.Value.(*format.TimestampType); ok {
-				switch ts.Unit.Value.(type) {
-				case *format.MilliSeconds:
-					tg.unit = time.Millisecond
-				case *format.NanoSeconds:
-					tg.unit = time.Nanosecond
-				default:
-					tg.unit = time.Microsecond
-				}
-			}
-		}
-		targets[i] = tg
-	}
-	// Leaf column indexes of top-level leaves: nested fields are skipped,
-	// but they still take column indexes.
-	colIndex := make([]int, len(leaves))
-	next := 0
-	for i, field := range leaves {
-		colIndex[i] = next
-		next += countLeaves(field)
-	}
-	byColumn := map[int]*target{}
-	for i, tg := range targets {
-		if tg != nil {
-			byColumn[colIndex[i]] = tg
-		}
-	}
+	byColumn := columnTargets(f.Schema().Fields(), cols)
 	var partition []struct {
 		pos int
 		val any
@@ -155,6 +109,59 @@ func decodeDataFile(data []byte, cols v1.Columns, partitionValues map[string]*st
 		rr.Close()
 	}
 	return out, nil
+}
+
+// leafTarget is where a file column goes in the row, and how to read it.
+type leafTarget struct {
+	pos  int
+	typ  v1.ColumnType
+	unit time.Duration // timestamps: the file's unit
+}
+
+// columnTargets maps the column indexes of a file's top-level leaves (of the schema fields
+// leaves) that are among cols to where their values go in a row of cols.
+func columnTargets(leaves []parquet.Field, cols v1.Columns) map[int]*leafTarget {
+	targets := make([]*leafTarget, len(leaves))
+	for i, field := range leaves {
+		pos := -1
+		for j, c := range cols {
+			if c.Name == field.Name() {
+				pos = j
+			}
+		}
+		if pos < 0 || !field.Leaf() {
+			continue
+		}
+		tg := &leafTarget{pos: pos, typ: cols[pos].Type}
+		if lt := field.Type().LogicalType(); lt != nil {
+			if ts, ok := lt.Value.(*format.TimestampType); ok {
+				switch ts.Unit.Value.(type) {
+				case *format.MilliSeconds:
+					tg.unit = time.Millisecond
+				case *format.NanoSeconds:
+					tg.unit = time.Nanosecond
+				default:
+					tg.unit = time.Microsecond
+				}
+			}
+		}
+		targets[i] = tg
+	}
+	// Leaf column indexes of top-level leaves: nested fields are skipped,
+	// but they still take column indexes.
+	colIndex := make([]int, len(leaves))
+	next := 0
+	for i, field := range leaves {
+		colIndex[i] = next
+		next += countLeaves(field)
+	}
+	byColumn := map[int]*leafTarget{}
+	for i, tg := range targets {
+		if tg != nil {
+			byColumn[colIndex[i]] = tg
+		}
+	}
+	return byColumn
 }
 
 func countLeaves(f parquet.Field) int {

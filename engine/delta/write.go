@@ -132,30 +132,11 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 	if skip(snap, w) {
 		return Result{Version: snap.Version, Skipped: true}, nil
 	}
-	plan, err := t.plan(snap, w)
+	plan, res, err := t.stage(ctx, snap, w)
 	if err != nil {
 		return Result{}, err
 	}
-	rows := w.Rows
-	var origins []int
-	if w.Mode == Merge {
-		m, err := t.planMerge(ctx, snap, w, plan)
-		if err != nil {
-			return Result{}, err
-		}
-		plan, rows, origins = m.plan, m.rows, m.origins
-		plan.removes = m.removes
-	}
-	files, err := t.writeFiles(ctx, plan, rows, origins)
-	if err != nil {
-		return Result{}, err
-	}
-	var res Result
-	res.Files = files
-	res.Removed = len(plan.removes)
-	if w.Mode == Complete {
-		res.Removed = snap.NumFiles()
-	}
+	files := res.Files
 	if w.beforeCommit != nil {
 		w.beforeCommit()
 	}
@@ -171,14 +152,7 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 		version := snap.Version + 1
 		err = t.store.Create(ctx, commitKey(version), data)
 		if err == nil {
-			next := snap.clone()
-			next.apply(version, actions)
-			t.remember(next)
-			res.Version = version
-			if version > 0 && version%t.opts.checkpointInterval == 0 {
-				res.CheckpointErr = t.writeCheckpoint(ctx, next)
-			}
-			return res, nil
+			return t.committed(ctx, snap, version, actions, res), nil
 		}
 		if !errors.Is(err, checkpoint.ErrExists) {
 			return Result{}, fmt.Errorf("delta table %s: commit version %d: %w", t.Location(), version, err)
@@ -224,6 +198,48 @@ func (t *Table) Write(ctx context.Context, w Write) (Result, error) {
 			return Result{}, fmt.Errorf("delta table %s: %d retries: %w", t.Location(), res.Retries-1, ErrTooManyRetries)
 		}
 	}
+}
+
+// committed records the snapshot that the commit of actions at version makes of snap, and
+// writes a Delta checkpoint when the version is due one: res completed.
+func (t *Table) committed(ctx context.Context, snap *Snapshot, version int64, actions []Action, res Result) Result {
+	next := snap.clone()
+	next.apply(version, actions)
+	t.remember(next)
+	res.Version = version
+	if version > 0 && version%t.opts.checkpointInterval == 0 {
+		res.CheckpointErr = t.writeCheckpoint(ctx, next)
+	}
+	return res
+}
+
+// stage plans w against snap (for a merge, which files it rewrites) and writes its data
+// files, before any commit: it returns the plan and the result so far (the files added and
+// the number of files the commit removes).
+func (t *Table) stage(ctx context.Context, snap *Snapshot, w Write) (writePlan, Result, error) {
+	plan, err := t.plan(snap, w)
+	if err != nil {
+		return writePlan{}, Result{}, err
+	}
+	rows := w.Rows
+	var origins []int
+	if w.Mode == Merge {
+		m, err := t.planMerge(ctx, snap, w, plan)
+		if err != nil {
+			return writePlan{}, Result{}, err
+		}
+		plan, rows, origins = m.plan, m.rows, m.origins
+		plan.removes = m.removes
+	}
+	files, err := t.writeFiles(ctx, plan, rows, origins)
+	if err != nil {
+		return writePlan{}, Result{}, err
+	}
+	res := Result{Files: files, Removed: len(plan.removes)}
+	if w.Mode == Complete {
+		res.Removed = snap.NumFiles()
+	}
+	return plan, res, nil
 }
 
 // namesAny reports whether a commit in (after, upTo] adds one of files: then

@@ -40,27 +40,8 @@ var SinkColumns = v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type
 // checkpoint) writing into the same output is neither skipped nor skips.
 // newOutput returns a fresh, empty output each time it is called.
 func RunSinkSuite(t *testing.T, newOutput func(t *testing.T) SinkHarness) {
-	ctx := context.Background()
-	at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
-	batch := func(query string, id int64, rows ...engine.Row) *engine.Batch {
-		return &engine.Batch{QueryID: query, ID: id, Time: at.Add(time.Duration(id) * time.Second), Columns: SinkColumns, Rows: rows}
-	}
-	row := func(id string, n int64) engine.Row { return engine.Row{id, n} }
-	check := func(t *testing.T, h SinkHarness, want []engine.Row) {
-		t.Helper()
-		got := h.Read(t)
-		SortRows(got)
-		SortRows(want)
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("output (-want +got):\n%s", diff)
-		}
-	}
-	write := func(t *testing.T, s engine.Sink, b *engine.Batch) {
-		t.Helper()
-		if err := s.Write(ctx, b); err != nil {
-			t.Fatalf("Write(batch %d of %s): %v", b.ID, b.QueryID, err)
-		}
-	}
+	// Shorthands, so that each case reads as the batches it writes.
+	batch, row, check, write := suiteBatch, suiteRow, checkOutput, writeBatch
 
 	t.Run("Batches", func(t *testing.T) {
 		h := newOutput(t)
@@ -117,27 +98,58 @@ func RunSinkSuite(t *testing.T, newOutput func(t *testing.T) SinkHarness) {
 		write(t, h.New(t), batch("q1", 2, row("c", 4)))
 		check(t, h, []engine.Row{row("a", 5), row("b", 2), row("c", 4)})
 	})
-	t.Run("ConcurrentReplays", func(t *testing.T) {
-		h := newOutput(t)
-		const writers = 4
-		var wg sync.WaitGroup
-		errs := make(chan error, writers)
-		for i := range writers {
-			s := h.New(t)
-			wg.Go(func() {
-				errs <- s.Write(ctx, batch("q1", 0, row("a", 1), row(fmt.Sprint("w", i), int64(i))))
-			})
+	t.Run("ConcurrentReplays", func(t *testing.T) { concurrentReplays(t, newOutput(t)) })
+}
+
+// concurrentReplays writes batch 0 from several instances at once: the output holds the
+// rows of one of them.
+func concurrentReplays(t *testing.T, h SinkHarness) {
+	const writers = 4
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		s := h.New(t)
+		wg.Go(func() {
+			errs <- s.Write(context.Background(), suiteBatch("q1", 0, suiteRow("a", 1), suiteRow(fmt.Sprint("w", i), int64(i))))
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("Write: %v", err) // whole: Unwrap of a joined error is nil
 		}
-		wg.Wait()
-		close(errs)
-		for err := range errs {
-			if err != nil {
-				t.Fatalf("Write: %v", err) // whole: Unwrap of a joined error is nil
-			}
-		}
-		got := h.Read(t)
-		if len(got) != 2 {
-			t.Fatalf("output holds %d rows, want the 2 of one writer: %v", len(got), got)
-		}
-	})
+	}
+	got := h.Read(t)
+	if len(got) != 2 {
+		t.Fatalf("output holds %d rows, want the 2 of one writer: %v", len(got), got)
+	}
+}
+
+// suiteBatch is batch id of query, holding rows of SinkColumns.
+func suiteBatch(query string, id int64, rows ...engine.Row) *engine.Batch {
+	at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	return &engine.Batch{QueryID: query, ID: id, Time: at.Add(time.Duration(id) * time.Second), Columns: SinkColumns, Rows: rows}
+}
+
+// suiteRow is a row of SinkColumns.
+func suiteRow(id string, n int64) engine.Row { return engine.Row{id, n} }
+
+// checkOutput checks that h's output holds want, in any order.
+func checkOutput(t *testing.T, h SinkHarness, want []engine.Row) {
+	t.Helper()
+	got := h.Read(t)
+	SortRows(got)
+	SortRows(want)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+}
+
+// writeBatch writes b with s, failing the test on an error.
+func writeBatch(t *testing.T, s engine.Sink, b *engine.Batch) {
+	t.Helper()
+	if err := s.Write(context.Background(), b); err != nil {
+		t.Fatalf("Write(batch %d of %s): %v", b.ID, b.QueryID, err)
+	}
 }

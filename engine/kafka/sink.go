@@ -120,32 +120,7 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 	if s.reached == nil {
 		s.reached = func(engine.Phase, int64) {}
 	}
-	var errs []error
-	if k := spec.Kafka.KeyColumn; k != "" {
-		for i, c := range env.Columns {
-			if c.Name == k {
-				s.key = i
-			}
-		}
-		if s.key < 0 {
-			errs = append(errs, fmt.Errorf("keyColumn %q is not an output column (%v)", k, env.Columns.Names()))
-		}
-	}
-	var registry *sr.Client
-	switch f := spec.Kafka.Format; f {
-	case "", v1.KafkaJSON, v1.KafkaAvro, v1.KafkaProtobuf, v1.KafkaJSONSchema:
-	default:
-		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json, jsonSchema, avro or protobuf", f))
-	}
-	if f, kf := spec.Kafka.Format, spec.Kafka.KeyFormat; f.UsesSchemaRegistry() || kf.UsesSchemaRegistry() && s.key >= 0 {
-		if spec.Kafka.SchemaRegistry == nil {
-			errs = append(errs, fmt.Errorf("format %s, keyFormat %s need schemaRegistry", f, kf))
-		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, o.env(env.Getenv)); err != nil {
-			errs = append(errs, err)
-		} else {
-			registry = cl
-		}
-	}
+	registry, errs := s.encoding(spec, env.Columns, o.env(env.Getenv))
 	c, err := newConn(spec.Kafka.BootstrapServers, spec.Kafka.SASL, spec.Kafka.TLS, o, o.env(env.Getenv), log)
 	if err != nil {
 		errs = append(errs, err)
@@ -198,6 +173,37 @@ func newSink(ctx context.Context, spec *v1.Sink, env engine.SinkEnv, o options) 
 		}
 	}
 	return s, nil
+}
+
+// encoding checks how the sink encodes records of the output columns cols: the key column
+// and the formats, and returns the Schema Registry client they need (nil if none). errs are
+// what is wrong with the spec.
+func (s *Sink) encoding(spec *v1.Sink, cols v1.Columns, getenv func(string) string) (registry *sr.Client, errs []error) {
+	if k := spec.Kafka.KeyColumn; k != "" {
+		for i, c := range cols {
+			if c.Name == k {
+				s.key = i
+			}
+		}
+		if s.key < 0 {
+			errs = append(errs, fmt.Errorf("keyColumn %q is not an output column (%v)", k, cols.Names()))
+		}
+	}
+	switch f := spec.Kafka.Format; f {
+	case "", v1.KafkaJSON, v1.KafkaAvro, v1.KafkaProtobuf, v1.KafkaJSONSchema:
+	default:
+		errs = append(errs, fmt.Errorf("format %q: the Kafka sink writes json, jsonSchema, avro or protobuf", f))
+	}
+	if f, kf := spec.Kafka.Format, spec.Kafka.KeyFormat; f.UsesSchemaRegistry() || kf.UsesSchemaRegistry() && s.key >= 0 {
+		if spec.Kafka.SchemaRegistry == nil {
+			errs = append(errs, fmt.Errorf("format %s, keyFormat %s need schemaRegistry", f, kf))
+		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, getenv); err != nil {
+			errs = append(errs, err)
+		} else {
+			registry = cl
+		}
+	}
+	return registry, errs
 }
 
 // newClient replaces the sink's client with one for query: transactional,

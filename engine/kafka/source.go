@@ -153,36 +153,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 	if m := spec.Kafka.MaxOffsetsPerTrigger; m != nil {
 		s.maxOffsets = *m
 	}
-	var errs []error
-	var cols v1.Columns
-	switch {
-	case spec.Kafka.Format == v1.KafkaRaw:
-		cols = v1.Columns{{Name: v1.ColumnKafkaValue, Type: v1.TypeString}}
-	case spec.Schema != nil:
-		cols = spec.Schema.Columns
-	default:
-		errs = append(errs, errors.New("a schema is required unless format is raw"))
-	}
-	s.dec = newDecoder(spec.Kafka.Format, cols)
-	var registry, keyRegistry *sr.Client
-	if f, kf := spec.Kafka.Format, spec.Kafka.KeyFormat; f.UsesSchemaRegistry() || kf.UsesSchemaRegistry() {
-		if spec.Kafka.SchemaRegistry == nil {
-			errs = append(errs, fmt.Errorf("format %s, keyFormat %s need schemaRegistry", f, kf))
-		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, o.env(env.Getenv)); err != nil {
-			errs = append(errs, err)
-		} else if keyRegistry = cl; f.UsesSchemaRegistry() {
-			registry = cl
-			s.dec.avro, s.dec.proto = newAvroDecoder(cl, cols), newProtoDecoder(cl, cols)
-			s.dec.json = newJSONSchemaDecoder(cl, s.dec.dec)
-		}
-	}
-	switch kf := spec.Kafka.KeyFormat; kf {
-	case "", v1.KafkaKeyString:
-	case v1.KafkaJSON, v1.KafkaAvro, v1.KafkaProtobuf:
-		s.key = newKeyDecoder(kf, keyRegistry)
-	default:
-		errs = append(errs, fmt.Errorf("keyFormat %q: the Kafka source reads keys as string, json, avro or protobuf", kf))
-	}
+	cols, registry, errs := s.decoding(spec, o.env(env.Getenv))
 	s.width = len(cols) + len(v1.KafkaMetadataColumns())
 	if p := spec.Kafka.TopicPattern; p != "" {
 		re, err := regexp.Compile("^(?:" + p + ")$")
@@ -208,21 +179,7 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	s.cl, err = kgo.NewClient(append(c.opts,
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Control records mark the offsets a transaction's marker takes, so a
-		// read knows it reached the end of its range.
-		kgo.KeepControlRecords(),
-		// Out of range is data loss, handled here, never a silent reset.
-		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
-		kgo.FetchMaxWait(time.Second),
-		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
-		// No fetch sessions (KIP-227): franz-go v1.22.3's Close ends a session while the
-		// background fetch may be building its request from it (a data race the race detector
-		// caught in this package's tests), and a source reads too few partitions for the
-		// sessions' smaller requests to matter.
-		kgo.DisableFetchSessions(),
-	)...)
+	s.cl, err = kgo.NewClient(append(c.opts, consumerOpts()...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -247,6 +204,60 @@ func newSource(ctx context.Context, spec *v1.Source, env engine.SourceEnv, o opt
 		}
 	}
 	return s, nil
+}
+
+// decoding sets up how s decodes record values and keys: the columns it reads, and the
+// decoders of its format and key format, with their Schema Registry client (registry, nil
+// when the values do not use one). errs are what is wrong with the spec.
+func (s *Source) decoding(spec *v1.Source, getenv func(string) string) (cols v1.Columns, registry *sr.Client, errs []error) {
+	switch {
+	case spec.Kafka.Format == v1.KafkaRaw:
+		cols = v1.Columns{{Name: v1.ColumnKafkaValue, Type: v1.TypeString}}
+	case spec.Schema != nil:
+		cols = spec.Schema.Columns
+	default:
+		errs = append(errs, errors.New("a schema is required unless format is raw"))
+	}
+	s.dec = newDecoder(spec.Kafka.Format, cols)
+	var keyRegistry *sr.Client
+	if f, kf := spec.Kafka.Format, spec.Kafka.KeyFormat; f.UsesSchemaRegistry() || kf.UsesSchemaRegistry() {
+		if spec.Kafka.SchemaRegistry == nil {
+			errs = append(errs, fmt.Errorf("format %s, keyFormat %s need schemaRegistry", f, kf))
+		} else if cl, err := newRegistryClient(spec.Kafka.SchemaRegistry, getenv); err != nil {
+			errs = append(errs, err)
+		} else if keyRegistry = cl; f.UsesSchemaRegistry() {
+			registry = cl
+			s.dec.avro, s.dec.proto = newAvroDecoder(cl, cols), newProtoDecoder(cl, cols)
+			s.dec.json = newJSONSchemaDecoder(cl, s.dec.dec)
+		}
+	}
+	switch kf := spec.Kafka.KeyFormat; kf {
+	case "", v1.KafkaKeyString:
+	case v1.KafkaJSON, v1.KafkaAvro, v1.KafkaProtobuf:
+		s.key = newKeyDecoder(kf, keyRegistry)
+	default:
+		errs = append(errs, fmt.Errorf("keyFormat %q: the Kafka source reads keys as string, json, avro or protobuf", kf))
+	}
+	return cols, registry, errs
+}
+
+// consumerOpts are the client options of a source's reads.
+func consumerOpts() []kgo.Opt {
+	return []kgo.Opt{
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records mark the offsets a transaction's marker takes, so a
+		// read knows it reached the end of its range.
+		kgo.KeepControlRecords(),
+		// Out of range is data loss, handled here, never a silent reset.
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
+		kgo.FetchMaxWait(time.Second),
+		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
+		// No fetch sessions (KIP-227): franz-go v1.22.3's Close ends a session while the
+		// background fetch may be building its request from it (a data race the race detector
+		// caught in this package's tests), and a source reads too few partitions for the
+		// sessions' smaller requests to matter.
+		kgo.DisableFetchSessions(),
+	}
 }
 
 // loadStart reads the start record of a source already in the checkpoint,
@@ -320,47 +331,9 @@ func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Plann
 			}
 		}
 	}
-	var spans []span
-	hasData := false
-	for _, tp := range latest.partitions() {
-		hi, _ := latest.get(tp)
-		lo, _ := logStarts.get(tp)
-		from, known := start.get(tp)
-		if !known {
-			from = 0 // a new partition starts at the earliest offset
-		}
-		switch {
-		case from < lo:
-			if s.failOnLoss {
-				return engine.Planned{}, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: from, Available: lo,
-					Why: "retention or DeleteRecords removed them"}
-			}
-			from = lo
-		case from > hi && from > lo:
-			if s.failOnLoss {
-				return engine.Planned{}, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: from, Available: hi,
-					Why: "was the topic deleted and created again?"}
-			}
-			from = lo
-			hi = max(hi, lo)
-		}
-		spans = append(spans, span{tp: tp, from: from, to: hi})
-	}
-	for _, tp := range start.partitions() {
-		if _, ok := latest.get(tp); ok {
-			continue
-		}
-		if s.until != nil {
-			// Not part of this availableNow run: keep its offset.
-			continue
-		}
-		off, _ := start.get(tp)
-		if s.failOnLoss {
-			return engine.Planned{}, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: off, Available: -1,
-				Why: "the topic or partition was deleted"}
-		}
-		s.log.Warn("Dropped a Kafka partition that is gone", "topic", tp.topic, "partition", tp.partition, "offset", off)
-		hasData = true // the next offsets drop it
+	spans, hasData, err := s.spans(start, latest, logStarts)
+	if err != nil {
+		return engine.Planned{}, err
 	}
 	if req.Limit && s.maxOffsets > 0 {
 		limit(spans, s.maxOffsets)
@@ -403,6 +376,54 @@ func (s *Source) Plan(ctx context.Context, req engine.PlanRequest) (engine.Plann
 		parts = append(parts, engine.PartitionLag{Topic: tp.topic, Partition: tp.partition, Lag: n})
 	}
 	return engine.Planned{End: end.json(), HasData: hasData, Backlog: engine.Backlog{Lag: &lag, Latest: latest.json(), Partitions: parts}}, nil
+}
+
+// spans are the ranges of the next batch per partition, from start to latest, before any
+// limit: a start offset outside a partition's log (below logStarts, beyond latest) or in a
+// partition that is gone is data loss, an error unless failOnDataLoss is false. dropped says
+// that a partition gone from the cluster is dropped from the offsets.
+func (s *Source) spans(start, latest, logStarts offsets) (spans []span, dropped bool, err error) {
+	for _, tp := range latest.partitions() {
+		hi, _ := latest.get(tp)
+		lo, _ := logStarts.get(tp)
+		from, known := start.get(tp)
+		if !known {
+			from = 0 // a new partition starts at the earliest offset
+		}
+		switch {
+		case from < lo:
+			if s.failOnLoss {
+				return nil, false, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: from, Available: lo,
+					Why: "retention or DeleteRecords removed them"}
+			}
+			from = lo
+		case from > hi && from > lo:
+			if s.failOnLoss {
+				return nil, false, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: from, Available: hi,
+					Why: "was the topic deleted and created again?"}
+			}
+			from = lo
+			hi = max(hi, lo)
+		}
+		spans = append(spans, span{tp: tp, from: from, to: hi})
+	}
+	for _, tp := range start.partitions() {
+		if _, ok := latest.get(tp); ok {
+			continue
+		}
+		if s.until != nil {
+			// Not part of this availableNow run: keep its offset.
+			continue
+		}
+		off, _ := start.get(tp)
+		if s.failOnLoss {
+			return nil, false, &DataLossError{Topic: tp.topic, Partition: tp.partition, From: off, Available: -1,
+				Why: "the topic or partition was deleted"}
+		}
+		s.log.Warn("Dropped a Kafka partition that is gone", "topic", tp.topic, "partition", tp.partition, "offset", off)
+		dropped = true // the next offsets drop it
+	}
+	return spans, dropped, nil
 }
 
 // Read returns the records of the logged range: from req.Start (or the

@@ -157,35 +157,10 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	start := time.Now()
 	sum := engine.Summary{LastCommitted: -1}
 	loc := q.opts.Location
-	records, err := checkpoint.Open(ctx, loc+"/"+RecordsDir, q.opts.OpenOptions...)
-	if err != nil {
-		return sum, fmt.Errorf("open %s/%s: %w", loc, RecordsDir, err)
-	}
-	sparkStore, err := checkpoint.Open(ctx, loc, q.opts.OpenOptions...)
-	if err != nil {
-		return sum, fmt.Errorf("open %s: %w", loc, err)
-	}
 	owner := checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
-	adopted, err := q.adopt(ctx, records, sparkStore)
+	sparkStore, ck, adopted, err := q.claim(ctx, owner)
 	if err != nil {
 		return sum, err
-	}
-	var claimOpts []checkpoint.ClaimOption
-	if adopted != nil {
-		// The records continue Spark's query: its id is the sinks' idempotence key.
-		claimOpts = append(claimOpts, checkpoint.WithQueryID(adopted.spark.Metadata.ID))
-	}
-	ck, err := checkpoint.Claim(ctx, records, owner, claimOpts...)
-	if errors.Is(err, checkpoint.ErrOwnerMismatch) {
-		return sum, fmt.Errorf("%w: %w", engine.ErrRefused, err)
-	}
-	if err != nil {
-		return sum, err
-	}
-	if adopted != nil {
-		if err := adopted.record(ctx, ck, q.spec, sparkStore); err != nil {
-			return sum, err
-		}
 	}
 	id := ck.Metadata().ID
 	sum.QueryID = id
@@ -247,6 +222,44 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 		}
 	}
 	return sum, nil
+}
+
+// claim opens the checkpoint's two stores, takes over a Spark job's checkpoint where
+// Options.Adopt allows it, and claims Lockstep's records for owner. It returns Spark's store,
+// the claimed records, and the adoption (nil when there was nothing to adopt). Another
+// owner's checkpoint is an error wrapping engine.ErrRefused.
+func (q *Query) claim(ctx context.Context, owner checkpoint.Owner) (checkpoint.Store, *checkpoint.Checkpoint, *adoption, error) {
+	loc := q.opts.Location
+	records, err := checkpoint.Open(ctx, loc+"/"+RecordsDir, q.opts.OpenOptions...)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open %s/%s: %w", loc, RecordsDir, err)
+	}
+	sparkStore, err := checkpoint.Open(ctx, loc, q.opts.OpenOptions...)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("open %s: %w", loc, err)
+	}
+	adopted, err := q.adopt(ctx, records, sparkStore)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var claimOpts []checkpoint.ClaimOption
+	if adopted != nil {
+		// The records continue Spark's query: its id is the sinks' idempotence key.
+		claimOpts = append(claimOpts, checkpoint.WithQueryID(adopted.spark.Metadata.ID))
+	}
+	ck, err := checkpoint.Claim(ctx, records, owner, claimOpts...)
+	if errors.Is(err, checkpoint.ErrOwnerMismatch) {
+		return nil, nil, nil, fmt.Errorf("%w: %w", engine.ErrRefused, err)
+	}
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if adopted != nil {
+		if err := adopted.record(ctx, ck, q.spec, sparkStore); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return sparkStore, ck, adopted, nil
 }
 
 // claimSparkMetadata writes Spark's metadata file with the query id of Lockstep's records
@@ -500,6 +513,50 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		return nil
 	}
 	r.last = sp.BatchID
+	p := r.engineProgress(sp)
+	// Lockstep's records mirror the batch after Spark committed it: its offsets (the sources'
+	// end offsets in Spark's JSON), then its commit, so describe and status read them.
+	off := checkpoint.Offsets{BatchID: sp.BatchID, BatchWatermarkMs: p.WatermarkMs, BatchTimestampMs: sp.Timestamp.UnixMilli(),
+		Conf: map[string]string{"runtime": string(v1.RuntimeSpark)}}
+	for _, s := range p.Sources {
+		o := s.EndOffset
+		if o == nil {
+			o = json.RawMessage("null")
+		}
+		off.Sources = append(off.Sources, checkpoint.SourceOffset{Source: s.Name, Offset: o})
+	}
+	if err := r.ck.AddOffsets(ctx, off); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
+		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
+	} else if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
+	}
+	cm := checkpoint.Commit{BatchID: sp.BatchID, NextBatchWatermarkMs: p.WatermarkMs, Progress: checkpoint.Progress{
+		Timestamp: sp.Timestamp, NumInputRows: p.NumInputRows, NumOutputRows: p.NumOutputRows, DurationMs: sp.DurationMs,
+	}}
+	// The sources' progress, with Kafka's lag, is what the status shows per source.
+	for _, s := range p.Sources {
+		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{Source: s.Name, StartOffset: s.StartOffset,
+			EndOffset: s.EndOffset, LatestOffset: s.LatestOffset, NumInputRows: s.NumInputRows, Lag: s.Lag})
+	}
+	if err := r.ck.AddCommit(ctx, cm); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
+		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
+	} else if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
+	}
+	r.sum.Batches++
+	r.sum.NumInputRows += p.NumInputRows
+	r.sum.NumOutputRows += p.NumOutputRows
+	r.sum.LastCommitted = sp.BatchID
+	if o := r.q.opts.Observer; o != nil {
+		o.Committed(p)
+	}
+	return nil
+}
+
+// engineProgress is the engine.Progress of Spark's progress sp: its counts, with the rows the
+// runner counted it wrote, its watermark, its state operators and its sources under their
+// names in the spec.
+func (r *reader) engineProgress(sp sparkProgress) engine.Progress {
 	p := engine.Progress{
 		QueryID:                r.ck.Metadata().ID,
 		Batch:                  sp.BatchID,
@@ -541,43 +598,7 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		}
 		p.Sources = append(p.Sources, src)
 	}
-	// Lockstep's records mirror the batch after Spark committed it: its offsets (the sources'
-	// end offsets in Spark's JSON), then its commit, so describe and status read them.
-	off := checkpoint.Offsets{BatchID: sp.BatchID, BatchWatermarkMs: p.WatermarkMs, BatchTimestampMs: sp.Timestamp.UnixMilli(),
-		Conf: map[string]string{"runtime": string(v1.RuntimeSpark)}}
-	for _, s := range p.Sources {
-		o := s.EndOffset
-		if o == nil {
-			o = json.RawMessage("null")
-		}
-		off.Sources = append(off.Sources, checkpoint.SourceOffset{Source: s.Name, Offset: o})
-	}
-	if err := r.ck.AddOffsets(ctx, off); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
-		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
-	} else if err != nil {
-		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
-	}
-	cm := checkpoint.Commit{BatchID: sp.BatchID, NextBatchWatermarkMs: p.WatermarkMs, Progress: checkpoint.Progress{
-		Timestamp: sp.Timestamp, NumInputRows: p.NumInputRows, NumOutputRows: p.NumOutputRows, DurationMs: sp.DurationMs,
-	}}
-	// The sources' progress, with Kafka's lag, is what the status shows per source.
-	for _, s := range p.Sources {
-		cm.Progress.Sources = append(cm.Progress.Sources, checkpoint.SourceProgress{Source: s.Name, StartOffset: s.StartOffset,
-			EndOffset: s.EndOffset, LatestOffset: s.LatestOffset, NumInputRows: s.NumInputRows, Lag: s.Lag})
-	}
-	if err := r.ck.AddCommit(ctx, cm); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
-		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
-	} else if err != nil {
-		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
-	}
-	r.sum.Batches++
-	r.sum.NumInputRows += p.NumInputRows
-	r.sum.NumOutputRows += p.NumOutputRows
-	r.sum.LastCommitted = sp.BatchID
-	if o := r.q.opts.Observer; o != nil {
-		o.Committed(p)
-	}
-	return nil
+	return p
 }
 
 func nullable(m json.RawMessage) json.RawMessage {

@@ -121,27 +121,45 @@ func (t *translator) call(e celast.Expr) (string, error) {
 	}
 	// x == null and x != null are faithful as IS [NOT] NULL: CEL's null equals only null.
 	if (fn == operators.Equals || fn == operators.NotEquals) && len(args) == 2 && (isNull(args[0]) || isNull(args[1])) {
-		other := args[0]
-		if isNull(other) {
-			other = args[1]
-		}
-		if isNull(other) {
-			return strconv.FormatBool(fn == operators.Equals), nil
-		}
-		s, err := t.expr(other)
-		if err != nil {
-			return "", err
-		}
-		if fn == operators.Equals {
-			return "(" + s + " IS NULL)", nil
-		}
-		return "(" + s + " IS NOT NULL)", nil
+		return t.nullComparison(fn, args)
 	}
 	a, err := t.args(args)
 	if err != nil {
 		return "", err
 	}
-	resT := t.typeOf(e)
+	switch fn {
+	case operators.LogicalAnd, operators.LogicalOr, operators.LogicalNot, operators.Conditional,
+		operators.Equals, operators.NotEquals, operators.Less, operators.LessEquals, operators.Greater, operators.GreaterEquals,
+		operators.Add, operators.Subtract, operators.Multiply, operators.Divide, operators.Modulo, operators.Negate:
+		return t.operator(fn, args, a, t.typeOf(e))
+	case "int", "double", "string", "timestamp", "duration":
+		return t.conversion(fn, args, a)
+	}
+	return t.function(fn, args, a)
+}
+
+// nullComparison translates x == null or x != null (one of args is the null literal).
+func (t *translator) nullComparison(fn string, args []celast.Expr) (string, error) {
+	other := args[0]
+	if isNull(other) {
+		other = args[1]
+	}
+	if isNull(other) {
+		return strconv.FormatBool(fn == operators.Equals), nil
+	}
+	s, err := t.expr(other)
+	if err != nil {
+		return "", err
+	}
+	if fn == operators.Equals {
+		return "(" + s + " IS NULL)", nil
+	}
+	return "(" + s + " IS NOT NULL)", nil
+}
+
+// operator translates a call of a CEL operator whose result has type resT; a are its
+// arguments translated.
+func (t *translator) operator(fn string, args []celast.Expr, a []string, resT *types.Type) (string, error) {
 	switch fn {
 	case operators.LogicalAnd:
 		return "(" + a[0] + " AND " + a[1] + ")", nil
@@ -218,6 +236,14 @@ func (t *translator) call(e celast.Expr) (string, error) {
 			return "try_subtract(0L, " + a[0] + ")", nil
 		}
 		return "(- " + a[0] + ")", nil
+	}
+	return "", unsupported(celFunctionName(fn), "not translated")
+}
+
+// function translates a call of a CEL function other than an operator or a conversion; a are
+// its arguments translated.
+func (t *translator) function(fn string, args []celast.Expr, a []string) (string, error) {
+	switch fn {
 	case "size":
 		if len(args) == 1 && isString(t.typeOf(args[0])) {
 			return "CAST(char_length(" + a[0] + ") AS BIGINT)", nil // code points, as CEL
@@ -247,6 +273,20 @@ func (t *translator) call(e celast.Expr) (string, error) {
 		return "", unsupported("trim()", "CEL trims Unicode white space, Spark's trim only spaces")
 	case "substring", "indexOf", "lastIndexOf", "charAt", "split", "join", "format", "quote", "reverse":
 		return "", unsupported(fn+"()", "not translated yet; docs/spark.md lists what is")
+	}
+	if acc, ok := timeAccessors[fn]; ok {
+		if len(args) != 1 || !isTime(t.typeOf(args[0])) {
+			return "", unsupported(fn+"() with a time zone or on a duration", "only the UTC accessors of a timestamp are translated")
+		}
+		return fmt.Sprintf(acc, a[0]), nil
+	}
+	return "", unsupported(celFunctionName(fn), "not translated")
+}
+
+// conversion translates a call of int(), double(), string(), timestamp() or duration(); a are
+// its arguments translated.
+func (t *translator) conversion(fn string, args []celast.Expr, a []string) (string, error) {
+	switch fn {
 	case "int":
 		at := t.typeOf(args[0])
 		switch {
@@ -295,12 +335,6 @@ func (t *translator) call(e celast.Expr) (string, error) {
 			return durationLiteral(args[0].AsLiteral())
 		}
 		return "", unsupported("duration() of a computed value", "CEL parses Go duration strings (1h30m), Spark its own interval strings")
-	}
-	if acc, ok := timeAccessors[fn]; ok {
-		if len(args) != 1 || !isTime(t.typeOf(args[0])) {
-			return "", unsupported(fn+"() with a time zone or on a duration", "only the UTC accessors of a timestamp are translated")
-		}
-		return fmt.Sprintf(acc, a[0]), nil
 	}
 	return "", unsupported(celFunctionName(fn), "not translated")
 }

@@ -381,23 +381,44 @@ func newKafkaNode(dir string, opts KafkaOptions) (*kafkaNode, error) {
 		return nil, err
 	}
 	users := append([]KafkaCredentials{{KafkaUser, KafkaPassword}}, opts.Users...)
+	props := n.serverProperties(ports[3], keystore, users)
+	if len(opts.ClientCAs) > 0 {
+		trust := filepath.Join(dir, "client-ca.pem")
+		if err := os.WriteFile(trust, opts.ClientCAs, 0o600); err != nil {
+			return nil, err
+		}
+		props = append(props, "ssl.truststore.type=PEM", "ssl.truststore.location="+trust, "ssl.client.auth=required")
+	}
+	props = append(props, opts.Configs...)
+	if err := os.WriteFile(n.path("server.properties"), []byte(strings.Join(props, "\n")+"\n"), 0o600); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(n.path("log4j2.properties"), []byte(kafkaLog4j), 0o600); err != nil {
+		return nil, err
+	}
+	return n, n.format(users)
+}
+
+// serverProperties is the broker's server.properties: a single KRaft node with PLAINTEXT,
+// SASL_SSL and SSL listeners, the users' SASL credentials and the TLS keystore, sized for tests.
+func (n *kafkaNode) serverProperties(controllerPort int, keystore string, users []KafkaCredentials) []string {
 	var plainUsers strings.Builder
 	for _, u := range users {
 		fmt.Fprintf(&plainUsers, " user_%s=%q", u.Name, u.Password)
 	}
 	scram := "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-	props := []string{
+	return []string{
 		"process.roles=broker,controller",
 		"node.id=1",
-		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", ports[3]),
+		fmt.Sprintf("controller.quorum.voters=1@127.0.0.1:%d", controllerPort),
 		"controller.listener.names=CONTROLLER",
 		fmt.Sprintf("listeners=PLAINTEXT://%s,SASL_SSL://%s,SSL://%s,CONTROLLER://127.0.0.1:%d",
-			n.listeners.Addr, n.listeners.SASLAddr, n.listeners.TLSAddr, ports[3]),
+			n.listeners.Addr, n.listeners.SASLAddr, n.listeners.TLSAddr, controllerPort),
 		fmt.Sprintf("advertised.listeners=PLAINTEXT://%s,SASL_SSL://%s,SSL://%s",
 			n.listeners.Addr, n.listeners.SASLAddr, n.listeners.TLSAddr),
 		"inter.broker.listener.name=PLAINTEXT",
 		"listener.security.protocol.map=PLAINTEXT:PLAINTEXT,SASL_SSL:SASL_SSL,SSL:SSL,CONTROLLER:PLAINTEXT",
-		"log.dirs=" + filepath.Join(dir, "data"),
+		"log.dirs=" + filepath.Join(n.dir, "data"),
 		// SASL and TLS.
 		"sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
 		"listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required" +
@@ -431,21 +452,6 @@ func newKafkaNode(dir string, opts KafkaOptions) (*kafkaNode, error) {
 		"log.initial.task.delay.ms=0",
 		"delete.topic.enable=true",
 	}
-	if len(opts.ClientCAs) > 0 {
-		trust := filepath.Join(dir, "client-ca.pem")
-		if err := os.WriteFile(trust, opts.ClientCAs, 0o600); err != nil {
-			return nil, err
-		}
-		props = append(props, "ssl.truststore.type=PEM", "ssl.truststore.location="+trust, "ssl.client.auth=required")
-	}
-	props = append(props, opts.Configs...)
-	if err := os.WriteFile(n.path("server.properties"), []byte(strings.Join(props, "\n")+"\n"), 0o600); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(n.path("log4j2.properties"), []byte(kafkaLog4j), 0o600); err != nil {
-		return nil, err
-	}
-	return n, n.format(users)
 }
 
 // kafkaLog4j keeps the broker's log short: warnings, and the lines of its start and stop.

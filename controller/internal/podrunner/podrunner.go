@@ -158,27 +158,9 @@ func (r *Runner) start(ctx context.Context, d *appsv1.Deployment, hash string) e
 	}
 	p := &proc{pod: name, hash: hash, folder: folder, termPath: filepath.Join(folder, "termination-log"), logPath: filepath.Join(folder, "log"), spec: tmpl.Spec}
 	c := tmpl.Spec.Containers[0]
-	mounts := map[string]string{} // mount path → local folder
-	for _, m := range c.VolumeMounts {
-		local := filepath.Join(folder, "volumes", m.Name)
-		if err := os.MkdirAll(local, 0o755); err != nil {
-			return err
-		}
-		mounts[m.MountPath] = local
-		for _, v := range tmpl.Spec.Volumes {
-			if v.Name != m.Name || v.ConfigMap == nil {
-				continue
-			}
-			var cm corev1.ConfigMap
-			if err := r.c.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: v.ConfigMap.Name}, &cm); err != nil {
-				return fmt.Errorf("volume %s: %w", v.Name, err)
-			}
-			for k, val := range cm.Data {
-				if err := os.WriteFile(filepath.Join(local, k), []byte(val), 0o644); err != nil {
-					return err
-				}
-			}
-		}
+	mounts, err := r.mountVolumes(ctx, d, folder)
+	if err != nil {
+		return err
 	}
 	port, err := freePort()
 	if err != nil {
@@ -234,6 +216,35 @@ func (r *Runner) start(ctx context.Context, d *appsv1.Deployment, hash string) e
 	}
 	r.procs[client.ObjectKeyFromObject(d)] = p
 	return r.report(ctx, d.Namespace, p)
+}
+
+// mountVolumes makes a local folder under folder for each volume that d's container mounts,
+// filled with the data of a ConfigMap volume, and returns the folders by mount path.
+func (r *Runner) mountVolumes(ctx context.Context, d *appsv1.Deployment, folder string) (map[string]string, error) {
+	tmpl := d.Spec.Template
+	mounts := map[string]string{} // mount path → local folder
+	for _, m := range tmpl.Spec.Containers[0].VolumeMounts {
+		local := filepath.Join(folder, "volumes", m.Name)
+		if err := os.MkdirAll(local, 0o755); err != nil {
+			return nil, err
+		}
+		mounts[m.MountPath] = local
+		for _, v := range tmpl.Spec.Volumes {
+			if v.Name != m.Name || v.ConfigMap == nil {
+				continue
+			}
+			var cm corev1.ConfigMap
+			if err := r.c.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: v.ConfigMap.Name}, &cm); err != nil {
+				return nil, fmt.Errorf("volume %s: %w", v.Name, err)
+			}
+			for k, val := range cm.Data {
+				if err := os.WriteFile(filepath.Join(local, k), []byte(val), 0o644); err != nil {
+					return nil, err
+				}
+			}
+		}
+	}
+	return mounts, nil
 }
 
 // exec starts the process.
