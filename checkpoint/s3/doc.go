@@ -29,5 +29,8 @@
 //
 //	store, err := checkpoint.Open(ctx, location, checkpoint.WithS3(s3.Opener()))
 //
+// A source's or sink's data folder, local or on S3, is opened with OpenFolder, which sends no
+// request (the first one tells of a missing bucket or rejected credentials).
+//
 // See docs/checkpoint-format.md for the layout the objects follow.
 package s3

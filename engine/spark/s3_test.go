@@ -16,7 +16,6 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -52,7 +51,7 @@ func testS3(t *testing.T, runner spark.Runner, srv *testenv.S3Server) {
 	runBuiltin(t, ctx, query("lockstep"))
 	sum := runSpark(t, ctx, runner, query("spark"))
 	read := func(name string) []string {
-		folder, err := blob.Open(root+"/out-"+name, srv.Options()...)
+		folder, err := s3.OpenFolder(root+"/out-"+name, srv.Options()...)
 		if err != nil {
 			t.Fatal(err)
 		}
