@@ -10,7 +10,10 @@
 //     Open turns a location ("/path", "file:///path", "s3://bucket/prefix")
 //     into a Store; s3:// needs the opener from checkpoint/s3, passed as a
 //     value with WithS3 (this package cannot import that one, and nothing
-//     registers itself).
+//     registers itself). The same Store serves every location Lockstep
+//     reads or writes: sources' and sinks' data folders (opened with
+//     s3.OpenFolder, which sends no request) and Delta tables too; Visible
+//     leaves out the files their readers skip.
 //
 //   - Checkpoint is the layout of DESIGN.md §3 over a Store: the metadata
 //     (query id, owner, format version), the offsets write-ahead log, the

@@ -25,6 +25,10 @@ const (
 	QueryKey = "query.yaml"
 	// CABundleKey is the ConfigMap key holding the store's CA bundle, when it has one.
 	CABundleKey = "ca.crt"
+	// TrustStoreKey is the ConfigMap key (binary data) holding, for a spark query whose store
+	// has a CA bundle, the bundle and the controller's system CAs as a PKCS#12 trust store
+	// (s3.Settings.TrustStore) for the executors' JVMs: S3A trusts the JVM's trust store only.
+	TrustStoreKey = "truststore.p12"
 	// ConfigMountPath is where the ConfigMap is mounted in the engine container.
 	ConfigMountPath = "/etc/lockstep"
 	// EngineContainer is the name of the engine's container.

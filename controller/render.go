@@ -23,6 +23,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/internal/storeconn"
 )
 
 // Environment variables of the engine container. The S3 ones are checkpoint/s3's, which
@@ -34,7 +35,6 @@ const (
 	EnvS3Endpoint        = s3.EnvEndpoint
 	EnvS3InsecureSkipTLS = s3.EnvInsecureSkipVerify
 	EnvCABundle          = s3.EnvCABundle
-	defaultRegion        = s3.DefaultRegion
 	defaultGracePeriod   = 2 * time.Minute
 	// EngineImageRepository is the repository of released engine images; the default image
 	// is its tag of the controller's own version.
@@ -139,7 +139,8 @@ func EngineQuery(q *v1.StreamingQuery) *v1.StreamingQuery {
 
 // RenderConfigMap returns the ConfigMap that holds the query manifest the engine runs
 // (QueryKey), the store's CA bundle (CABundleKey) when it has one and, for a spark query,
-// the driver's Spark settings (SparkConfKey) and the executors' pod template (ExecutorPodKey).
+// the driver's Spark settings (SparkConfKey), the executors' pod template (ExecutorPodKey)
+// and, with a CA bundle, the executors' trust store (TrustStoreKey, binary data).
 func RenderConfigMap(q *v1.StreamingQuery, store *v1.CheckpointStore, s EngineSettings) (*corev1.ConfigMap, error) {
 	manifest, err := yaml.Marshal(EngineQuery(q))
 	if err != nil {
@@ -155,6 +156,13 @@ func RenderConfigMap(q *v1.StreamingQuery, store *v1.CheckpointStore, s EngineSe
 	}
 	if store != nil && len(store.Spec.S3.CABundle) > 0 {
 		cm.Data[CABundleKey] = string(store.Spec.S3.CABundle)
+		if isSpark(q) {
+			ts, err := storeconn.Connection(storeconn.From{Store: store}).TrustStore()
+			if err != nil {
+				return nil, fmt.Errorf("render the executors' trust store of %s/%s: %w", q.Namespace, q.Name, err)
+			}
+			cm.BinaryData = map[string][]byte{TrustStoreKey: ts}
+		}
 	}
 	if isSpark(q) && store != nil {
 		data, err := sparkConfig(q, store, cm, s)
@@ -348,20 +356,19 @@ func enginePodSecurity() *corev1.PodSecurityContext {
 
 // engineEnv returns the environment of the engine's container, and of a spark query's
 // executors: the store's credentials and every Secret the spec names (secretUses) as
-// references, never values, and the store's S3 settings; and the volumes and mounts of the
+// references, never values, and the store's S3 settings (s3.Settings.Env: the one
+// translation of the settings into variables); and the volumes and mounts of the
 // Secrets whose files are mounted.
 func engineEnv(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.ConfigMap) ([]corev1.EnvVar, []corev1.Volume, []corev1.VolumeMount) {
 	uses := append([]secretUse{storeSecretUse(store)}, secretUses(q.Spec.DeepCopy())...)
 	env := secretEnvVars(uses)
-	env = append(env, corev1.EnvVar{Name: EnvRegion, Value: cmp.Or(store.Spec.S3.Region, defaultRegion)})
-	if e := store.Spec.S3.Endpoint; e != "" {
-		env = append(env, corev1.EnvVar{Name: EnvS3Endpoint, Value: e})
-	}
+	st := storeconn.Connection(storeconn.From{Store: store})
+	st.CABundle = nil // the pod reads it from the ConfigMap's file
 	if _, ok := cm.Data[CABundleKey]; ok {
-		env = append(env, corev1.EnvVar{Name: EnvCABundle, Value: ConfigMountPath + "/" + CABundleKey})
+		st.CAFile = ConfigMountPath + "/" + CABundleKey
 	}
-	if store.Spec.S3.InsecureSkipVerify {
-		env = append(env, corev1.EnvVar{Name: EnvS3InsecureSkipTLS, Value: "true"})
+	for _, e := range st.Env() {
+		env = append(env, corev1.EnvVar{Name: e.Name, Value: e.Value})
 	}
 	vols, mounts := secretVolumes(uses)
 	return env, vols, mounts

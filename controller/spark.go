@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 )
 
 // A query with spec.runtime.spark runs as a Spark application on Kubernetes (docs/spark.md,
@@ -93,6 +95,13 @@ func sparkConfig(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.Con
 	if s.PullPolicy != "" {
 		conf["spark.kubernetes.container.image.pullPolicy"] = string(s.PullPolicy)
 	}
+	if _, ok := cm.BinaryData[TrustStoreKey]; ok {
+		// The executors' JVMs trust the store's CA bundle as the driver's does (engine/spark
+		// gives the driver's JVM its own trust store); the spec's executor options follow, as
+		// Spark would apply them.
+		opts := append(s3.JavaTrustOptions(ConfigMountPath+"/"+TrustStoreKey), v1.JavaOptions(rt.Conf[v1.SparkExecutorJavaOptions])...)
+		conf[v1.SparkExecutorJavaOptions] = strings.Join(opts, " ")
+	}
 	if _, set := rt.Conf[sparkExecutorRequestCores]; !set && rt.Executor.Cores == 0 {
 		// Unsized executors ask for a fraction of a core, as the driver does (see
 		// v1.SparkProcess.CPURequest), rather than Spark's spark.executor.cores whole cores.
@@ -132,7 +141,7 @@ func renderExecutorPod(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 	if _, ok := cm.Data[CABundleKey]; ok {
 		vols = append(vols, corev1.Volume{Name: "query", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name},
-			Items:                []corev1.KeyToPath{{Key: CABundleKey, Path: CABundleKey}},
+			Items:                configItems(cm),
 		}}})
 		mounts = append(mounts, corev1.VolumeMount{Name: "query", MountPath: ConfigMountPath, ReadOnly: true})
 	}
@@ -415,4 +424,14 @@ func (r *QueryReconciler) deleteStaleExecutors(ctx context.Context, o *observati
 			"application", e.Labels[sparkAppSelector], "phase", e.Status.Phase)
 	}
 	return nil
+}
+
+// configItems are the ConfigMap's keys an executor mounts: the CA bundle and, when there is
+// one, the trust store made of it.
+func configItems(cm *corev1.ConfigMap) []corev1.KeyToPath {
+	items := []corev1.KeyToPath{{Key: CABundleKey, Path: CABundleKey}}
+	if _, ok := cm.BinaryData[TrustStoreKey]; ok {
+		items = append(items, corev1.KeyToPath{Key: TrustStoreKey, Path: TrustStoreKey})
+	}
+	return items
 }

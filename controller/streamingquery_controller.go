@@ -379,9 +379,10 @@ func (r *QueryReconciler) apply(ctx context.Context, q *v1.StreamingQuery, o *ob
 			return a, fmt.Errorf("create ConfigMap: %w", err)
 		}
 		log.Info("Created ConfigMap", "configMap", client.ObjectKeyFromObject(cm))
-	} else if !equality.Semantic.DeepEqual(o.configMap.Data, cm.Data) || o.configMap.Annotations[AnnotationGeneration] != cm.Annotations[AnnotationGeneration] {
+	} else if !equality.Semantic.DeepEqual(o.configMap.Data, cm.Data) || !equality.Semantic.DeepEqual(o.configMap.BinaryData, cm.BinaryData) ||
+		o.configMap.Annotations[AnnotationGeneration] != cm.Annotations[AnnotationGeneration] {
 		upd := o.configMap.DeepCopy()
-		upd.Data = cm.Data
+		upd.Data, upd.BinaryData = cm.Data, cm.BinaryData
 		upd.Labels, upd.Annotations = cm.Labels, cm.Annotations
 		// An Update, not a merge patch: it replaces the rendering whole, where a patch from
 		// a stale cached copy could leave a key the new rendering dropped.

@@ -17,9 +17,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -259,7 +259,7 @@ func (tn *tenant) putOrders(file string, first, n int) {
 // its manifest, so only committed batches count.
 func (tn *tenant) sinkRows(path string) (v1.Columns, []engine.Row) {
 	tn.t.Helper()
-	folder, err := blob.Open("s3://"+tn.s3.Bucket+"/"+path, tn.s3.Options()...)
+	folder, err := s3.OpenFolder("s3://"+tn.s3.Bucket+"/"+path, tn.s3.Options()...)
 	if err != nil {
 		tn.t.Fatal(err)
 	}

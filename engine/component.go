@@ -9,7 +9,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 )
 
 // Row is one row: one value per column, in column order. A value is a
@@ -233,7 +232,7 @@ type SinkConstructor func(ctx context.Context, spec *v1.Sink, env SinkEnv) (Sink
 
 // FolderOpener opens the folder at a location: a local path, file:// or
 // s3://bucket/prefix.
-type FolderOpener func(location string) (blob.Folder, error)
+type FolderOpener func(location string) (checkpoint.Store, error)
 
 // Phase names a point in the life of a batch, for WithPhaseHook.
 type Phase string

@@ -44,8 +44,8 @@
 // [PurgingSource], and io.Closer. A query's delivery guarantee is not a
 // component's to declare: [GuaranteeOf] reads it from the planner (package
 // compat), the one place it is decided. The built-in components live in engine/source (files, rate)
-// and engine/sink (files, console); engine/blob reads and writes their local
-// and S3 folders.
+// and engine/sink (files, console); their local and S3 folders are checkpoint
+// Stores, opened with s3.OpenFolder (package checkpoint/s3).
 //
 // # Observing
 //

@@ -18,8 +18,8 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
@@ -87,7 +87,7 @@ func (o *orders) query() *querytest.Query {
 
 func (o *orders) check(t *testing.T) {
 	t.Helper()
-	f, err := blob.Open(o.out)
+	f, err := s3.OpenFolder(o.out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestProcessingTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The rate source's values are consecutive across batches.
-	f, _ := blob.Open(out)
+	f, _ := s3.OpenFolder(out)
 	rows := enginetest.OutputRows(t, f)
 	seen := map[int64]bool{}
 	for _, r := range rows {
@@ -353,7 +353,7 @@ func TestReplayKeepsLoggedTimestampAndRange(t *testing.T) {
 	if _, err := result(); err != nil {
 		t.Fatal(err)
 	}
-	f, _ := blob.Open(out)
+	f, _ := s3.OpenFolder(out)
 	var values []int64
 	for _, r := range enginetest.OutputRows(t, f) {
 		values = append(values, r[1].(int64))
@@ -669,7 +669,7 @@ func TestFilesToFilesExample(t *testing.T) {
 	if sum.Batches != 1 || sum.NumInputRows != 8 || sum.NumOutputRows != 6 {
 		t.Errorf("Summary = %+v, want one batch, 8 rows in, 6 out", sum)
 	}
-	f, _ := blob.Open(out)
+	f, _ := s3.OpenFolder(out)
 	rows := enginetest.OutputRows(t, f)
 	if len(rows) != 6 || rows[0][0] != "o-1001" || rows[0][1] != "DE" || rows[0][2] != 19.99 {
 		t.Errorf("output = %v", rows)
@@ -685,7 +685,7 @@ func TestS3Checkpoint(t *testing.T) {
 		t.Setenv(k, v)
 	}
 	ctx := context.Background()
-	in, _ := blob.Open("s3://" + s.Bucket + "/in")
+	in, _ := s3.OpenFolder("s3://" + s.Bucket + "/in")
 	for i := range 3 {
 		line := fmt.Sprintf(`{"id":"o-%d","country":"fr","amount":%d,"qty":1}`+"\n", i, i)
 		if err := in.Put(ctx, fmt.Sprintf("f%d.json", i), []byte(line)); err != nil {
@@ -697,7 +697,7 @@ func TestS3Checkpoint(t *testing.T) {
 	if sum.Batches != 2 || sum.NumOutputRows != 2 {
 		t.Errorf("Summary = %+v, want 2 batches, 2 rows out", sum)
 	}
-	outF, _ := blob.Open(o.out)
+	outF, _ := s3.OpenFolder(o.out)
 	if rows := enginetest.OutputRows(t, outF); len(rows) != 2 {
 		t.Errorf("output = %v", rows)
 	}
@@ -725,7 +725,7 @@ func TestS3DataOnAnotherServer(t *testing.T) {
 	conn := &v1.S3Connection{Endpoint: dataSrv.URL, Region: dataSrv.Region, CredentialsEnvPrefix: "LAKE_"}
 
 	ctx := context.Background()
-	in, err := blob.Open("s3://"+dataSrv.Bucket+"/in", dataSrv.Options()...)
+	in, err := s3.OpenFolder("s3://"+dataSrv.Bucket+"/in", dataSrv.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -744,14 +744,14 @@ func TestS3DataOnAnotherServer(t *testing.T) {
 	if sum.Batches != 2 || sum.NumOutputRows != 2 {
 		t.Errorf("Summary = %+v, want 2 batches, 2 rows out", sum)
 	}
-	out, err := blob.Open(o.out, dataSrv.Options()...)
+	out, err := s3.OpenFolder(o.out, dataSrv.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if rows := enginetest.OutputRows(t, out); len(rows) != 2 {
 		t.Errorf("output on the data server = %v, want 2 rows", rows)
 	}
-	ckpt, err := blob.Open(o.ckpt, ckptSrv.Options()...)
+	ckpt, err := s3.OpenFolder(o.ckpt, ckptSrv.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
 
@@ -80,7 +80,7 @@ func (e *enrichment) query(refresh *v1.Refresh) *querytest.Query {
 
 func (e *enrichment) output(t *testing.T) []engine.Row {
 	t.Helper()
-	f, err := blob.Open(e.out)
+	f, err := s3.OpenFolder(e.out)
 	if err != nil {
 		t.Fatal(err)
 	}

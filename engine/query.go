@@ -16,7 +16,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/internal/storeconn"
 	"github.com/lockstep-dev/lockstep/plan"
 )
@@ -586,11 +585,11 @@ func (q *Query) s3Options(from storeconn.From) ([]s3.Option, error) {
 // for the sink): with the engine's S3 settings, and its own spec.s3 on top.
 func (q *Query) folderOpener(conn *v1.S3Connection, name string) FolderOpener {
 	opts, err := q.s3Options(storeconn.From{Conn: conn, Name: name})
-	return func(location string) (blob.Folder, error) {
+	return func(location string) (checkpoint.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open %s: %w", location, err)
 		}
-		return blob.Open(location, opts...)
+		return s3.OpenFolder(location, opts...)
 	}
 }
 

@@ -16,8 +16,8 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/state"
 )
@@ -98,7 +98,7 @@ func (e *adEvents) query() *querytest.Query {
 
 func (e *adEvents) output(t *testing.T) []string {
 	t.Helper()
-	f, err := blob.Open(e.out)
+	f, err := s3.OpenFolder(e.out)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,7 +309,7 @@ func TestImpressionsClicksExample(t *testing.T) {
 	if sum.Batches != 3 || sum.NumInputRows != 10 || sum.NumOutputRows != 5 {
 		t.Errorf("Summary = %+v, want 3 batches, 10 rows in, 5 out", sum)
 	}
-	f, _ := blob.Open(out)
+	f, _ := s3.OpenFolder(out)
 	var users []string
 	for _, r := range enginetest.OutputRows(t, f) {
 		users = append(users, fmt.Sprintf("%s clicked=%t", r[1], r[3] != nil))

@@ -16,8 +16,8 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/state"
 )
@@ -112,7 +112,7 @@ func (e *events) query() *querytest.Query {
 
 func (e *events) output(t *testing.T) []engine.Row {
 	t.Helper()
-	f, err := blob.Open(e.out)
+	f, err := s3.OpenFolder(e.out)
 	if err != nil {
 		t.Fatal(err)
 	}

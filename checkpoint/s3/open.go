@@ -98,7 +98,7 @@ func New(bucket, prefix string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("open %s: %w", loc, err)
 	}
 	lookup := minio.BucketLookupAuto
-	if cfg.endpoint != AWSEndpoint {
+	if cfg.settings.PathStyle() {
 		lookup = minio.BucketLookupPath // MinIO, versitygw and most others
 	}
 	client, err := minio.New(host, &minio.Options{

@@ -309,8 +309,8 @@ func newConfig(opts []Option) (*config, error) {
 		edit(&st)
 	}
 	c.settings = st
-	c.endpoint = cmp.Or(st.Endpoint, AWSEndpoint)
-	c.region = cmp.Or(st.Region, DefaultRegion)
+	c.endpoint = st.EndpointOrDefault()
+	c.region = st.RegionOrDefault()
 	c.opTimeout = cmp.Or(st.OperationTimeout, DefaultOperationTimeout)
 	if st.AccessKey != "" {
 		c.creds = credentials.NewStaticV4(st.AccessKey, st.SecretKey, st.SessionToken)
@@ -346,14 +346,10 @@ type transportKey struct {
 // its own tls.Config. It records Retry-After answers for the retry loop.
 func (c *config) transport(secure bool) (http.RoundTripper, error) {
 	var pem []byte
-	switch {
-	case !secure:
-	case len(c.settings.CABundle) > 0:
-		pem = c.settings.CABundle
-	case c.settings.CAFile != "":
+	if secure {
 		var err error
-		if pem, err = os.ReadFile(c.settings.CAFile); err != nil {
-			return nil, fmt.Errorf("read CA bundle: %w", err)
+		if pem, err = c.settings.CAPEM(); err != nil {
+			return nil, err
 		}
 	}
 	if c.tls != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/metrics"
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/internal/storeconn"
 )
 
 // sparkMaster is the Spark setting the controller's conf names the master by.
@@ -74,7 +75,11 @@ func newSparkEngine(obj *v1.StreamingQuery, cfg engineConfig, uiConf map[string]
 // from the environment the controller's pod sets (controller.EnvPodName, EnvPodIP); and the
 // master the file names, "" for local mode.
 func sparkEngineConf(path string, getenv func(string) string) (map[string]string, string, error) {
-	conf := spark.S3AConf(getenv)
+	st, err := storeconn.Resolve(getenv, storeconn.From{})
+	if err != nil {
+		return nil, "", err
+	}
+	conf := spark.S3AConf(st)
 	if path == "" {
 		return conf, "", nil
 	}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 
 	"github.com/lockstep-dev/lockstep/controller"
@@ -45,7 +46,7 @@ func TestSparkEngineConf(t *testing.T) {
 		"spark.hadoop.fs.s3a.endpoint.region":        "us-east-1",
 	}
 	// The S3A settings every s3:// location gets (engine/spark.S3AConf).
-	for k, v := range spark.S3AConf(func(string) string { return "" }) {
+	for k, v := range spark.S3AConf(s3.Settings{}) {
 		if _, ok := want[k]; !ok {
 			want[k] = v
 		}

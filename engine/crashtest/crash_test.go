@@ -18,9 +18,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -108,7 +108,7 @@ func newS3(t *testing.T, perBatch int) *setup {
 // records are filtered out.
 func (s *setup) addInput(n int) {
 	s.t.Helper()
-	f, err := blob.Open(s.in, s.cfg...)
+	f, err := s3.OpenFolder(s.in, s.cfg...)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func (s *setup) finish() {
 
 func (s *setup) output(out string) []engine.Row {
 	s.t.Helper()
-	f, err := blob.Open(out, s.cfg...)
+	f, err := s3.OpenFolder(out, s.cfg...)
 	if err != nil {
 		s.t.Fatal(err)
 	}

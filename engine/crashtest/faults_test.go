@@ -20,8 +20,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -291,7 +291,7 @@ func soakInput(t *testing.T, srv *testenv.S3Server, in string, brokers []string,
 			}
 		}
 	} else {
-		f, err := blob.Open(in, srv.Options()...)
+		f, err := s3.OpenFolder(in, srv.Options()...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -321,7 +321,7 @@ func soakInput(t *testing.T, srv *testenv.S3Server, in string, brokers []string,
 func soakOutput(t *testing.T, sinkKind, loc string, srv *testenv.S3Server) ([]engine.Row, int) {
 	t.Helper()
 	ctx := context.Background()
-	f, err := blob.Open(loc, srv.Options()...)
+	f, err := s3.OpenFolder(loc, srv.Options()...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,8 +14,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
@@ -72,7 +72,7 @@ func newJoinSetup(s *setup) *joinSetup {
 // version v: a new table version.
 func (j *joinSetup) setCustomers(v int) {
 	j.t.Helper()
-	f, err := blob.Open(j.customers, j.cfg...)
+	f, err := s3.OpenFolder(j.customers, j.cfg...)
 	if err != nil {
 		j.t.Fatal(err)
 	}
@@ -90,7 +90,7 @@ func (j *joinSetup) setCustomers(v int) {
 // records the output rows they must produce with the customers' current version.
 func (j *joinSetup) addOrders(n int) {
 	j.t.Helper()
-	f, err := blob.Open(j.in, j.cfg...)
+	f, err := s3.OpenFolder(j.in, j.cfg...)
 	if err != nil {
 		j.t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func (j *joinSetup) runToEnd(ckpt, out string) {
 // output reads the Delta table at out, sorted.
 func (j *joinSetup) output(out string) []engine.Row {
 	j.t.Helper()
-	f, err := blob.Open(out, j.cfg...)
+	f, err := s3.OpenFolder(out, j.cfg...)
 	if err != nil {
 		j.t.Fatal(err)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
 
@@ -56,7 +56,7 @@ func TestNexmarkPhaseKills(t *testing.T) {
 				return Run(t, cmd)
 			}
 			output := func(name string) []engine.Row {
-				f, err := blob.Open(filepath.Join(dir, name+"-out"))
+				f, err := s3.OpenFolder(filepath.Join(dir, name+"-out"))
 				if err != nil {
 					t.Fatal(err)
 				}

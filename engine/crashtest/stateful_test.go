@@ -12,8 +12,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
 
@@ -156,7 +156,7 @@ func (s *statefulSetup) finish() {
 
 func (s *statefulSetup) output(out string) []engine.Row {
 	s.t.Helper()
-	f, err := blob.Open(out)
+	f, err := s3.OpenFolder(out)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -13,9 +13,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -154,7 +154,7 @@ func (s *streamJoinSetup) addInput(n int) {
 			loc  string
 			data []byte
 		}{{s.imps, imps.Bytes()}, {s.clicks, clicks.Bytes()}} {
-			folder, err := blob.Open(side.loc, s.cfg...)
+			folder, err := s3.OpenFolder(side.loc, s.cfg...)
 			if err != nil {
 				s.t.Fatal(err)
 			}
@@ -187,7 +187,7 @@ func (s *streamJoinSetup) runOnce(ckpt, out string, env ...string) Result {
 
 func (s *streamJoinSetup) output(out string) []engine.Row {
 	s.t.Helper()
-	f, err := blob.Open(out, s.cfg...)
+	f, err := s3.OpenFolder(out, s.cfg...)
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -176,7 +176,7 @@ func newUpsertOn(t *testing.T, agg upsertAgg, sinkKind string, srv *testenv.S3Se
 // event is late), ids repeat across files.
 func (u *upsertSetup) addInput(n int) {
 	u.t.Helper()
-	f, err := blob.Open(u.in, u.cfg...)
+	f, err := s3.OpenFolder(u.in, u.cfg...)
 	if err != nil {
 		u.t.Fatal(err)
 	}
@@ -325,7 +325,7 @@ func (u *upsertSetup) checkVersions() []string {
 func localCopy(t testing.TB, loc string, cfg []cks3.Option) string {
 	t.Helper()
 	ctx := context.Background()
-	f, err := blob.Open(loc, cfg...)
+	f, err := s3.OpenFolder(loc, cfg...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,9 +13,10 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
@@ -81,9 +82,9 @@ func newPipeline(t *testing.T, kind string) *pipeline {
 	return p
 }
 
-func (p *pipeline) folder(t testing.TB, loc string) blob.Folder {
+func (p *pipeline) folder(t testing.TB, loc string) checkpoint.Store {
 	t.Helper()
-	f, err := blob.Open(loc, p.cfg...)
+	f, err := s3.OpenFolder(loc, p.cfg...)
 	if err != nil {
 		t.Fatal(err)
 	}

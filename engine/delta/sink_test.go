@@ -7,9 +7,10 @@ import (
 	"testing"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -25,11 +26,11 @@ type tableLocation struct {
 func newTableLocation(t *testing.T, kind string) tableLocation {
 	t.Helper()
 	if kind == "local" {
-		return tableLocation{path: t.TempDir(), open: func(loc string) (blob.Folder, error) { return blob.Open(loc) }}
+		return tableLocation{path: t.TempDir(), open: func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc) }}
 	}
 	srv := testenv.S3(t)
 	cfg := srv.Options()
-	return tableLocation{path: "s3://" + srv.Bucket + "/lake/table", open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }}
+	return tableLocation{path: "s3://" + srv.Bucket + "/lake/table", open: func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc, cfg...) }}
 }
 
 func (l tableLocation) table(t testing.TB) *delta.Table {
@@ -132,7 +133,7 @@ func TestSinkFaults(t *testing.T) {
 	}
 	enginetest.RunSinkFaultsOnS3(t, targets, func(t *testing.T, srv *testenv.S3Server, opts []cks3.Option, n int) enginetest.SinkHarness {
 		l := tableLocation{path: fmt.Sprintf("s3://%s/lake/faults%d", srv.Bucket, n),
-			open: func(loc string) (blob.Folder, error) { return blob.Open(loc, opts...) }}
+			open: func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc, opts...) }}
 		return enginetest.SinkHarness{
 			New: func(t *testing.T) engine.Sink { return newSink(t, l, enginetest.SinkColumns, v1.OutputAppend) },
 			Read: func(t *testing.T) []engine.Row {

@@ -12,8 +12,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 )
@@ -110,7 +110,7 @@ func Step(t testing.TB, c *clocktesting.FakeClock, d time.Duration, timeout time
 
 // OutputRows reads the rows a files sink committed in folder, through the
 // manifest, sorted so that runs compare regardless of batch boundaries.
-func OutputRows(t testing.TB, folder blob.Folder) []engine.Row {
+func OutputRows(t testing.TB, folder checkpoint.Store) []engine.Row {
 	t.Helper()
 	_, rows, err := sink.ReadRows(context.Background(), folder)
 	if err != nil {

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -76,7 +76,7 @@ func produceAvroOrders(t *testing.T, brokers []string, reg testenv.Registry, top
 // deltaOutput reads the Delta table at dir, rows sorted.
 func deltaOutput(t *testing.T, dir string) []engine.Row {
 	t.Helper()
-	f, err := blob.Open(dir)
+	f, err := s3.OpenFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

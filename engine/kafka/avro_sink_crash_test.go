@@ -14,7 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
-	"github.com/lockstep-dev/lockstep/engine/blob"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -40,7 +40,7 @@ spec:
 // a version, and returns the ids a read_committed consumer must see.
 func writeOrderVersions(t *testing.T, dir string, n int) []string {
 	t.Helper()
-	f, err := blob.Open(dir)
+	f, err := s3.OpenFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

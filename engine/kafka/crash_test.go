@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
@@ -161,7 +161,7 @@ func produceOrders(t *testing.T, brokers []string, topic string, partitions int3
 
 func filesOutput(t *testing.T, dir string) []engine.Row {
 	t.Helper()
-	f, err := blob.Open(dir)
+	f, err := s3.OpenFolder(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

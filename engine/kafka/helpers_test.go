@@ -15,8 +15,8 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -128,7 +128,7 @@ func newSource(t *testing.T, spec *v1.Source, dir string, opts ...kafka.Opt) *ka
 	t.Helper()
 	s, err := kafka.SourceWith(opts...)(testContext(t), spec, engine.SourceEnv{
 		Name: spec.Name, QueryID: "q1", Store: sourceStore(t, dir), Logger: testLogger(t),
-		Open: func(loc string) (blob.Folder, error) { return blob.Open(loc) },
+		Open: func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc) },
 	})
 	if err != nil {
 		t.Fatalf("new source: %v", err)

@@ -16,8 +16,8 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
@@ -134,7 +134,7 @@ func TestQueryKafkaToFiles(t *testing.T) {
 // are want, in any order.
 func checkOutputIDs(t *testing.T, out string, want []string) {
 	t.Helper()
-	f, err := blob.Open(out)
+	f, err := s3.OpenFolder(out)
 	if err != nil {
 		t.Fatal(err)
 	}

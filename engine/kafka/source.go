@@ -20,7 +20,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 )
 
 var (
@@ -110,7 +109,7 @@ type Source struct {
 	failOnLoss  bool
 	maxOffsets  int64
 	onMalformed v1.MalformedPolicy
-	deadLetter  blob.Folder
+	deadLetter  checkpoint.Store
 	dec         *decoder
 	// key decodes keys of a keyFormat other than string into _key; nil for string.
 	key   *keyDecoder

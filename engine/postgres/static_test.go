@@ -14,8 +14,8 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/postgres"
 )
@@ -86,7 +86,7 @@ func (s *staticJoin) engine(t *testing.T, q *v1.StreamingQuery, opts ...engine.O
 
 func (s *staticJoin) output(t *testing.T) []engine.Row {
 	t.Helper()
-	f, err := blob.Open(s.out)
+	f, err := s3.OpenFolder(s.out)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/codec"
 )
 
@@ -40,7 +39,7 @@ func FilesSpec() engine.ComponentSpec {
 // Files writes batches into a folder with a manifest log. It is used by one
 // goroutine at a time.
 type Files struct {
-	folder  blob.Folder
+	folder  checkpoint.Store
 	format  v1.FileFormat
 	reached func(engine.Phase, int64)
 	logger  *slog.Logger
@@ -143,7 +142,7 @@ func (f *Files) Committed(ctx context.Context, queryID string, batch int64) (boo
 	case err == nil:
 		f.logger.Info("Skipped a batch already in the manifest", "batch", batch)
 		return true, nil
-	case !errors.Is(err, blob.ErrNotFound):
+	case !errors.Is(err, checkpoint.ErrNotFound):
 		return false, fmt.Errorf("read manifest: %w", err)
 	}
 	return false, nil
@@ -167,7 +166,7 @@ func (f *Files) Commit(ctx context.Context, m Manifest) error {
 		return fmt.Errorf("encode manifest: %w", err)
 	}
 	err = f.folder.Create(ctx, key, append(data, '\n'))
-	if errors.Is(err, blob.ErrExists) {
+	if errors.Is(err, checkpoint.ErrExists) {
 		// Another attempt committed the batch first: its files are the
 		// batch's. Ours are orphans unless the entry names them (it is
 		// ours after all), so delete only what it proves unreferenced.
@@ -232,7 +231,7 @@ func NewAttempt() string {
 
 // ReadManifest returns the manifest entries in folder, ordered by batch
 // time, then query id and batch id.
-func ReadManifest(ctx context.Context, folder blob.Folder) ([]Manifest, error) {
+func ReadManifest(ctx context.Context, folder checkpoint.Store) ([]Manifest, error) {
 	objs, err := folder.List(ctx, ManifestDir+"/")
 	if err != nil {
 		return nil, err
@@ -270,7 +269,7 @@ func ReadManifest(ctx context.Context, folder blob.Folder) ([]Manifest, error) {
 // ReadRows returns the columns and rows of every committed batch in the
 // output at folder, batch after batch as ReadManifest orders them. Files
 // that no manifest entry lists are ignored.
-func ReadRows(ctx context.Context, folder blob.Folder) (v1.Columns, []engine.Row, error) {
+func ReadRows(ctx context.Context, folder checkpoint.Store) (v1.Columns, []engine.Row, error) {
 	ms, err := ReadManifest(ctx, folder)
 	if err != nil {
 		return nil, nil, err

@@ -9,9 +9,10 @@ import (
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -20,7 +21,7 @@ import (
 func TestMain(m *testing.M) { testenv.Main(m) }
 
 func filesHarness(location string, cfg []cks3.Option, format v1.FileFormat) enginetest.SinkHarness {
-	open := func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }
+	open := func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc, cfg...) }
 	return enginetest.SinkHarness{
 		New: func(t *testing.T) engine.Sink {
 			s, err := sink.NewFiles(context.Background(), &v1.Sink{Files: &v1.FilesSink{Path: location, Format: format}},
@@ -65,7 +66,7 @@ func TestFilesSinkS3(t *testing.T) {
 func TestFilesSinkIgnoresUnlistedFiles(t *testing.T) {
 	dir := t.TempDir()
 	h := filesHarness(dir, nil, v1.FormatJSON)
-	f, _ := blob.Open(dir)
+	f, _ := s3.OpenFolder(dir)
 	if err := f.Put(context.Background(), "part-q-00000000000000000000-dead.json", []byte(`{"id":"orphan","n":1}`+"\n")); err != nil {
 		t.Fatal(err)
 	}
@@ -78,13 +79,13 @@ func TestFilesSinkCallsHookBeforeCommit(t *testing.T) {
 	dir := t.TempDir()
 	var reached []engine.Phase
 	s, err := sink.NewFiles(context.Background(), &v1.Sink{Files: &v1.FilesSink{Path: dir}}, engine.SinkEnv{
-		Open:    func(loc string) (blob.Folder, error) { return blob.Open(loc) },
+		Open:    func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc) },
 		Reached: func(p engine.Phase, _ int64) { reached = append(reached, p) },
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, _ := blob.Open(dir)
+	f, _ := s3.OpenFolder(dir)
 	err = s.Write(context.Background(), &engine.Batch{QueryID: "q", ID: 3, Columns: enginetest.SinkColumns, Rows: []engine.Row{{"a", int64(1)}}})
 	if err != nil {
 		t.Fatal(err)

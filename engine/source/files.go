@@ -14,7 +14,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/codec"
 )
 
@@ -56,8 +55,8 @@ type Files struct {
 	queryID string
 	spec    v1.FilesSource
 	policy  v1.MalformedPolicy
-	folder  blob.Folder
-	dead    blob.Folder // nil unless onMalformed is deadLetter
+	folder  checkpoint.Store
+	dead    checkpoint.Store // nil unless onMalformed is deadLetter
 	store   checkpoint.Store
 	dec     *codec.Decoder
 
@@ -132,7 +131,7 @@ func (f *Files) PrepareAvailableNow(ctx context.Context, _ time.Time) error {
 		return err
 	}
 	f.bound = map[string]bool{}
-	for _, o := range blob.Visible(objs) {
+	for _, o := range checkpoint.Visible(objs) {
 		f.bound[o.Key] = true
 	}
 	return nil
@@ -164,8 +163,8 @@ func (f *Files) Plan(ctx context.Context, req engine.PlanRequest) (engine.Planne
 	if err != nil {
 		return engine.Planned{}, err
 	}
-	var fresh []blob.Object
-	for _, o := range blob.Visible(objs) {
+	var fresh []checkpoint.ObjectInfo
+	for _, o := range checkpoint.Visible(objs) {
 		if !f.seen[o.Key] && (f.bound == nil || f.bound[o.Key]) {
 			fresh = append(fresh, o)
 		}
@@ -173,7 +172,7 @@ func (f *Files) Plan(ctx context.Context, req engine.PlanRequest) (engine.Planne
 	if len(fresh) == 0 {
 		return here(), nil
 	}
-	slices.SortFunc(fresh, func(a, b blob.Object) int {
+	slices.SortFunc(fresh, func(a, b checkpoint.ObjectInfo) int {
 		return cmp.Or(a.ModTime.Compare(b.ModTime), strings.Compare(a.Key, b.Key))
 	})
 	take := fresh

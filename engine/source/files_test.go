@@ -14,8 +14,8 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -62,7 +62,7 @@ func (in *input) source(t *testing.T, edit func(*v1.Source)) engine.Source {
 	}
 	s, err := source.NewFiles(context.Background(), spec, engine.SourceEnv{
 		Name: "in", QueryID: "q1", Store: store,
-		Open: func(loc string) (blob.Folder, error) { return blob.Open(loc) },
+		Open: func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -250,9 +250,9 @@ func TestFilesMalformed(t *testing.T) {
 // S3 checkpoint store.
 func TestFilesS3(t *testing.T) {
 	ctx := context.Background()
-	s3 := testenv.S3(t)
-	cfg := s3.Options()
-	in, err := blob.Open("s3://"+s3.Bucket+"/in", cfg...)
+	srv := testenv.S3(t)
+	cfg := srv.Options()
+	in, err := s3.OpenFolder("s3://"+srv.Bucket+"/in", cfg...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,8 +265,8 @@ func TestFilesS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := source.NewFiles(ctx, &v1.Source{Name: "in", Files: &v1.FilesSource{Path: "s3://" + s3.Bucket + "/in", Format: v1.FormatJSON}, Schema: &v1.Schema{Columns: schema}},
-		engine.SourceEnv{Name: "in", QueryID: "q", Store: ck, Open: func(loc string) (blob.Folder, error) { return blob.Open(loc, cfg...) }})
+	s, err := source.NewFiles(ctx, &v1.Source{Name: "in", Files: &v1.FilesSource{Path: "s3://" + srv.Bucket + "/in", Format: v1.FormatJSON}, Schema: &v1.Schema{Columns: schema}},
+		engine.SourceEnv{Name: "in", QueryID: "q", Store: ck, Open: func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc, cfg...) }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/codec"
 )
 
@@ -37,7 +37,7 @@ type filesSnapshot struct {
 // StaticFiles is a folder read as the static side of a join.
 type StaticFiles struct {
 	format v1.FileFormat
-	folder blob.Folder
+	folder checkpoint.Store
 	dec    *codec.Decoder
 }
 
@@ -61,7 +61,7 @@ func (s *StaticFiles) Latest(ctx context.Context) (engine.Snapshot, error) {
 		return nil, err
 	}
 	sn := filesSnapshot{Files: []fileEntry{}}
-	for _, o := range blob.Visible(objs) {
+	for _, o := range checkpoint.Visible(objs) {
 		sn.Files = append(sn.Files, fileEntry{Path: o.Key, Size: o.Size, MtimeMs: o.ModTime.UnixMilli()})
 	}
 	slices.SortFunc(sn.Files, func(a, b fileEntry) int { return strings.Compare(a.Path, b.Path) })

@@ -18,8 +18,9 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/codec"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -377,7 +378,7 @@ func compileHandJob(b *testing.B, runner spark.Runner) string {
 // hand-written job's in the Parquet files its sink's log lists.
 func outputRows(b *testing.B, ctx context.Context, job, out string) int64 {
 	b.Helper()
-	folder, err := blob.Open(out)
+	folder, err := s3.OpenFolder(out)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -395,7 +396,7 @@ func outputRows(b *testing.B, ctx context.Context, job, out string) int64 {
 	cols := v1.Columns{{Name: "auction", Type: v1.TypeLong}, {Name: "bidder", Type: v1.TypeLong}, {Name: "euro", Type: v1.TypeDouble}, {Name: "dateTime", Type: v1.TypeTimestamp}}
 	dec := codec.NewDecoder(cols)
 	var n int64
-	for _, o := range blob.Visible(objs) {
+	for _, o := range checkpoint.Visible(objs) {
 		if !strings.HasSuffix(o.Key, ".parquet") {
 			continue
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
+	"github.com/lockstep-dev/lockstep/internal/storeconn"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -26,7 +27,7 @@ type CompileOptions struct {
 	CheckpointLocation string
 	// AppName names the Spark application (namespace/name).
 	AppName string
-	// Getenv reads the S3 settings (S3AConf); nil: no S3 settings.
+	// Getenv reads the S3 settings (storeconn.Resolve, then S3AConf); nil: no S3 settings.
 	Getenv func(string) string
 	// UnnamedSources leaves the sources unnamed, with source evolution off: the checkpoint is
 	// a Spark job's that named none (sparkckpt.UnnamedSources), and Spark keeps each source's
@@ -197,7 +198,11 @@ func (c *compiler) conf(rt *v1.SparkRuntime, getenv func(string) string) map[str
 		"spark.sql.csv.filterPushdown.enabled":  "false",
 	}
 	if getenv != nil {
-		maps.Copy(conf, S3AConf(getenv))
+		st, err := storeconn.Resolve(getenv, storeconn.From{})
+		if err != nil {
+			c.errs = append(c.errs, field.InternalError(field.NewPath("environment"), err))
+		}
+		maps.Copy(conf, S3AConf(st))
 	}
 	maps.Copy(conf, rt.Conf)
 	return conf

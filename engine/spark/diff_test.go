@@ -16,7 +16,6 @@ import (
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/postgres"
@@ -525,7 +524,7 @@ func readOutput(t *testing.T, ctx context.Context, dir string, isDelta bool, opt
 		rows [][]any
 	)
 	if isDelta {
-		store, err := blob.Open(dir, opts...)
+		store, err := s3.OpenFolder(dir, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -543,7 +542,7 @@ func readOutput(t *testing.T, ctx context.Context, dir string, isDelta bool, opt
 			rows = append(rows, r)
 		}
 	} else {
-		folder, err := blob.Open(dir, opts...)
+		folder, err := s3.OpenFolder(dir, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/internal/storeconn"
 	lplan "github.com/lockstep-dev/lockstep/plan"
@@ -71,11 +71,11 @@ type filesCommitter struct {
 func newFilesCommitter(ctx context.Context, p *lplan.Plan, queryID string, getenv func(string) string, logger *slog.Logger) (*filesCommitter, error) {
 	spec, cols := p.Spec, p.Output()
 	st, stErr := storeconn.Resolve(getenv, storeconn.From{Conn: spec.Sink.S3Connection()})
-	open := func(location string) (blob.Folder, error) {
+	open := func(location string) (checkpoint.Store, error) {
 		if stErr != nil {
 			return nil, stErr
 		}
-		return blob.Open(location, s3.WithSettings(st))
+		return s3.OpenFolder(location, s3.WithSettings(st))
 	}
 	f, err := sink.OpenFiles(ctx, &spec.Sink, engine.SinkEnv{QueryID: queryID, Columns: cols, Open: open, Logger: logger})
 	if err != nil {

@@ -9,8 +9,8 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	"github.com/lockstep-dev/lockstep/engine/blob"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -53,7 +53,7 @@ func TestFilesCommit(t *testing.T) {
 			if len(errs) > 0 {
 				t.Fatal(errs.ToAggregate())
 			}
-			folder, err := blob.Open(out, opts...)
+			folder, err := s3.OpenFolder(out, opts...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func TestFilesCommit(t *testing.T) {
 			if len(ms) != 1 || ms[0].QueryID != "q" || ms[0].BatchID != 0 || len(ms[0].Files) != 1 || ms[0].Files[0] != full || ms[0].Format != v1.FormatJSON {
 				t.Fatalf("manifest = %+v, want batch 0 of q listing %+v", ms, full)
 			}
-			if _, err := folder.Get(ctx, empty.Path); !errors.Is(err, blob.ErrNotFound) {
+			if _, err := folder.Get(ctx, empty.Path); !errors.Is(err, checkpoint.ErrNotFound) {
 				t.Errorf("the data file of no rows is still there (%v): it is listed nowhere", err)
 			}
 			if _, rows, err := sink.ReadRows(ctx, folder); err != nil || len(rows) != 2 {
@@ -122,7 +122,7 @@ func TestFilesCommit(t *testing.T) {
 			if rep := second("commit", 1, lost); !rep.Committed || rep.Error != "" {
 				t.Fatalf("second commit of batch 1 = %+v, want committed (by the first)", rep)
 			}
-			if _, err := folder.Get(ctx, lost.Path); !errors.Is(err, blob.ErrNotFound) {
+			if _, err := folder.Get(ctx, lost.Path); !errors.Is(err, checkpoint.ErrNotFound) {
 				t.Errorf("the losing attempt's file is still there (%v)", err)
 			}
 			if _, rows, err := sink.ReadRows(ctx, folder); err != nil || len(rows) != 3 || rows[2][0] != "c" {

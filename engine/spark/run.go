@@ -312,7 +312,12 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	}
 	defer logFile.Close()
 	mem := q.spec.Runtime.Spark.Driver.MemoryOrDefault()
-	cmd := q.opts.Runner.Command(planPath, mem.Value(), v1.JavaOptions(q.spec.Runtime.Spark.Conf[v1.SparkDriverJavaOptions])...)
+	jvm, err := writeTrustStore(dir, os.Getenv)
+	if err != nil {
+		return err
+	}
+	jvm = append(jvm, v1.JavaOptions(q.spec.Runtime.Spark.Conf[v1.SparkDriverJavaOptions])...)
+	cmd := q.opts.Runner.Command(planPath, mem.Value(), jvm...)
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
 	cmd.Env = append(cmd.Env, runnerSecrets(q.spec, os.Getenv)...)

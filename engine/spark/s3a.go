@@ -1,7 +1,10 @@
 package spark
 
 import (
-	"cmp"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -10,17 +13,20 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
+	"github.com/lockstep-dev/lockstep/internal/storeconn"
 )
 
-// S3AConf maps the S3 settings Lockstep reads (checkpoint/s3's variables, read with getenv)
-// to Spark's S3A settings, so that s3:// locations (s3a:// on Spark) reach the same server with
-// the same identity. It is the one place where that mapping lives.
+// S3AConf maps the S3 settings of the query's locations (those of the environment, as
+// storeconn.Resolve reads them) to Spark's S3A settings, so that s3:// locations (s3a:// on
+// Spark) reach the same server in the same region with the same identity. It and s3Settings
+// (a location's own spec.s3, per bucket) are the one mapping of s3.Settings to S3A; the CA
+// bundle, which S3A has no option for, goes to the JVM as a trust store (s3.Settings.TrustStore, s3.JavaTrustOptions).
 //
 // Credentials never enter the plan: static keys are read by the AWS SDK from the runner's
 // environment (which inherits Lockstep's), web identity from its token file. SDK 2.35's
 // default checksums are turned off, as third-party stores (MinIO, versitygw) need
 // (HADOOP-19654).
-func S3AConf(getenv func(string) string) map[string]string {
+func S3AConf(st s3.Settings) map[string]string {
 	const p = "spark.hadoop.fs.s3a."
 	conf := map[string]string{
 		p + "checksum.generation":               "false",
@@ -28,30 +34,51 @@ func S3AConf(getenv func(string) string) map[string]string {
 		p + "request.md5.header":                "true",
 		p + "change.detection.version.required": "false",
 	}
-	region := getenv(s3.EnvRegion)
-	if region == "" {
-		region = s3.DefaultRegion
-	}
-	conf[p+"endpoint.region"] = region
-	if ep := getenv(s3.EnvEndpoint); ep != "" {
-		conf[p+"endpoint"] = ep
-		conf[p+"path.style.access"] = "true"
-		conf[p+"connection.ssl.enabled"] = boolString(strings.HasPrefix(ep, "https://"))
-	}
+	s3aConnection(conf, p, st)
 	switch {
-	case getenv(s3.EnvAccessKey) != "" && getenv(s3.EnvSecretKey) != "":
+	case st.AccessKey != "":
 		conf[p+"aws.credentials.provider"] = "software.amazon.awssdk.auth.credentials.EnvironmentVariableCredentialsProvider"
-	case getenv(s3.EnvWebIdentityTokenFile) != "":
+	case st.WebIdentityTokenFile != "":
 		conf[p+"aws.credentials.provider"] = "software.amazon.awssdk.auth.credentials.WebIdentityTokenFileCredentialsProvider"
 	}
 	return conf
 }
 
-func boolString(b bool) string {
-	if b {
-		return "true"
+// s3aConnection sets S3A's server settings under the prefix p (all buckets' or one bucket's)
+// from st: the region, always (st.RegionOrDefault, the one default), and for another server
+// than AWS S3 its endpoint, path-style access and TLS, as checkpoint/s3's client reaches it.
+func s3aConnection(conf map[string]string, p string, st s3.Settings) {
+	conf[p+"endpoint.region"] = st.RegionOrDefault()
+	if st.Endpoint != "" {
+		conf[p+"endpoint"] = st.Endpoint
+		conf[p+"path.style.access"] = strconv.FormatBool(st.PathStyle())
+		conf[p+"connection.ssl.enabled"] = strconv.FormatBool(st.Secure())
 	}
-	return "false"
+}
+
+// TrustStoreFile is the name of the trust store (s3.Settings.TrustStore) the runner's JVM is
+// given when the S3 settings name a CA bundle.
+const TrustStoreFile = "truststore.p12"
+
+// writeTrustStore writes the trust store of the environment's S3 settings (read with getenv)
+// into dir and returns the JVM options that make the runner's JVM trust it; none when the
+// settings name no CA bundle. It holds the system's CAs too (s3.Settings.TrustStore). In local
+// mode the driver's JVM is the executors'; on Kubernetes the executors get theirs from the
+// controller.
+func writeTrustStore(dir string, getenv func(string) string) ([]string, error) {
+	st, err := storeconn.Resolve(getenv, storeconn.From{})
+	if err != nil {
+		return nil, err
+	}
+	ts, err := st.TrustStore()
+	if err != nil || ts == nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, TrustStoreFile)
+	if err := os.WriteFile(path, ts, 0o600); err != nil {
+		return nil, fmt.Errorf("write the runner's trust store: %w", err)
+	}
+	return s3.JavaTrustOptions(path), nil
 }
 
 // EnvCredentialsClass is the runner's S3A credentials provider for a bucket with its own S3
@@ -94,12 +121,7 @@ func (c *compiler) s3Settings(p *field.Path, conn *v1.S3Connection, name, locati
 	}
 	c.buckets[bucket] = *conn
 	b := "spark.hadoop.fs.s3a.bucket." + bucket + "."
-	c.sparkConf[b+"endpoint.region"] = cmp.Or(conn.Region, s3.DefaultRegion)
-	if conn.Endpoint != "" {
-		c.sparkConf[b+"endpoint"] = conn.Endpoint
-		c.sparkConf[b+"path.style.access"] = "true"
-		c.sparkConf[b+"connection.ssl.enabled"] = boolString(strings.HasPrefix(conn.Endpoint, "https://"))
-	}
+	s3aConnection(c.sparkConf, b, storeconn.Connection(storeconn.From{Conn: conn}))
 	c.sparkConf[b+"aws.credentials.provider"] = EnvCredentialsClass
 	c.sparkConf[b+strings.TrimPrefix(ConfCredentialsEnvPrefix, "fs.s3a.")] = v1.S3CredentialsEnvPrefix(conn, name)
 }

@@ -51,7 +51,8 @@ func Resolve(getenv func(string) string, from From) (s3.Settings, error) {
 		return s3.Settings{}, err
 	}
 	if c := from.Conn; c != nil {
-		st.Endpoint, st.Region, st.InsecureSkipVerify = c.Endpoint, c.Region, c.InsecureSkipVerify
+		own := Connection(from)
+		st.Endpoint, st.Region, st.InsecureSkipVerify = own.Endpoint, own.Region, own.InsecureSkipVerify
 		st.AccessKey, st.SecretKey, st.SessionToken = "", "", ""
 		prefix := v1.S3CredentialsEnvPrefix(c, from.Name)
 		if id, secret := getenv(prefix+s3.EnvAccessKey), getenv(prefix+s3.EnvSecretKey); id != "" && secret != "" {
@@ -72,13 +73,25 @@ func storeSettings(store *v1.CheckpointStore, data map[string][]byte) (s3.Settin
 	if len(spec.S3.CABundle) > 0 && !x509.NewCertPool().AppendCertsFromPEM(spec.S3.CABundle) {
 		return s3.Settings{}, fmt.Errorf("%w: CheckpointStore %s: caBundle holds no PEM certificate", ErrIncomplete, store.Name)
 	}
-	return s3.Settings{
-		Endpoint:           spec.S3.Endpoint,
-		Region:             spec.S3.Region,
-		AccessKey:          id,
-		SecretKey:          key,
-		SessionToken:       string(data[s3.EnvSessionToken]),
-		CABundle:           spec.S3.CABundle,
-		InsecureSkipVerify: spec.S3.InsecureSkipVerify,
-	}, nil
+	st := Connection(From{Store: store})
+	st.AccessKey, st.SecretKey, st.SessionToken = id, key, string(data[s3.EnvSessionToken])
+	return st, nil
+}
+
+// Connection returns the settings a store or a connection gives by itself, without
+// credentials and without the environment: a CheckpointStore's endpoint, region, CA bundle
+// and TLS verification, or a spec.s3's endpoint, region and TLS verification; the zero
+// Settings for the environment alone. The controller derives the engine pod's environment
+// from a store's (s3.Settings.Env), its keys going by reference to the Secret; the Spark
+// runtime derives S3A's per-bucket settings from a connection's.
+func Connection(from From) s3.Settings {
+	switch {
+	case from.Store != nil:
+		spec := from.Store.Spec.S3
+		return s3.Settings{Endpoint: spec.Endpoint, Region: spec.Region, CABundle: spec.CABundle, InsecureSkipVerify: spec.InsecureSkipVerify}
+	case from.Conn != nil:
+		c := from.Conn
+		return s3.Settings{Endpoint: c.Endpoint, Region: c.Region, InsecureSkipVerify: c.InsecureSkipVerify}
+	}
+	return s3.Settings{}
 }

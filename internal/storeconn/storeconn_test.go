@@ -100,3 +100,27 @@ func TestResolveRefuses(t *testing.T) {
 		t.Errorf("Resolve with %s=soon = nil error, want one", s3.EnvOperationTimeout)
 	}
 }
+
+// Connection is what a store or a connection says by itself: no credentials, nothing from the
+// environment.
+func TestConnection(t *testing.T) {
+	store := &v1.CheckpointStore{Spec: v1.CheckpointStoreSpec{
+		CredentialsSecretName: "s3-credentials",
+		S3:                    v1.S3Store{Bucket: "ckpts", Endpoint: "https://minio:9000", Region: "r1", CABundle: []byte("pem"), InsecureSkipVerify: true},
+	}}
+	for _, tc := range []struct {
+		name string
+		from storeconn.From
+		want s3.Settings
+	}{
+		{"environment", storeconn.From{}, s3.Settings{}},
+		{"store", storeconn.From{Store: store, Secret: map[string][]byte{"AWS_ACCESS_KEY_ID": []byte("id")}},
+			s3.Settings{Endpoint: "https://minio:9000", Region: "r1", CABundle: []byte("pem"), InsecureSkipVerify: true}},
+		{"connection", storeconn.From{Conn: &v1.S3Connection{Endpoint: "https://lake", Region: "us-west-2", CredentialsEnvPrefix: "LAKE_"}, Name: "orders"},
+			s3.Settings{Endpoint: "https://lake", Region: "us-west-2"}},
+	} {
+		if diff := cmp.Diff(tc.want, storeconn.Connection(tc.from)); diff != "" {
+			t.Errorf("%s: Connection (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}

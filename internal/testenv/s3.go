@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"os"
@@ -25,32 +26,52 @@ type S3Server struct {
 	SecretKey string
 	Region    string
 	Bucket    string
+	// CAFile is a PEM file of the CA that signed the server's certificate, for an https:// URL
+	// (S3TLS); empty for plain HTTP.
+	CAFile string
 }
 
 // Env returns the environment variables that point Lockstep at this server.
 func (s *S3Server) Env() []string {
-	return []string{
+	env := []string{
 		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
 		"AWS_SECRET_ACCESS_KEY=" + s.SecretKey,
 		"AWS_REGION=" + s.Region,
 		"LOCKSTEP_S3_ENDPOINT=" + s.URL,
 	}
+	if s.CAFile != "" {
+		env = append(env, "AWS_CA_BUNDLE="+s.CAFile)
+	}
+	return env
 }
 
 // Options returns the options that point package checkpoint/s3 (and so every
 // S3 location of the engine) at this server.
 func (s *S3Server) Options() []s3.Option {
-	return []s3.Option{s3.WithEndpoint(s.URL), s3.WithRegion(s.Region), s3.WithCredentials(s.AccessKey, s.SecretKey, "")}
+	opts := []s3.Option{s3.WithEndpoint(s.URL), s3.WithRegion(s.Region), s3.WithCredentials(s.AccessKey, s.SecretKey, "")}
+	if s.CAFile != "" {
+		opts = append(opts, s3.WithCA(s.CAFile))
+	}
+	return opts
 }
 
 // Client returns a minio-go client for the server, for test set-up and checks.
 func (s *S3Server) Client(t testing.TB) *minio.Client {
 	t.Helper()
-	c, err := minio.New(s.Endpoint, &minio.Options{
+	opts := &minio.Options{
 		Creds:  credentials.NewStaticV4(s.AccessKey, s.SecretKey, ""),
 		Region: s.Region,
 		Secure: strings.HasPrefix(s.URL, "https://"),
-	})
+	}
+	if s.CAFile != "" {
+		tr, err := minio.DefaultTransport(true)
+		if err != nil {
+			t.Fatalf("s3 client for %s: %v", s.URL, err)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: caPool(t, s.CAFile), MinVersion: tls.VersionTLS12}
+		opts.Transport = tr
+	}
+	c, err := minio.New(s.Endpoint, opts)
 	if err != nil {
 		t.Fatalf("s3 client for %s: %v", s.URL, err)
 	}
