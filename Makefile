@@ -10,7 +10,7 @@ TOOLS_BIN := $(LOCKSTEP_TOOLS)/bin
 # servers, envtest, pods), and a third keeps the cores busy meanwhile. engine/spark runs real
 # Spark (the oracle, the differential corpus, the driver-kill test): about 15 minutes on its
 # own on a busy 2-core machine, so a package may take 45.
-GO_TEST_FLAGS ?= -race -timeout 45m -p 3
+GO_TEST_FLAGS ?= -race -timeout 60m -p 3
 PKGS ?= ./...
 # go test starts the packages in the order it is given them (one named twice runs once): with
 # PKGS=./... the longest go first. In ./...'s own order engine/spark started among the last and
@@ -49,7 +49,7 @@ test: ## Build the test tools, then run every test against the real services; wi
 # The real-node suite (e2e/, build tag e2e): needs root. -count=1 because it builds the image
 # from the checkout, which Go's test cache cannot see; -race because the other test binaries
 # are built so, and one set of flags compiles the dependencies once.
-E2E_FLAGS ?= -race -count=1 -timeout 45m -parallel 9
+E2E_FLAGS ?= -race -count=1 -timeout 60m -parallel 9
 e2e: tools ## Build the tools, then run the end-to-end suite on a real node (kubelet, containerd; needs root).
 	go test -tags e2e $(E2E_FLAGS) ./e2e/
 
