@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/minio/minio-go/v7"
+	"github.com/spf13/cobra"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
@@ -36,7 +37,11 @@ func testPlanOptions() planOptions { return planOptions{} }
 // runPlan runs lockstep plan with args and returns its standard output, exit code and error.
 func runPlan(t *testing.T, o planOptions, args ...string) (string, int, error) {
 	t.Helper()
-	cmd := planCommand(o)
+	return runCobra(planCommand(o), args...)
+}
+
+// runCobra runs cmd with args and returns its standard output, exit code and error.
+func runCobra(cmd *cobra.Command, args ...string) (string, int, error) {
 	var out bytes.Buffer
 	cmd.SetOut(&out)
 	cmd.SetErr(io.Discard)

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,12 +19,7 @@ import (
 func TestCheckpointRebuild(t *testing.T) {
 	root, files := t.TempDir(), rebuildFiles
 	setup, query := rebuildFixture(t, root)
-
-	// The uninterrupted run of the new query: 3 files, then the 4th.
-	ref := setup("ref", 3)
-	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
-	addFile(t, ref.in, 3, files[3])
-	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
+	ref := uninterrupted(t, setup, query)
 
 	d := setup("rebuilt", 3)
 	mustRun(t, "run", "-f", query(d, "v1.yaml", false))
@@ -71,10 +64,7 @@ func TestCheckpointRebuild(t *testing.T) {
 func TestRunRebuildsOnIncompatibleChange(t *testing.T) {
 	root, files := t.TempDir(), rebuildFiles
 	setup, query := rebuildFixture(t, root)
-	ref := setup("ref", 3)
-	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
-	addFile(t, ref.in, 3, files[3])
-	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
+	ref := uninterrupted(t, setup, query)
 
 	d := setup("rebuilt", 3)
 	mustRun(t, "run", "-f", query(d, "v1.yaml", false))
@@ -147,6 +137,16 @@ func rebuildFixture(t *testing.T, root string) (func(string, int) rebuildDirs, f
 	return setup, query
 }
 
+// uninterrupted runs the new query from the start: over 3 files, then the 4th.
+func uninterrupted(t *testing.T, setup func(string, int) rebuildDirs, query func(rebuildDirs, string, bool) string) rebuildDirs {
+	t.Helper()
+	ref := setup("ref", 3)
+	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
+	addFile(t, ref.in, 3, rebuildFiles[3])
+	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
+	return ref
+}
+
 func addFile(t *testing.T, dir string, i int, rows string) {
 	t.Helper()
 	name := filepath.Join(dir, fmt.Sprintf("orders-%d.json", i))
@@ -169,21 +169,7 @@ func mustRun(t *testing.T, args ...string) {
 // runCLI runs lockstep with args and returns its standard output, exit code and error.
 func runCLI(t *testing.T, args ...string) (string, int, error) {
 	t.Helper()
-	cmd := newRootCommand()
-	var out bytes.Buffer
-	cmd.SetOut(&out)
-	cmd.SetErr(&bytes.Buffer{})
-	cmd.SetArgs(args)
-	cmd.SilenceUsage, cmd.SilenceErrors = true, true
-	code, err := exitOK, cmd.ExecuteContext(t.Context())
-	if err != nil {
-		code = exitFailure
-		var ee *exitError
-		if errors.As(err, &ee) {
-			code = ee.code
-		}
-	}
-	return out.String(), code, err
+	return runCobra(newRootCommand(), args...)
 }
 
 // newest reads the files sink's data file of the newest batch in dir (part-<query id>-<batch>-<attempt>).
