@@ -33,7 +33,7 @@ spec:
   - watermark: {column: timestamp, delay: 2s}
   - aggregate:
       groupBy: [{window: {column: timestamp, duration: %s}}]
-      aggregates: [{name: n, function: count}]
+      aggregates: [{name: ticks, function: count}]
   sink:
     files: {path: %s, format: json}
   outputMode: append
