@@ -2,6 +2,7 @@ package plan
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -80,7 +81,7 @@ func join(s *v1.StreamingQuerySpec, p *field.Path, j *v1.Join, cur flowState, c 
 		}
 	}
 	if next.known {
-		for _, c := range j.Output(cur.cols, right) {
+		for _, c := range joinOutput(j, cur.cols, right) {
 			next.cols = append(next.cols, c.Column)
 			if c.Side == v1.SideLeft && cur.watermark != "" && cur.cols[c.Index].Name == cur.watermark && next.watermark == "" {
 				next.watermark = c.Name
@@ -113,4 +114,42 @@ func streamSide(s *v1.StreamingQuerySpec, p *field.Path, st *v1.StreamSide, c *c
 	}
 	*errs = append(*errs, rs.timestampColumn(p.Child("watermark", "column"), st.Watermark.Column)...)
 	return rs.cols, rs.known
+}
+
+// OutputColumn is one column of a join's output: its name, type, and where it comes from.
+type OutputColumn struct {
+	v1.Column
+	// Side and Index say which side's column it is, by index in that side's columns.
+	Side  v1.JoinSide
+	Index int
+}
+
+// joinOutput returns the output columns of the join j given the columns of both sides:
+// Select's, or every left column then every right column renamed by the prefixes. A leftSemi
+// join yields no right column. A column a side does not have is left out; name clashes are not
+// checked (validation does).
+func joinOutput(j *v1.Join, left, right v1.Columns) []OutputColumn {
+	var out []OutputColumn
+	if j.EffectiveType() == v1.JoinLeftSemi {
+		right = nil
+	}
+	if len(j.Select) > 0 {
+		for _, c := range j.Select {
+			cols := left
+			if c.Side == v1.SideRight {
+				cols = right
+			}
+			if k := slices.IndexFunc(cols, func(x v1.Column) bool { return x.Name == c.Column }); k >= 0 {
+				out = append(out, OutputColumn{Column: v1.Column{Name: c.OutputName(), Type: cols[k].Type}, Side: c.Side, Index: k})
+			}
+		}
+		return out
+	}
+	for k, c := range left {
+		out = append(out, OutputColumn{Column: v1.Column{Name: j.LeftPrefix + c.Name, Type: c.Type}, Side: v1.SideLeft, Index: k})
+	}
+	for k, c := range right {
+		out = append(out, OutputColumn{Column: v1.Column{Name: j.RightPrefix + c.Name, Type: c.Type}, Side: v1.SideRight, Index: k})
+	}
+	return out
 }

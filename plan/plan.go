@@ -93,7 +93,7 @@ type Step struct {
 	RightSteps []SideStep
 	// JoinOutput are a join's output columns, each with the side (In or Right) and the index
 	// there of the column it takes.
-	JoinOutput []v1.OutputColumn
+	JoinOutput []OutputColumn
 	// JoinName names a join (v1.StreamingQuerySpec.JoinNames): its state folder, its static
 	// snapshot's key in the offsets, its S3 credentials' variables.
 	JoinName string
@@ -246,7 +246,7 @@ func build(s *v1.StreamingQuerySpec, flow []FlowPoint, c *compiler) (*Plan, fiel
 // compiled.
 func joinStep(c *compiler, s *v1.StreamingQuerySpec, st *Step) *field.Error {
 	j := st.Spec.Join
-	st.JoinOutput = j.Output(st.In, st.Right)
+	st.JoinOutput = joinOutput(j, st.In, st.Right)
 	if j.Stream == nil {
 		return nil
 	}

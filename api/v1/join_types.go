@@ -325,44 +325,6 @@ func (j *Join) RightColumns(spec *StreamingQuerySpec) (Columns, bool) {
 	return nil, false
 }
 
-// OutputColumn is one column of a join's output: its name, type, and where it comes from.
-type OutputColumn struct {
-	Column
-	// Side and Index say which side's column it is, by index in that side's columns.
-	Side  JoinSide
-	Index int
-}
-
-// Output returns the join's output columns given the columns of both sides: Select's, or
-// every left column then every right column renamed by the prefixes. A leftSemi join yields no
-// right column. A column a side does not have is left out; name clashes are not checked
-// (validation does).
-func (j *Join) Output(left, right Columns) []OutputColumn {
-	var out []OutputColumn
-	if j.EffectiveType() == JoinLeftSemi {
-		right = nil
-	}
-	if len(j.Select) > 0 {
-		for _, c := range j.Select {
-			cols := left
-			if c.Side == SideRight {
-				cols = right
-			}
-			if k := slices.IndexFunc(cols, func(x Column) bool { return x.Name == c.Column }); k >= 0 {
-				out = append(out, OutputColumn{Column: Column{Name: c.OutputName(), Type: cols[k].Type}, Side: c.Side, Index: k})
-			}
-		}
-		return out
-	}
-	for k, c := range left {
-		out = append(out, OutputColumn{Column: Column{Name: j.LeftPrefix + c.Name, Type: c.Type}, Side: SideLeft, Index: k})
-	}
-	for k, c := range right {
-		out = append(out, OutputColumn{Column: Column{Name: j.RightPrefix + c.Name, Type: c.Type}, Side: SideRight, Index: k})
-	}
-	return out
-}
-
 // EffectiveType returns the join's type, inner when it is not set.
 func (j *Join) EffectiveType() JoinType {
 	if j.Type == "" {
