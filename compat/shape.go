@@ -292,7 +292,7 @@ func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 			sh.Joins = append(sh.Joins, joinShape(st.JoinName(len(sh.Joins)), st.Join, in, ps.Right, from))
 			next := map[string]string{}
 			right := ps.Right
-			for _, oc := range st.Join.Output(in, right) {
+			for _, oc := range ps.JoinOutput {
 				if oc.Side == v1.SideLeft {
 					next[oc.Name] = from[in[oc.Index].Name]
 				} else {

@@ -30,7 +30,7 @@ type staticJoinStep struct {
 	keyType v1.ColumnType
 	// fromLeft and fromRight say which output columns come from which side's columns.
 	fromLeft, fromRight []columnCopy
-	out                 []v1.OutputColumn
+	out                 []plan.OutputColumn
 	every               time.Duration
 	onNew               bool
 

@@ -70,14 +70,9 @@ func CompileDuration(env *cel.Env, expr string) (*cel.Ast, error) {
 	return ast, nil
 }
 
-// Expressions is the CEL checker of [v1.Expressions]: what api/v1's validation calls for
-// every filter and select expression.
-var Expressions v1.Expressions = celChecker{}
-
 // A compiler compiles the expressions of one spec, each once: validation, the flow and the
 // plan ask it for the same expressions over the same columns (a spec's trip through Compile
-// used to compile each three times). It implements v1.Expressions. Not safe for concurrent
-// use; one serves one Build.
+// used to compile each three times). Not safe for concurrent use; one serves one Build.
 type compiler struct {
 	envs map[string]*cel.Env
 	asts map[string]compiled
@@ -140,62 +135,35 @@ func (c *compiler) compile(kind string, cols v1.Columns, expr string) compiled {
 	return r
 }
 
-func (c *compiler) CheckFilter(cols v1.Columns, known bool, expr string) error {
+// checkFilter reports why expr is not a filter (a bool expression) over cols. A column of
+// type "" is of unknown type (hidden by an earlier error): an expression using it is not
+// wrong for that. With known false the columns are unknown and expr is only parsed.
+func (c *compiler) checkFilter(cols v1.Columns, known bool, expr string) error {
 	if !known {
-		return celChecker{}.CheckFilter(cols, known, expr)
+		return c.parse(expr)
 	}
 	return c.compile("filter", cols, expr).err
 }
 
-func (c *compiler) CheckProjection(cols v1.Columns, known bool, expr string) (v1.ColumnType, error) {
+// checkProjection returns the column type expr yields over cols, "" when it cannot be known
+// (a column of unknown type, or known false), and why expr is not a projection.
+func (c *compiler) checkProjection(cols v1.Columns, known bool, expr string) (v1.ColumnType, error) {
 	if !known {
-		return celChecker{}.CheckProjection(cols, known, expr)
+		return "", c.parse(expr)
 	}
 	r := c.compile("projection", cols, expr)
 	return r.typ, r.err
 }
 
-type celChecker struct{}
-
-func (celChecker) CheckFilter(cols v1.Columns, known bool, expr string) error {
-	env, dyn, err := checkEnv(cols, known)
+// parse reports why expr does not parse, in an environment without variables: the columns
+// are not known.
+func (c *compiler) parse(expr string) error {
+	env, err := c.env(nil)
 	if err != nil {
 		return err
 	}
-	if !known {
-		_, iss := env.Parse(expr)
-		return iss.Err()
-	}
-	_, err = compileFilter(env, expr, dyn)
-	return err
-}
-
-func (celChecker) CheckProjection(cols v1.Columns, known bool, expr string) (v1.ColumnType, error) {
-	env, dyn, err := checkEnv(cols, known)
-	if err != nil {
-		return "", err
-	}
-	if !known {
-		_, iss := env.Parse(expr)
-		return "", iss.Err()
-	}
-	_, t, err := compileProjection(env, expr, dyn)
-	return t, err
-}
-
-// checkEnv returns the environment of cols, or one without variables that can still parse
-// when the columns are not known, and whether some column's type is unknown (so that an
-// expression using it may yield dyn without being wrong).
-func checkEnv(cols v1.Columns, known bool) (*cel.Env, bool, error) {
-	if !known {
-		cols = nil
-	}
-	dyn := false
-	for _, c := range cols {
-		dyn = dyn || c.Type == ""
-	}
-	env, err := Env(cols)
-	return env, dyn, err
+	_, iss := env.Parse(expr)
+	return iss.Err()
 }
 
 func compileFilter(env *cel.Env, expr string, allowDyn bool) (*cel.Ast, error) {

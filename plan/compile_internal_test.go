@@ -7,7 +7,7 @@ import (
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 )
 
-// TestEachExpressionCompiledOnce: validation, the flow and the plan ask one compiler for the
+// TestEachExpressionCompiledOnce: validation (which follows the flow) and the plan ask one compiler for the
 // same expressions, and it compiles each once (a spec's trip through a runtime's constructor
 // used to compile each three times). The plan's ASTs are the ones validation compiled.
 func TestEachExpressionCompiledOnce(t *testing.T) {
@@ -19,19 +19,20 @@ func TestEachExpressionCompiledOnce(t *testing.T) {
 		FilesSink("/out", v1.FormatJSON).Obj()
 	q.Default()
 	c := newCompiler()
-	if errs := q.Validate(c); len(errs) > 0 {
+	fl, errs := validateQuery(q, c)
+	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	compiled := len(c.asts)
 	if compiled != 4 {
 		t.Fatalf("validation compiled %d expressions, want the 4 of the spec", compiled)
 	}
-	p, errs := build(&q.Spec, c)
+	p, errs := build(&q.Spec, fl.points(), c)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
 	if len(c.asts) != compiled {
-		t.Errorf("the flow and the plan compiled %d more expressions, want none", len(c.asts)-compiled)
+		t.Errorf("the plan compiled %d more expressions, want none", len(c.asts)-compiled)
 	}
 	if got, want := p.Steps[0].Filter.AST, c.compile("filter", p.Steps[0].In, "qty > 0").ast; got != want {
 		t.Error("the plan's filter is not the AST validation compiled")

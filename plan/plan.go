@@ -1,13 +1,16 @@
 // Package plan builds the typed logical plan of a StreamingQuery once: the columns flowing
 // into every step, each filter and select expression compiled and type-checked, the event-time
 // column at every step, the stateful operators with their checkpoint names, and each join's
-// right-side columns, compiled right-side transform and output columns. Validation, the
-// planner's shape (compat), the built-in engine and the Spark compiler (engine/spark, which
-// translates the compiled expressions and takes the flow from here) read this plan instead of
-// re-deriving it from the spec.
+// right-side columns, compiled right-side transform and output columns. The planner's shape
+// (compat), the built-in engine and the Spark compiler (engine/spark, which translates the
+// compiled expressions and takes the flow from here) read this plan instead of re-deriving it
+// from the spec.
 //
-// api/v1 keeps the types, the defaults and the validation that needs no expression compiler;
-// this package owns CEL ([Env], [Expressions]): a client of the API types does not link cel-go.
+// It is also where a spec is validated ([Validate], [ValidateSpec], [Compile], [Build]):
+// api/v1 keeps the types, the defaults and the validation of the fields by themselves
+// (v1.StreamingQuerySpec.Validate); this package adds what following the rows through the
+// query shows (flow.go, join_flow.go: columns, types, event time, expressions). It owns CEL
+// ([Env]): a client of the API types does not link cel-go.
 package plan
 
 import (
@@ -22,19 +25,38 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
 
-// Validate returns every problem of q, each with its field path: api/v1's validation with
-// the CEL checker.
-func Validate(q *v1.StreamingQuery) field.ErrorList { return q.Validate(Expressions) }
+// Validate returns every problem of q, each with its field path: api/v1's validation of its
+// fields (its name included), then the problems that following the columns through the
+// query shows (see [ValidateSpec]).
+func Validate(q *v1.StreamingQuery) field.ErrorList {
+	_, errs := validateQuery(q, newCompiler())
+	return errs
+}
 
-// ValidateSpec returns every problem of spec, each with its field path under "spec".
-func ValidateSpec(spec *v1.StreamingQuerySpec) field.ErrorList { return spec.Validate(Expressions) }
+// ValidateSpec returns every problem of spec, each with its field path under "spec": api/v1's
+// validation of its fields ([v1.StreamingQuerySpec.Validate]), then what following the rows
+// through the query shows: that the sources agree on their columns, that every column a step
+// or the sink names exists there with the type it needs, that every CEL expression compiles
+// and type-checks against the columns flowing into its step, and where the event time
+// flows (a watermark before each window, session and stream join; append mode after an
+// aggregate).
+func ValidateSpec(spec *v1.StreamingQuerySpec) field.ErrorList {
+	_, errs := validate(spec, newCompiler())
+	return errs
+}
+
+// validateQuery is validate with q's name.
+func validateQuery(q *v1.StreamingQuery, c *compiler) (*flowResult, field.ErrorList) {
+	fl := follow(&q.Spec, field.NewPath("spec"), c)
+	return fl, append(q.Validate(), fl.errs...)
+}
 
 // Plan is the typed logical plan of a valid spec.
 type Plan struct {
 	// Spec is the defaulted copy of the spec the plan was built from.
 	Spec *v1.StreamingQuerySpec
 	// Flow[i] is what flows into Spec.Transform[i]; the last element what the sink receives.
-	Flow []v1.FlowPoint
+	Flow []FlowPoint
 	// Steps[i] is Spec.Transform[i], compiled.
 	Steps []Step
 }
@@ -54,7 +76,7 @@ type Step struct {
 	In  v1.Columns
 	Env *cel.Env
 	// EventTime is the watermark's column flowing into the step, "" if none; WindowTime
-	// reports that it is an earlier aggregate's window_end (v1.FlowPoint.WindowTime).
+	// reports that it is an earlier aggregate's window_end (FlowPoint.WindowTime).
 	EventTime  string
 	WindowTime bool
 	// Filter is a filter step's expression.
@@ -71,7 +93,7 @@ type Step struct {
 	RightSteps []SideStep
 	// JoinOutput are a join's output columns, each with the side (In or Right) and the index
 	// there of the column it takes.
-	JoinOutput []v1.OutputColumn
+	JoinOutput []OutputColumn
 	// JoinName names a join (v1.StreamingQuerySpec.JoinNames): its state folder, its static
 	// snapshot's key in the offsets, its S3 credentials' variables.
 	JoinName string
@@ -130,10 +152,11 @@ func Build(spec *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 	s := spec.DeepCopy()
 	s.Default()
 	c := newCompiler()
-	if errs := s.Validate(c); len(errs) > 0 {
+	fl, errs := validate(s, c)
+	if len(errs) > 0 {
 		return nil, errs
 	}
-	return build(s, c)
+	return build(s, fl.points(), c)
 }
 
 // Compile validates q, which the caller has defaulted, and builds the plan of its spec, as a
@@ -141,17 +164,16 @@ func Build(spec *v1.StreamingQuerySpec) (*Plan, field.ErrorList) {
 // or the plan. Each expression is compiled once; q.Spec is kept, not copied.
 func Compile(q *v1.StreamingQuery) (*Plan, field.ErrorList) {
 	c := newCompiler()
-	if errs := q.Validate(c); len(errs) > 0 {
+	fl, errs := validateQuery(q, c)
+	if len(errs) > 0 {
 		return nil, errs
 	}
-	return build(&q.Spec, c)
+	return build(&q.Spec, fl.points(), c)
 }
 
-func build(s *v1.StreamingQuerySpec, c *compiler) (*Plan, field.ErrorList) {
-	flow, err := s.Flow(c)
-	if err != nil {
-		return nil, field.ErrorList{field.Invalid(field.NewPath("spec"), "", err.Error())}
-	}
+// build builds the plan of the valid spec s, whose flow validation followed, with the
+// compiler that validation compiled its expressions with.
+func build(s *v1.StreamingQuerySpec, flow []FlowPoint, c *compiler) (*Plan, field.ErrorList) {
 	p := &Plan{Spec: s, Flow: flow}
 	var errs field.ErrorList
 	tp := field.NewPath("spec", "transform")
@@ -224,7 +246,7 @@ func build(s *v1.StreamingQuerySpec, c *compiler) (*Plan, field.ErrorList) {
 // compiled.
 func joinStep(c *compiler, s *v1.StreamingQuerySpec, st *Step) *field.Error {
 	j := st.Spec.Join
-	st.JoinOutput = j.Output(st.In, st.Right)
+	st.JoinOutput = joinOutput(j, st.In, st.Right)
 	if j.Stream == nil {
 		return nil
 	}
@@ -295,15 +317,16 @@ func sideSteps(c *compiler, p *field.Path, steps []v1.SideStep, in v1.Columns) (
 }
 
 // Columns returns the columns flowing into every step of a valid spec and, last, those the
-// sink receives (see [v1.StreamingQuerySpec.Flow]).
+// sink receives (see [Plan.Flow]). It errors, with every problem, when the sources or steps
+// are invalid.
 func Columns(spec *v1.StreamingQuerySpec) ([]v1.Columns, error) {
-	flow, err := spec.Flow(Expressions)
-	if err != nil {
-		return nil, err
+	fl := follow(spec, field.NewPath("spec"), newCompiler())
+	if len(fl.errs) > 0 {
+		return nil, fl.errs.ToAggregate()
 	}
-	cols := make([]v1.Columns, len(flow))
-	for i, f := range flow {
-		cols[i] = f.Columns
+	cols := make([]v1.Columns, len(fl.states))
+	for i, st := range fl.states {
+		cols[i] = st.cols
 	}
 	return cols, nil
 }

@@ -89,7 +89,7 @@ func TestBuildJoinOutput(t *testing.T) {
 	if names := j.Right.Names(); !slices.Equal(names, []string{"pk", "pts"}) {
 		t.Errorf("Right = %v, want the side's columns after its transform", names)
 	}
-	want := []v1.OutputColumn{
+	want := []plan.OutputColumn{
 		{Column: v1.Column{Name: "qty", Type: v1.TypeLong}, Side: v1.SideLeft, Index: 1},
 		{Column: v1.Column{Name: "paid_at", Type: v1.TypeTimestamp}, Side: v1.SideRight, Index: 1},
 	}

@@ -9,7 +9,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/plan"
 )
 
 func TestValidateEngine(t *testing.T) {
@@ -75,7 +74,7 @@ func TestValidateEngine(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := orders().Edit(func(s *v1.StreamingQuerySpec) { s.Engine = tc.e }).Obj()
 			var got []string
-			for _, e := range plan.ValidateSpec(&q.Spec) {
+			for _, e := range q.Spec.Validate() {
 				got = append(got, string(e.Type)+" "+e.Field)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

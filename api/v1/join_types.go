@@ -1,5 +1,10 @@
 package v1
 
+import (
+	"slices"
+	"strings"
+)
+
 // Join joins the rows flowing into the step (the left side) with a right side: a static table
 // read as a snapshot (Static), or a second named source (Stream). Exactly one of Static and
 // Stream is set. Rows match when every key pair in Keys is equal (a null key never matches) and,
@@ -297,4 +302,51 @@ type TimeBound struct {
 	LowerBound Duration `json:"lowerBound"`
 	// UpperBound is how long after the left row's time a right row may be (0s: not after).
 	UpperBound Duration `json:"upperBound"`
+}
+
+// RightColumns returns the columns of the join's right side as read: the static side's schema,
+// or the columns of the source a stream join reads, before join.stream.transform (whose output
+// columns need an expression compiler: see plan.FlowPoint.Right). It reports false when they cannot
+// be known.
+func (j *Join) RightColumns(spec *StreamingQuerySpec) (Columns, bool) {
+	switch {
+	case j.Static != nil:
+		if j.Static.Schema == nil {
+			return nil, false
+		}
+		return slices.Clone(j.Static.Schema.Columns), true
+	case j.Stream != nil:
+		for i := range spec.Sources {
+			if spec.Sources[i].Name == j.Stream.Source {
+				return spec.Sources[i].Columns()
+			}
+		}
+	}
+	return nil, false
+}
+
+// EffectiveType returns the join's type, inner when it is not set.
+func (j *Join) EffectiveType() JoinType {
+	if j.Type == "" {
+		return JoinInner
+	}
+	return j.Type
+}
+
+// RightPrefixHint suggests a rightPrefix in an error that asks for one: the static table's
+// or the stream side's source's last path element or name, else "right".
+func (j *Join) RightPrefixHint() string {
+	switch {
+	case j.Stream != nil && j.Stream.Source != "":
+		return strings.ReplaceAll(j.Stream.Source, "-", "_")
+	case j.Static != nil:
+		p := strings.TrimRight(j.Static.Path(), "/")
+		if i := strings.LastIndexAny(p, "/"); i >= 0 {
+			p = p[i+1:]
+		}
+		if identifier.MatchString(p) {
+			return p
+		}
+	}
+	return "right"
 }

@@ -32,8 +32,8 @@ func (s *Sink) DeclaredKeys() []string {
 	return nil
 }
 
-// upserts reports whether the sink kind writes update mode as an upsert by key.
-func (k SinkKind) upserts() bool { return k == SinkDelta || k == SinkPostgres }
+// Upserts reports whether the sink kind writes update mode as an upsert by key.
+func (k SinkKind) Upserts() bool { return k == SinkDelta || k == SinkPostgres }
 
 // groupKeyColumns returns the output columns of the grouping keys of the aggregate whose rows
 // reach the sink (the last), and false when the query has no aggregate.
@@ -56,16 +56,14 @@ func (s *StreamingQuerySpec) groupKeyColumns() ([]string, bool) {
 	return nil, false
 }
 
-// validateUpsertKeys checks that an upserting sink in update mode has keys that reach it.
-func (s *StreamingQuerySpec) validateUpsertKeys(fl *flowResult) field.ErrorList {
+// validateUpsertKeys checks that an upserting sink in update mode has keys: declared, or an
+// aggregation's grouping keys. That the grouping keys reach the sink is the plan's to check.
+func (s *StreamingQuerySpec) validateUpsertKeys() field.ErrorList {
 	kind := s.Sink.Kind()
-	if !kind.upserts() {
+	if !kind.Upserts() {
 		return nil
 	}
-	p := field.NewPath("spec", "sink", string(kind), "mergeKeys")
-	if kind == SinkPostgres {
-		p = field.NewPath("spec", "sink", string(kind), "keyColumns")
-	}
+	p := s.UpsertKeysPath()
 	declared := s.Sink.DeclaredKeys()
 	group, agg := s.groupKeyColumns()
 	switch {
@@ -76,40 +74,24 @@ func (s *StreamingQuerySpec) validateUpsertKeys(fl *flowResult) field.ErrorList 
 			return field.ErrorList{field.Invalid(p, strings.Join(declared, ","),
 				fmt.Sprintf("with an aggregation the keys are its grouping keys (%s): name exactly those, or omit the field", strings.Join(group, ", ")))}
 		}
-	case agg:
-		out := fl.output()
-		if !out.known {
-			return nil
-		}
-		var errs field.ErrorList
-		for _, k := range group {
-			if !slices.Contains(out.cols.Names(), k) {
-				errs = append(errs, field.Invalid(p, k, "update mode replaces rows by the aggregation's grouping keys: keep the grouping key column in the output, or name the keys here"))
-			}
-		}
-		return errs
 	}
 	return nil
 }
 
-// keyColumns checks a list of key columns: output columns, each once.
-func keyColumns(p *field.Path, keys []string, out flowState) field.ErrorList {
-	var errs field.ErrorList
-	seen := map[string]bool{}
-	for i, c := range keys {
-		errs = append(errs, out.column(p.Index(i), c)...)
-		if seen[c] {
-			errs = append(errs, field.Duplicate(p.Index(i), c))
-		}
-		seen[c] = true
+// UpsertKeysPath returns the path of the field that names an upserting sink's keys:
+// spec.sink.delta.mergeKeys or spec.sink.postgres.keyColumns.
+func (s *StreamingQuerySpec) UpsertKeysPath() *field.Path {
+	kind := s.Sink.Kind()
+	if kind == SinkPostgres {
+		return field.NewPath("spec", "sink", string(kind), "keyColumns")
 	}
-	return errs
+	return field.NewPath("spec", "sink", string(kind), "mergeKeys")
 }
 
 // pgTable is a PostgreSQL table name, optionally schema-qualified, of unquoted identifiers.
 var pgTable = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\.[a-z_][a-z0-9_]{0,62})?$`)
 
-func (pg *PostgresSink) validate(p *field.Path, out flowState) field.ErrorList {
+func (pg *PostgresSink) validate(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	cp := p.Child("connection")
 	c := pg.Connection
@@ -135,5 +117,5 @@ func (pg *PostgresSink) validate(p *field.Path, out flowState) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("keyColumns").Index(i), k, "must be a PostgreSQL identifier of lowercase letters, digits and _"))
 		}
 	}
-	return append(errs, keyColumns(p.Child("keyColumns"), pg.KeyColumns, out)...)
+	return append(errs, columnRefs(p.Child("keyColumns"), pg.KeyColumns)...)
 }

@@ -2,8 +2,6 @@ package v1_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -11,7 +9,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/plan"
 )
 
 const minimal = `
@@ -154,31 +151,7 @@ func TestReadQueryJSON(t *testing.T) {
 	if q.Namespace != "team" || q.Spec.Sources[0].Rate.RowsPerSecond != 5 || q.Spec.Sink.Console == nil {
 		t.Errorf("ReadQuery() = %+v", q)
 	}
-	if errs := plan.Validate(q); len(errs) > 0 {
+	if errs := q.Validate(); len(errs) > 0 {
 		t.Errorf("Validate() = %v, want no errors", errs)
-	}
-}
-
-// TestExamples reads every example query strictly and validates it.
-func TestExamples(t *testing.T) {
-	files, err := filepath.Glob("../../examples/queries/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no examples found: %v", err)
-	}
-	for _, file := range files {
-		t.Run(filepath.Base(file), func(t *testing.T) {
-			f, err := os.Open(file)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			q, err := v1.ReadQuery(f)
-			if err != nil {
-				t.Fatalf("ReadQuery(%s) error = %v", file, err)
-			}
-			if errs := plan.Validate(q); len(errs) > 0 {
-				t.Errorf("Validate() = \n%s", describe(errs))
-			}
-		})
 	}
 }

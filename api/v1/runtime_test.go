@@ -7,7 +7,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
-	"github.com/lockstep-dev/lockstep/plan"
 )
 
 func TestValidateSparkRuntime(t *testing.T) {
@@ -48,7 +47,7 @@ func TestValidateSparkRuntime(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			q := orders().Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &tc.rt }).Obj()
 			var got []string
-			for _, e := range plan.ValidateSpec(&q.Spec) {
+			for _, e := range q.Spec.Validate() {
 				got = append(got, string(e.Type)+" "+e.Field)
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

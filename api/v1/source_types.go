@@ -1,5 +1,7 @@
 package v1
 
+import "slices"
+
 // Source is one named input of a query. Exactly one of Kafka, Files, Delta, Rate and Nexmark is set.
 // +kubebuilder:validation:XValidation:rule="[has(self.kafka), has(self.files), has(self.delta), has(self.rate), has(self.nexmark)].filter(x, x).size() == 1",message="exactly one of kafka, files, delta, rate, nexmark must be set"
 // +kubebuilder:validation:XValidation:rule="!has(self.rate) || !has(self.schema)",message="a rate source takes no schema: it yields timestamp and value"
@@ -434,4 +436,30 @@ type Schema struct {
 	// +listType=map
 	// +listMapKey=name
 	Columns Columns `json:"columns"`
+}
+
+// Columns returns the columns the source yields: its schema's columns, rate's timestamp and
+// value, a nexmark table's columns, or Kafka raw's value, followed for Kafka by the metadata columns. It reports false
+// when they cannot be known because the source is invalid (no kind, or no schema).
+func (s *Source) Columns() (Columns, bool) {
+	switch s.Kind() {
+	case SourceRate:
+		return RateColumns(), true
+	case SourceNexmark:
+		return NexmarkColumns(s.Nexmark.Table), true
+	case SourceKafka:
+		if s.Kafka.Format == KafkaRaw {
+			return append(Columns{{Name: ColumnKafkaValue, Type: TypeString}}, KafkaMetadataColumns()...), true
+		}
+		if s.Schema == nil {
+			return nil, false
+		}
+		return append(slices.Clone(s.Schema.Columns), KafkaMetadataColumns()...), true
+	case SourceFiles, SourceDelta:
+		if s.Schema == nil {
+			return nil, false
+		}
+		return slices.Clone(s.Schema.Columns), true
+	}
+	return nil, false
 }

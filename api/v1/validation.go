@@ -22,11 +22,11 @@ const (
 	MaxSteps   = 64
 )
 
-// Validate returns every problem of the query: its name, then its spec (see
-// [StreamingQuerySpec.Validate]). The name must be a DNS label because the controller
-// derives the names of the query's objects and its checkpoint location from it. x checks
-// the expressions: plan.Validate passes the CEL checker.
-func (q *StreamingQuery) Validate(x Expressions) field.ErrorList {
+// Validate returns every problem of the query that its fields show by themselves: its name,
+// then its spec (see [StreamingQuerySpec.Validate]). The name must be a DNS label because the
+// controller derives the names of the query's objects and its checkpoint location from it.
+// plan.Validate adds the problems that only following the columns shows.
+func (q *StreamingQuery) Validate() field.ErrorList {
 	var errs field.ErrorList
 	name := field.NewPath("metadata", "name")
 	if q.Name == "" {
@@ -34,23 +34,25 @@ func (q *StreamingQuery) Validate(x Expressions) field.ErrorList {
 	} else {
 		errs = append(errs, dnsLabel(name, q.Name)...)
 	}
-	return append(errs, q.Spec.Validate(x)...)
+	return append(errs, q.Spec.Validate()...)
 }
 
-// Validate returns every problem of the spec, each with its field path under "spec", without
-// any I/O. It accepts specs with and without defaults applied.
+// Validate returns every problem of the spec that needs no type inference, each with its
+// field path under "spec", without any I/O. It accepts specs with and without defaults
+// applied.
 //
 // It checks names (path segments, unique), one-of fields, required fields and value ranges,
-// paths and URLs, that the sources agree on their columns, that every CEL expression
-// compiles and type-checks against the columns flowing into its step, durations, and the
-// combination of output mode, sink and stateful steps (see docs/spec.md). x checks the
-// expressions: plan.ValidateSpec passes the CEL checker.
-func (s *StreamingQuerySpec) Validate(x Expressions) field.ErrorList {
+// paths and URLs, durations, the order of the steps, and the combination of output mode,
+// sink and stateful steps (see docs/spec.md). What needs the columns flowing into each step
+// (that a named column exists and has the right type, that the sources agree on their
+// columns, that every CEL expression compiles and type-checks, the event-time column) is
+// checked by plan.ValidateSpec, which returns these problems too.
+func (s *StreamingQuerySpec) Validate() field.ErrorList {
 	spec := field.NewPath("spec")
-	fl := s.flow(spec, x)
-	errs := fl.errs
-	errs = append(errs, s.validateSink(spec.Child("sink"), fl.output())...)
-	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"), fl)...)
+	errs := s.validateSources(spec.Child("sources"))
+	errs = append(errs, s.validateTransform(spec.Child("transform"))...)
+	errs = append(errs, s.validateSink(spec.Child("sink"))...)
+	errs = append(errs, s.validateOutputMode(spec.Child("outputMode"))...)
 	errs = append(errs, s.Trigger.validate(spec.Child("trigger"))...)
 	errs = append(errs, s.validateBounded(spec.Child("sources"))...)
 	errs = append(errs, s.Checkpoint.validate(spec.Child("checkpoint"))...)
@@ -335,7 +337,9 @@ func (d *DeltaSource) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.ErrorList {
+// validateSink checks the sink's settings; that the columns it names reach it is the plan's
+// to check.
+func (s *StreamingQuerySpec) validateSink(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	k := &s.Sink
 	kinds := k.Kinds()
@@ -350,18 +354,11 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.Er
 		dp := p.Child("delta")
 		errs = append(errs, location(dp.Child("path"), d.Path, true)...)
 		errs = append(errs, d.S3.validate(dp.Child("s3"), d.Path)...)
-		seen := map[string]bool{}
-		for i, c := range d.PartitionColumns {
-			errs = append(errs, out.column(dp.Child("partitionColumns").Index(i), c)...)
-			if seen[c] {
-				errs = append(errs, field.Duplicate(dp.Child("partitionColumns").Index(i), c))
-			}
-			seen[c] = true
-		}
-		errs = append(errs, keyColumns(dp.Child("mergeKeys"), d.MergeKeys, out)...)
+		errs = append(errs, columnRefs(dp.Child("partitionColumns"), d.PartitionColumns)...)
+		errs = append(errs, columnRefs(dp.Child("mergeKeys"), d.MergeKeys)...)
 	}
 	if pg := k.Postgres; pg != nil {
-		errs = append(errs, pg.validate(p.Child("postgres"), out)...)
+		errs = append(errs, pg.validate(p.Child("postgres"))...)
 	}
 	if fs := k.Files; fs != nil {
 		fp := p.Child("files")
@@ -380,9 +377,6 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.Er
 			errs = append(errs, field.Required(kp.Child("topic"), "the topic that receives the records"))
 		} else {
 			errs = append(errs, topicName(kp.Child("topic"), ks.Topic)...)
-		}
-		if ks.KeyColumn != "" {
-			errs = append(errs, out.column(kp.Child("keyColumn"), ks.KeyColumn)...)
 		}
 		switch ks.Format {
 		case "", KafkaJSON, KafkaAvro, KafkaProtobuf, KafkaJSONSchema:
@@ -420,7 +414,10 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path, out flowState) field.Er
 	return errs
 }
 
-func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, fl *flowResult) field.ErrorList {
+// validateOutputMode checks the output mode against the sink and the steps; the plan checks
+// what depends on the event time flowing through them (append after an aggregate, chained
+// aggregates) and that an upsert's keys reach the sink.
+func (s *StreamingQuerySpec) validateOutputMode(p *field.Path) field.ErrorList {
 	mode := s.OutputMode
 	if mode == "" {
 		mode = OutputAppend
@@ -435,29 +432,35 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path, fl *flowResult) f
 		errs = append(errs, e)
 	}
 	if mode == OutputUpdate {
-		errs = append(errs, s.validateUpsertKeys(fl)...)
+		errs = append(errs, s.validateUpsertKeys()...)
 	}
-	if fl.streamJoin >= 0 && mode != OutputAppend {
-		errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("a stream join (transform[%d]) emits each joined row once, when it is found or when the watermark passes its time bound: it needs append mode", fl.streamJoin)))
-	}
-	for _, at := range fl.aggregates {
-		if sw := s.Transform[at].Aggregate.Session(); sw != nil {
-			switch {
-			case mode == OutputComplete:
-				errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session: a session is written when it changes (update) or once, when the watermark closes it (append); complete mode would keep every session forever", at)))
-			case mode == OutputUpdate && s.Sink.Kind().upserts():
-				errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session and the %s sink upserts by key: when sessions merge, the merged-away session's row (another window_start) would stay in the table; use append mode, which writes each session once, when it closes", at, s.Sink.Kind())))
-			}
+	aggregate, streamJoin := -1, -1
+	for i := range s.Transform {
+		st := &s.Transform[i]
+		if st.Join != nil && st.Join.Stream != nil && streamJoin < 0 {
+			streamJoin = i
+		}
+		if st.Aggregate != nil && aggregate < 0 {
+			aggregate = i
 		}
 	}
-	if n := len(fl.aggregates); fl.chained && mode != OutputAppend {
-		errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates the windows of transform[%d]: it must take each window once, when the watermark closes it, so chained aggregates run in append mode only (as Spark's do)", fl.aggregates[n-1], fl.aggregates[n-2])))
+	if streamJoin >= 0 && mode != OutputAppend {
+		errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("a stream join (transform[%d]) emits each joined row once, when it is found or when the watermark passes its time bound: it needs append mode", streamJoin)))
 	}
-	switch {
-	case mode == OutputComplete && fl.aggregate < 0:
+	for i := range s.Transform {
+		a := s.Transform[i].Aggregate
+		if a == nil || a.Session() == nil {
+			continue
+		}
+		switch {
+		case mode == OutputComplete:
+			errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session: a session is written when it changes (update) or once, when the watermark closes it (append); complete mode would keep every session forever", i)))
+		case mode == OutputUpdate && s.Sink.Kind().Upserts():
+			errs = append(errs, field.Invalid(p, mode, fmt.Sprintf("transform[%d] aggregates by session and the %s sink upserts by key: when sessions merge, the merged-away session's row (another window_start) would stay in the table; use append mode, which writes each session once, when it closes", i, s.Sink.Kind())))
+		}
+	}
+	if mode == OutputComplete && aggregate < 0 {
 		errs = append(errs, field.Invalid(p, mode, "complete mode writes the whole result of an aggregation every batch: it needs an aggregate step; use append or update"))
-	case mode == OutputAppend && fl.aggregate >= 0 && !fl.aggregateOnWatermark:
-		errs = append(errs, field.Invalid(p, mode, "append mode with an aggregate needs a watermark before it and a window (or group key) on the watermark column, so that a group is written once, when the watermark closes it; use update or complete"))
 	}
 	return errs
 }
@@ -590,6 +593,10 @@ var celReserved = []string{
 	"as", "break", "const", "continue", "else", "false", "for", "function", "if", "import", "in",
 	"let", "loop", "namespace", "null", "package", "return", "true", "var", "void", "while",
 }
+
+// ValidColumnName reports whether name may name a column: letters, digits and underscores,
+// not starting with a digit, and not a reserved word of CEL.
+func ValidColumnName(name string) bool { return columnName(nil, name) == nil }
 
 func columnName(p *field.Path, name string) field.ErrorList {
 	switch {

@@ -98,7 +98,7 @@ const windowColumn = "_lockstep_window"
 
 // chainsOn reports whether step i is an aggregate whose windows the next aggregate takes
 // (its input's event time is their window_end).
-func chainsOn(spec *v1.StreamingQuerySpec, flow []v1.FlowPoint, i int) bool {
+func chainsOn(spec *v1.StreamingQuerySpec, flow []lplan.FlowPoint, i int) bool {
 	if spec.Transform[i].Aggregate == nil {
 		return false
 	}
@@ -448,7 +448,7 @@ func sqlType(t v1.ColumnType) string {
 }
 
 // step compiles one step of the plan; at is what flows into it, next what flows out.
-func (c *compiler) step(st *lplan.Step, at, next v1.FlowPoint) []Step {
+func (c *compiler) step(st *lplan.Step, at, next lplan.FlowPoint) []Step {
 	p := st.Path
 	switch st.Kind {
 	case v1.StepFilter:
@@ -558,7 +558,7 @@ func (c *compiler) project(p *field.Path, projs []lplan.Projection, in v1.Column
 // earlier aggregate's windows (at.WindowTime), a window or session on their window_end
 // takes each at window_time(window), its last instant; an aggregate whose windows a later
 // one takes keeps its window struct in windowColumn for it.
-func (c *compiler) aggregate(p *field.Path, st *lplan.Step, at v1.FlowPoint) []Step {
+func (c *compiler) aggregate(p *field.Path, st *lplan.Step, at lplan.FlowPoint) []Step {
 	a, in := st.Spec.Aggregate, at.Columns
 	agg := &Aggregate{GroupBy: []string{}} // [] for a global aggregate: the runner's groupBy()
 	var out []string

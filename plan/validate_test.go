@@ -1,4 +1,4 @@
-package v1_test
+package plan_test
 
 import (
 	"strings"
@@ -232,8 +232,8 @@ func TestValidate(t *testing.T) {
 				Filter("amount > 0.0").Filter("id != ''"),
 			want: field.ErrorList{
 				field.Duplicate(transform.Index(0).Child("select").Index(1).Child("name"), "id"),
-				field.Invalid(transform.Index(0).Child("select").Index(2).Child("expr"), "[1, 2]", ""),
 				field.Required(transform.Index(0).Child("select").Index(3).Child("expr"), ""),
+				field.Invalid(transform.Index(0).Child("select").Index(2).Child("expr"), "[1, 2]", ""),
 				field.Invalid(transform.Index(0).Child("select").Index(4).Child("expr"), "nope", ""),
 				field.Invalid(transform.Index(1).Child("filter"), "amount > 0.0", ""),
 			},
@@ -255,11 +255,11 @@ func TestValidate(t *testing.T) {
 			name:  "watermark needs a timestamp column and a delay",
 			query: orders().Watermark("amount", "ten minutes").Step(v1.Step{Watermark: &v1.Watermark{Column: "nope"}}),
 			want: field.ErrorList{
-				field.Invalid(transform.Index(0).Child("watermark", "column"), "amount", ""),
 				field.Invalid(transform.Index(0).Child("watermark", "delay"), "ten minutes", ""),
 				field.Forbidden(transform.Index(1).Child("watermark"), ""),
-				field.Invalid(transform.Index(1).Child("watermark", "column"), "nope", ""),
 				field.Required(transform.Index(1).Child("watermark", "delay"), ""),
+				field.Invalid(transform.Index(0).Child("watermark", "column"), "amount", ""),
+				field.Invalid(transform.Index(1).Child("watermark", "column"), "nope", ""),
 			},
 		},
 		{
@@ -338,19 +338,19 @@ func TestValidate(t *testing.T) {
 			want: field.ErrorList{
 				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(1).Child("session"), ""),
 				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(1).Child("session", "gap"), "0s", ""),
+				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session"), ""),
+				field.Required(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session", "gap"), ""),
+				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session"), ""),
+				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(4), "column, session", ""),
+				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(4).Child("session"), ""),
 				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(1).Child("session"), "window_start"),
 				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(1).Child("session"), "window_end"),
-				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session"), ""),
 				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session", "column"), "t2", ""),
-				field.Required(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session", "gap"), ""),
 				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session"), "window_start"),
 				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(2).Child("session"), "window_end"),
-				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session"), ""),
 				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session", "column"), "amount", ""),
 				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session"), "window_start"),
 				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(3).Child("session"), "window_end"),
-				field.Invalid(transform.Index(2).Child("aggregate", "groupBy").Index(4), "column, session", ""),
-				field.Forbidden(transform.Index(2).Child("aggregate", "groupBy").Index(4).Child("session"), ""),
 				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(4).Child("session"), "window_start"),
 				field.Duplicate(transform.Index(2).Child("aggregate", "groupBy").Index(4).Child("session"), "window_end"),
 			},
@@ -366,18 +366,18 @@ func TestValidate(t *testing.T) {
 				OutputMode(v1.OutputUpdate),
 			want: field.ErrorList{
 				field.Invalid(transform.Index(0).Child("aggregate", "name"), "Bad_Name", ""),
-				field.Duplicate(transform.Index(0).Child("aggregate", "groupBy").Index(1).Child("column"), "country"),
-				field.Invalid(transform.Index(0).Child("aggregate", "groupBy").Index(2).Child("window", "column"), "country", ""),
 				field.Forbidden(transform.Index(0).Child("aggregate", "groupBy").Index(3).Child("window"), ""),
 				field.Invalid(transform.Index(0).Child("aggregate", "groupBy").Index(3).Child("window", "slide"), "10m", ""),
-				field.Duplicate(transform.Index(0).Child("aggregate", "groupBy").Index(3).Child("window"), "window_start"),
-				field.Duplicate(transform.Index(0).Child("aggregate", "groupBy").Index(3).Child("window"), "window_end"),
 				field.Required(transform.Index(0).Child("aggregate", "groupBy").Index(4), ""),
-				field.Invalid(transform.Index(0).Child("aggregate", "aggregates").Index(0).Child("column"), "country", ""),
 				field.Required(transform.Index(0).Child("aggregate", "aggregates").Index(1).Child("column"), ""),
-				field.Duplicate(transform.Index(0).Child("aggregate", "aggregates").Index(2).Child("name"), "m"),
 				field.NotSupported(transform.Index(0).Child("aggregate", "aggregates").Index(3).Child("function"), v1.AggregateFunction("median"), v1.AggregateFunctions()),
 				field.Required(transform.Index(0).Child("aggregate", "aggregates").Index(4).Child("column"), ""),
+				field.Duplicate(transform.Index(0).Child("aggregate", "groupBy").Index(1).Child("column"), "country"),
+				field.Invalid(transform.Index(0).Child("aggregate", "groupBy").Index(2).Child("window", "column"), "country", ""),
+				field.Duplicate(transform.Index(0).Child("aggregate", "groupBy").Index(3).Child("window"), "window_start"),
+				field.Duplicate(transform.Index(0).Child("aggregate", "groupBy").Index(3).Child("window"), "window_end"),
+				field.Invalid(transform.Index(0).Child("aggregate", "aggregates").Index(0).Child("column"), "country", ""),
+				field.Duplicate(transform.Index(0).Child("aggregate", "aggregates").Index(2).Child("name"), "m"),
 			},
 		},
 		{
@@ -386,8 +386,8 @@ func TestValidate(t *testing.T) {
 				Aggregate("b", nil, qt.Agg("total", v1.AggSum, "n")).
 				DropDuplicates("c", "total").OutputMode(v1.OutputUpdate),
 			want: field.ErrorList{
-				field.Forbidden(transform.Index(1).Child("aggregate"), ""),
 				field.Forbidden(transform.Index(2).Child("dropDuplicates"), ""),
+				field.Forbidden(transform.Index(1).Child("aggregate"), ""),
 			},
 		},
 		{
@@ -426,9 +426,9 @@ func TestValidate(t *testing.T) {
 			want: field.ErrorList{
 				field.Duplicate(transform.Index(0).Child("dropDuplicates", "name"), "1"),
 				field.Required(transform.Index(1).Child("dropDuplicates", "columns").Index(1), ""),
-				field.Invalid(transform.Index(2).Child("dropDuplicates", "columns").Index(0), "nope", ""),
 				field.Duplicate(transform.Index(3).Child("dropDuplicates", "name"), "x"),
 				field.Required(transform.Index(3).Child("dropDuplicates", "columns"), ""),
+				field.Invalid(transform.Index(2).Child("dropDuplicates", "columns").Index(0), "nope", ""),
 			},
 		},
 		{
@@ -466,8 +466,8 @@ func TestValidate(t *testing.T) {
 			name:  "sink columns must exist in the output",
 			query: orders().SelectColumns("order_id", "country").DeltaSink("/lake/t", "country", "amount", "country"),
 			want: field.ErrorList{
-				field.Invalid(sink.Child("delta", "partitionColumns").Index(1), "amount", ""),
 				field.Duplicate(sink.Child("delta", "partitionColumns").Index(2), "country"),
+				field.Invalid(sink.Child("delta", "partitionColumns").Index(1), "amount", ""),
 			},
 		},
 		{
@@ -476,9 +476,9 @@ func TestValidate(t *testing.T) {
 				TLS: &v1.KafkaTLS{CertFile: "/tls.crt"}}}),
 			want: field.ErrorList{
 				field.Required(sink.Child("kafka", "topic"), ""),
-				field.Invalid(sink.Child("kafka", "keyColumn"), "key", ""),
 				field.NotSupported(sink.Child("kafka", "format"), v1.KafkaCSV, []v1.KafkaFormat{}),
 				field.Invalid(sink.Child("kafka", "tls"), "/tls.crt,", ""),
+				field.Invalid(sink.Child("kafka", "keyColumn"), "key", ""),
 			},
 		},
 		{
@@ -567,7 +567,7 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.query.Spec().Validate(plan.Expressions)
+			got := plan.ValidateSpec(tc.query.Spec())
 			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
 			}
@@ -576,12 +576,12 @@ func TestValidate(t *testing.T) {
 }
 
 func TestValidateQueryName(t *testing.T) {
-	got := qt.Make("Bad.Name", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate(plan.Expressions)
+	got := plan.Validate(qt.Make("Bad.Name", "ns").RateSource("r", 1).ConsoleSink().Obj())
 	want := field.ErrorList{field.Invalid(field.NewPath("metadata", "name"), "Bad.Name", "")}
 	if diff := cmp.Diff(want, got, ignoreDetail); diff != "" {
 		t.Errorf("Validate() mismatch (-want +got):\n%s", diff)
 	}
-	got = qt.Make("", "ns").RateSource("r", 1).ConsoleSink().Obj().Validate(plan.Expressions)
+	got = plan.Validate(qt.Make("", "ns").RateSource("r", 1).ConsoleSink().Obj())
 	want = field.ErrorList{field.Required(field.NewPath("metadata", "name"), "")}
 	if diff := cmp.Diff(want, got, ignoreDetail); diff != "" {
 		t.Errorf("Validate() mismatch (-want +got):\n%s", diff)
@@ -602,7 +602,7 @@ func TestValidateDetails(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.query.Spec().Validate(plan.Expressions)
+			got := plan.ValidateSpec(tc.query.Spec())
 			msg := got.ToAggregate().Error()
 			for _, w := range tc.want {
 				if !strings.Contains(msg, w) {
@@ -622,3 +622,45 @@ func describe(errs field.ErrorList) string {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// TestValidationSplit: api/v1 checks the fields by themselves and follows no column, so a
+// spec whose only problems need the flow passes it; plan.ValidateSpec reports api/v1's
+// problems first, then the flow's.
+func TestValidationSplit(t *testing.T) {
+	cases := []struct {
+		name  string
+		query *qt.Query
+		want  []string // the flow's problems, by field
+	}{
+		{"unknown column in a filter", orders().Filter("price > 0.0"), []string{"spec.transform[0].filter"}},
+		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{"spec.sources[1].schema"}},
+		{"watermark on a string column", orders().Watermark("country", "1m"), []string{"spec.transform[0].watermark.column"}},
+		{"sink key not in the output", orders().SelectColumns("order_id").Edit(func(s *v1.StreamingQuerySpec) {
+			s.Sink = v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "country"}}
+		}), []string{"spec.sink.kafka.keyColumn"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := tc.query.Spec()
+			if errs := spec.Validate(); len(errs) > 0 {
+				t.Errorf("api/v1 Validate() = %v, want nothing: these problems need the flow", errs)
+			}
+			var got []string
+			for _, e := range plan.ValidateSpec(spec) {
+				got = append(got, e.Field)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("plan.ValidateSpec() fields (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// Both kinds: api/v1's first.
+	spec := orders().Filter("price > 0.0").Edit(func(s *v1.StreamingQuerySpec) { s.Trigger.ProcessingTime = "soon" }).Spec()
+	var got []string
+	for _, e := range plan.ValidateSpec(spec) {
+		got = append(got, e.Field)
+	}
+	if want := []string{"spec.trigger.processingTime", "spec.transform[0].filter"}; !cmp.Equal(got, want) {
+		t.Errorf("plan.ValidateSpec() fields = %q, want %q", got, want)
+	}
+}

@@ -1,4 +1,4 @@
-package v1_test
+package plan_test
 
 import (
 	"strings"
@@ -108,8 +108,8 @@ func TestValidateJoin(t *testing.T) {
 				return j
 			}()).FilesSink("/out", "json"),
 			want: field.ErrorList{
-				field.Invalid(transform.Index(2).Child("join", "stream", "transform").Index(0).Child("filter"), "cost > 1.0", ""),
 				field.Required(transform.Index(2).Child("join", "stream", "transform").Index(1), ""),
+				field.Invalid(transform.Index(2).Child("join", "stream", "transform").Index(0).Child("filter"), "cost > 1.0", ""),
 				field.Invalid(transform.Index(2).Child("join", "stream", "watermark", "column"), "click_time", ""),
 				field.Invalid(transform.Index(2).Child("join", "select").Index(2).Child("column"), "click_time", ""),
 			},
@@ -156,8 +156,8 @@ func TestValidateJoin(t *testing.T) {
 			}}).FilesSink("/out", "json"),
 			want: field.ErrorList{
 				field.Duplicate(join.Child("select").Index(1).Child("column"), "id"),
-				field.Invalid(join.Child("select").Index(2).Child("column"), "nope", ""),
 				field.Required(join.Child("select").Index(3).Child("side"), ""),
+				field.Invalid(join.Child("select").Index(2).Child("column"), "nope", ""),
 			},
 		},
 		{
@@ -206,11 +206,11 @@ func TestValidateJoin(t *testing.T) {
 			want: field.ErrorList{
 				field.Invalid(join.Child("stream", "source"), "clickz", ""),
 				field.Required(join.Child("stream", "watermark", "delay"), ""),
-				field.Required(join.Child("stream"), ""),
 				field.Invalid(join.Child("stream", "timeBound", "rightColumn"), "imp_time", ""),
 				field.Invalid(join.Child("stream", "timeBound", "lowerBound"), "-1h", ""),
 				field.Required(join.Child("stream", "timeBound", "upperBound"), ""),
 				field.Invalid(mode, v1.OutputUpdate, ""),
+				field.Required(join.Child("stream"), ""),
 			},
 		},
 		{
@@ -246,7 +246,7 @@ func TestValidateJoin(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.query.Spec().Validate(plan.Expressions)
+			got := plan.ValidateSpec(tc.query.Spec())
 			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
 			}
@@ -293,8 +293,8 @@ func TestJoinColumns(t *testing.T) {
 }
 
 func TestJoinDetails(t *testing.T) {
-	got := enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).
-		Join(v1.Join{Keys: qt.Keys("id", "id"), Static: customers()}).FilesSink("/out", "json").Spec().Validate(plan.Expressions)
+	got := plan.ValidateSpec(enrich().Select(qt.As("order_id", "order_id"), qt.As("id", "customer_id")).
+		Join(v1.Join{Keys: qt.Keys("id", "id"), Static: customers()}).FilesSink("/out", "json").Spec())
 	msg := got.ToAggregate().Error()
 	for _, want := range []string{"spec.transform[1].join.rightPrefix", "both sides would yield a column id", "customers_"} {
 		if !strings.Contains(msg, want) {

@@ -8,65 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
-// RightColumns returns the columns of the join's right side as read: the static side's schema,
-// or the columns of the source a stream join reads, before join.stream.transform (whose output
-// columns need an expression checker: see FlowPoint.Right). It reports false when they cannot
-// be known.
-func (j *Join) RightColumns(spec *StreamingQuerySpec) (Columns, bool) {
-	switch {
-	case j.Static != nil:
-		if j.Static.Schema == nil {
-			return nil, false
-		}
-		return slices.Clone(j.Static.Schema.Columns), true
-	case j.Stream != nil:
-		for i := range spec.Sources {
-			if spec.Sources[i].Name == j.Stream.Source {
-				return spec.Sources[i].Columns()
-			}
-		}
-	}
-	return nil, false
-}
-
-// OutputColumn is one column of a join's output: its name, type, and where it comes from.
-type OutputColumn struct {
-	Column
-	// Side and Index say which side's column it is, by index in that side's columns.
-	Side  JoinSide
-	Index int
-}
-
-// Output returns the join's output columns given the columns of both sides: Select's, or
-// every left column then every right column renamed by the prefixes. A leftSemi join yields no
-// right column. A column a side does not have is left out; name clashes are not checked
-// (validation does).
-func (j *Join) Output(left, right Columns) []OutputColumn {
-	var out []OutputColumn
-	if j.EffectiveType() == JoinLeftSemi {
-		right = nil
-	}
-	if len(j.Select) > 0 {
-		for _, c := range j.Select {
-			cols := left
-			if c.Side == SideRight {
-				cols = right
-			}
-			if k := slices.IndexFunc(cols, func(x Column) bool { return x.Name == c.Column }); k >= 0 {
-				out = append(out, OutputColumn{Column: Column{Name: c.OutputName(), Type: cols[k].Type}, Side: c.Side, Index: k})
-			}
-		}
-		return out
-	}
-	for k, c := range left {
-		out = append(out, OutputColumn{Column: Column{Name: j.LeftPrefix + c.Name, Type: c.Type}, Side: SideLeft, Index: k})
-	}
-	for k, c := range right {
-		out = append(out, OutputColumn{Column: Column{Name: j.RightPrefix + c.Name, Type: c.Type}, Side: SideRight, Index: k})
-	}
-	return out
-}
-
 // joinContext is what the validation of a join needs to know of the query around it.
 type joinContext struct {
 	names    []string // every join's name, in order
@@ -74,20 +15,19 @@ type joinContext struct {
 	stateful []statefulID
 	// aggregateAt is the index of the aggregate step before this one, -1 if none.
 	aggregateAt int
-	// x checks the expressions of a stream side's transform.
-	x Expressions
 }
 
-// join validates a join step and returns the columns flowing out of it and those of its right
-// side (after a stream side's transform).
-func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc joinContext, errs *field.ErrorList) (flowState, flowState) {
-	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
+// validateJoin checks a join step without following the columns: its name, one side, the
+// side's settings, the type, the keys and output columns named, the time bound's fields and
+// the prefixes. The plan checks that the named columns exist, the key types, the left side's
+// watermark and the output names that both sides would yield.
+func (s *StreamingQuerySpec) validateJoin(p *field.Path, j *Join, jc joinContext) field.ErrorList {
+	var errs field.ErrorList
+	add := func(e ...*field.Error) { errs = append(errs, e...) }
 	add(joinName(p.Child("name"), j, jc)...)
 	if jc.aggregateAt >= 0 {
 		add(field.Forbidden(p, fmt.Sprintf("a join after an aggregate (transform[%d]) is not supported; join before the aggregate", jc.aggregateAt)))
 	}
-	var right Columns
-	rightKnown := false
 	switch {
 	case j.Static == nil && j.Stream == nil:
 		add(field.Required(p, "exactly one of static, stream must be set"))
@@ -95,19 +35,15 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 		add(field.Invalid(p, "static, stream", "exactly one of static, stream must be set"))
 	case j.Static != nil:
 		add(j.Static.validate(p.Child("static"))...)
-		right, rightKnown = j.RightColumns(s)
 		if !slices.Contains(StaticJoinTypes(), j.EffectiveType()) && slices.Contains(JoinTypes(), j.EffectiveType()) {
 			add(field.NotSupported(p.Child("type"), j.Type, StaticJoinTypes()))
 		}
 	default:
-		var ok bool
-		right, ok = s.streamSide(p.Child("stream"), j.Stream, jc.x, errs)
-		rightKnown = ok
+		add(s.validateStreamSide(p.Child("stream"), j.Stream)...)
 	}
 	if !slices.Contains(JoinTypes(), j.EffectiveType()) {
 		add(field.NotSupported(p.Child("type"), j.Type, JoinTypes()))
 	}
-	rs := flowState{cols: right, known: rightKnown}
 
 	// Keys.
 	op := p.Child("keys")
@@ -117,34 +53,19 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 	seen := map[JoinKey]bool{}
 	for k, key := range j.Keys {
 		kp := op.Index(k)
-		le := cur.column(kp.Child("left"), key.Left)
-		re := rs.column(kp.Child("right"), key.Right)
-		add(le...)
-		add(re...)
+		add(columnRef(kp.Child("left"), key.Left)...)
+		add(columnRef(kp.Child("right"), key.Right)...)
 		if seen[key] {
 			add(field.Duplicate(kp, key.Left+" = "+key.Right))
 		}
 		seen[key] = true
-		if len(le) == 0 && len(re) == 0 && cur.known && rs.known {
-			lt, rt := cur.typeOf(key.Left), rs.typeOf(key.Right)
-			if lt != rt && lt != unknownType && rt != unknownType {
-				add(field.Invalid(kp.Child("right"), key.Right, fmt.Sprintf("is %s while the left key %s is %s: join keys must have the same type", rt, key.Left, lt)))
-			}
-		}
 	}
 
-	// Time bound of a stream join: its columns are the two watermark columns.
+	// Time bound of a stream join: its columns are the two watermark columns (the left
+	// one is the plan's to check, which follows the left side's watermark).
 	if st := j.Stream; st != nil {
 		tp := p.Child("stream", "timeBound")
 		tb := st.TimeBound
-		switch {
-		case cur.watermark == "":
-			add(field.Required(p.Child("stream"), "a stream join needs a watermark on the left side: add a watermark step before the join"))
-		case tb.LeftColumn == "":
-			add(field.Required(tp.Child("leftColumn"), "the left side's event-time column, "+cur.watermark))
-		case tb.LeftColumn != cur.watermark:
-			add(field.Invalid(tp.Child("leftColumn"), tb.LeftColumn, fmt.Sprintf("must be the left side's watermark column, %s", cur.watermark)))
-		}
 		switch {
 		case tb.RightColumn == "":
 			add(field.Required(tp.Child("rightColumn"), "the right side's event-time column, its watermark column"))
@@ -164,7 +85,6 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 	}
 
 	// Output columns.
-	next := flowState{known: cur.known && rightKnown}
 	switch {
 	case len(j.Select) > 0:
 		if j.LeftPrefix != "" || j.RightPrefix != "" {
@@ -175,13 +95,13 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 			cp := p.Child("select").Index(k)
 			switch c.Side {
 			case SideLeft:
-				add(cur.column(cp.Child("column"), c.Column)...)
+				add(columnRef(cp.Child("column"), c.Column)...)
 			case SideRight:
 				if j.EffectiveType() == JoinLeftSemi {
 					add(field.Invalid(cp.Child("side"), c.Side, "a leftSemi join yields the left side's columns only"))
 					break
 				}
-				add(rs.column(cp.Child("column"), c.Column)...)
+				add(columnRef(cp.Child("column"), c.Column)...)
 			case "":
 				add(field.Required(cp.Child("side"), "left or right"))
 			default:
@@ -210,54 +130,8 @@ func (s *StreamingQuerySpec) join(p *field.Path, j *Join, cur flowState, jc join
 		if j.RightPrefix != "" && j.EffectiveType() == JoinLeftSemi {
 			add(field.Invalid(p.Child("rightPrefix"), j.RightPrefix, "a leftSemi join yields the left side's columns only: omit rightPrefix"))
 		}
-		if next.known && j.EffectiveType() != JoinLeftSemi {
-			at := p.Child("rightPrefix")
-			leftNames := map[string]bool{}
-			for _, c := range cur.cols {
-				leftNames[j.LeftPrefix+c.Name] = true
-			}
-			for _, c := range right {
-				if n := j.RightPrefix + c.Name; leftNames[n] {
-					add(field.Invalid(at, j.RightPrefix, fmt.Sprintf("both sides would yield a column %s: set leftPrefix or rightPrefix (such as %s_), or list the output columns in select", n, strings.ToLower(j.joinSideHint()))))
-				}
-			}
-		}
 	}
-	if next.known {
-		for _, c := range j.Output(cur.cols, right) {
-			next.cols = append(next.cols, c.Column)
-			if c.Side == SideLeft && cur.watermark != "" && cur.cols[c.Index].Name == cur.watermark && next.watermark == "" {
-				next.watermark = c.Name
-			}
-		}
-	}
-	return next, rs
-}
-
-// joinSideHint suggests a prefix for the right side: the static table's or source's last
-// path element or name.
-func (j *Join) joinSideHint() string {
-	switch {
-	case j.Stream != nil && j.Stream.Source != "":
-		return strings.ReplaceAll(j.Stream.Source, "-", "_")
-	case j.Static != nil:
-		p := strings.TrimRight(j.Static.Path(), "/")
-		if i := strings.LastIndexAny(p, "/"); i >= 0 {
-			p = p[i+1:]
-		}
-		if identifier.MatchString(p) {
-			return p
-		}
-	}
-	return "right"
-}
-
-// EffectiveType returns the join's type, inner when it is not set.
-func (j *Join) EffectiveType() JoinType {
-	if j.Type == "" {
-		return JoinInner
-	}
-	return j.Type
+	return errs
 }
 
 // joinName checks a join's explicit name: a DNS label, not the id of another join or stateful
@@ -356,31 +230,24 @@ func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
-// streamSide validates a stream join's right side and returns its columns, after its
-// transform.
-func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, x Expressions, errs *field.ErrorList) (Columns, bool) {
-	add := func(e ...*field.Error) { *errs = append(*errs, e...) }
-	var src *Source
+// validateStreamSide checks a stream join's right side without following its columns: the
+// source it reads, its transform's steps (one kind each; a select's names) and its watermark.
+func (s *StreamingQuerySpec) validateStreamSide(p *field.Path, st *StreamSide) field.ErrorList {
+	var errs field.ErrorList
+	add := func(e ...*field.Error) { errs = append(errs, e...) }
+	found := false
 	for i := range s.Sources {
-		if s.Sources[i].Name == st.Source {
-			src = &s.Sources[i]
-		}
+		found = found || s.Sources[i].Name == st.Source
 	}
 	if st.Source == "" {
 		add(field.Required(p.Child("source"), "the name of one of spec.sources"))
-	} else if src == nil {
+	} else if !found {
 		names := make([]string, len(s.Sources))
 		for i := range s.Sources {
 			names[i] = s.Sources[i].Name
 		}
 		add(field.Invalid(p.Child("source"), st.Source, "no such source; the sources are "+strings.Join(names, ", ")))
 	}
-	var cols Columns
-	known := false
-	if src != nil {
-		cols, known = src.Columns()
-	}
-	rs := flowState{cols: cols, known: known}
 	for i, step := range st.Transform {
 		sp := p.Child("transform").Index(i)
 		switch {
@@ -388,21 +255,17 @@ func (s *StreamingQuerySpec) streamSide(p *field.Path, st *StreamSide, x Express
 			add(field.Required(sp, "exactly one of filter, select must be set"))
 		case step.Filter != "" && step.Select != nil:
 			add(field.Invalid(sp, "filter, select", "exactly one of filter, select must be set"))
-			rs.known = false
-		case step.Filter != "":
-			add(rs.filter(sp.Child("filter"), step.Filter, x)...)
-		default:
-			rs = rs.project(sp.Child("select"), step.Select, x, errs)
+		case step.Select != nil:
+			add(validateSelect(sp.Child("select"), step.Select)...)
 		}
 	}
-	cols, known = rs.cols, rs.known
 	wp := p.Child("watermark")
-	add(rs.timestampColumn(wp.Child("column"), st.Watermark.Column)...)
+	add(columnRef(wp.Child("column"), st.Watermark.Column)...)
 	if st.Watermark.Delay == "" {
 		add(field.Required(wp.Child("delay"), "how late right rows may arrive, such as 10m (0s: not at all)"))
 	}
 	add(duration(wp.Child("delay"), st.Watermark.Delay, false)...)
-	return cols, known
+	return errs
 }
 
 // validateColumns checks a declared list of columns: names, uniqueness, types.
