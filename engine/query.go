@@ -142,18 +142,7 @@ func (q *Query) Run(ctx context.Context) (Summary, error) {
 	if q.spec.Suspend {
 		return finish(StopSuspended, nil)
 	}
-	r, err := q.open(ctx)
-	if errors.Is(err, ErrRebuildRequired) {
-		q.opts.logger.Warn("Rebuilding the state for the new spec from the retained input first", "reason", err)
-		opts := RebuildOptions{Reason: err.Error()}
-		if o, ok := q.opts.observer.(RebuildObserver); ok {
-			opts.Progress = o.Rebuilt
-		}
-		if _, err := q.Rebuild(ctx, opts); err != nil {
-			return finish("", fmt.Errorf("rebuild: %w", err))
-		}
-		r, err = q.open(ctx)
-	}
+	r, err := q.openRebuilding(ctx)
 	if err != nil {
 		return finish("", err)
 	}
@@ -359,6 +348,24 @@ func (r *run) wakeUp() {
 	case r.wake <- struct{}{}:
 	default: // one is pending already
 	}
+}
+
+// openRebuilding is open, after a rebuild of the state when the start guard asks for one
+// (ErrRebuildRequired).
+func (q *Query) openRebuilding(ctx context.Context) (*run, error) {
+	r, err := q.open(ctx)
+	if !errors.Is(err, ErrRebuildRequired) {
+		return r, err
+	}
+	q.opts.logger.Warn("Rebuilding the state for the new spec from the retained input first", "reason", err)
+	opts := RebuildOptions{Reason: err.Error()}
+	if o, ok := q.opts.observer.(RebuildObserver); ok {
+		opts.Progress = o.Rebuilt
+	}
+	if _, err := q.Rebuild(ctx, opts); err != nil {
+		return nil, fmt.Errorf("rebuild: %w", err)
+	}
+	return q.open(ctx)
 }
 
 // open claims the checkpoint, reads where it stands, asks the start guard,

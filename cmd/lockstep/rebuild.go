@@ -70,34 +70,9 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 		location = filepath.Join(".lockstep", "checkpoints", obj.Namespace, obj.Name)
 	}
 
-	// Judge first: a rebuild is for a refused change that only the state stands in the way of.
-	o := newPlanCommandOptions()
-	o.location = location
-	facts, against, err := o.factsInCheckpoint(ctx)
+	j, err := judgeRebuild(ctx, obj, file, location)
 	if err != nil {
 		return err
-	}
-	if facts.Committed == nil {
-		return withExitCode(exitRefused, fmt.Errorf("nothing to rebuild: %s", against))
-	}
-	pg, _ := postgresServer(&obj.Spec.Sink, nil)
-	j, err := compat.Judge(facts, &obj.Spec, pg)
-	if err != nil {
-		return withExitCode(exitInvalid, err)
-	}
-	switch {
-	case j.Severity != compat.Rejected:
-		return withExitCode(exitRefused, fmt.Errorf("nothing to rebuild: checkpoint %s accepts this query as it is (lockstep plan says why); run it", location))
-	case !j.RebuildAnswers():
-		var rules []string
-		for _, f := range j.Rejected() {
-			if !compat.Rebuildable(f.Rule) {
-				rules = append(rules, f.Rule+" at "+f.Path)
-			}
-		}
-		return withExitCode(exitRefused, fmt.Errorf("a rebuild cannot answer this change: %v change what the recorded offsets or the written output mean; revert them, or start fresh at a new checkpoint location (lockstep plan -f %s --checkpoint %s lists the ways forward)", rules, file, location))
-	case facts.Rebuild != nil && facts.Rebuild.Impossible != "":
-		return withExitCode(exitRefused, fmt.Errorf("%w: %s", engine.ErrRebuildImpossible, facts.Rebuild.Impossible))
 	}
 
 	reg, err := newRegistry()
@@ -151,6 +126,40 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 	fmt.Fprintf(stdout, "Rebuilt: generation %d is current (%d batches replayed now, %d rows, %s). Run the new query to continue at batch %d.\n",
 		sum.Generation, sum.Replayed, sum.InputRows, sum.Duration.Round(time.Millisecond), p.Batches)
 	return nil
+}
+
+// judgeRebuild judges obj against the checkpoint at location: a rebuild is for a refused
+// change that only the state stands in the way of, and that the logs still allow.
+func judgeRebuild(ctx context.Context, obj *v1.StreamingQuery, file, location string) (compat.Judgement, error) {
+	o := newPlanCommandOptions()
+	o.location = location
+	facts, against, err := o.factsInCheckpoint(ctx)
+	if err != nil {
+		return compat.Judgement{}, err
+	}
+	if facts.Committed == nil {
+		return compat.Judgement{}, withExitCode(exitRefused, fmt.Errorf("nothing to rebuild: %s", against))
+	}
+	pg, _ := postgresServer(&obj.Spec.Sink, nil)
+	j, err := compat.Judge(facts, &obj.Spec, pg)
+	if err != nil {
+		return j, withExitCode(exitInvalid, err)
+	}
+	switch {
+	case j.Severity != compat.Rejected:
+		return j, withExitCode(exitRefused, fmt.Errorf("nothing to rebuild: checkpoint %s accepts this query as it is (lockstep plan says why); run it", location))
+	case !j.RebuildAnswers():
+		var rules []string
+		for _, f := range j.Rejected() {
+			if !compat.Rebuildable(f.Rule) {
+				rules = append(rules, f.Rule+" at "+f.Path)
+			}
+		}
+		return j, withExitCode(exitRefused, fmt.Errorf("a rebuild cannot answer this change: %v change what the recorded offsets or the written output mean; revert them, or start fresh at a new checkpoint location (lockstep plan -f %s --checkpoint %s lists the ways forward)", rules, file, location))
+	case facts.Rebuild != nil && facts.Rebuild.Impossible != "":
+		return j, withExitCode(exitRefused, fmt.Errorf("%w: %s", engine.ErrRebuildImpossible, facts.Rebuild.Impossible))
+	}
+	return j, nil
 }
 
 // rebuildReason says what changed, for the generation's record.
