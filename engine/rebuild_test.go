@@ -336,3 +336,41 @@ func BenchmarkRebuild(b *testing.B) {
 	b.ReportMetric(float64(rows)/rebuildCPU.Seconds(), "rows/cpu-s")
 	b.ReportMetric(runCPU.Seconds()/rebuildCPU.Seconds(), "x-run-cpu")
 }
+
+// TestRebuildStreamJoin is TestRebuildOracle for the stream–stream join's rules: the join's
+// type and its time bound change; the join's state (both sides' buffered rows, the outer side's
+// unmatched ones) is rebuilt for the new join, and its output after the switch equals the new
+// join's run from the start.
+func TestRebuildStreamJoin(t *testing.T) {
+	for name, edit := range map[string]func(*v1.StreamingQuerySpec){
+		"join-type":       func(s *v1.StreamingQuerySpec) { s.Transform[1].Join.Type = v1.JoinInner },
+		"join-time-bound": func(s *v1.StreamingQuerySpec) { s.Transform[1].Join.Stream.TimeBound.UpperBound = "10s" },
+	} {
+		t.Run(name, func(t *testing.T) {
+			twice := func(e *adEvents, first, second func() *querytest.Query, between func()) string {
+				for _, b := range adStream[:2] {
+					e.add(t, b[0], b[1])
+				}
+				consoleRun(t, first())
+				between()
+				for _, b := range adStream[2:] {
+					e.add(t, b[0], b[1])
+				}
+				return consoleRun(t, second())
+			}
+			ref := newAdEvents(t)
+			nu := func() *querytest.Query { return ref.query().Edit(edit) }
+			want := twice(ref, nu, nu, func() {})
+
+			e := newAdEvents(t)
+			nuE := func() *querytest.Query { return e.query().Edit(edit) }
+			got := twice(e, e.query, nuE, func() { rebuild(t, nuE().ConsoleSink()) })
+			if rows := strings.Count(want, "\n|") - strings.Count(want, "Batch:"); rows < 1 {
+				t.Fatalf("the reference's second run wrote no rows:\n%s", want)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("the second run after the rebuild (-uninterrupted +rebuilt):\n%s", diff)
+			}
+		})
+	}
+}
