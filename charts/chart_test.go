@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -165,6 +166,15 @@ func TestChartTemplate(t *testing.T) {
 		t.Fatal(err)
 	}
 	objs := decode(t, out)
+
+	// The checksum of a new self-signed certificate is 16 hex digits, which YAML reads as a
+	// number when they happen to be digits with one "e" (the API server then refused the
+	// Deployment: "cannot unmarshal number into … annotations of type string").
+	t.Run("checksum is a string", func(t *testing.T) {
+		if !regexp.MustCompile(`checksum/webhook-cert: "[0-9a-f]{16}"`).Match(out) {
+			t.Errorf("the webhook certificate's checksum annotation is not quoted:\n%s", regexp.MustCompile(`.*checksum/webhook-cert.*`).Find(out))
+		}
+	})
 
 	t.Run("image", func(t *testing.T) {
 		want := "ghcr.io/lockstep-dev/lockstep:" + appVersion(t)
