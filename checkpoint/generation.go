@@ -209,6 +209,18 @@ func (c *Checkpoint) Replayable(ctx context.Context) (Replay, error) {
 // Head is the head the replay was read from.
 func (r Replay) Head() Head { return r.head }
 
+// ConfSealed, in an offsets entry's settings, makes the entry a seal: a rebuild wrote it after
+// the generation's newest planned batch before switching to the next generation, so that a
+// writer still running there loses its next batch with ErrFenced. Its value names the
+// generation that replaces this one. Head does not report a seal as the planned batch.
+const ConfSealed = "lockstep.sealedBy"
+
+// Sealed reports whether o is a seal (ConfSealed).
+func (o Offsets) Sealed() bool {
+	_, ok := o.Conf[ConfSealed]
+	return ok
+}
+
 // RebuildKey holds, in a generation being rebuilt, its RebuildRecord.
 const RebuildKey = "_rebuild"
 

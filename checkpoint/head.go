@@ -12,10 +12,13 @@ import (
 
 // Head is what a restart finds at the end of the logs.
 type Head struct {
-	// Planned is the newest offsets entry; nil for a new checkpoint.
+	// Planned is the newest offsets entry; nil for a new checkpoint. A seal is not one.
 	Planned *Offsets
 	// Committed is the newest commit entry; nil before the first commit.
 	Committed *Commit
+	// Sealed is the seal a rebuild wrote after Planned (ConfSealed): no batch may be planned
+	// in this generation any more. nil when there is none.
+	Sealed *Offsets
 }
 
 // Replay reports whether the newest planned batch was not committed: a
@@ -187,6 +190,16 @@ func (c *Checkpoint) Head(ctx context.Context) (Head, error) {
 		o, err := c.decodeOffsets(lb, ldata)
 		if err != nil {
 			return Head{}, err
+		}
+		if o.Sealed() && lb > 0 {
+			// A rebuild sealed the generation after its newest planned batch, which may
+			// not have committed: that batch is the head.
+			sealed := o
+			h.Sealed = &sealed
+			lb--
+			if o, err = c.Offsets(ctx, lb); err != nil {
+				return Head{}, err
+			}
 		}
 		h.Planned = &o
 		c.hint.plan(o)

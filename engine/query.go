@@ -444,6 +444,10 @@ func (q *Query) begin(ctx context.Context, ckpt *checkpoint.Checkpoint, sink Sin
 			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 	}
+	if s := head.Sealed; s != nil {
+		return nil, fmt.Errorf("%w: %s was sealed at batch %d by a rebuild to its %s, which has not switched yet: run the rebuild again to finish it (lockstep checkpoint rebuild, or the new spec with spec.onIncompatibleChange: rebuild), or delete %s/%s to cancel it",
+			ErrRefused, ckpt.Location(), s.BatchID, s.Conf[checkpoint.ConfSealed], ckpt.Location(), checkpoint.OffsetsKey(s.BatchID))
+	}
 	if err := r.build(ctx); err != nil {
 		r.close()
 		return nil, err

@@ -141,7 +141,7 @@ func (q *Query) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummar
 		if err != nil {
 			return sum, err
 		}
-		err = seal(ctx, old, head)
+		err = seal(ctx, old, head, plan.To)
 		if errors.Is(err, checkpoint.ErrFenced) && attempt < 3 {
 			continue // the current generation moved on meanwhile: replay what it added
 		}
@@ -248,17 +248,21 @@ func (r *run) replayLog(ctx context.Context, old *checkpoint.Checkpoint, plan Re
 	return ran, rows, nil
 }
 
-// seal ends old at the batch after head: it creates that batch's offsets entry, an empty
-// batch (every source's end is the planned batch's), so a writer still running on old
-// loses its next batch with ErrFenced. When old moved on since head was read, the error
-// wraps ErrFenced.
-func seal(ctx context.Context, old *checkpoint.Checkpoint, head checkpoint.Head) error {
-	last := head.Planned
-	wm := last.BatchWatermarkMs
-	if head.Committed != nil && head.Committed.BatchID == last.BatchID {
-		wm = head.Committed.NextBatchWatermarkMs
+// seal ends old at the batch after head's planned one: it creates that batch's offsets entry
+// as a seal (checkpoint.ConfSealed), so a writer still running on old loses its next batch
+// with ErrFenced. A seal an earlier attempt wrote is kept; when old moved on since head was
+// read, the error wraps ErrFenced.
+func seal(ctx context.Context, old *checkpoint.Checkpoint, head checkpoint.Head, next int64) error {
+	if head.Sealed != nil {
+		return nil
 	}
-	o := checkpoint.Offsets{BatchID: last.BatchID + 1, BatchWatermarkMs: wm, BatchTimestampMs: last.BatchTimestampMs, Conf: last.Conf, Sources: last.Sources, Joins: last.Joins}
+	last := head.Planned
+	conf := maps.Clone(last.Conf)
+	if conf == nil {
+		conf = map[string]string{}
+	}
+	conf[checkpoint.ConfSealed] = fmt.Sprintf("generation %d", next)
+	o := checkpoint.Offsets{BatchID: last.BatchID + 1, BatchWatermarkMs: last.BatchWatermarkMs, BatchTimestampMs: last.BatchTimestampMs, Conf: conf, Sources: last.Sources, Joins: last.Joins}
 	w, err := checkpoint.Claim(ctx, old.Store(), old.Metadata().Owner)
 	if err != nil {
 		return err

@@ -374,3 +374,49 @@ func TestRebuildStreamJoin(t *testing.T) {
 		})
 	}
 }
+
+// TestRebuildSealedAndPending: the old generation has a batch planned and not committed (the
+// old query died after its sink wrote batch 3); the rebuild carries it over and seals the old
+// generation after it. When the switch is lost (its record deleted, as a crash between the seal
+// and the switch leaves it), the old generation reads whole — its head is the pending batch,
+// the seal apart —, the old query is refused with what to do, and a retried rebuild switches.
+// The new query then runs batch 3 first.
+func TestRebuildSealedAndPending(t *testing.T) {
+	ctx := context.Background()
+	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
+	e := newEvents(t)
+	e.generate(t, 5)
+	crash(t, newQuery(t, old(e.query()).ConsoleSink().Obj(), crashAt(engine.PhaseSinkCommitted, 3)))
+	sum := rebuild(t, nu(e.query()).ConsoleSink())
+	if sum.Plan.Pending != 3 || sum.Plan.Batches != 3 || sum.Generation != 1 {
+		t.Fatalf("Rebuild = %+v, want 3 batches replayed and batch 3 carried over", sum)
+	}
+	if err := os.Remove(filepath.Join(e.ckpt, checkpoint.GenerationKey(1))); err != nil {
+		t.Fatal(err)
+	}
+	root, err := checkpoint.OpenDir(e.ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Load(ctx, root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := c.Head(ctx)
+	if err != nil || h.Planned.BatchID != 3 || h.Sealed == nil || h.Sealed.BatchID != 4 || !h.Replay() {
+		t.Fatalf("the sealed old generation's head = %+v, %v; want batch 3 pending and the seal at 4", h, err)
+	}
+	var out bytes.Buffer
+	_, err = newQuery(t, old(e.query()).ConsoleSink().Obj(), engine.WithStdout(&out)).Run(ctx)
+	if !errors.Is(err, engine.ErrRefused) || !strings.Contains(err.Error(), "run the rebuild again") {
+		t.Errorf("the old query on its sealed generation: %v, want a refusal saying to run the rebuild again", err)
+	}
+	if sum := rebuild(t, nu(e.query()).ConsoleSink()); sum.Generation != 1 || sum.Replayed != 0 {
+		t.Errorf("the retried rebuild = %+v, want generation 1 with nothing left to replay", sum)
+	}
+	rec := enginetest.NewRecorder()
+	run(t, nu(e.query()).ConsoleSink().Obj(), engine.WithObserver(rec), engine.WithStdout(io.Discard))
+	if b := rec.Batches(); len(b) < 2 || b[0].Batch != 3 || !b[0].Replay {
+		t.Errorf("the new query's batches after the rebuild: %+v, want batch 3 replayed first", b)
+	}
+}
