@@ -18,6 +18,9 @@ type Rebuild struct {
 	// Impossible says why the sources or the logs no longer hold what a rebuild must replay;
 	// "" when it is possible.
 	Impossible string
+	// Unchecked, when set, says why whether the sources still hold that input is not known
+	// (the caller could not ask them); the rebuild asks them again before it replays.
+	Unchecked string
 }
 
 // rebuildable holds the rules whose rejection a rebuild answers: the stateful step, its key,
@@ -121,12 +124,17 @@ func (r *Rebuild) what() string {
 			s += fmt.Sprintf(", about %s at the rate they first ran", p.Took.Round(time.Second).String())
 		}
 	}
-	return s + fmt.Sprintf("; output already written stays; from batch %d on the output follows the new query", p.Batches)
+	s += fmt.Sprintf("; output already written stays; from batch %d on the output follows the new query", p.Batches)
+	if r.Unchecked != "" {
+		s += "; whether the sources still hold that input was not checked (" + r.Unchecked + "): the rebuild checks it before it replays anything"
+	}
+	return s
 }
 
 // ReadRebuild gathers Facts.Rebuild from c's logs (checkpoint.Checkpoint.Replayable): what a
 // rebuild would replay, or why the logs no longer allow one. What the sources still retain
-// is known only to the runtime that opens them (engine.Query.PlanRebuild).
+// is known only to the runtime that opens them (engine.Query.CheckRetained): a caller that
+// asked them sets Impossible or Unchecked from the answer.
 func ReadRebuild(ctx context.Context, c *checkpoint.Checkpoint) *Rebuild {
 	r, err := c.Replayable(ctx)
 	switch {

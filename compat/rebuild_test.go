@@ -64,6 +64,8 @@ func TestRebuildOffered(t *testing.T) {
 		{"possible", keyChange, possible, "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): it replays batches 0–11 (3400 records) through the new query, about 1m35s at the rate they first ran; output already written stays; from batch 12 on the output follows the new query."},
 		{"not possible", keyChange, lost, "Rebuilding the state from the retained input is not possible: the offsets log keeps batches 3–11 only."},
 		{"not gathered", keyChange, nil, ""},
+		{"sources unchecked", keyChange, &compat.Rebuild{Replay: possible.Replay, Unchecked: "admission does not connect to the sources"},
+			"from batch 12 on the output follows the new query; whether the sources still hold that input was not checked (admission does not connect to the sources): the rebuild checks it before it replays anything."},
 		{"spark", func(s *v1.StreamingQuerySpec) { keyChange(s); onSpark(s) }, possible, "not possible: the spark runtime cannot rebuild state yet"},
 		{"a source change", func(s *v1.StreamingQuerySpec) { keyChange(s); s.Sources[0].Kafka.Topics = []string{"other"} }, possible, ""},
 	} {

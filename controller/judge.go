@@ -181,7 +181,11 @@ func (j judge) rebuildFacts(ctx context.Context, q *v1.StreamingQuery, p placeme
 	if err != nil {
 		return nil
 	}
-	return compat.ReadRebuild(ctx, cp)
+	r := compat.ReadRebuild(ctx, cp)
+	if r.Impossible == "" {
+		r.Unchecked = "admission does not connect to the sources; the query's pod asks them before it rebuilds"
+	}
+	return r
 }
 
 // place finds q's store and location and decides whether q may use them: the store admits

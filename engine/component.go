@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -139,6 +140,22 @@ type AvailableNowSource interface {
 type PurgingSource interface {
 	Purge(ctx context.Context, oldest int64) error
 }
+
+// A RetainingSource can say whether it still holds what batches read: a rebuild of the
+// state (Query.Rebuild) replays every committed batch from the source, so it needs the
+// source to hold everything from the source's first recorded start through end, the end
+// offset of the newest committed batch. Retained returns nil when it does, an error saying
+// precisely what is gone when it does not ("Kafka partition orders-3 starts at offset 1,200
+// now; the committed batches read it from offset 0"), and an error wrapping
+// ErrRetentionUnknown when it could not find out (a broker unreachable). A source that is not
+// a RetainingSource (rate, Nexmark) regenerates its input and always holds it.
+type RetainingSource interface {
+	Retained(ctx context.Context, end Offset) error
+}
+
+// ErrRetentionUnknown means a source could not find out whether it still holds what a
+// rebuild would replay.
+var ErrRetentionUnknown = errors.New("could not check what the source still holds")
 
 // SourceEnv is what the engine gives a source's constructor.
 type SourceEnv struct {

@@ -129,6 +129,9 @@ type GuardRequest struct {
 	NextBatch int64
 	// Getenv reads the engine's environment, as sinks do (SinkEnv.Getenv).
 	Getenv func(string) string
+	// Retained asks the sources whether they still hold what the replay would read
+	// (Query.CheckRetained); nil on a runtime that cannot ask them.
+	Retained func(context.Context, checkpoint.Replay) error
 }
 
 // WithStartGuard sets the start guard. The default admits every query.

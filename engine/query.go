@@ -440,7 +440,8 @@ func (q *Query) begin(ctx context.Context, ckpt *checkpoint.Checkpoint, sink Sin
 		return nil, err
 	}
 	if g := q.opts.guard; g != nil {
-		if err := g(ctx, GuardRequest{Checkpoint: ckpt, Spec: q.spec.DeepCopy(), Head: head, NextBatch: r.next, Getenv: q.opts.getenv}); err != nil {
+		if err := g(ctx, GuardRequest{Checkpoint: ckpt, Spec: q.spec.DeepCopy(), Head: head, NextBatch: r.next, Getenv: q.opts.getenv,
+			Retained: func(ctx context.Context, rp checkpoint.Replay) error { return q.CheckRetained(ctx, ckpt, rp) }}); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrRefused, err)
 		}
 	}

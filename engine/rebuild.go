@@ -7,10 +7,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
@@ -75,8 +78,71 @@ func (q *Query) PlanRebuild(ctx context.Context) (RebuildPlan, error) {
 		return RebuildPlan{}, fmt.Errorf("plan rebuild: %w", err)
 	}
 	p, _, err := planRebuild(ctx, old)
-	return p, err
+	if err != nil {
+		return p, err
+	}
+	return p, q.CheckRetained(ctx, old, p.Replay)
 }
+
+// CheckRetained asks each source the committed batches of c read whether it still holds
+// their input (RetainingSource): nil when every source does, an error wrapping
+// ErrRebuildImpossible that says what is gone, or one wrapping ErrRetentionUnknown when a
+// source could not find out. It opens the sources on c's private files and writes nothing.
+func (q *Query) CheckRetained(ctx context.Context, c *checkpoint.Checkpoint, r checkpoint.Replay) error {
+	if r.Batches == 0 {
+		return nil
+	}
+	last, err := c.Offsets(ctx, r.Batches-1)
+	if err != nil {
+		return fmt.Errorf("check the sources: %w", err)
+	}
+	for _, so := range last.Sources {
+		i := slices.IndexFunc(q.spec.Sources, func(s v1.Source) bool { return s.Name == so.Source })
+		if i < 0 {
+			continue
+		}
+		spec := &q.spec.Sources[i]
+		src, err := q.reg.sources[spec.Kind()].new(ctx, spec, SourceEnv{
+			Name: spec.Name, QueryID: c.Metadata().ID,
+			Store:  checkpoint.Sub(c.Store(), checkpoint.SourceKey(spec.Name, "")),
+			Open:   q.folderOpener(spec.S3Connection(), spec.Name),
+			Logger: q.opts.logger.With("source", spec.Name), Getenv: q.opts.getenv, Wake: func() {},
+		})
+		if err != nil {
+			return fmt.Errorf("%w: source %s: %w", ErrRetentionUnknown, spec.Name, err)
+		}
+		if rs, ok := src.(RetainingSource); ok {
+			err = rs.Retained(ctx, so.Offset)
+		}
+		if c, ok := src.(io.Closer); ok {
+			_ = c.Close()
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrRetentionUnknown):
+			return fmt.Errorf("source %s: %w", spec.Name, err)
+		default:
+			return &SourceLostError{Source: spec.Name, Batches: r.Batches, Err: err}
+		}
+	}
+	return nil
+}
+
+// SourceLostError says which source no longer holds what a rebuild would replay. It is an
+// ErrRebuildImpossible.
+type SourceLostError struct {
+	Source  string
+	Batches int64 // the committed batches: 0 through Batches-1
+	Err     error // what is gone, as the source says it
+}
+
+func (e *SourceLostError) Error() string {
+	return fmt.Sprintf("source %s no longer holds what batches 0–%d read: %v", e.Source, e.Batches-1, e.Err)
+}
+
+func (e *SourceLostError) Unwrap() error { return e.Err }
+
+func (e *SourceLostError) Is(target error) bool { return target == ErrRebuildImpossible }
 
 // planRebuild reads old's logs: the plan, and the head it was made from.
 func planRebuild(ctx context.Context, old *checkpoint.Checkpoint) (RebuildPlan, checkpoint.Head, error) {
@@ -126,6 +192,9 @@ func (q *Query) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummar
 	sum := RebuildSummary{}
 	for attempt := 0; ; attempt++ {
 		plan, head, err := planRebuild(ctx, old)
+		if err == nil && attempt == 0 {
+			err = q.CheckRetained(ctx, old, plan.Replay)
+		}
 		if err != nil {
 			return sum, err
 		}

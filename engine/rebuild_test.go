@@ -233,6 +233,30 @@ func TestRebuildNeedsTheWholeLog(t *testing.T) {
 	}
 }
 
+// TestRebuildNeedsTheInput: a file a committed batch read is gone, so the rebuild is not
+// possible, and the plan and the rebuild say which file of which batch.
+func TestRebuildNeedsTheInput(t *testing.T) {
+	e := newEvents(t)
+	e.generate(t, 3)
+	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
+	consoleRun(t, old(e.query()))
+	if err := os.Remove(filepath.Join(e.in, "events-0001.json")); err != nil {
+		t.Fatal(err)
+	}
+	q := newQuery(t, nu(e.query()).ConsoleSink().Obj())
+	want := "source events no longer holds what batches 0–2 read: the file " + e.in + "/events-0001.json that batch 1 read is gone"
+	_, err := q.PlanRebuild(context.Background())
+	if !errors.Is(err, engine.ErrRebuildImpossible) || err.Error() != want {
+		t.Errorf("PlanRebuild = %v, want ErrRebuildImpossible: %s", err, want)
+	}
+	if _, err := q.Rebuild(context.Background(), engine.RebuildOptions{}); !errors.Is(err, engine.ErrRebuildImpossible) || err.Error() != want {
+		t.Errorf("Rebuild = %v, want ErrRebuildImpossible: %s", err, want)
+	}
+	if _, err := os.Stat(filepath.Join(e.ckpt, "generation-1")); !os.IsNotExist(err) {
+		t.Errorf("a rebuild that cannot be done wrote a generation: %v", err)
+	}
+}
+
 // TestRebuildPlan: the plan counts the batches and rows the rebuild replays; a rebuild
 // switches the generation, and the old writer is fenced at its next batch.
 func TestRebuildPlan(t *testing.T) {

@@ -208,7 +208,13 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 			// The spec asks to rebuild the state for a change only the state stands in the way
 			// of: judge again knowing whether the logs allow it.
 			facts.Rebuild = compat.ReadRebuild(ctx, req.Checkpoint)
+			if facts.Rebuild.Impossible == "" && req.Retained != nil {
+				withRetention(facts.Rebuild, req.Retained(ctx, facts.Rebuild.Replay))
+			}
 			j, err = judgeAtStart(log, facts, req.Spec, req.Getenv)
+			if why := facts.Rebuild.Impossible; why != "" && errors.As(err, &rej) {
+				err = fmt.Errorf("%w\n  spec.onIncompatibleChange: rebuild cannot answer it: %s", err, why)
+			}
 		}
 		if need := (*compat.RebuildRequiredError)(nil); errors.As(err, &need) {
 			return fmt.Errorf("%w: %w", engine.ErrRebuildRequired, err)

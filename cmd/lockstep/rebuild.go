@@ -128,6 +128,39 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 	return nil
 }
 
+// checkSources asks the sources of q whether they still hold what the checkpoint at
+// o.location's committed batches read (engine.Query.PlanRebuild).
+func (o *planOptions) checkSources(ctx context.Context, q *v1.StreamingQuery) error {
+	reg, err := newRegistry()
+	if err != nil {
+		return err
+	}
+	opts := []engine.Option{engine.WithCheckpoint(o.location)}
+	if o.getenv != nil {
+		opts = append(opts, engine.WithEnv(o.getenv))
+	}
+	eq, err := engine.New(q, reg, opts...)
+	if err != nil {
+		return err
+	}
+	_, err = eq.PlanRebuild(ctx)
+	return err
+}
+
+// withRetention sets in r what the sources answered (err, from engine.Query.CheckRetained):
+// a source that lost input makes the rebuild impossible, one that could not be asked leaves
+// it unchecked.
+func withRetention(r *compat.Rebuild, err error) {
+	var lost *engine.SourceLostError
+	switch {
+	case r == nil || r.Impossible != "" || err == nil:
+	case errors.As(err, &lost):
+		r.Impossible = lost.Error()
+	default:
+		r.Unchecked = err.Error()
+	}
+}
+
 // judgeRebuild judges obj against the checkpoint at location: a rebuild is for a refused
 // change that only the state stands in the way of, and that the logs still allow.
 func judgeRebuild(ctx context.Context, obj *v1.StreamingQuery, file, location string) (compat.Judgement, error) {

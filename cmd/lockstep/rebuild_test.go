@@ -97,6 +97,42 @@ func TestRunRebuildsOnIncompatibleChange(t *testing.T) {
 	}
 }
 
+// TestRebuildNeedsTheInput: an input file a committed batch read is gone, so lockstep plan
+// offers the two old ways only and says which file; with spec.onIncompatibleChange: rebuild
+// the change is refused with that reason, and lockstep run changes nothing.
+func TestRebuildNeedsTheInput(t *testing.T) {
+	root := t.TempDir()
+	setup, query := rebuildFixture(t, root)
+	d := setup("lost", 3)
+	mustRun(t, "run", "-f", query(d, "v1.yaml", false))
+	if err := os.Remove(filepath.Join(d.in, "orders-1.json")); err != nil {
+		t.Fatal(err)
+	}
+	v2 := query(d, "v2.yaml", true)
+	gone := "Rebuilding the state from the retained input is not possible: source orders no longer holds what batches 0–3 read: the file " + d.in + "/orders-1.json that batch 1 read is gone."
+	out, code, _ := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck)
+	if code != exitRefused || !strings.Contains(out, gone) || strings.Contains(out, "Or rebuild") {
+		t.Fatalf("lockstep plan = exit %d, want 3 saying %q and offering no rebuild:\n%s", code, gone, out)
+	}
+	spec, err := os.ReadFile(v2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(v2, []byte(strings.Replace(string(spec), "  outputMode: append\n", "  outputMode: append\n  onIncompatibleChange: rebuild\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, code, _ := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck); code != exitRefused || !strings.Contains(out, gone) {
+		t.Errorf("lockstep plan with onIncompatibleChange: rebuild = exit %d, want 3 saying %q:\n%s", code, gone, out)
+	}
+	before := snapshot(t, d.ck)
+	if code, err := execute(t, "run", "-f", v2); code != exitRefused || !strings.Contains(err.Error(), "orders-1.json that batch 1 read is gone") {
+		t.Errorf("lockstep run = exit %d (%v), want 3 naming the lost file", code, err)
+	}
+	if after := snapshot(t, d.ck); len(after) != len(before) {
+		t.Errorf("the refused run changed the checkpoint: %d objects, then %d", len(before), len(after))
+	}
+}
+
 // rebuildFiles are four input files of statefulQuery, one batch each.
 var rebuildFiles = []string{
 	`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" + `{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",

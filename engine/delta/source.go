@@ -18,6 +18,7 @@ import (
 var (
 	_ engine.Source             = (*Source)(nil)
 	_ engine.AvailableNowSource = (*Source)(nil)
+	_ engine.RetainingSource    = (*Source)(nil)
 )
 
 var (
@@ -245,6 +246,47 @@ func (s *Source) startOf(ctx context.Context, start engine.Offset, planning bool
 		return position{}, fmt.Errorf("record starting position: %w", err)
 	}
 	return p, nil
+}
+
+// Retained checks that the table still holds what the batches up to end read
+// (engine.RetainingSource): every commit from the recorded start on is in the log, and every
+// data file those commits (or the starting snapshot) added is still in the table's folder —
+// not removed by log retention or a VACUUM.
+func (s *Source) Retained(ctx context.Context, end engine.Offset) error {
+	stop, err := s.startOf(ctx, end, false)
+	if err != nil {
+		return err
+	}
+	start, err := s.startOf(ctx, nil, false)
+	if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrRetentionUnknown, err)
+	}
+	lossless := *s
+	lossless.failOnDataLoss = true // a rebuild reads every commit again, skipping none
+	files, _, err := lossless.scan(ctx, start, &stop, stop.Version, 0)
+	if errors.Is(err, ErrDataLoss) {
+		return err
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrRetentionUnknown, err)
+	}
+	if len(files) == 0 {
+		return nil
+	}
+	keys, err := checkpoint.ListKeys(ctx, s.table.Store(), "")
+	if err != nil {
+		return fmt.Errorf("%w: list %s: %w", engine.ErrRetentionUnknown, s.table.Location(), err)
+	}
+	present := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		present[k] = true
+	}
+	for _, f := range files {
+		if k := canonicalPath(f.Path); !present[k] {
+			return fmt.Errorf("the data file %s/%s that the committed batches read is gone (a VACUUM removed it)", s.table.Location(), k)
+		}
+	}
+	return nil
 }
 
 // scan walks from start to stop (nil: as far as newest and limit allow) and

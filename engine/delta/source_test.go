@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -231,5 +232,50 @@ func TestSourceDataLoss(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestSourceRetained: a rebuild reads every commit and data file the committed batches read
+// again; a data file a VACUUM removed, or commits log retention removed, say so.
+func TestSourceRetained(t *testing.T) {
+	for _, kind := range storeKinds {
+		t.Run(kind, func(t *testing.T) {
+			ctx := context.Background()
+			r := newSourceRig(t, kind)
+			private := privateStore(t)
+			r.start(private, func(d *v1.DeltaSource) { d.StartingVersion = new(int64(0)); d.MaxFilesPerTrigger = new(int32(3)) })
+			for i := range 12 { // a checkpoint at version 10, so that log retention can remove commits before it
+				r.append(string(rune('A' + i)))
+			}
+			if diff := cmp.Diff([]string{"A", "B", "C"}, r.mustNext(true)); diff != "" {
+				t.Fatalf("first batch (-want +got):\n%s", diff)
+			}
+			retained := r.src.(engine.RetainingSource)
+			if err := retained.Retained(ctx, r.end); err != nil {
+				t.Fatalf("Retained with everything there: %v", err)
+			}
+			actions, err := r.tbl.Commit(ctx, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var file string
+			for _, a := range actions {
+				if a.Add != nil {
+					file = a.Add.Path
+				}
+			}
+			if err := r.tbl.Store().Delete(ctx, file); err != nil {
+				t.Fatal(err)
+			}
+			if err := retained.Retained(ctx, r.end); err == nil || !strings.Contains(err.Error(), file+" that the committed batches read is gone") {
+				t.Errorf("Retained after a VACUUM took %s: %v", file, err)
+			}
+			if _, err := r.tbl.CleanupLog(ctx, 10); err != nil {
+				t.Fatal(err)
+			}
+			if err := retained.Retained(ctx, r.end); !errors.Is(err, delta.ErrDataLoss) {
+				t.Errorf("Retained after log retention took commits 0–9: %v, want ErrDataLoss", err)
+			}
+		})
 	}
 }

@@ -204,3 +204,25 @@ func TestDataLossVanishedPartition(t *testing.T) {
 		})
 	}
 }
+
+// TestRetained: a rebuild needs every record the committed batches read; a partition whose
+// log start moved past the first of them, or a topic that is gone, says so.
+func TestRetained(t *testing.T) {
+	brokers, end, dir := setUpLoss(t, nil)
+	s := newSource(t, kafkaSpec(brokers, "t"), dir)
+	if err := s.Retained(testContext(t), end); err != nil {
+		t.Fatalf("Retained with every record there: %v", err)
+	}
+	deleteRecords(t, brokers)
+	want := "Kafka partition t-0 starts at offset 7 now; the committed batches read it from offset 0, so offsets 0–6 are gone"
+	if err := s.Retained(testContext(t), end); err == nil || !contains(err.Error(), want) {
+		t.Errorf("Retained after records 0..6 went: %v, want %q", err, want)
+	}
+	if _, err := admin(t, brokers).DeleteTopic(testContext(t), "t"); err != nil {
+		t.Fatal(err)
+	}
+	want = "Kafka partition t-0 is gone; the committed batches read its offsets 0–3"
+	if err := s.Retained(testContext(t), end); err == nil || !contains(err.Error(), want) {
+		t.Errorf("Retained after the topic went: %v, want %q", err, want)
+	}
+}

@@ -25,6 +25,7 @@ import (
 var (
 	_ engine.Source             = (*Source)(nil)
 	_ engine.AvailableNowSource = (*Source)(nil)
+	_ engine.RetainingSource    = (*Source)(nil)
 	_ io.Closer                 = (*Source)(nil)
 )
 
@@ -282,6 +283,41 @@ func (s *Source) loadStart(ctx context.Context) error {
 			engine.ErrRefused, s.name, rec.ClusterID, s.clusterID, s.spec.BootstrapServers)
 	}
 	s.start = &rec
+	return nil
+}
+
+// Retained checks that every partition still holds what the committed batches read of it:
+// from the recorded starting offset (0 for a partition that appeared later) up to end. Log
+// retention or a deleteRecords that moved a partition's log start past that offset makes
+// a rebuild of the state impossible (engine.RetainingSource).
+func (s *Source) Retained(ctx context.Context, end engine.Offset) error {
+	ends, err := parseOffsets(end)
+	if err != nil {
+		return err
+	}
+	var from offsets
+	if s.start != nil {
+		from = s.start.Offsets
+	}
+	_, logStarts, err := s.list(ctx)
+	if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrRetentionUnknown, err)
+	}
+	for _, tp := range ends.partitions() {
+		hi, _ := ends.get(tp)
+		lo, _ := from.get(tp) // a partition the start record does not name was read from 0
+		if hi <= lo {
+			continue // nothing read
+		}
+		first, ok := logStarts.get(tp)
+		switch {
+		case !ok:
+			return fmt.Errorf("Kafka partition %s-%d is gone; the committed batches read its offsets %d–%d", tp.topic, tp.partition, lo, hi-1)
+		case first > lo:
+			return fmt.Errorf("Kafka partition %s-%d starts at offset %d now; the committed batches read it from offset %d, so offsets %d–%d are gone (the topic's retention.ms or retention.bytes, or a deleteRecords, removed them)",
+				tp.topic, tp.partition, first, lo, lo, first-1)
+		}
+	}
 	return nil
 }
 

@@ -21,6 +21,7 @@ var (
 	_ engine.Source             = (*Files)(nil)
 	_ engine.AvailableNowSource = (*Files)(nil)
 	_ engine.PurgingSource      = (*Files)(nil)
+	_ engine.RetainingSource    = (*Files)(nil)
 )
 
 // ErrMalformed marks the error of a record that does not parse when the
@@ -348,6 +349,51 @@ func (f *Files) Purge(ctx context.Context, oldest int64) error {
 		}
 		if err := f.store.Delete(ctx, k); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// Retained checks that every file the batches up to end read is still in the folder
+// (engine.RetainingSource): a rebuild reads them again.
+func (f *Files) Retained(ctx context.Context, end engine.Offset) error {
+	last, err := parseFiles(end)
+	if err != nil {
+		return err
+	}
+	keys, err := checkpoint.ListKeys(ctx, f.store, filesLogDir)
+	if err != nil {
+		return fmt.Errorf("%w: read seen-files log: %w", engine.ErrRetentionUnknown, err)
+	}
+	present := map[string]bool{}
+	listed := false
+	for _, k := range keys {
+		b, ok := checkpoint.ParseBatchName(strings.TrimPrefix(k, filesLogDir))
+		if !ok || b > last {
+			continue
+		}
+		data, err := f.store.Get(ctx, k)
+		if err != nil {
+			return fmt.Errorf("%w: read seen-files entry %s: %w", engine.ErrRetentionUnknown, k, err)
+		}
+		entries, err := parseEntries(data)
+		if err != nil {
+			return fmt.Errorf("%w: read seen-files entry %s: %w", engine.ErrRetentionUnknown, k, err)
+		}
+		if !listed && len(entries) > 0 {
+			objs, err := f.folder.List(ctx, "")
+			if err != nil {
+				return fmt.Errorf("%w: list %s: %w", engine.ErrRetentionUnknown, f.folder.Location(), err)
+			}
+			for _, o := range objs {
+				present[o.Key] = true
+			}
+			listed = true
+		}
+		for _, e := range entries {
+			if !present[e.Path] {
+				return fmt.Errorf("the file %s that batch %d read is gone", f.fileName(e.Path), b)
+			}
 		}
 	}
 	return nil
