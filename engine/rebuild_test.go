@@ -369,6 +369,9 @@ func TestRebuildStreamJoin(t *testing.T) {
 	for name, edit := range map[string]func(*v1.StreamingQuerySpec){
 		"join-type":       func(s *v1.StreamingQuerySpec) { s.Transform[1].Join.Type = v1.JoinInner },
 		"join-time-bound": func(s *v1.StreamingQuerySpec) { s.Transform[1].Join.Stream.TimeBound.UpperBound = "10s" },
+		// Keyed by the impression's user: the old state, keyed by ad, would match clicks of
+		// ad "a" to impressions the new key never pairs them with.
+		"join-keys": func(s *v1.StreamingQuerySpec) { s.Transform[1].Join.Keys = querytest.Keys("user", "ad_id") },
 	} {
 		t.Run(name, func(t *testing.T) {
 			twice := func(e *adEvents, first, second func() *querytest.Query, between func()) string {
