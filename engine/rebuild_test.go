@@ -362,7 +362,7 @@ func BenchmarkRebuild(b *testing.B) {
 }
 
 // TestRebuildStreamJoin is TestRebuildOracle for the stream–stream join's rules: the join's
-// type and its time bound change; the join's state (both sides' buffered rows, the outer side's
+// type, its time bound and its keys change; the join's state (both sides' buffered rows, the outer side's
 // unmatched ones) is rebuilt for the new join, and its output after the switch equals the new
 // join's run from the start.
 func TestRebuildStreamJoin(t *testing.T) {
