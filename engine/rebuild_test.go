@@ -18,6 +18,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/storetest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
@@ -154,9 +155,9 @@ func TestRebuildCrashes(t *testing.T) {
 				e := newEvents(t)
 				e.generate(t, 4)
 				consoleRun(t, old(e.query()))
-				before := snapshot(t, e.ckpt)
+				before := generationZero(t, e.ckpt)
 				crashRebuild(t, newQuery(t, nu(e.query()).ConsoleSink().Obj(), crashAt(phase, batch)))
-				if diff := cmp.Diff(before, snapshot(t, e.ckpt)); diff != "" {
+				if diff := cmp.Diff(before, generationZero(t, e.ckpt)); diff != "" {
 					t.Fatalf("a crashed rebuild changed the old generation (-before +after):\n%s", diff)
 				}
 				sum := rebuild(t, nu(e.query()).ConsoleSink())
@@ -184,30 +185,14 @@ func crashRebuild(t *testing.T, q *engine.Query) {
 	<-done
 }
 
-// snapshot reads generation 0 of the checkpoint in dir: every object's bytes, the
-// generations' folders and records left out.
-func snapshot(t *testing.T, dir string) map[string]string {
+// generationZero reads the objects of the checkpoint's generation 0 in dir.
+func generationZero(t *testing.T, dir string) map[string]string {
 	t.Helper()
-	files := map[string]string{}
-	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		if d.IsDir() && (strings.HasPrefix(rel, "generation-") || rel == "_generations") {
-			return filepath.SkipDir
-		}
-		if !d.IsDir() && !strings.HasPrefix(d.Name(), ".") && rel != "_latest" {
-			data, err := os.ReadFile(p)
-			files[rel] = string(data)
-			return err
-		}
-		return nil
-	})
+	st, err := checkpoint.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return files
+	return storetest.Objects(t, st, storetest.GenerationZero)
 }
 
 // TestRebuildNeedsTheWholeLog: with the first batches purged, the plan says which batches

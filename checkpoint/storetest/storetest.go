@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -423,4 +424,33 @@ func mustGet(t *testing.T, s checkpoint.Store, key string) []byte {
 		t.Fatalf("Get(%q) error = %v", key, err)
 	}
 	return b
+}
+
+// Objects returns the objects of s by key, those keep accepts (nil keeps all): what a test
+// compares before and after to prove that a step changed nothing it must not.
+func Objects(t testing.TB, s checkpoint.Store, keep func(key string) bool) map[string]string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := checkpoint.ListKeys(ctx, s, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	objs := map[string]string{}
+	for _, k := range keys {
+		if keep != nil && !keep(k) {
+			continue
+		}
+		data, err := s.Get(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs[k] = string(data)
+	}
+	return objs
+}
+
+// GenerationZero keeps the keys of a checkpoint's generation 0: not a later generation's
+// folder or record, nor the _latest hint a rebuilt generation 0 may rewrite.
+func GenerationZero(key string) bool {
+	return !strings.HasPrefix(key, "generation-") && !strings.HasPrefix(key, checkpoint.GenerationsDir) && key != "_latest"
 }

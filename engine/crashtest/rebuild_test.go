@@ -13,6 +13,7 @@ import (
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/storetest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -138,7 +139,7 @@ func TestRebuildKillsLocal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return generationZero(t, st)
+		return storetest.Objects(t, st, storetest.GenerationZero)
 	})
 }
 
@@ -158,30 +159,7 @@ func TestRebuildKillsS3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return generationZero(t, st)
+		return storetest.Objects(t, st, storetest.GenerationZero)
 	}, proxied.Env()...)
 	t.Logf("the proxy saw %d requests, faults: %v", proxy.Requests(), proxy.Counts())
-}
-
-// generationZero reads every object of generation 0 in st (the generations' folders and
-// records, and the _latest hint, left out).
-func generationZero(t *testing.T, st checkpoint.Store) map[string]string {
-	t.Helper()
-	ctx := context.Background()
-	keys, err := checkpoint.ListKeys(ctx, st, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	objs := map[string]string{}
-	for _, k := range keys {
-		if strings.HasPrefix(k, "generation-") || strings.HasPrefix(k, checkpoint.GenerationsDir) || k == "_latest" {
-			continue
-		}
-		data, err := st.Get(ctx, k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs[k] = string(data)
-	}
-	return objs
 }
