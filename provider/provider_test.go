@@ -22,6 +22,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/provider/providertest"
 )
 
 // TestMain runs the acceptance tests with `go test` alone: it sets TF_ACC and points
@@ -44,13 +45,7 @@ func TestMain(m *testing.M) {
 			os.Setenv("TF_ACC_TERRAFORM_PATH", p)
 		}
 	}
-	// The provider runs inside the test binary for the CLI tests; keep its SDK's trace logs
-	// out of test output unless asked for (TF_LOG_SDK=trace).
-	for _, v := range []string{"TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
-		if os.Getenv(v) == "" {
-			os.Setenv(v, "off")
-		}
-	}
+	providertest.QuietSDKLogs() // the provider runs inside the test binary for the CLI tests
 	testenv.Main(m)
 }
 

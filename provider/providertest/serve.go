@@ -4,6 +4,7 @@ package providertest
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -30,5 +31,15 @@ func Serve(t testing.TB, address string, server func() tfprotov6.ProviderServer)
 	return map[string]any{
 		"Protocol": string(cfg.Protocol), "ProtocolVersion": 6, "Pid": cfg.Pid, "Test": true,
 		"Addr": map[string]string{"Network": cfg.Addr.Network(), "String": cfg.Addr.String()},
+	}
+}
+
+// QuietSDKLogs keeps the trace logs of a provider served in the test binary (Serve) out of
+// the test output unless asked for (TF_LOG_SDK=trace): call it from TestMain.
+func QuietSDKLogs() {
+	for _, v := range []string{"TF_LOG_SDK", "TF_LOG_SDK_PROTO", "TF_LOG_SDK_FRAMEWORK"} {
+		if os.Getenv(v) == "" {
+			os.Setenv(v, "off")
+		}
 	}
 }
