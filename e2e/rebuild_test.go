@@ -3,10 +3,14 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
@@ -17,7 +21,7 @@ import (
 // warning, the query reads Rebuilding (an Event says so), the engine rebuilds the state from
 // the retained input and switches the checkpoint to it, and the query runs the new window on
 // (Running, a Rebuilt Event, the same query id, a batch committed after the switch, and the
-// sink's new windows 20 s long).
+// sink's new windows 20 s long). Then the same through the real Terraform CLI, to 30 s windows.
 func TestRebuildOnIncompatibleChange(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
@@ -49,49 +53,105 @@ spec:
 		t.Fatalf("kubectl apply of a longer window: %v, want a refusal naming window-size that offers the rebuild", err)
 	}
 	tn.apply(manifest("20s", "  onIncompatibleChange: rebuild\n"))
-	generation := tn.query("windows").Generation
-	tn.eventuallyWithin(5*time.Minute, "the rebuilt query runs the new spec", func() error {
-		q := tn.query("windows")
-		if q.Status.ObservedGeneration < generation || q.Status.Phase != v1.PhaseRunning {
-			return fmt.Errorf("generation %d observed, phase %s; conditions %s", q.Status.ObservedGeneration, q.Status.Phase, conditions(q))
-		}
-		if len(tn.queryEvents("windows", "Rebuilt")) == 0 {
-			return fmt.Errorf("no Rebuilt Event yet; conditions %s", conditions(q))
-		}
-		return nil
-	})
-	if evs := tn.queryEvents("windows", v1.ReasonRebuilding); len(evs) == 0 {
-		t.Errorf("no Rebuilding Event")
-	}
-	after := *tn.query("windows").Status.LatestCommittedBatch
-	q := tn.committed("windows", after+3)
-	if q.Status.QueryID != id {
-		t.Errorf("query id %s after the rebuild, want %s", q.Status.QueryID, id)
-	}
-	// Windows the new engine closed are 20 s long.
-	tn.eventually("the sink holds a 20 s window", func() error {
-		cols, rows := tn.sinkRows("out/windows")
-		start, end := -1, -1
-		for i, c := range cols {
-			switch c.Name {
-			case "window_start":
-				start = i
-			case "window_end":
-				end = i
+	rebuilt := func(how string, rebuilds int, window time.Duration) {
+		t.Helper()
+		generation := tn.query("windows").Generation
+		tn.eventuallyWithin(5*time.Minute, how+": the rebuilt query runs the new spec", func() error {
+			q := tn.query("windows")
+			if q.Status.ObservedGeneration < generation || q.Status.Phase != v1.PhaseRunning {
+				return fmt.Errorf("generation %d observed, phase %s; conditions %s", q.Status.ObservedGeneration, q.Status.Phase, conditions(q))
 			}
-		}
-		if start < 0 || end < 0 {
-			return fmt.Errorf("the sink has no window columns: %v", cols)
-		}
-		for _, r := range rows {
-			ts, ok1 := asTime(r[start])
-			te, ok2 := asTime(r[end])
-			if ok1 && ok2 && te.Sub(ts) == 20*time.Second {
-				return nil
+			if n := tn.eventCount("windows", "Rebuilt"); n < rebuilds {
+				return fmt.Errorf("%d Rebuilt Events, want %d; conditions %s", n, rebuilds, conditions(q))
 			}
+			return nil
+		})
+		if n := tn.eventCount("windows", v1.ReasonRebuilding); n < rebuilds {
+			t.Errorf("%s: %d Rebuilding Events, want %d", how, n, rebuilds)
 		}
-		return fmt.Errorf("no 20 s window among %d rows", len(rows))
-	})
+		after := *tn.query("windows").Status.LatestCommittedBatch
+		q := tn.committed("windows", after+3)
+		if q.Status.QueryID != id {
+			t.Errorf("%s: query id %s after the rebuild, want %s", how, q.Status.QueryID, id)
+		}
+		// Windows the new engine closed have the new size.
+		tn.eventually(fmt.Sprintf("%s: the sink holds a %s window", how, window), func() error {
+			cols, rows := tn.sinkRows("out/windows")
+			start, end := -1, -1
+			for i, c := range cols {
+				switch c.Name {
+				case "window_start":
+					start = i
+				case "window_end":
+					end = i
+				}
+			}
+			if start < 0 || end < 0 {
+				return fmt.Errorf("the sink has no window columns: %v", cols)
+			}
+			for _, r := range rows {
+				ts, ok1 := asTime(r[start])
+				te, ok2 := asTime(r[end])
+				if ok1 && ok2 && te.Sub(ts) == window {
+					return nil
+				}
+			}
+			return fmt.Errorf("no %s window among %d rows", window, len(rows))
+		})
+	}
+	rebuilt("kubectl", 1, 20*time.Second)
+
+	// The same through the real Terraform CLI: the query imported, its window changed again
+	// with on_incompatible_change = "rebuild": the plan warns on the changed attribute with
+	// what the rebuild replays, apply admits it, and the query rebuilds again and runs on.
+	tf := newTerraform(t, tn.in.node.Kubeconfig, tn.ns)
+	tfQuery := func(window string) string {
+		return fmt.Sprintf(`
+resource "lockstep_streaming_query" "windows" {
+  name    = "windows"
+  sources = [{ name = "ticks", rate = { rows_per_second = 20 } }]
+  transform = [
+    { watermark = { column = "timestamp", delay = "2s" } },
+    { aggregate = { group_by = [{ window = { column = "timestamp", duration = %q } }], aggregates = [{ name = "ticks", function = "count" }] } },
+  ]
+  sink                   = { files = { path = %q, format = "json" } }
+  output_mode            = "append"
+  trigger                = { processing_time = "1s" }
+  checkpoint             = { store = %q }
+  on_incompatible_change = "rebuild"
+}
+`, window, tn.location("out/windows"), tn.store)
+	}
+	tf.write(tfQuery("20s"))
+	tf.must("init", "-input=false")
+	tf.must("import", "-input=false", "-lock=false", "lockstep_streaming_query.windows", tn.ns+"/windows")
+	tf.write(tfQuery("30s"))
+	if out := tf.must("plan", "-input=false", "-lock=false"); !strings.Contains(out, "window-size") || !strings.Contains(out, "Accepted by on_incompatible_change: rebuild") {
+		t.Errorf("terraform plan of a 30 s window: want a warning naming window-size that the rebuild accepts:\n%s", out)
+	}
+	tf.must("apply", "-input=false", "-lock=false", "-auto-approve")
+	rebuilt("terraform", 2, 30*time.Second)
+}
+
+// eventCount counts the query's Events of reason, each as often as it occurred (the API
+// folds repeats of one message into one Event with a count or a series).
+func (tn *tenant) eventCount(name, reason string) int {
+	tn.t.Helper()
+	var list corev1.EventList
+	if err := tn.in.c.List(context.Background(), &list, client.InNamespace(tn.ns)); err != nil {
+		tn.t.Fatal(err)
+	}
+	n := 0
+	for _, e := range list.Items {
+		if e.InvolvedObject.Kind == "StreamingQuery" && e.InvolvedObject.Name == name && e.Reason == reason {
+			c := max(int(e.Count), 1)
+			if e.Series != nil {
+				c = max(c, int(e.Series.Count))
+			}
+			n += c
+		}
+	}
+	return n
 }
 
 // asTime reads a timestamp the files sink wrote: a time, or its RFC 3339 text.
