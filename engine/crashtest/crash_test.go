@@ -386,7 +386,7 @@ func interrupt(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, untilLine stri
 }
 
 // runWatching runs cmd to its end, copying its standard error to stderr and
-// handing each line to onLine as it comes, and kills it after RunTimeout.
+// handing each line to onLine as it comes, and kills it when it writes nothing for RunTimeout.
 func runWatching(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, onLine func(line string)) Result {
 	t.Helper()
 	pipe, err := cmd.StderrPipe()
@@ -396,11 +396,11 @@ func runWatching(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, onLine func(
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	timer := time.AfterFunc(RunTimeout, func() { _ = cmd.Process.Kill() })
-	defer timer.Stop()
+	w := newSilence(stderr, cmd, RunTimeout)
+	defer w.stop()
 	lines := bufio.NewScanner(pipe)
 	for lines.Scan() {
-		stderr.WriteString(lines.Text() + "\n")
+		_, _ = w.Write([]byte(lines.Text() + "\n"))
 		onLine(lines.Text())
 	}
 	return wait(cmd, stderr)

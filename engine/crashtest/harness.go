@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -24,10 +25,34 @@ import (
 // itself at a phase boundary of a batch: <phase>:<batch>.
 const CrashAtEnv = "LOCKSTEP_CRASH_AT"
 
-// RunTimeout bounds one run of the binary: Run kills it after that long. It only stops a
-// hung run: a reference run of 150 batches took over a minute on a 2-core machine with a load
-// average of 27, so the bound is far above any run's time.
+// RunTimeout bounds how long one run of the binary may go without writing a line: Run kills
+// it after that long silent. It stops a hung run, never a slow one: on a busy 2-core machine
+// (load average 30) a Spark batch took two minutes and a 150-batch reference run over one,
+// and a run that makes progress says so, batch by batch.
 const RunTimeout = 5 * time.Minute
+
+// silence kills the process tree of cmd (once started) when the writes it watches stop for
+// quiet: Write passes them on and restarts the clock.
+type silence struct {
+	w     io.Writer
+	quiet time.Duration
+	timer *time.Timer
+}
+
+func newSilence(w io.Writer, cmd *exec.Cmd, quiet time.Duration) *silence {
+	return &silence{w: w, quiet: quiet, timer: time.AfterFunc(quiet, func() {
+		if cmd.Process != nil {
+			killTree(cmd.Process.Pid)
+		}
+	})}
+}
+
+func (s *silence) Write(p []byte) (int, error) {
+	s.timer.Reset(s.quiet)
+	return s.w.Write(p)
+}
+
+func (s *silence) stop() { s.timer.Stop() }
 
 // Build builds cmd/lockstep of the module the tests run in into dir and
 // returns the binary's path. It runs `go build`, so it takes seconds: build
@@ -105,24 +130,26 @@ type Result struct {
 }
 
 // Run runs cmd to its end, collecting its standard output and error, and
-// kills it after RunTimeout. A command that does not start fails t.
+// kills it when it writes nothing for RunTimeout. A command that does not start fails t.
 func Run(t testing.TB, cmd *exec.Cmd) Result {
 	t.Helper()
 	return RunFor(t, cmd, RunTimeout)
 }
 
-// RunFor is Run with another bound than RunTimeout: a Spark run starts a JVM,
-// which takes a minute on a busy 2-core machine.
-func RunFor(t testing.TB, cmd *exec.Cmd, timeout time.Duration) Result {
+// RunFor is Run with another bound than RunTimeout on a silent run: a Spark run
+// starts a JVM, which says nothing for minutes on a busy 2-core machine.
+func RunFor(t testing.TB, cmd *exec.Cmd, quiet time.Duration) Result {
 	t.Helper()
 	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
+	w := newSilence(&out, cmd, quiet)
+	defer w.stop()
+	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	timer := time.AfterFunc(timeout, func() { killTree(cmd.Process.Pid) })
-	defer timer.Stop()
-	return wait(cmd, &out)
+	err := cmd.Wait()
+	w.stop()
+	return result(err, out.String())
 }
 
 // SeedEnv names the environment variable that sets KillRandomly's seed.
@@ -222,6 +249,8 @@ func KillAfter(t testing.TB, cmd *exec.Cmd, prefix string, delay, timeout time.D
 	}
 	pw.Close()
 	var out bytes.Buffer
+	w := newSilence(&out, cmd, timeout)
+	defer w.stop()
 	seen := make(chan struct{})
 	scanned := make(chan struct{})
 	go func() {
@@ -229,7 +258,7 @@ func KillAfter(t testing.TB, cmd *exec.Cmd, prefix string, delay, timeout time.D
 		sc := bufio.NewScanner(pr)
 		once := false
 		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
+			_, _ = w.Write([]byte(sc.Text() + "\n"))
 			if !once && strings.HasPrefix(sc.Text(), prefix) {
 				once = true
 				close(seen)
@@ -240,10 +269,7 @@ func KillAfter(t testing.TB, cmd *exec.Cmd, prefix string, delay, timeout time.D
 	go func() { exited <- cmd.Wait() }()
 	var waitErr error
 	select {
-	case waitErr = <-exited:
-	case <-time.After(timeout):
-		killTree(cmd.Process.Pid)
-		waitErr = <-exited
+	case waitErr = <-exited: // or killed by the silence
 	case <-seen:
 		select {
 		case waitErr = <-exited:

@@ -35,8 +35,9 @@ func (c cleanup) Run() int {
 	return code
 }
 
-// wait bounds every wait of these tests.
-const wait = 60 * time.Second
+// wait bounds every wait of these tests: a deadline for what must happen, far above how long
+// it takes even on a busy machine (a load average of 30 slowed a batch past a minute).
+const wait = 3 * time.Minute
 
 func testContext(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*wait)
@@ -67,6 +68,28 @@ func createTopic(t testing.TB, brokers []string, topic string, partitions int32,
 	}
 	if err != nil {
 		t.Fatalf("create topic %s: %v", topic, err)
+	}
+	// The broker answers before every partition is in its metadata: a source started now
+	// could list none of them (on a busy machine it did, and a query that waits for records
+	// to wake it waited on no partition).
+	deadline := time.Now().Add(wait)
+	for {
+		l, err := admin(t, brokers).ListEndOffsets(testContext(t), topic)
+		n := 0
+		if err == nil {
+			l.Each(func(o kadm.ListedOffset) {
+				if o.Err == nil {
+					n++
+				}
+			})
+		}
+		if n == int(partitions) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("topic %s: %d of %d partitions listed after %s (%v)", topic, n, partitions, wait, err)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
 

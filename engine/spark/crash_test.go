@@ -234,8 +234,9 @@ func TestSparkDriverKilled(t *testing.T) {
 // sparkTestHooks is the runner's system property that arms its kill points (Crash.java).
 const sparkTestHooks = "lockstep.testHooks"
 
-// sparkRunTimeout bounds a run of `lockstep run --runtime spark`: the JVM alone takes
-// half a minute to start on a busy 2-core machine.
+// sparkRunTimeout bounds how long a run of `lockstep run --runtime spark` may write nothing
+// (crashtest.RunFor): the JVM alone says nothing for minutes while it starts on a busy 2-core
+// machine, and a batch took two at a load average of 30.
 const sparkRunTimeout = 8 * time.Minute
 
 // crashOrder returns order i of file (or Kafka batch) f: five a file, a file's event times ten
