@@ -41,7 +41,7 @@ func TestRebuildAccepted(t *testing.T) {
 }
 
 // TestRebuildOffered: a refusal a rebuild answers offers it, with its cost or why it is not
-// possible; one it does not answer (a source change) or a Spark query does not.
+// possible, on both runtimes; one it does not answer (a source change) does not.
 func TestRebuildOffered(t *testing.T) {
 	old, err := compat.ShapeOf(revenue().Spec())
 	if err != nil {
@@ -64,7 +64,7 @@ func TestRebuildOffered(t *testing.T) {
 		{"possible", keyChange, possible, "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): it replays batches 0–11 (3400 records) through the new query, about 1m35s at the rate they first ran; output already written stays; from batch 12 on the output follows the new query."},
 		{"not possible", keyChange, lost, "Rebuilding the state from the retained input is not possible: the offsets log keeps batches 3–11 only."},
 		{"not gathered", keyChange, nil, ""},
-		{"spark", func(s *v1.StreamingQuerySpec) { keyChange(s); onSpark(s) }, possible, "not possible: the spark runtime cannot rebuild state yet"},
+		{"spark", func(s *v1.StreamingQuerySpec) { keyChange(s); onSpark(s) }, possible, "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): it replays batches 0–11"},
 		{"a source change", func(s *v1.StreamingQuerySpec) { keyChange(s); s.Sources[0].Kafka.Topics = []string{"other"} }, possible, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

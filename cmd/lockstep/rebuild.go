@@ -14,6 +14,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -60,9 +61,6 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 	if errs := plan.Validate(obj); len(errs) > 0 {
 		return withExitCode(exitInvalid, fieldErrors(file, errs.ToAggregate().Errors()))
 	}
-	if obj.Spec.Runtime.Name() == v1.RuntimeSpark {
-		return withExitCode(exitRefused, errors.New("the spark runtime cannot rebuild state yet; the built-in runtime can (docs/rebuild.md)"))
-	}
 	if location == "" {
 		location = obj.Spec.Checkpoint.Location
 	}
@@ -75,12 +73,8 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 		return err
 	}
 
-	reg, err := newRegistry()
-	if err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	q, err := engine.New(obj, reg, engine.WithCheckpoint(location), engine.WithLogger(logger), engine.WithStartGuard(compatGuard(logger)))
+	q, err := newRebuilder(obj, location, logger)
 	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
 		return withExitCode(exitInvalid, invalidSpec(file, ise))
 	}
@@ -126,6 +120,28 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 	fmt.Fprintf(stdout, "Rebuilt: generation %d is current (%d batches replayed now, %d rows, %s). Run the new query to continue at batch %d.\n",
 		sum.Generation, sum.Replayed, sum.InputRows, sum.Duration.Round(time.Millisecond), p.Batches)
 	return nil
+}
+
+// rebuilder is a runtime's query that rebuilds its checkpoint: *engine.Query, *spark.Query.
+type rebuilder interface {
+	PlanRebuild(ctx context.Context) (engine.RebuildPlan, error)
+	Rebuild(ctx context.Context, opts engine.RebuildOptions) (engine.RebuildSummary, error)
+}
+
+// newRebuilder is obj's query on its runtime, on the checkpoint at location.
+func newRebuilder(obj *v1.StreamingQuery, location string, logger *slog.Logger) (rebuilder, error) {
+	if obj.Spec.Runtime.Name() == v1.RuntimeSpark {
+		runner, err := spark.FindRunner()
+		if err != nil {
+			return nil, withExitCode(exitFailure, err)
+		}
+		return spark.New(obj, spark.Options{Location: location, Runner: runner, Logger: logger, Guard: compatGuard(logger)})
+	}
+	reg, err := newRegistry()
+	if err != nil {
+		return nil, err
+	}
+	return engine.New(obj, reg, engine.WithCheckpoint(location), engine.WithLogger(logger), engine.WithStartGuard(compatGuard(logger)))
 }
 
 // judgeRebuild judges obj against the checkpoint at location: a rebuild is for a refused

@@ -215,6 +215,16 @@ func (rp *replayer) replay(ctx context.Context) (int64, int64, error) {
 	if err := rp.mirror(ctx, committed); err != nil {
 		return rp.ran, rp.rows, err
 	}
+	if g := rp.q.opts.Guard; g != nil {
+		// As a start on the new generation: it records the new query's shape from its first batch.
+		head, err := rp.gen.Head(ctx)
+		if err != nil {
+			return rp.ran, rp.rows, err
+		}
+		if err := g(ctx, engine.GuardRequest{Checkpoint: rp.gen, Spec: rp.q.spec, Head: head, NextBatch: committed + 1, Getenv: os.Getenv}); err != nil {
+			return rp.ran, rp.rows, fmt.Errorf("%w: %w", engine.ErrRefused, err)
+		}
+	}
 	for i := committed + 1; i < rp.plan.Batches || i == rp.plan.Pending; i++ {
 		if i > planned {
 			if err := rp.writeOffsets(ctx, i); err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -287,4 +288,67 @@ func snapshotDir(t *testing.T, loc string) map[string]string {
 		t.Fatal(err)
 	}
 	return files
+}
+
+// BenchmarkSparkRebuild is BenchmarkRebuild (engine) on Spark: the rows per CPU-second (this
+// process and the runner JVMs) of a rebuild on Spark for new grouping keys over 10 recorded
+// batches of 2,000 rows, beside a normal run of the new query over the same batches on Spark,
+// and their ratio. A rebuild writes nothing, but starts Spark's query once per batch.
+func BenchmarkSparkRebuild(b *testing.B) {
+	runner := testenv.SparkRunner(b)
+	ctx := context.Background()
+	var runCPU, rebuildCPU time.Duration
+	var rows int64
+	edit := func(s *v1.StreamingQuerySpec) { s.Transform[1].Aggregate.GroupBy[0].Column = "city" }
+	run := func(obj *v1.StreamingQuery, loc string) engine.Summary {
+		q, err := spark.New(obj, spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(filepath.Dir(loc), "spark.log"), Stdout: io.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum, err := q.Run(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return sum
+	}
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		in := filepath.Join(dir, "in")
+		var files []string
+		for f := range 10 {
+			var lines []string
+			for j := range 2000 {
+				ts := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(f*2000+j) * 10 * time.Millisecond).Format(time.RFC3339Nano)
+				lines = append(lines, fmt.Sprintf(`{"order_id":"o-%d","country":"c%d","city":"t%d","amount":%d.5,"qty":%d,"ts":%q}`, j%500, j%40, j%70, j%9, j%5, ts))
+			}
+			files = append(files, strings.Join(lines, "\n")+"\n")
+		}
+		writeFiles(b, filepath.Join(in, "orders"), files)
+		loc := filepath.Join(dir, "ckpt")
+		run(rebuildQuery(oracleQuery, in, nil), loc)
+		nu := rebuildQuery(oracleQuery, in, edit)
+		b.StartTimer()
+
+		began := cpuWithChildren()
+		q, err := spark.New(nu, spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(dir, "spark.log"), Stdout: io.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs, err := q.Rebuild(ctx, engine.RebuildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		mid := cpuWithChildren()
+		sum := run(nu, filepath.Join(dir, "fresh"))
+		rebuildCPU += mid - began
+		runCPU += cpuWithChildren() - mid
+		rows += sum.NumInputRows
+		if rs.InputRows != sum.NumInputRows {
+			b.Fatalf("the rebuild read %d rows, the run %d", rs.InputRows, sum.NumInputRows)
+		}
+	}
+	b.ReportMetric(float64(rows)/runCPU.Seconds(), "run-rows/cpu-s")
+	b.ReportMetric(float64(rows)/rebuildCPU.Seconds(), "rows/cpu-s")
+	b.ReportMetric(runCPU.Seconds()/rebuildCPU.Seconds(), "x-run-cpu")
 }
