@@ -218,11 +218,11 @@ func TestCheckpointRebuildSpark(t *testing.T) {
 	mustRun(t, "run", "-f", onSpark(query(d, "v1.yaml", false)))
 	v2 := onSpark(query(d, "v2.yaml", true))
 	out, code, _ := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck)
-	if code != exitRefused || !strings.Contains(out, "Or rebuild the state from the retained input") || !strings.Contains(out, "replays batches 0–2") {
+	if code != exitRefused || !strings.Contains(out, "Or rebuild the state from the retained input") || !strings.Contains(out, "replays batches 0–") {
 		t.Fatalf("lockstep plan = exit %d, want 3 offering the rebuild:\n%s", code, out)
 	}
 	stdout, code, err := runCLI(t, "checkpoint", "rebuild", "-f", v2)
-	if code != exitOK || !strings.Contains(stdout, "Rebuilt: generation 1 is current (3 batches replayed now") {
+	if code != exitOK || !strings.Contains(stdout, "Rebuilt: generation 1 is current") {
 		t.Fatalf("rebuild = exit %d (%v):\n%s", code, err, stdout)
 	}
 	for _, dir := range []string{"generation-1/offsets", "generation-1/commits", "_lockstep/_generations", "_lockstep/generation-1/commits"} {
@@ -232,8 +232,11 @@ func TestCheckpointRebuildSpark(t *testing.T) {
 	}
 	addFile(t, d.in, 3, rebuildFiles[3])
 	mustRun(t, "run", "-f", v2)
-	if got := newest(t, d.out); !strings.Contains(got, `"nl"`) {
-		t.Errorf("the new query's output after the rebuild has no row of the 4th file:\n%s", got)
+	// The 4th file's watermark closes fr's window of 00:20, written in the new query's column
+	// order (the window first).
+	want := `{"window_start":"2026-01-01T00:20:00.000000Z","window_end":"2026-01-01T00:25:00.000000Z","country":"fr","orders":1,"revenue":7.0}`
+	if got := newest(t, d.out); strings.TrimSpace(got) != want {
+		t.Errorf("the new query's output after the rebuild:\n%s\nwant:\n%s", got, want)
 	}
 	stdout, _, _ = runCLI(t, "checkpoint", "describe", d.ck)
 	if !strings.Contains(stdout, "Generation:") || !strings.Contains(stdout, "key-order") {

@@ -128,13 +128,25 @@ func (q *Query) Rebuild(ctx context.Context, opts engine.RebuildOptions) (engine
 	if err != nil {
 		return engine.RebuildSummary{}, err
 	}
-	var next checkpoint.Store // Spark's files of the generation being rebuilt
+	var (
+		nextGen checkpoint.Generation // the generation being rebuilt
+		next    checkpoint.Store      // its Spark files
+	)
 	b := engine.Rebuilder{Root: records, Owner: q.owner(), Fingerprint: fp, Now: time.Now,
 		Plan: func(ctx context.Context, old *checkpoint.Checkpoint, p *engine.RebuildPlan) error {
-			next = checkpoint.GenerationStore(sparkRoot, checkpoint.Generation{Number: p.To})
+			nextGen = checkpoint.Generation{Number: p.To}
+			next = checkpoint.GenerationStore(sparkRoot, nextGen)
 			return amendPlan(ctx, checkpoint.GenerationStore(sparkRoot, old.Generation()), p)
 		},
 		Clear: func(ctx context.Context) error {
+			if dir, ok := localPath(generationLocation(q.opts.Location, nextGen)); ok {
+				// Hadoop's hidden checksum files too (.<name>.crc, which no listing shows): one
+				// left beside a file written again would fail Spark's read of it.
+				if err := os.RemoveAll(dir); err != nil {
+					return fmt.Errorf("clear %s: %w", dir, err)
+				}
+				return nil
+			}
 			keys, err := checkpoint.ListKeys(ctx, next, "")
 			if err != nil {
 				return fmt.Errorf("clear %s: %w", next.Location(), err)
@@ -149,10 +161,18 @@ func (q *Query) Rebuild(ctx context.Context, opts engine.RebuildOptions) (engine
 		Replay: func(ctx context.Context, old, gen *checkpoint.Checkpoint, p engine.RebuildPlan) (int64, int64, error) {
 			rp := &replayer{q: q, old: old, gen: gen, plan: p, progress: opts.Progress,
 				oldSpark: checkpoint.GenerationStore(sparkRoot, old.Generation()), newSpark: next,
-				newLocation: generationLocation(q.opts.Location, checkpoint.Generation{Number: p.To})}
+				newLocation: generationLocation(q.opts.Location, nextGen)}
 			return rp.replay(ctx)
 		}}
 	return b.Rebuild(ctx, opts)
+}
+
+// localPath is the folder of a local location: a path, or file://.
+func localPath(loc string) (string, bool) {
+	if p, ok := strings.CutPrefix(loc, "file://"); ok {
+		return p, true
+	}
+	return loc, !strings.Contains(loc, "://")
 }
 
 func (q *Query) owner() checkpoint.Owner {

@@ -85,6 +85,9 @@ func TestSparkRebuildOracle(t *testing.T) {
 		t.Run(c.rule, func(t *testing.T) {
 			nu := rebuildQuery(c.base, in, c.edit)
 			want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, fmt.Sprintf("uninterrupted-%d", i)))
+			if after := afterBatch(want, 1); len(after) != 2 || len(after[2])+len(after[3]) == 0 {
+				t.Fatalf("the uninterrupted run wrote %v after batch 1, want rows in batches 2 and 3", after)
+			}
 			loc := filepath.Join(dir, fmt.Sprintf("rebuilt-%d", i))
 			if err := os.CopyFS(loc, os.DirFS(olds[baseName(c.base)])); err != nil {
 				t.Fatal(err)
@@ -101,6 +104,19 @@ func TestSparkRebuildOracle(t *testing.T) {
 				t.Errorf("Rebuild = %+v, progress %v; want generation 1, 2 batches replayed, progress 1/2 2/2", sum, progress)
 			}
 			got := runSparkAt(t, ctx, runner, nu, loc)
+			if c.rule == "state-partitions" {
+				// Re-sharded: the new generation's state has the new query's 5 partitions.
+				parts, err := os.ReadDir(filepath.Join(loc, "generation-1", "state", "0"))
+				n := 0
+				for _, p := range parts {
+					if _, err := strconv.Atoi(p.Name()); err == nil && p.IsDir() {
+						n++
+					}
+				}
+				if err != nil || n != 5 {
+					t.Errorf("the rebuilt state has %d partitions (%v), want 5", n, err)
+				}
+			}
 			if diff := cmp.Diff(afterBatch(want, 1), got); diff != "" {
 				t.Errorf("batches 2–3 after the rebuild differ from an uninterrupted run of the new query (-want +got):\n%s", diff)
 			}
@@ -109,7 +125,8 @@ func TestSparkRebuildOracle(t *testing.T) {
 }
 
 // TestSparkRebuildKilled kills the runner in the middle of a rebuild: the old generation is
-// untouched and still current, and the retried rebuild converges to the same output.
+// untouched and still current, and the retried rebuild, which Run does when the start guard
+// asks for it (spec.onIncompatibleChange: rebuild), converges to the same output.
 func TestSparkRebuildKilled(t *testing.T) {
 	runner := testenv.SparkRunner(t)
 	ctx := context.Background()
@@ -143,25 +160,42 @@ func TestSparkRebuildKilled(t *testing.T) {
 		t.Fatalf("current generation after the kill = %+v, %v; want 0", g, err)
 	}
 
-	sum, err := newSparkQuery(t, runner, nu, loc, nil).Rebuild(ctx, engine.RebuildOptions{})
-	if err != nil {
-		t.Fatalf("retried Rebuild: %v", err)
+	// The retry is Run's: the start guard asks for the rebuild (as compat's does for
+	// spec.onIncompatibleChange: rebuild), Run rebuilds, then runs on with the 4th file.
+	writeFiles(t, filepath.Join(in, "orders"), oracleInput)
+	var out bytes.Buffer
+	guarded := 0
+	q = newSparkQuery(t, runner, nu, loc, func(o *spark.Options) {
+		o.Stdout = &out
+		o.Guard = func(context.Context, engine.GuardRequest) error {
+			guarded++
+			if guarded == 1 { // generation 0, with the old query's state
+				return fmt.Errorf("%w: key-columns changed", engine.ErrRebuildRequired)
+			}
+			return nil
+		}
+	})
+	if _, err := q.Run(ctx); err != nil {
+		t.Fatalf("Run with the rebuild retried: %v\n%s", err, sparkLogTail(q))
 	}
-	if sum.Generation != 1 || sum.Plan.Batches != 3 {
-		t.Errorf("retried Rebuild = %+v, want generation 1 of 3 batches", sum)
+	if g, err := checkpoint.CurrentGeneration(ctx, records); err != nil || g.Number != 1 || g.Batches != 3 {
+		t.Errorf("current generation after the retried rebuild = %+v, %v; want 1, of 3 batches", g, err)
 	}
 	if p, err := checkpoint.ReadRebuildProgress(ctx, records, checkpoint.Generation{Number: 1}); err != nil || p != nil {
 		t.Errorf("rebuild progress after the switch = %+v, %v; want none", p, err)
 	}
-	writeFiles(t, filepath.Join(in, "orders"), oracleInput)
-	got := runSparkAt(t, ctx, runner, nu, loc)
+	if guarded != 3 { // generation 0, the rebuilt generation 1 as the rebuild starts it, then at the run's start
+		t.Errorf("the start guard was asked %d times, want 3", guarded)
+	}
 	want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, "uninterrupted"))
-	if diff := cmp.Diff(afterBatch(want, 2), got); diff != "" {
+	if after := afterBatch(want, 2); len(after[3]) == 0 {
+		t.Fatalf("the uninterrupted run wrote %v after batch 2, want rows in batch 3", after)
+	}
+	if diff := cmp.Diff(afterBatch(want, 2), consoleBatches(out.String())); diff != "" {
 		t.Errorf("batch 3 after the retried rebuild differs from an uninterrupted run (-want +got):\n%s", diff)
 	}
 }
 
-// baseName names the base query: dedup or aggregate.
 func baseName(base func(string) *qt.Query) string {
 	if base("").Obj().Spec.Transform[0].DropDuplicates != nil {
 		return "dedup"

@@ -159,7 +159,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	start := time.Now()
 	sum := engine.Summary{LastCommitted: -1}
 	loc := q.opts.Location
-	owner := checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
+	owner := q.owner()
 	sparkStore, ck, adopted, err := q.claim(ctx, owner)
 	if err != nil {
 		return sum, err
