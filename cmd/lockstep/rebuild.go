@@ -29,7 +29,8 @@ fresh (docs/rebuild.md). The new query runs over every batch the checkpoint's of
 recorded, with the same boundaries and timestamps, writing no output, into a new generation
 of the checkpoint beside the current one; then the checkpoint switches to it, and the next
 lockstep run of NEW.yaml continues after the last committed batch. Output already written
-stays as it was; from the next batch on it follows the new query.
+stays as it was; from the next batch on it follows the new query. A spec with runtime.spark
+rebuilds on Spark, in one runner JVM.
 
 The checkpoint is read from --checkpoint, else the spec's checkpoint.location, else
 ./.lockstep/checkpoints/<namespace>/<name>, as lockstep run does. Stop the query first: the
