@@ -59,12 +59,10 @@ func (v Verdict) RebuildAnswers() bool {
 // answers them all: what it replays and at what cost, or why it is not possible. When the
 // spec asks for a rebuild and one is possible, the change is accepted instead: each such
 // finding becomes a warning that says what the rebuild replays, and v.Rebuild is set.
+// Both runtimes rebuild (docs/rebuild.md).
 func (v *Verdict) offerRebuild(r *Rebuild, spec *v1.StreamingQuerySpec) {
 	if r == nil || !v.RebuildAnswers() {
 		return
-	}
-	if spec.Runtime.Spark != nil && r.Impossible == "" {
-		r = &Rebuild{Impossible: "the spark runtime cannot rebuild state yet (the built-in runtime can)"}
 	}
 	if spec.OnIncompatibleChange == v1.OnIncompatibleRebuild && r.Impossible == "" {
 		v.acceptByRebuild(r)

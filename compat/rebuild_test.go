@@ -41,7 +41,7 @@ func TestRebuildAccepted(t *testing.T) {
 }
 
 // TestRebuildOffered: a refusal a rebuild answers offers it, with its cost or why it is not
-// possible; one it does not answer (a source change) or a Spark query does not.
+// possible, on both runtimes; one it does not answer (a source change) does not.
 func TestRebuildOffered(t *testing.T) {
 	old, err := compat.ShapeOf(revenue().Spec())
 	if err != nil {
@@ -66,7 +66,7 @@ func TestRebuildOffered(t *testing.T) {
 		{"not gathered", keyChange, nil, ""},
 		{"sources unchecked", keyChange, &compat.Rebuild{Replay: possible.Replay, Unchecked: "admission does not connect to the sources"},
 			"from batch 12 on the output follows the new query; whether the sources still hold that input was not checked (admission does not connect to the sources): the rebuild checks it before it replays anything."},
-		{"spark", func(s *v1.StreamingQuerySpec) { keyChange(s); onSpark(s) }, possible, "not possible: the spark runtime cannot rebuild state yet"},
+		{"spark", func(s *v1.StreamingQuerySpec) { keyChange(s); onSpark(s) }, possible, "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): it replays batches 0–11"},
 		{"a source change", func(s *v1.StreamingQuerySpec) { keyChange(s); s.Sources[0].Kafka.Topics = []string{"other"} }, possible, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -144,6 +144,12 @@ func (e *SourceLostError) Unwrap() error { return e.Err }
 
 func (e *SourceLostError) Is(target error) bool { return target == ErrRebuildImpossible }
 
+// PlanRebuildFrom is PlanRebuild of the current generation old, which the caller loaded.
+func PlanRebuildFrom(ctx context.Context, old *checkpoint.Checkpoint) (RebuildPlan, error) {
+	p, _, err := planRebuild(ctx, old)
+	return p, err
+}
+
 // planRebuild reads old's logs: the plan, and the head it was made from.
 func planRebuild(ctx context.Context, old *checkpoint.Checkpoint) (RebuildPlan, checkpoint.Head, error) {
 	gen := old.Generation()
@@ -176,35 +182,81 @@ func planRebuild(ctx context.Context, old *checkpoint.Checkpoint) (RebuildPlan, 
 // a crash leaves a partial new generation that a retried Rebuild of the same spec
 // continues (another spec starts it again). Output already written stays as it was.
 func (q *Query) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummary, error) {
-	began := q.opts.clock.Now()
 	root, err := q.openStore(ctx)
 	if err != nil {
 		return RebuildSummary{}, err
 	}
-	old, err := checkpoint.Load(ctx, root)
+	fp, err := SpecFingerprint(q.spec)
+	if err != nil {
+		return RebuildSummary{}, err
+	}
+	b := Rebuilder{Root: root, Owner: q.owner(), Fingerprint: fp, Now: q.opts.clock.Now,
+		Plan: func(ctx context.Context, old *checkpoint.Checkpoint, p *RebuildPlan) error {
+			return q.CheckRetained(ctx, old, p.Replay)
+		},
+		Replay: func(ctx context.Context, old, gen *checkpoint.Checkpoint, plan RebuildPlan) (int64, int64, error) {
+			if err := copyPrefix(ctx, old.Store(), gen.Store(), checkpoint.SourcesDir); err != nil {
+				return 0, 0, fmt.Errorf("rebuild: copy the sources' files: %w", err)
+			}
+			r, err := q.begin(ctx, gen, discardSink{})
+			if err != nil {
+				return 0, 0, err
+			}
+			defer r.close()
+			return r.replayLog(ctx, old, plan, opts.Progress)
+		}}
+	return b.Rebuild(ctx, opts)
+}
+
+// Rebuilder is the part of a rebuild both runtimes share (Query.Rebuild, and the spark
+// runtime's): it plans from the current generation's records, claims the next generation
+// for the spec (continuing a crashed rebuild of the same spec, else starting it afresh),
+// has the runtime replay the batches into it, seals the current generation and switches.
+type Rebuilder struct {
+	// Root is the store that holds the generations (checkpoint.GenerationStore).
+	Root  checkpoint.Store
+	Owner checkpoint.Owner
+	// Fingerprint identifies the spec the generation is rebuilt for (SpecFingerprint).
+	Fingerprint string
+	Now         func() time.Time
+	// Plan, when set, amends the plan read from the records with what the runtime's own
+	// logs say (nil: as read).
+	Plan func(ctx context.Context, old *checkpoint.Checkpoint, p *RebuildPlan) error
+	// Clear, when set, deletes the runtime's own files of the next generation when the
+	// rebuild starts it afresh, before its record names the spec.
+	Clear func(ctx context.Context) error
+	// Replay runs every batch of plan that gen has not run yet, with old's boundaries,
+	// writing no output, and carries old's pending batch over. It returns the batches it
+	// ran and their input rows.
+	Replay func(ctx context.Context, old, gen *checkpoint.Checkpoint, plan RebuildPlan) (ran, rows int64, err error)
+}
+
+// Rebuild rebuilds (see Query.Rebuild).
+func (b Rebuilder) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummary, error) {
+	began := b.Now()
+	old, err := checkpoint.Load(ctx, b.Root)
 	if err != nil {
 		return RebuildSummary{}, fmt.Errorf("rebuild: %w", err)
 	}
-	if !old.Metadata().Owner.Matches(q.owner()) {
+	if !old.Metadata().Owner.Matches(b.Owner) {
 		return RebuildSummary{}, fmt.Errorf("%w: %w", ErrRefused, &checkpoint.OwnerMismatchError{
-			Location: old.Location(), ID: old.Metadata().ID, Recorded: old.Metadata().Owner, Claimed: q.owner()})
+			Location: old.Location(), ID: old.Metadata().ID, Recorded: old.Metadata().Owner, Claimed: b.Owner})
 	}
 	sum := RebuildSummary{}
 	for attempt := 0; ; attempt++ {
 		plan, head, err := planRebuild(ctx, old)
-		if err == nil && attempt == 0 {
-			err = q.CheckRetained(ctx, old, plan.Replay)
+		if err == nil && b.Plan != nil {
+			err = b.Plan(ctx, old, &plan)
 		}
 		if err != nil {
 			return sum, err
 		}
 		sum.Plan = plan
-		r, err := q.openGeneration(ctx, root, old, plan)
+		gen, err := b.claimGeneration(ctx, old, plan)
 		if err != nil {
 			return sum, err
 		}
-		n, rows, err := r.replayLog(ctx, old, plan, opts.Progress)
-		r.close()
+		n, rows, err := b.Replay(ctx, old, gen, plan)
 		sum.Replayed += n
 		sum.InputRows += rows
 		if err != nil {
@@ -217,49 +269,46 @@ func (q *Query) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummar
 		if err != nil {
 			return sum, fmt.Errorf("rebuild: seal %s: %w", old.Location(), err)
 		}
-		gen := checkpoint.Generation{Number: plan.To, RebuiltFrom: plan.From, Batches: plan.Batches, Reason: opts.Reason, CreatedAt: q.opts.clock.Now().UTC().Truncate(time.Millisecond)}
-		if err := checkpoint.SwitchGeneration(ctx, root, gen); err != nil {
+		g := checkpoint.Generation{Number: plan.To, RebuiltFrom: plan.From, Batches: plan.Batches, Reason: opts.Reason, CreatedAt: b.Now().UTC().Truncate(time.Millisecond)}
+		if err := checkpoint.SwitchGeneration(ctx, b.Root, g); err != nil {
 			return sum, fmt.Errorf("rebuild: %w", err)
 		}
-		sum.Generation = gen.Number
-		sum.Duration = q.opts.clock.Since(began)
+		sum.Generation = g.Number
+		sum.Duration = b.Now().Sub(began)
 		return sum, nil
 	}
 }
 
-// openGeneration claims the generation after old's current one for this query (continuing
-// a crashed rebuild of the same spec, else starting it afresh), copies the sources' private
-// files into it, and builds a run that writes no output.
-func (q *Query) openGeneration(ctx context.Context, root checkpoint.Store, old *checkpoint.Checkpoint, plan RebuildPlan) (*run, error) {
+// claimGeneration claims the generation after old's current one for the spec: a crashed
+// rebuild of the same spec is continued, another spec's (or one that crashed before it
+// recorded its spec) is cleared first.
+func (b Rebuilder) claimGeneration(ctx context.Context, old *checkpoint.Checkpoint, plan RebuildPlan) (*checkpoint.Checkpoint, error) {
 	next := checkpoint.Generation{Number: old.Generation().Number + 1}
-	store := checkpoint.GenerationStore(root, next)
-	fp, err := q.fingerprint()
-	if err != nil {
-		return nil, err
-	}
+	store := checkpoint.GenerationStore(b.Root, next)
 	rec, err := checkpoint.ReadRebuildRecord(ctx, store)
 	switch {
-	case errors.Is(err, checkpoint.ErrNotFound) || err == nil && rec.Fingerprint != fp || errors.Is(err, checkpoint.ErrDamaged):
-		// Another spec's rebuild, or one that crashed before it recorded its spec: start again.
+	case errors.Is(err, checkpoint.ErrNotFound) || err == nil && rec.Fingerprint != b.Fingerprint || errors.Is(err, checkpoint.ErrDamaged):
 		if err := clearStore(ctx, store); err != nil {
 			return nil, fmt.Errorf("rebuild: clear %s: %w", store.Location(), err)
+		}
+		if b.Clear != nil {
+			if err := b.Clear(ctx); err != nil {
+				return nil, fmt.Errorf("rebuild: %w", err)
+			}
 		}
 	case err != nil:
 		return nil, fmt.Errorf("rebuild: %w", err)
 	}
 	meta := old.Metadata()
-	ckpt, err := checkpoint.Claim(ctx, store, meta.Owner, checkpoint.WithQueryID(meta.ID), checkpoint.WithClock(q.opts.clock.Now))
+	ckpt, err := checkpoint.Claim(ctx, store, meta.Owner, checkpoint.WithQueryID(meta.ID), checkpoint.WithClock(b.Now))
 	if err != nil {
 		return nil, fmt.Errorf("rebuild: claim %s: %w", store.Location(), err)
 	}
-	rec = checkpoint.RebuildRecord{Fingerprint: fp, From: old.Generation().Number, Batches: plan.Batches}
+	rec = checkpoint.RebuildRecord{Fingerprint: b.Fingerprint, From: old.Generation().Number, Batches: plan.Batches}
 	if err := checkpoint.PutRebuildRecord(ctx, store, rec); err != nil {
 		return nil, fmt.Errorf("rebuild: %w", err)
 	}
-	if err := copyPrefix(ctx, old.Store(), store, checkpoint.SourcesDir); err != nil {
-		return nil, fmt.Errorf("rebuild: copy the sources' files: %w", err)
-	}
-	return q.begin(ctx, ckpt, discardSink{})
+	return ckpt, nil
 }
 
 // replayLog runs, in r's generation, every committed batch of old it has not run yet, with
@@ -339,9 +388,9 @@ func seal(ctx context.Context, old *checkpoint.Checkpoint, head checkpoint.Head,
 	return w.AddOffsets(ctx, o)
 }
 
-// fingerprint identifies the query a generation is rebuilt for.
-func (q *Query) fingerprint() (string, error) {
-	data, err := json.Marshal(q.spec)
+// SpecFingerprint identifies the spec a generation is rebuilt for.
+func SpecFingerprint(spec *v1.StreamingQuerySpec) (string, error) {
+	data, err := json.Marshal(spec)
 	if err != nil {
 		return "", fmt.Errorf("rebuild: %w", err)
 	}

@@ -208,8 +208,12 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 			// The spec asks to rebuild the state for a change only the state stands in the way
 			// of: judge again knowing whether the logs allow it.
 			facts.Rebuild = compat.ReadRebuild(ctx, req.Checkpoint)
-			if facts.Rebuild.Impossible == "" && req.Retained != nil {
+			switch {
+			case facts.Rebuild.Impossible != "":
+			case req.Retained != nil:
 				withRetention(facts.Rebuild, req.Retained(ctx, facts.Rebuild.Replay))
+			default:
+				facts.Rebuild.Unchecked = sparkSourcesUnchecked
 			}
 			j, err = judgeAtStart(log, facts, req.Spec, req.Getenv)
 			if why := facts.Rebuild.Impossible; why != "" && errors.As(err, &rej) {

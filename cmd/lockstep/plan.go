@@ -125,9 +125,13 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
-	if r := facts.Rebuild; r != nil && r.Impossible == "" && (j.Rebuild || j.RebuildAnswers()) && q.Spec.Runtime.Name() != v1.RuntimeSpark {
+	if r := facts.Rebuild; r != nil && r.Impossible == "" && (j.Rebuild || j.RebuildAnswers()) {
 		// The third way is on the table: ask the sources whether they still hold its input.
-		withRetention(r, o.checkSources(ctx, q))
+		if q.Spec.Runtime.Name() == v1.RuntimeSpark {
+			r.Unchecked = sparkSourcesUnchecked
+		} else {
+			withRetention(r, o.checkSources(ctx, q))
+		}
 		if j, err = compat.Judge(facts, &q.Spec, pg); err != nil {
 			return withExitCode(exitInvalid, err)
 		}

@@ -14,6 +14,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -28,7 +29,8 @@ fresh (docs/rebuild.md). The new query runs over every batch the checkpoint's of
 recorded, with the same boundaries and timestamps, writing no output, into a new generation
 of the checkpoint beside the current one; then the checkpoint switches to it, and the next
 lockstep run of NEW.yaml continues after the last committed batch. Output already written
-stays as it was; from the next batch on it follows the new query.
+stays as it was; from the next batch on it follows the new query. A spec with runtime.spark
+rebuilds on Spark, in one runner JVM.
 
 The checkpoint is read from --checkpoint, else the spec's checkpoint.location, else
 ./.lockstep/checkpoints/<namespace>/<name>, as lockstep run does. Stop the query first: the
@@ -60,9 +62,6 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 	if errs := plan.Validate(obj); len(errs) > 0 {
 		return withExitCode(exitInvalid, fieldErrors(file, errs.ToAggregate().Errors()))
 	}
-	if obj.Spec.Runtime.Name() == v1.RuntimeSpark {
-		return withExitCode(exitRefused, errors.New("the spark runtime cannot rebuild state yet; the built-in runtime can (docs/rebuild.md)"))
-	}
 	if location == "" {
 		location = obj.Spec.Checkpoint.Location
 	}
@@ -75,12 +74,8 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 		return err
 	}
 
-	reg, err := newRegistry()
-	if err != nil {
-		return err
-	}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	q, err := engine.New(obj, reg, engine.WithCheckpoint(location), engine.WithLogger(logger), engine.WithStartGuard(compatGuard(logger)))
+	q, err := newRebuilder(obj, location, logger)
 	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
 		return withExitCode(exitInvalid, invalidSpec(file, ise))
 	}
@@ -147,6 +142,10 @@ func (o *planOptions) checkSources(ctx context.Context, q *v1.StreamingQuery) er
 	return err
 }
 
+// sparkSourcesUnchecked is Rebuild.Unchecked on the Spark runtime, whose sources Lockstep
+// does not open: Spark reads them.
+const sparkSourcesUnchecked = "the spark runtime does not ask its sources yet; a rebuild that meets lost input stops with Spark's error"
+
 // withRetention sets in r what the sources answered (err, from engine.Query.CheckRetained):
 // a source that lost input makes the rebuild impossible, one that could not be asked leaves
 // it unchecked.
@@ -159,6 +158,28 @@ func withRetention(r *compat.Rebuild, err error) {
 	default:
 		r.Unchecked = err.Error()
 	}
+}
+
+// rebuilder is a runtime's query that rebuilds its checkpoint: *engine.Query, *spark.Query.
+type rebuilder interface {
+	PlanRebuild(ctx context.Context) (engine.RebuildPlan, error)
+	Rebuild(ctx context.Context, opts engine.RebuildOptions) (engine.RebuildSummary, error)
+}
+
+// newRebuilder is obj's query on its runtime, on the checkpoint at location.
+func newRebuilder(obj *v1.StreamingQuery, location string, logger *slog.Logger) (rebuilder, error) {
+	if obj.Spec.Runtime.Name() == v1.RuntimeSpark {
+		runner, err := spark.FindRunner()
+		if err != nil {
+			return nil, withExitCode(exitFailure, err)
+		}
+		return spark.New(obj, spark.Options{Location: location, Runner: runner, Logger: logger, Guard: compatGuard(logger)})
+	}
+	reg, err := newRegistry()
+	if err != nil {
+		return nil, err
+	}
+	return engine.New(obj, reg, engine.WithCheckpoint(location), engine.WithLogger(logger), engine.WithStartGuard(compatGuard(logger)))
 }
 
 // judgeRebuild judges obj against the checkpoint at location: a rebuild is for a refused

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // TestCheckpointRebuild is the third way forward through the CLI: the engine runs the
@@ -228,4 +230,52 @@ func newest(t *testing.T, dir string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// TestCheckpointRebuildSpark is TestCheckpointRebuild's path on the spark runtime: lockstep plan
+// offers the rebuild for a Spark query too, lockstep checkpoint rebuild replays it on Spark and
+// switches to generation 1, and the new query then runs the next file on Spark. (That the
+// output equals an uninterrupted run's is engine/spark's TestSparkRebuildOracle.)
+func TestCheckpointRebuildSpark(t *testing.T) {
+	testenv.SparkRunner(t)
+	root := t.TempDir()
+	setup, query := rebuildFixture(t, root)
+	onSpark := func(path string) string {
+		spec, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(strings.Replace(string(spec), "  outputMode: append\n", "  outputMode: append\n  runtime: {spark: {}}\n", 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	d := setup("rebuilt", 3)
+	mustRun(t, "run", "-f", onSpark(query(d, "v1.yaml", false)))
+	v2 := onSpark(query(d, "v2.yaml", true))
+	out, code, _ := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck)
+	if code != exitRefused || !strings.Contains(out, "Or rebuild the state from the retained input") || !strings.Contains(out, "replays batches 0–") {
+		t.Fatalf("lockstep plan = exit %d, want 3 offering the rebuild:\n%s", code, out)
+	}
+	stdout, code, err := runCLI(t, "checkpoint", "rebuild", "-f", v2)
+	if code != exitOK || !strings.Contains(stdout, "Rebuilt: generation 1 is current") {
+		t.Fatalf("rebuild = exit %d (%v):\n%s", code, err, stdout)
+	}
+	for _, dir := range []string{"generation-1/offsets", "generation-1/commits", "_lockstep/_generations", "_lockstep/generation-1/commits"} {
+		if _, err := os.Stat(filepath.Join(d.ck, dir)); err != nil {
+			t.Errorf("after the rebuild: %v", err)
+		}
+	}
+	addFile(t, d.in, 3, rebuildFiles[3])
+	mustRun(t, "run", "-f", v2)
+	// The 4th file's watermark closes fr's window of 00:20, written in the new query's column
+	// order (the window first).
+	want := `{"window_start":"2026-01-01T00:20:00.000000Z","window_end":"2026-01-01T00:25:00.000000Z","country":"fr","orders":1,"revenue":7.0}`
+	if got := newest(t, d.out); strings.TrimSpace(got) != want {
+		t.Errorf("the new query's output after the rebuild:\n%s\nwant:\n%s", got, want)
+	}
+	stdout, _, _ = runCLI(t, "checkpoint", "describe", d.ck)
+	if !strings.Contains(stdout, "Generation:") || !strings.Contains(stdout, "key-order") {
+		t.Errorf("describe after the rebuild:\n%s", stdout)
+	}
 }

@@ -417,7 +417,7 @@ func filesInput(files []string) func(t *testing.T, dir string) {
 
 // writeFiles writes files into dir, one a file, each modified a minute after the one before
 // (oldest first on both runtimes).
-func writeFiles(t *testing.T, dir string, files []string) {
+func writeFiles(t testing.TB, dir string, files []string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -35,6 +35,11 @@ type Plan struct {
 	Trigger Trigger `json:"trigger"`
 	// Sink is where each batch goes.
 	Sink Sink `json:"sink"`
+	// Rebuild runs the runner as a rebuild's (engine/spark/rebuild.go): for each line
+	// "batch <i>" on its standard input, it starts the query (Trigger once, a noop sink),
+	// which runs the checkpoint's uncommitted batch i, and answers with Spark's progress of
+	// it on a line "@@lockstep-rebuilt {json}"; "stop" or the end of the input ends it.
+	Rebuild bool `json:"rebuild,omitempty"`
 }
 
 // Source is one streaming source: spark.readStream.name(Name).format(Format).options(Options)
@@ -144,6 +149,8 @@ const (
 	// idempotent by Delta's txnAppId/txnVersion (query id, batch id).
 	SinkDeltaMerge = "deltaMerge"
 	SinkConsole    = "console"
+	// SinkNoop writes nothing: a rebuild's batches (Plan.Rebuild).
+	SinkNoop = "noop"
 	// SinkPostgres is PostgreSQL in foreachBatch (Sink.Postgres).
 	SinkPostgres = "postgres"
 	SinkFiles    = "files"

@@ -84,6 +84,8 @@ type Query struct {
 
 	stopOnce sync.Once
 	stopCh   chan struct{}
+	// rebuilt is set once Run rebuilt the state for the spec (spec.onIncompatibleChange).
+	rebuilt bool
 }
 
 // New validates the query for the spark runtime. An invalid spec, or one Spark cannot run
@@ -157,7 +159,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	start := time.Now()
 	sum := engine.Summary{LastCommitted: -1}
 	loc := q.opts.Location
-	owner := checkpoint.Owner{Namespace: q.obj.Namespace, Name: q.obj.Name, UID: string(q.obj.UID)}
+	owner := q.owner()
 	sparkStore, ck, adopted, err := q.claim(ctx, owner)
 	if err != nil {
 		return sum, err
@@ -173,18 +175,40 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	}
 	sum.LastCommitted = committed
 	next := committed + 1
+	head, err := ck.Head(ctx)
+	if err != nil {
+		return sum, err
+	}
 	if q.opts.Guard != nil {
-		head, _ := ck.Head(ctx)
-		if err := q.opts.Guard(ctx, engine.GuardRequest{Checkpoint: ck, Spec: q.spec, Head: head, NextBatch: next, Getenv: os.Getenv}); err != nil {
+		err := q.opts.Guard(ctx, engine.GuardRequest{Checkpoint: ck, Spec: q.spec, Head: head, NextBatch: next, Getenv: os.Getenv})
+		if errors.Is(err, engine.ErrRebuildRequired) && !q.rebuilt {
+			// spec.onIncompatibleChange: rebuild, and a rebuild answers the change: rebuild the
+			// state, then start again on the new generation.
+			q.rebuilt = true
+			q.opts.Logger.Warn("Rebuilding the state for the new spec from the retained input first", "reason", err)
+			ropts := engine.RebuildOptions{Reason: err.Error()}
+			if o, ok := q.opts.Observer.(engine.RebuildObserver); ok {
+				ropts.Progress = o.Rebuilt
+			}
+			if _, err := q.Rebuild(ctx, ropts); err != nil {
+				return sum, fmt.Errorf("rebuild: %w", err)
+			}
+			return q.Run(ctx)
+		}
+		if err != nil {
 			return sum, fmt.Errorf("%w: %w", engine.ErrRefused, err)
 		}
+	}
+	if s := head.Sealed; s != nil {
+		return sum, fmt.Errorf("%w: %s was sealed at batch %d by a rebuild to its %s, which has not switched yet: run the rebuild again to finish it (lockstep checkpoint rebuild, or the new spec with spec.onIncompatibleChange: rebuild), or delete %s/%s to cancel it",
+			engine.ErrRefused, ck.Location(), s.BatchID, s.Conf[checkpoint.ConfSealed], ck.Location(), checkpoint.OffsetsKey(s.BatchID))
 	}
 	// A Spark job's checkpoint that named no sources stays so: Spark keeps their logs by position.
 	unnamed, err := sparkckpt.UnnamedSources(ctx, sparkStore, planned)
 	if err != nil {
 		return sum, fmt.Errorf("read %s: %w", loc, err)
 	}
-	plan, err := Compile(q.plan, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(loc),
+	plan, err := Compile(q.plan, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(generationLocation(loc, ck.Generation())),
 		AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv, UnnamedSources: unnamed})
 	if err != nil {
 		return sum, err
@@ -259,7 +283,9 @@ func (q *Query) claim(ctx context.Context, owner checkpoint.Owner) (checkpoint.S
 			return nil, nil, nil, err
 		}
 	}
-	return sparkStore, ck, adopted, nil
+	// Spark's files of the current generation: the location's root for the first, a
+	// rebuild's generation-<n>/ folder after it (rebuild.go).
+	return checkpoint.GenerationStore(sparkStore, ck.Generation()), ck, adopted, nil
 }
 
 // claimSparkMetadata writes Spark's metadata file with the query id of Lockstep's records
@@ -287,52 +313,112 @@ func claimSparkMetadata(ctx context.Context, s checkpoint.Store, id string) erro
 // runRunner starts the runner on plan and follows it to its end, committing the files sink's
 // batches with files (nil for another sink).
 func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, files *filesCommitter, sum *engine.Summary) error {
+	jvm, err := q.launch(ctx, plan)
+	if err != nil {
+		return err
+	}
+	defer jvm.cleanup()
+	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted, files: files, send: jvm.send}
+	scanErr := r.read(ctx, jvm.stdout)
+	waitErr := jvm.wait()
+	if r.err != nil {
+		return r.err
+	}
+	if waitErr != nil {
+		msg := r.runnerError
+		if msg == "" {
+			msg = waitErr.Error()
+		}
+		return fmt.Errorf("the Spark query failed: %s (Spark's log: %s)", msg, jvm.logPath)
+	}
+	return scanErr
+}
+
+// runnerJVM is a runner started on a plan (launch).
+type runnerJVM struct {
+	cmd    *exec.Cmd
+	stdout io.Reader
+	// send writes a line to the runner's standard input.
+	send    func(line []byte) error
+	stdin   io.Closer
+	done    chan struct{}
+	logPath string
+	dir     string
+	logFile *os.File
+}
+
+// wait waits for the runner to exit, and ends the goroutine that stops it.
+func (j *runnerJVM) wait() error {
+	err := j.cmd.Wait()
+	close(j.done)
+	_ = j.stdin.Close()
+	return err
+}
+
+func (j *runnerJVM) cleanup() {
+	j.logFile.Close()
+	os.RemoveAll(j.dir)
+}
+
+// launch writes plan to a temporary folder and starts the runner on it, its driver's log
+// appended to LogPath; Stop or ctx's end stops it (stopRunner). The caller reads its
+// standard output to the end, then waits and cleans up.
+func (q *Query) launch(ctx context.Context, plan *Plan) (*runnerJVM, error) {
 	dir, err := os.MkdirTemp("", "lockstep-spark-")
 	if err != nil {
-		return fmt.Errorf("spark plan: %w", err)
+		return nil, fmt.Errorf("spark plan: %w", err)
 	}
-	defer os.RemoveAll(dir)
+	ok := false
+	defer func() {
+		if !ok {
+			os.RemoveAll(dir)
+		}
+	}()
 	planPath := filepath.Join(dir, "plan.json")
 	// Spark's SQL warehouse (unused: tables are named by path) would land in the working folder.
 	plan.Conf["spark.sql.warehouse.dir"] = filepath.Join(dir, "warehouse")
 	data, err := json.MarshalIndent(plan, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode spark plan: %w", err)
+		return nil, fmt.Errorf("encode spark plan: %w", err)
 	}
 	if err := os.WriteFile(planPath, data, 0o600); err != nil {
-		return fmt.Errorf("write spark plan: %w", err)
+		return nil, fmt.Errorf("write spark plan: %w", err)
 	}
 	logPath := q.LogPath()
 	if err := os.MkdirAll(filepath.Dir(logPath), 0o755); err != nil {
-		return fmt.Errorf("open the Spark log: %w", err)
+		return nil, fmt.Errorf("open the Spark log: %w", err)
 	}
 	logFile, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
-		return fmt.Errorf("open the Spark log: %w", err)
+		return nil, fmt.Errorf("open the Spark log: %w", err)
 	}
-	defer logFile.Close()
+	defer func() {
+		if !ok {
+			logFile.Close()
+		}
+	}()
 	mem := q.spec.Runtime.Spark.Driver.MemoryOrDefault()
-	jvm, err := writeTrustStore(dir, os.Getenv)
+	jvmOpts, err := writeTrustStore(dir, os.Getenv)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	jvm = append(jvm, v1.JavaOptions(q.spec.Runtime.Spark.Conf[v1.SparkDriverJavaOptions])...)
-	cmd := q.opts.Runner.Command(planPath, mem.Value(), jvm...)
+	jvmOpts = append(jvmOpts, v1.JavaOptions(q.spec.Runtime.Spark.Conf[v1.SparkDriverJavaOptions])...)
+	cmd := q.opts.Runner.Command(planPath, mem.Value(), jvmOpts...)
 	cmd.Stderr = logFile
 	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
 	cmd.Env = append(cmd.Env, runnerSecrets(q.spec, os.Getenv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	q.opts.Logger.Info("Starting the Spark runner", "log", logPath, "plan", planPath)
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("start the Spark runner: %w", err)
+		return nil, fmt.Errorf("start the Spark runner: %w", err)
 	}
 	// The runner's standard input carries "stop" and the replies to its requests, whole lines.
 	var stdinMu sync.Mutex
@@ -342,24 +428,10 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 		_, err := stdin.Write(line)
 		return err
 	}
-	done := make(chan struct{})
-	go q.stopRunner(ctx, cmd, send, done)
-	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted, files: files, send: send}
-	scanErr := r.read(ctx, stdout)
-	waitErr := cmd.Wait()
-	close(done)
-	_ = stdin.Close()
-	if r.err != nil {
-		return r.err
-	}
-	if waitErr != nil {
-		msg := r.runnerError
-		if msg == "" {
-			msg = waitErr.Error()
-		}
-		return fmt.Errorf("the Spark query failed: %s (Spark's log: %s)", msg, logPath)
-	}
-	return scanErr
+	j := &runnerJVM{cmd: cmd, stdout: stdout, send: send, stdin: stdin, done: make(chan struct{}), logPath: logPath, dir: dir, logFile: logFile}
+	go q.stopRunner(ctx, cmd, send, j.done)
+	ok = true
+	return j, nil
 }
 
 // stopRunner asks the runner to stop (a line on its standard input) when Stop is called or ctx
@@ -518,9 +590,24 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		return nil
 	}
 	r.last = sp.BatchID
+	p, err := r.record(ctx, sp)
+	if err != nil {
+		return err
+	}
+	r.sum.Batches++
+	r.sum.NumInputRows += p.NumInputRows
+	r.sum.NumOutputRows += p.NumOutputRows
+	r.sum.LastCommitted = sp.BatchID
+	if o := r.q.opts.Observer; o != nil {
+		o.Committed(p)
+	}
+	return nil
+}
+
+// record writes batch sp into Lockstep's records, after Spark committed it: its offsets (the
+// sources' end offsets in Spark's JSON), then its commit, so describe and status read them.
+func (r *reader) record(ctx context.Context, sp sparkProgress) (engine.Progress, error) {
 	p := r.engineProgress(sp)
-	// Lockstep's records mirror the batch after Spark committed it: its offsets (the sources'
-	// end offsets in Spark's JSON), then its commit, so describe and status read them.
 	off := checkpoint.Offsets{BatchID: sp.BatchID, BatchWatermarkMs: p.WatermarkMs, BatchTimestampMs: sp.Timestamp.UnixMilli(),
 		Conf: map[string]string{"runtime": string(v1.RuntimeSpark)}}
 	for _, s := range p.Sources {
@@ -531,9 +618,9 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 		off.Sources = append(off.Sources, checkpoint.SourceOffset{Source: s.Name, Offset: o})
 	}
 	if err := r.ck.AddOffsets(ctx, off); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
-		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
+		return p, fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
 	} else if err != nil {
-		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
+		return p, fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
 	}
 	cm := checkpoint.Commit{BatchID: sp.BatchID, NextBatchWatermarkMs: p.WatermarkMs, Progress: checkpoint.Progress{
 		Timestamp: sp.Timestamp, NumInputRows: p.NumInputRows, NumOutputRows: p.NumOutputRows, DurationMs: sp.DurationMs,
@@ -544,18 +631,11 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 			EndOffset: s.EndOffset, LatestOffset: s.LatestOffset, NumInputRows: s.NumInputRows, Lag: s.Lag})
 	}
 	if err := r.ck.AddCommit(ctx, cm); err != nil && !errors.Is(err, checkpoint.ErrFenced) {
-		return fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
+		return p, fmt.Errorf("record batch %d in %s: %w", sp.BatchID, RecordsDir, err)
 	} else if err != nil {
-		return fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
+		return p, fmt.Errorf("%w: %w", engine.ErrOwnedByAnotherWriter, err)
 	}
-	r.sum.Batches++
-	r.sum.NumInputRows += p.NumInputRows
-	r.sum.NumOutputRows += p.NumOutputRows
-	r.sum.LastCommitted = sp.BatchID
-	if o := r.q.opts.Observer; o != nil {
-		o.Committed(p)
-	}
-	return nil
+	return p, nil
 }
 
 // engineProgress is the engine.Progress of Spark's progress sp: its counts, with the rows the

@@ -27,6 +27,8 @@ public final class Plan {
   public String outputMode;
   public Trigger trigger = new Trigger();
   public Sink sink;
+  /** A rebuild's runner: {@link Runner#rebuild}. */
+  public boolean rebuild;
 
   /** One streaming source, read then projected. */
   @JsonIgnoreProperties(ignoreUnknown = false)

@@ -23,6 +23,7 @@ import org.apache.spark.sql.streaming.DataStreamReader;
 import org.apache.spark.sql.streaming.DataStreamWriter;
 import org.apache.spark.sql.streaming.StreamingQuery;
 import org.apache.spark.sql.streaming.StreamingQueryException;
+import org.apache.spark.sql.streaming.StreamingQueryProgress;
 import org.apache.spark.sql.streaming.Trigger;
 
 /**
@@ -69,6 +70,9 @@ public final class Runner {
   }
 
   private static int run(SparkSession spark, Plan plan, PrintStream out) throws Exception {
+    if (plan.rebuild) {
+      return rebuild(spark, plan, out);
+    }
     StreamingQuery query;
     try {
       spark.streams().addListener(new Progress(out));
@@ -85,6 +89,47 @@ public final class Runner {
     } catch (StreamingQueryException e) {
       fail(1, "the query failed", e);
       return 1;
+    }
+    return 0;
+  }
+
+  /**
+   * A rebuild's runner (engine/spark/rebuild.go): for each line "batch N" on standard input, the Go
+   * side has written offsets/N, without a commit, into the plan's checkpoint; the query started
+   * on it (Trigger.Once, the noop sink) runs exactly that batch, as Spark re-runs the newest
+   * uncommitted batch on restart, with its offsets, watermark and timestamp, and stops. The answer
+   * is Spark's progress of the batch, one line "@@lockstep-rebuilt {json}". "stop" or the end of
+   * standard input ends the loop; all batches run in this one SparkSession.
+   */
+  static int rebuild(SparkSession spark, Plan plan, PrintStream out) throws Exception {
+    String line;
+    while ((line = Parent.command()) != null) {
+      line = line.trim();
+      if (line.equals("stop")) {
+        break;
+      }
+      if (!line.startsWith("batch ")) {
+        continue;
+      }
+      long batch = Long.parseLong(line.substring("batch ".length()).trim());
+      StreamingQueryProgress progress;
+      try {
+        StreamingQuery query = start(spark, plan);
+        query.awaitTermination();
+        progress = query.lastProgress();
+      } catch (Exception e) {
+        fail(1, "rebuild batch " + batch, e);
+        return 1;
+      }
+      if (progress == null) {
+        fail(1, "rebuild batch " + batch + ": Spark ran no batch", null);
+        return 1;
+      }
+      Crash.at(Crash.COMMIT, progress.batchId());
+      synchronized (out) {
+        out.println("@@lockstep-rebuilt " + progress.json().replace('\n', ' '));
+        out.flush();
+      }
     }
     return 0;
   }
@@ -133,6 +178,9 @@ public final class Runner {
       }
       case "console" -> {
         return w.format("console").options(k.options).start();
+      }
+      case "noop" -> {
+        return w.format("noop").start();
       }
       case "files" -> {
         return w.foreachBatch(Crash.around(new FilesSink(k))).start();

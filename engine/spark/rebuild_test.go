@@ -1,0 +1,388 @@
+package spark_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
+)
+
+// The rebuild oracle on Spark (docs/rebuild.md): for each stateful change the Spark runtime
+// can run, the old query runs batches 0–1 (one input file a batch), the state is rebuilt for
+// the new query, and the new query runs batches 2–3; what it writes for them must equal what
+// an uninterrupted run of the new query over batches 0–3 writes for them. No-data batches are
+// off, so that both runs have the same batch boundaries (one file a batch).
+type sparkRebuildCase struct {
+	rule string
+	base func(in string) *qt.Query
+	edit func(s *v1.StreamingQuerySpec)
+}
+
+func sparkRebuildCases() []sparkRebuildCase {
+	agg := func(s *v1.StreamingQuerySpec) *v1.Aggregate { return s.Transform[1].Aggregate }
+	return []sparkRebuildCase{
+		{rule: "key-columns", base: oracleQuery, edit: func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[0].Column = "city" }},
+		{rule: "window-size", base: oracleQuery, edit: func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Window.Duration = "2m" }},
+		{rule: "aggregate-added", base: oracleQuery, edit: func(s *v1.StreamingQuerySpec) {
+			agg(s).Aggregates = append(agg(s).Aggregates, v1.Aggregation{Name: "mean", Function: v1.AggAvg, Column: "amount"})
+		}},
+		{rule: "state-partitions", base: oracleQuery, edit: func(s *v1.StreamingQuerySpec) { s.StateStore.Partitions = 5 }},
+		{rule: "key-columns (dropDuplicates)", base: oracleDedup, edit: func(s *v1.StreamingQuerySpec) {
+			s.Transform[0].DropDuplicates.Columns = []string{"city"}
+		}},
+	}
+}
+
+// rebuildQuery is base's query for the rebuild oracle: no no-data batches.
+func rebuildQuery(base func(string) *qt.Query, in string, edit func(*v1.StreamingQuerySpec)) *v1.StreamingQuery {
+	return base(in).Edit(func(s *v1.StreamingQuerySpec) {
+		s.Runtime.Spark.Conf = map[string]string{"spark.sql.streaming.noDataMicroBatches.enabled": "false"}
+		if edit != nil {
+			edit(s)
+		}
+	}).Obj()
+}
+
+func TestSparkRebuildOracle(t *testing.T) {
+	runner := testenv.SparkRunner(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	writeFiles(t, filepath.Join(in, "orders"), oracleInput[:2])
+	// The old queries' checkpoints after batches 0–1, one per base, copied for each case.
+	olds := map[string]string{}
+	for _, c := range sparkRebuildCases() {
+		name := baseName(c.base)
+		if _, ok := olds[name]; ok {
+			continue
+		}
+		loc := filepath.Join(dir, "old-"+name)
+		if out := runSparkAt(t, ctx, runner, rebuildQuery(c.base, in, nil), loc); len(out) != 2 {
+			t.Fatalf("old %s query ran batches %v, want 0 and 1", name, slices.Sorted(mapsKeys(out)))
+		}
+		olds[name] = loc
+	}
+	writeFiles(t, filepath.Join(in, "orders"), oracleInput)
+	for i, c := range sparkRebuildCases() {
+		t.Run(c.rule, func(t *testing.T) {
+			nu := rebuildQuery(c.base, in, c.edit)
+			want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, fmt.Sprintf("uninterrupted-%d", i)))
+			if after := afterBatch(want, 1); len(after) != 2 || len(after[2])+len(after[3]) == 0 {
+				t.Fatalf("the uninterrupted run wrote %v after batch 1, want rows in batches 2 and 3", after)
+			}
+			loc := filepath.Join(dir, fmt.Sprintf("rebuilt-%d", i))
+			if err := os.CopyFS(loc, os.DirFS(olds[baseName(c.base)])); err != nil {
+				t.Fatal(err)
+			}
+			var progress []string
+			q := newSparkQuery(t, runner, nu, loc, nil)
+			sum, err := q.Rebuild(ctx, engine.RebuildOptions{Reason: c.rule, Progress: func(done, total int64, p engine.Progress) {
+				progress = append(progress, fmt.Sprintf("%d/%d", done, total))
+			}})
+			if err != nil {
+				t.Fatalf("Rebuild: %v\n%s", err, sparkLogTail(q))
+			}
+			if sum.Generation != 1 || sum.Replayed != 2 || !slices.Equal(progress, []string{"1/2", "2/2"}) {
+				t.Errorf("Rebuild = %+v, progress %v; want generation 1, 2 batches replayed, progress 1/2 2/2", sum, progress)
+			}
+			got := runSparkAt(t, ctx, runner, nu, loc)
+			if c.rule == "state-partitions" {
+				// Re-sharded: the new generation's state has the new query's 5 partitions.
+				parts, err := os.ReadDir(filepath.Join(loc, "generation-1", "state", "0"))
+				n := 0
+				for _, p := range parts {
+					if _, err := strconv.Atoi(p.Name()); err == nil && p.IsDir() {
+						n++
+					}
+				}
+				if err != nil || n != 5 {
+					t.Errorf("the rebuilt state has %d partitions (%v), want 5", n, err)
+				}
+			}
+			if diff := cmp.Diff(afterBatch(want, 1), got); diff != "" {
+				t.Errorf("batches 2–3 after the rebuild differ from an uninterrupted run of the new query (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestSparkRebuildKilled kills the runner in the middle of a rebuild: the old generation is
+// untouched and still current, and the retried rebuild, which Run does when the start guard
+// asks for it (spec.onIncompatibleChange: rebuild), converges to the same output.
+func TestSparkRebuildKilled(t *testing.T) {
+	runner := testenv.SparkRunner(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	in := filepath.Join(dir, "in")
+	writeFiles(t, filepath.Join(in, "orders"), oracleInput[:3])
+	loc := filepath.Join(dir, "ckpt")
+	edit := func(s *v1.StreamingQuerySpec) { s.Transform[1].Aggregate.GroupBy[0].Column = "city" }
+	runSparkAt(t, ctx, runner, rebuildQuery(oracleQuery, in, nil), loc)
+	before := snapshotDir(t, loc)
+
+	nu := rebuildQuery(oracleQuery, in, edit)
+	killCtx, kill := context.WithCancel(ctx)
+	q := newSparkQuery(t, runner, nu, loc, func(o *spark.Options) { o.KillAfter = time.Millisecond })
+	_, err := q.Rebuild(killCtx, engine.RebuildOptions{Progress: func(done, total int64, _ engine.Progress) {
+		if done == 1 {
+			kill() // SIGKILL to the runner 1 ms after it is asked to stop, in batch 1's run or before it
+		}
+	}})
+	if err == nil {
+		t.Fatal("Rebuild survived the kill")
+	}
+	if after := snapshotDir(t, loc); !mapsEqual(before, after) {
+		t.Errorf("the killed rebuild changed the old generation:\n%s", cmp.Diff(before, after))
+	}
+	records, err := checkpoint.Open(ctx, loc+"/"+spark.RecordsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, err := checkpoint.CurrentGeneration(ctx, records); err != nil || g.Number != 0 {
+		t.Fatalf("current generation after the kill = %+v, %v; want 0", g, err)
+	}
+
+	// The retry is Run's: the start guard asks for the rebuild (as compat's does for
+	// spec.onIncompatibleChange: rebuild), Run rebuilds, then runs on with the 4th file.
+	writeFiles(t, filepath.Join(in, "orders"), oracleInput)
+	var out bytes.Buffer
+	guarded := 0
+	q = newSparkQuery(t, runner, nu, loc, func(o *spark.Options) {
+		o.Stdout = &out
+		o.Guard = func(context.Context, engine.GuardRequest) error {
+			guarded++
+			if guarded == 1 { // generation 0, with the old query's state
+				return fmt.Errorf("%w: key-columns changed", engine.ErrRebuildRequired)
+			}
+			return nil
+		}
+	})
+	if _, err := q.Run(ctx); err != nil {
+		t.Fatalf("Run with the rebuild retried: %v\n%s", err, sparkLogTail(q))
+	}
+	if g, err := checkpoint.CurrentGeneration(ctx, records); err != nil || g.Number != 1 || g.Batches != 3 {
+		t.Errorf("current generation after the retried rebuild = %+v, %v; want 1, of 3 batches", g, err)
+	}
+	if p, err := checkpoint.ReadRebuildProgress(ctx, records, checkpoint.Generation{Number: 1}); err != nil || p != nil {
+		t.Errorf("rebuild progress after the switch = %+v, %v; want none", p, err)
+	}
+	if guarded != 3 { // generation 0, the rebuilt generation 1 as the rebuild starts it, then at the run's start
+		t.Errorf("the start guard was asked %d times, want 3", guarded)
+	}
+	want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, "uninterrupted"))
+	if after := afterBatch(want, 2); len(after[3]) == 0 {
+		t.Fatalf("the uninterrupted run wrote %v after batch 2, want rows in batch 3", after)
+	}
+	if diff := cmp.Diff(afterBatch(want, 2), consoleBatches(out.String())); diff != "" {
+		t.Errorf("batch 3 after the retried rebuild differs from an uninterrupted run (-want +got):\n%s", diff)
+	}
+}
+
+func baseName(base func(string) *qt.Query) string {
+	if base("").Obj().Spec.Transform[0].DropDuplicates != nil {
+		return "dedup"
+	}
+	return "aggregate"
+}
+
+func newSparkQuery(t *testing.T, runner spark.Runner, obj *v1.StreamingQuery, loc string, edit func(*spark.Options)) *spark.Query {
+	t.Helper()
+	opts := spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(filepath.Dir(loc), "spark.log"), Stdout: &bytes.Buffer{}}
+	if edit != nil {
+		edit(&opts)
+	}
+	q, err := spark.New(obj, opts)
+	if err != nil {
+		t.Fatalf("spark.New: %v", err)
+	}
+	return q
+}
+
+func sparkLogTail(q *spark.Query) string {
+	log, _ := os.ReadFile(q.LogPath())
+	return "Spark's log, last lines:\n" + tail(string(log), 40)
+}
+
+// runSparkAt runs obj on Spark at loc and returns what its console sink printed, per batch
+// (each batch's rows sorted).
+func runSparkAt(t *testing.T, ctx context.Context, runner spark.Runner, obj *v1.StreamingQuery, loc string) map[int64][]string {
+	t.Helper()
+	var out bytes.Buffer
+	q := newSparkQuery(t, runner, obj, loc, func(o *spark.Options) { o.Stdout = &out })
+	if _, err := q.Run(ctx); err != nil {
+		t.Fatalf("run on spark at %s: %v\n%s", loc, err, sparkLogTail(q))
+	}
+	return consoleBatches(out.String())
+}
+
+var consoleBatch = regexp.MustCompile(`^Batch: (\d+)$`)
+
+// consoleBatches parses Spark's console sink: "Batch: N", then a table of rows.
+func consoleBatches(s string) map[int64][]string {
+	batches := map[int64][]string{}
+	batch := int64(-1)
+	header := false
+	for _, line := range strings.Split(s, "\n") {
+		if m := consoleBatch.FindStringSubmatch(line); m != nil {
+			batch, _ = strconv.ParseInt(m[1], 10, 64)
+			batches[batch] = []string{}
+			header = true
+			continue
+		}
+		if batch < 0 || !strings.HasPrefix(line, "|") {
+			continue
+		}
+		if header { // the column names
+			header = false
+			continue
+		}
+		batches[batch] = append(batches[batch], line)
+	}
+	for _, rows := range batches {
+		slices.Sort(rows)
+	}
+	return batches
+}
+
+// afterBatch is the batches of out after n.
+func afterBatch(out map[int64][]string, n int64) map[int64][]string {
+	after := map[int64][]string{}
+	for b, rows := range out {
+		if b > n {
+			after[b] = rows
+		}
+	}
+	return after
+}
+
+func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
+	return func(yield func(K) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func mapsEqual(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// snapshotDir reads every file of the old generation at loc (the location without the
+// generation folders and the records' generation folders and switches) into a map.
+func snapshotDir(t *testing.T, loc string) map[string]string {
+	t.Helper()
+	files := map[string]string{}
+	err := filepath.WalkDir(loc, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(loc, p)
+		if d.IsDir() {
+			if strings.HasPrefix(d.Name(), "generation-") || d.Name() == "_generations" {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		files[rel] = string(data)
+		return nil
+	})
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	return files
+}
+
+// BenchmarkSparkRebuild is BenchmarkRebuild (engine) on Spark: the rows per CPU-second (this
+// process and the runner JVMs) of a rebuild on Spark for new grouping keys over 10 recorded
+// batches of 2,000 rows, beside a normal run of the new query over the same batches on Spark,
+// and their ratio. A rebuild writes nothing, but starts Spark's query once per batch.
+func BenchmarkSparkRebuild(b *testing.B) {
+	runner := testenv.SparkRunner(b)
+	ctx := context.Background()
+	var runCPU, rebuildCPU time.Duration
+	var rows int64
+	edit := func(s *v1.StreamingQuerySpec) { s.Transform[1].Aggregate.GroupBy[0].Column = "city" }
+	run := func(obj *v1.StreamingQuery, loc string) engine.Summary {
+		q, err := spark.New(obj, spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(filepath.Dir(loc), "spark.log"), Stdout: io.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		sum, err := q.Run(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return sum
+	}
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		in := filepath.Join(dir, "in")
+		var files []string
+		for f := range 10 {
+			var lines []string
+			for j := range 2000 {
+				ts := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(f*2000+j) * 10 * time.Millisecond).Format(time.RFC3339Nano)
+				lines = append(lines, fmt.Sprintf(`{"order_id":"o-%d","country":"c%d","city":"t%d","amount":%d.5,"qty":%d,"ts":%q}`, j%500, j%40, j%70, j%9, j%5, ts))
+			}
+			files = append(files, strings.Join(lines, "\n")+"\n")
+		}
+		writeFiles(b, filepath.Join(in, "orders"), files)
+		loc := filepath.Join(dir, "ckpt")
+		run(rebuildQuery(oracleQuery, in, nil), loc)
+		nu := rebuildQuery(oracleQuery, in, edit)
+		b.StartTimer()
+
+		began := cpuWithChildren()
+		q, err := spark.New(nu, spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(dir, "spark.log"), Stdout: io.Discard})
+		if err != nil {
+			b.Fatal(err)
+		}
+		rs, err := q.Rebuild(ctx, engine.RebuildOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		mid := cpuWithChildren()
+		sum := run(nu, filepath.Join(dir, "fresh"))
+		rebuildCPU += mid - began
+		runCPU += cpuWithChildren() - mid
+		rows += sum.NumInputRows
+		if rs.InputRows != sum.NumInputRows {
+			b.Fatalf("the rebuild read %d rows, the run %d", rs.InputRows, sum.NumInputRows)
+		}
+	}
+	b.ReportMetric(float64(rows)/runCPU.Seconds(), "run-rows/cpu-s")
+	b.ReportMetric(float64(rows)/rebuildCPU.Seconds(), "rows/cpu-s")
+	b.ReportMetric(runCPU.Seconds()/rebuildCPU.Seconds(), "x-run-cpu")
+}
