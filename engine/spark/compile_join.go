@@ -57,6 +57,7 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 		cond = append(cond,
 			fmt.Sprintf("%s >= %s - INTERVAL %d MILLISECONDS", r, l, tb.Lower.Milliseconds()),
 			fmt.Sprintf("%s <= %s + INTERVAL %d MILLISECONDS", r, l, tb.Upper.Milliseconds()))
+		cond = append(cond, matchable(j.Keys, tb)...)
 	}
 	jn.Condition = strings.Join(cond, " AND ")
 	for _, o := range st.JoinOutput {
@@ -79,6 +80,23 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 		jn.Select = append(jn.Select, col+" AS "+quoteIdent(o.Name))
 	}
 	return []Step{{Join: jn}}
+}
+
+// matchable is a stream join's conditions that a row's key columns and event time are not
+// null, each over one side's columns. Such a row can match nothing; the built-in engine writes
+// it at once, with nulls, when its side is outer, and drops it otherwise (docs/state.md).
+// Spark's stream join applies the conditions on one side's columns to each row before it
+// joins or buffers it, and a row that fails them is written at once with nulls when its side
+// is outer, else dropped (StreamingSymmetricHashJoinExec's preJoinFilter), as the built-in
+// engine does; without them, Spark would buffer a row whose event time is null in the join's
+// state, which its watermark never evicts, and never write it, and write a row with a null key
+// only when its watermark evicts it. The late rows are dropped first on both.
+func matchable(keys []v1.JoinKey, tb *lplan.TimeBound) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, "`l`."+quoteIdent(k.Left)+" IS NOT NULL", "`r`."+quoteIdent(k.Right)+" IS NOT NULL")
+	}
+	return append(out, "`l`."+quoteIdent(tb.LeftColumn)+" IS NOT NULL", "`r`."+quoteIdent(tb.RightColumn)+" IS NOT NULL")
 }
 
 // sideSteps compiles a stream side's transform, compiled in the plan.

@@ -276,8 +276,9 @@ func TestCompileStreamJoin(t *testing.T) {
 			{Select: []string{"CAST(`ad` AS DOUBLE) AS `ad`", "CAST(`ct` AS TIMESTAMP) AS `ct`"}},
 			{Watermark: &spark.Watermark{Column: "ct", Delay: "20000 milliseconds"}},
 		},
-		Condition: "`l`.`ad` = `r`.`ad` AND NOT isnan(`l`.`ad`) AND `r`.`ct` >= `l`.`t` - INTERVAL 1000 MILLISECONDS AND `r`.`ct` <= `l`.`t` + INTERVAL 60000 MILLISECONDS",
-		Select:    []string{"`l`.`ad` AS `ad`", "`l`.`t` AS `t`", "`r`.`ad` AS `c_ad`", "timestamp_micros(unix_micros(`r`.`ct`)) AS `c_ct`"},
+		Condition: "`l`.`ad` = `r`.`ad` AND NOT isnan(`l`.`ad`) AND `r`.`ct` >= `l`.`t` - INTERVAL 1000 MILLISECONDS AND `r`.`ct` <= `l`.`t` + INTERVAL 60000 MILLISECONDS" +
+			" AND `l`.`ad` IS NOT NULL AND `r`.`ad` IS NOT NULL AND `l`.`t` IS NOT NULL AND `r`.`ct` IS NOT NULL",
+		Select: []string{"`l`.`ad` AS `ad`", "`l`.`t` AS `t`", "`r`.`ad` AS `c_ad`", "timestamp_micros(unix_micros(`r`.`ct`)) AS `c_ct`"},
 	}
 	if diff := cmp.Diff(want, j); diff != "" {
 		t.Errorf("Compile join (-want +got):\n%s", diff)
