@@ -58,6 +58,16 @@ func (s *Static) Latest(ctx context.Context) (engine.Snapshot, error) {
 	return json.Marshal(staticSnapshot{Version: snap.Version})
 }
 
+// Version returns the table version the snapshot name (Latest's) names, for a reader of its
+// own (the spark runtime's) to read.
+func (s *Static) Version(name engine.Snapshot) (int64, error) {
+	var sn staticSnapshot
+	if err := json.Unmarshal(name, &sn); err != nil {
+		return 0, fmt.Errorf("delta snapshot %s: %w", name, err)
+	}
+	return sn.Version, nil
+}
+
 // Read returns every row of the table at the named version, file by file in path order, as
 // the static side's columns.
 func (s *Static) Read(ctx context.Context, name engine.Snapshot) ([]engine.Row, error) {

@@ -71,6 +71,39 @@ func (s *StaticFiles) Latest(ctx context.Context) (engine.Snapshot, error) {
 	return json.Marshal(sn)
 }
 
+// Files returns the locations of the files the snapshot name (Latest's) lists, in name order,
+// for a reader of its own (the spark runtime's) to read exactly them. A file gone or of
+// another size since the listing is an error, as in Read; it lists the folder and reads no
+// file.
+func (s *StaticFiles) Files(ctx context.Context, name engine.Snapshot) ([]string, error) {
+	var sn filesSnapshot
+	if err := json.Unmarshal(name, &sn); err != nil {
+		return nil, fmt.Errorf("files snapshot: %w", err)
+	}
+	objs, err := s.folder.List(ctx, "")
+	if err != nil {
+		return nil, err
+	}
+	sizes := map[string]int64{}
+	for _, o := range checkpoint.Visible(objs) {
+		sizes[o.Key] = o.Size
+	}
+	out := make([]string, 0, len(sn.Files))
+	for _, e := range sn.Files {
+		size, ok := sizes[e.Path]
+		if !ok {
+			return nil, fmt.Errorf("%s/%s, part of snapshot %s, is gone (a static folder's files must stay while the query joins against them): %w",
+				s.folder.Location(), e.Path, sn.Fingerprint, checkpoint.ErrNotFound)
+		}
+		if size != e.Size {
+			return nil, fmt.Errorf("%s/%s is %d bytes, not the %d of snapshot %s: it was rewritten since; replace files of a static folder by writing new names",
+				s.folder.Location(), e.Path, size, e.Size, sn.Fingerprint)
+		}
+		out = append(out, s.folder.Location()+"/"+e.Path)
+	}
+	return out, nil
+}
+
 // Read reads exactly the listed files, in name order. A file gone or of another size since
 // the listing is an error: the snapshot can no longer be read as it was. A malformed record
 // is an error too: a static side has no onMalformed policy.

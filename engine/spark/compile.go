@@ -33,6 +33,10 @@ type CompileOptions struct {
 	// a Spark job's that named none (sparkckpt.UnnamedSources), and Spark keeps each source's
 	// log under sources/<position>.
 	UnnamedSources bool
+	// Statics pins, by join name, the snapshot a stream–static join's side is read at
+	// (pinStatics); a join without one reads its side as it finds it (Check's, a PostgreSQL
+	// side's).
+	Statics map[string]StaticPin
 }
 
 // Compile turns the logical plan of a valid spec (plan.Build) into the runner's plan: it
@@ -41,7 +45,7 @@ type CompileOptions struct {
 // meaning is refused: the error is an *InvalidError listing each with its field path and
 // reason. Check (without options) runs the same refusals for validation.
 func Compile(lp *lplan.Plan, opts CompileOptions) (*Plan, error) {
-	c := &compiler{plan: lp, spec: lp.Spec, getenv: opts.Getenv}
+	c := &compiler{plan: lp, spec: lp.Spec, getenv: opts.Getenv, statics: opts.Statics}
 	p := c.compile(opts)
 	if len(c.errs) > 0 {
 		return nil, &InvalidError{Errs: c.errs}
@@ -76,6 +80,8 @@ type compiler struct {
 	spec   *v1.StreamingQuerySpec
 	errs   field.ErrorList
 	getenv func(string) string
+	// statics is CompileOptions.Statics.
+	statics map[string]StaticPin
 	// streams holds the compiled sources that a stream join reads, by spec name.
 	streams map[string]Source
 	// sparkConf is the plan's Spark settings, which a location's own S3 settings add to.

@@ -3,6 +3,7 @@ package spark
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -57,6 +58,7 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 		cond = append(cond,
 			fmt.Sprintf("%s >= %s - INTERVAL %d MILLISECONDS", r, l, tb.Lower.Milliseconds()),
 			fmt.Sprintf("%s <= %s + INTERVAL %d MILLISECONDS", r, l, tb.Upper.Milliseconds()))
+		cond = append(cond, matchable(j.Keys, tb)...)
 	}
 	jn.Condition = strings.Join(cond, " AND ")
 	for _, o := range st.JoinOutput {
@@ -81,6 +83,23 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 	return []Step{{Join: jn}}
 }
 
+// matchable is a stream join's conditions that a row's key columns and event time are not
+// null, each over one side's columns. Such a row can match nothing; the built-in engine writes
+// it at once, with nulls, when its side is outer, and drops it otherwise (docs/state.md).
+// Spark's stream join applies the conditions on one side's columns to each row before it
+// joins or buffers it, and a row that fails them is written at once with nulls when its side
+// is outer, else dropped (StreamingSymmetricHashJoinExec's preJoinFilter), as the built-in
+// engine does; without them, Spark would buffer a row whose event time is null in the join's
+// state, which its watermark never evicts, and never write it, and write a row with a null key
+// only when its watermark evicts it. The late rows are dropped first on both.
+func matchable(keys []v1.JoinKey, tb *lplan.TimeBound) []string {
+	var out []string
+	for _, k := range keys {
+		out = append(out, "`l`."+quoteIdent(k.Left)+" IS NOT NULL", "`r`."+quoteIdent(k.Right)+" IS NOT NULL")
+	}
+	return append(out, "`l`."+quoteIdent(tb.LeftColumn)+" IS NOT NULL", "`r`."+quoteIdent(tb.RightColumn)+" IS NOT NULL")
+}
+
 // sideSteps compiles a stream side's transform, compiled in the plan.
 func (c *compiler) sideSteps(steps []lplan.SideStep) []Step {
 	var out []Step
@@ -96,11 +115,13 @@ func (c *compiler) sideSteps(steps []lplan.SideStep) []Step {
 }
 
 // static compiles a stream–static join's right side: a batch read of a files folder, a Delta
-// table or a PostgreSQL table, which the runner caches (a Delta table at the version it found),
-// so that every batch of a run joins against the snapshot its first batch read. A restart
-// reads the side again (docs/spark.md).
+// table or a PostgreSQL table, which the runner caches, so that every batch of a run joins
+// against the snapshot its first batch read. A files folder or a Delta table is read at the
+// snapshot c.statics pins (the files, the version), which a restart keeps; a PostgreSQL table
+// is read again at every start (docs/spark.md).
 func (c *compiler) static(p *field.Path, st *v1.StaticSide, joinName string) *Source {
 	s := &Source{Options: map[string]string{}}
+	pin, pinned := c.statics[joinName]
 	if st.Refresh != nil {
 		c.refuse(p.Child("refresh"), "", "Spark joins a static side's rows read once per run; a refresh within a run is not compiled: omit refresh, and restart the query to read a new snapshot")
 	}
@@ -117,12 +138,22 @@ func (c *compiler) static(p *field.Path, st *v1.StaticSide, joinName string) *So
 			s.Options["mode"] = "FAILFAST"
 		}
 		s.Schema, s.Project = readSchema(st.Schema.Columns, f.Format != v1.FormatParquet)
+		if pinned {
+			s.Paths = make([]string, len(pin.Files))
+			for i, f := range pin.Files {
+				s.Paths[i] = sparkckpt.HadoopLocation(f)
+			}
+		}
 	case v1.StaticDeltaKind:
-		// The runner pins the version it finds at the first read (versionAsOf): Spark's Delta
-		// reader would otherwise resolve the newest version for every batch.
+		// Read at the pinned version (versionAsOf); without a pin, the runner pins the version
+		// it finds at the first read: Spark's Delta reader would otherwise resolve the newest
+		// version for every batch.
 		d := st.Delta
 		c.s3Settings(p.Child("delta", "s3"), d.S3, joinName, d.Path)
 		s.Format, s.Path, s.Project = "delta", sparkckpt.HadoopLocation(d.Path), deltaProject(st.Schema.Columns)
+		if pinned {
+			s.Options["versionAsOf"] = strconv.FormatInt(pin.Version, 10)
+		}
 	case v1.StaticPostgresKind:
 		s = c.postgresStatic(p.Child("postgres"), st, slices.Index(postgresStatics(c.spec), st), c.getenv)
 	}

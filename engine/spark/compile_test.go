@@ -276,11 +276,53 @@ func TestCompileStreamJoin(t *testing.T) {
 			{Select: []string{"CAST(`ad` AS DOUBLE) AS `ad`", "CAST(`ct` AS TIMESTAMP) AS `ct`"}},
 			{Watermark: &spark.Watermark{Column: "ct", Delay: "20000 milliseconds"}},
 		},
-		Condition: "`l`.`ad` = `r`.`ad` AND NOT isnan(`l`.`ad`) AND `r`.`ct` >= `l`.`t` - INTERVAL 1000 MILLISECONDS AND `r`.`ct` <= `l`.`t` + INTERVAL 60000 MILLISECONDS",
-		Select:    []string{"`l`.`ad` AS `ad`", "`l`.`t` AS `t`", "`r`.`ad` AS `c_ad`", "timestamp_micros(unix_micros(`r`.`ct`)) AS `c_ct`"},
+		Condition: "`l`.`ad` = `r`.`ad` AND NOT isnan(`l`.`ad`) AND `r`.`ct` >= `l`.`t` - INTERVAL 1000 MILLISECONDS AND `r`.`ct` <= `l`.`t` + INTERVAL 60000 MILLISECONDS" +
+			" AND `l`.`ad` IS NOT NULL AND `r`.`ad` IS NOT NULL AND `l`.`t` IS NOT NULL AND `r`.`ct` IS NOT NULL",
+		Select: []string{"`l`.`ad` AS `ad`", "`l`.`t` AS `t`", "`r`.`ad` AS `c_ad`", "timestamp_micros(unix_micros(`r`.`ct`)) AS `c_ct`"},
 	}
 	if diff := cmp.Diff(want, j); diff != "" {
 		t.Errorf("Compile join (-want +got):\n%s", diff)
+	}
+}
+
+// TestCompileStaticPins: a static side pinned by CompileOptions.Statics is read at the pin — a
+// Delta table at its version, a folder as exactly its files (none for a folder that was
+// empty) — and without a pin, a folder by its path and a Delta table at the version the
+// runner finds.
+func TestCompileStaticPins(t *testing.T) {
+	query := func(static *v1.StaticSide) *lplan.Plan {
+		return planned(qt.Make("q", "ns").FilesSource("orders", "/orders", v1.FormatJSON, qt.Col("id", v1.TypeString)).
+			Join(v1.Join{Name: "customers", Keys: qt.Keys("id", "cid"), Static: static, RightPrefix: "c_"}).FilesSink("/out", v1.FormatJSON))
+	}
+	folder, table := qt.StaticFiles("/customers", v1.FormatJSON, qt.Col("cid", v1.TypeString)), qt.StaticDelta("s3://lake/customers", qt.Col("cid", v1.TypeString))
+	for _, tc := range []struct {
+		name    string
+		static  *v1.StaticSide
+		pin     *spark.StaticPin
+		path    string
+		paths   []string
+		version string
+	}{
+		{name: "a folder pinned", static: folder, pin: &spark.StaticPin{Files: []string{"/customers/a.json", "/customers/b.json"}}, path: "/customers", paths: []string{"/customers/a.json", "/customers/b.json"}},
+		{name: "a folder pinned empty", static: folder, pin: &spark.StaticPin{Files: []string{}}, path: "/customers", paths: []string{}},
+		{name: "a folder not pinned", static: folder, path: "/customers"},
+		{name: "a delta table pinned", static: table, pin: &spark.StaticPin{Version: 7}, path: "s3a://lake/customers", version: "7"},
+		{name: "a delta table not pinned", static: table, path: "s3a://lake/customers"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"}
+			if tc.pin != nil {
+				opts.Statics = map[string]spark.StaticPin{"customers": *tc.pin}
+			}
+			plan, err := spark.Compile(query(tc.static), opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := plan.Steps[0].Join.Static
+			if s.Path != tc.path || !cmp.Equal(s.Paths, tc.paths) || s.Options["versionAsOf"] != tc.version {
+				t.Errorf("static side read from %q, files %#v, versionAsOf %q; want %q, %#v, %q", s.Path, s.Paths, s.Options["versionAsOf"], tc.path, tc.paths, tc.version)
+			}
+		})
 	}
 }
 

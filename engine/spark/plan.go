@@ -67,6 +67,9 @@ type Source struct {
 	// PasswordEnv names the runner's environment variable whose value the reader gets as its
 	// password option (a JDBC static side): the plan never holds the password. Empty: none.
 	PasswordEnv string `json:"passwordEnv,omitempty"`
+	// Paths, when not nil, are the files a static side reads instead of Path: the folder's
+	// files its snapshot lists (StaticPin), none for a folder that was empty.
+	Paths []string `json:"paths"`
 }
 
 // Step is one transform step; exactly one field is set.

@@ -177,7 +177,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	next := committed + 1
 	head, err := ck.Head(ctx)
 	if err != nil {
-		return sum, err
+		return sum, fmt.Errorf("read %s/%s: %w", loc, RecordsDir, err)
 	}
 	if q.opts.Guard != nil {
 		err := q.opts.Guard(ctx, engine.GuardRequest{Checkpoint: ck, Spec: q.spec, Head: head, NextBatch: next, Getenv: os.Getenv})
@@ -208,8 +208,12 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 	if err != nil {
 		return sum, fmt.Errorf("read %s: %w", loc, err)
 	}
+	statics, joins, err := q.pinStatics(ctx, head, start)
+	if err != nil {
+		return sum, err
+	}
 	plan, err := Compile(q.plan, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(generationLocation(loc, ck.Generation())),
-		AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv, UnnamedSources: unnamed})
+		AppName: owner.Namespace + "/" + owner.Name, Getenv: os.Getenv, UnnamedSources: unnamed, Statics: statics})
 	if err != nil {
 		return sum, err
 	}
@@ -231,7 +235,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 			Pinned: map[string]string{"runtime": string(v1.RuntimeSpark), "spark.sql.shuffle.partitions": plan.Conf["spark.sql.shuffle.partitions"]},
 		})
 	}
-	err = q.runRunner(ctx, plan, ck, files, &sum)
+	err = q.runRunner(ctx, plan, ck, files, joins, &sum)
 	sum.Duration = time.Since(start)
 	sum.DurationMs = sum.Duration.Milliseconds()
 	if err != nil {
@@ -311,14 +315,15 @@ func claimSparkMetadata(ctx context.Context, s checkpoint.Store, id string) erro
 }
 
 // runRunner starts the runner on plan and follows it to its end, committing the files sink's
-// batches with files (nil for another sink).
-func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, files *filesCommitter, sum *engine.Summary) error {
+// batches with files (nil for another sink) and recording joins, the static snapshots the plan
+// pins, in each batch's entry.
+func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, files *filesCommitter, joins []checkpoint.JoinSnapshot, sum *engine.Summary) error {
 	jvm, err := q.launch(ctx, plan)
 	if err != nil {
 		return err
 	}
 	defer jvm.cleanup()
-	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted, files: files, send: jvm.send}
+	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted, files: files, joins: joins, send: jvm.send}
 	scanErr := r.read(ctx, jvm.stdout)
 	waitErr := jvm.wait()
 	if r.err != nil {
@@ -467,6 +472,8 @@ type reader struct {
 	last        int64
 	runnerError string
 	err         error
+	// joins are the static snapshots each batch joins (pinStatics), which its entry records.
+	joins []checkpoint.JoinSnapshot
 	// sinkRows holds the rows the files sink committed per batch (Spark reports none for
 	// foreachBatch).
 	sinkRows map[int64]int64
@@ -609,7 +616,7 @@ func (r *reader) progress(ctx context.Context, line []byte) error {
 func (r *reader) record(ctx context.Context, sp sparkProgress) (engine.Progress, error) {
 	p := r.engineProgress(sp)
 	off := checkpoint.Offsets{BatchID: sp.BatchID, BatchWatermarkMs: p.WatermarkMs, BatchTimestampMs: sp.Timestamp.UnixMilli(),
-		Conf: map[string]string{"runtime": string(v1.RuntimeSpark)}}
+		Conf: map[string]string{"runtime": string(v1.RuntimeSpark)}, Joins: r.joins}
 	for _, s := range p.Sources {
 		o := s.EndOffset
 		if o == nil {

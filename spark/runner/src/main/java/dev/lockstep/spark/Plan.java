@@ -44,6 +44,8 @@ public final class Plan {
     public List<String> then = new ArrayList<>();
     /** The environment variable whose value is the reader's password option; null: none. */
     public String passwordEnv;
+    /** A static side's files, read instead of path; null: read path. */
+    public List<String> paths;
   }
 
   /** One transform step; exactly one field is set. */

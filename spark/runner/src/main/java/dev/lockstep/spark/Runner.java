@@ -25,6 +25,7 @@ import org.apache.spark.sql.streaming.StreamingQuery;
 import org.apache.spark.sql.streaming.StreamingQueryException;
 import org.apache.spark.sql.streaming.StreamingQueryProgress;
 import org.apache.spark.sql.streaming.Trigger;
+import org.apache.spark.sql.types.StructType;
 
 /**
  * Lockstep's Spark runner: {@code Runner PLAN.json} builds the Structured Streaming query that the
@@ -270,11 +271,13 @@ public final class Runner {
 
   /**
    * Reads a static side once per run: cached, so that every batch joins against the rows the
-   * first one read. A JDBC side has no path, and its password comes from the environment.
+   * first one read. The plan pins what a restart reads again: a Delta version (versionAsOf), a
+   * folder's files (paths); without a pin, a Delta table's newest version. A JDBC side has no
+   * path, and its password comes from the environment.
    */
   static Dataset<Row> staticSide(SparkSession spark, Plan.Source s) {
     DataFrameReader r = spark.read().format(s.format).options(s.options);
-    if (s.format.equals("delta")) {
+    if (s.format.equals("delta") && !s.options.containsKey("versionAsOf")) {
       // The version found now, for the whole run: Spark would read the newest at every batch.
       long version = DeltaTable.forPath(spark, s.path).history(1).select("version").head().getLong(0);
       r = r.option("versionAsOf", version);
@@ -288,7 +291,15 @@ public final class Runner {
         r = r.option("password", password);
       }
     }
-    Dataset<Row> df = s.path == null || s.path.isEmpty() ? r.load() : r.load(s.path);
+    Dataset<Row> df;
+    if (s.paths != null && s.paths.isEmpty()) {
+      // A folder pinned empty.
+      df = spark.createDataFrame(new ArrayList<Row>(), StructType.fromDDL(s.schema));
+    } else if (s.paths != null) {
+      df = r.load(s.paths.toArray(new String[0]));
+    } else {
+      df = s.path == null || s.path.isEmpty() ? r.load() : r.load(s.path);
+    }
     if (!s.project.isEmpty()) {
       df = df.selectExpr(s.project.toArray(new String[0]));
     }
