@@ -91,10 +91,10 @@ type StreamingQuerySpec struct {
 	// only the state stands in its way (new grouping keys, another window, an aggregate or
 	// dedup added, more state partitions...; docs/rebuild.md). refuse (the default) rejects
 	// it. rebuild accepts it when the checkpoint still records every batch's input and the
-	// built-in runtime runs the query: the engine then rebuilds the state for the new spec
-	// from the retained input, batch by batch as the offsets log recorded them, writing no
-	// output, and runs on from the next batch (status Rebuilding meanwhile). Changes to the
-	// sources or the sink are refused either way.
+	// sources still hold it: the runtime (the built-in engine, or Spark) then rebuilds the
+	// state for the new spec from the retained input, batch by batch as the offsets log
+	// recorded them, writing no output, and runs on from the next batch (status Rebuilding
+	// meanwhile). Changes to the sources or the sink are refused either way.
 	// +optional
 	OnIncompatibleChange IncompatibleChangePolicy `json:"onIncompatibleChange,omitempty"`
 
