@@ -127,6 +127,10 @@ type JoinSnapshot struct {
 	// Snapshot is the static side's own JSON: a Delta version, or a files
 	// listing and its fingerprint.
 	Snapshot json.RawMessage `json:"snapshot"`
+	// Side names the static side the snapshot is of (its kind and location,
+	// v1.StaticSide.ID), so that a join whose table changed does not read the
+	// snapshot from the new one. Empty in entries written before it was recorded.
+	Side string `json:"side,omitempty"`
 }
 
 // Join returns the snapshot recorded for join.

@@ -1315,7 +1315,7 @@ func ruleCases() []ruleCase {
 			new: edit(enriched(), func(s *v1.StreamingQuerySpec) {
 				s.Transform[enrichedJoin].Join.Static.Delta.Path = "s3://lake/countries_v2"
 			}),
-			want: []finding{{Rule: "join-side", Severity: compat.Rejected, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "delta table s3://lake/countries_v2"}},
+			want: []finding{{Rule: "join-side", Severity: compat.Warning, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "delta table s3://lake/countries_v2"}},
 		},
 		{
 			name: "join-side/a delta table becomes a postgres table",
@@ -1324,7 +1324,7 @@ func ruleCases() []ruleCase {
 				st := s.Transform[enrichedJoin].Join.Static
 				st.Delta, st.Postgres = nil, &v1.StaticPostgres{Connection: v1.PostgresConnection{DSNEnv: "REF_DSN"}, Table: "ref.countries"}
 			}),
-			want: []finding{{Rule: "join-side", Severity: compat.Rejected, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "postgres table ref.countries (env/REF_DSN)"}},
+			want: []finding{{Rule: "join-side", Severity: compat.Warning, Path: "spec.transform[2].join.static", Old: "delta table s3://lake/countries", New: "postgres table ref.countries (env/REF_DSN)"}},
 		},
 		{
 			name: "join-side/the same table written another way",

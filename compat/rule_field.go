@@ -18,6 +18,8 @@ type fieldRule[T any] struct {
 	// value is the field's value as a finding shows it (Finding.Old and New).
 	value    func(T) string
 	severity Severity
+	// severityOf, when set, decides the severity instead.
+	severityOf func(o, n T) Severity
 	// message says what changed and what it does to the checkpoint.
 	message func(c *change, d diff[T]) string
 	// remedy says how to go on; nil leaves Finding.Remedy empty.
@@ -48,6 +50,9 @@ func (r fieldRule[T]) check(c *change) []Finding {
 			d.path = at + r.fieldOf(o, n)
 		}
 		f := Finding{Severity: r.severity, Path: d.path, Old: d.old, New: d.new, Message: r.message(c, d)}
+		if r.severityOf != nil {
+			f.Severity = r.severityOf(o, n)
+		}
 		if r.remedy != nil {
 			f.Remedy = r.remedy(c, d)
 		}

@@ -531,8 +531,8 @@ var rules = []Rule{
 	},
 	{
 		ID: "join-side", Area: AreaJoins, Title: "A join's right side changes",
-		Severities:  []Severity{Rejected},
-		Description: "A static join's table (kind, path and, for files, format) and a stream join's source are its identity: the recorded snapshot version or the buffered rows belong to them. Join another table or source with a new join under a fresh checkpoint instead. Lockstep is stricter than Spark for a static join: Spark records nothing of a static side and rereads it at every start, so it joins the new table from the restart on; Lockstep records the snapshot each batch joined, so that a replayed batch joins the same rows, and a snapshot of the old table cannot be read from the new one.",
+		Severities:  []Severity{Rejected, Warning},
+		Description: "A stream join's source is its identity: the buffered rows came from it, so another source is rejected (join it with a new join under a fresh checkpoint instead). A static join keeps no state, so another table (kind, path and, for files, format) is judged as a filter: a warning that the join reads the new table from the next batch on, while the rows already written, and the state built from them, were joined with the old one. Spark does the same (it rereads a static side at every start). The snapshot each batch recorded names its table, so the next batch reads a new snapshot of the new table instead of the old one's version or files; a batch planned before the change and replayed after it joins the new table's newest snapshot, since the recorded one is of the old table.",
 		Example:     Example{Old: "static: {delta: {path: s3://lake/customers}, …}", New: "static: {delta: {path: s3://lake/customers_v2}, …}"},
 		check:       joinSide.check,
 	},

@@ -306,16 +306,31 @@ var joinSide = fieldRule[JoinShape]{
 		}
 		return ".static"
 	},
-	value: describeJoinSide, severity: Rejected,
-	message: func(_ *change, d diff[JoinShape]) string {
-		what := "snapshot"
-		if d.n.Stream != nil {
-			what = "right rows"
+	value: describeJoinSide,
+	// A static join keeps no state: like a changed filter, another table applies from the
+	// next batch on. A stream join's buffered rows came from the old source.
+	severityOf: func(_, n JoinShape) Severity {
+		if n.Static != nil {
+			return Warning
 		}
-		return fmt.Sprintf("The %s now joins %s instead of %s; the %s it recorded came from %s, and the rows already written were joined with it.",
-			describeJoin(d.n), d.new, d.old, what, d.old)
+		return Rejected
+	},
+	message: func(c *change, d diff[JoinShape]) string {
+		if d.n.Static != nil {
+			kept := "the rows the sink already holds"
+			if c.old.Stateful() {
+				kept = "the state and the rows the sink already holds"
+			}
+			return fmt.Sprintf("The %s now joins %s instead of %s; the join keeps no state, so, as a changed filter, the change applies from the next batch on: it reads a snapshot of %s then, and %s were joined with %s (a batch planned before the change and replayed after it joins the newest snapshot of %s, since the one it recorded is of %s).",
+				describeJoin(d.n), d.new, d.old, d.new, kept, d.old, d.new, d.old)
+		}
+		return fmt.Sprintf("The %s now joins %s instead of %s; the right rows it recorded came from %s, and the rows already written were joined with it.",
+			describeJoin(d.n), d.new, d.old, d.old)
 	},
 	remedy: func(c *change, d diff[JoinShape]) string {
+		if d.n.Static != nil {
+			return fmt.Sprintf("Join with %s again if the output must not mix both, or %s.", d.old, c.freshStart())
+		}
 		return c.revertOrFresh("Join with " + d.old + " again (a new join may read " + d.new + ")")
 	},
 }

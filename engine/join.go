@@ -22,6 +22,7 @@ import (
 type staticJoinStep struct {
 	name      string
 	kind      v1.StaticSideKind
+	side      string // v1.StaticSide.ID
 	spec      *v1.Join
 	outer     bool
 	leftKeys  []int
@@ -70,6 +71,7 @@ func compileJoin(ps *plan.Step) (step, *field.Error) {
 	s := &staticJoinStep{
 		name:  ps.JoinName,
 		kind:  j.Static.Kind(),
+		side:  j.Static.ID(),
 		spec:  j,
 		outer: j.EffectiveType() == v1.JoinLeftOuter,
 		out:   ps.JoinOutput,
@@ -337,12 +339,14 @@ func (r *run) buildJoins(ctx context.Context) error {
 }
 
 // planJoins decides the snapshot each stream–static join of the batch planned at `at` joins
-// against: the one the previous batch recorded, unless none was recorded yet or the join's
-// refresh is due and the table has a newer one.
+// against: the one the previous batch recorded, unless none was recorded yet, it is of another
+// static side (the join's table changed), or the join's refresh is due and the table has a
+// newer one.
 func (r *run) planJoins(ctx context.Context, at time.Time) ([]checkpoint.JoinSnapshot, error) {
 	var out []checkpoint.JoinSnapshot
 	for _, s := range r.q.staticJoins() {
 		prev, ok := r.joinSnaps[s.name]
+		ok = ok && s.reads(prev)
 		due := !ok || s.onNew || s.every > 0 && at.UnixMilli()-prev.ReadAtMs >= s.every.Milliseconds()
 		if !due {
 			out = append(out, prev)
@@ -359,25 +363,37 @@ func (r *run) planJoins(ctx context.Context, at time.Time) ([]checkpoint.JoinSna
 			out = append(out, prev)
 			continue
 		}
-		out = append(out, checkpoint.JoinSnapshot{Join: s.name, ReadAtMs: at.UnixMilli(), Snapshot: latest})
+		out = append(out, checkpoint.JoinSnapshot{Join: s.name, ReadAtMs: at.UnixMilli(), Snapshot: latest, Side: s.side})
 	}
 	return out, nil
 }
 
+// reads reports whether rec is a snapshot of the side s reads: one of another side (the
+// join's table changed since it was recorded) cannot be read from this one. A record that
+// names no side predates the field and is taken as this side's.
+func (s *staticJoinStep) reads(rec checkpoint.JoinSnapshot) bool {
+	return rec.Side == "" || rec.Side == s.side
+}
+
 // loadJoins makes every stream–static join hold the snapshot batch bp joins against, reading
 // it when it is not the one already loaded. A batch that recorded none for a join (a
-// replayed batch planned before the join was added) joins against the newest snapshot.
+// replayed batch planned before the join was added), or one of another static side (planned
+// before the join's table changed), joins against the newest snapshot.
 func (r *run) loadJoins(ctx context.Context, bp *batchPlan) ([]JoinProgress, error) {
 	var out []JoinProgress
 	for _, s := range r.q.staticJoins() {
 		rec, ok := findJoin(bp.joins, s.name)
-		if !ok {
+		if !ok || !s.reads(rec) {
 			latest, err := s.table.Latest(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("batch %d: join %s: %w", bp.id, s.name, err)
 			}
-			rec = checkpoint.JoinSnapshot{Join: s.name, ReadAtMs: bp.time.UnixMilli(), Snapshot: latest}
-			r.q.opts.logger.Warn("Joined a replayed batch with the newest snapshot: its offsets entry records none for the join", "batch", bp.id, "join", s.name)
+			why := "its offsets entry records none for the join"
+			if ok {
+				why = "its offsets entry records a snapshot of " + rec.Side + ", and the join now reads " + s.side
+			}
+			rec = checkpoint.JoinSnapshot{Join: s.name, ReadAtMs: bp.time.UnixMilli(), Snapshot: latest, Side: s.side}
+			r.q.opts.logger.Warn("Joined a replayed batch with the newest snapshot", "batch", bp.id, "join", s.name, "reason", why)
 		}
 		loaded := false
 		if s.index == nil || !sameSnapshot(s.snap, rec.Snapshot) {

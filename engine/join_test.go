@@ -176,6 +176,53 @@ func TestStaticJoinKeepsSnapshotWithoutRefresh(t *testing.T) {
 	}
 }
 
+// TestStaticJoinTableChanged: the join's static side moves to another folder (a change the
+// planner allows with a warning, as a filter): the next batch reads a snapshot of the new
+// folder, not the recorded one's files from it; a batch planned before the change and
+// replayed after it joins the new folder's newest snapshot, its recorded one being of the
+// old folder. The offsets log names the side of each snapshot.
+func TestStaticJoinTableChanged(t *testing.T) {
+	e := newEnrichment(t)
+	e.addCustomers(t, "a.json", "c1", "Ann")
+	e.addOrders(t, "c1")
+	run(t, e.query(nil).Obj())
+	old := e.customers
+	e.customers = t.TempDir()
+	e.addCustomers(t, "other.json", "c1", "Ada", "c2", "Bob")
+	e.addOrders(t, "c1")
+	e.addOrders(t, "c2")
+	crash(t, newQuery(t, e.query(nil).Obj(), crashAt(engine.PhaseOffsetsWritten, 2)))
+	if j, ok := offsetsEntry(t, e.ckpt, 2).Join("customers"); !ok || j.Side != "files:"+e.customers {
+		t.Errorf("offsets/2's snapshot is of %q, want the new folder's", j.Side)
+	}
+	if j, _ := offsetsEntry(t, e.ckpt, 0).Join("customers"); j.Side != "files:"+old {
+		t.Errorf("offsets/0's snapshot is of %q, want the old folder's", j.Side)
+	}
+	run(t, e.query(nil).Obj())
+	want := []engine.Row{
+		{"o0-c1", "c1", 1.5, "c1", "Ann"},
+		{"o1-c1", "c1", 1.5, "c1", "Ada"},
+		{"o2-c2", "c2", 1.5, "c2", "Bob"},
+	}
+	if diff := cmp.Diff(want, e.output(t)); diff != "" {
+		t.Errorf("output (-want +got):\n%s", diff)
+	}
+
+	// A batch planned with the old folder and replayed after the change.
+	f := newEnrichment(t)
+	f.addCustomers(t, "a.json", "c1", "Ann")
+	f.addOrders(t, "c1")
+	f.addOrders(t, "c1")
+	crash(t, newQuery(t, f.query(nil).Obj(), crashAt(engine.PhaseOffsetsWritten, 1)))
+	f.customers = t.TempDir()
+	f.addCustomers(t, "other.json", "c1", "Ada")
+	run(t, f.query(nil).Obj())
+	want = []engine.Row{{"o0-c1", "c1", 1.5, "c1", "Ann"}, {"o1-c1", "c1", 1.5, "c1", "Ada"}}
+	if diff := cmp.Diff(want, f.output(t)); diff != "" {
+		t.Errorf("the replayed batch's output (-want +got):\n%s", diff)
+	}
+}
+
 func TestStaticJoinNeedsItsKindRegistered(t *testing.T) {
 	e := newEnrichment(t)
 	q := e.query(nil).Obj()

@@ -192,6 +192,10 @@ func (s *StaticSide) Path() string {
 	return ""
 }
 
+// ID names what the static side reads, its kind and location ("delta:s3://lake/regions"): a
+// recorded snapshot is of that side only.
+func (s *StaticSide) ID() string { return string(s.Kind()) + ":" + s.Path() }
+
 // S3Connection returns the static side's own S3 settings, nil when it has none.
 func (s *StaticSide) S3Connection() *S3Connection {
 	switch {

@@ -26,8 +26,8 @@ type StaticPin struct {
 
 // pinStatics decides the snapshot each stream–static join on a files folder or a Delta table
 // joins in this run, as the built-in engine keeps it: the one the newest batch in Lockstep's
-// records joined (head's planned entry), else the side's newest now (the first run, or a
-// join that the records do not know). It returns the pins by join name and the snapshots to
+// records joined (head's planned entry), else the side's newest now (the first run, a
+// join that the records do not know, or one whose table changed since). It returns the pins by join name and the snapshots to
 // record in each batch's entry (checkpoint.Offsets.Joins, in the built-in engine's form).
 // A recorded folder's file gone or rewritten since is an error naming it, as a replay on
 // the built-in engine is. A PostgreSQL side has no snapshot to pin (docs/spark.md).
@@ -74,12 +74,15 @@ func (q *Query) pinStatics(ctx context.Context, head checkpoint.Head, now time.T
 		if head.Planned != nil {
 			rec, ok = head.Planned.Join(name)
 		}
+		if ok && rec.Side != "" && rec.Side != side.ID() {
+			ok = false // the join's table changed: the recorded snapshot is of the old one
+		}
 		if !ok {
 			sn, err := latest(ctx)
 			if err != nil {
 				return nil, nil, fmt.Errorf("join %s: find the static side's newest snapshot: %w", name, err)
 			}
-			rec = checkpoint.JoinSnapshot{Join: name, ReadAtMs: now.UnixMilli(), Snapshot: sn}
+			rec = checkpoint.JoinSnapshot{Join: name, ReadAtMs: now.UnixMilli(), Snapshot: sn, Side: side.ID()}
 		}
 		pin, err := pinOf(rec.Snapshot)
 		if err != nil {
