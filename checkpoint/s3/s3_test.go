@@ -154,10 +154,7 @@ func TestOpenUnreachableServer(t *testing.T) {
 
 func TestEnvironmentFallbacks(t *testing.T) {
 	srv := testenv.S3(t)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	srv.Setenv(t)
 	s, err := checkpoint.Open(t.Context(), "s3://"+srv.Bucket+"/from/env", checkpoint.WithS3(s3.Opener()))
 	if err != nil {
 		t.Fatalf("Open from the environment error = %v", err)

@@ -337,10 +337,7 @@ func TestCheckpointBadInput(t *testing.T) {
 // nothing, not even Open's scratch object.
 func TestCheckpointOnS3(t *testing.T) {
 	srv := testenv.S3(t)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	srv.Setenv(t)
 	location := "s3://" + srv.Bucket + "/payments/revenue"
 	store, err := checkpoint.Open(t.Context(), location, checkpoint.WithS3(s3.Opener()))
 	if err != nil {
