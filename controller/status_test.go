@@ -211,13 +211,8 @@ func TestEngineRestartStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// The engine's Deployment runs the ConfigMap in force.
-			a := applied{deployment: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}}
-			st := r.status(q, tt.old, tt.o, a)
-			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
-			if st.Phase != tt.phase || c == nil || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
-				t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, tt.phase, tt.reason, tt.says)
-			}
+			st := r.status(q, tt.old, tt.o, applied{deployment: runningConfigMap(cm)})
+			checkReady(t, &st, tt.phase, tt.reason, tt.says)
 		})
 	}
 }
@@ -287,13 +282,8 @@ func TestEngineCrashStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := applied{deployment: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}}
-			st := r.status(q, tt.old, tt.o, a)
-			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
-			if st.Phase != tt.phase || c == nil || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
-				t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, tt.phase, tt.reason, tt.says)
-			}
+			st := r.status(q, tt.old, tt.o, applied{deployment: runningConfigMap(cm)})
+			c := checkReady(t, &st, tt.phase, tt.reason, tt.says)
 			if c != nil && strings.Contains(c.Message, "Garbage collector") {
 				t.Errorf("Ready says %q: an INFO line of the log is no reason", c.Message)
 			}
@@ -363,8 +353,7 @@ func statusFixture(t *testing.T) (in func(edit func(*statusInput)) statusInput, 
 	}
 	cm.Annotations[AnnotationGeneration] = "2"
 	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
-	deployment := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}
+	deployment := runningConfigMap(cm)
 	return func(edit func(*statusInput)) statusInput {
 		in := statusInput{
 			q:   q.DeepCopy(),
@@ -518,4 +507,22 @@ func TestProgressing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.check(t, "progressing", progressing(tt.in, tt.phase, tt.last)) })
 	}
+}
+
+// runningConfigMap is the engine's Deployment running the ConfigMap cm: its pod template
+// carries cm's spec hash.
+func runningConfigMap(cm *corev1.ConfigMap) *appsv1.Deployment {
+	return &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}
+}
+
+// checkReady checks that st has phase and a Ready condition of reason whose message holds
+// says, and returns that condition (nil when there is none).
+func checkReady(t *testing.T, st *v1.StreamingQueryStatus, phase v1.Phase, reason, says string) *metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+	if st.Phase != phase || c == nil || c.Reason != reason || !strings.Contains(c.Message, says) {
+		t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, phase, reason, says)
+	}
+	return c
 }
