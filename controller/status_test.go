@@ -189,14 +189,7 @@ func TestEngineRestartStatus(t *testing.T) {
 		return &checkpoint.Commit{BatchID: 3, Progress: checkpoint.Progress{Timestamp: at}}
 	}
 	running := &v1.StreamingQueryStatus{Phase: v1.PhaseRunning}
-	tests := []struct {
-		name   string
-		old    *v1.StreamingQueryStatus
-		o      *observation
-		phase  v1.Phase
-		reason string
-		says   string
-	}{
+	tests := []engineStatusCase{
 		{"liveness restart", running, obs(stuck, now.Add(-10*time.Second), commitAt(now.Add(-time.Minute))),
 			v1.PhaseRunning, v1.ReasonEngineRestarted, "restarted by its liveness probe"},
 		{"crash", running, obs(crashed, now.Add(-10*time.Second), nil),
@@ -254,14 +247,7 @@ func TestEngineCrashStatus(t *testing.T) {
 	}
 	running := &v1.StreamingQueryStatus{Phase: v1.PhaseRunning}
 	failed := &v1.StreamingQueryStatus{Phase: v1.PhaseFailed}
-	tests := []struct {
-		name   string
-		old    *v1.StreamingQueryStatus
-		o      *observation
-		phase  v1.Phase
-		reason string
-		says   string
-	}{
+	tests := []engineStatusCase{
 		{"killed once", running, down(0, killed(now.Add(-time.Hour), now.Add(-time.Second)), now.Add(-2*time.Second)),
 			v1.PhaseRunning, v1.ReasonEngineRestarted, "The engine restarted after it was killed by signal SIGKILL (exit code 137) at 2026-07-01T11:59:59Z (restart 1); Ready again"},
 		{"killed again before it showed it works", running, down(1, killed(now.Add(-10*time.Second), now.Add(-time.Second)), now.Add(-time.Hour)),
@@ -507,6 +493,18 @@ func TestProgressing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.check(t, "progressing", progressing(tt.in, tt.phase, tt.last)) })
 	}
+}
+
+// engineStatusCase is a case of the status computed after the engine restarted or crashed:
+// from the old status and the observation, the phase and the Ready condition's reason, whose
+// message holds says.
+type engineStatusCase struct {
+	name   string
+	old    *v1.StreamingQueryStatus
+	o      *observation
+	phase  v1.Phase
+	reason string
+	says   string
 }
 
 // runningConfigMap is the engine's Deployment running the ConfigMap cm: its pod template
