@@ -17,7 +17,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/minio/minio-go/v7"
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
@@ -704,17 +703,7 @@ func TestPlanOnS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	commitBatch(t, c, 0)
-	etags := func() map[string]string {
-		m := map[string]string{}
-		for obj := range srv.Client(t).ListObjectsIter(t.Context(), srv.Bucket, minio.ListObjectsOptions{Recursive: true}) {
-			if obj.Err != nil {
-				t.Fatal(obj.Err)
-			}
-			m[obj.Key] = obj.ETag
-		}
-		return m
-	}
-	before := etags()
+	before := bucketObjects(t, srv)
 
 	o := testPlanOptions()
 	o.openOpts = newPlanCommandOptions().openOpts
@@ -726,7 +715,7 @@ func TestPlanOnS3(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "there is no checkpoint there yet") {
 		t.Errorf("plan on an empty S3 prefix: exit %d (%v), output:\n%s", code, err, out)
 	}
-	if after := etags(); !cmp.Equal(before, after) {
+	if after := bucketObjects(t, srv); !cmp.Equal(before, after) {
 		t.Errorf("plan changed the bucket:\n%s", cmp.Diff(before, after))
 	}
 }
