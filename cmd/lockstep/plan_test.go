@@ -20,9 +20,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/compat"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -679,13 +677,7 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // TestPlanOnS3 reads the shape from a checkpoint on S3 with the environment's settings, and
 // writes nothing to the bucket.
 func TestPlanOnS3(t *testing.T) {
-	srv := testenv.S3(t)
-	srv.Setenv(t)
-	location := "s3://" + srv.Bucket + "/payments/revenue"
-	store, err := checkpoint.Open(t.Context(), location, checkpoint.WithS3(s3.Opener()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, location, store := s3TestStore(t)
 	c, err := checkpoint.Claim(t.Context(), store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
 	if err != nil {
 		t.Fatal(err)
