@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/storetest"
 )
 
 var (
@@ -315,25 +316,7 @@ func TestClaimWithQueryID(t *testing.T) {
 }
 
 func TestConcurrentClaimsAgreeOnTheQueryID(t *testing.T) {
-	d := newDir(t)
-	ids := make([]string, 8)
-	var wg sync.WaitGroup
-	for i := range ids {
-		wg.Go(func() {
-			c, err := checkpoint.Claim(t.Context(), d, owner)
-			if err != nil {
-				t.Errorf("Claim %d error = %v", i, err)
-				return
-			}
-			ids[i] = c.Metadata().ID
-		})
-	}
-	wg.Wait()
-	for i, id := range ids {
-		if id != ids[0] {
-			t.Errorf("Claim %d got query id %s, Claim 0 got %s", i, id, ids[0])
-		}
-	}
+	storetest.ConcurrentClaims(t, newDir(t), owner)
 }
 
 func TestOwnerMismatch(t *testing.T) {

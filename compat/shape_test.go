@@ -37,24 +37,31 @@ func exampleQueries(t *testing.T) map[string]*v1.StreamingQuery {
 	return queries
 }
 
+// shapeThroughJSON returns the shape of spec, and that shape as a checkpoint records it:
+// marshalled to JSON and parsed back.
+func shapeThroughJSON(t *testing.T, spec *v1.StreamingQuerySpec) (sh, back compat.Shape) {
+	t.Helper()
+	sh, err := compat.ShapeOf(spec)
+	if err != nil {
+		t.Fatalf("ShapeOf() = %v", err)
+	}
+	data, err := json.Marshal(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back, err = compat.ParseShape(data); err != nil {
+		t.Fatalf("ParseShape(%s) = %v", data, err)
+	}
+	return sh, back
+}
+
 // TestExamplesAreCompatibleWithThemselves: restarting any example unchanged from its own
 // round-tripped shape is allowed, with no finding beyond what Check reports with no
 // checkpoint yet (the rules that judge the new spec alone, such as unbounded-state).
 func TestExamplesAreCompatibleWithThemselves(t *testing.T) {
 	for name, q := range exampleQueries(t) {
 		t.Run(name, func(t *testing.T) {
-			sh, err := compat.ShapeOf(&q.Spec)
-			if err != nil {
-				t.Fatalf("ShapeOf() = %v", err)
-			}
-			data, err := json.Marshal(sh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			back, err := compat.ParseShape(data)
-			if err != nil {
-				t.Fatalf("ParseShape(%s) = %v", data, err)
-			}
+			_, back := shapeThroughJSON(t, &q.Spec)
 			v := compat.Check(back, &q.Spec)
 			fresh := compat.Check(compat.Shape{}, &q.Spec)
 			if v.Fresh || v.Severity != fresh.Severity || v.Severity == compat.Rejected {
@@ -92,18 +99,7 @@ func TestShapeJSONRoundTrip(t *testing.T) {
 	}
 	for name, spec := range specs {
 		t.Run(name, func(t *testing.T) {
-			sh, err := compat.ShapeOf(spec)
-			if err != nil {
-				t.Fatalf("ShapeOf() = %v", err)
-			}
-			data, err := json.Marshal(sh)
-			if err != nil {
-				t.Fatal(err)
-			}
-			back, err := compat.ParseShape(data)
-			if err != nil {
-				t.Fatalf("ParseShape() = %v", err)
-			}
+			sh, back := shapeThroughJSON(t, spec)
 			if diff := cmp.Diff(sh, back); diff != "" {
 				t.Errorf("shape changed through JSON (-before +after):\n%s", diff)
 			}

@@ -3,8 +3,6 @@ package controller_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +12,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -69,19 +65,9 @@ func TestDeployManifests(t *testing.T) {
 		t.Run(overlay, func(t *testing.T) {
 			rendered := kustomize(t, filepath.Join(root, "config", overlay))
 			kinds := map[string]int{}
-			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
-			for {
-				var u unstructured.Unstructured
-				if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-					break
-				} else if err != nil {
-					t.Fatal(err)
-				}
-				if len(u.Object) == 0 {
-					continue
-				}
+			for _, u := range testenv.DecodeManifests(t, rendered) {
 				kinds[u.GetKind()]++
-				err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(&u), client.FieldOwner("lockstep-test"), client.ForceOwnership, client.DryRunAll)
+				err := c.Apply(context.Background(), client.ApplyConfigurationFromUnstructured(u), client.FieldOwner("lockstep-test"), client.ForceOwnership, client.DryRunAll)
 				if meta.IsNoMatchError(err) && u.GroupVersionKind().Group == "cert-manager.io" {
 					continue
 				}

@@ -63,12 +63,7 @@ func TestSecretsReachTheEngineByReference(t *testing.T) {
 	f.eventuallyCondition("orders", v1.ConditionCompatible, metav1.ConditionTrue, v1.ReasonNoCheckpoint)
 
 	c := d.Spec.Template.Spec.Containers[0]
-	refs := map[string]string{}
-	for _, e := range c.Env {
-		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
-		}
-	}
+	refs := secretRefs(c)
 	for name, want := range map[string]string{
 		v1.DefaultKafkaUsernameEnv: "kafka-user/username",
 		v1.DefaultKafkaPasswordEnv: "kafka-user/password",

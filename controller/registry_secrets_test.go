@@ -86,12 +86,7 @@ func TestRegistrySecretsReachTheEngine(t *testing.T) {
 
 	cm, d := f.engine("orders")
 	c := d.Spec.Template.Spec.Containers[0]
-	refs := map[string]string{}
-	for _, e := range c.Env {
-		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
-		}
-	}
+	refs := secretRefs(c)
 	for name, want := range map[string]string{
 		v1.DefaultSchemaRegistryUsernameEnv: "registry-user/username",
 		v1.DefaultSchemaRegistryPasswordEnv: "registry-user/password",

@@ -343,12 +343,7 @@ func TestRenderWiresS3ConnectionSecrets(t *testing.T) {
 		t.Fatalf("ValidateSecretRefs = %v, want none", errs)
 	}
 	_, pod := render(t, q)
-	got := map[string]string{}
-	for _, e := range pod.Spec.Containers[0].Env {
-		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
-			got[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
-		}
-	}
+	got := secretRefs(pod.Spec.Containers[0])
 	for name, want := range map[string]string{
 		"LOCKSTEP_ORDERS_AWS_ACCESS_KEY_ID":     "landing-keys/AWS_ACCESS_KEY_ID",
 		"LOCKSTEP_ORDERS_AWS_SECRET_ACCESS_KEY": "landing-keys/AWS_SECRET_ACCESS_KEY",
@@ -386,4 +381,16 @@ func TestRenderWiresPostgresConnectionSecret(t *testing.T) {
 		return
 	}
 	t.Errorf("no $%s in the engine's environment", v1.PostgresDSNEnv)
+}
+
+// secretRefs maps each environment variable of c taken from a Secret to the Secret's
+// name/key.
+func secretRefs(c corev1.Container) map[string]string {
+	refs := map[string]string{}
+	for _, e := range c.Env {
+		if e.ValueFrom != nil && e.ValueFrom.SecretKeyRef != nil {
+			refs[e.Name] = e.ValueFrom.SecretKeyRef.Name + "/" + e.ValueFrom.SecretKeyRef.Key
+		}
+	}
+	return refs
 }

@@ -189,14 +189,7 @@ func TestEngineRestartStatus(t *testing.T) {
 		return &checkpoint.Commit{BatchID: 3, Progress: checkpoint.Progress{Timestamp: at}}
 	}
 	running := &v1.StreamingQueryStatus{Phase: v1.PhaseRunning}
-	tests := []struct {
-		name   string
-		old    *v1.StreamingQueryStatus
-		o      *observation
-		phase  v1.Phase
-		reason string
-		says   string
-	}{
+	tests := []engineStatusCase{
 		{"liveness restart", running, obs(stuck, now.Add(-10*time.Second), commitAt(now.Add(-time.Minute))),
 			v1.PhaseRunning, v1.ReasonEngineRestarted, "restarted by its liveness probe"},
 		{"crash", running, obs(crashed, now.Add(-10*time.Second), nil),
@@ -211,13 +204,8 @@ func TestEngineRestartStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			// The engine's Deployment runs the ConfigMap in force.
-			a := applied{deployment: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}}
-			st := r.status(q, tt.old, tt.o, a)
-			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
-			if st.Phase != tt.phase || c == nil || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
-				t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, tt.phase, tt.reason, tt.says)
-			}
+			st := r.status(q, tt.old, tt.o, applied{deployment: runningConfigMap(cm)})
+			checkReady(t, &st, tt.phase, tt.reason, tt.says)
 		})
 	}
 }
@@ -259,14 +247,7 @@ func TestEngineCrashStatus(t *testing.T) {
 	}
 	running := &v1.StreamingQueryStatus{Phase: v1.PhaseRunning}
 	failed := &v1.StreamingQueryStatus{Phase: v1.PhaseFailed}
-	tests := []struct {
-		name   string
-		old    *v1.StreamingQueryStatus
-		o      *observation
-		phase  v1.Phase
-		reason string
-		says   string
-	}{
+	tests := []engineStatusCase{
 		{"killed once", running, down(0, killed(now.Add(-time.Hour), now.Add(-time.Second)), now.Add(-2*time.Second)),
 			v1.PhaseRunning, v1.ReasonEngineRestarted, "The engine restarted after it was killed by signal SIGKILL (exit code 137) at 2026-07-01T11:59:59Z (restart 1); Ready again"},
 		{"killed again before it showed it works", running, down(1, killed(now.Add(-10*time.Second), now.Add(-time.Second)), now.Add(-time.Hour)),
@@ -287,13 +268,8 @@ func TestEngineCrashStatus(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			a := applied{deployment: &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}}
-			st := r.status(q, tt.old, tt.o, a)
-			c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
-			if st.Phase != tt.phase || c == nil || c.Reason != tt.reason || !strings.Contains(c.Message, tt.says) {
-				t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, tt.phase, tt.reason, tt.says)
-			}
+			st := r.status(q, tt.old, tt.o, applied{deployment: runningConfigMap(cm)})
+			c := checkReady(t, &st, tt.phase, tt.reason, tt.says)
 			if c != nil && strings.Contains(c.Message, "Garbage collector") {
 				t.Errorf("Ready says %q: an INFO line of the log is no reason", c.Message)
 			}
@@ -363,8 +339,7 @@ func statusFixture(t *testing.T) (in func(edit func(*statusInput)) statusInput, 
 	}
 	cm.Annotations[AnnotationGeneration] = "2"
 	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
-	deployment := &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
-		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}
+	deployment := runningConfigMap(cm)
 	return func(edit func(*statusInput)) statusInput {
 		in := statusInput{
 			q:   q.DeepCopy(),
@@ -518,4 +493,34 @@ func TestProgressing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.check(t, "progressing", progressing(tt.in, tt.phase, tt.last)) })
 	}
+}
+
+// engineStatusCase is a case of the status computed after the engine restarted or crashed:
+// from the old status and the observation, the phase and the Ready condition's reason, whose
+// message holds says.
+type engineStatusCase struct {
+	name   string
+	old    *v1.StreamingQueryStatus
+	o      *observation
+	phase  v1.Phase
+	reason string
+	says   string
+}
+
+// runningConfigMap is the engine's Deployment running the ConfigMap cm: its pod template
+// carries cm's spec hash.
+func runningConfigMap(cm *corev1.ConfigMap) *appsv1.Deployment {
+	return &appsv1.Deployment{Spec: appsv1.DeploymentSpec{Template: corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{AnnotationSpecHash: SpecHash(cm)}}}}}
+}
+
+// checkReady checks that st has phase and a Ready condition of reason whose message holds
+// says, and returns that condition (nil when there is none).
+func checkReady(t *testing.T, st *v1.StreamingQueryStatus, phase v1.Phase, reason, says string) *metav1.Condition {
+	t.Helper()
+	c := meta.FindStatusCondition(st.Conditions, v1.ConditionReady)
+	if st.Phase != phase || c == nil || c.Reason != reason || !strings.Contains(c.Message, says) {
+		t.Errorf("phase %s, Ready %+v; want %s, %s saying %q", st.Phase, c, phase, reason, says)
+	}
+	return c
 }

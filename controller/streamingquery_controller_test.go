@@ -100,6 +100,29 @@ func (f *fixture) startPod(d *appsv1.Deployment, ready bool, started time.Time) 
 	return pod
 }
 
+// eventuallySuspended waits until the engine of query name is scaled to 0 and the query is
+// Ready=False Suspended, checks that its phase is Suspended, and returns it.
+func (f *fixture) eventuallySuspended(name string) *v1.StreamingQuery {
+	f.t.Helper()
+	f.eventuallyReplicas(name, 0)
+	q := f.eventuallyCondition(name, v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended)
+	if q.Status.Phase != v1.PhaseSuspended {
+		f.t.Errorf("phase = %s, want Suspended", q.Status.Phase)
+	}
+	return q
+}
+
+// setEngine reports cs as the status of pod's engine container, as the kubelet would; cs's
+// name and image are the container's.
+func (f *fixture) setEngine(pod *corev1.Pod, cs corev1.ContainerStatus) {
+	f.t.Helper()
+	cs.Name, cs.Image = controller.EngineContainer, pod.Spec.Containers[0].Image
+	pod.Status.ContainerStatuses[0] = cs
+	if err := f.c.Status().Update(context.Background(), pod); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
 func TestReconcileCreatesEngine(t *testing.T) {
 	f := newFixture(t, testenv.ControlPlane(t))
 	f.startManager(nil)
@@ -392,16 +415,7 @@ func TestSuspend(t *testing.T) {
 	if err := f.update("orders", func(q *v1.StreamingQuery) { q.Spec.Suspend = true }); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "replicas 0", func() error {
-		if _, d := f.engine("orders"); *d.Spec.Replicas != 0 {
-			return fmt.Errorf("replicas = %d", *d.Spec.Replicas)
-		}
-		return nil
-	})
-	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended)
-	if q.Status.Phase != v1.PhaseSuspended {
-		t.Errorf("phase = %s, want Suspended", q.Status.Phase)
-	}
+	q := f.eventuallySuspended("orders")
 	if q.Status.Lag != nil || q.Status.LagSeconds != nil || len(q.Status.Sources) != 1 || q.Status.Sources[0].Lag != nil || q.Status.Sources[0].LagSeconds != nil {
 		t.Errorf("suspended: lag %v, sources %+v; want no lag", q.Status.Lag, q.Status.Sources)
 	}
@@ -473,14 +487,11 @@ func TestEngineCrashLoop(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := f.runPod(d)
-	pod.Status.ContainerStatuses[0] = corev1.ContainerStatus{
-		Name: controller.EngineContainer, RestartCount: 3, Image: pod.Spec.Containers[0].Image,
+	f.setEngine(pod, corev1.ContainerStatus{
+		RestartCount:         3,
 		State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "CrashLoopBackOff"}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 1, Message: "read sasl password: no such file", FinishedAt: metav1.Now()}},
-	}
-	if err := f.c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	})
 	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineFailed)
 	if q.Status.Phase != v1.PhaseFailed || q.Status.Restarts != 3 {
 		t.Errorf("phase %s, restarts %d; want Failed, 3 (the current pod's)", q.Status.Phase, q.Status.Restarts)
@@ -493,14 +504,11 @@ func TestEngineCrashLoop(t *testing.T) {
 	// Between two crashes the kubelet runs the engine again; the crash loop goes on, and is
 	// neither Running in between nor announced again.
 	crash := pod.Status.ContainerStatuses[0].LastTerminationState
-	pod.Status.ContainerStatuses[0] = corev1.ContainerStatus{
-		Name: controller.EngineContainer, RestartCount: 4, Image: pod.Spec.Containers[0].Image, Ready: true,
+	f.setEngine(pod, corev1.ContainerStatus{
+		RestartCount: 4, Ready: true,
 		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
 		LastTerminationState: crash,
-	}
-	if err := f.c.Status().Update(ctx, pod); err != nil {
-		t.Fatal(err)
-	}
+	})
 	eventually(t, "restarts 4", func() error {
 		if q := f.get("orders"); q.Status.Restarts != 4 {
 			return fmt.Errorf("restarts %d", q.Status.Restarts)
@@ -548,15 +556,12 @@ func TestEngineRestartedByLiveness(t *testing.T) {
 	// the checkpoint), the last termination the probe's kill with the engine's message.
 	stuck := controller.StuckMessage + "no trigger finished for 5m1s, more than the progress timeout 5m0s (spec.engine.progressTimeout)"
 	restartedAt := time.Now().Add(-time.Second)
-	pod.Status.ContainerStatuses[0] = corev1.ContainerStatus{
-		Name: controller.EngineContainer, RestartCount: 1, Ready: true, Image: pod.Spec.Containers[0].Image,
+	f.setEngine(pod, corev1.ContainerStatus{
+		RestartCount: 1, Ready: true,
 		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(restartedAt)}},
 		LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{
 			ExitCode: 137, Reason: "Error", Message: stuck, FinishedAt: metav1.NewTime(restartedAt)}},
-	}
-	if err := f.c.Status().Update(context.Background(), pod); err != nil {
-		t.Fatal(err)
-	}
+	})
 	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineRestarted)
 	if c := condition(q, v1.ConditionReady); !strings.Contains(c.Message, "restarted by its liveness probe") || !strings.Contains(c.Message, stuck) {
 		t.Errorf("Ready message = %q, want it to name the liveness restart and the engine's message", c.Message)
@@ -588,15 +593,6 @@ func TestOneCrashIsARestart(t *testing.T) {
 	pod := f.startPod(d, true, started)
 	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now().Add(-30*time.Second))
 	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
-	ctx := context.Background()
-	setEngine := func(cs corev1.ContainerStatus) {
-		t.Helper()
-		cs.Name, cs.Image = controller.EngineContainer, pod.Spec.Containers[0].Image
-		pod.Status.ContainerStatuses[0] = cs
-		if err := f.c.Status().Update(ctx, pod); err != nil {
-			t.Fatal(err)
-		}
-	}
 	notFailed := func() {
 		t.Helper()
 		if q := f.get("orders"); q.Status.Phase == v1.PhaseFailed {
@@ -614,7 +610,7 @@ func TestOneCrashIsARestart(t *testing.T) {
 		StartedAt: metav1.NewTime(started), FinishedAt: metav1.NewTime(killedAt)}
 
 	// Down: the kubelet reports the end of run 0 before it starts run 1.
-	setEngine(corev1.ContainerStatus{State: corev1.ContainerState{Terminated: kill}})
+	f.setEngine(pod, corev1.ContainerStatus{State: corev1.ContainerState{Terminated: kill}})
 	q := f.eventuallyConditionSaying("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonEngineRestarted, "killed by signal SIGKILL (exit code 137)")
 	msg := condition(q, v1.ConditionReady).Message
 	if q.Status.Phase != v1.PhaseRunning || strings.Contains(msg, "Garbage collector") {
@@ -624,7 +620,7 @@ func TestOneCrashIsARestart(t *testing.T) {
 
 	// Run 1 runs: still the same restart, announced once.
 	restartedAt := killedAt.Add(time.Second)
-	setEngine(corev1.ContainerStatus{RestartCount: 1, Ready: true,
+	f.setEngine(pod, corev1.ContainerStatus{RestartCount: 1, Ready: true,
 		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(restartedAt)}},
 		LastTerminationState: corev1.ContainerState{Terminated: kill}})
 	eventually(t, "restarts 1", func() error {
@@ -645,7 +641,7 @@ func TestOneCrashIsARestart(t *testing.T) {
 	}
 
 	// Run 1 is killed too, before it committed a batch: a crash loop.
-	setEngine(corev1.ContainerStatus{RestartCount: 1,
+	f.setEngine(pod, corev1.ContainerStatus{RestartCount: 1,
 		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: tail,
 			StartedAt: metav1.NewTime(restartedAt), FinishedAt: metav1.Now()}},
 		LastTerminationState: corev1.ContainerState{Terminated: kill}})

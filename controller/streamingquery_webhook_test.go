@@ -2,7 +2,6 @@ package controller_test
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -254,16 +253,7 @@ func TestWebhookAdmitsWhenTheStoreHangs(t *testing.T) {
 	f.create(f.query("other").Obj())
 	wantWarning("create", "other")
 
-	eventually(t, "the engine scaled to 0", func() error {
-		if _, d := f.engine("orders"); *d.Spec.Replicas != 0 {
-			return fmt.Errorf("replicas = %d", *d.Spec.Replicas)
-		}
-		return nil
-	})
-	q := f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionFalse, v1.ReasonSuspended)
-	if q.Status.Phase != v1.PhaseSuspended {
-		t.Errorf("phase = %s, want Suspended", q.Status.Phase)
-	}
+	q := f.eventuallySuspended("orders")
 	if c := condition(q, v1.ConditionCheckpointReachable); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "did not answer within 2s") {
 		t.Errorf("CheckpointReachable = %+v, want False saying the store did not answer within the budget", c)
 	}

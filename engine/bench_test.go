@@ -184,10 +184,7 @@ func BenchmarkBatchOverhead(b *testing.B) {
 			q := querytest.Make("bench", "default").RateSource("ticks", 1)
 			if where != "local" {
 				s := testenv.S3(b)
-				for _, kv := range s.Env() {
-					k, v, _ := strings.Cut(kv, "=")
-					b.Setenv(k, v)
-				}
+				s.Setenv(b)
 				ckpt = "s3://" + s.Bucket + "/ckpt"
 				if strings.HasSuffix(where, "files-s3") {
 					q = q.FilesSink("s3://"+s.Bucket+"/out", v1.FormatJSON)

@@ -87,11 +87,7 @@ func (o *orders) query() *querytest.Query {
 
 func (o *orders) check(t *testing.T) {
 	t.Helper()
-	f, err := s3.OpenFolder(o.out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := enginetest.OutputRows(t, f)
+	got := enginetest.OutputRowsAt(t, o.out)
 	want := append([]engine.Row(nil), o.want...)
 	enginetest.SortRows(want)
 	if diff := cmp.Diff(want, got); diff != "" {
@@ -254,8 +250,7 @@ func TestProcessingTime(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The rate source's values are consecutive across batches.
-	f, _ := s3.OpenFolder(out)
-	rows := enginetest.OutputRows(t, f)
+	rows := enginetest.OutputRowsAt(t, out)
 	seen := map[int64]bool{}
 	for _, r := range rows {
 		seen[r[1].(int64)] = true
@@ -353,9 +348,8 @@ func TestReplayKeepsLoggedTimestampAndRange(t *testing.T) {
 	if _, err := result(); err != nil {
 		t.Fatal(err)
 	}
-	f, _ := s3.OpenFolder(out)
 	var values []int64
-	for _, r := range enginetest.OutputRows(t, f) {
+	for _, r := range enginetest.OutputRowsAt(t, out) {
 		values = append(values, r[1].(int64))
 	}
 	if len(values) < 6 || values[5] != 10 {
@@ -611,14 +605,7 @@ func TestStopBeforeTheFirstBatch(t *testing.T) {
 // TestQuickstartExample runs examples/queries/quickstart.yaml as the README
 // says, twice: the second run resumes after the first one's last batch.
 func TestQuickstartExample(t *testing.T) {
-	data, err := os.ReadFile("../examples/queries/quickstart.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := v1.ParseQuery(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obj := querytest.Load(t, "../examples/queries/quickstart.yaml")
 	ckpt := filepath.Join(t.TempDir(), "quickstart")
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC))
 	runFor := func(batches int) (engine.Start, string) {
@@ -654,14 +641,7 @@ func TestQuickstartExample(t *testing.T) {
 // TestFilesToFilesExample runs examples/queries/files-to-files.yaml on its
 // bundled data.
 func TestFilesToFilesExample(t *testing.T) {
-	data, err := os.ReadFile("../examples/queries/files-to-files.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := v1.ParseQuery(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obj := querytest.Load(t, "../examples/queries/files-to-files.yaml")
 	out := t.TempDir()
 	obj.Spec.Sources[0].Files.Path = "../examples/queries/data/orders"
 	obj.Spec.Sink.Files.Path = out
@@ -669,8 +649,7 @@ func TestFilesToFilesExample(t *testing.T) {
 	if sum.Batches != 1 || sum.NumInputRows != 8 || sum.NumOutputRows != 6 {
 		t.Errorf("Summary = %+v, want one batch, 8 rows in, 6 out", sum)
 	}
-	f, _ := s3.OpenFolder(out)
-	rows := enginetest.OutputRows(t, f)
+	rows := enginetest.OutputRowsAt(t, out)
 	if len(rows) != 6 || rows[0][0] != "o-1001" || rows[0][1] != "DE" || rows[0][2] != 19.99 {
 		t.Errorf("output = %v", rows)
 	}
@@ -680,10 +659,7 @@ func TestFilesToFilesExample(t *testing.T) {
 // S3.
 func TestS3Checkpoint(t *testing.T) {
 	s := testenv.S3(t)
-	for _, kv := range s.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	s.Setenv(t)
 	ctx := context.Background()
 	in, _ := s3.OpenFolder("s3://" + s.Bucket + "/in")
 	for i := range 3 {
@@ -697,8 +673,7 @@ func TestS3Checkpoint(t *testing.T) {
 	if sum.Batches != 2 || sum.NumOutputRows != 2 {
 		t.Errorf("Summary = %+v, want 2 batches, 2 rows out", sum)
 	}
-	outF, _ := s3.OpenFolder(o.out)
-	if rows := enginetest.OutputRows(t, outF); len(rows) != 2 {
+	if rows := enginetest.OutputRowsAt(t, o.out); len(rows) != 2 {
 		t.Errorf("output = %v", rows)
 	}
 	if sum := run(t, o.query().AvailableNow().Obj()); sum.Batches != 0 || sum.LastCommitted != 1 {
@@ -716,10 +691,7 @@ func TestS3DataOnAnotherServer(t *testing.T) {
 		t.Skipf("needs two S3 servers; LOCKSTEP_TEST_S3=%v", kinds)
 	}
 	ckptSrv, dataSrv := testenv.S3Of(t, kinds[0]), testenv.S3Of(t, kinds[1])
-	for _, kv := range ckptSrv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	ckptSrv.Setenv(t)
 	t.Setenv("LAKE_AWS_ACCESS_KEY_ID", dataSrv.AccessKey)
 	t.Setenv("LAKE_AWS_SECRET_ACCESS_KEY", dataSrv.SecretKey)
 	conn := &v1.S3Connection{Endpoint: dataSrv.URL, Region: dataSrv.Region, CredentialsEnvPrefix: "LAKE_"}
@@ -744,11 +716,7 @@ func TestS3DataOnAnotherServer(t *testing.T) {
 	if sum.Batches != 2 || sum.NumOutputRows != 2 {
 		t.Errorf("Summary = %+v, want 2 batches, 2 rows out", sum)
 	}
-	out, err := s3.OpenFolder(o.out, dataSrv.Options()...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rows := enginetest.OutputRows(t, out); len(rows) != 2 {
+	if rows := enginetest.OutputRowsAt(t, o.out, dataSrv.Options()...); len(rows) != 2 {
 		t.Errorf("output on the data server = %v, want 2 rows", rows)
 	}
 	ckpt, err := s3.OpenFolder(o.ckpt, ckptSrv.Options()...)

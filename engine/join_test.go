@@ -14,7 +14,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
@@ -80,11 +79,7 @@ func (e *enrichment) query(refresh *v1.Refresh) *querytest.Query {
 
 func (e *enrichment) output(t *testing.T) []engine.Row {
 	t.Helper()
-	f, err := s3.OpenFolder(e.out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return enginetest.OutputRows(t, f)
+	return enginetest.OutputRowsAt(t, e.out)
 }
 
 func TestStaticJoinEnriches(t *testing.T) {

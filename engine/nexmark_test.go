@@ -10,7 +10,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
@@ -126,11 +125,7 @@ func nexmarkRows(t *testing.T, table v1.NexmarkTable, gen v1.NexmarkSource) []en
 // outputRows reads the rows a files sink committed in dir, sorted.
 func outputRows(t *testing.T, dir string) []engine.Row {
 	t.Helper()
-	f, err := s3.OpenFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return enginetest.OutputRows(t, f)
+	return enginetest.OutputRowsAt(t, dir)
 }
 
 // isSubset reports whether the multiset sub is within rows.

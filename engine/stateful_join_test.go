@@ -16,7 +16,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/state"
@@ -98,12 +97,8 @@ func (e *adEvents) query() *querytest.Query {
 
 func (e *adEvents) output(t *testing.T) []string {
 	t.Helper()
-	f, err := s3.OpenFolder(e.out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, r := range enginetest.OutputRows(t, f) {
+	for _, r := range enginetest.OutputRowsAt(t, e.out) {
 		out = append(out, fmt.Sprint(r))
 	}
 	sort.Strings(out)
@@ -292,14 +287,7 @@ func TestStreamJoinThenAggregateWatermark(t *testing.T) {
 // TestImpressionsClicksExample runs examples/queries/impressions-clicks.yaml
 // on its bundled data.
 func TestImpressionsClicksExample(t *testing.T) {
-	data, err := os.ReadFile("../examples/queries/impressions-clicks.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := v1.ParseQuery(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obj := querytest.Load(t, "../examples/queries/impressions-clicks.yaml")
 	out := t.TempDir()
 	for i, dir := range []string{"impressions", "clicks"} {
 		obj.Spec.Sources[i].Files.Path = "../examples/queries/data/" + dir
@@ -309,9 +297,8 @@ func TestImpressionsClicksExample(t *testing.T) {
 	if sum.Batches != 3 || sum.NumInputRows != 10 || sum.NumOutputRows != 5 {
 		t.Errorf("Summary = %+v, want 3 batches, 10 rows in, 5 out", sum)
 	}
-	f, _ := s3.OpenFolder(out)
 	var users []string
-	for _, r := range enginetest.OutputRows(t, f) {
+	for _, r := range enginetest.OutputRowsAt(t, out) {
 		users = append(users, fmt.Sprintf("%s clicked=%t", r[1], r[3] != nil))
 	}
 	sort.Strings(users)

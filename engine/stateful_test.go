@@ -16,7 +16,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/state"
@@ -112,11 +111,7 @@ func (e *events) query() *querytest.Query {
 
 func (e *events) output(t *testing.T) []engine.Row {
 	t.Helper()
-	f, err := s3.OpenFolder(e.out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return enginetest.OutputRows(t, f)
+	return enginetest.OutputRowsAt(t, e.out)
 }
 
 // windowed is a windowed count and sum with a watermark, in append mode.

@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/plan"
 )
@@ -38,14 +39,7 @@ func TestQueriesSayHowTheyRun(t *testing.T) {
 
 func readQuery(t *testing.T, name string) *v1.StreamingQuery {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join("kubernetes", name))
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, err := v1.ParseQuery(data)
-	if err != nil {
-		t.Fatalf("%s: %v", name, err)
-	}
+	q := querytest.Load(t, filepath.Join("kubernetes", name))
 	if errs := plan.Validate(q); len(errs) > 0 {
 		t.Errorf("%s: %v", name, errs.ToAggregate())
 	}

@@ -1,9 +1,14 @@
 package provider
 
 import (
+	"context"
 	"fmt"
 
+	"github.com/hashicorp/terraform-plugin-framework/datasource"
+	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // clusterFrom is the Configure step shared by the resource and the data
@@ -42,4 +47,32 @@ func mergeAttributes[A any](spec, object map[string]A, diags *diag.Diagnostics) 
 		spec[name] = a
 	}
 	return true
+}
+
+// dataSourceSchema is the Schema step shared by the data sources: the attributes of an
+// object's spec (all computed), the object's own attributes meta, and its status, unless the
+// provider's kinds failed to load (kindsErr).
+func dataSourceSchema(kindsErr error, spec, status *field, meta map[string]dschema.Attribute, description string, resp *datasource.SchemaResponse) {
+	if kindsErr != nil {
+		resp.Diagnostics.AddError("Invalid Provider Schema", kindsErr.Error())
+		return
+	}
+	attrs := dataSourceAttributes(spec)
+	meta["status"] = dataSourceAttribute(status)
+	if !mergeAttributes(attrs, meta, &resp.Diagnostics) {
+		return
+	}
+	resp.Schema = dschema.Schema{MarkdownDescription: description, Attributes: attrs}
+}
+
+// setDataSourceStatus is the last Read step shared by the data sources: the status
+// attribute, of the kind status, from obj's.
+func setDataSourceStatus(ctx context.Context, resp *datasource.ReadResponse, status *field, obj *unstructured.Unstructured) {
+	st, _, _ := unstructured.NestedMap(obj.Object, "status")
+	v, err := objectValue(ctx, status, st)
+	if err != nil {
+		resp.Diagnostics.AddError("Unexpected Status", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("status"), v)...)
 }

@@ -243,7 +243,7 @@ func TestEveryAttributeIsDescribed(t *testing.T) {
 			t.Fatal(resp.Diagnostics)
 		}
 		for name, a := range resp.Schema.Attributes {
-			checkResourceDescriptions(t, name, a)
+			checkDescriptions(t, "resource", name, a)
 		}
 	}
 	for _, newDataSource := range p.DataSources(ctx) {
@@ -253,41 +253,36 @@ func TestEveryAttributeIsDescribed(t *testing.T) {
 			t.Fatal(resp.Diagnostics)
 		}
 		for name, a := range resp.Schema.Attributes {
-			checkDataSourceDescriptions(t, name, a)
+			checkDescriptions(t, "data source", name, a)
 		}
 	}
 }
 
-func checkResourceDescriptions(t testing.TB, at string, a rschema.Attribute) {
+// described is an attribute of a resource's or a data source's schema.
+type described interface{ GetMarkdownDescription() string }
+
+// checkDescriptions checks that the attribute at of a kind ("resource" or "data source")
+// schema, and every attribute nested in it, has a description.
+func checkDescriptions(t testing.TB, kind, at string, a described) {
 	t.Helper()
 	if strings.TrimSpace(a.GetMarkdownDescription()) == "" {
-		t.Errorf("resource attribute %s has no MarkdownDescription", at)
+		t.Errorf("%s attribute %s has no MarkdownDescription", kind, at)
 	}
 	switch n := a.(type) {
 	case rschema.SingleNestedAttribute:
-		for name, c := range n.Attributes {
-			checkResourceDescriptions(t, at+"."+name, c)
-		}
+		checkNestedDescriptions(t, kind, at+".", n.Attributes)
 	case rschema.ListNestedAttribute:
-		for name, c := range n.NestedObject.Attributes {
-			checkResourceDescriptions(t, at+"[]."+name, c)
-		}
+		checkNestedDescriptions(t, kind, at+"[].", n.NestedObject.Attributes)
+	case dschema.SingleNestedAttribute:
+		checkNestedDescriptions(t, kind, at+".", n.Attributes)
+	case dschema.ListNestedAttribute:
+		checkNestedDescriptions(t, kind, at+"[].", n.NestedObject.Attributes)
 	}
 }
 
-func checkDataSourceDescriptions(t testing.TB, at string, a dschema.Attribute) {
+func checkNestedDescriptions[A described](t testing.TB, kind, prefix string, attrs map[string]A) {
 	t.Helper()
-	if strings.TrimSpace(a.GetMarkdownDescription()) == "" {
-		t.Errorf("data source attribute %s has no MarkdownDescription", at)
-	}
-	switch n := a.(type) {
-	case dschema.SingleNestedAttribute:
-		for name, c := range n.Attributes {
-			checkDataSourceDescriptions(t, at+"."+name, c)
-		}
-	case dschema.ListNestedAttribute:
-		for name, c := range n.NestedObject.Attributes {
-			checkDataSourceDescriptions(t, at+"[]."+name, c)
-		}
+	for name, c := range attrs {
+		checkDescriptions(t, kind, prefix+name, c)
 	}
 }

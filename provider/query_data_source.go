@@ -37,11 +37,6 @@ func (d *queryDataSource) Configure(_ context.Context, req datasource.ConfigureR
 }
 
 func (d *queryDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	if d.kinds.err != nil {
-		resp.Diagnostics.AddError("Invalid Provider Schema", d.kinds.err.Error())
-		return
-	}
-	attrs := dataSourceAttributes(d.kinds.query)
 	str := func(desc string) schema.StringAttribute {
 		return schema.StringAttribute{Computed: true, Description: desc, MarkdownDescription: desc}
 	}
@@ -61,16 +56,10 @@ func (d *queryDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 		attrLatestCommittedBatch: schema.Int64Attribute{Computed: true,
 			Description:         "The newest batch in the checkpoint's commit log.",
 			MarkdownDescription: "The newest batch in the checkpoint's commit log."},
-		"status": dataSourceAttribute(d.kinds.queryStatus),
 	}
-	if !mergeAttributes(attrs, meta, &resp.Diagnostics) {
-		return
-	}
-	resp.Schema = schema.Schema{
-		MarkdownDescription: "Reads a Lockstep `StreamingQuery`, its spec and the status the controller reports " +
-			"(phase, query id, progress of the newest committed batch, per-source lag, conditions).",
-		Attributes: attrs,
-	}
+	dataSourceSchema(d.kinds.err, d.kinds.query, d.kinds.queryStatus, meta,
+		"Reads a Lockstep `StreamingQuery`, its spec and the status the controller reports "+
+			"(phase, query id, progress of the newest committed batch, per-source lag, conditions).", resp)
 }
 
 func (d *queryDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
@@ -116,11 +105,5 @@ func (d *queryDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 		set(attrDeliveryGuarantee, string(g))
 		set(attrDeliveryGuaranteeReason, reason)
 	}
-	status, _, _ := unstructured.NestedMap(obj.Object, "status")
-	v, err := objectValue(ctx, d.kinds.queryStatus, status)
-	if err != nil {
-		resp.Diagnostics.AddError("Unexpected Status", err.Error())
-		return
-	}
-	set("status", v)
+	setDataSourceStatus(ctx, resp, d.kinds.queryStatus, obj)
 }

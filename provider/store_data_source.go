@@ -48,11 +48,6 @@ func (d *storeDataSource) Configure(_ context.Context, req datasource.ConfigureR
 }
 
 func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
-	if d.kinds.err != nil {
-		resp.Diagnostics.AddError("Invalid Provider Schema", d.kinds.err.Error())
-		return
-	}
-	attrs := dataSourceAttributes(d.kinds.store)
 	meta := map[string]schema.Attribute{
 		attrID: schema.StringAttribute{Computed: true, Description: "The store's name.", MarkdownDescription: "The store's name."},
 		attrName: schema.StringAttribute{Required: true,
@@ -71,16 +66,10 @@ func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 		attrReady: schema.BoolAttribute{Computed: true,
 			Description:         "Whether the controller reports the store Ready: its probe, with the credentials of an allowed namespace, reached the bucket and saw it honour conditional writes. status.conditions says why not.",
 			MarkdownDescription: "Whether the controller reports the store `Ready`: its probe, with the credentials of an allowed namespace, reached the bucket and saw it honour conditional writes. `status.conditions` says why not (`BucketMissing`, `CredentialsRejected`, `ConditionalWritesIgnored`, `Unreachable`, ...)."},
-		"status": dataSourceAttribute(d.kinds.storeStatus),
 	}
-	if !mergeAttributes(attrs, meta, &resp.Diagnostics) {
-		return
-	}
-	resp.Schema = schema.Schema{
-		MarkdownDescription: "Reads a Lockstep `CheckpointStore`: a bucket that a platform team offers to tenant " +
-			"namespaces for their queries' checkpoints, who may use it, and where in it a query's checkpoint goes.",
-		Attributes: attrs,
-	}
+	dataSourceSchema(d.kinds.err, d.kinds.store, d.kinds.storeStatus, meta,
+		"Reads a Lockstep `CheckpointStore`: a bucket that a platform team offers to tenant "+
+			"namespaces for their queries' checkpoints, who may use it, and where in it a query's checkpoint goes.", resp)
 }
 
 func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
@@ -129,11 +118,5 @@ func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, 
 	} else {
 		set(attrLocation, types.StringNull())
 	}
-	status, _, _ := unstructured.NestedMap(obj.Object, "status")
-	v, err := objectValue(ctx, d.kinds.storeStatus, status)
-	if err != nil {
-		resp.Diagnostics.AddError("Unexpected Status", err.Error())
-		return
-	}
-	set("status", v)
+	setDataSourceStatus(ctx, resp, d.kinds.storeStatus, obj)
 }

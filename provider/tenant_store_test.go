@@ -3,9 +3,7 @@ package provider
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"regexp"
@@ -22,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -118,14 +115,7 @@ func applyStoreReaders(t *testing.T, c *testCluster) {
 	}
 	ctx := context.Background()
 	found := 0
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(out), 4096)
-	for {
-		var u unstructured.Unstructured
-		if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, u := range testenv.DecodeManifests(t, out) {
 		if !strings.HasSuffix(u.GetName(), "-checkpointstore-reader") {
 			continue
 		}
@@ -133,7 +123,7 @@ func applyStoreReaders(t *testing.T, c *testCluster) {
 		switch u.GetKind() {
 		case "ClusterRole":
 			var r rbacv1.ClusterRole
-			convert(t, &u, &r)
+			convert(t, u, &r)
 			if _, err := c.kube.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
@@ -142,7 +132,7 @@ func applyStoreReaders(t *testing.T, c *testCluster) {
 			})
 		case "ClusterRoleBinding":
 			var b rbacv1.ClusterRoleBinding
-			convert(t, &u, &b)
+			convert(t, u, &b)
 			if _, err := c.kube.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}

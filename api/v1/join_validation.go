@@ -172,12 +172,7 @@ func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 			set = append(set, k.name)
 		}
 	}
-	switch {
-	case len(set) == 0:
-		errs = append(errs, field.Required(p, "exactly one of delta, files, postgres must be set"))
-	case len(set) > 1:
-		errs = append(errs, field.Invalid(p, strings.Join(set, ", "), "exactly one of delta, files, postgres must be set"))
-	}
+	errs = append(errs, exactlyOne(p, set, "delta, files, postgres")...)
 	if pg := st.Postgres; pg != nil {
 		pp := p.Child("postgres")
 		c := pg.Connection

@@ -56,14 +56,7 @@ func (s *StreamingQuerySpec) validateTransform(p *field.Path) field.ErrorList {
 	for i := range s.Transform {
 		st := &s.Transform[i]
 		sp := p.Index(i)
-		kinds := st.Kinds()
-		switch len(kinds) {
-		case 0:
-			errs = append(errs, field.Required(sp, "exactly one of filter, select, watermark, aggregate, dropDuplicates, join must be set"))
-		case 1:
-		default:
-			errs = append(errs, field.Invalid(sp, kindList(kinds), "exactly one of filter, select, watermark, aggregate, dropDuplicates, join must be set"))
-		}
+		errs = append(errs, exactlyOne(sp, st.Kinds(), "filter, select, watermark, aggregate, dropDuplicates, join")...)
 		if st.Select != nil {
 			errs = append(errs, validateSelect(sp.Child("select"), st.Select)...)
 		}
@@ -216,12 +209,7 @@ func (a *Aggregate) validate(p *field.Path) field.ErrorList {
 				set = append(set, kind.name)
 			}
 		}
-		switch {
-		case len(set) == 0:
-			errs = append(errs, field.Required(gp, "exactly one of column, window, session must be set"))
-		case len(set) > 1:
-			errs = append(errs, field.Invalid(gp, kindList(set), "exactly one of column, window, session must be set"))
-		}
+		errs = append(errs, exactlyOne(gp, set, "column, window, session")...)
 		if sw := g.Session; sw != nil {
 			sp := gp.Child("session")
 			switch {

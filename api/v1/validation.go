@@ -70,14 +70,7 @@ func (s *Source) validate(p *field.Path) field.ErrorList {
 	} else {
 		errs = append(errs, segmentName(p.Child("name"), s.Name)...)
 	}
-	kinds := s.Kinds()
-	switch len(kinds) {
-	case 0:
-		errs = append(errs, field.Required(p, "exactly one of kafka, files, delta, rate, nexmark must be set"))
-	case 1:
-	default:
-		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of kafka, files, delta, rate, nexmark must be set"))
-	}
+	errs = append(errs, exactlyOne(p, s.Kinds(), "kafka, files, delta, rate, nexmark")...)
 	if s.Kafka != nil {
 		errs = append(errs, s.Kafka.validate(p.Child("kafka"))...)
 	}
@@ -342,14 +335,7 @@ func (d *DeltaSource) validate(p *field.Path) field.ErrorList {
 func (s *StreamingQuerySpec) validateSink(p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	k := &s.Sink
-	kinds := k.Kinds()
-	switch len(kinds) {
-	case 0:
-		errs = append(errs, field.Required(p, "exactly one of delta, files, kafka, postgres, webhook, console must be set"))
-	case 1:
-	default:
-		errs = append(errs, field.Invalid(p, kindList(kinds), "exactly one of delta, files, kafka, postgres, webhook, console must be set"))
-	}
+	errs = append(errs, exactlyOne(p, k.Kinds(), "delta, files, kafka, postgres, webhook, console")...)
 	if d := k.Delta; d != nil {
 		dp := p.Child("delta")
 		errs = append(errs, location(dp.Child("path"), d.Path, true)...)
@@ -570,6 +556,19 @@ func (r *ResourceRequirements) validate(p *field.Path) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// exactlyOne checks that set, the kinds set at p, holds exactly one of all (their names,
+// comma-separated).
+func exactlyOne[T ~string](p *field.Path, set []T, all string) field.ErrorList {
+	detail := "exactly one of " + all + " must be set"
+	switch len(set) {
+	case 0:
+		return field.ErrorList{field.Required(p, detail)}
+	case 1:
+		return nil
+	}
+	return field.ErrorList{field.Invalid(p, kindList(set), detail)}
 }
 
 func kindList[T ~string](kinds []T) string {

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -154,10 +153,7 @@ func TestOpenUnreachableServer(t *testing.T) {
 
 func TestEnvironmentFallbacks(t *testing.T) {
 	srv := testenv.S3(t)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	srv.Setenv(t)
 	s, err := checkpoint.Open(t.Context(), "s3://"+srv.Bucket+"/from/env", checkpoint.WithS3(s3.Opener()))
 	if err != nil {
 		t.Fatalf("Open from the environment error = %v", err)
@@ -288,23 +284,5 @@ func ctxWithTimeout(t *testing.T, d time.Duration) context.Context {
 
 func TestConcurrentClaimsOnS3AgreeOnTheQueryID(t *testing.T) {
 	srv := testenv.S3(t)
-	s := open(t, srv, "q")
-	ids := make([]string, 8)
-	var wg sync.WaitGroup
-	for i := range ids {
-		wg.Go(func() {
-			c, err := checkpoint.Claim(t.Context(), s, checkpoint.Owner{Name: "q"})
-			if err != nil {
-				t.Errorf("Claim %d error = %v", i, err)
-				return
-			}
-			ids[i] = c.Metadata().ID
-		})
-	}
-	wg.Wait()
-	for i, id := range ids {
-		if id != ids[0] {
-			t.Errorf("Claim %d got query id %q, Claim 0 got %q", i, id, ids[0])
-		}
-	}
+	storetest.ConcurrentClaims(t, open(t, srv, "q"), checkpoint.Owner{Name: "q"})
 }

@@ -12,6 +12,9 @@
 // sizes, deletes, invalid keys, canceled contexts and atomic overwrites under
 // concurrent reads.
 //
+// ConcurrentClaims races Racers claims of one checkpoint on a store: they must agree on
+// its query id.
+//
 // BenchmarkBatchOverhead measures the checkpoint's cost per batch on a store:
 // writing the offsets and commit entries and finding the newest batch, with
 // p50 and p99 latencies, at several numbers of retained batches.

@@ -454,3 +454,28 @@ func Objects(t testing.TB, s checkpoint.Store, keep func(key string) bool) map[s
 func GenerationZero(key string) bool {
 	return !strings.HasPrefix(key, "generation-") && !strings.HasPrefix(key, checkpoint.GenerationsDir) && key != "_latest"
 }
+
+// ConcurrentClaims claims the checkpoint in s for owner from Racers goroutines at once and
+// checks that every claim got the same query id: the create-if-absent of the metadata
+// decides one.
+func ConcurrentClaims(t *testing.T, s checkpoint.Store, owner checkpoint.Owner) {
+	t.Helper()
+	ids := make([]string, Racers)
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() {
+			c, err := checkpoint.Claim(t.Context(), s, owner)
+			if err != nil {
+				t.Errorf("Claim %d error = %v", i, err)
+				return
+			}
+			ids[i] = c.Metadata().ID
+		})
+	}
+	wg.Wait()
+	for i, id := range ids {
+		if id != ids[0] {
+			t.Errorf("Claim %d got query id %q, Claim 0 got %q", i, id, ids[0])
+		}
+	}
+}

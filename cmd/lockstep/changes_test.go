@@ -84,10 +84,7 @@ func TestChangesAppliedTwiceBeforeTheNextBatch(t *testing.T) {
 		{"folder", func(t *testing.T, _ string) string { return filepath.Join(t.TempDir(), "checkpoint") }},
 		{"s3", func(t *testing.T, name string) string {
 			srv := testenv.S3(t)
-			for _, kv := range srv.Env() {
-				k, v, _ := strings.Cut(kv, "=")
-				t.Setenv(k, v)
-			}
+			srv.Setenv(t)
 			return "s3://" + srv.Bucket + "/" + name
 		}},
 	}
@@ -105,28 +102,14 @@ func TestChangesAppliedTwiceBeforeTheNextBatch(t *testing.T) {
 					ck := st.location(t, fmt.Sprintf("case-%d", i))
 					fill := strings.NewReplacer("%IN%", in, "%IN2%", in2, "%OUT%", filepath.Join(root, "out"), "%URL%", hook.URL, "%CHECKPOINT%", ck)
 					spec := changeQuery
-					edit := func(e string) {
-						t.Helper()
-						old, new, _ := strings.Cut(e, " => ")
-						if !strings.Contains(spec, old) {
-							t.Fatalf("no %q to edit in:\n%s", old, spec)
-						}
-						spec = strings.Replace(spec, old, new, 1)
-					}
 					write := func(name string) string {
-						path := filepath.Join(root, name)
-						if err := os.WriteFile(path, []byte(fill.Replace(spec)), 0o644); err != nil {
-							t.Fatal(err)
-						}
-						return path
+						return writeFile(t, filepath.Join(root, name), fill.Replace(spec))
 					}
-					if tc.base != "" {
-						edit(tc.base)
-					}
+					spec = editQuery(t, spec, tc.base)
 					addOrders(t, in, 0)
 					engineUntil(t, write("v0.yaml"), "Batch committed")
 					for n, e := range tc.edits {
-						edit(e)
+						spec = editQuery(t, spec, e)
 						engineUntil(t, write(fmt.Sprintf("v%d.yaml", n+1)), "Engine started")
 					}
 					sent := delivered.Load()
@@ -173,15 +156,7 @@ func TestChangesAppliedTwiceBeforeTheNextBatch(t *testing.T) {
 // addOrders writes the n-th input file of the files source in dir, with an order over 1.
 func addOrders(t *testing.T, dir string, n int) {
 	t.Helper()
-	name := filepath.Join(dir, fmt.Sprintf("orders-%d.json", n))
-	row := fmt.Sprintf(`{"order_id":"o%d","amount":%d.5,"ts":"2026-01-01T00:00:%02dZ"}`+"\n", n, n+2, n)
-	if err := os.WriteFile(name, []byte(row), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	mtime := time.Date(2026, 1, 1, 0, 0, n, 0, time.UTC)
-	if err := os.Chtimes(name, mtime, mtime); err != nil {
-		t.Fatal(err)
-	}
+	addFile(t, dir, n, fmt.Sprintf(`{"order_id":"o%d","amount":%d.5,"ts":"2026-01-01T00:00:%02dZ"}`+"\n", n, n+2, n))
 }
 
 // engineUntil runs lockstep engine on the query in file, as the pod does, until it logs until

@@ -42,8 +42,7 @@ The JSON output is documented in docs/checkpoint-format.md.`,
 }
 
 func newCheckpointDescribeCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return newCheckpointReadCommand(&cobra.Command{
 		Use:   "describe LOCATION",
 		Short: "Show a checkpoint's query, batches, offsets, state and shape",
 		Long: `Show the query id and owner, the format, the newest planned and committed batch and
@@ -51,47 +50,34 @@ whether a restart re-runs the planned batch, the offsets of every source, the st
 operators with their versions, files and bytes, the shape in force and the retained batches.
 
 Exit codes: 0 shown, 1 unreadable or damaged checkpoint, 2 malformed location or flag.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, store, err := inspect(cmd.Context(), args[0])
-			switch {
-			case err != nil:
-				return err
-			case c == nil:
-				return describeSparkCheckpoint(cmd.Context(), cmd.OutOrStdout(), store, output)
-			}
-			d, err := c.Describe(cmd.Context())
-			if err != nil {
-				return err
-			}
-			// The state of the newest committed batch: its operators' keys and rows.
-			version := int64(-1)
-			if d.CommittedBatch != nil {
-				version = *d.CommittedBatch + 1
-			}
-			ops, err := state.Describe(cmd.Context(), c.Store(), version)
-			if err != nil {
-				return err
-			}
-			if output == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), struct {
-					checkpoint.Description
-					StateOperators []state.Summary `json:"stateOperators"`
-				}{d, ops})
-			}
-			return writeDescription(cmd.OutOrStdout(), d, ops)
-		},
+	}, describeCheckpoint, describeSparkCheckpoint)
+}
+
+func describeCheckpoint(ctx context.Context, w io.Writer, c *checkpoint.Checkpoint, output string) error {
+	d, err := c.Describe(ctx)
+	if err != nil {
+		return err
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", outputText, "output format: text or json")
-	return cmd
+	// The state of the newest committed batch: its operators' keys and rows.
+	version := int64(-1)
+	if d.CommittedBatch != nil {
+		version = *d.CommittedBatch + 1
+	}
+	ops, err := state.Describe(ctx, c.Store(), version)
+	if err != nil {
+		return err
+	}
+	if output == outputJSON {
+		return writeJSON(w, struct {
+			checkpoint.Description
+			StateOperators []state.Summary `json:"stateOperators"`
+		}{d, ops})
+	}
+	return writeDescription(w, d, ops)
 }
 
 func newCheckpointBatchesCommand() *cobra.Command {
-	var output string
-	cmd := &cobra.Command{
+	return newCheckpointReadCommand(&cobra.Command{
 		Use:   "batches LOCATION",
 		Short: "List the retained batches with their offsets and commit progress",
 		Long: `List every batch still in the offsets or commit log, oldest first: its watermark and
@@ -99,27 +85,41 @@ timestamp, the offset of every source, and for committed batches the rows read a
 written and the time taken.
 
 Exit codes: 0 listed, 1 unreadable or damaged checkpoint, 2 malformed location or flag.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			c, store, err := inspect(cmd.Context(), args[0])
-			switch {
-			case err != nil:
-				return err
-			case c == nil:
-				return listSparkBatches(cmd.Context(), cmd.OutOrStdout(), store, output)
-			}
-			batches, err := c.Batches(cmd.Context())
-			if err != nil {
-				return err
-			}
-			if output == outputJSON {
-				return writeJSON(cmd.OutOrStdout(), batchList{Location: c.Location(), QueryID: c.Metadata().ID, Batches: batches})
-			}
-			return writeBatches(cmd.OutOrStdout(), batches)
-		},
+	}, listBatches, listSparkBatches)
+}
+
+func listBatches(ctx context.Context, w io.Writer, c *checkpoint.Checkpoint, output string) error {
+	batches, err := c.Batches(ctx)
+	if err != nil {
+		return err
+	}
+	if output == outputJSON {
+		return writeJSON(w, batchList{Location: c.Location(), QueryID: c.Metadata().ID, Batches: batches})
+	}
+	return writeBatches(w, batches)
+}
+
+// newCheckpointReadCommand completes cmd (its use and help) into a read-only checkpoint
+// command on one LOCATION with an --output flag: it opens the checkpoint and hands it to
+// lockstep, or its store to spark when it is a Spark checkpoint.
+func newCheckpointReadCommand(cmd *cobra.Command,
+	lockstep func(ctx context.Context, w io.Writer, c *checkpoint.Checkpoint, output string) error,
+	spark func(ctx context.Context, w io.Writer, store checkpoint.Store, output string) error,
+) *cobra.Command {
+	var output string
+	cmd.Args = cobra.ExactArgs(1)
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if err := checkOutput(output); err != nil {
+			return err
+		}
+		c, store, err := inspect(cmd.Context(), args[0])
+		switch {
+		case err != nil:
+			return err
+		case c == nil:
+			return spark(cmd.Context(), cmd.OutOrStdout(), store, output)
+		}
+		return lockstep(cmd.Context(), cmd.OutOrStdout(), c, output)
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", outputText, "output format: text or json")
 	return cmd

@@ -336,16 +336,7 @@ func TestCheckpointBadInput(t *testing.T) {
 // On S3 the commands read with the environment's settings and write
 // nothing, not even Open's scratch object.
 func TestCheckpointOnS3(t *testing.T) {
-	srv := testenv.S3(t)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	location := "s3://" + srv.Bucket + "/payments/revenue"
-	store, err := checkpoint.Open(t.Context(), location, checkpoint.WithS3(s3.Opener()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, location, store := s3TestStore(t)
 	c := writeTestCheckpoint(t, store)
 	before := bucketObjects(t, srv)
 
@@ -365,6 +356,20 @@ func TestCheckpointOnS3(t *testing.T) {
 	if out, code := runCheckpointCmd(t, "checkpoint", "describe", location); code != exitFailure || !strings.Contains(out, "rejected the credentials") {
 		t.Errorf("describe with a wrong secret: exit %d:\n%s", code, out)
 	}
+}
+
+// s3TestStore starts a test S3 server, points the process's environment at it, and opens
+// the store of the checkpoint location s3://<bucket>/payments/revenue on it.
+func s3TestStore(t *testing.T) (*testenv.S3Server, string, checkpoint.Store) {
+	t.Helper()
+	srv := testenv.S3(t)
+	srv.Setenv(t)
+	location := "s3://" + srv.Bucket + "/payments/revenue"
+	store, err := checkpoint.Open(t.Context(), location, checkpoint.WithS3(s3.Opener()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv, location, store
 }
 
 func bucketObjects(t *testing.T, srv *testenv.S3Server) map[string]string {

@@ -22,10 +22,7 @@ func TestOrdersEnrichedExample(t *testing.T) {
 	dir := t.TempDir()
 	out, ckpt := filepath.Join(dir, "out"), filepath.Join(dir, "ckpt")
 	spec := strings.NewReplacer("examples/queries/data", examples, ".lockstep/output/orders-enriched", out).Replace(string(data))
-	file := filepath.Join(dir, "orders-enriched.yaml")
-	if err := os.WriteFile(file, []byte(spec), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := writeFile(t, filepath.Join(dir, "orders-enriched.yaml"), spec)
 	if _, stderr, code := runCommand(t, "run", "-f", file, "--checkpoint", ckpt); code != exitOK {
 		t.Fatalf("run exit %d:\n%s", code, stderr)
 	}

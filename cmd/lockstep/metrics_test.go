@@ -8,7 +8,6 @@ import (
 	"io"
 	"math"
 	"net/http"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -76,10 +75,7 @@ var pageLine = regexp.MustCompile(`query page on (http://[^/ ]+)/`)
 func startRun(t *testing.T, yaml string) *liveRun {
 	t.Helper()
 	dir := t.TempDir()
-	file := filepath.Join(dir, "query.yaml")
-	if err := os.WriteFile(file, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	file := writeFile(t, filepath.Join(dir, "query.yaml"), yaml)
 	ctx, cancel := context.WithCancel(t.Context())
 	r := &liveRun{stderr: &lockedBuffer{}, checkpoint: filepath.Join(dir, "checkpoint")}
 	done := make(chan struct{})

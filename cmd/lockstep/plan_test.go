@@ -15,16 +15,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/minio/minio-go/v7"
 	"github.com/spf13/cobra"
 
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/compat"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -363,14 +359,7 @@ func TestPlanAfterEngineRun(t *testing.T) {
 		`{"order_id":"c","country":"nl","amount":1.25}` + "\n",
 		`{"order_id":"d","country":"de","amount":7}` + "\n",
 	} {
-		name := filepath.Join(in, fmt.Sprintf("orders-%d.json", i))
-		if err := os.WriteFile(name, []byte(rows), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		mtime := time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
-		if err := os.Chtimes(name, mtime, mtime); err != nil {
-			t.Fatal(err)
-		}
+		addFile(t, in, i, rows)
 	}
 	query := func(name, edit string) string {
 		spec := fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
@@ -393,18 +382,7 @@ spec:
   trigger: {availableNow: true}
   checkpoint: {location: %s}
 `, in, out, ck)
-		if edit != "" {
-			old, new, _ := strings.Cut(edit, " => ")
-			if !strings.Contains(spec, old) {
-				t.Fatalf("query %s: no %q to edit", name, old)
-			}
-			spec = strings.Replace(spec, old, new, 1)
-		}
-		path := filepath.Join(root, name)
-		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return writeFile(t, filepath.Join(root, name), editQuery(t, spec, edit))
 	}
 	if code, err := engineRun(t, query("v1.yaml", "")); code != exitOK {
 		t.Fatalf("lockstep engine (v1) = exit %d: %v", code, err)
@@ -470,6 +448,29 @@ func engineRun(t *testing.T, file string) (int, error) {
 	return execute(t, "engine", "--query", file, "--health-addr", "", "--termination-message-path", "")
 }
 
+// writeFile writes content to path and returns path.
+func writeFile(t testing.TB, path, content string) string {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// editQuery applies edit, "old => new", to the first old in spec; an empty edit leaves spec
+// as it is.
+func editQuery(t testing.TB, spec, edit string) string {
+	t.Helper()
+	if edit == "" {
+		return spec
+	}
+	old, new, _ := strings.Cut(edit, " => ")
+	if !strings.Contains(spec, old) {
+		t.Fatalf("no %q to edit in:\n%s", old, spec)
+	}
+	return strings.Replace(spec, old, new, 1)
+}
+
 // statefulQuery is a windowed aggregation with a watermark, files → files in append mode;
 // %IN%, %OUT% and %CHECKPOINT% are replaced by folders.
 const statefulQuery = `apiVersion: streaming.lockstep.dev/v1
@@ -522,30 +523,12 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 		`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
 		`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
 	} {
-		name := filepath.Join(in, fmt.Sprintf("orders-%d.json", i))
-		if err := os.WriteFile(name, []byte(rows), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		mtime := time.Date(2026, 1, 1, 0, 0, i, 0, time.UTC)
-		if err := os.Chtimes(name, mtime, mtime); err != nil {
-			t.Fatal(err)
-		}
+		addFile(t, in, i, rows)
 	}
 	// query writes the stateful query, with edit ("old => new") applied, to root/name.
 	query := func(name, edit string) string {
 		spec := strings.NewReplacer("%IN%", in, "%OUT%", out, "%CHECKPOINT%", ck).Replace(statefulQuery)
-		if edit != "" {
-			old, new, _ := strings.Cut(edit, " => ")
-			if !strings.Contains(spec, old) {
-				t.Fatalf("query %s: no %q to edit", name, old)
-			}
-			spec = strings.Replace(spec, old, new, 1)
-		}
-		path := filepath.Join(root, name)
-		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return writeFile(t, filepath.Join(root, name), editQuery(t, spec, edit))
 	}
 	count := func(files map[string]string, prefix string) int {
 		n := 0
@@ -694,16 +677,7 @@ func snapshot(t *testing.T, dir string) map[string]string {
 // TestPlanOnS3 reads the shape from a checkpoint on S3 with the environment's settings, and
 // writes nothing to the bucket.
 func TestPlanOnS3(t *testing.T) {
-	srv := testenv.S3(t)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	location := "s3://" + srv.Bucket + "/payments/revenue"
-	store, err := checkpoint.Open(t.Context(), location, checkpoint.WithS3(s3.Opener()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	srv, location, store := s3TestStore(t)
 	c, err := checkpoint.Claim(t.Context(), store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
 	if err != nil {
 		t.Fatal(err)
@@ -721,17 +695,7 @@ func TestPlanOnS3(t *testing.T) {
 		t.Fatal(err)
 	}
 	commitBatch(t, c, 0)
-	etags := func() map[string]string {
-		m := map[string]string{}
-		for obj := range srv.Client(t).ListObjectsIter(t.Context(), srv.Bucket, minio.ListObjectsOptions{Recursive: true}) {
-			if obj.Err != nil {
-				t.Fatal(obj.Err)
-			}
-			m[obj.Key] = obj.ETag
-		}
-		return m
-	}
-	before := etags()
+	before := bucketObjects(t, srv)
 
 	o := testPlanOptions()
 	o.openOpts = newPlanCommandOptions().openOpts
@@ -743,7 +707,7 @@ func TestPlanOnS3(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "there is no checkpoint there yet") {
 		t.Errorf("plan on an empty S3 prefix: exit %d (%v), output:\n%s", code, err, out)
 	}
-	if after := etags(); !cmp.Equal(before, after) {
+	if after := bucketObjects(t, srv); !cmp.Equal(before, after) {
 		t.Errorf("plan changed the bucket:\n%s", cmp.Diff(before, after))
 	}
 }

@@ -18,11 +18,7 @@ func withDSNEnv(t *testing.T, dir, name string) string {
 		t.Fatal(err)
 	}
 	y := strings.Replace(string(data), "dsnEnv: REVENUE_DB_DSN", "dsnEnv: "+name, 1)
-	p := filepath.Join(dir, name+".yaml")
-	if err := os.WriteFile(p, []byte(y), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
+	return writeFile(t, filepath.Join(dir, name+".yaml"), y)
 }
 
 // lockstep plan identifies a postgres sink by the server and database its connection string

@@ -310,10 +310,7 @@ func consoleRow(out, country, start string) string {
 func describeOnS3(t *testing.T, ckpt, local string) {
 	t.Helper()
 	srv := testenv.S3(t)
-	for _, kv := range srv.Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
+	srv.Setenv(t)
 	c := srv.Client(t)
 	for rel := range treeOf(t, ckpt) {
 		if strings.HasSuffix(rel, "/") {

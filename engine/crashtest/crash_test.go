@@ -179,15 +179,8 @@ func (s *setup) runOnce(ckpt, out string, env ...string) Result {
 // the input, each once, equal to an uninterrupted run's.
 func (s *setup) finish() {
 	s.t.Helper()
-	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
-		s.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	got := s.output(s.out)
-	ref := s.out + "-reference"
-	if r := s.runOnce(s.ckpt+"-reference", ref); r.Code != 0 {
-		s.t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	if diff := cmp.Diff(s.output(ref), got); diff != "" {
+	got, uninterrupted := finishRuns(s.t, s.runOnce, s.output, s.ckpt, s.out)
+	if diff := cmp.Diff(uninterrupted, got); diff != "" {
 		s.t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
 	}
 	want := append([]engine.Row(nil), s.want...)
@@ -197,13 +190,25 @@ func (s *setup) finish() {
 	}
 }
 
+// finishRuns runs a scenario's query to its end on its checkpoint ckpt into out, then once
+// uninterrupted over the same input on a fresh checkpoint, and returns both outputs, read
+// with output.
+func finishRuns(t *testing.T, runOnce func(ckpt, out string, env ...string) Result, output func(out string) []engine.Row, ckpt, out string) (got, uninterrupted []engine.Row) {
+	t.Helper()
+	if r := runOnce(ckpt, out); r.Code != 0 {
+		t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	got = output(out)
+	ref := out + "-reference"
+	if r := runOnce(ckpt+"-reference", ref); r.Code != 0 {
+		t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
+	}
+	return got, output(ref)
+}
+
 func (s *setup) output(out string) []engine.Row {
 	s.t.Helper()
-	f, err := s3.OpenFolder(out, s.cfg...)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return enginetest.OutputRows(s.t, f)
+	return enginetest.OutputRowsAt(s.t, out, s.cfg...)
 }
 
 // phaseKills kills the binary at every phase boundary of batches 0 and 2,

@@ -9,7 +9,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
@@ -56,11 +55,7 @@ func TestNexmarkPhaseKills(t *testing.T) {
 				return Run(t, cmd)
 			}
 			output := func(name string) []engine.Row {
-				f, err := s3.OpenFolder(filepath.Join(dir, name+"-out"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				return enginetest.OutputRows(t, f)
+				return enginetest.OutputRowsAt(t, filepath.Join(dir, name+"-out"))
 			}
 			if r := run("crashed", p.Env()); !r.Killed {
 				t.Fatalf("the run was not killed at %s: exit %d\n%s", p, r.Code, r.Stderr)

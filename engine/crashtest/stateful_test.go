@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 )
@@ -137,15 +136,7 @@ func (s *statefulSetup) runOnce(ckpt, out string, env ...string) Result {
 // uninterrupted run's over the same input, row for row.
 func (s *statefulSetup) finish() {
 	s.t.Helper()
-	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
-		s.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	got := s.output(s.out)
-	ref := s.out + "-reference"
-	if r := s.runOnce(s.ckpt+"-reference", ref); r.Code != 0 {
-		s.t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	want := s.output(ref)
+	got, want := finishRuns(s.t, s.runOnce, s.output, s.ckpt, s.out)
 	if len(want) == 0 {
 		s.t.Fatal("the uninterrupted run wrote nothing")
 	}
@@ -156,11 +147,7 @@ func (s *statefulSetup) finish() {
 
 func (s *statefulSetup) output(out string) []engine.Row {
 	s.t.Helper()
-	f, err := s3.OpenFolder(out)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return enginetest.OutputRows(s.t, f)
+	return enginetest.OutputRowsAt(s.t, out)
 }
 
 // TestStatefulPhaseKills kills each stateful query with SIGKILL at every

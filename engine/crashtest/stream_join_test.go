@@ -187,11 +187,7 @@ func (s *streamJoinSetup) runOnce(ckpt, out string, env ...string) Result {
 
 func (s *streamJoinSetup) output(out string) []engine.Row {
 	s.t.Helper()
-	f, err := s3.OpenFolder(out, s.cfg...)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	return enginetest.OutputRows(s.t, f)
+	return enginetest.OutputRowsAt(s.t, out, s.cfg...)
 }
 
 // finish runs the query to its end and checks its output: equal to an
@@ -201,15 +197,7 @@ func (s *streamJoinSetup) output(out string) []engine.Row {
 // both sides' state and watermarks.
 func (s *streamJoinSetup) finish() {
 	s.t.Helper()
-	if r := s.runOnce(s.ckpt, s.out); r.Code != 0 {
-		s.t.Fatalf("final run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	got := s.output(s.out)
-	ref := s.out + "-reference"
-	if r := s.runOnce(s.ckpt+"-reference", ref); r.Code != 0 {
-		s.t.Fatalf("reference run: exit %d\n%s", r.Code, r.Stderr)
-	}
-	want := s.output(ref)
+	got, want := finishRuns(s.t, s.runOnce, s.output, s.ckpt, s.out)
 	if diff := cmp.Diff(fmt.Sprint(want), fmt.Sprint(got)); diff != "" {
 		s.t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
 	}

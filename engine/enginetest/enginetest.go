@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
@@ -118,6 +119,17 @@ func OutputRows(t testing.TB, folder checkpoint.Store) []engine.Row {
 	}
 	SortRows(rows)
 	return rows
+}
+
+// OutputRowsAt reads the rows a files sink committed at loc, a folder or an s3:// location
+// (opts pointing at its server), like OutputRows.
+func OutputRowsAt(t testing.TB, loc string, opts ...s3.Option) []engine.Row {
+	t.Helper()
+	f, err := s3.OpenFolder(loc, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return OutputRows(t, f)
 }
 
 // SortRows sorts rows by their printed form.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -64,6 +64,59 @@ func readAll(t *testing.T, s *kafka.Source) engine.ReadResult {
 	return res
 }
 
+// readColumns reads one batch of everything in the topics of s, and returns its rows cut to
+// their first n columns (the schema's, without _key and the other metadata columns) and the
+// whole result.
+func readColumns(t *testing.T, s *kafka.Source, n int) ([]engine.Row, engine.ReadResult) {
+	t.Helper()
+	res := readAll(t, s)
+	var got []engine.Row
+	for _, r := range res.Rows {
+		got = append(got, slices.Clone(r[:n]))
+	}
+	return got, res
+}
+
+// registrySink returns a Kafka sink of spec for the columns cols of query q1, with the
+// registry's credentials from getenv.
+func registrySink(t *testing.T, getenv func(string) string, spec *v1.Sink, cols v1.Columns) (engine.Sink, error) {
+	return kafka.SinkWith(kafka.WithGetenv(getenv))(testContext(t), spec,
+		engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
+}
+
+// writeFirst writes rows as batch 0 of query q1 through sk, and closes sk when the test ends.
+func writeFirst(t *testing.T, sk engine.Sink, cols v1.Columns, rows []engine.Row) {
+	t.Helper()
+	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
+	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
+		t.Fatalf("write: %v", err)
+	}
+}
+
+// writeRows writes rows as batch 0 of query q1 through a new registrySink of spec.
+func writeRows(t *testing.T, getenv func(string) string, spec *v1.Sink, cols v1.Columns, rows []engine.Row) {
+	t.Helper()
+	sk, err := registrySink(t, getenv, spec, cols)
+	if err != nil {
+		t.Fatalf("new sink: %v", err)
+	}
+	writeFirst(t, sk, cols, rows)
+}
+
+// everyType is a column of each type and three rows of them, the last all null, for the
+// formats' round trips. ns is the nanoseconds of the rows' timestamps: a format that keeps
+// microseconds is given a multiple of 1000.
+func everyType(ns int) (v1.Columns, []engine.Row) {
+	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "price", Type: v1.TypeDouble},
+		{Name: "ok", Type: v1.TypeBoolean}, {Name: "at", Type: v1.TypeTimestamp}}
+	at := time.Date(2026, 3, 1, 12, 30, 0, ns, time.UTC)
+	return cols, []engine.Row{
+		{"a", int64(1), 1.5, true, at},
+		{"b", int64(-7), -0.25, false, at.Add(time.Hour)},
+		{"c", nil, nil, nil, nil},
+	}
+}
+
 // TestAvroRoundTrip writes rows of every column type, nulls included, through the Kafka sink
 // in format avro (its schema registered over TLS with basic authentication) and reads them
 // back with the source in format avro.
@@ -72,32 +125,12 @@ func TestAvroRoundTrip(t *testing.T) {
 	reg := testenv.SchemaRegistry(t)
 	topic := "avro-roundtrip"
 	createTopic(t, brokers, topic, 1, nil)
-	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "price", Type: v1.TypeDouble},
-		{Name: "ok", Type: v1.TypeBoolean}, {Name: "at", Type: v1.TypeTimestamp}}
-	at := time.Date(2026, 3, 1, 12, 30, 0, 123456000, time.UTC)
-	rows := []engine.Row{
-		{"a", int64(1), 1.5, true, at},
-		{"b", int64(-7), -0.25, false, at.Add(time.Hour)},
-		{"c", nil, nil, nil, nil},
-	}
+	cols, rows := everyType(123456000)
 	tlsRegistry := &v1.SchemaRegistry{URL: reg.TLSURL, CAFile: reg.CAFile}
 	sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaAvro, SchemaRegistry: tlsRegistry}}
-	sk, err := kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), sinkSpec,
-		engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatalf("new sink: %v", err)
-	}
-	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
-	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
-		t.Fatalf("write: %v", err)
-	}
+	writeRows(t, registryEnv(reg), sinkSpec, cols, rows)
 
-	src := newSource(t, avroSourceSpec(brokers, reg, topic, cols), t.TempDir(), kafka.WithGetenv(registryEnv(reg)))
-	res := readAll(t, src)
-	var got []engine.Row
-	for _, r := range res.Rows {
-		got = append(got, slices.Clone(r[:len(cols)]))
-	}
+	got, _ := readColumns(t, newSource(t, avroSourceSpec(brokers, reg, topic, cols), t.TempDir(), kafka.WithGetenv(registryEnv(reg))), len(cols))
 	if diff := cmp.Diff(rows, got); diff != "" {
 		t.Fatalf("rows read back (-written +read):\n%s", diff)
 	}
@@ -179,11 +212,7 @@ func TestAvroEvolution(t *testing.T) {
 	unknown, _ := h.AppendEncode(nil, 987654, nil)
 	produce(t, brokers, &kgo.Record{Topic: topic, Value: append(unknown, 2, 'x')})
 
-	res := readAll(t, src)
-	var got []engine.Row
-	for _, r := range res.Rows {
-		got = append(got, slices.Clone(r[:len(cols)]))
-	}
+	got, res := readColumns(t, src, len(cols))
 	want := []engine.Row{{"a", int64(1), nil}, {"b", int64(1) << 40, "big"}, {"c", int64(3), nil}}
 	if diff := cmp.Diff(want, got); diff != "" || res.Malformed != 1 {
 		t.Fatalf("read %d malformed (want 1), rows (-want +got):\n%s", res.Malformed, diff)
@@ -256,10 +285,7 @@ func backwardSubject(t *testing.T, brokers []string, reg testenv.Registry, topic
 	createTopic(t, brokers, topic, 1, nil)
 	spec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: format,
 		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL}}}
-	newSink := func(cols v1.Columns) (engine.Sink, error) {
-		return kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec,
-			engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
-	}
+	newSink := func(cols v1.Columns) (engine.Sink, error) { return registrySink(t, registryEnv(reg), spec, cols) }
 	first, err := newSink(v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}})
 	if err != nil {
 		t.Fatal(err)
@@ -289,14 +315,7 @@ func refusesNToString(t *testing.T, newSink func(v1.Columns) (engine.Sink, error
 func TestAvroExampleQuery(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	reg := testenv.SchemaRegistry(t)
-	data, err := os.ReadFile("../../examples/queries/orders-avro.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	obj, err := v1.ParseQuery(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	obj := querytest.Load(t, "../../examples/queries/orders-avro.yaml")
 	in, out := "orders-example", "orders-large-example"
 	src, snk := obj.Spec.Sources[0].Kafka, obj.Spec.Sink.Kafka
 	src.BootstrapServers, src.Topics, src.SchemaRegistry.URL = brokers, []string{in}, reg.URL
@@ -378,20 +397,13 @@ func TestAvroSinkPinnedVersion(t *testing.T) {
 	version := int32(1)
 	spec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaAvro,
 		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL, Version: &version}}}
-	newPinned := func(cols v1.Columns) (engine.Sink, error) {
-		return kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), spec,
-			engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
-	}
+	newPinned := func(cols v1.Columns) (engine.Sink, error) { return registrySink(t, registryEnv(reg), spec, cols) }
 	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "amount", Type: v1.TypeDouble}}
 	sk, err := newPinned(cols)
 	if err != nil {
 		t.Fatalf("new sink pinned to version 1: %v", err)
 	}
-	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
-	rows := []engine.Row{{"a", 2.5}, {"b", nil}}
-	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
-		t.Fatalf("write: %v", err)
-	}
+	writeFirst(t, sk, cols, []engine.Row{{"a", 2.5}, {"b", nil}})
 	schema := avro.MustParse(mustSchema(t, p.cl, id))
 	var got []map[string]any
 	for _, r := range consume(t, brokers, topic) {
@@ -448,11 +460,7 @@ func TestAvroLogicalTypesAndNestedRecords(t *testing.T) {
 	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "customer__country", Type: v1.TypeString},
 		{Name: "total", Type: v1.TypeDouble}, {Name: "exact", Type: v1.TypeString}, {Name: "status", Type: v1.TypeString},
 		{Name: "day", Type: v1.TypeTimestamp}}
-	src := newSource(t, avroSourceSpec(brokers, reg, topic, cols), t.TempDir(), kafka.WithGetenv(registryEnv(reg)))
-	var got []engine.Row
-	for _, r := range readAll(t, src).Rows {
-		got = append(got, slices.Clone(r[:len(cols)]))
-	}
+	got, _ := readColumns(t, newSource(t, avroSourceSpec(brokers, reg, topic, cols), t.TempDir(), kafka.WithGetenv(registryEnv(reg))), len(cols))
 	want := []engine.Row{{"a", "FR", 12.5, "12.50", "PAID", day}, {"b", nil, -0.05, "-0.05", "NEW", day}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("rows (-want +got):\n%s", diff)

@@ -1,7 +1,6 @@
 package kafka_test
 
 import (
-	"context"
 	"slices"
 	"testing"
 	"time"
@@ -9,8 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
-	"github.com/lockstep-dev/lockstep/engine"
-	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -32,14 +29,7 @@ func brokerRestart(t *testing.T, exactlyOnce bool) {
 	createTopic(t, brokers, "out", 2, nil)
 	obj := kafkaQuery(brokers, "in", 0).KafkaSink(b.Addr, "out").
 		Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.KeyColumn, s.Sink.Kafka.ExactlyOnce = "id", exactlyOnce }).Obj()
-	rec := enginetest.NewRecorder()
-	q, err := engine.New(obj, registry(t), engine.WithCheckpoint(t.TempDir()), engine.WithObserver(rec),
-		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := q.Run(context.Background()); done <- err }()
+	q, rec, done := runInBackground(t, obj)
 
 	var want []string
 	add := func(p int32, from int) {

@@ -17,7 +17,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -159,15 +158,6 @@ func produceOrders(t *testing.T, brokers []string, topic string, partitions int3
 	return kept
 }
 
-func filesOutput(t *testing.T, dir string) []engine.Row {
-	t.Helper()
-	f, err := s3.OpenFolder(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return enginetest.OutputRows(t, f)
-}
-
 // TestCrashKafkaToFiles kills a kafka→files query at every phase and at
 // random instants: the output equals an uninterrupted run's.
 func TestCrashKafkaToFiles(t *testing.T) {
@@ -177,8 +167,8 @@ func TestCrashKafkaToFiles(t *testing.T) {
 		s.finish(out)
 		ref := filepath.Join(s.dir, "ref")
 		s.reference(ref)
-		got := filesOutput(t, out)
-		if diff := cmp.Diff(filesOutput(t, ref), got); diff != "" {
+		got := enginetest.OutputRowsAt(t, out)
+		if diff := cmp.Diff(enginetest.OutputRowsAt(t, ref), got); diff != "" {
 			t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
 		}
 		var ids []string

@@ -1,10 +1,8 @@
 package kafka_test
 
 import (
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -25,25 +23,10 @@ func TestJSONSchemaRoundTrip(t *testing.T) {
 	reg := testenv.SchemaRegistry(t)
 	topic := "jsonschema-roundtrip"
 	createTopic(t, brokers, topic, 1, nil)
-	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "price", Type: v1.TypeDouble},
-		{Name: "ok", Type: v1.TypeBoolean}, {Name: "at", Type: v1.TypeTimestamp}}
-	at := time.Date(2026, 3, 1, 12, 30, 0, 123456000, time.UTC)
-	rows := []engine.Row{
-		{"a", int64(1), 1.5, true, at},
-		{"b", int64(-7), -0.25, false, at.Add(time.Hour)},
-		{"c", nil, nil, nil, nil},
-	}
+	cols, rows := everyType(123456000)
 	registry := &v1.SchemaRegistry{URL: reg.URL}
 	sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaJSONSchema, SchemaRegistry: registry}}
-	sk, err := kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), sinkSpec,
-		engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatalf("new sink: %v", err)
-	}
-	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
-	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
-		t.Fatalf("write: %v", err)
-	}
+	writeRows(t, registryEnv(reg), sinkSpec, cols, rows)
 	cl := registryClient(t, reg)
 	latest, err := cl.SchemaByVersion(testContext(t), topic+"-value", -1)
 	if err != nil || latest.Type != sr.TypeJSON || !strings.Contains(latest.Schema.Schema, `"date-time"`) {
@@ -69,11 +52,7 @@ func TestJSONSchemaRoundTrip(t *testing.T) {
 	spec.Kafka.SchemaRegistry = registry
 	spec.Schema = &v1.Schema{Columns: cols}
 	spec.OnMalformed = v1.MalformedSkip
-	res := readAll(t, newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg))))
-	var got []engine.Row
-	for _, r := range res.Rows {
-		got = append(got, slices.Clone(r[:len(cols)]))
-	}
+	got, res := readColumns(t, newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg))), len(cols))
 	if diff := cmp.Diff(rows, got); diff != "" || res.Malformed != 2 {
 		t.Fatalf("read %d malformed (want 2), rows (-written +read):\n%s", res.Malformed, diff)
 	}

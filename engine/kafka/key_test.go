@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/hamba/avro/v2"
@@ -49,15 +48,7 @@ func TestKeyFormatsRoundTrip(t *testing.T) {
 			if tc.format.UsesSchemaRegistry() {
 				sinkSpec.Kafka.SchemaRegistry = registry
 			}
-			sk, err := kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), sinkSpec,
-				engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
-			if err != nil {
-				t.Fatalf("new sink: %v", err)
-			}
-			t.Cleanup(func() { sk.(*kafka.Sink).Close() })
-			if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
-				t.Fatalf("write: %v", err)
-			}
+			writeRows(t, registryEnv(reg), sinkSpec, cols, rows)
 
 			spec := kafkaSpec(brokers, topic)
 			spec.Schema = &v1.Schema{Columns: cols}

@@ -101,15 +101,22 @@ func (d *protoDecoder) decode(value []byte, row []any, vals *box.Slab) error {
 func (d *protoDecoder) message(id int, index []int) (protoreflect.MessageDescriptor, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	_, md, err := d.fileMessage(id, index)
+	return md, err
+}
+
+// fileMessage returns writer schema id, compiled, and the descriptor of its message index;
+// d.mu is held.
+func (d *protoDecoder) fileMessage(id int, index []int) (*protoSchema, protoreflect.MessageDescriptor, error) {
 	s, err := d.file(id)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	md, err := protoMessage(s.file, index)
 	if err != nil {
-		return nil, fmt.Errorf("writer schema %d: %w", id, err)
+		return nil, nil, fmt.Errorf("writer schema %d: %w", id, err)
 	}
-	return md, nil
+	return s, md, nil
 }
 
 // file returns writer schema id, compiled; d.mu is held.
@@ -140,13 +147,9 @@ func (d *protoDecoder) file(id int) (*protoSchema, error) {
 func (d *protoDecoder) plan(id int, index []int) (*protoPlan, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	s, err := d.file(id)
+	s, md, err := d.fileMessage(id, index)
 	if err != nil {
 		return nil, err
-	}
-	md, err := protoMessage(s.file, index)
-	if err != nil {
-		return nil, fmt.Errorf("writer schema %d: %w", id, err)
 	}
 	p, ok := s.plans[string(md.FullName())]
 	if !ok {

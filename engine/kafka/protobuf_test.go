@@ -1,10 +1,8 @@
 package kafka_test
 
 import (
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -23,32 +21,13 @@ func TestProtobufRoundTrip(t *testing.T) {
 	reg := testenv.SchemaRegistry(t)
 	topic := "proto-roundtrip"
 	createTopic(t, brokers, topic, 1, nil)
-	cols := v1.Columns{{Name: "id", Type: v1.TypeString}, {Name: "n", Type: v1.TypeLong}, {Name: "price", Type: v1.TypeDouble},
-		{Name: "ok", Type: v1.TypeBoolean}, {Name: "at", Type: v1.TypeTimestamp}}
-	at := time.Date(2026, 3, 1, 12, 30, 0, 123456789, time.UTC)
-	rows := []engine.Row{
-		{"a", int64(1), 1.5, true, at},
-		{"b", int64(-7), -0.25, false, at.Add(time.Hour)},
-		{"c", nil, nil, nil, nil},
-	}
+	cols, rows := everyType(123456789)
 	sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaProtobuf,
 		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL}}}
-	sk, err := kafka.SinkWith(kafka.WithGetenv(registryEnv(reg)))(testContext(t), sinkSpec,
-		engine.SinkEnv{QueryID: "q1", Columns: cols, OutputMode: v1.OutputAppend, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatalf("new sink: %v", err)
-	}
-	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
-	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
-		t.Fatalf("write: %v", err)
-	}
+	writeRows(t, registryEnv(reg), sinkSpec, cols, rows)
 	spec := avroSourceSpec(brokers, reg, topic, cols)
 	spec.Kafka.Format = v1.KafkaProtobuf
-	src := newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg)))
-	var got []engine.Row
-	for _, r := range readAll(t, src).Rows {
-		got = append(got, slices.Clone(r[:len(cols)]))
-	}
+	got, _ := readColumns(t, newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg))), len(cols))
 	if diff := cmp.Diff(rows, got); diff != "" {
 		t.Fatalf("rows read back (-written +read):\n%s", diff)
 	}
@@ -115,12 +94,7 @@ func TestProtobufEvolution(t *testing.T) {
 	spec := avroSourceSpec(brokers, reg, topic, cols)
 	spec.Kafka.Format = v1.KafkaProtobuf
 	spec.OnMalformed = v1.MalformedSkip
-	src := newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg)))
-	res := readAll(t, src)
-	var got []engine.Row
-	for _, r := range res.Rows {
-		got = append(got, slices.Clone(r[:len(cols)]))
-	}
+	got, res := readColumns(t, newSource(t, spec, t.TempDir(), kafka.WithGetenv(registryEnv(reg))), len(cols))
 	want := []engine.Row{{"a", int64(1), nil}, {"b", int64(1) << 40, "big"}, {"r", int64(5), "refund"}}
 	if diff := cmp.Diff(want, got); diff != "" || res.Malformed != 1 {
 		t.Fatalf("read %d malformed (want 1), rows (-want +got):\n%s", res.Malformed, diff)

@@ -195,20 +195,28 @@ func TestQueryFilesToKafkaExactlyOnce(t *testing.T) {
 
 // TestQueryKafkaToKafkaDefaultTrigger runs a kafka→kafka query with the
 // default trigger while records arrive, and reports at-least-once.
+// runInBackground starts obj on a fresh checkpoint, observed by rec, polling every 20ms when
+// idle; done yields what its Run returned, once q is stopped.
+func runInBackground(t *testing.T, obj *v1.StreamingQuery) (q *engine.Query, rec *enginetest.Recorder, done <-chan error) {
+	t.Helper()
+	rec = enginetest.NewRecorder()
+	q, err := engine.New(obj, registry(t), engine.WithCheckpoint(t.TempDir()), engine.WithObserver(rec),
+		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := make(chan error, 1)
+	go func() { _, err := q.Run(context.Background()); ran <- err }()
+	return q, rec, ran
+}
+
 func TestQueryKafkaToKafkaDefaultTrigger(t *testing.T) {
 	brokers := testenv.Kafka(t)
 	createTopic(t, brokers, "in", 2, nil)
 	createTopic(t, brokers, "out", 2, nil)
 	obj := kafkaQuery(brokers, "in", 0).KafkaSink(brokers[0], "out").
 		Edit(func(s *v1.StreamingQuerySpec) { s.Sink.Kafka.BootstrapServers, s.Sink.Kafka.KeyColumn = brokers, "id" }).Obj()
-	rec := enginetest.NewRecorder()
-	q, err := engine.New(obj, registry(t), engine.WithCheckpoint(t.TempDir()), engine.WithObserver(rec),
-		engine.WithLogger(testLogger(t)), engine.WithIdlePoll(20*time.Millisecond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() { _, err := q.Run(context.Background()); done <- err }()
+	q, rec, done := runInBackground(t, obj)
 	var want []string
 	for round := range 3 {
 		recs, kept := orders("in", int32(round%2), round*10, 10)

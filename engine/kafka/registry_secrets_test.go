@@ -3,10 +3,8 @@ package kafka_test
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -73,24 +71,13 @@ func TestRegistrySecretsAsThePodHasThem(t *testing.T) {
 		t.Errorf("new sink with a wrong password = %v, want the registry's 401 naming the variable, not quoting the password", err)
 	}
 
-	sk, err := kafka.SinkWith(kafka.WithGetenv(env))(testContext(t), sinkSpec, sinkEnv)
-	if err != nil {
-		t.Fatalf("new sink: %v", err)
-	}
-	t.Cleanup(func() { sk.(*kafka.Sink).Close() })
-	if err := sk.Write(testContext(t), &engine.Batch{QueryID: "q1", ID: 0, Time: time.Now(), Columns: cols, Rows: rows}); err != nil {
-		t.Fatalf("write: %v", err)
-	}
+	writeRows(t, env, sinkSpec, cols, rows)
 
 	spec := kafkaSpec(brokers, topic)
 	spec.Kafka.Format = v1.KafkaAvro
 	spec.Kafka.SchemaRegistry = registry
 	spec.Schema = &v1.Schema{Columns: cols}
-	res := readAll(t, newSource(t, spec, t.TempDir(), kafka.WithGetenv(env)))
-	var got []engine.Row
-	for _, r := range res.Rows {
-		got = append(got, slices.Clone(r[:len(cols)]))
-	}
+	got, _ := readColumns(t, newSource(t, spec, t.TempDir(), kafka.WithGetenv(env)), len(cols))
 	if diff := cmp.Diff(rows, got); diff != "" {
 		t.Fatalf("rows read back (-written +read):\n%s", diff)
 	}

@@ -14,7 +14,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/postgres"
@@ -86,11 +85,7 @@ func (s *staticJoin) engine(t *testing.T, q *v1.StreamingQuery, opts ...engine.O
 
 func (s *staticJoin) output(t *testing.T) []engine.Row {
 	t.Helper()
-	f, err := s3.OpenFolder(s.out)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return enginetest.OutputRows(t, f)
+	return enginetest.OutputRowsAt(t, s.out)
 }
 
 // TestStaticPostgresJoin joins with a PostgreSQL table refreshed every batch: each batch

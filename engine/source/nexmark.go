@@ -124,7 +124,7 @@ func (s *Nexmark) PrepareAvailableNow(_ context.Context, now time.Time) error {
 // maxEventsPerTrigger events (as fast as possible), within numEvents. A
 // range that holds no event of the source's table is not planned.
 func (s *Nexmark) Plan(_ context.Context, req engine.PlanRequest) (engine.Planned, error) {
-	start, err := parseNexmark(req.Start)
+	start, err := parseOffset[nexmarkOffset]("nexmark", req.Start)
 	if err != nil {
 		return engine.Planned{}, err
 	}
@@ -187,11 +187,7 @@ func (s *Nexmark) Plan(_ context.Context, req engine.PlanRequest) (engine.Planne
 // Read returns the rows of the table's events in (req.Start, req.End],
 // from the offsets alone.
 func (s *Nexmark) Read(_ context.Context, req engine.ReadRequest) (engine.ReadResult, error) {
-	start, err := parseNexmark(req.Start)
-	if err != nil {
-		return engine.ReadResult{}, err
-	}
-	end, err := parseNexmark(req.End)
+	start, end, err := parseRange[nexmarkOffset]("nexmark", req)
 	if err != nil {
 		return engine.ReadResult{}, err
 	}
@@ -205,15 +201,4 @@ func (s *Nexmark) Read(_ context.Context, req engine.ReadRequest) (engine.ReadRe
 		s.gen = newNexmarkGen(end.Seed)
 	}
 	return engine.ReadResult{Rows: s.gen.rows(s.table, start.Event, end.Event, end.timeline())}, nil
-}
-
-func parseNexmark(o engine.Offset) (nexmarkOffset, error) {
-	var off nexmarkOffset
-	if len(o) == 0 {
-		return off, nil
-	}
-	if err := json.Unmarshal(o, &off); err != nil {
-		return off, fmt.Errorf("nexmark offset %s: %w", o, err)
-	}
-	return off, nil
 }

@@ -73,7 +73,7 @@ func (r *Rate) PrepareAvailableNow(_ context.Context, now time.Time) error {
 // Plan returns the rows due by req.Time (or by the availableNow bound). The
 // rate is not a limit, so req.Limit changes nothing.
 func (r *Rate) Plan(_ context.Context, req engine.PlanRequest) (engine.Planned, error) {
-	start, err := parseRate(req.Start)
+	start, err := parseOffset[rateOffset]("rate", req.Start)
 	if err != nil {
 		return engine.Planned{}, err
 	}
@@ -110,11 +110,7 @@ func (r *Rate) due(k int64) time.Time {
 
 // Read returns the rows of (req.Start, req.End] from the offsets alone.
 func (r *Rate) Read(_ context.Context, req engine.ReadRequest) (engine.ReadResult, error) {
-	start, err := parseRate(req.Start)
-	if err != nil {
-		return engine.ReadResult{}, err
-	}
-	end, err := parseRate(req.End)
+	start, end, err := parseRange[rateOffset]("rate", req)
 	if err != nil {
 		return engine.ReadResult{}, err
 	}
@@ -135,15 +131,4 @@ func (r *Rate) Read(_ context.Context, req engine.ReadRequest) (engine.ReadResul
 		rows[i] = row
 	}
 	return engine.ReadResult{Rows: rows}, nil
-}
-
-func parseRate(o engine.Offset) (rateOffset, error) {
-	var off rateOffset
-	if len(o) == 0 {
-		return off, nil
-	}
-	if err := json.Unmarshal(o, &off); err != nil {
-		return off, fmt.Errorf("rate offset %s: %w", o, err)
-	}
-	return off, nil
 }

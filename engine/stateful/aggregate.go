@@ -100,24 +100,7 @@ type aggSpec struct {
 // (v1.StreamingQuery.Validate).
 func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 	a := &Aggregate{name: cfg.Name, mode: cfg.Mode, evictCol: -1}
-	type keyDesc struct {
-		Column string `json:"column,omitempty"`
-		Type   string `json:"type,omitempty"`
-		Window *struct {
-			Column     string `json:"column"`
-			Duration   string `json:"duration"`
-			Slide      string `json:"slide"`
-			WindowTime bool   `json:"windowTime,omitempty"`
-		} `json:"window,omitempty"`
-	}
-	desc := struct {
-		Kind       string    `json:"kind"`
-		Format     int       `json:"format"`
-		Keys       []keyDesc `json:"keys"`
-		Aggregates []aggDesc `json:"aggregates"`
-		Eviction   string    `json:"eviction,omitempty"`
-	}{Kind: string(v1.StepAggregate), Format: 1, Keys: []keyDesc{}}
-	var keySchema, valueSchema []state.Field
+	l := newAggregateLayout()
 	for _, g := range cfg.Spec.GroupBy {
 		if w := g.Window; w != nil {
 			col := columnIndex(cfg.Input, w.Column)
@@ -133,21 +116,12 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 				slide = size
 			}
 			a.window = &window{col: col, size: int64(size), slide: int64(slide), shift: shiftOf(cfg, w.Column)}
-			a.keys = append(a.keys, keyPart{col: col, window: true})
-			a.out = append(a.out, v1.Column{Name: v1.ColumnWindowStart, Type: v1.TypeTimestamp}, v1.Column{Name: v1.ColumnWindowEnd, Type: v1.TypeTimestamp})
-			kd := keyDesc{}
-			kd.Window = &struct {
-				Column     string `json:"column"`
-				Duration   string `json:"duration"`
-				Slide      string `json:"slide"`
-				WindowTime bool   `json:"windowTime,omitempty"`
-			}{w.Column, size.String(), slide.String(), a.window.shift != 0}
-			desc.Keys = append(desc.Keys, kd)
+			l.addWindow(col, keyDesc{Window: &windowDesc{w.Column, size.String(), slide.String(), a.window.shift != 0}})
 			input := w.Column
 			if a.window.shift != 0 {
 				input = "window_time(" + w.Column + ")"
 			}
-			keySchema = append(keySchema, state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp),
+			l.keySchema = append(l.keySchema, state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp),
 				Function: "window(" + size.String() + ", " + slide.String() + ")", Input: input})
 			if cfg.EventTime != "" && w.Column == cfg.EventTime {
 				a.evict = evictWindow
@@ -158,11 +132,7 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 		if col < 0 {
 			return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, g.Column)
 		}
-		t := cfg.Input[col].Type
-		a.keys = append(a.keys, keyPart{col: col})
-		a.out = append(a.out, v1.Column{Name: g.Column, Type: t})
-		desc.Keys = append(desc.Keys, keyDesc{Column: g.Column, Type: string(t)})
-		keySchema = append(keySchema, state.Field{Name: g.Column, Type: string(t)})
+		l.addColumn(col, g.Column, cfg.Input[col].Type)
 		if cfg.EventTime != "" && g.Column == cfg.EventTime && a.evictCol < 0 {
 			a.evictCol = col
 		}
@@ -172,17 +142,89 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 	}
 	switch a.evict {
 	case evictWindow, evictColumn:
-		desc.Eviction = cfg.EventTime
+		l.desc.Eviction = cfg.EventTime
 	}
-	aggs, out, descs, fields, err := compileAggregations(cfg.Name, cfg.Spec.Aggregates, cfg.Input)
-	if err != nil {
+	var err error
+	if a.aggs, a.meta, err = l.finish(cfg); err != nil {
 		return nil, err
 	}
-	a.aggs, a.out = aggs, append(a.out, out...)
-	desc.Aggregates = append(desc.Aggregates, descs...)
-	valueSchema = append(valueSchema, fields...)
-	a.meta = aggregateMetadata(cfg.Name, desc, desc.Eviction, keySchema, valueSchema)
+	a.keys, a.out = l.keys, l.out
 	return a, nil
+}
+
+// aggregateDesc is an aggregate step's JSON description (by windows or by sessions), what
+// its state's fingerprint is computed from.
+type aggregateDesc struct {
+	Kind       string    `json:"kind"`
+	Format     int       `json:"format"`
+	Keys       []keyDesc `json:"keys"`
+	Aggregates []aggDesc `json:"aggregates"`
+	Eviction   string    `json:"eviction,omitempty"`
+}
+
+// keyDesc describes a group key in aggregateDesc: a column, a time window or a session.
+type keyDesc struct {
+	Column  string       `json:"column,omitempty"`
+	Type    string       `json:"type,omitempty"`
+	Window  *windowDesc  `json:"window,omitempty"`
+	Session *sessionDesc `json:"session,omitempty"`
+}
+
+type windowDesc struct {
+	Column     string `json:"column"`
+	Duration   string `json:"duration"`
+	Slide      string `json:"slide"`
+	WindowTime bool   `json:"windowTime,omitempty"`
+}
+
+type sessionDesc struct {
+	Column     string `json:"column"`
+	Gap        string `json:"gap,omitempty"`
+	GapExpr    string `json:"gapExpr,omitempty"`
+	WindowTime bool   `json:"windowTime,omitempty"`
+}
+
+// aggregateLayout gathers what an aggregate step (by windows or by sessions) derives from
+// its group keys and aggregations: the key's parts, the output columns, the description
+// and the state's schemas.
+type aggregateLayout struct {
+	keys                   []keyPart
+	out                    v1.Columns
+	desc                   aggregateDesc
+	keySchema, valueSchema []state.Field
+}
+
+func newAggregateLayout() *aggregateLayout {
+	return &aggregateLayout{desc: aggregateDesc{Kind: string(v1.StepAggregate), Format: 1, Keys: []keyDesc{}}}
+}
+
+// addColumn adds the group key column col, named name, of type t.
+func (l *aggregateLayout) addColumn(col int, name string, t v1.ColumnType) {
+	l.keys = append(l.keys, keyPart{col: col})
+	l.out = append(l.out, v1.Column{Name: name, Type: t})
+	l.desc.Keys = append(l.desc.Keys, keyDesc{Column: name, Type: string(t)})
+	l.keySchema = append(l.keySchema, state.Field{Name: name, Type: string(t)})
+}
+
+// addWindow adds a time window or session on column col, output as window_start and
+// window_end and described by d; its state fields are the caller's.
+func (l *aggregateLayout) addWindow(col int, d keyDesc) {
+	l.keys = append(l.keys, keyPart{col: col, window: true})
+	l.out = append(l.out, v1.Column{Name: v1.ColumnWindowStart, Type: v1.TypeTimestamp}, v1.Column{Name: v1.ColumnWindowEnd, Type: v1.TypeTimestamp})
+	l.desc.Keys = append(l.desc.Keys, d)
+}
+
+// finish compiles the step's aggregations after its keys and returns them with the state's
+// metadata.
+func (l *aggregateLayout) finish(cfg AggregateConfig) ([]aggSpec, state.Metadata, error) {
+	aggs, out, descs, fields, err := compileAggregations(cfg.Name, cfg.Spec.Aggregates, cfg.Input)
+	if err != nil {
+		return nil, state.Metadata{}, err
+	}
+	l.out = append(l.out, out...)
+	l.desc.Aggregates = append(l.desc.Aggregates, descs...)
+	l.valueSchema = append(l.valueSchema, fields...)
+	return aggs, aggregateMetadata(cfg.Name, l.desc, l.desc.Eviction, l.keySchema, l.valueSchema), nil
 }
 
 // aggregateMetadata is the state metadata of an aggregate step (by windows or by sessions):

@@ -220,21 +220,14 @@ func TestStreamJoinEvictsByTheWatermark(t *testing.T) {
 	}
 	// Left rows go once its + 20s < watermark, right rows cts + 5s: at the
 	// bound they stay.
-	r.run(15, nil, nil)
-	if l, rr := r.rows(); l != 2 || rr != 2 {
-		t.Errorf("at 15s: buffered rows = %d, %d; want 2, 2", l, rr)
-	}
-	r.run(16, nil, nil)
-	if l, rr := r.rows(); l != 2 || rr != 1 {
-		t.Errorf("at 16s: buffered rows = %d, %d; want 2, 1", l, rr)
-	}
-	r.run(30, nil, nil)
-	if l, rr := r.rows(); l != 2 || rr != 1 {
-		t.Errorf("at 30s: buffered rows = %d, %d; want 2, 1", l, rr)
-	}
-	r.run(31, nil, nil)
-	if l, rr := r.rows(); l != 1 || rr != 1 {
-		t.Errorf("at 31s: buffered rows = %d, %d; want 1, 1", l, rr)
+	for _, step := range []struct {
+		wm          int   // the watermark, in seconds
+		left, right int64 // the rows each side then holds
+	}{{15, 2, 2}, {16, 2, 1}, {30, 2, 1}, {31, 1, 1}} {
+		r.run(step.wm, nil, nil)
+		if l, rr := r.rows(); l != step.left || rr != step.right {
+			t.Errorf("at %ds: buffered rows = %d, %d; want %d, %d", step.wm, l, rr, step.left, step.right)
+		}
 	}
 	// Rows at or behind the watermark are late: dropped and counted.
 	out, m := r.run(31, rows(imp("a", "late", 30)), rows(click("a", 29, 1), click("a", 36, 1)))

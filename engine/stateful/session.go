@@ -84,70 +84,38 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 	if s.col < 0 {
 		return nil, fmt.Errorf("aggregate %s: no column %q", cfg.Name, sw.Column)
 	}
-	type keyDesc struct {
-		Column  string `json:"column,omitempty"`
-		Type    string `json:"type,omitempty"`
-		Session *struct {
-			Column     string `json:"column"`
-			Gap        string `json:"gap,omitempty"`
-			GapExpr    string `json:"gapExpr,omitempty"`
-			WindowTime bool   `json:"windowTime,omitempty"`
-		} `json:"session,omitempty"`
-	}
-	desc := struct {
-		Kind       string    `json:"kind"`
-		Format     int       `json:"format"`
-		Keys       []keyDesc `json:"keys"`
-		Aggregates []aggDesc `json:"aggregates"`
-		Eviction   string    `json:"eviction,omitempty"`
-	}{Kind: string(v1.StepAggregate), Format: 1, Keys: []keyDesc{}}
-	var keySchema, valueSchema []state.Field
+	l := newAggregateLayout()
 	for _, g := range cfg.Spec.GroupBy {
 		if g.Session != nil {
-			s.keys = append(s.keys, keyPart{col: s.col, window: true})
-			s.out = append(s.out, v1.Column{Name: v1.ColumnWindowStart, Type: v1.TypeTimestamp}, v1.Column{Name: v1.ColumnWindowEnd, Type: v1.TypeTimestamp})
-			kd := keyDesc{}
-			kd.Session = &struct {
-				Column     string `json:"column"`
-				Gap        string `json:"gap,omitempty"`
-				GapExpr    string `json:"gapExpr,omitempty"`
-				WindowTime bool   `json:"windowTime,omitempty"`
-			}{Column: sw.Column, GapExpr: sw.GapExpr, WindowTime: s.shift != 0}
+			d := &sessionDesc{Column: sw.Column, GapExpr: sw.GapExpr, WindowTime: s.shift != 0}
 			if sw.GapExpr == "" {
-				kd.Session.Gap = gap.String()
+				d.Gap = gap.String()
 			}
-			desc.Keys = append(desc.Keys, kd)
+			l.addWindow(s.col, keyDesc{Session: d})
 			continue
 		}
 		col := columnIndex(cfg.Input, g.Column)
 		if col < 0 || g.Window != nil {
 			return nil, fmt.Errorf("aggregate %s: invalid group key %q", cfg.Name, g.Column)
 		}
-		t := cfg.Input[col].Type
-		s.keys = append(s.keys, keyPart{col: col})
-		s.out = append(s.out, v1.Column{Name: g.Column, Type: t})
-		desc.Keys = append(desc.Keys, keyDesc{Column: g.Column, Type: string(t)})
-		keySchema = append(keySchema, state.Field{Name: g.Column, Type: string(t)})
+		l.addColumn(col, g.Column, cfg.Input[col].Type)
 	}
 	if s.evicts {
-		desc.Eviction = cfg.EventTime
+		l.desc.Eviction = cfg.EventTime
 	}
 	// The value holds the key's sessions: their bounds, then the aggregates.
 	fn := "session(" + gap.String() + ")"
 	if sw.GapExpr != "" {
 		fn = "session(" + sw.GapExpr + ")"
 	}
-	valueSchema = append(valueSchema,
+	l.valueSchema = append(l.valueSchema,
 		state.Field{Name: v1.ColumnWindowStart, Type: string(v1.TypeTimestamp), Function: fn, Input: sw.Column},
 		state.Field{Name: v1.ColumnWindowEnd, Type: string(v1.TypeTimestamp), Function: fn, Input: sw.Column})
-	aggs, out, descs, fields, err := compileAggregations(cfg.Name, cfg.Spec.Aggregates, cfg.Input)
-	if err != nil {
+	var err error
+	if s.aggs, s.meta, err = l.finish(cfg); err != nil {
 		return nil, err
 	}
-	s.aggs, s.out = aggs, append(s.out, out...)
-	desc.Aggregates = append(desc.Aggregates, descs...)
-	valueSchema = append(valueSchema, fields...)
-	s.meta = aggregateMetadata(cfg.Name, desc, desc.Eviction, keySchema, valueSchema)
+	s.keys, s.out = l.keys, l.out
 	return s, nil
 }
 

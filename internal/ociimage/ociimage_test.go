@@ -12,20 +12,72 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
 	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 )
 
-// TestWrite packs a real static binary and reads the tarball back as `ctr images import`
-// would: the tag, the entrypoint, the non-root user and the files of the one layer.
-func TestWrite(t *testing.T) {
-	dir := t.TempDir()
+// buildPause builds the test pause binary, static, into dir and returns its path.
+func buildPause(t *testing.T, dir string) string {
+	t.Helper()
 	bin := filepath.Join(dir, "pause")
 	if err := gobuild.Static(context.Background(), "../..", "./internal/testenv/pause", bin, ""); err != nil {
 		t.Fatal(err)
 	}
+	return bin
+}
+
+// readImage reads the image tarball out back as `ctr images import` would, by its tag ref:
+// its config and its layers.
+func readImage(t *testing.T, out, ref string) (*v1.ConfigFile, []v1.Layer) {
+	t.Helper()
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := tarball.ImageFromPath(out, &tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg, layers
+}
+
+// layerFiles returns the headers of the files in layer, in order.
+func layerFiles(t *testing.T, layer v1.Layer) []*tar.Header {
+	t.Helper()
+	rc, err := layer.Uncompressed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	var files []*tar.Header
+	tr := tar.NewReader(rc)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return files
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, h)
+	}
+}
+
+// TestWrite packs a real static binary and reads the tarball back as `ctr images import`
+// would: the tag, the entrypoint, the non-root user and the files of the one layer.
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	bin := buildPause(t, dir)
 	out := filepath.Join(dir, "image.tar")
 	spec := ociimage.Spec{Ref: "localhost/pause:test", Binary: bin, Entrypoint: "/pause",
 		Labels: map[string]string{"org.opencontainers.image.version": "test"}}
@@ -40,39 +92,18 @@ func TestWrite(t *testing.T) {
 	if again != digest {
 		t.Errorf("the same inputs gave digests %s and %s, want one (reproducible)", digest, again)
 	}
-	tag, _ := name.NewTag(spec.Ref)
-	img, err := tarball.ImageFromPath(out, &tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, layers := readImage(t, out, spec.Ref)
 	if cfg.OS != "linux" || len(cfg.Config.Entrypoint) != 1 || cfg.Config.Entrypoint[0] != "/pause" || cfg.Config.User != "65532:65532" {
 		t.Errorf("config = os %s, entrypoint %v, user %q; want linux, [/pause], 65532:65532", cfg.OS, cfg.Config.Entrypoint, cfg.Config.User)
 	}
 	if cfg.Config.Labels["org.opencontainers.image.version"] != "test" {
 		t.Errorf("labels = %v", cfg.Config.Labels)
 	}
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 1 {
-		t.Fatalf("layers = %d, %v; want 1", len(layers), err)
+	if len(layers) != 1 {
+		t.Fatalf("layers = %d; want 1", len(layers))
 	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	modes := map[string]int64{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, h := range layerFiles(t, layers[0]) {
 		modes[h.Name] = h.Mode
 	}
 	for name, mode := range map[string]int64{"pause": 0o755, "tmp/": 0o1777, "etc/passwd": 0o644} {
@@ -88,10 +119,7 @@ func TestWrite(t *testing.T) {
 // environment has the spec's PATH and variables.
 func TestWriteTrees(t *testing.T) {
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "pause")
-	if err := gobuild.Static(context.Background(), "../..", "./internal/testenv/pause", bin, ""); err != nil {
-		t.Fatal(err)
-	}
+	bin := buildPause(t, dir)
 	tree := filepath.Join(dir, "tree")
 	if err := os.MkdirAll(filepath.Join(tree, "lib"), 0o755); err != nil {
 		t.Fatal(err)
@@ -108,36 +136,15 @@ func TestWriteTrees(t *testing.T) {
 	if _, err := ociimage.Write(spec, out); err != nil {
 		t.Fatal(err)
 	}
-	tag, _ := name.NewTag(spec.Ref)
-	img, err := tarball.ImageFromPath(out, &tag)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := img.ConfigFile()
-	if err != nil {
-		t.Fatal(err)
-	}
+	cfg, layers := readImage(t, out, spec.Ref)
 	if want := []string{"PATH=/opt/x:/", "HOME=/home/nonroot", "JAVA_HOME=/opt/x"}; !slices.Equal(cfg.Config.Env, want) {
 		t.Errorf("env = %v, want %v", cfg.Config.Env, want)
 	}
-	layers, err := img.Layers()
-	if err != nil || len(layers) != 2 {
-		t.Fatalf("layers = %d, %v; want 2", len(layers), err)
+	if len(layers) != 2 {
+		t.Fatalf("layers = %d; want 2", len(layers))
 	}
-	rc, err := layers[0].Uncompressed()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rc.Close()
 	got := map[string]string{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
+	for _, h := range layerFiles(t, layers[0]) {
 		if h.Uid != 0 || h.Gid != 0 {
 			t.Errorf("%s owned by %d:%d, want root", h.Name, h.Uid, h.Gid)
 		}

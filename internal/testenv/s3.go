@@ -45,6 +45,16 @@ func (s *S3Server) Env() []string {
 	return env
 }
 
+// Setenv points Lockstep in this process at this server for the rest of t: it sets Env's
+// variables with t.Setenv, which restores them when t ends.
+func (s *S3Server) Setenv(t testing.TB) {
+	t.Helper()
+	for _, kv := range s.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+}
+
 // Options returns the options that point package checkpoint/s3 (and so every
 // S3 location of the engine) at this server.
 func (s *S3Server) Options() []s3.Option {

@@ -13,6 +13,9 @@
 package querytest
 
 import (
+	"os"
+	"testing"
+
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -21,6 +24,21 @@ import (
 // Query wraps a StreamingQuery under construction.
 type Query struct {
 	q v1.StreamingQuery
+}
+
+// Load reads and parses the manifest of a query at path (an example's, say), failing t when
+// it cannot.
+func Load(t testing.TB, path string) *v1.StreamingQuery {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := v1.ParseQuery(data)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return q
 }
 
 // Make starts a query with a name and namespace and nothing else.
