@@ -54,6 +54,28 @@ type ObjectInfo struct {
 	ModTime time.Time
 }
 
+// CopyPrefix copies the objects under prefix from one store to another, but those whose key
+// skip accepts (nil copies all).
+func CopyPrefix(ctx context.Context, from, to Store, prefix string, skip func(key string) bool) error {
+	keys, err := ListKeys(ctx, from, prefix)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if !strings.HasPrefix(k, prefix) || skip != nil && skip(k) {
+			continue
+		}
+		data, err := from.Get(ctx, k)
+		if err != nil {
+			return err
+		}
+		if err := to.Put(ctx, k, data); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // ListKeys returns the keys of the objects under prefix (see Store.List).
 func ListKeys(ctx context.Context, s Store, prefix string) ([]string, error) {
 	infos, err := s.List(ctx, prefix)

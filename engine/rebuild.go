@@ -10,7 +10,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -195,7 +194,7 @@ func (q *Query) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSummar
 			return q.CheckRetained(ctx, old, p.Replay)
 		},
 		Replay: func(ctx context.Context, old, gen *checkpoint.Checkpoint, plan RebuildPlan) (int64, int64, error) {
-			if err := copyPrefix(ctx, old.Store(), gen.Store(), checkpoint.SourcesDir); err != nil {
+			if err := checkpoint.CopyPrefix(ctx, old.Store(), gen.Store(), checkpoint.SourcesDir, nil); err != nil {
 				return 0, 0, fmt.Errorf("rebuild: copy the sources' files: %w", err)
 			}
 			r, err := q.begin(ctx, gen, discardSink{})
@@ -406,27 +405,6 @@ func clearStore(ctx context.Context, s checkpoint.Store) error {
 	}
 	for _, k := range keys {
 		if err := s.Delete(ctx, k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// copyPrefix copies the objects under prefix from one store to another.
-func copyPrefix(ctx context.Context, from, to checkpoint.Store, prefix string) error {
-	keys, err := checkpoint.ListKeys(ctx, from, prefix)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		if !strings.HasPrefix(k, prefix) {
-			continue
-		}
-		data, err := from.Get(ctx, k)
-		if err != nil {
-			return err
-		}
-		if err := to.Put(ctx, k, data); err != nil {
 			return err
 		}
 	}

@@ -206,7 +206,7 @@ func (rp *replayer) replay(ctx context.Context) (int64, int64, error) {
 	}
 	// The sources' own logs (the file source's list of files per batch, Kafka's initial
 	// offsets): Spark reads them to resolve the recorded offsets.
-	if err := copySparkFiles(ctx, rp.oldSpark, rp.newSpark, "sources/"); err != nil {
+	if err := checkpoint.CopyPrefix(ctx, rp.oldSpark, rp.newSpark, "sources/", hadoopChecksum); err != nil {
 		return 0, 0, fmt.Errorf("rebuild: copy the sources' logs: %w", err)
 	}
 	unnamed, err := sparkckpt.UnnamedSources(ctx, rp.oldSpark, max(rp.plan.Batches-1, rp.plan.Pending))
@@ -445,25 +445,9 @@ func (rp *replayer) stop() {
 // rebuiltPrefix starts the runner's line saying a rebuild batch is done: Spark's progress of it.
 const rebuiltPrefix = "@@lockstep-rebuilt "
 
-// copySparkFiles copies Spark's files under prefix from one store to another, leaving out
-// Hadoop's hidden checksum files (.<name>.crc), which the copy does not need.
-func copySparkFiles(ctx context.Context, from, to checkpoint.Store, prefix string) error {
-	keys, err := checkpoint.ListKeys(ctx, from, prefix)
-	if err != nil {
-		return err
-	}
-	for _, k := range keys {
-		base := k[strings.LastIndex(k, "/")+1:]
-		if !strings.HasPrefix(k, prefix) || strings.HasPrefix(base, ".") && strings.HasSuffix(base, ".crc") {
-			continue
-		}
-		data, err := from.Get(ctx, k)
-		if err != nil {
-			return err
-		}
-		if err := to.Put(ctx, k, data); err != nil {
-			return err
-		}
-	}
-	return nil
+// hadoopChecksum reports whether key is one of Hadoop's hidden checksum files (.<name>.crc),
+// which a copy of Spark's files does not need.
+func hadoopChecksum(key string) bool {
+	base := key[strings.LastIndex(key, "/")+1:]
+	return strings.HasPrefix(base, ".") && strings.HasSuffix(base, ".crc")
 }
