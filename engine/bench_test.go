@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -76,13 +75,6 @@ func benchRunObserved(b *testing.B, obj *v1.StreamingQuery, also *metrics.Metric
 	}
 }
 
-// cpu returns the process's user and system CPU time.
-func cpu() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // report adds rows/s, ns/row (wall) and cpu-ns/row (user+system CPU of the
 // whole process) over rows processed since began.
 func report(b *testing.B, rows int64, cpuBegan time.Duration) {
@@ -91,7 +83,7 @@ func report(b *testing.B, rows int64, cpuBegan time.Duration) {
 	}
 	b.ReportMetric(float64(rows)/b.Elapsed().Seconds(), "rows/s")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(rows), "ns/row")
-	b.ReportMetric(float64((cpu()-cpuBegan).Nanoseconds())/float64(rows), "cpu-ns/row")
+	b.ReportMetric(float64((enginetest.CPU(false)-cpuBegan).Nanoseconds())/float64(rows), "cpu-ns/row")
 }
 
 // BenchmarkFilesToFiles runs batches of a files→files query: JSON lines in
@@ -136,7 +128,7 @@ func BenchmarkFilesToFiles(b *testing.B) {
 			batch := benchRun(b, obj)
 			batch(nil) // the first batch, before timing
 			b.ResetTimer()
-			began := cpu()
+			began := enginetest.CPU(false)
 			var rows int64
 			for b.Loop() {
 				rows += batch(addFile).NumInputRows
@@ -161,7 +153,7 @@ func BenchmarkRateToFiles(b *testing.B) {
 			batch := benchRun(b, obj)
 			batch(nil)
 			b.ResetTimer()
-			began := cpu()
+			began := enginetest.CPU(false)
 			var rows int64
 			for b.Loop() {
 				rows += batch(nil).NumInputRows
@@ -248,7 +240,7 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 			batch := benchRunObserved(b, obj, m)
 			batch(nil)
 			b.ResetTimer()
-			began := cpu()
+			began := enginetest.CPU(false)
 			for b.Loop() {
 				batch(nil)
 				if m != nil {
@@ -258,7 +250,7 @@ func BenchmarkMetricsOverhead(b *testing.B) {
 				}
 			}
 			b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/1000, "ms/batch")
-			b.ReportMetric(float64((cpu()-began).Microseconds())/float64(b.N), "cpu-µs/batch")
+			b.ReportMetric(float64((enginetest.CPU(false)-began).Microseconds())/float64(b.N), "cpu-µs/batch")
 		})
 	}
 }

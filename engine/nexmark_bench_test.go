@@ -64,12 +64,12 @@ func benchNexmark(b *testing.B, source string, table v1.NexmarkTable, q enginete
 	runtime.GC()
 	b.ReportAllocs()
 	b.ResetTimer()
-	began := cpu()
+	began := enginetest.CPU(false)
 	sum, err := eng.Run(context.Background())
 	if err != nil {
 		b.Fatal(err)
 	}
-	used := cpu() - began
+	used := enginetest.CPU(false) - began
 	b.StopTimer()
 	if sum.Batches < b.N { // a stateful query may add one without data, for the watermark
 		b.Fatalf("%d batches, want at least %d", sum.Batches, b.N)

@@ -321,7 +321,7 @@ func BenchmarkRebuild(b *testing.B) {
 		runOnce(change[0](e.query()))
 		b.StartTimer()
 
-		began := cpu()
+		began := enginetest.CPU(false)
 		eq, err := engine.New(change[1](e.query()).ConsoleSink().Obj(), enginetest.Registry(b))
 		if err != nil {
 			b.Fatal(err)
@@ -330,20 +330,18 @@ func BenchmarkRebuild(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mid := cpu()
+		mid := enginetest.CPU(false)
 		fresh := *e
 		fresh.ckpt = filepath.Join(b.TempDir(), "ckpt")
 		sum := runOnce(change[1](fresh.query()))
 		rebuildCPU += mid - began
-		runCPU += cpu() - mid
+		runCPU += enginetest.CPU(false) - mid
 		rows += sum.NumInputRows
 		if rs.InputRows != sum.NumInputRows {
 			b.Fatalf("the rebuild read %d rows, the run %d", rs.InputRows, sum.NumInputRows)
 		}
 	}
-	b.ReportMetric(float64(rows)/runCPU.Seconds(), "run-rows/cpu-s")
-	b.ReportMetric(float64(rows)/rebuildCPU.Seconds(), "rows/cpu-s")
-	b.ReportMetric(runCPU.Seconds()/rebuildCPU.Seconds(), "x-run-cpu")
+	enginetest.ReportRebuild(b, rows, rebuildCPU, runCPU)
 }
 
 // TestRebuildStreamJoin is TestRebuildOracle for the stream–stream join's rules: the join's

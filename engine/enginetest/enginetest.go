@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,4 +136,26 @@ func OutputRowsAt(t testing.TB, loc string, opts ...s3.Option) []engine.Row {
 // SortRows sorts rows by their printed form.
 func SortRows(rows []engine.Row) {
 	slices.SortFunc(rows, func(a, b engine.Row) int { return strings.Compare(fmt.Sprint(a), fmt.Sprint(b)) })
+}
+
+// CPU is this process's user and system CPU time; with children, also that of its children
+// that were waited for (a runtime's JVM).
+func CPU(children bool) time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	d := time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	if children {
+		_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru)
+		d += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	return d
+}
+
+// ReportRebuild reports a rebuild benchmark's figures: rows per CPU-second of the rebuild and
+// of the normal run over the same rows, and the run's CPU over the rebuild's (x-run-cpu, the
+// goal table's row: above 1, the rebuild is the cheaper).
+func ReportRebuild(b *testing.B, rows int64, rebuildCPU, runCPU time.Duration) {
+	b.ReportMetric(float64(rows)/runCPU.Seconds(), "run-rows/cpu-s")
+	b.ReportMetric(float64(rows)/rebuildCPU.Seconds(), "rows/cpu-s")
+	b.ReportMetric(runCPU.Seconds()/rebuildCPU.Seconds(), "x-run-cpu")
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -78,9 +77,9 @@ func BenchmarkRuntimes(b *testing.B) {
 							parts[s.Name] = tables[s.Nexmark.Table]
 						}
 						nexmarkAsFiles(b, &obj.Spec, filepath.Join(dir, "in"), parts)
-						began := cpuWithChildren()
+						began := enginetest.CPU(true)
 						runOn(b, ctx, rt, runner, enginetest.Registry(b), obj, nil)
-						used += cpuWithChildren() - began
+						used += enginetest.CPU(true) - began
 						restart += restartTime(b, ctx, rt, runner, obj, tables[list.Table][0])
 					}
 					reportRuntime(b, rt, float64(events)*float64(b.N)/used.Seconds(), "events/cpu-s", restart, &builtin)
@@ -175,15 +174,6 @@ func (f *firstBatch) Committed(engine.Progress) {
 	}
 }
 
-// cpuWithChildren is this process's user and system CPU time and that of its children that
-// were waited for.
-func cpuWithChildren() time.Duration {
-	var self, children syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &self)
-	_ = syscall.Getrusage(syscall.RUSAGE_CHILDREN, &children)
-	return time.Duration(self.Utime.Nano() + self.Stime.Nano() + children.Utime.Nano() + children.Stime.Nano())
-}
-
 // BenchmarkRuntimesKafkaToDelta moves -runtimes.events JSON records (4 partitions of a topic on
 // the real broker) through a filter into a Delta table on the built-in engine and on Spark
 // local[2], side by side: input rows per CPU-second of this process and its children (the
@@ -249,9 +239,9 @@ func BenchmarkRuntimesKafkaToDelta(b *testing.B) {
 					}).
 					Filter("amount >= 0.0").SelectColumns("id", "amount", "ts").
 					DeltaSink(filepath.Join(dir, "out")).AvailableNow().Checkpoint(filepath.Join(dir, "ck")).Obj()
-				began := cpuWithChildren()
+				began := enginetest.CPU(true)
 				sum := runOn(b, ctx, rt, runner, reg, obj, nil)
-				used += cpuWithChildren() - began
+				used += enginetest.CPU(true) - began
 				rows += sum.NumInputRows
 				produce(produced, 1000)
 				produced += 1000
@@ -310,7 +300,7 @@ func BenchmarkSparkFiles(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				began, start := cpuWithChildren(), time.Now()
+				began, start := enginetest.CPU(true), time.Now()
 				if job == "hand" {
 					cmd := runner.ClassCommand(classes, "HandFilterJob", heap, "local[2]", "8", benchFilesSchema, in, benchFilesFilter, benchFilesSelect, out, ck)
 					cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
@@ -333,7 +323,7 @@ func BenchmarkSparkFiles(b *testing.B) {
 						FilesSink(out, v1.FormatParquet).AvailableNow().Checkpoint(ck).StatePartitions(8).Obj()
 					runOn(b, ctx, "spark", runner, nil, obj, nil)
 				}
-				cpu += cpuWithChildren() - began
+				cpu += enginetest.CPU(true) - began
 				wall += time.Since(start)
 				rows += outputRows(b, ctx, job, out)
 			}

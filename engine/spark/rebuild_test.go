@@ -21,6 +21,7 @@ import (
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -364,7 +365,7 @@ func BenchmarkSparkRebuild(b *testing.B) {
 		nu := rebuildQuery(oracleQuery, in, edit)
 		b.StartTimer()
 
-		began := cpuWithChildren()
+		began := enginetest.CPU(true)
 		q, err := spark.New(nu, spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(dir, "spark.log"), Stdout: io.Discard})
 		if err != nil {
 			b.Fatal(err)
@@ -373,16 +374,14 @@ func BenchmarkSparkRebuild(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		mid := cpuWithChildren()
+		mid := enginetest.CPU(true)
 		sum := run(nu, filepath.Join(dir, "fresh"))
 		rebuildCPU += mid - began
-		runCPU += cpuWithChildren() - mid
+		runCPU += enginetest.CPU(true) - mid
 		rows += sum.NumInputRows
 		if rs.InputRows != sum.NumInputRows {
 			b.Fatalf("the rebuild read %d rows, the run %d", rs.InputRows, sum.NumInputRows)
 		}
 	}
-	b.ReportMetric(float64(rows)/runCPU.Seconds(), "run-rows/cpu-s")
-	b.ReportMetric(float64(rows)/rebuildCPU.Seconds(), "rows/cpu-s")
-	b.ReportMetric(runCPU.Seconds()/rebuildCPU.Seconds(), "x-run-cpu")
+	enginetest.ReportRebuild(b, rows, rebuildCPU, runCPU)
 }
