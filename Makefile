@@ -37,18 +37,12 @@ tools: ## Build every test tool into $(LOCKSTEP_TOOLS) (cached; skips what is cu
 # With PKGS=./... the e2e suite runs beside the other packages: it mostly waits on pods and
 # its Spark query, and run last it added ~12 minutes to a cold run. Its output (one package,
 # printed by go test when it ends) follows the other packages'; when anything failed, the
-# last lines name every failed test, so that a log cut to its end still says what failed.
+# last lines name every failed test, so that a log cut to its end still says what failed
+# (hack/test.sh).
 # Before the tests: the tools, and beside them `warm` (the tools' downloads leave the cores idle).
 test: ## Build the test tools, then run every test against the real services; with PKGS=./... the e2e suite too, beside them.
 	@$(MAKE) --no-print-directory -j2 tools warm
-	@rc=0; e2e=; out=$$(mktemp -d); trap 'rm -rf "$$out"' EXIT; \
-	if [ "$(PKGS)" = "./..." ]; then $(MAKE) --no-print-directory e2e-short >"$$out/e2e" 2>&1 & e2e=$$!; fi; \
-	go test $(GO_TEST_FLAGS) $(FIRST_PKGS) $(PKGS) 2>&1 | tee "$$out/pkgs"; rc=$${PIPESTATUS[0]}; \
-	if [ -n "$$e2e" ]; then wait $$e2e; e2erc=$$?; cat "$$out/e2e"; \
-		if [ $$e2erc -ne 0 ]; then rc=$$((rc ? rc : 1)); echo "make test: the e2e suite failed (its output is above)"; fi; fi; \
-	if [ $$rc -ne 0 ]; then echo "make test: what failed:"; \
-		grep -hE -- '^[[:space:]]*--- FAIL|^FAIL|^panic: |test timed out' "$$out"/* | sed 's/^/  /'; fi; \
-	exit $$rc
+	@E2E="$(if $(filter ./...,$(PKGS)),$(MAKE) --no-print-directory e2e-short)" hack/test.sh $(GO_TEST_FLAGS) $(FIRST_PKGS) $(PKGS)
 
 # The real-node suite (e2e/, build tag e2e): needs root. -count=1 because it builds the image
 # from the checkout, which Go's test cache cannot see; -race because the other test binaries

@@ -1,6 +1,7 @@
 package charts_test
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,4 +88,28 @@ func makeDryRun(t *testing.T, args ...string) string {
 		t.Fatalf("make -n %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return string(out)
+}
+
+// TestMakeTestNamesWhatFailed: when a package fails, make test's run (hack/test.sh) still
+// waits for the e2e suite, prints its output, and ends with every failed test's line, so that
+// CI's log, cut to its last lines, names the failure. (Under `set -e` a failed `go test` ended
+// the recipe at once: CI showed the passing packages' lines and "Error 2", nothing else.)
+func TestMakeTestNamesWhatFailed(t *testing.T) {
+	cmd := exec.Command("hack/test.sh", "-count=1", "./hack/testdata/failpkg")
+	cmd.Dir = root(t)
+	cmd.Env = append(os.Environ(), "E2E=echo e2e-output; echo '--- FAIL: TestOnTheNode (1.00s)'; exit 1")
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+		t.Fatalf("hack/test.sh on a failing package: want a non-zero exit, got %v\n%s", err, out)
+	}
+	_, summary, ok := strings.Cut(string(out), "make test: what failed:\n")
+	if !ok || !strings.Contains(string(out), "e2e-output") {
+		t.Fatalf("want the e2e output and then a summary of the failures:\n%s", out)
+	}
+	for _, want := range []string{"--- FAIL: TestFails", "FAIL\tgithub.com/lockstep-dev/lockstep/hack/testdata/failpkg", "--- FAIL: TestOnTheNode"} {
+		if !strings.Contains(summary, want) {
+			t.Errorf("summary lacks %q:\n%s", want, summary)
+		}
+	}
 }
