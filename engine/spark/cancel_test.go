@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -48,15 +49,23 @@ func TestCancelKillsTheRunner(t *testing.T) {
 
 	// The JVM's pid, from the plan path the run logs as it starts it.
 	var pid int
+	var plan string
 	deadline := time.Now().Add(2 * time.Minute)
 	for pid == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no runner JVM started within 2 minutes; the run's log:\n%s", logs.String())
 		}
 		time.Sleep(50 * time.Millisecond)
-		if plan := loggedPlan(logs.String()); plan != "" {
+		if plan = loggedPlan(logs.String()); plan != "" {
 			pid = processWith(t, plan)
 		}
+	}
+	// The JVM's temporary files (Spark's block manager, native libraries) go to the launch's
+	// folder, which the run removes: the shared temporary folder keeps nothing of it.
+	launchDir := filepath.Dir(plan)
+	if cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil &&
+		!bytes.Contains(cmdline, []byte("-Djava.io.tmpdir="+filepath.Join(launchDir, "tmp")+"\x00")) {
+		t.Errorf("the runner's JVM does not keep its temporary files in %s/tmp: %q", launchDir, cmdline)
 	}
 	cancel()
 	select {
@@ -70,6 +79,9 @@ func TestCancelKillsTheRunner(t *testing.T) {
 	// Run returns after the JVM has been waited for: it is gone, not a zombie.
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Errorf("the runner's JVM (pid %d) is still there after the cancelled run returned: kill(0) = %v", pid, err)
+	}
+	if _, err := os.Stat(launchDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the run's folder %s is still there after it returned: %v", launchDir, err)
 	}
 	if !strings.Contains(logs.String(), "did not stop in time") {
 		t.Errorf("the run did not say it killed the JVM; its log:\n%s", logs.String())

@@ -165,7 +165,8 @@ func TestSparkDriverKilled(t *testing.T) {
 			}
 			run := func(extra ...string) *exec.Cmd {
 				cmd := exec.Command(bin, "run", "-f", file)
-				cmd.Dir, cmd.Env = dir, crashtest.Env(append(env, extra...)...)
+				// TMPDIR: a killed run leaves its Spark folder (engine/spark's launch) in the test's.
+				cmd.Dir, cmd.Env = dir, crashtest.Env(append(env, append(extra, "TMPDIR="+dir)...)...)
 				return cmd
 			}
 			for i, at := range tc.kills {
