@@ -14,7 +14,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
-	"github.com/lockstep-dev/lockstep/engine/webhook"
 	"github.com/lockstep-dev/lockstep/internal/storeconn"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
@@ -710,11 +709,11 @@ func (c *compiler) sink(p *field.Path, s *v1.Sink, cols v1.Columns) (Sink, []Ste
 		}
 		return Sink{Kind: SinkFiles, Format: string(format), Path: sparkckpt.HadoopLocation(f.Path), Options: opts}, nil
 	case v1.SinkPostgres:
-		return c.postgresSink(p.Child("postgres"), s.Postgres, cols, c.getenv), nil
+		return c.postgresSink(p.Child("postgres"), s.Postgres, cols)
 	case v1.SinkKafka:
 		return c.kafkaSink(p.Child("kafka"), s.Kafka, cols)
 	case v1.SinkWebhook:
-		return c.webhookSink(p.Child("webhook"), s.Webhook, cols)
+		return rowsSink(cols)
 	}
 	return Sink{}, nil
 }
@@ -756,27 +755,12 @@ func (c *compiler) kafkaSink(p *field.Path, k *v1.KafkaSink, cols v1.Columns) (S
 	return Sink{Kind: SinkKafka, Options: opts, BatchHeader: kafka.BatchHeader}, []Step{{Select: record}}
 }
 
-// webhookSink POSTs each batch as the built-in webhook sink does (engine/webhook: the same
-// body, chunks, Idempotency-Key, headers, timeout and retries), from the driver in
-// foreachBatch; the last step makes each row's JSON object as the built-in encoder writes it.
-func (c *compiler) webhookSink(p *field.Path, w *v1.WebhookSink, cols v1.Columns) (Sink, []Step) {
-	w = w.DeepCopy()
-	if w.Timeout == "" {
-		w.Timeout = v1.DefaultWebhookTimeout
-	}
-	if w.MaxRowsPerRequest <= 0 {
-		w.MaxRowsPerRequest = v1.DefaultWebhookRowsPerRequest
-	}
-	timeout, err := time.ParseDuration(string(w.Timeout))
-	if err != nil || timeout <= 0 {
-		c.errs = append(c.errs, field.Invalid(p.Child("timeout"), w.Timeout, "want a positive duration such as 30s"))
-	}
-	hook := &Webhook{URL: w.URL, Headers: w.Headers, MaxRowsPerRequest: int(w.MaxRowsPerRequest),
-		TimeoutMs: timeout.Milliseconds(), RetryForMs: webhook.DefaultRetryFor.Milliseconds()}
-	if w.HeadersSecretName != "" {
-		hook.HeadersDir = webhook.DefaultHeadersDir
-	}
-	return Sink{Kind: SinkWebhook, Webhook: hook}, []Step{{Select: []string{jsonRow(cols) + " AS value"}}}
+// rowsSink hands each batch's rows to Go, whose sink writes and commits them (SinkRows, rows.go:
+// the webhook and PostgreSQL sinks, with the built-in runtime's own requests, statements and
+// retries); the last step makes each row's JSON object as the built-in encoder writes it, which
+// Go decodes by the output columns.
+func rowsSink(cols v1.Columns) (Sink, []Step) {
+	return Sink{Kind: SinkRows, Options: map[string]string{}}, []Step{{Select: []string{jsonRow(cols) + " AS value"}}}
 }
 
 // jsonRow is the Spark SQL of a row of cols as a JSON object as the built-in encoder writes it:

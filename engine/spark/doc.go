@@ -11,7 +11,8 @@
 // builds no CEL environment of its own. The runner (spark/runner, Java) only builds the query
 // the plan describes, writes the data and prints Spark's progress; committing is Go's: the
 // files sink's batches are committed here, by the built-in files sink's own manifest code, from
-// the data files the runner reports (files.go). [Query.Run] claims
+// the data files the runner reports (files.go), and the webhook and PostgreSQL sinks are the
+// built-in ones, fed the rows the runner hands over (rows.go). [Query.Run] claims
 // Lockstep's records in <location>/[RecordsDir] before Spark starts (Spark does not fence two
 // writers; the owner record's conditional create does), writes Spark's metadata with the same
 // query id, starts the runner as a child JVM ([FindRunner] finds the one `make tools` built),

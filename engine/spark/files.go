@@ -23,7 +23,8 @@ import (
 const requestPrefix = "@@lockstep-request "
 
 // request is what the runner asks. The files sink (Sink "files") asks "begin" before it writes
-// a batch, and "commit" with the data files its one Spark job wrote.
+// a batch, and "commit" with the data files its one Spark job wrote; the rows sink (Sink
+// "rows", rows.go) sends a batch's rows in chunks, then asks "commit".
 type request struct {
 	Sink    string `json:"sink"`
 	Op      string `json:"op"`
@@ -31,13 +32,21 @@ type request struct {
 	// Files are the data files of a commit: each path relative to the output folder, with the
 	// rows and bytes the Spark task that wrote it counted.
 	Files []sink.DataFile `json:"files,omitempty"`
+	// Rows are a chunk of the rows sink's batch: each the JSON object of the plan's last step.
+	Rows []json.RawMessage `json:"rows,omitempty"`
 }
 
-// Operations of the files sink's requests.
+// Operations of the requests.
 const (
 	opBegin  = "begin"
 	opCommit = "commit"
 )
+
+// committer commits what a sink of the runner wrote or hands over: *filesCommitter,
+// *rowsCommitter. serve answers one request and returns the rows a commit committed.
+type committer interface {
+	serve(ctx context.Context, req request) (reply, int64, error)
+}
 
 // reply answers a request: for begin, Skip (the batch is committed: compute it, write nothing)
 // or Prefix (how the name of every data file of this attempt begins); for commit, Committed.

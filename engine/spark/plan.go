@@ -153,22 +153,22 @@ const (
 	SinkDeltaMerge = "deltaMerge"
 	SinkConsole    = "console"
 	// SinkNoop writes nothing: a rebuild's batches (Plan.Rebuild).
-	SinkNoop = "noop"
-	// SinkPostgres is PostgreSQL in foreachBatch (Sink.Postgres).
-	SinkPostgres = "postgres"
-	SinkFiles    = "files"
+	SinkNoop  = "noop"
+	SinkFiles = "files"
 	// SinkKafka is Spark's Kafka writer in foreachBatch, each record headed lockstep-batch:
 	// <query id>:<batch id>; the steps before it made the key and value columns.
 	SinkKafka = "kafka"
-	// SinkWebhook is the webhook sink's requests from the driver in foreachBatch (Sink.Webhook).
-	SinkWebhook = "webhook"
+	// SinkRows hands each batch's rows, the JSON objects the last step made (value), to the
+	// Go parent, which writes and commits them with the built-in runtime's sink (rows.go): the
+	// webhook and PostgreSQL sinks.
+	SinkRows = "rows"
 )
 
 // Sink is where batches go.
 type Sink struct {
-	// Kind is delta (Spark's native Delta sink), console, or files (foreachBatch writing each
-	// batch's data files in one Spark job, which the Go side then commits in the files sink's
-	// manifest: engine/spark/files.go).
+	// Kind is one of the Sink* kinds: e.g. delta (Spark's native Delta sink), files
+	// (foreachBatch writing each batch's data files in one Spark job, which the Go side then
+	// commits in the files sink's manifest: files.go), rows (the Go sink writes the rows).
 	Kind string `json:"kind"`
 	// Format is the files sink's data format (json or parquet).
 	Format  string            `json:"format,omitempty"`
@@ -181,25 +181,8 @@ type Sink struct {
 	// (aliased s): the merge keys' null-safe equality, as grouping treats nulls; "true" for a
 	// global aggregate (its one row). See MergeCondition.
 	MergeCondition string `json:"mergeCondition,omitempty"`
-	// Postgres is the postgres sink's connection and statements.
-	Postgres *Postgres `json:"postgres,omitempty"`
 	// BatchHeader is the kafka sink's header naming each record's batch.
 	BatchHeader string `json:"batchHeader,omitempty"`
-	// Webhook is the webhook sink's requests.
-	Webhook *Webhook `json:"webhook,omitempty"`
-}
-
-// Webhook is how the webhook sink POSTs a batch (engine/webhook says what each does): chunks of
-// at most MaxRowsPerRequest rows, each request bounded by TimeoutMs and retried for RetryForMs.
-type Webhook struct {
-	URL     string            `json:"url"`
-	Headers map[string]string `json:"headers,omitempty"`
-	// HeadersDir is the folder of the mounted headers Secret, one file per header, read when
-	// the runner starts; "" for none.
-	HeadersDir        string `json:"headersDir,omitempty"`
-	MaxRowsPerRequest int    `json:"maxRowsPerRequest"`
-	TimeoutMs         int64  `json:"timeoutMs"`
-	RetryForMs        int64  `json:"retryForMs"`
 }
 
 // MergeCondition is the Delta MERGE condition of the table t and the batch s by keys: each key

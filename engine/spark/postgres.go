@@ -14,67 +14,14 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/postgres"
 )
 
-// PasswordEnv is the runner's environment variable that carries the PostgreSQL sink's
-// password: the plan names it and never holds the password.
-const PasswordEnv = "LOCKSTEP_SPARK_POSTGRES_PASSWORD"
-
-// Postgres is the PostgreSQL sink's part of a plan: the statements of the built-in sink
-// (engine/postgres), with JDBC's ? placeholders, run by the runner in foreachBatch: in one
-// transaction, RecordBatch (query id, batch id) first; when it affects no row the batch
-// committed before and the transaction is rolled back; else Replace (complete mode, a global
-// aggregate), then Insert per row (an upsert by key in update mode), then COMMIT.
-type Postgres struct {
-	// JDBCURL names the server and database, without credentials.
-	JDBCURL string `json:"jdbcUrl"`
-	User    string `json:"user"`
-	// Setup runs once before the query starts (the progress table, createTable).
-	Setup       []string `json:"setup"`
-	RecordBatch string   `json:"recordBatch"`
-	Replace     string   `json:"replace,omitempty"`
-	Insert      string   `json:"insert"`
-	// Types are the inserted columns' types (v1 column types), for binding.
-	Types []string `json:"types"`
-}
-
-// postgresSink compiles the PostgreSQL sink. The connection string is read with getenv (nil
-// while only checking: the statements are made, the connection is not).
-func (c *compiler) postgresSink(p *field.Path, pg *v1.PostgresSink, cols v1.Columns, getenv func(string) string) Sink {
-	keys, _ := c.spec.UpsertKeys()
-	mode := c.spec.OutputMode
-	table := postgres.TableIdentifier(pg.Table)
-	progress := postgres.ProgressIdentifier(table)
-	jdbc := strings.NewReplacer("$1", "?", "$2", "?")
-	out := &Postgres{Setup: []string{postgres.ProgressTableSQL(progress)}, RecordBatch: jdbc.Replace(postgres.RecordBatchSQL(progress))}
-	if pg.CreateTable {
-		out.Setup = append(out.Setup, postgres.CreateTableSQL(table, cols, keys))
+// postgresSink compiles the PostgreSQL sink: the built-in sink (engine/postgres) writes and
+// commits each batch's rows in Go (SinkRows, rows.go), with its own statements, transaction
+// and connection; Spark computes the rows.
+func (c *compiler) postgresSink(p *field.Path, pg *v1.PostgresSink, cols v1.Columns) (Sink, []Step) {
+	if keys, _ := c.spec.UpsertKeys(); c.spec.OutputMode == v1.OutputUpdate && len(keys) > 0 && !c.hasAggregate() {
+		c.refuse(p.Child("keyColumns"), pg.KeyColumns, "an upsert without an aggregation: "+lastRowOfAKey+"; aggregate by the keys, or run on the lockstep runtime")
 	}
-	names := cols.Names()
-	marks := make([]string, len(names))
-	for i, col := range cols {
-		marks[i] = "?"
-		out.Types = append(out.Types, string(col.Type))
-	}
-	out.Insert = "INSERT INTO " + table.Sanitize() + " (" + postgres.IdentList(names) + ") VALUES (" + strings.Join(marks, ", ") + ")"
-	switch {
-	case mode == v1.OutputComplete, mode == v1.OutputUpdate && len(keys) == 0:
-		out.Replace = "DELETE FROM " + table.Sanitize()
-	case mode == v1.OutputUpdate:
-		if !c.hasAggregate() {
-			c.refuse(p.Child("keyColumns"), pg.KeyColumns, "an upsert without an aggregation: "+lastRowOfAKey+"; aggregate by the keys, or run on the lockstep runtime")
-		}
-		var set []string
-		for _, n := range names {
-			q := pgx.Identifier{n}.Sanitize()
-			set = append(set, q+" = EXCLUDED."+q)
-		}
-		out.Insert += " ON CONFLICT (" + postgres.IdentList(keys) + ") DO UPDATE SET " + strings.Join(set, ", ")
-	}
-	if getenv != nil {
-		if cfg := c.jdbc(p.Child("connection"), pg.Connection, getenv); cfg != nil {
-			out.JDBCURL, out.User = cfg.url, cfg.user
-		}
-	}
-	return Sink{Kind: SinkPostgres, Options: map[string]string{}, Postgres: out}
+	return rowsSink(cols)
 }
 
 // postgresStatic compiles a stream–static join's PostgreSQL side: Spark's JDBC reader running
@@ -113,7 +60,9 @@ func (c *compiler) postgresStatic(p *field.Path, st *v1.StaticSide, n int, geten
 
 // StaticPasswordEnv is the runner's environment variable that carries the password of the
 // query's n-th PostgreSQL static side (0 the first, in transform order).
-func StaticPasswordEnv(n int) string { return fmt.Sprintf("%s_STATIC_%d", PasswordEnv, n) }
+func StaticPasswordEnv(n int) string {
+	return fmt.Sprintf("LOCKSTEP_SPARK_POSTGRES_PASSWORD_STATIC_%d", n)
+}
 
 // jdbcConfig is a connection string as pgjdbc takes it: the URL (server, database, sslmode,
 // and the run-time parameters, such as search_path, as the options PostgreSQL applies when the
@@ -160,9 +109,9 @@ func startupOptions(params map[string]string) string {
 // pgString writes s as a PostgreSQL string literal (standard_conforming_strings, on since 9.1).
 func pgString(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
-// runnerSecrets is the runner's environment that carries the query's PostgreSQL passwords,
-// each under the variable its part of the plan names: the sink's (PasswordEnv) and each static
-// side's (StaticPasswordEnv). The plan never holds a password.
+// runnerSecrets is the runner's environment that carries the passwords of the query's
+// PostgreSQL static sides, each under the variable its part of the plan names
+// (StaticPasswordEnv). The plan never holds a password; the sink's stays with Go (rows.go).
 func runnerSecrets(spec *v1.StreamingQuerySpec, getenv func(string) string) []string {
 	password := func(conn v1.PostgresConnection) string {
 		cfg, err := pgx.ParseConfig(getenv(conn.DSNEnvName()))
@@ -172,11 +121,6 @@ func runnerSecrets(spec *v1.StreamingQuerySpec, getenv func(string) string) []st
 		return cfg.Password
 	}
 	var env []string
-	if pg := spec.Sink.Postgres; pg != nil {
-		if pw := password(pg.Connection); pw != "" {
-			env = append(env, PasswordEnv+"="+pw)
-		}
-	}
 	for n, st := range postgresStatics(spec) {
 		if pw := password(st.Postgres.Connection); pw != "" {
 			env = append(env, StaticPasswordEnv(n)+"="+pw)

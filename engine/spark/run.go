@@ -221,11 +221,12 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 		plan.Master = q.opts.Master
 	}
 	maps.Copy(plan.Conf, q.opts.Conf)
-	var files *filesCommitter
-	if q.spec.Sink.Files != nil {
-		if files, err = newFilesCommitter(ctx, q.plan, id, os.Getenv, q.opts.Logger.With("sink", string(v1.SinkFiles))); err != nil {
-			return sum, err
-		}
+	commit, err := q.committer(ctx, plan, id)
+	if err != nil {
+		return sum, err
+	}
+	if c, ok := commit.(io.Closer); ok {
+		defer c.Close()
 	}
 	if q.opts.Observer != nil {
 		q.opts.Observer.Started(engine.Start{
@@ -235,7 +236,7 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 			Pinned: map[string]string{"runtime": string(v1.RuntimeSpark), "spark.sql.shuffle.partitions": plan.Conf["spark.sql.shuffle.partitions"]},
 		})
 	}
-	err = q.runRunner(ctx, plan, ck, files, joins, &sum)
+	err = q.runRunner(ctx, plan, ck, commit, joins, &sum)
 	sum.Duration = time.Since(start)
 	sum.DurationMs = sum.Duration.Milliseconds()
 	if err != nil {
@@ -314,16 +315,29 @@ func claimSparkMetadata(ctx context.Context, s checkpoint.Store, id string) erro
 	return nil
 }
 
-// runRunner starts the runner on plan and follows it to its end, committing the files sink's
-// batches with files (nil for another sink) and recording joins, the static snapshots the plan
+// committer is what commits the batches of the plan's sink in Go, nil for a sink Spark commits
+// itself: the files sink's manifest (files.go), the rows sinks (rows.go).
+func (q *Query) committer(ctx context.Context, plan *Plan, queryID string) (committer, error) {
+	logger := q.opts.Logger.With("sink", string(q.spec.Sink.Kind()))
+	switch plan.Sink.Kind {
+	case SinkFiles:
+		return newFilesCommitter(ctx, q.plan, queryID, os.Getenv, logger)
+	case SinkRows:
+		return newRowsCommitter(ctx, q.plan, queryID, os.Getenv, logger)
+	}
+	return nil, nil
+}
+
+// runRunner starts the runner on plan and follows it to its end, committing the sink's batches
+// with commit (nil for a sink Spark commits) and recording joins, the static snapshots the plan
 // pins, in each batch's entry.
-func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, files *filesCommitter, joins []checkpoint.JoinSnapshot, sum *engine.Summary) error {
+func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkpoint, commit committer, joins []checkpoint.JoinSnapshot, sum *engine.Summary) error {
 	jvm, err := q.launch(ctx, plan)
 	if err != nil {
 		return err
 	}
 	defer jvm.cleanup()
-	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted, files: files, joins: joins, send: jvm.send}
+	r := &reader{q: q, ck: ck, sum: sum, last: sum.LastCommitted, commit: commit, sink: plan.Sink.Kind, joins: joins, send: jvm.send}
 	scanErr := r.read(ctx, jvm.stdout)
 	waitErr := jvm.wait()
 	if r.err != nil {
@@ -482,11 +496,13 @@ type reader struct {
 	err         error
 	// joins are the static snapshots each batch joins (pinStatics), which its entry records.
 	joins []checkpoint.JoinSnapshot
-	// sinkRows holds the rows the files sink committed per batch (Spark reports none for
+	// sinkRows holds the rows the sink's committer committed per batch (Spark reports none for
 	// foreachBatch).
 	sinkRows map[int64]int64
-	// files commits the files sink's batches; nil for another sink.
-	files *filesCommitter
+	// commit commits the sink's batches, whose plan kind is sink; nil for a sink Spark
+	// commits itself.
+	commit committer
+	sink   string
 	// send writes a line to the runner's standard input.
 	send func(line []byte) error
 }
@@ -533,11 +549,11 @@ func (r *reader) request(ctx context.Context, line string) {
 	rep := reply{BatchID: req.BatchID}
 	switch {
 	case err != nil:
-	case req.Sink != string(v1.SinkFiles) || r.files == nil:
+	case req.Sink != r.sink || r.commit == nil:
 		err = fmt.Errorf("the runner asked the %q sink, which the query does not have", req.Sink)
 	default:
 		var rows int64
-		rep, rows, err = r.files.serve(ctx, req)
+		rep, rows, err = r.commit.serve(ctx, req)
 		if err == nil && rep.Committed {
 			if r.sinkRows == nil {
 				r.sinkRows = map[int64]int64{}

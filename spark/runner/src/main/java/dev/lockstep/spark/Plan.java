@@ -106,34 +106,7 @@ public final class Plan {
     public List<String> partitionColumns = new ArrayList<>();
     /** Delta MERGE: the condition over the table t and the batch s, compiled in Go. */
     public String mergeCondition;
-    /** PostgreSQL: the connection and statements. */
-    public Postgres postgres;
     /** Kafka: the header naming each record's batch, {@code <query id>:<batch id>}. */
     public String batchHeader;
-    /** Webhook: the requests. */
-    public Webhook webhook;
-  }
-
-  /** The webhook sink: engine/spark/plan.go's Webhook says what each field does. */
-  @JsonIgnoreProperties(ignoreUnknown = false)
-  public static final class Webhook {
-    public String url;
-    public Map<String, String> headers = new LinkedHashMap<>();
-    public String headersDir;
-    public int maxRowsPerRequest;
-    public long timeoutMs;
-    public long retryForMs;
-  }
-
-  /** The PostgreSQL sink: engine/spark/postgres.go says what each statement does. */
-  @JsonIgnoreProperties(ignoreUnknown = false)
-  public static final class Postgres {
-    public String jdbcUrl;
-    public String user;
-    public List<String> setup = new ArrayList<>();
-    public String recordBatch;
-    public String replace;
-    public String insert;
-    public List<String> types = new ArrayList<>();
   }
 }

@@ -172,10 +172,8 @@ public final class Runner {
       case "deltaMerge" -> {
         return w.foreachBatch(Crash.around(new DeltaMergeSink(k, plan.queryId))).start();
       }
-      case "postgres" -> {
-        PostgresSink pg = new PostgresSink(k.postgres, plan.queryId);
-        pg.setup();
-        return w.foreachBatch(Crash.around(pg)).start();
+      case "rows" -> {
+        return w.foreachBatch(Crash.around(new RowsSink())).start();
       }
       case "console" -> {
         return w.format("console").options(k.options).start();
@@ -194,9 +192,6 @@ public final class Runner {
             .withColumn("headers", functions.array(functions.struct(functions.lit(k.batchHeader).as("key"),
                 functions.lit(id + ":" + batchId).cast("binary").as("value"))))
             .write().format("kafka").options(k.options).save())).start();
-      }
-      case "webhook" -> {
-        return w.foreachBatch(Crash.around(new WebhookSink(k.webhook, plan.queryId))).start();
       }
       default -> throw new IllegalArgumentException("sink kind " + k.kind);
     }
