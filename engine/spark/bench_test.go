@@ -2,13 +2,17 @@ package spark_test
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -267,6 +271,10 @@ const (
 // CPU-seconds (this process's and its children's: the JVM's) and wall seconds per run, and the
 // Lockstep run its ratios to the hand-written job's, x-hand-cpu and x-hand-wall. Both must write
 // the same number of rows.
+//
+// job=rows runs the same query into the webhook sink (an HTTP receiver in this process that
+// counts rows and keeps nothing), whose rows the runner hands to its Go parent (rows.go): the
+// cost of that stream, as x-files-cpu, its CPU-seconds over the files sink's (job=lockstep).
 func BenchmarkSparkFiles(b *testing.B) {
 	runner := testenv.SparkRunner(b)
 	b.Setenv("JAVA_TOOL_OPTIONS", "") // Spark as users run it, as in BenchmarkRuntimes
@@ -279,11 +287,23 @@ func BenchmarkSparkFiles(b *testing.B) {
 	classes := compileHandJob(b, runner)
 	mem := v1.SparkProcess{}.MemoryOrDefault()
 	heap := mem.Value()
-	var hand struct {
+	var hand, files struct {
 		cpu, wall float64
 		rows      int64
 	}
-	for _, job := range []string{"hand", "lockstep"} {
+	var received atomic.Int64
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct {
+			Rows []json.RawMessage `json:"rows"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		received.Add(int64(len(body.Rows)))
+	}))
+	defer hook.Close()
+	for _, job := range []string{"hand", "lockstep", "rows"} {
 		b.Run("job="+job, func(b *testing.B) {
 			var (
 				cpu, wall time.Duration
@@ -316,33 +336,48 @@ func BenchmarkSparkFiles(b *testing.B) {
 						b.Fatalf("the hand-written job: %v\n%s", err, tail(string(data), 40))
 					}
 				} else {
-					obj := qt.Make("bench-files", "bench").FilesSource("bids", in, v1.FormatParquet, v1.NexmarkColumns(v1.NexmarkBid)...).
+					q := qt.Make("bench-files", "bench").FilesSource("bids", in, v1.FormatParquet, v1.NexmarkColumns(v1.NexmarkBid)...).
 						EditSource("bids", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
 						Filter(benchFilesFilter).
 						Select(qt.As("auction", "auction"), qt.As("bidder", "bidder"), qt.As("euro", "double(price) * 0.908"), qt.As("dateTime", "dateTime")).
-						FilesSink(out, v1.FormatParquet).AvailableNow().Checkpoint(ck).StatePartitions(8).Obj()
-					runOn(b, ctx, "spark", runner, nil, obj, nil)
+						FilesSink(out, v1.FormatParquet).AvailableNow().Checkpoint(ck).StatePartitions(8)
+					if job == "rows" {
+						received.Store(0)
+						q = q.Sink(v1.Sink{Webhook: &v1.WebhookSink{URL: hook.URL, MaxRowsPerRequest: 10_000}})
+					}
+					runOn(b, ctx, "spark", runner, nil, q.Obj(), nil)
 				}
 				cpu += enginetest.CPU(true) - began
 				wall += time.Since(start)
-				rows += outputRows(b, ctx, job, out)
+				if job == "rows" {
+					rows += received.Load()
+				} else {
+					rows += outputRows(b, ctx, job, out)
+				}
 			}
 			perRun := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
 			b.ReportMetric(perRun(cpu), "cpu-s")
 			b.ReportMetric(perRun(wall), "wall-s")
 			b.ReportMetric(float64(rows)/float64(b.N), "rows")
-			if job == "hand" {
+			switch {
+			case job == "hand":
 				hand.cpu, hand.wall, hand.rows = perRun(cpu), perRun(wall), rows/int64(b.N)
-				return
+			case job == "lockstep":
+				files.cpu, files.wall, files.rows = perRun(cpu), perRun(wall), rows/int64(b.N)
+				if hand.cpu == 0 {
+					return // the hand-written job did not run (-bench chose this one only)
+				}
+				if files.rows != hand.rows {
+					b.Fatalf("Lockstep wrote %d rows a run, the hand-written job %d", files.rows, hand.rows)
+				}
+				b.ReportMetric(perRun(cpu)/hand.cpu, "x-hand-cpu")
+				b.ReportMetric(perRun(wall)/hand.wall, "x-hand-wall")
+			case files.cpu != 0:
+				if got := rows / int64(b.N); got != files.rows {
+					b.Fatalf("the webhook received %d rows a run, the files sink wrote %d", got, files.rows)
+				}
+				b.ReportMetric(perRun(cpu)/files.cpu, "x-files-cpu")
 			}
-			if hand.cpu == 0 {
-				return // the hand-written job did not run (-bench chose this one only)
-			}
-			if got := rows / int64(b.N); got != hand.rows {
-				b.Fatalf("Lockstep wrote %d rows a run, the hand-written job %d", got, hand.rows)
-			}
-			b.ReportMetric(perRun(cpu)/hand.cpu, "x-hand-cpu")
-			b.ReportMetric(perRun(wall)/hand.wall, "x-hand-wall")
 		})
 	}
 }
