@@ -178,3 +178,35 @@ func TestSparkRetainedKafka(t *testing.T) {
 		t.Errorf("current generation after the refused rebuild = %+v, %v; want 0", g, err)
 	}
 }
+
+// TestSparkRetainedDeltaUnknown: Spark's Delta offsets do not say where the source started, so
+// its retention is unknown (engine.ErrRetentionUnknown, with the reason), never a guess. The
+// offsets entry is one as Spark 4.2 writes it for a Delta source.
+func TestSparkRetainedDeltaUnknown(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	loc := filepath.Join(dir, "ckpt")
+	entry := "v1\n" + `{"batchWatermarkMs":0,"batchTimestampMs":1796598123826,"conf":{"spark.sql.streaming.queryEvolution.enableSourceEvolution":"true"}}` + "\n" +
+		`{"sourceVersion":1,"reservoirId":"5b0d0c2e-9c1d-4c1a-8a51-1f0e4b1e2a11","reservoirVersion":3,"index":-1,"isStartingVersion":false}` + "\n"
+	if err := os.MkdirAll(filepath.Join(loc, "offsets"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(loc, "offsets", "0"), []byte(entry), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	obj := qt.Make("retained-delta", "spark").DeltaSource("orders", filepath.Join(dir, "table"), v1.Column{Name: "id", Type: v1.TypeString}).
+		ConsoleSink().AvailableNow().Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }).Obj()
+	q, err := spark.New(obj, spark.Options{Location: loc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := checkpoint.Open(ctx, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = q.CheckRetained(ctx, store, 1)
+	if !errors.Is(err, engine.ErrRetentionUnknown) || errors.Is(err, engine.ErrRebuildImpossible) || !strings.Contains(err.Error(), "source orders") ||
+		!strings.Contains(err.Error(), "Spark's Delta offsets do not record where the source started") {
+		t.Errorf("CheckRetained of a Delta source = %v; want ErrRetentionUnknown naming the source and saying why", err)
+	}
+}
