@@ -17,6 +17,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/internal/storeconn"
@@ -35,9 +36,12 @@ import (
 //   - kafka: Spark's Kafka offsets ({"topic":{"partition":offset}}) are the built-in source's;
 //     the starting offsets (sources/<source>/0) and batch N's end go to
 //     kafka.Source.RetainedFrom.
-//   - delta: Spark's Delta offsets (reservoirVersion, index) do not say where the source
-//     started (the snapshot of which version, or a startingVersion), so the check cannot
-//     know which commits and files the replay reads: its retention is unknown.
+//   - delta: Spark's Delta offset {"reservoirVersion":v,"index":i,"isStartingVersion":s} is
+//     the built-in source's {"version":v,"index":i+1,"snapshot":s} (Spark's index is the last
+//     file read, -1 for none; the built-in's the next to read); the start is startingVersion,
+//     else the snapshot of the version the batches' offsets name while they read it. A batch 0
+//     that read the whole snapshot and moved on does not say which version that was: then the
+//     retention is unknown. Both go to delta.Source.RetainedFrom.
 
 // CheckRetained asks the query's sources whether they still hold the input of Spark's batches
 // 0 to batches-1, as sparkStore (one generation's Spark files: the location, or its
@@ -151,7 +155,7 @@ func (r retention) check(ctx context.Context) error {
 	case v1.SourceKafka:
 		return r.kafka(ctx)
 	case v1.SourceDelta:
-		return fmt.Errorf("%w: Spark's Delta offsets do not record where the source started (the snapshot of a version, or startingVersion), so which commits and data files a rebuild reads again is not known", errNotRecorded)
+		return r.delta(ctx)
 	}
 	return nil // regenerated input (Spark refuses the rate and Nexmark sources anyway)
 }
@@ -279,4 +283,47 @@ func (r retention) kafka(ctx context.Context) error {
 		defer c.Close()
 	}
 	return src.(*kafka.Source).RetainedFrom(ctx, start, end)
+}
+
+// sparkDeltaOffset is Spark's Delta source offset.
+type sparkDeltaOffset struct {
+	ReservoirVersion  int64 `json:"reservoirVersion"`
+	Index             int64 `json:"index"`
+	IsStartingVersion bool  `json:"isStartingVersion"`
+}
+
+// delta checks that the table still holds every commit and data file the batches read, from
+// the source's start to the newest batch's end.
+func (r retention) delta(ctx context.Context) error {
+	var start []byte
+	if v := r.spec.Delta.StartingVersion; v != nil {
+		start = fmt.Appendf(nil, `{"version":%d}`, *v)
+	}
+	var end sparkDeltaOffset
+	for i, o := range r.offs {
+		off := sparkSourceOffset(o, r.pos, r.spec.Name)
+		if off == nil {
+			continue
+		}
+		var d sparkDeltaOffset
+		if err := json.Unmarshal(off, &d); err != nil {
+			return fmt.Errorf("%w: offsets/%d: the Delta source's offset %s: %w", engine.ErrRetentionUnknown, i, off, err)
+		}
+		if start == nil && d.IsStartingVersion {
+			start = fmt.Appendf(nil, `{"version":%d,"index":0,"snapshot":true}`, d.ReservoirVersion)
+		}
+		end = d
+	}
+	if start == nil {
+		return fmt.Errorf("%w: the batches read the whole starting snapshot in batch 0, and Spark's Delta offsets do not record the version it was of, so which data files a rebuild reads again is not known", errNotRecorded)
+	}
+	stop := fmt.Appendf(nil, `{"version":%d,"index":%d,"snapshot":%t}`, end.ReservoirVersion, end.Index+1, end.IsStartingVersion)
+	src, err := delta.NewSource(ctx, r.spec, r.env())
+	if err != nil {
+		return fmt.Errorf("%w: %w", engine.ErrRetentionUnknown, err)
+	}
+	if c, ok := src.(io.Closer); ok {
+		defer c.Close()
+	}
+	return src.(*delta.Source).RetainedFrom(ctx, start, stop)
 }

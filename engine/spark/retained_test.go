@@ -179,9 +179,47 @@ func TestSparkRetainedKafka(t *testing.T) {
 	}
 }
 
-// TestSparkRetainedDeltaUnknown: Spark's Delta offsets do not say where the source started, so
-// its retention is unknown (engine.ErrRetentionUnknown, with the reason), never a guess. The
-// offsets entry is one as Spark 4.2 writes it for a Delta source.
+// TestSparkRetainedDelta: a Delta source on Spark (a table the built-in engine wrote, one
+// commit a file) read one file a batch from the snapshot it started at: while the table holds
+// every data file PlanRebuild offers the rebuild; once one the batches read is gone (as a
+// VACUUM removes it), it fails with a SourceLostError naming the file.
+func TestSparkRetainedDelta(t *testing.T) {
+	runner := testenv.SparkRunner(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	in, table := filepath.Join(dir, "in"), filepath.Join(dir, "table")
+	writeInput(t, in)
+	runBuiltin(t, ctx, qt.Make("make-table", "spark").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		DeltaSink(table).AvailableNow().Checkpoint(filepath.Join(dir, "ck-table")).Obj())
+	query := func(keyed string) *v1.StreamingQuery {
+		return qt.Make("retained-delta", "spark").DeltaSource("orders", table, diffColumns...).
+			EditSource("orders", func(s *v1.Source) { s.Delta.MaxFilesPerTrigger = ptr[int32](1) }).
+			DropDuplicates("", keyed).OutputMode(v1.OutputAppend).ConsoleSink().AvailableNow().
+			Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }).Obj()
+	}
+	loc := filepath.Join(dir, "ckpt")
+	retainedRun(t, ctx, retainedQuery(t, runner, query("id"), loc))
+	q := retainedQuery(t, runner, query("qty"), loc)
+	if _, err := q.PlanRebuild(ctx); err != nil {
+		t.Fatalf("PlanRebuild with every data file there = %v, want nil", err)
+	}
+	files, err := filepath.Glob(filepath.Join(table, "*.parquet"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no data file in %s (%v)", table, err)
+	}
+	if err := os.Remove(files[0]); err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.PlanRebuild(ctx)
+	wantSourceLost(t, "PlanRebuild after a data file was removed", err, "orders",
+		"the data file "+files[0]+" that the committed batches read is gone")
+}
+
+// TestSparkRetainedDeltaUnknown: a Delta source whose batch 0 read the whole starting snapshot
+// and moved on: Spark's offsets do not say which version that snapshot was of, so the
+// retention is unknown (engine.ErrRetentionUnknown, with the reason), never a guess. The
+// offsets entry is one as Spark 4.2 writes it.
 func TestSparkRetainedDeltaUnknown(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -206,7 +244,7 @@ func TestSparkRetainedDeltaUnknown(t *testing.T) {
 	}
 	err = q.CheckRetained(ctx, store, 1)
 	if !errors.Is(err, engine.ErrRetentionUnknown) || errors.Is(err, engine.ErrRebuildImpossible) || !strings.Contains(err.Error(), "source orders") ||
-		!strings.Contains(err.Error(), "Spark's Delta offsets do not record where the source started") {
+		!strings.Contains(err.Error(), "Spark's Delta offsets do not record the version") {
 		t.Errorf("CheckRetained of a Delta source = %v; want ErrRetentionUnknown naming the source and saying why", err)
 	}
 }
