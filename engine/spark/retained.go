@@ -46,8 +46,9 @@ import (
 // CheckRetained asks the query's sources whether they still hold the input of Spark's batches
 // 0 to batches-1, as sparkStore (one generation's Spark files: the location, or its
 // generation-<n>/) recorded them: nil when every source does, an *engine.SourceLostError
-// (an engine.ErrRebuildImpossible) saying what is gone, or an error wrapping
-// engine.ErrRetentionUnknown when a source could not find out. It writes nothing.
+// (an engine.ErrRebuildImpossible) saying what is gone (or an ErrRebuildImpossible saying
+// that Spark's offsets log lacks a batch), or an error wrapping engine.ErrRetentionUnknown
+// when a source could not find out. It writes nothing.
 //
 // Spark's offsets name the sources by position (offsets v1) or by name (v2); a position is
 // the source's in the spec, as the runner's progress reports them (run.go).
@@ -59,6 +60,10 @@ func (q *Query) CheckRetained(ctx context.Context, sparkStore checkpoint.Store, 
 	for i := range batches {
 		key := "offsets/" + strconv.FormatInt(i, 10)
 		data, err := sparkStore.Get(ctx, key)
+		if errors.Is(err, checkpoint.ErrNotFound) { // as amendPlan says it
+			return fmt.Errorf("%w: %w: Spark's offsets log in %s no longer holds batch %d (spark.sql.streaming.minBatchesToRetain purged it), so what it read is no longer recorded",
+				engine.ErrRebuildImpossible, checkpoint.ErrNotReplayable, sparkStore.Location(), i)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: read %s/%s: %w", engine.ErrRetentionUnknown, sparkStore.Location(), key, err)
 		}
