@@ -213,7 +213,7 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 			case req.Retained != nil:
 				withRetention(facts.Rebuild, req.Retained(ctx, facts.Rebuild.Replay))
 			default:
-				facts.Rebuild.Unchecked = sparkSourcesUnchecked
+				facts.Rebuild.Unchecked = "the runtime did not ask its sources"
 			}
 			j, err = judgeAtStart(log, facts, req.Spec, req.Getenv)
 			if why := facts.Rebuild.Impossible; why != "" && errors.As(err, &rej) {

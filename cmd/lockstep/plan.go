@@ -127,11 +127,7 @@ func (o *planOptions) run(ctx context.Context, w io.Writer) error {
 	}
 	if r := facts.Rebuild; r != nil && r.Impossible == "" && (j.Rebuild || j.RebuildAnswers()) {
 		// The third way is on the table: ask the sources whether they still hold its input.
-		if q.Spec.Runtime.Name() == v1.RuntimeSpark {
-			r.Unchecked = sparkSourcesUnchecked
-		} else {
-			withRetention(r, o.checkSources(ctx, q))
-		}
+		withRetention(r, o.checkSources(ctx, q))
 		if j, err = compat.Judge(facts, &q.Spec, pg); err != nil {
 			return withExitCode(exitInvalid, err)
 		}

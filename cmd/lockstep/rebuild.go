@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -83,10 +84,17 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 		return err
 	}
 	p, err := q.PlanRebuild(ctx)
-	if errors.Is(err, engine.ErrRebuildImpossible) {
+	var lost *engine.SourceLostError
+	unchecked := ""
+	switch {
+	case errors.As(err, &lost):
+		return withExitCode(exitRefused, fmt.Errorf("%w: %w", engine.ErrRebuildImpossible, err))
+	case errors.Is(err, engine.ErrRebuildImpossible):
 		return withExitCode(exitRefused, err)
-	}
-	if err != nil {
+	case errors.Is(err, engine.ErrRetentionUnknown):
+		// A source that cannot say (Spark's Delta offsets): the rebuild replays without knowing.
+		unchecked = err.Error()
+	case err != nil:
 		return err
 	}
 	fmt.Fprintf(stdout, "Rebuild of %s for %s, generation %d → %d:\n", p.Location, file, p.From, p.To)
@@ -102,6 +110,9 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 		fmt.Fprintf(stdout, "  batch %d was planned and not committed: the new query runs it first\n", p.Pending)
 	}
 	fmt.Fprintf(stdout, "  output already written stays; from batch %d on it follows the new query\n", p.Batches)
+	if unchecked != "" {
+		fmt.Fprintf(stdout, "  whether the sources still hold that input is not known: %s\n", unchecked)
+	}
 	if dryRun {
 		fmt.Fprintln(stdout, "Dry run: nothing changed.")
 		return nil
@@ -124,37 +135,48 @@ func rebuildCheckpoint(ctx context.Context, file, location string, dryRun bool, 
 }
 
 // checkSources asks the sources of q whether they still hold what the checkpoint at
-// o.location's committed batches read (engine.Query.PlanRebuild).
+// o.location's committed batches read: the runtime's PlanRebuild, which opens them
+// (engine.Query.CheckRetained; on Spark, spark.Query.CheckRetained with what Spark's files
+// recorded).
 func (o *planOptions) checkSources(ctx context.Context, q *v1.StreamingQuery) error {
-	reg, err := newRegistry()
-	if err != nil {
-		return err
+	var r rebuilder
+	if q.Spec.Runtime.Name() == v1.RuntimeSpark {
+		sq, err := spark.New(q, spark.Options{Location: o.location, OpenOptions: o.openOpts})
+		if err != nil {
+			return err
+		}
+		r = sq
+	} else {
+		reg, err := newRegistry()
+		if err != nil {
+			return err
+		}
+		opts := []engine.Option{engine.WithCheckpoint(o.location)}
+		if o.getenv != nil {
+			opts = append(opts, engine.WithEnv(o.getenv))
+		}
+		eq, err := engine.New(q, reg, opts...)
+		if err != nil {
+			return err
+		}
+		r = eq
 	}
-	opts := []engine.Option{engine.WithCheckpoint(o.location)}
-	if o.getenv != nil {
-		opts = append(opts, engine.WithEnv(o.getenv))
-	}
-	eq, err := engine.New(q, reg, opts...)
-	if err != nil {
-		return err
-	}
-	_, err = eq.PlanRebuild(ctx)
+	_, err := r.PlanRebuild(ctx)
 	return err
 }
 
-// sparkSourcesUnchecked is Rebuild.Unchecked on the Spark runtime, whose sources Lockstep
-// does not open: Spark reads them.
-const sparkSourcesUnchecked = "the spark runtime does not ask its sources yet; a rebuild that meets lost input stops with Spark's error"
-
-// withRetention sets in r what the sources answered (err, from engine.Query.CheckRetained):
-// a source that lost input makes the rebuild impossible, one that could not be asked leaves
-// it unchecked.
+// withRetention sets in r what the sources answered (err, from the runtime's CheckRetained or
+// PlanRebuild): a source that lost input, or a runtime log that lacks a batch, makes the
+// rebuild impossible; a source that could not be asked leaves it unchecked.
 func withRetention(r *compat.Rebuild, err error) {
 	var lost *engine.SourceLostError
 	switch {
 	case r == nil || r.Impossible != "" || err == nil:
 	case errors.As(err, &lost):
 		r.Impossible = lost.Error()
+	case errors.Is(err, engine.ErrRebuildImpossible):
+		// What the runtime's own logs lack (Spark's offsets log purged of batch 0).
+		r.Impossible = strings.TrimPrefix(err.Error(), engine.ErrRebuildImpossible.Error()+": ")
 	default:
 		r.Unchecked = err.Error()
 	}

@@ -253,11 +253,19 @@ func (s *Source) startOf(ctx context.Context, start engine.Offset, planning bool
 // data file those commits (or the starting snapshot) added is still in the table's folder —
 // not removed by log retention or a VACUUM.
 func (s *Source) Retained(ctx context.Context, end engine.Offset) error {
+	return s.RetainedFrom(ctx, nil, end)
+}
+
+// RetainedFrom is Retained from the starting position start (the source's offset:
+// {"version":v,"index":i,"snapshot":true}; nil: the one the source recorded) rather than the
+// one the source recorded: for the batches a log other than the source's own records (the
+// Spark runtime's, whose Delta offsets translate to this source's; engine/spark).
+func (s *Source) RetainedFrom(ctx context.Context, startAt, end engine.Offset) error {
 	stop, err := s.startOf(ctx, end, false)
 	if err != nil {
 		return err
 	}
-	start, err := s.startOf(ctx, nil, false)
+	start, err := s.startOf(ctx, startAt, false)
 	if err != nil {
 		return fmt.Errorf("%w: %w", engine.ErrRetentionUnknown, err)
 	}

@@ -291,13 +291,27 @@ func (s *Source) loadStart(ctx context.Context) error {
 // retention or a deleteRecords that moved a partition's log start past that offset makes
 // a rebuild of the state impossible (engine.RetainingSource).
 func (s *Source) Retained(ctx context.Context, end engine.Offset) error {
+	var from engine.Offset
+	if s.start != nil {
+		from = s.start.Offsets.json()
+	}
+	return s.RetainedFrom(ctx, from, end)
+}
+
+// RetainedFrom is Retained from the starting offsets start ({"topic":{"partition":offset}},
+// nil: every partition from 0) rather than the ones the source recorded: for the batches a
+// log other than the source's own records (the Spark runtime's Kafka source keeps its
+// starting offsets in Spark's checkpoint; engine/spark).
+func (s *Source) RetainedFrom(ctx context.Context, start, end engine.Offset) error {
 	ends, err := parseOffsets(end)
 	if err != nil {
 		return err
 	}
 	var from offsets
-	if s.start != nil {
-		from = s.start.Offsets
+	if len(start) > 0 {
+		if from, err = parseOffsets(start); err != nil {
+			return err
+		}
 	}
 	_, logStarts, err := s.list(ctx)
 	if err != nil {

@@ -365,8 +365,7 @@ func (f *Files) Retained(ctx context.Context, end engine.Offset) error {
 	if err != nil {
 		return fmt.Errorf("%w: read seen-files log: %w", engine.ErrRetentionUnknown, err)
 	}
-	present := map[string]bool{}
-	listed := false
+	var read []BatchFiles
 	for _, k := range keys {
 		b, ok := checkpoint.ParseBatchName(strings.TrimPrefix(k, filesLogDir))
 		if !ok || b > last {
@@ -380,7 +379,29 @@ func (f *Files) Retained(ctx context.Context, end engine.Offset) error {
 		if err != nil {
 			return fmt.Errorf("%w: read seen-files entry %s: %w", engine.ErrRetentionUnknown, k, err)
 		}
-		if !listed && len(entries) > 0 {
+		bf := BatchFiles{Batch: b}
+		for _, e := range entries {
+			bf.Paths = append(bf.Paths, e.Path)
+		}
+		read = append(read, bf)
+	}
+	return f.RetainedFiles(ctx, read)
+}
+
+// BatchFiles is what one batch of a files source read: the files' paths under its folder.
+type BatchFiles struct {
+	Batch int64
+	Paths []string
+}
+
+// RetainedFiles checks that every file of read is still in the folder: Retained's check, for
+// the files a log other than the seen-files log lists (the Spark runtime's, whose file source
+// keeps its own; engine/spark).
+func (f *Files) RetainedFiles(ctx context.Context, read []BatchFiles) error {
+	present := map[string]bool{}
+	listed := false
+	for _, bf := range read {
+		if !listed && len(bf.Paths) > 0 {
 			objs, err := f.folder.List(ctx, "")
 			if err != nil {
 				return fmt.Errorf("%w: list %s: %w", engine.ErrRetentionUnknown, f.folder.Location(), err)
@@ -390,9 +411,9 @@ func (f *Files) Retained(ctx context.Context, end engine.Offset) error {
 			}
 			listed = true
 		}
-		for _, e := range entries {
-			if !present[e.Path] {
-				return fmt.Errorf("the file %s that batch %d read is gone", f.fileName(e.Path), b)
+		for _, p := range bf.Paths {
+			if !present[p] {
+				return fmt.Errorf("the file %s that batch %d read is gone", f.fileName(p), bf.Batch)
 			}
 		}
 	}

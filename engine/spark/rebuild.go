@@ -75,8 +75,11 @@ func (q *Query) PlanRebuild(ctx context.Context) (engine.RebuildPlan, error) {
 	if err != nil {
 		return p, err
 	}
-	err = amendPlan(ctx, checkpoint.GenerationStore(sparkRoot, old.Generation()), &p)
-	return p, err
+	oldSpark := checkpoint.GenerationStore(sparkRoot, old.Generation())
+	if err := amendPlan(ctx, oldSpark, &p); err != nil {
+		return p, err
+	}
+	return p, q.CheckRetained(ctx, oldSpark, p.Batches)
 }
 
 // amendPlan sets what Spark's own logs say: the batches Spark committed (the records may
@@ -136,7 +139,11 @@ func (q *Query) Rebuild(ctx context.Context, opts engine.RebuildOptions) (engine
 		Plan: func(ctx context.Context, old *checkpoint.Checkpoint, p *engine.RebuildPlan) error {
 			nextGen = checkpoint.Generation{Number: p.To}
 			next = checkpoint.GenerationStore(sparkRoot, nextGen)
-			return amendPlan(ctx, checkpoint.GenerationStore(sparkRoot, old.Generation()), p)
+			oldSpark := checkpoint.GenerationStore(sparkRoot, old.Generation())
+			if err := amendPlan(ctx, oldSpark, p); err != nil {
+				return err
+			}
+			return q.checkBeforeReplay(ctx, oldSpark, p.Batches)
 		},
 		Clear: func(ctx context.Context) error {
 			if dir, ok := localPath(generationLocation(q.opts.Location, nextGen)); ok {

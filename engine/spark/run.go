@@ -180,7 +180,10 @@ func (q *Query) Run(ctx context.Context) (engine.Summary, error) {
 		return sum, fmt.Errorf("read %s/%s: %w", loc, RecordsDir, err)
 	}
 	if q.opts.Guard != nil {
-		err := q.opts.Guard(ctx, engine.GuardRequest{Checkpoint: ck, Spec: q.spec, Head: head, NextBatch: next, Getenv: os.Getenv})
+		err := q.opts.Guard(ctx, engine.GuardRequest{Checkpoint: ck, Spec: q.spec, Head: head, NextBatch: next, Getenv: os.Getenv,
+			Retained: func(ctx context.Context, r checkpoint.Replay) error {
+				return q.CheckRetained(ctx, sparkStore, r.Batches)
+			}})
 		if errors.Is(err, engine.ErrRebuildRequired) && !q.rebuilt {
 			// spec.onIncompatibleChange: rebuild, and a rebuild answers the change: rebuild the
 			// state, then start again on the new generation.
