@@ -124,7 +124,7 @@ func (r *Rebuild) what() string {
 	}
 	s += fmt.Sprintf("; output already written stays; from batch %d on the output follows the new query", p.Batches)
 	if r.Unchecked != "" {
-		s += "; whether the sources still hold that input was not checked (" + r.Unchecked + "): the rebuild checks it before it replays anything"
+		s += "; whether the sources still hold that input was not checked (" + r.Unchecked + "); a rebuild that meets lost input stops and leaves the checkpoint as it was"
 	}
 	return s
 }

@@ -65,7 +65,7 @@ func TestRebuildOffered(t *testing.T) {
 		{"not possible", keyChange, lost, "Rebuilding the state from the retained input is not possible: the offsets log keeps batches 3–11 only."},
 		{"not gathered", keyChange, nil, ""},
 		{"sources unchecked", keyChange, &compat.Rebuild{Replay: possible.Replay, Unchecked: "admission does not connect to the sources"},
-			"from batch 12 on the output follows the new query; whether the sources still hold that input was not checked (admission does not connect to the sources): the rebuild checks it before it replays anything."},
+			"from batch 12 on the output follows the new query; whether the sources still hold that input was not checked (admission does not connect to the sources); a rebuild that meets lost input stops and leaves the checkpoint as it was."},
 		{"spark", func(s *v1.StreamingQuerySpec) { keyChange(s); onSpark(s) }, possible, "Or rebuild the state from the retained input (`lockstep checkpoint rebuild`, or spec.onIncompatibleChange: rebuild): it replays batches 0–11"},
 		{"a source change", func(s *v1.StreamingQuerySpec) { keyChange(s); s.Sources[0].Kafka.Topics = []string{"other"} }, possible, ""},
 	} {
