@@ -136,10 +136,31 @@ func (r *Rebuild) what() string {
 func ReadRebuild(ctx context.Context, c *checkpoint.Checkpoint) *Rebuild {
 	r, err := c.Replayable(ctx)
 	switch {
+	case errors.Is(err, checkpoint.ErrNotReplayable) && sparkRecords(r.Head()):
+		// The spark runtime replays the boundaries of Spark's own offsets log, which holds
+		// batches its records may not (those of a Spark checkpoint Lockstep adopted start at
+		// the adopted batch): its rebuild reads that log first and says which batches Spark
+		// purged (spark.Query.PlanRebuild).
+		return &Rebuild{Replay: r, Unchecked: fmt.Sprintf("Spark's offsets log, whose batches the spark runtime replays, was not read; Lockstep's records start at batch %d", firstRecorded(ctx, c))}
 	case errors.Is(err, checkpoint.ErrNotReplayable):
 		return &Rebuild{Replay: r, Impossible: err.Error()}
 	case err != nil:
 		return &Rebuild{Replay: r, Impossible: "the checkpoint's logs could not be read: " + err.Error()}
 	}
 	return &Rebuild{Replay: r}
+}
+
+// sparkRecords reports whether head is of the records the spark runtime keeps beside Spark's
+// own files: its offsets entries name the runtime.
+func sparkRecords(head checkpoint.Head) bool {
+	return head.Planned != nil && head.Planned.Conf["runtime"] == string(v1.RuntimeSpark)
+}
+
+// firstRecorded is the first batch c's offsets log holds, -1 when it cannot be read.
+func firstRecorded(ctx context.Context, c *checkpoint.Checkpoint) int64 {
+	b, err := c.Batches(ctx)
+	if err != nil || len(b) == 0 {
+		return -1
+	}
+	return b[0].ID
 }

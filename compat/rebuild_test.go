@@ -1,6 +1,7 @@
 package compat_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -87,6 +88,44 @@ func TestRebuildOffered(t *testing.T) {
 				if tc.want == "" && mentions || tc.want != "" && !strings.Contains(f.Remedy, tc.want) {
 					t.Errorf("%s remedy = %q, want %q", f.Rule, f.Remedy, tc.want)
 				}
+			}
+		})
+	}
+}
+
+// TestReadRebuildSparkRecords: records whose offsets log starts after batch 0 make a rebuild
+// impossible, unless they are the spark runtime's (a Spark checkpoint Lockstep adopted records
+// the adopted batch on): its rebuild replays Spark's own offsets log, which ReadRebuild does
+// not read, so the rebuild is offered unchecked and the runtime's plan decides.
+func TestReadRebuildSparkRecords(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		conf map[string]string
+		want func(*compat.Rebuild) bool
+	}{
+		{"built-in", nil, func(r *compat.Rebuild) bool { return strings.Contains(r.Impossible, "keeps batches 4–4 only") }},
+		{"spark", map[string]string{"runtime": "spark"}, func(r *compat.Rebuild) bool {
+			return r.Impossible == "" && r.Replay.Batches == 5 && strings.Contains(r.Unchecked, "Lockstep's records start at batch 4")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, err := checkpoint.OpenDir(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := checkpoint.Claim(ctx, dir, checkpoint.Owner{Namespace: "shop", Name: "orders"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.AddOffsets(ctx, checkpoint.Offsets{BatchID: 4, Conf: tc.conf}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.AddCommit(ctx, checkpoint.Commit{BatchID: 4}); err != nil {
+				t.Fatal(err)
+			}
+			if r := compat.ReadRebuild(ctx, c); !tc.want(r) {
+				t.Errorf("ReadRebuild = %+v", r)
 			}
 		})
 	}

@@ -221,6 +221,10 @@ type Rebuilder struct {
 	// Plan, when set, amends the plan read from the records with what the runtime's own
 	// logs say (nil: as read).
 	Plan func(ctx context.Context, old *checkpoint.Checkpoint, p *RebuildPlan) error
+	// OwnLog is set when the runtime replays the boundaries of its own offsets log, which
+	// Plan reads and answers for: then the records need not hold every batch from 0 (those
+	// of a Spark checkpoint Lockstep adopted start at the batch it adopted).
+	OwnLog bool
 	// Clear, when set, deletes the runtime's own files of the next generation when the
 	// rebuild starts it afresh, before its record names the spec.
 	Clear func(ctx context.Context) error
@@ -244,6 +248,9 @@ func (b Rebuilder) Rebuild(ctx context.Context, opts RebuildOptions) (RebuildSum
 	sum := RebuildSummary{}
 	for attempt := 0; ; attempt++ {
 		plan, head, err := planRebuild(ctx, old)
+		if b.OwnLog && errors.Is(err, checkpoint.ErrNotReplayable) {
+			err = nil
+		}
 		if err == nil && b.Plan != nil {
 			err = b.Plan(ctx, old, &plan)
 		}

@@ -24,7 +24,9 @@ import (
 )
 
 // stateChanges are the stateful changes of the compat rule table the built-in runtime
-// runs: each an old query and the new one a rebuild switches to.
+// runs, named by their compat rule: each an old query and the new one a rebuild switches to.
+// A stream–stream join's rules (join-type, join-keys, join-time-bound) need a second source:
+// TestRebuildStreamJoin has them.
 func stateChanges() map[string][2]func(*querytest.Query) *querytest.Query {
 	keyed := func(keys ...string) func(*querytest.Query) *querytest.Query {
 		return func(q *querytest.Query) *querytest.Query {
@@ -73,9 +75,9 @@ func stateChanges() map[string][2]func(*querytest.Query) *querytest.Query {
 		"operator-removed": {func(q *querytest.Query) *querytest.Query {
 			return dedup("id")(q).Aggregate("", []v1.GroupKey{querytest.Key("country")}, count).OutputMode(v1.OutputUpdate)
 		}, keyed("country")},
-		"dedup-keys":       {dedup("id"), dedup("id", "country")},
-		"session-gap":      {session("3s"), session("1s")},
-		"state-partitions": {partitions(4), partitions(7)},
+		"key-columns (dropDuplicates)": {dedup("id"), dedup("id", "country")},
+		"session-gap":                  {session("3s"), session("1s")},
+		"state-partitions":             {partitions(4), partitions(7)},
 	}
 }
 

@@ -17,14 +17,14 @@ import (
 )
 
 // plainSparkJob runs testdata/sparkjob/PlainJob.java, a Spark job with no Lockstep code, over
-// input into the checkpoint ckpt.
-func plainSparkJob(t *testing.T, kind, input, ckpt string) {
+// input into the checkpoint ckpt, with settings (KEY=VALUE: Spark's, or the files sources').
+func plainSparkJob(t *testing.T, kind, input, ckpt string, settings ...string) {
 	t.Helper()
 	src, err := filepath.Abs("testdata/sparkjob/PlainJob.java")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := testenv.SparkRunner(t).ProgramCommand(src, 768<<20, kind, input, ckpt)
+	cmd := testenv.SparkRunner(t).ProgramCommand(src, 768<<20, append([]string{kind, input, ckpt}, settings...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("plain Spark job %s: %v\n%s", kind, err, tail(string(out), 4000))
 	}
@@ -424,5 +424,47 @@ func TestPlainSparkSumCount(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestSparkCheckpointAdoptedRebuild: `lockstep checkpoint rebuild` on a Spark checkpoint that a
+// plain Spark job wrote (batches 0–1, one file each) and Lockstep adopted (batch 2). Lockstep's
+// records start at the adopted batch; the plan offers the rebuild (Spark's offsets log, which
+// it does not read, decides), the rebuild replays batches 0–2 from Spark's log for the query
+// without its dropDuplicates, and the next run counts o1's duplicate of batch 1.
+// (engine/spark's TestSparkRebuildAdopted compares the output with an uninterrupted run.)
+func TestSparkCheckpointAdoptedRebuild(t *testing.T) {
+	input, ckpt := t.TempDir(), filepath.Join(t.TempDir(), "ckpt")
+	writeOrders(t, input, 0, "o1 de 10 5", "o2 fr 20 6")
+	writeOrders(t, input, 1, "o3 de 5 20", "o1 de 10 5")
+	plainSparkJob(t, "dedup-agg", input, ckpt, "maxFilesPerTrigger=1", "spark.sql.streaming.noDataMicroBatches.enabled=false")
+	onSpark := func(y string) string {
+		return strings.Replace(availableNow(y), "  outputMode: append\n", "  outputMode: append\n  runtime: {spark: {}}\n", 1)
+	}
+	writeOrders(t, input, 2, "o4 de 30 50")
+	stdout, stderr, code := runCommand(t, "run", "-f", sparkOrdersQuery(t, input, ckpt, onSpark))
+	if code != exitOK || !strings.Contains(stderr, "adopted the Spark checkpoint") {
+		t.Fatalf("run of the matching query: exit %d, want it adopted:\n%s\n%s", code, stderr, stdout)
+	}
+
+	v2 := sparkOrdersQuery(t, input, ckpt, func(y string) string {
+		return strings.Replace(onSpark(y), "  - dropDuplicates: {columns: [order_id]}\n", "", 1)
+	})
+	out, code, _ := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", ckpt)
+	if code != exitRefused || !strings.Contains(out, "operator-removed") || !strings.Contains(out, "Or rebuild the state from the retained input") {
+		t.Fatalf("lockstep plan = exit %d, want 3 offering the rebuild:\n%s", code, out)
+	}
+	stdout, code, err := runCLI(t, "checkpoint", "rebuild", "-f", v2)
+	if code != exitOK || !strings.Contains(stdout, "replays batches 0–") || !strings.Contains(stdout, "Rebuilt: generation 1 is current") {
+		t.Fatalf("rebuild = exit %d (%v):\n%s", code, err, stdout)
+	}
+	// The watermark (190s) closes the windows of 10:00: de's holds o1 twice, o3 and o4.
+	writeOrders(t, input, 3, "o6 fr 1 200")
+	stdout, stderr, code = runCommand(t, "run", "-f", v2)
+	if code != exitOK {
+		t.Fatalf("run after the rebuild: exit %d:\n%s\n%s", code, stderr, stdout)
+	}
+	if row := consoleRow(stdout, "de", "10:00:00"); !strings.Contains(row, "|4 ") || !strings.Contains(row, "|55.0") || !strings.Contains(row, "|30.0") {
+		t.Errorf("run after the rebuild: de's window at 10:00 = %q, want orders 4, revenue 55.0, top 30.0:\n%s", row, stdout)
 	}
 }

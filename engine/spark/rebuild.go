@@ -72,8 +72,8 @@ func (q *Query) PlanRebuild(ctx context.Context) (engine.RebuildPlan, error) {
 		return engine.RebuildPlan{}, fmt.Errorf("plan rebuild: %w", err)
 	}
 	p, err := engine.PlanRebuildFrom(ctx, old)
-	if err != nil {
-		return p, err
+	if err != nil && !errors.Is(err, checkpoint.ErrNotReplayable) {
+		return p, err // records that lack batches: Spark's log answers for them (amendPlan)
 	}
 	oldSpark := checkpoint.GenerationStore(sparkRoot, old.Generation())
 	if err := amendPlan(ctx, oldSpark, &p); err != nil {
@@ -84,7 +84,9 @@ func (q *Query) PlanRebuild(ctx context.Context) (engine.RebuildPlan, error) {
 
 // amendPlan sets what Spark's own logs say: the batches Spark committed (the records may
 // lag by the one whose record a crash cut short) and the one it planned and did not commit.
-// Spark's offsets log must still hold batch 0.
+// Spark's offsets log must still hold batch 0. The replay reads the boundaries from it, not
+// from the records (engine.Rebuilder.OwnLog): those of a Spark checkpoint Lockstep adopted
+// start at the batch it adopted, the batches before are in Spark's log only.
 func amendPlan(ctx context.Context, oldSpark checkpoint.Store, p *engine.RebuildPlan) error {
 	batches, err := sparkckpt.Batches(ctx, oldSpark)
 	if err != nil {
@@ -105,8 +107,15 @@ func amendPlan(ctx context.Context, oldSpark checkpoint.Store, p *engine.Rebuild
 		}
 	}
 	if first != 0 {
-		return fmt.Errorf("%w: %w: Spark's offsets log in %s keeps batches %d–%d only (spark.sql.streaming.minBatchesToRetain purged the older ones), so what batches 0–%d read is no longer recorded",
-			engine.ErrRebuildImpossible, checkpoint.ErrNotReplayable, oldSpark.Location(), first, planned, first-1)
+		if first < 0 {
+			return fmt.Errorf("%w: %w: Spark's offsets log in %s holds no batch", engine.ErrRebuildImpossible, checkpoint.ErrNotReplayable, oldSpark.Location())
+		}
+		purged := "batch 0"
+		if first > 1 {
+			purged = fmt.Sprintf("batches 0–%d", first-1)
+		}
+		return fmt.Errorf("%w: %w: Spark purged the offsets of %s: its offsets log in %s keeps batches %d–%d only (spark.sql.streaming.minBatchesToRetain), so what %s read is no longer recorded",
+			engine.ErrRebuildImpossible, checkpoint.ErrNotReplayable, purged, oldSpark.Location(), first, planned, purged)
 	}
 	p.Batches = max(p.Batches, committed+1)
 	p.Pending = -1
@@ -135,7 +144,7 @@ func (q *Query) Rebuild(ctx context.Context, opts engine.RebuildOptions) (engine
 		nextGen checkpoint.Generation // the generation being rebuilt
 		next    checkpoint.Store      // its Spark files
 	)
-	b := engine.Rebuilder{Root: records, Owner: q.owner(), Fingerprint: fp, Now: time.Now,
+	b := engine.Rebuilder{Root: records, Owner: q.owner(), Fingerprint: fp, Now: time.Now, OwnLog: true,
 		Plan: func(ctx context.Context, old *checkpoint.Checkpoint, p *engine.RebuildPlan) error {
 			nextGen = checkpoint.Generation{Number: p.To}
 			next = checkpoint.GenerationStore(sparkRoot, nextGen)

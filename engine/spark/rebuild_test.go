@@ -32,23 +32,82 @@ import (
 // an uninterrupted run of the new query over batches 0–3 writes for them. No-data batches are
 // off, so that both runs have the same batch boundaries (one file a batch).
 type sparkRebuildCase struct {
-	rule string
-	base func(in string) *qt.Query
+	rule string // the compat rule the change is rejected by
+	base sparkRebuildBase
 	edit func(s *v1.StreamingQuerySpec)
 }
+
+// sparkRebuildBase is an old query of the rebuild oracle and its input: four files a folder,
+// one per batch, the first two read by the old query.
+type sparkRebuildBase struct {
+	name  string
+	query func(in string) *qt.Query
+	input map[string][]string // folder → its four files
+}
+
+var (
+	rebuildAggregate = sparkRebuildBase{name: "aggregate", query: oracleQuery, input: map[string][]string{"orders": oracleInput}}
+	rebuildDedup     = sparkRebuildBase{name: "dedup", query: oracleDedup, input: map[string][]string{"orders": oracleInput}}
+	// rebuildDedupAggregate drops duplicate orders before oracleQuery's aggregate: two stateful
+	// operators, the aggregate the second.
+	rebuildDedupAggregate = sparkRebuildBase{name: "dedup-aggregate", input: map[string][]string{"orders": oracleInput},
+		query: func(in string) *qt.Query {
+			return oracleQuery(in).Edit(func(s *v1.StreamingQuerySpec) {
+				s.Transform = slices.Insert(s.Transform, 1, v1.Step{DropDuplicates: &v1.DropDuplicates{Columns: []string{"order_id"}}})
+			})
+		}}
+	// rebuildSessions has its own orders: sessions are appended when the watermark closes them,
+	// so batch 2 moves it past every session of batches 0–2 (its it order at 10:03), which
+	// batch 3 then writes, for a gap of 30s as for one of 1m (that merges de's two sessions).
+	rebuildSessions = sparkRebuildBase{name: "sessions", query: oracleSessions, input: map[string][]string{"orders": {
+		`{"order_id":"o1","country":"de","city":"berlin","amount":10.0,"qty":1,"ts":"2026-01-05T10:00:05Z"}
+{"order_id":"o2","country":"fr","city":"paris","amount":20.0,"qty":2,"ts":"2026-01-05T10:00:10Z"}`,
+		`{"order_id":"o3","country":"de","city":"munich","amount":5.0,"qty":3,"ts":"2026-01-05T10:00:20Z"}
+{"order_id":"o1","country":"de","city":"berlin","amount":10.0,"qty":1,"ts":"2026-01-05T10:00:05Z"}`,
+		`{"order_id":"o4","country":"de","city":"berlin","amount":30.0,"qty":4,"ts":"2026-01-05T10:01:00Z"}
+{"order_id":"o5","country":"it","city":"rome","amount":7.0,"qty":5,"ts":"2026-01-05T10:03:00Z"}`,
+		`{"order_id":"o6","country":"fr","city":"lyon","amount":1.0,"qty":6,"ts":"2026-01-05T10:03:05Z"}`,
+	}}}
+	// rebuildStream is oracleStream, orders joined with returns within a minute after them:
+	// batch 2's return of o1 matches the two o1 orders of batches 0 and 1, which only the
+	// join's state holds then.
+	rebuildStream = sparkRebuildBase{name: "stream-join", query: oracleStream, input: map[string][]string{"orders": oracleInput, "returns": {
+		`{"order_id":"o2","country":"fr","city":"paris","amount":20.0,"qty":2,"ts":"2026-01-05T10:00:30Z"}`,
+		`{"order_id":"o3","country":"de","city":"munich","amount":5.0,"qty":3,"ts":"2026-01-05T10:00:25Z"}`,
+		`{"order_id":"o1","country":"de","city":"berlin","amount":10.0,"qty":1,"ts":"2026-01-05T10:00:50Z"}`,
+		`{"order_id":"o6","country":"de","city":"munich","amount":1.0,"qty":6,"ts":"2026-01-05T10:02:35Z"}
+{"order_id":"o5","country":"fr","city":"lyon","amount":7.0,"qty":5,"ts":"2026-01-05T10:02:40Z"}`,
+	}}}
+)
 
 func sparkRebuildCases() []sparkRebuildCase {
 	agg := func(s *v1.StreamingQuerySpec) *v1.Aggregate { return s.Transform[1].Aggregate }
 	return []sparkRebuildCase{
-		{rule: "key-columns", base: oracleQuery, edit: func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[0].Column = "city" }},
-		{rule: "window-size", base: oracleQuery, edit: func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Window.Duration = "2m" }},
-		{rule: "aggregate-added", base: oracleQuery, edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "key-columns", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[0].Column = "city" }},
+		{rule: "key-order", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) {
+			g := agg(s).GroupBy
+			g[0], g[1] = g[1], g[0]
+		}},
+		{rule: "window-size", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Window.Duration = "2m" }},
+		{rule: "aggregate-added", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) {
 			agg(s).Aggregates = append(agg(s).Aggregates, v1.Aggregation{Name: "mean", Function: v1.AggAvg, Column: "amount"})
 		}},
-		{rule: "state-partitions", base: oracleQuery, edit: func(s *v1.StreamingQuerySpec) { s.StateStore.Partitions = 5 }},
-		{rule: "key-columns (dropDuplicates)", base: oracleDedup, edit: func(s *v1.StreamingQuerySpec) {
+		{rule: "aggregate-removed", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) { agg(s).Aggregates = agg(s).Aggregates[:2] }},
+		{rule: "aggregate-function", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) { agg(s).Aggregates[2].Function = v1.AggMin }},
+		// A sum of a long instead of a double: the state's type changes too.
+		{rule: "aggregate-input", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) { agg(s).Aggregates[1].Column = "qty" }},
+		{rule: "operator-added", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) {
+			s.Transform = slices.Insert(s.Transform, 1, v1.Step{DropDuplicates: &v1.DropDuplicates{Columns: []string{"order_id"}}})
+		}},
+		// The aggregate, Spark's second stateful operator, becomes its first.
+		{rule: "operator-removed", base: rebuildDedupAggregate, edit: func(s *v1.StreamingQuerySpec) { s.Transform = slices.Delete(s.Transform, 1, 2) }},
+		{rule: "state-partitions", base: rebuildAggregate, edit: func(s *v1.StreamingQuerySpec) { s.StateStore.Partitions = 5 }},
+		{rule: "key-columns (dropDuplicates)", base: rebuildDedup, edit: func(s *v1.StreamingQuerySpec) {
 			s.Transform[0].DropDuplicates.Columns = []string{"city"}
 		}},
+		{rule: "session-gap", base: rebuildSessions, edit: func(s *v1.StreamingQuerySpec) { agg(s).GroupBy[1].Session.Gap = "1m" }},
+		{rule: "join-keys", base: rebuildStream, edit: func(s *v1.StreamingQuerySpec) { s.Transform[1].Join.Keys = qt.Keys("city", "city") }},
+		{rule: "join-type", base: rebuildStream, edit: func(s *v1.StreamingQuerySpec) { s.Transform[1].Join.Type = v1.JoinLeftOuter }},
 	}
 }
 
@@ -66,31 +125,38 @@ func TestSparkRebuildOracle(t *testing.T) {
 	runner := testenv.SparkRunner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	in := filepath.Join(dir, "in")
-	writeFiles(t, filepath.Join(in, "orders"), oracleInput[:2])
-	// The old queries' checkpoints after batches 0–1, one per base, copied for each case.
+	// The old queries' checkpoints after batches 0–1, one per base, run when a case first
+	// needs it (so that -run picks the bases too) and copied for each case; each base reads
+	// its own input folder, all four files written once the old query ran.
 	olds := map[string]string{}
-	for _, c := range sparkRebuildCases() {
-		name := baseName(c.base)
-		if _, ok := olds[name]; ok {
-			continue
+	old := func(t *testing.T, b sparkRebuildBase) (in, loc string) {
+		in = filepath.Join(dir, "in-"+b.name)
+		if loc, ok := olds[b.name]; ok {
+			return in, loc
 		}
-		loc := filepath.Join(dir, "old-"+name)
-		if out := runSparkAt(t, ctx, runner, rebuildQuery(c.base, in, nil), loc); len(out) != 2 {
-			t.Fatalf("old %s query ran batches %v, want 0 and 1", name, slices.Sorted(mapsKeys(out)))
+		for folder, files := range b.input {
+			writeFiles(t, filepath.Join(in, folder), files[:2])
 		}
-		olds[name] = loc
+		loc = filepath.Join(dir, "old-"+b.name)
+		if out := runSparkAt(t, ctx, runner, rebuildQuery(b.query, in, nil), loc); len(out) != 2 {
+			t.Fatalf("old %s query ran batches %v, want 0 and 1", b.name, slices.Sorted(mapsKeys(out)))
+		}
+		for folder, files := range b.input {
+			writeFiles(t, filepath.Join(in, folder), files)
+		}
+		olds[b.name] = loc
+		return in, loc
 	}
-	writeFiles(t, filepath.Join(in, "orders"), oracleInput)
 	for i, c := range sparkRebuildCases() {
 		t.Run(c.rule, func(t *testing.T) {
-			nu := rebuildQuery(c.base, in, c.edit)
+			in, oldLoc := old(t, c.base)
+			nu := rebuildQuery(c.base.query, in, c.edit)
 			want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, fmt.Sprintf("uninterrupted-%d", i)))
 			if after := afterBatch(want, 1); len(after) != 2 || len(after[2])+len(after[3]) == 0 {
 				t.Fatalf("the uninterrupted run wrote %v after batch 1, want rows in batches 2 and 3", after)
 			}
 			loc := filepath.Join(dir, fmt.Sprintf("rebuilt-%d", i))
-			if err := os.CopyFS(loc, os.DirFS(olds[baseName(c.base)])); err != nil {
+			if err := os.CopyFS(loc, os.DirFS(oldLoc)); err != nil {
 				t.Fatal(err)
 			}
 			var progress []string
@@ -195,13 +261,6 @@ func TestSparkRebuildKilled(t *testing.T) {
 	if diff := cmp.Diff(afterBatch(want, 2), consoleBatches(out.String())); diff != "" {
 		t.Errorf("batch 3 after the retried rebuild differs from an uninterrupted run (-want +got):\n%s", diff)
 	}
-}
-
-func baseName(base func(string) *qt.Query) string {
-	if base("").Obj().Spec.Transform[0].DropDuplicates != nil {
-		return "dedup"
-	}
-	return "aggregate"
 }
 
 func newSparkQuery(t *testing.T, runner spark.Runner, obj *v1.StreamingQuery, loc string, edit func(*spark.Options)) *spark.Query {
@@ -384,4 +443,146 @@ func BenchmarkSparkRebuild(b *testing.B) {
 		}
 	}
 	enginetest.ReportRebuild(b, rows, rebuildCPU, runCPU)
+}
+
+// adoptedInput is the orders PlainJob's dedup-agg reads, one file a batch: o1's duplicate in
+// batch 1; batch 2 moves the watermark to 10:02, so batch 3 appends the windows of 10:00 and
+// 10:01 (de's holds o1 twice once the dropDuplicates is gone).
+var adoptedInput = []string{
+	`{"order_id":"o1","country":"de","amount":10.0,"ts":"2026-01-05T10:00:05Z"}
+{"order_id":"o2","country":"fr","amount":20.0,"ts":"2026-01-05T10:00:10Z"}`,
+	`{"order_id":"o3","country":"de","amount":5.0,"ts":"2026-01-05T10:00:20Z"}
+{"order_id":"o1","country":"de","amount":10.0,"ts":"2026-01-05T10:00:05Z"}`,
+	`{"order_id":"o4","country":"de","amount":30.0,"ts":"2026-01-05T10:01:30Z"}
+{"order_id":"o5","country":"fr","amount":7.0,"ts":"2026-01-05T10:02:10Z"}`,
+	`{"order_id":"o6","country":"fr","amount":1.0,"ts":"2026-01-05T10:02:30Z"}`,
+}
+
+// adoptedQuery is the spark runtime's query of PlainJob's dedup-agg (its source unnamed, as
+// the job leaves it), one file a batch and no no-data batches, as the job is run here.
+func adoptedQuery(in string, edit func(*v1.StreamingQuerySpec)) *v1.StreamingQuery {
+	return qt.Make("orders", "shop").FilesSource("orders", filepath.Join(in, "orders"), v1.FormatJSON,
+		qt.Col("order_id", v1.TypeString), qt.Col("country", v1.TypeString), qt.Col("amount", v1.TypeDouble), qt.Col("ts", v1.TypeTimestamp)).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		Watermark("ts", "10s").DropDuplicates("", "order_id").
+		Aggregate("", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "1m")},
+			v1.Aggregation{Name: "orders", Function: v1.AggCount},
+			v1.Aggregation{Name: "revenue", Function: v1.AggSum, Column: "amount"},
+			v1.Aggregation{Name: "top", Function: v1.AggMax, Column: "amount"}).
+		OutputMode(v1.OutputAppend).ConsoleSink().StatePartitions(3).AvailableNow().
+		Edit(func(s *v1.StreamingQuerySpec) {
+			s.Runtime.Spark = &v1.SparkRuntime{Conf: map[string]string{"spark.sql.streaming.noDataMicroBatches.enabled": "false"}}
+			if edit != nil {
+				edit(s)
+			}
+		}).Obj()
+}
+
+// plainJob runs cmd/lockstep/testdata/sparkjob/PlainJob.java, a Spark job with no Lockstep
+// code, over input into ckpt, one file a batch, no no-data batches, and Spark's settings.
+func plainJob(t *testing.T, runner spark.Runner, kind, input, ckpt string, settings ...string) {
+	t.Helper()
+	src, err := filepath.Abs("../../cmd/lockstep/testdata/sparkjob/PlainJob.java")
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{kind, input, ckpt, "maxFilesPerTrigger=1", "spark.sql.streaming.noDataMicroBatches.enabled=false"}, settings...)
+	if out, err := runner.ProgramCommand(src, 768<<20, args...).CombinedOutput(); err != nil {
+		t.Fatalf("plain Spark job %s: %v\n%s", kind, err, tail(string(out), 4000))
+	}
+}
+
+// adopt runs obj on the Spark checkpoint at loc that a plain Spark job wrote: the spark
+// runtime adopts it (the guard accepts it as it is) and runs what input is new.
+func adopt(t *testing.T, ctx context.Context, runner spark.Runner, obj *v1.StreamingQuery, loc string) map[int64][]string {
+	t.Helper()
+	var out bytes.Buffer
+	q := newSparkQuery(t, runner, obj, loc, func(o *spark.Options) {
+		o.Stdout = &out
+		o.Adopt = func(context.Context, spark.AdoptRequest) ([]byte, error) { return nil, nil }
+	})
+	if _, err := q.Run(ctx); err != nil {
+		t.Fatalf("adopt the Spark checkpoint at %s: %v\n%s", loc, err, sparkLogTail(q))
+	}
+	return consoleBatches(out.String())
+}
+
+// TestSparkRebuildAdopted rebuilds a Spark checkpoint that a plain Spark job wrote (batches
+// 0–1) and Lockstep adopted (batch 2 ran under Lockstep): Lockstep's records start at the
+// adopted batch 1, so the boundaries of batches 0–1 come from Spark's offsets log. The
+// dropDuplicates is removed (operator-removed); the output after the switch equals an
+// uninterrupted run of the new query. When Spark purged batch 0's offsets before the
+// adoption (spark.sql.streaming.minBatchesToRetain), the plan says so and nothing is written.
+func TestSparkRebuildAdopted(t *testing.T) {
+	runner := testenv.SparkRunner(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	noDedup := func(s *v1.StreamingQuerySpec) { s.Transform = slices.Delete(s.Transform, 1, 2) }
+
+	t.Run("held", func(t *testing.T) {
+		in, loc := filepath.Join(dir, "in"), filepath.Join(dir, "ckpt")
+		writeFiles(t, filepath.Join(in, "orders"), adoptedInput[:2])
+		plainJob(t, runner, "dedup-agg", in, loc)
+		writeFiles(t, filepath.Join(in, "orders"), adoptedInput[:3])
+		if out := adopt(t, ctx, runner, adoptedQuery(in, nil), loc); len(out) != 1 || out[2] == nil {
+			t.Fatalf("the adopting run ran batches %v, want batch 2", slices.Sorted(mapsKeys(out)))
+		}
+		writeFiles(t, filepath.Join(in, "orders"), adoptedInput)
+
+		nu := adoptedQuery(in, noDedup)
+		q := newSparkQuery(t, runner, nu, loc, nil)
+		p, err := q.PlanRebuild(ctx)
+		if err != nil || p.Batches != 3 || p.Pending != -1 {
+			t.Fatalf("PlanRebuild = %+v, %v; want batches 0–2 and none pending", p, err)
+		}
+		sum, err := q.Rebuild(ctx, engine.RebuildOptions{Reason: "operator-removed"})
+		if err != nil {
+			t.Fatalf("Rebuild: %v\n%s", err, sparkLogTail(q))
+		}
+		if sum.Generation != 1 || sum.Replayed != 3 {
+			t.Errorf("Rebuild = %+v, want generation 1 with batches 0–2 replayed", sum)
+		}
+		got := runSparkAt(t, ctx, runner, nu, loc)
+		want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, "uninterrupted"))
+		if after := afterBatch(want, 2); len(after[3]) == 0 {
+			t.Fatalf("the uninterrupted run wrote %v after batch 2, want rows in batch 3", after)
+		}
+		if diff := cmp.Diff(afterBatch(want, 2), got); diff != "" {
+			t.Errorf("batch 3 after the rebuild differs from an uninterrupted run of the new query (-want +got):\n%s", diff)
+		}
+	})
+
+	t.Run("purged", func(t *testing.T) {
+		in, loc := filepath.Join(dir, "in-purged"), filepath.Join(dir, "ckpt-purged")
+		writeFiles(t, filepath.Join(in, "orders"), adoptedInput[:3])
+		// Batch 2 purges batch 0's offsets and commit.
+		plainJob(t, runner, "dedup-agg", in, loc, "spark.sql.streaming.minBatchesToRetain=1")
+		entries, err := os.ReadDir(filepath.Join(loc, "offsets"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kept []string
+		for _, e := range entries {
+			if _, err := strconv.Atoi(e.Name()); err == nil {
+				kept = append(kept, e.Name())
+			}
+		}
+		if slices.Sort(kept); !slices.Equal(kept, []string{"1", "2"}) {
+			t.Fatalf("Spark's offsets log keeps batches %v, want 1 and 2 (batch 0 purged)", kept)
+		}
+		adopt(t, ctx, runner, adoptedQuery(in, nil), loc)
+		before := snapshotDir(t, loc)
+
+		q := newSparkQuery(t, runner, adoptedQuery(in, noDedup), loc, nil)
+		want := regexp.MustCompile(`: Spark purged the offsets of batch 0: its offsets log in \S*` + regexp.QuoteMeta(loc) + ` keeps batches 1–2 only \(spark.sql.streaming.minBatchesToRetain\), so what batch 0 read is no longer recorded$`)
+		if _, err := q.PlanRebuild(ctx); !errors.Is(err, engine.ErrRebuildImpossible) || !want.MatchString(err.Error()) {
+			t.Errorf("PlanRebuild = %v, want ErrRebuildImpossible matching %s", err, want)
+		}
+		if _, err := q.Rebuild(ctx, engine.RebuildOptions{}); !errors.Is(err, engine.ErrRebuildImpossible) || !want.MatchString(err.Error()) {
+			t.Errorf("Rebuild = %v, want ErrRebuildImpossible matching %s", err, want)
+		}
+		if after := snapshotDir(t, loc); !mapsEqual(before, after) {
+			t.Errorf("a rebuild that cannot be done changed the checkpoint:\n%s", cmp.Diff(before, after))
+		}
+	})
 }
