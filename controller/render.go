@@ -73,7 +73,7 @@ type EngineSettings struct {
 	GracePeriod time.Duration
 }
 
-// SparkImageRepository is the repository of released Spark images (internal/sparkimage).
+// SparkImageRepository is the repository of released Spark images (engine/spark/sparkimage).
 const SparkImageRepository = "ghcr.io/lockstep-dev/lockstep-spark"
 
 // DefaultSparkImage returns the released Spark image of a controller version

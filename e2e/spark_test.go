@@ -25,7 +25,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
-	"github.com/lockstep-dev/lockstep/internal/sparkimage"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparkimage"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 

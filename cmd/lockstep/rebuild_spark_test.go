@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // TestRebuildNeedsTheInputSpark is TestRebuildNeedsTheInput on the spark runtime: an input
@@ -15,7 +15,7 @@ import (
 // spec.onIncompatibleChange: rebuild lockstep run's start guard refuses the change before
 // anything is written.
 func TestRebuildNeedsTheInputSpark(t *testing.T) {
-	testenv.SparkRunner(t)
+	sparktest.Runner(t)
 	root := t.TempDir()
 	setup, query := rebuildFixture(t, root)
 	edit := func(path, old, new string) string {

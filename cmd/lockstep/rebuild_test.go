@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // TestCheckpointRebuild is the third way forward through the CLI: the engine runs the
@@ -237,7 +237,7 @@ func newest(t *testing.T, dir string) string {
 // switches to generation 1, and the new query then runs the next file on Spark. (That the
 // output equals an uninterrupted run's is engine/spark's TestSparkRebuildOracle.)
 func TestCheckpointRebuildSpark(t *testing.T) {
-	testenv.SparkRunner(t)
+	sparktest.Runner(t)
 	root := t.TempDir()
 	setup, query := rebuildFixture(t, root)
 	onSpark := func(path string) string {

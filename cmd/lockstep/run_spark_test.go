@@ -11,7 +11,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // TestRunSpark: `lockstep run --runtime spark` runs a query file written for the built-in
@@ -19,7 +19,7 @@ import (
 // the built-in engine (exit 3) and `lockstep plan` names the runtime rule, and a second
 // Spark run resumes after the committed batch.
 func TestRunSpark(t *testing.T) {
-	testenv.SparkRunner(t)
+	sparktest.Runner(t)
 	f := newRunFixture(t, goodOrders)
 	ckpt := filepath.Join(f.dir, "ckpt")
 	spec := f.spec(t, "orders", "fail")
@@ -67,7 +67,7 @@ func TestRunSpark(t *testing.T) {
 // driver's and executors' own metrics; the query's page, in a real browser, lists the
 // batches.
 func TestRunSparkServesMetricsAndPage(t *testing.T) {
-	testenv.SparkRunner(t)
+	sparktest.Runner(t)
 	f := newRunFixture(t, goodOrders)
 	query := strings.NewReplacer("%NAME%", "orders", "%IN%", f.in, "%OUT%", f.out, "%POLICY%", "fail",
 		"spec:\n", "spec:\n  runtime: {spark: {}}\n", "{availableNow: true}", "{processingTime: 500ms}").Replace(ordersQuery)

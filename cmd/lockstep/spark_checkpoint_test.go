@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/minio/minio-go/v7"
 
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -24,7 +25,7 @@ func plainSparkJob(t *testing.T, kind, input, ckpt string, settings ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := testenv.SparkRunner(t).ProgramCommand(src, 768<<20, append([]string{kind, input, ckpt}, settings...)...)
+	cmd := sparktest.Runner(t).ProgramCommand(src, 768<<20, append([]string{kind, input, ckpt}, settings...)...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("plain Spark job %s: %v\n%s", kind, err, tail(string(out), 4000))
 	}

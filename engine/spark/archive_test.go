@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/lockstep-dev/lockstep/engine/spark"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // TestClassArchiveMaps: testenv made the tools cache's class-data archive, the runner's
@@ -16,7 +16,7 @@ import (
 // -Xshare:on the JVM refuses to start on an archive it cannot use (another java, another
 // classpath, a rebuilt jar), where the default would only warn and start slower.
 func TestClassArchiveMaps(t *testing.T) {
-	r := testenv.SparkRunner(t)
+	r := sparktest.Runner(t)
 	if _, err := os.Stat(filepath.Join(r.Dir, spark.ClassArchive)); err != nil {
 		t.Fatalf("no class-data archive beside the runner (the test log says why): %v", err)
 	}

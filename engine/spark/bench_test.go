@@ -30,6 +30,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/kafka"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -47,7 +48,7 @@ const benchFiles = 10
 // first committed batch (one more file of the first source after the run: a process start, the
 // checkpoint read, one batch).
 func BenchmarkRuntimes(b *testing.B) {
-	runner := testenv.SparkRunner(b)
+	runner := sparktest.Runner(b)
 	// Spark as users run it: the JVM's defaults, not the tests' short-run options (C1 alone,
 	// serial GC) that testenv.Main sets.
 	b.Setenv("JAVA_TOOL_OPTIONS", "")
@@ -184,7 +185,7 @@ func (f *firstBatch) Committed(engine.Progress) {
 // broker's CPU, a long-lived child, is not in it), Spark's ratio to the built-in's, and the
 // restart to the first committed batch after 1,000 more records.
 func BenchmarkRuntimesKafkaToDelta(b *testing.B) {
-	runner := testenv.SparkRunner(b)
+	runner := sparktest.Runner(b)
 	b.Setenv("JAVA_TOOL_OPTIONS", "") // Spark as users run it, as in BenchmarkRuntimes
 	ctx := context.Background()
 	n := *benchEvents
@@ -276,7 +277,7 @@ const (
 // counts rows and keeps nothing), whose rows the runner hands to its Go parent (rows.go): the
 // cost of that stream, as x-files-cpu, its CPU-seconds over the files sink's (job=lockstep).
 func BenchmarkSparkFiles(b *testing.B) {
-	runner := testenv.SparkRunner(b)
+	runner := sparktest.Runner(b)
 	b.Setenv("JAVA_TOOL_OPTIONS", "") // Spark as users run it, as in BenchmarkRuntimes
 	ctx := context.Background()
 	events := *benchEvents

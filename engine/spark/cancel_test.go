@@ -18,7 +18,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // TestCancelKillsTheRunner: a cancelled run asks the runner's JVM to stop and, when it has not
@@ -27,7 +27,7 @@ import (
 // starts, before it reads the request, and KillAfter is short: it must be killed.
 func TestCancelKillsTheRunner(t *testing.T) {
 	t.Parallel()
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	dir := t.TempDir()
 	writeCrashInput(t, filepath.Join(dir, "in"), 1)
 	obj := qt.Make("cancelled", "spark").FilesSource("orders", filepath.Join(dir, "in"), v1.FormatJSON, diffColumns...).

@@ -19,6 +19,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -60,7 +61,7 @@ type sparkCrash struct {
 // Delta's own append sink has no hook between its files and its commit, so its sink-commit
 // phase is met only by the random kills.
 func TestSparkDriverKilled(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	bin, err := crashtest.Build(t.TempDir())
 	if err != nil {
 		t.Fatal(err)

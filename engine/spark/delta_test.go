@@ -7,7 +7,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // TestDifferentialDelta: a Delta source (a table the built-in engine's Delta sink wrote, two
@@ -16,7 +16,7 @@ import (
 // stream–static join (Spark pins the version it first read), and a table rewritten at every
 // commit (complete mode) read with ignoreChanges: every added file's rows, on both.
 func TestDifferentialDelta(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	in, table := filepath.Join(dir, "in"), filepath.Join(dir, "table")

@@ -22,8 +22,8 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/source"
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // The differential corpus: each query runs over the same input on the built-in engine and
@@ -402,7 +402,7 @@ func writeNullTimeInput(t *testing.T, in string) {
 }
 
 func TestDifferential(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	var shared *oracle // started by the first shared case that runs, stopped after the last
 	parent := t

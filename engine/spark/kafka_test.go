@@ -18,6 +18,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -28,7 +29,7 @@ import (
 // SASL on TLS (SCRAM-SHA-512 in, PLAIN out; the CA of the broker's certificate trusted by
 // file), the credentials in the default variables.
 func TestDifferentialKafka(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	listeners := testenv.KafkaShared(t)
 	brokers, topic := []string{listeners.Addr}, "spark-diff"

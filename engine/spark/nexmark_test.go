@@ -12,7 +12,7 @@ import (
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // Spark has no Nexmark source: a Nexmark query runs on both runtimes over the same events,
@@ -31,7 +31,7 @@ const (
 // nexmarkEvents of them, generated as each query's nexmark sources say, in files of
 // nexmarkFileEvents. The outputs must be equal multisets.
 func TestDifferentialNexmark(t *testing.T) {
-	testenv.SparkRunner(t) // before any event is generated: without Spark the test fails here, naming the install command
+	sparktest.Runner(t) // before any event is generated: without Spark the test fails here, naming the install command
 	ctx := context.Background()
 	examples, err := filepath.Glob(filepath.Join("..", "..", "examples", "queries", "nexmark-*.yaml"))
 	if err != nil || len(examples) == 0 {

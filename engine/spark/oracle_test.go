@@ -19,7 +19,7 @@ import (
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/compat"
 	"github.com/lockstep-dev/lockstep/engine/spark"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -345,7 +345,7 @@ type oracleResult struct {
 }
 
 func startOracle(t *testing.T) *oracle {
-	r := testenv.SparkRunner(t)
+	r := sparktest.Runner(t)
 	cmd := exec.Command(r.Java, oracleJavaArgs(t, r)...)
 	logf, err := os.Create(filepath.Join(t.TempDir(), "spark.log"))
 	if err != nil {

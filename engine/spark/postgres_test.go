@@ -14,6 +14,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -21,7 +22,7 @@ import (
 // rows and the lockstep_batches row in one transaction) on both runtimes: the same table, and
 // one lockstep_batches row per committed batch.
 func TestDifferentialPostgres(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dsn := testenv.Postgres(t)
 	t.Setenv(v1.PostgresDSNEnv, dsn)
@@ -67,7 +68,7 @@ func TestDifferentialPostgres(t *testing.T) {
 // PostgreSQL reads the timestamp without time zone, and a password (which the trusting test
 // server ignores), which reaches Spark's reader through the runner's environment.
 func TestDifferentialPostgresStatic(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dsn := testenv.Postgres(t)
 	conn, err := pgx.Connect(ctx, dsn)

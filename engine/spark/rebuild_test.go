@@ -23,7 +23,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // The rebuild oracle on Spark (docs/rebuild.md): for each stateful change the Spark runtime
@@ -122,7 +122,7 @@ func rebuildQuery(base func(string) *qt.Query, in string, edit func(*v1.Streamin
 }
 
 func TestSparkRebuildOracle(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	// The old queries' checkpoints after batches 0–1, one per base, run when a case first
@@ -195,7 +195,7 @@ func TestSparkRebuildOracle(t *testing.T) {
 // untouched and still current, and the retried rebuild, which Run does when the start guard
 // asks for it (spec.onIncompatibleChange: rebuild), converges to the same output.
 func TestSparkRebuildKilled(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
@@ -389,7 +389,7 @@ func snapshotDir(t *testing.T, loc string) map[string]string {
 // batches of 2,000 rows, beside a normal run of the new query over the same batches on Spark,
 // and their ratio. A rebuild writes nothing, but starts Spark's query once per batch.
 func BenchmarkSparkRebuild(b *testing.B) {
-	runner := testenv.SparkRunner(b)
+	runner := sparktest.Runner(b)
 	ctx := context.Background()
 	var runCPU, rebuildCPU time.Duration
 	var rows int64
@@ -514,7 +514,7 @@ func adopt(t *testing.T, ctx context.Context, runner spark.Runner, obj *v1.Strea
 // uninterrupted run of the new query. When Spark purged batch 0's offsets before the
 // adoption (spark.sql.streaming.minBatchesToRetain), the plan says so and nothing is written.
 func TestSparkRebuildAdopted(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	noDedup := func(s *v1.StreamingQuerySpec) { s.Transform = slices.Delete(s.Transform, 1, 2) }

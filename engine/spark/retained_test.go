@@ -19,6 +19,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -55,7 +56,7 @@ func wantSourceLost(t *testing.T, what string, err error, source, want string) {
 // SourceLostError naming the file; with the file back, the rebuild runs, and the check then
 // reads the rebuilt generation's Spark files (generation-1/).
 func TestSparkRetainedFiles(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
@@ -115,7 +116,7 @@ func TestSparkRetainedFiles(t *testing.T) {
 // once a DeleteRecords moved the partition's start to 3, it fails with a SourceLostError
 // naming the topic, the partition and the offsets.
 func TestSparkRetainedKafka(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	brokers := testenv.Kafka(t)
 	topic := fmt.Sprintf("spark-retained-%d", time.Now().UnixNano())
@@ -184,7 +185,7 @@ func TestSparkRetainedKafka(t *testing.T) {
 // every data file PlanRebuild offers the rebuild; once one the batches read is gone (as a
 // VACUUM removes it), it fails with a SourceLostError naming the file.
 func TestSparkRetainedDelta(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	in, table := filepath.Join(dir, "in"), filepath.Join(dir, "table")

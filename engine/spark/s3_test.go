@@ -18,6 +18,7 @@ import (
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/spark"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -27,7 +28,7 @@ import (
 // checkpoint Spark wrote through S3A reads back through Lockstep's own S3 store (the one the
 // CLI opens) with sparkckpt: its query id, offsets, commits and the dedup's state schema.
 func TestS3(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	for _, kind := range testenv.S3Kinds() {
 		t.Run(kind, func(t *testing.T) { testS3(t, runner, testenv.S3Of(t, kind)) })
 	}
@@ -38,7 +39,7 @@ func TestS3(t *testing.T) {
 // checkpoint/s3's client, Spark's S3A through the trust store the runner's JVM is given
 // (s3.Settings.TrustStore, s3.JavaTrustOptions).
 func TestS3OverTLS(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	testS3(t, runner, testenv.S3TLS(t, testenv.S3(t)))
 }
 
@@ -202,7 +203,7 @@ func minioListAll(prefix string) minio.ListObjectsOptions {
 // bucket with its own endpoint and keys (S3A's per-bucket settings and the runner's
 // EnvCredentials), and writes the rows the built-in engine writes.
 func TestS3OwnSettings(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ck, out := testenv.S3Of(t, "versitygw"), testenv.S3Of(t, "minio")
 	if ck.Bucket == out.Bucket {
 		t.Fatalf("both servers' buckets are %s: the test needs two", ck.Bucket)

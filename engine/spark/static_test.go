@@ -12,7 +12,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 )
 
 // TestStaticSnapshotAcrossRestart: a stream–static join on a files folder and one on a Delta
@@ -23,7 +23,7 @@ import (
 // snapshot (docs/spark.md, "A static join's snapshot"): no row has a new name, and the outputs
 // are equal.
 func TestStaticSnapshotAcrossRestart(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	in, folder, tableIn, table := filepath.Join(dir, "in"), filepath.Join(dir, "customers"), filepath.Join(dir, "table-in"), filepath.Join(dir, "table")

@@ -16,15 +16,15 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
 	"github.com/lockstep-dev/lockstep/engine/webhook"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // TestDifferentialWebhook: files → filter → webhook on both runtimes, in chunks of two rows,
 // to receivers that answer each runtime's first request 503: both retry it, and deliver the
 // same rows, each request with the spec's header and an Idempotency-Key of the built-in form.
 func TestDifferentialWebhook(t *testing.T) {
-	runner := testenv.SparkRunner(t)
+	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	in := filepath.Join(dir, "in")

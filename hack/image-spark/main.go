@@ -18,7 +18,7 @@ import (
 	"os"
 
 	"github.com/lockstep-dev/lockstep/controller"
-	"github.com/lockstep-dev/lockstep/internal/sparkimage"
+	"github.com/lockstep-dev/lockstep/engine/spark/sparkimage"
 )
 
 func main() {

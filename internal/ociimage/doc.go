@@ -6,6 +6,6 @@
 // from the checkout: the binary is built with CGO_ENABLED=0, so it needs no libc, and
 // the image holds only that binary, /tmp, a passwd entry for the non-root user and,
 // when the build machine has them, its CA certificates. Folders of the build machine (Spec.Trees)
-// become layers below the binary's: Lockstep's Spark image (internal/sparkimage) packs a Java
+// become layers below the binary's: Lockstep's Spark image (engine/spark/sparkimage) packs a Java
 // runtime and Spark's jars that way.
 package ociimage

@@ -1,4 +1,7 @@
-package testenv
+// Package sparktest gives tests the Spark runner that `make tools` built, with its class-data
+// archive. It lives beside the runtime it serves, so that internal/testenv, which every
+// package's tests use, imports nothing of the runtimes.
+package sparktest
 
 import (
 	"context"
@@ -16,14 +19,14 @@ import (
 	"github.com/lockstep-dev/lockstep/engine/spark"
 )
 
-// SparkRunner returns the Spark runner and java that `make tools` (hack/tools.sh spark) built
+// Runner returns the Spark runner and java that `make tools` (hack/tools.sh spark) built
 // into the tool cache, failing the test with that command when they are missing. Each query
 // run on it starts one JVM (local[2], a 1 GiB heap by default): keep Spark cases few.
 //
 // The first call on a tools cache also makes the runner's class-data archive
 // (spark.ClassArchive), which every later JVM on the runner starts from: the tests start
 // dozens of short-lived drivers, and each spends a third of its CPU less.
-func SparkRunner(t testing.TB) spark.Runner {
+func Runner(t testing.TB) spark.Runner {
 	t.Helper()
 	r, err := spark.FindRunner()
 	if err != nil {
@@ -98,6 +101,6 @@ func makeClassArchive(r spark.Runner) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "testenv: made Spark's class-data archive %s in %s\n", path, time.Since(began).Round(time.Second))
+	fmt.Fprintf(os.Stderr, "sparktest: made Spark's class-data archive %s in %s\n", path, time.Since(began).Round(time.Second))
 	return nil
 }
