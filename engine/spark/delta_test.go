@@ -16,6 +16,7 @@ import (
 // stream–static join (Spark pins the version it first read), and a table rewritten at every
 // commit (complete mode) read with ignoreChanges: every added file's rows, on both.
 func TestDifferentialDelta(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()

@@ -402,6 +402,7 @@ func writeNullTimeInput(t *testing.T, in string) {
 }
 
 func TestDifferential(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	var shared *oracle // started by the first shared case that runs, stopped after the last

@@ -31,6 +31,7 @@ const (
 // nexmarkEvents of them, generated as each query's nexmark sources say, in files of
 // nexmarkFileEvents. The outputs must be equal multisets.
 func TestDifferentialNexmark(t *testing.T) {
+	t.Parallel()
 	sparktest.Runner(t) // before any event is generated: without Spark the test fails here, naming the install command
 	ctx := context.Background()
 	examples, err := filepath.Glob(filepath.Join("..", "..", "examples", "queries", "nexmark-*.yaml"))

@@ -548,6 +548,7 @@ func cmpOr(s, def string) string {
 // runs and its rows are right, Lockstep does not reject it; unless the case says why not.
 // The observed table is docs/compatibility-spark.md (-update-oracle rewrites it).
 func TestPlannerAgainstSpark(t *testing.T) {
+	t.Parallel()
 	o := startOracle(t)
 	var table strings.Builder
 	table.WriteString("| rule | change | Spark on restart | Lockstep | why they differ |\n|---|---|---|---|---|\n")

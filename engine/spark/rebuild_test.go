@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -122,40 +123,59 @@ func rebuildQuery(base func(string) *qt.Query, in string, edit func(*v1.Streamin
 }
 
 func TestSparkRebuildOracle(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
 	// The old queries' checkpoints after batches 0–1, one per base, run when a case first
 	// needs it (so that -run picks the bases too) and copied for each case; each base reads
-	// its own input folder, all four files written once the old query ran.
-	olds := map[string]string{}
+	// its own input folder, all four files written once the old query ran. The cases run two
+	// at a time (-parallel), each a JVM at a time: the runs wait on Spark's start as much as
+	// they compute.
+	type oldRun struct {
+		once    sync.Once
+		in, loc string
+	}
+	var mu sync.Mutex
+	olds := map[string]*oldRun{}
 	old := func(t *testing.T, b sparkRebuildBase) (in, loc string) {
-		in = filepath.Join(dir, "in-"+b.name)
-		if loc, ok := olds[b.name]; ok {
-			return in, loc
+		mu.Lock()
+		o := olds[b.name]
+		if o == nil {
+			o = &oldRun{}
+			olds[b.name] = o
 		}
-		for folder, files := range b.input {
-			writeFiles(t, filepath.Join(in, folder), files[:2])
+		mu.Unlock()
+		o.once.Do(func() {
+			in := filepath.Join(dir, "in-"+b.name)
+			for folder, files := range b.input {
+				writeFiles(t, filepath.Join(in, folder), files[:2])
+			}
+			loc := filepath.Join(dir, "old-"+b.name, "ck")
+			if out := runSparkAt(t, ctx, runner, rebuildQuery(b.query, in, nil), loc); len(out) != 2 {
+				t.Fatalf("old %s query ran batches %v, want 0 and 1", b.name, slices.Sorted(mapsKeys(out)))
+			}
+			for folder, files := range b.input {
+				writeFiles(t, filepath.Join(in, folder), files)
+			}
+			o.in, o.loc = in, loc
+		})
+		if o.loc == "" {
+			t.Fatalf("the old %s query did not run (see the case that ran it)", b.name)
 		}
-		loc = filepath.Join(dir, "old-"+b.name)
-		if out := runSparkAt(t, ctx, runner, rebuildQuery(b.query, in, nil), loc); len(out) != 2 {
-			t.Fatalf("old %s query ran batches %v, want 0 and 1", b.name, slices.Sorted(mapsKeys(out)))
-		}
-		for folder, files := range b.input {
-			writeFiles(t, filepath.Join(in, folder), files)
-		}
-		olds[b.name] = loc
-		return in, loc
+		return o.in, o.loc
 	}
 	for i, c := range sparkRebuildCases() {
 		t.Run(c.rule, func(t *testing.T) {
+			t.Parallel()
 			in, oldLoc := old(t, c.base)
 			nu := rebuildQuery(c.base.query, in, c.edit)
-			want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, fmt.Sprintf("uninterrupted-%d", i)))
+			// Each case's runs in a folder of its own, where their Spark log goes too.
+			want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, fmt.Sprintf("case-%d", i), "uninterrupted"))
 			if after := afterBatch(want, 1); len(after) != 2 || len(after[2])+len(after[3]) == 0 {
 				t.Fatalf("the uninterrupted run wrote %v after batch 1, want rows in batches 2 and 3", after)
 			}
-			loc := filepath.Join(dir, fmt.Sprintf("rebuilt-%d", i))
+			loc := filepath.Join(dir, fmt.Sprintf("case-%d", i), "rebuilt")
 			if err := os.CopyFS(loc, os.DirFS(oldLoc)); err != nil {
 				t.Fatal(err)
 			}
@@ -195,6 +215,7 @@ func TestSparkRebuildOracle(t *testing.T) {
 // untouched and still current, and the retried rebuild, which Run does when the start guard
 // asks for it (spec.onIncompatibleChange: rebuild), converges to the same output.
 func TestSparkRebuildKilled(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -514,6 +535,7 @@ func adopt(t *testing.T, ctx context.Context, runner spark.Runner, obj *v1.Strea
 // uninterrupted run of the new query. When Spark purged batch 0's offsets before the
 // adoption (spark.sql.streaming.minBatchesToRetain), the plan says so and nothing is written.
 func TestSparkRebuildAdopted(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()

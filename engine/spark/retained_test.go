@@ -56,6 +56,7 @@ func wantSourceLost(t *testing.T, what string, err error, source, want string) {
 // SourceLostError naming the file; with the file back, the rebuild runs, and the check then
 // reads the rebuilt generation's Spark files (generation-1/).
 func TestSparkRetainedFiles(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -116,6 +117,7 @@ func TestSparkRetainedFiles(t *testing.T) {
 // once a DeleteRecords moved the partition's start to 3, it fails with a SourceLostError
 // naming the topic, the partition and the offsets.
 func TestSparkRetainedKafka(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	brokers := testenv.Kafka(t)
@@ -185,6 +187,7 @@ func TestSparkRetainedKafka(t *testing.T) {
 // every data file PlanRebuild offers the rebuild; once one the batches read is gone (as a
 // VACUUM removes it), it fails with a SourceLostError naming the file.
 func TestSparkRetainedDelta(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()

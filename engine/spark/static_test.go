@@ -23,6 +23,7 @@ import (
 // snapshot (docs/spark.md, "A static join's snapshot"): no row has a new name, and the outputs
 // are equal.
 func TestStaticSnapshotAcrossRestart(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()

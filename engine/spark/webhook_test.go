@@ -24,6 +24,7 @@ import (
 // to receivers that answer each runtime's first request 503: both retry it, and deliver the
 // same rows, each request with the spec's header and an Idempotency-Key of the built-in form.
 func TestDifferentialWebhook(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
