@@ -147,6 +147,22 @@ func TestEngineKilledOnceIsARestart(t *testing.T) {
 	}
 }
 
+// sparkOnASmallNode is the spec.runtime of a spark query sized for a loaded 2-core node (as
+// TestSparkOnKubernetes's): a small driver, instances small executors, the tests' JVM options,
+// which cost a short query less CPU. Its lines are indented to stand under spec:.
+func sparkOnASmallNode(instances int) string {
+	return fmt.Sprintf(`  runtime:
+    spark:
+      driver: {cores: 1, memory: 640Mi}
+      executor: {cores: 1, memory: 512Mi}
+      instances: %d
+      conf:
+        spark.kubernetes.executor.request.cores: 100m
+        spark.driver.extraJavaOptions: "`+testenv.TestJavaOptions+`"
+        spark.executor.extraJavaOptions: "`+testenv.TestJavaOptions+`"
+`, instances)
+}
+
 // sparkFilesQuery is a spark query with two executors, JSON files → files, sized as
 // TestSparkOnKubernetes's query is for a loaded 2-core node.
 func (tn *tenant) sparkFilesQuery(name string) string {
@@ -154,16 +170,7 @@ func (tn *tenant) sparkFilesQuery(name string) string {
 kind: StreamingQuery
 metadata: {name: %s}
 spec:
-  runtime:
-    spark:
-      driver: {cores: 1, memory: 640Mi}
-      executor: {cores: 1, memory: 512Mi}
-      instances: 2
-      conf:
-        spark.kubernetes.executor.request.cores: 100m
-        spark.driver.extraJavaOptions: "`+testenv.TestJavaOptions+`"
-        spark.executor.extraJavaOptions: "`+testenv.TestJavaOptions+`"
-  sources:
+%s  sources:
   - name: orders
     files: {path: %s, format: json, maxFilesPerTrigger: 1}
     schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
@@ -174,7 +181,7 @@ spec:
   checkpoint: {store: %s}
   resources: {requests: {cpu: 100m, memory: 1280Mi}, limits: {memory: 1280Mi}}
   engine: {progressTimeout: 15m}
-`, name, tn.location("landing/orders"), tn.location("out/"+name), tn.store)
+`, name, sparkOnASmallNode(2), tn.location("landing/orders"), tn.location("out/"+name), tn.store)
 }
 
 // driverLogs returns the log of the driver pod's engine container, and of its run before

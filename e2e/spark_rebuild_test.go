@@ -10,7 +10,6 @@ import (
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // TestSparkRebuildOnIncompatibleChange is TestRebuildOnIncompatibleChange on the Spark runtime,
@@ -36,16 +35,7 @@ func TestSparkRebuildOnIncompatibleChange(t *testing.T) {
 kind: StreamingQuery
 metadata: {name: windows}
 spec:
-  runtime:
-    spark:
-      driver: {cores: 1, memory: 640Mi}
-      executor: {cores: 1, memory: 512Mi}
-      instances: 1
-      conf:
-        spark.kubernetes.executor.request.cores: 100m
-        spark.driver.extraJavaOptions: "`+testenv.TestJavaOptions+`"
-        spark.executor.extraJavaOptions: "`+testenv.TestJavaOptions+`"
-  sources:
+%s  sources:
   - name: ticks
     files: {path: %s, format: json, maxFilesPerTrigger: 1}
     schema: {columns: [{name: id, type: string}, {name: ts, type: timestamp}]}
@@ -61,7 +51,7 @@ spec:
   checkpoint: {store: %s}
   resources: {requests: {cpu: 100m, memory: 1280Mi}, limits: {memory: 1280Mi}}
   engine: {progressTimeout: 15m}
-%s`, tn.location("landing/ticks"), window, tn.location("out/windows"), tn.store, policy)
+%s`, sparkOnASmallNode(1), tn.location("landing/ticks"), window, tn.location("out/windows"), tn.store, policy)
 	}
 	put(0)
 	put(1)

@@ -145,16 +145,7 @@ func TestSparkOnKubernetes(t *testing.T) {
 kind: StreamingQuery
 metadata: {name: orders}
 spec:
-  runtime:
-    spark:
-      driver: {cores: 1, memory: 640Mi}
-      executor: {cores: 1, memory: 512Mi}
-      instances: %d
-      conf:
-        spark.kubernetes.executor.request.cores: 100m
-        spark.driver.extraJavaOptions: "`+testenv.TestJavaOptions+`"
-        spark.executor.extraJavaOptions: "`+testenv.TestJavaOptions+`"
-  sources:
+%s  sources:
   - name: orders
     kafka: {bootstrapServers: [%q], topics: [orders], startingOffsets: earliest, format: json}
     schema: {columns: [{name: id, type: long}]}
@@ -167,7 +158,7 @@ spec:
   checkpoint: {store: %s}
   resources: {requests: {cpu: 100m, memory: 1280Mi}, limits: {memory: 1280Mi}}
   engine: {progressTimeout: 15m}
-`, instances, broker, tn.location("tables/orders"), partitions, suspend, tn.store)
+`, sparkOnASmallNode(instances), broker, tn.location("tables/orders"), partitions, suspend, tn.store)
 	}
 
 	produce(40)

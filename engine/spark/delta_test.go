@@ -20,11 +20,7 @@ func TestDifferentialDelta(t *testing.T) {
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	in, table := filepath.Join(dir, "in"), filepath.Join(dir, "table")
-	writeInput(t, in)
-	runBuiltin(t, ctx, qt.Make("make-table", "diff").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
-		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
-		DeltaSink(table).AvailableNow().Checkpoint(filepath.Join(dir, "ck-table")).Obj())
+	in, table := writeDeltaInput(t, ctx, dir)
 
 	query := func(name string) *v1.StreamingQuery {
 		return qt.Make("delta-"+name, "diff").DeltaSource("orders", table, diffColumns...).
@@ -59,4 +55,16 @@ func TestDifferentialDelta(t *testing.T) {
 			FilesSink(filepath.Join(dir, "changes-"+name), v1.FormatJSON).AvailableNow().Checkpoint(filepath.Join(dir, "ck-changes-"+name)).Obj()
 	}
 	compareRuntimes(t, ctx, runner, "a rewritten table read with ignoreChanges", changes)
+}
+
+// writeDeltaInput writes the differential input (writeInput) into dir/in and, with the built-in
+// engine, into the Delta table dir/table, one commit a file; it returns both paths.
+func writeDeltaInput(t *testing.T, ctx context.Context, dir string) (in, table string) {
+	t.Helper()
+	in, table = filepath.Join(dir, "in"), filepath.Join(dir, "table")
+	writeInput(t, in)
+	runBuiltin(t, ctx, qt.Make("make-table", "spark").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+		DeltaSink(table).AvailableNow().Checkpoint(filepath.Join(dir, "ck-table")).Obj())
+	return in, table
 }

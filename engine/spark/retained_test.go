@@ -191,11 +191,7 @@ func TestSparkRetainedDelta(t *testing.T) {
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
 	dir := t.TempDir()
-	in, table := filepath.Join(dir, "in"), filepath.Join(dir, "table")
-	writeInput(t, in)
-	runBuiltin(t, ctx, qt.Make("make-table", "spark").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
-		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
-		DeltaSink(table).AvailableNow().Checkpoint(filepath.Join(dir, "ck-table")).Obj())
+	_, table := writeDeltaInput(t, ctx, dir)
 	query := func(keyed string) *v1.StreamingQuery {
 		return qt.Make("retained-delta", "spark").DeltaSource("orders", table, diffColumns...).
 			EditSource("orders", func(s *v1.Source) { s.Delta.MaxFilesPerTrigger = ptr[int32](1) }).
