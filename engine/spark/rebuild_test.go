@@ -21,10 +21,13 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/checkpoint/storetest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
+	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // The rebuild oracle on Spark (docs/rebuild.md): for each stateful change the Spark runtime
@@ -216,15 +219,49 @@ func TestSparkRebuildOracle(t *testing.T) {
 // asks for it (spec.onIncompatibleChange: rebuild), converges to the same output.
 func TestSparkRebuildKilled(t *testing.T) {
 	t.Parallel()
+	dir := t.TempDir()
+	loc := filepath.Join(dir, "ckpt")
+	sparkRebuildKilled(t, dir, loc, func() checkpoint.Store {
+		st, err := checkpoint.OpenDir(loc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
+}
+
+// TestSparkRebuildKilledS3 is TestSparkRebuildKilled with the checkpoint on S3 behind the
+// fault proxy, which fails 2% of the requests (503 SlowDown, 500, 503, a reset) of the runner's
+// S3A and of Lockstep's own client alike; the test reads the checkpoint past the proxy.
+func TestSparkRebuildKilledS3(t *testing.T) {
+	srv := testenv.S3(t)
+	proxy := testenv.NewS3Proxy(t, srv, uint64(time.Now().UnixNano()))
+	proxy.Random(0.02, testenv.SlowDown, testenv.InternalError, testenv.Unavailable, testenv.Reset)
+	for _, kv := range proxy.Server().Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	sparkRebuildKilled(t, t.TempDir(), "s3://"+srv.Bucket+"/rebuild", func() checkpoint.Store {
+		st, err := s3.Open(context.Background(), srv.Bucket, "rebuild", srv.Options()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st
+	})
+	t.Logf("the proxy saw %d requests, faults: %v", proxy.Requests(), proxy.Counts())
+}
+
+// sparkRebuildKilled runs the oracle's query over 3 files with its checkpoint at loc, then
+// kills the rebuild for grouping by city after its first batch, and retries it with Run; store
+// opens loc for the test's reads. dir is a local folder for the input and the reference run.
+func sparkRebuildKilled(t *testing.T, dir, loc string, store func() checkpoint.Store) {
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
-	dir := t.TempDir()
 	in := filepath.Join(dir, "in")
 	writeFiles(t, filepath.Join(in, "orders"), oracleInput[:3])
-	loc := filepath.Join(dir, "ckpt")
 	edit := func(s *v1.StreamingQuerySpec) { s.Transform[1].Aggregate.GroupBy[0].Column = "city" }
 	runSparkAt(t, ctx, runner, rebuildQuery(oracleQuery, in, nil), loc)
-	before := snapshotDir(t, loc)
+	before := storetest.Objects(t, store(), oldGeneration)
 
 	nu := rebuildQuery(oracleQuery, in, edit)
 	killCtx, kill := context.WithCancel(ctx)
@@ -237,13 +274,10 @@ func TestSparkRebuildKilled(t *testing.T) {
 	if err == nil {
 		t.Fatal("Rebuild survived the kill")
 	}
-	if after := snapshotDir(t, loc); !mapsEqual(before, after) {
-		t.Errorf("the killed rebuild changed the old generation:\n%s", cmp.Diff(before, after))
+	if diff := cmp.Diff(before, storetest.Objects(t, store(), oldGeneration)); diff != "" {
+		t.Errorf("the killed rebuild changed the old generation (-before +after):\n%s", diff)
 	}
-	records, err := checkpoint.Open(ctx, loc+"/"+spark.RecordsDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	records := checkpoint.Sub(store(), spark.RecordsDir+"/")
 	if g, err := checkpoint.CurrentGeneration(ctx, records); err != nil || g.Number != 0 {
 		t.Fatalf("current generation after the kill = %+v, %v; want 0", g, err)
 	}
@@ -286,7 +320,11 @@ func TestSparkRebuildKilled(t *testing.T) {
 
 func newSparkQuery(t *testing.T, runner spark.Runner, obj *v1.StreamingQuery, loc string, edit func(*spark.Options)) *spark.Query {
 	t.Helper()
-	opts := spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(filepath.Dir(loc), "spark.log"), Stdout: &bytes.Buffer{}}
+	logDir := filepath.Dir(loc)
+	if strings.Contains(loc, "://") {
+		logDir = t.TempDir()
+	}
+	opts := spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(logDir, "spark.log"), Stdout: &bytes.Buffer{}}
 	if edit != nil {
 		edit(&opts)
 	}
@@ -364,45 +402,26 @@ func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	}
 }
 
-func mapsEqual(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
+// oldGeneration keeps the keys of a Spark checkpoint's old generation: not a later
+// generation's folder (generation-<n>/), nor the records' generations and switches
+// (_generations/).
+func oldGeneration(key string) bool {
+	for _, seg := range strings.Split(key, "/") {
+		if strings.HasPrefix(seg, "generation-") || seg == "_generations" {
 			return false
 		}
 	}
 	return true
 }
 
-// snapshotDir reads every file of the old generation at loc (the location without the
-// generation folders and the records' generation folders and switches) into a map.
+// snapshotDir reads every object of the old generation at the local location loc.
 func snapshotDir(t *testing.T, loc string) map[string]string {
 	t.Helper()
-	files := map[string]string{}
-	err := filepath.WalkDir(loc, func(p string, d os.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(loc, p)
-		if d.IsDir() {
-			if strings.HasPrefix(d.Name(), "generation-") || d.Name() == "_generations" {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		files[rel] = string(data)
-		return nil
-	})
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	st, err := checkpoint.OpenDir(loc)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return files
+	return storetest.Objects(t, st, oldGeneration)
 }
 
 // BenchmarkSparkRebuild is BenchmarkRebuild (engine) on Spark: the rows per CPU-second (this
@@ -603,8 +622,8 @@ func TestSparkRebuildAdopted(t *testing.T) {
 		if _, err := q.Rebuild(ctx, engine.RebuildOptions{}); !errors.Is(err, engine.ErrRebuildImpossible) || !want.MatchString(err.Error()) {
 			t.Errorf("Rebuild = %v, want ErrRebuildImpossible matching %s", err, want)
 		}
-		if after := snapshotDir(t, loc); !mapsEqual(before, after) {
-			t.Errorf("a rebuild that cannot be done changed the checkpoint:\n%s", cmp.Diff(before, after))
+		if diff := cmp.Diff(before, snapshotDir(t, loc)); diff != "" {
+			t.Errorf("a rebuild that cannot be done changed the checkpoint (-before +after):\n%s", diff)
 		}
 	})
 }
