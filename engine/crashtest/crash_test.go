@@ -19,7 +19,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -82,7 +81,7 @@ type setup struct {
 	t        *testing.T
 	in, out  string // locations
 	ckpt     string
-	cfg      []cks3.Option
+	cfg      []s3.Option
 	env      []string
 	files    int
 	perBatch int

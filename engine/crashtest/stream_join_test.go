@@ -14,7 +14,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -84,7 +83,7 @@ type streamJoinSetup struct {
 	dir                string // scratch folder for specs
 	imps, clicks, out  string
 	ckpt               string
-	cfg                []cks3.Option
+	cfg                []s3.Option
 	env                []string
 	files, impressions int
 	// typ is the join type, leftOuter unless set.

@@ -17,7 +17,6 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -135,7 +134,7 @@ type upsertSetup struct {
 	in, ckpt string
 	table    string // the delta table's location
 	dsn      string // the postgres database
-	cfg      []cks3.Option
+	cfg      []s3.Option
 	env      []string
 	events   []event
 	files    int
@@ -322,7 +321,7 @@ func (u *upsertSetup) checkVersions() []string {
 
 // localCopy copies the objects under loc (on S3) to a new local folder,
 // for DuckDB and delta-go, which read delta tables from folders.
-func localCopy(t testing.TB, loc string, cfg []cks3.Option) string {
+func localCopy(t testing.TB, loc string, cfg []s3.Option) string {
 	t.Helper()
 	ctx := context.Background()
 	f, err := s3.OpenFolder(loc, cfg...)

@@ -15,7 +15,6 @@ import (
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -51,7 +50,7 @@ type pipeline struct {
 	kind                 string
 	in, table, out       string
 	ckptA, ckptB         string
-	cfg                  []cks3.Option
+	cfg                  []s3.Option
 	opts                 []engine.Option
 	env                  []string // the S3 settings, for child processes
 	files                int

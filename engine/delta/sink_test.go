@@ -9,7 +9,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -131,7 +130,7 @@ func TestSinkFaults(t *testing.T) {
 		{Name: "commit", Match: testenv.Match{Method: "PUT", Key: `_delta_log/\d+\.json$`, IfNoneMatch: true}},
 		{Name: "log-read", Match: testenv.Match{Method: "GET", Key: `_delta_log`}},
 	}
-	enginetest.RunSinkFaultsOnS3(t, targets, func(t *testing.T, srv *testenv.S3Server, opts []cks3.Option, n int) enginetest.SinkHarness {
+	enginetest.RunSinkFaultsOnS3(t, targets, func(t *testing.T, srv *testenv.S3Server, opts []s3.Option, n int) enginetest.SinkHarness {
 		l := tableLocation{path: fmt.Sprintf("s3://%s/lake/faults%d", srv.Bucket, n),
 			open: func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc, opts...) }}
 		return enginetest.SinkHarness{

@@ -326,8 +326,10 @@ func (s *Source) RetainedFrom(ctx context.Context, start, end engine.Offset) err
 		first, ok := logStarts.get(tp)
 		switch {
 		case !ok:
+			//lint:ignore ST1005 the sentence names Kafka, a proper noun
 			return fmt.Errorf("Kafka partition %s-%d is gone; the committed batches read its offsets %d–%d", tp.topic, tp.partition, lo, hi-1)
 		case first > lo:
+			//lint:ignore ST1005 the sentence names Kafka, a proper noun
 			return fmt.Errorf("Kafka partition %s-%d starts at offset %d now; the committed batches read it from offset %d, so offsets %d–%d are gone (the topic's retention.ms or retention.bytes, or a deleteRecords, removed them)",
 				tp.topic, tp.partition, first, lo, lo, first-1)
 		}

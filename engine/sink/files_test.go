@@ -11,7 +11,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
-	cks3 "github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/sink"
@@ -20,7 +19,7 @@ import (
 
 func TestMain(m *testing.M) { testenv.Main(m) }
 
-func filesHarness(location string, cfg []cks3.Option, format v1.FileFormat) enginetest.SinkHarness {
+func filesHarness(location string, cfg []s3.Option, format v1.FileFormat) enginetest.SinkHarness {
 	open := func(loc string) (checkpoint.Store, error) { return s3.OpenFolder(loc, cfg...) }
 	return enginetest.SinkHarness{
 		New: func(t *testing.T) engine.Sink {
@@ -141,7 +140,7 @@ func TestFilesSinkFaults(t *testing.T) {
 		{Name: "manifest", Match: testenv.Match{Method: "PUT", Key: sink.ManifestDir + "/", IfNoneMatch: true}},
 		{Name: "manifest-read", Match: testenv.Match{Method: "GET", Key: sink.ManifestDir + "/"}},
 	}
-	enginetest.RunSinkFaultsOnS3(t, targets, func(t *testing.T, srv *testenv.S3Server, opts []cks3.Option, n int) enginetest.SinkHarness {
+	enginetest.RunSinkFaultsOnS3(t, targets, func(t *testing.T, srv *testenv.S3Server, opts []s3.Option, n int) enginetest.SinkHarness {
 		return filesHarness(fmt.Sprintf("s3://%s/faults%d", srv.Bucket, n), opts, v1.FormatParquet)
 	})
 }
