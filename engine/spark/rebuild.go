@@ -205,6 +205,8 @@ type replayer struct {
 	newLocation        string
 	// conf holds the new query's settings that Spark pins in the offsets log.
 	conf map[string]string
+	// joins are the static snapshots the replay joins, which each entry records.
+	joins []checkpoint.JoinSnapshot
 
 	jvm *runnerJVM
 	out *bufio.Scanner
@@ -229,8 +231,20 @@ func (rp *replayer) replay(ctx context.Context) (int64, int64, error) {
 	if err != nil {
 		return 0, 0, fmt.Errorf("read %s: %w", rp.oldSpark.Location(), err)
 	}
+	// The static sides the batches joined: the snapshots the old generation pinned (a run pins
+	// them once and keeps them across restarts), which the new generation's entries record too,
+	// so that the run after the switch joins the same rows.
+	oldHead, err := rp.old.Head(ctx)
+	if err != nil {
+		return 0, 0, err
+	}
+	statics, joins, err := rp.q.pinStatics(ctx, oldHead, time.Now())
+	if err != nil {
+		return 0, 0, err
+	}
+	rp.joins = joins
 	plan, err := Compile(rp.q.plan, CompileOptions{QueryID: id, CheckpointLocation: sparkckpt.HadoopLocation(rp.newLocation),
-		AppName: rp.q.obj.Namespace + "/" + rp.q.obj.Name, Getenv: os.Getenv, UnnamedSources: unnamed})
+		AppName: rp.q.obj.Namespace + "/" + rp.q.obj.Name, Getenv: os.Getenv, UnnamedSources: unnamed, Statics: statics})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -391,7 +405,7 @@ func (rp *replayer) run(ctx context.Context, plan *Plan, i int64) error {
 	if _, err := rp.newCommit(ctx, i); err != nil {
 		return err
 	}
-	r := &reader{q: rp.q, ck: rp.gen}
+	r := &reader{q: rp.q, ck: rp.gen, joins: rp.joins}
 	p, err := r.record(ctx, sp)
 	if err != nil {
 		return err
@@ -415,7 +429,7 @@ func (rp *replayer) mirror(ctx context.Context, committed int64) error {
 	if h.Committed != nil {
 		from = h.Committed.BatchID + 1
 	}
-	r := &reader{q: rp.q, ck: rp.gen}
+	r := &reader{q: rp.q, ck: rp.gen, joins: rp.joins}
 	for i := from; i <= committed; i++ {
 		key := "offsets/" + strconv.FormatInt(i, 10)
 		data, err := rp.newSpark.Get(ctx, key)

@@ -627,3 +627,50 @@ func TestSparkRebuildAdopted(t *testing.T) {
 		}
 	})
 }
+
+// TestSparkRebuildPinsStatics: a rebuild joins the static side's snapshot the old generation's
+// batches joined, not the newest, and records it in the new generation's entries, so that the
+// run after the switch joins it too. Orders joined with a customers folder are counted per
+// tier; the first file's batch runs; then the count becomes per name (rebuilt) after the
+// folder gained renamed customers (Bob New for b1, whom both files' orders name). Batch 1
+// after the rebuild equals an uninterrupted run of the new query that started before the
+// folder changed: no new name in it.
+func TestSparkRebuildPinsStatics(t *testing.T) {
+	t.Parallel()
+	runner := sparktest.Runner(t)
+	ctx := context.Background()
+	dir := t.TempDir()
+	in, customers := filepath.Join(dir, "in"), filepath.Join(dir, "customers")
+	base := time.Now().Add(-time.Hour)
+	writeFileAt(t, filepath.Join(in, "part-0.json"), diffInput[0], base)
+	writeFileAt(t, filepath.Join(customers, "part-0.json"), diffCustomers, base)
+	query := func(key string) *v1.StreamingQuery {
+		return qt.Make("pinned", "spark").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
+			EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
+			Join(v1.Join{Type: v1.JoinLeftOuter, Keys: qt.Keys("id", "cid"), Static: qt.StaticFiles(customers, v1.FormatJSON, diffCustomerColumns...), RightPrefix: "c_"}).
+			Aggregate("", []v1.GroupKey{qt.Key(key)}, qt.Agg("orders", v1.AggCount, "")).OutputMode(v1.OutputUpdate).
+			ConsoleSink().AvailableNow().
+			Edit(func(s *v1.StreamingQuerySpec) {
+				s.Runtime.Spark = &v1.SparkRuntime{Conf: map[string]string{"spark.sql.streaming.noDataMicroBatches.enabled": "false"}}
+			}).Obj()
+	}
+	loc := filepath.Join(dir, "rebuilt", "ck")
+	if out := runSparkAt(t, ctx, runner, query("c_tier"), loc); len(out) != 1 {
+		t.Fatalf("the old query ran batches %v, want 0", slices.Sorted(mapsKeys(out)))
+	}
+	writeFileAt(t, filepath.Join(in, "part-1.json"), diffInput[1], base.Add(time.Minute))
+	want := runSparkAt(t, ctx, runner, query("c_name"), filepath.Join(dir, "uninterrupted", "ck"))
+	writeFileAt(t, filepath.Join(customers, "part-1.json"), "{\"cid\":\"b1\",\"name\":\"Bob New\",\"tier\":8,\"since\":null}\n", base.Add(time.Minute))
+
+	q := newSparkQuery(t, runner, query("c_name"), loc, nil)
+	if _, err := q.Rebuild(ctx, engine.RebuildOptions{Reason: "key-columns"}); err != nil {
+		t.Fatalf("Rebuild: %v\n%s", err, sparkLogTail(q))
+	}
+	got := runSparkAt(t, ctx, runner, query("c_name"), loc)
+	if len(afterBatch(want, 0)[1]) == 0 {
+		t.Fatalf("the uninterrupted run wrote nothing in batch 1: %v", want)
+	}
+	if diff := cmp.Diff(afterBatch(want, 0), got); diff != "" {
+		t.Errorf("batch 1 after the rebuild differs from an uninterrupted run that joined the first snapshot (-want +got):\n%s", diff)
+	}
+}
