@@ -76,21 +76,23 @@ func (q *Query) PlanRebuild(ctx context.Context) (engine.RebuildPlan, error) {
 		return p, err // records that lack batches: Spark's log answers for them (amendPlan)
 	}
 	oldSpark := checkpoint.GenerationStore(sparkRoot, old.Generation())
-	if err := amendPlan(ctx, oldSpark, &p); err != nil {
+	log, err := amendPlan(ctx, oldSpark, &p)
+	if err != nil {
 		return p, err
 	}
-	return p, q.CheckRetained(ctx, oldSpark, p.Batches)
+	return p, q.checkRetained(ctx, oldSpark, log, p.Batches)
 }
 
 // amendPlan sets what Spark's own logs say: the batches Spark committed (the records may
 // lag by the one whose record a crash cut short) and the one it planned and did not commit.
 // Spark's offsets log must still hold batch 0. The replay reads the boundaries from it, not
 // from the records (engine.Rebuilder.OwnLog): those of a Spark checkpoint Lockstep adopted
-// start at the batch it adopted, the batches before are in Spark's log only.
-func amendPlan(ctx context.Context, oldSpark checkpoint.Store, p *engine.RebuildPlan) error {
+// start at the batch it adopted, the batches before are in Spark's log only. It returns the
+// log it read, which the sources' check reads the batches' offsets from (checkRetained).
+func amendPlan(ctx context.Context, oldSpark checkpoint.Store, p *engine.RebuildPlan) ([]sparkckpt.Batch, error) {
 	batches, err := sparkckpt.Batches(ctx, oldSpark)
 	if err != nil {
-		return fmt.Errorf("plan rebuild: read %s: %w", oldSpark.Location(), err)
+		return nil, fmt.Errorf("plan rebuild: read %s: %w", oldSpark.Location(), err)
 	}
 	committed, planned := int64(-1), int64(-1)
 	first := int64(-1)
@@ -108,13 +110,13 @@ func amendPlan(ctx context.Context, oldSpark checkpoint.Store, p *engine.Rebuild
 	}
 	if first != 0 {
 		if first < 0 {
-			return fmt.Errorf("%w: %w: Spark's offsets log in %s holds no batch", engine.ErrRebuildImpossible, checkpoint.ErrNotReplayable, oldSpark.Location())
+			return nil, fmt.Errorf("%w: %w: Spark's offsets log in %s holds no batch", engine.ErrRebuildImpossible, checkpoint.ErrNotReplayable, oldSpark.Location())
 		}
 		purged := "batch 0"
 		if first > 1 {
 			purged = fmt.Sprintf("batches 0–%d", first-1)
 		}
-		return fmt.Errorf("%w: %w: Spark purged the offsets of %s: its offsets log in %s keeps batches %d–%d only (spark.sql.streaming.minBatchesToRetain), so what %s read is no longer recorded",
+		return nil, fmt.Errorf("%w: %w: Spark purged the offsets of %s: its offsets log in %s keeps batches %d–%d only (spark.sql.streaming.minBatchesToRetain), so what %s read is no longer recorded",
 			engine.ErrRebuildImpossible, checkpoint.ErrNotReplayable, purged, oldSpark.Location(), first, planned, purged)
 	}
 	p.Batches = max(p.Batches, committed+1)
@@ -122,7 +124,7 @@ func amendPlan(ctx context.Context, oldSpark checkpoint.Store, p *engine.Rebuild
 	if planned > committed {
 		p.Pending = planned
 	}
-	return nil
+	return batches, nil
 }
 
 // Rebuild computes the state this query would have after the checkpoint's newest committed
@@ -149,10 +151,11 @@ func (q *Query) Rebuild(ctx context.Context, opts engine.RebuildOptions) (engine
 			nextGen = checkpoint.Generation{Number: p.To}
 			next = checkpoint.GenerationStore(sparkRoot, nextGen)
 			oldSpark := checkpoint.GenerationStore(sparkRoot, old.Generation())
-			if err := amendPlan(ctx, oldSpark, p); err != nil {
+			log, err := amendPlan(ctx, oldSpark, p)
+			if err != nil {
 				return err
 			}
-			return q.checkBeforeReplay(ctx, oldSpark, p.Batches)
+			return q.checkBeforeReplay(ctx, oldSpark, log, p.Batches)
 		},
 		Clear: func(ctx context.Context) error {
 			if dir, ok := localPath(generationLocation(q.opts.Location, nextGen)); ok {

@@ -56,19 +56,30 @@ func (q *Query) CheckRetained(ctx context.Context, sparkStore checkpoint.Store, 
 	if batches <= 0 {
 		return nil
 	}
+	log, err := sparkckpt.Batches(ctx, sparkStore)
+	if err != nil {
+		return fmt.Errorf("%w: read %s: %w", engine.ErrRetentionUnknown, sparkStore.Location(), err)
+	}
+	return q.checkRetained(ctx, sparkStore, log, batches)
+}
+
+// checkRetained is CheckRetained over log, Spark's offsets and commit logs as
+// sparkckpt.Batches read them from sparkStore.
+func (q *Query) checkRetained(ctx context.Context, sparkStore checkpoint.Store, log []sparkckpt.Batch, batches int64) error {
+	if batches <= 0 {
+		return nil
+	}
 	offs := make([]sparkckpt.Offsets, batches)
-	for i := range batches {
-		key := "offsets/" + strconv.FormatInt(i, 10)
-		data, err := sparkStore.Get(ctx, key)
-		if errors.Is(err, checkpoint.ErrNotFound) { // as amendPlan says it
+	have := make([]bool, batches)
+	for _, b := range log {
+		if b.Offsets != nil && b.ID >= 0 && b.ID < batches {
+			offs[b.ID], have[b.ID] = *b.Offsets, true
+		}
+	}
+	for i, ok := range have {
+		if !ok { // as amendPlan says it
 			return fmt.Errorf("%w: %w: Spark's offsets log in %s no longer holds batch %d (spark.sql.streaming.minBatchesToRetain purged it), so what it read is no longer recorded",
 				engine.ErrRebuildImpossible, checkpoint.ErrNotReplayable, sparkStore.Location(), i)
-		}
-		if err != nil {
-			return fmt.Errorf("%w: read %s/%s: %w", engine.ErrRetentionUnknown, sparkStore.Location(), key, err)
-		}
-		if offs[i], err = sparkckpt.ParseOffsets(key, i, data); err != nil {
-			return fmt.Errorf("%w: read %s/%s: %w", engine.ErrRetentionUnknown, sparkStore.Location(), key, err)
 		}
 	}
 	dirs, err := sourceDirs(ctx, sparkStore)
@@ -104,8 +115,8 @@ var errNotRecorded = fmt.Errorf("%w on the spark runtime", engine.ErrRetentionUn
 
 // checkBeforeReplay is the rebuild's check before it replays anything: CheckRetained, with a
 // retention that Spark's files cannot tell (errNotRecorded) logged and let through.
-func (q *Query) checkBeforeReplay(ctx context.Context, sparkStore checkpoint.Store, batches int64) error {
-	err := q.CheckRetained(ctx, sparkStore, batches)
+func (q *Query) checkBeforeReplay(ctx context.Context, sparkStore checkpoint.Store, log []sparkckpt.Batch, batches int64) error {
+	err := q.checkRetained(ctx, sparkStore, log, batches)
 	if errors.Is(err, errNotRecorded) {
 		q.opts.Logger.Warn("Rebuilding without knowing whether the sources still hold the input", "reason", err)
 		return nil
