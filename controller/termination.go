@@ -1,14 +1,14 @@
 package controller
 
 import (
-	"encoding/json"
 	"fmt"
-	"regexp"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/lockstep-dev/lockstep/internal/logtail"
 )
 
 // How an engine container ended, in words. The engine writes why it exits to its
@@ -22,9 +22,6 @@ import (
 
 // reasonOOMKilled is the kubelet's reason of a container the kernel killed for its memory.
 const reasonOOMKilled = "OOMKilled"
-
-// maxErrorLine bounds the error line quoted from a log's tail.
-const maxErrorLine = 512
 
 // ending is how an engine container ended.
 type ending struct {
@@ -43,7 +40,7 @@ func endingOf(t *corev1.ContainerStateTerminated) ending {
 	e := ending{how: endedHow(t)}
 	msg := strings.TrimSpace(t.Message)
 	if isLogTail(msg) {
-		e.logged = lastErrorLine(msg)
+		e.logged = logtail.LastError(msg)
 	} else {
 		e.message = msg
 	}
@@ -93,55 +90,12 @@ func failureMessage(t *corev1.ContainerStateTerminated) string {
 	}
 }
 
-// log4jLine matches the head of a log line of Spark's log4j layout
-// ("26/12/06 16:22:01 INFO MemoryStore: …", or with an ISO date) and captures its level and
-// the rest.
-var log4jLine = regexp.MustCompile(`^\d{2,4}[-/]\d{2}[-/]\d{2}[ T]\d{2}:\d{2}:\d{2}\S*\s+(TRACE|DEBUG|INFO|WARN|WARNING|ERROR|FATAL)\s+(.*)$`)
-
-// exceptionLine matches the first line of a Java exception ("java.io.IOException: …",
-// "Caused by: …", `Exception in thread "main" …`).
-var exceptionLine = regexp.MustCompile(`^(Caused by: |Exception in thread "[^"]*" )?([A-Za-z_$][\w$]*\.)+[\w$]*(Exception|Error|Throwable)\b`)
-
-// logRecord is one record of a log: a line with a level and the lines after it that have
-// none (a stack trace).
-type logRecord struct {
-	level, text string
-	more        []string
-}
-
-// parseLogLine reads one line of a log: the engine's JSON (log/slog) or Spark's log4j
-// layout. ok is false for any other line.
-func parseLogLine(line string) (level, text string, ok bool) {
-	if strings.HasPrefix(line, "{") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil {
-			return "", "", false
-		}
-		lvl, _ := rec["level"].(string)
-		msg, _ := rec["msg"].(string)
-		if lvl == "" {
-			return "", "", false
-		}
-		for _, k := range []string{"error", "err"} {
-			if v, ok := rec[k].(string); ok && v != "" {
-				msg += ": " + v
-				break
-			}
-		}
-		return strings.ToUpper(lvl), msg, true
-	}
-	if m := log4jLine.FindStringSubmatch(line); m != nil {
-		return m[1], m[2], true
-	}
-	return "", "", false
-}
-
 // isLogTail reports whether a termination message is the tail of the container's log that
 // the kubelet gives when the engine wrote no message: it holds a log line, or a Go panic.
 func isLogTail(msg string) bool {
 	for line := range strings.SplitSeq(msg, "\n") {
 		line = strings.TrimSpace(line)
-		if _, _, ok := parseLogLine(line); ok {
+		if _, _, ok := logtail.ParseLine(line); ok {
 			return true
 		}
 		if strings.HasPrefix(line, "goroutine ") && strings.Contains(msg, "panic: ") {
@@ -149,53 +103,4 @@ func isLogTail(msg string) bool {
 		}
 	}
 	return false
-}
-
-// lastErrorLine returns the last error of a log's tail: the last record at level ERROR or
-// FATAL, with the exception its stack trace starts with; a Go panic; a Java exception that
-// no log line announced (the JVM's own "Exception in thread …"). "" when there is none:
-// never an INFO or WARN line, and never the exception of a WARN.
-func lastErrorLine(tail string) string {
-	var recs []logRecord
-	for line := range strings.SplitSeq(tail, "\n") {
-		line = strings.TrimRight(line, " \r\t")
-		trimmed := strings.TrimSpace(line)
-		if trimmed == "" {
-			continue
-		}
-		if level, text, ok := parseLogLine(trimmed); ok {
-			recs = append(recs, logRecord{level: level, text: text})
-			continue
-		}
-		switch {
-		case strings.HasPrefix(trimmed, "panic: "), strings.HasPrefix(trimmed, "fatal error: "),
-			strings.HasPrefix(trimmed, "Exception in thread "):
-			recs = append(recs, logRecord{level: "ERROR", text: trimmed})
-			continue
-		}
-		if len(recs) == 0 {
-			recs = append(recs, logRecord{}) // the tail starts inside a record
-		}
-		recs[len(recs)-1].more = append(recs[len(recs)-1].more, trimmed)
-	}
-	for i := len(recs) - 1; i >= 0; i-- {
-		r := recs[i]
-		if r.level != "ERROR" && r.level != "FATAL" {
-			continue
-		}
-		text := r.text
-		for _, l := range r.more {
-			if exceptionLine.MatchString(l) {
-				if !strings.Contains(text, l) {
-					text += ": " + l
-				}
-				break
-			}
-		}
-		if len(text) > maxErrorLine {
-			text = text[:maxErrorLine-3] + "..."
-		}
-		return text
-	}
-	return ""
 }

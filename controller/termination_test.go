@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -62,13 +61,5 @@ main.main()`
 				t.Errorf("failureMessage() = %q, want %q", got, tt.want)
 			}
 		})
-	}
-}
-
-// TestLastErrorLineIsBounded: an error line longer than a status message should be is cut.
-func TestLastErrorLineIsBounded(t *testing.T) {
-	long := `{"level":"ERROR","msg":"` + strings.Repeat("x", 2*maxErrorLine) + `"}`
-	if got := lastErrorLine(long); len(got) != maxErrorLine || !strings.HasSuffix(got, "...") {
-		t.Errorf("lastErrorLine() has %d bytes, want %d ending in ...", len(got), maxErrorLine)
 	}
 }

@@ -259,7 +259,7 @@ func (rp *replayer) replay(ctx context.Context) (int64, int64, error) {
 	plan.Rebuild = true
 	plan.Trigger = Trigger{Kind: "once"}
 	plan.Sink = Sink{Kind: SinkNoop, Options: map[string]string{}}
-	defer rp.stop()
+	defer func() { _ = rp.stop() }()
 
 	committed, planned, err := sparkckpt.Newest(ctx, rp.newSpark)
 	if err != nil {
@@ -385,7 +385,7 @@ func (rp *replayer) run(ctx context.Context, plan *Plan, i int64) error {
 	var sp sparkProgress
 	for {
 		if !rp.out.Scan() {
-			return rp.failed(fmt.Errorf("rebuild batch %d: the runner ended", i))
+			return rp.failed(fmt.Errorf("rebuild batch %d: %w", i, errRunnerEnded))
 		}
 		line := rp.out.Text()
 		if strings.HasPrefix(line, errorPrefix) {
@@ -456,23 +456,29 @@ func (rp *replayer) failed(err error) error {
 	if rp.jvm == nil {
 		return err
 	}
-	logPath := rp.jvm.logPath
-	rp.stop()
-	return fmt.Errorf("%w (Spark's log: %s)", err, logPath)
+	jvm := rp.jvm
+	if waitErr := rp.stop(); errors.Is(err, errRunnerEnded) && waitErr != nil {
+		err = fmt.Errorf("%w: %s", err, jvm.ended(waitErr))
+	}
+	return fmt.Errorf("%w (Spark's log: %s)", err, jvm.logPath)
 }
 
-// stop ends the runner: its input closes, and it exits.
-func (rp *replayer) stop() {
+// errRunnerEnded is a replay's runner that ended before it answered.
+var errRunnerEnded = errors.New("the runner ended")
+
+// stop ends the runner: its input closes, and it exits. It returns how it exited.
+func (rp *replayer) stop() error {
 	if rp.jvm == nil {
-		return
+		return nil
 	}
 	_ = rp.jvm.send([]byte("stop\n"))
 	_ = rp.jvm.stdin.Close()
 	for rp.out.Scan() {
 	}
-	_ = rp.jvm.wait()
+	err := rp.jvm.wait()
 	rp.jvm.cleanup()
 	rp.jvm = nil
+	return err
 }
 
 // rebuiltPrefix starts the runner's line saying a rebuild batch is done: Spark's progress of it.

@@ -23,6 +23,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/checkpoint/sparkckpt"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/internal/logtail"
 	lplan "github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -349,7 +350,7 @@ func (q *Query) runRunner(ctx context.Context, plan *Plan, ck *checkpoint.Checkp
 	if waitErr != nil {
 		msg := r.runnerError
 		if msg == "" {
-			msg = waitErr.Error()
+			msg = jvm.ended(waitErr)
 		}
 		return fmt.Errorf("the Spark query failed: %s (Spark's log: %s)", msg, jvm.logPath)
 	}
@@ -367,6 +368,18 @@ type runnerJVM struct {
 	logPath string
 	dir     string
 	logFile *os.File
+	// tail is the end of the driver's log, read for its last error when the runner exits
+	// without having said why (ended).
+	tail *logtail.Tail
+}
+
+// ended says how the runner ended, given its Wait error, when it reported no error itself
+// (the JVM died, or Spark ended it): the exit status and the last error of its log.
+func (j *runnerJVM) ended(waitErr error) string {
+	if e := logtail.LastError(j.tail.String()); e != "" {
+		return waitErr.Error() + "; the last error in Spark's log: " + e
+	}
+	return waitErr.Error()
 }
 
 // wait waits for the runner to exit, and ends the goroutine that stops it.
@@ -434,7 +447,10 @@ func (q *Query) launch(ctx context.Context, plan *Plan) (*runnerJVM, error) {
 	jvmOpts = append(jvmOpts, "-Djava.io.tmpdir="+tmp)
 	jvmOpts = append(jvmOpts, v1.JavaOptions(q.spec.Runtime.Spark.Conf[v1.SparkDriverJavaOptions])...)
 	cmd := q.opts.Runner.Command(planPath, mem.Value(), jvmOpts...)
-	cmd.Stderr = logFile
+	tail := &logtail.Tail{}
+	cmd.Stderr = io.MultiWriter(logFile, tail)
+	// A child the JVM started and left running holds the log's pipe: Wait waits for it no longer.
+	cmd.WaitDelay = 10 * time.Second
 	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
 	cmd.Env = append(cmd.Env, runnerSecrets(q.spec, os.Getenv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -458,7 +474,7 @@ func (q *Query) launch(ctx context.Context, plan *Plan) (*runnerJVM, error) {
 		_, err := stdin.Write(line)
 		return err
 	}
-	j := &runnerJVM{cmd: cmd, stdout: stdout, send: send, stdin: stdin, done: make(chan struct{}), logPath: logPath, dir: dir, logFile: logFile}
+	j := &runnerJVM{cmd: cmd, stdout: stdout, send: send, stdin: stdin, done: make(chan struct{}), logPath: logPath, dir: dir, logFile: logFile, tail: tail}
 	go q.stopRunner(ctx, cmd, send, j.done)
 	ok = true
 	return j, nil

@@ -60,10 +60,22 @@ public final class Runner {
     for (Map.Entry<String, String> e : plan.conf.entrySet()) {
       b = b.config(e.getKey(), e.getValue());
     }
-    SparkSession spark = b.getOrCreate();
+    // Whatever ends the runner is said on the error line: an exception left to the JVM would
+    // end it with exit code 1 and only a stack trace in Spark's log.
+    SparkSession spark;
+    try {
+      spark = b.getOrCreate();
+    } catch (Exception e) {
+      fail(1, "start Spark", e);
+      System.exit(1);
+      return;
+    }
     int code;
     try {
       code = run(spark, plan, out);
+    } catch (Exception e) {
+      fail(1, "run the query", e);
+      code = 1;
     } finally {
       spark.stop();
     }
