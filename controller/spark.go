@@ -55,6 +55,9 @@ const (
 	sparkOverheadFactor = 0.10
 )
 
+// sparkDriverClientTimeouts are the driver's Kubernetes client timeouts, in milliseconds.
+var sparkDriverClientTimeouts = []string{"spark.kubernetes.driver.requestTimeout", "spark.kubernetes.driver.connectionTimeout"}
+
 // isSpark reports whether the query runs on Spark.
 func isSpark(q *v1.StreamingQuery) bool { return q.Spec.Runtime.Spark != nil }
 
@@ -107,6 +110,14 @@ func sparkConfig(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *corev1.Con
 		// v1.SparkProcess.CPURequest), rather than Spark's spark.executor.cores whole cores.
 		cpu := rt.Executor.CPURequest()
 		conf[sparkExecutorRequestCores] = cpu.String()
+	}
+	for _, k := range sparkDriverClientTimeouts {
+		// The driver's Kubernetes client: Spark gives a request 10 s, and SparkContext's start
+		// (the driver's own pod, the executors' ConfigMap, the pod watch) fails the driver when
+		// one takes longer, as an API server on a busy node can. A minute, unless the spec says.
+		if _, set := rt.Conf[k]; !set {
+			conf[k] = "60000"
+		}
 	}
 	if len(q.Name) <= 40 {
 		// Executor pods are named <prefix>-exec-<n>; Spark's default prefix is the app's

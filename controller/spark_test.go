@@ -97,6 +97,9 @@ func TestRenderSparkQuery(t *testing.T) {
 		"spark.executor.instances":                  "2",
 		"spark.executor.cores":                      "1",
 		"spark.executor.memory":                     "512m",
+		// A minute for the driver's API requests, not Spark's 10 s (a busy API server).
+		"spark.kubernetes.driver.requestTimeout":    "60000",
+		"spark.kubernetes.driver.connectionTimeout": "60000",
 	} {
 		if conf[k] != want {
 			t.Errorf("Spark setting %s = %q, want %q", k, conf[k], want)
