@@ -29,10 +29,7 @@ func TestCancelKillsTheRunner(t *testing.T) {
 	t.Parallel()
 	runner := sparktest.Runner(t)
 	dir := t.TempDir()
-	writeCrashInput(t, filepath.Join(dir, "in"), 1)
-	obj := qt.Make("cancelled", "spark").FilesSource("orders", filepath.Join(dir, "in"), v1.FormatJSON, diffColumns...).
-		FilesSink(filepath.Join(dir, "out"), v1.FormatJSON).AvailableNow().Checkpoint(filepath.Join(dir, "ck")).
-		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }).Obj()
+	obj := oneFileQuery(t, "cancelled", dir, &v1.SparkRuntime{})
 	logs := &syncBuffer{}
 	q, err := spark.New(obj, spark.Options{Runner: runner, LogPath: filepath.Join(dir, "spark.log"),
 		Logger: slog.New(slog.NewTextHandler(logs, nil)), KillAfter: 200 * time.Millisecond})
@@ -86,6 +83,39 @@ func TestCancelKillsTheRunner(t *testing.T) {
 	if !strings.Contains(logs.String(), "did not stop in time") {
 		t.Errorf("the run did not say it killed the JVM; its log:\n%s", logs.String())
 	}
+}
+
+// TestRunnerFailureSaysWhy: a Spark that cannot start (here a setting naming a class that is
+// not there) fails the run with Spark's reason, not only the JVM's exit status: the runner
+// reports what ended it, whatever it was.
+func TestRunnerFailureSaysWhy(t *testing.T) {
+	t.Parallel()
+	runner := sparktest.Runner(t)
+	dir := t.TempDir()
+	obj := oneFileQuery(t, "unstartable", dir, &v1.SparkRuntime{Conf: map[string]string{"spark.serializer": "com.example.NoSuchSerializer"}})
+	q, err := spark.New(obj, spark.Options{Runner: runner, LogPath: filepath.Join(dir, "spark.log")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = q.Run(t.Context())
+	if err == nil {
+		t.Fatal("a Spark that cannot start ran")
+	}
+	for _, want := range []string{"the Spark query failed: start Spark", "com.example.NoSuchSerializer", filepath.Join(dir, "spark.log")} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the run's error %q does not say %q", err, want)
+		}
+	}
+}
+
+// oneFileQuery is a Spark query named name over one file of orders in dir/in (which it
+// writes), to the files sink in dir/out, availableNow, its checkpoint in dir/ck.
+func oneFileQuery(t *testing.T, name, dir string, rt *v1.SparkRuntime) *v1.StreamingQuery {
+	t.Helper()
+	writeCrashInput(t, filepath.Join(dir, "in"), 1)
+	return qt.Make(name, "spark").FilesSource("orders", filepath.Join(dir, "in"), v1.FormatJSON, diffColumns...).
+		FilesSink(filepath.Join(dir, "out"), v1.FormatJSON).AvailableNow().Checkpoint(filepath.Join(dir, "ck")).
+		Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = rt }).Obj()
 }
 
 // loggedPlan returns the plan path of the run's "Starting the Spark runner" line, "" before it.
