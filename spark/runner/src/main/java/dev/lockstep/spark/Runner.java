@@ -349,7 +349,9 @@ public final class Runner {
       }
       query.stop();
     } catch (Exception e) {
-      System.err.println("lockstep runner: stop: " + e);
+      if (query.isActive()) { // else the query ended meanwhile and main stopped Spark: not news
+        System.err.println("lockstep runner: stop: " + e);
+      }
     }
   }
 
