@@ -74,8 +74,9 @@ const rebuildKillFiles = 7
 // by `lockstep run` killed (it and the runner's JVM, as a pod's death) at each phase of the
 // rebuild's batches 0 and 3 — offsets/N of the new generation written; the runner answered
 // batch N, Lockstep's record of it not written — then twice at a random instant within 3s
-// of a rebuilt batch, each run retrying on the same checkpoint what the one before left;
-// the last run finishes the rebuild, switches and runs batches 7–8. After every kill the old
+// of a rebuilt batch and once within 3s of batch 7 (after the switch, in batch 8 or as the
+// run ends), each run retrying on the same checkpoint what the one before left; the last
+// run finishes what is left of the rebuild, the switch and batches 7–8. After every kill the old
 // generation (Spark's files and Lockstep's records) is byte-identical to before the rebuild
 // (but for the seal the rebuild adds to its records before the switch) and, but after a
 // random kill past the switch, still current. The output, which the new
@@ -91,7 +92,7 @@ func sparkRebuildKills(t *testing.T, dir, root string, env []string, store func(
 	if err != nil {
 		t.Fatal(err)
 	}
-	rng := crashtest.Rand(t, "killing within 3s of a rebuilt batch")
+	rng := crashtest.Rand(t, "killing within 3s of a progress line")
 	in := filepath.Join(dir, "in")
 	base := time.Now().Add(-time.Hour)
 	writeRebuildKillInput(t, in, base, 0, rebuildKillFiles)
@@ -201,17 +202,19 @@ func sparkRebuildKills(t *testing.T, dir, root string, env []string, store func(
 		}
 	}
 
+	// Twice within 3s of a rebuilt batch, then within 3s of batch 7 — the new query's first
+	// after the switch — so that a kill meets the files sink in batch 8 too.
 	killed := 0
-	for i := range 2 {
+	for i, after := range []string{"rebuild: batch ", "rebuild: batch ", fmt.Sprintf("batch %d: ", rebuildKillFiles)} {
 		delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
-		r := crashtest.KillAfter(t, run(newFile), "rebuild: batch ", delay, sparkRunTimeout)
+		r := crashtest.KillAfter(t, run(newFile), after, delay, sparkRunTimeout)
 		switch {
 		case r.Killed:
 			killed++
 			checkOld(fmt.Sprintf("random kill %d", i), true, 0, 1)
-			t.Logf("random run %d: killed %s after a rebuilt batch", i, delay)
+			t.Logf("random run %d: killed %s after a line %q", i, delay, after)
 		case r.Code == 0:
-			t.Logf("random run %d: ended before its kill, %s after a rebuilt batch", i, delay)
+			t.Logf("random run %d: ended before its kill, %s after a line %q", i, delay, after)
 		case r.Code == 1 && env != nil:
 			t.Logf("random run %d failed (a fault of the proxy?):\n%s", i, tail(r.Stderr, 2000))
 		default:
