@@ -101,10 +101,16 @@ func WithObserver(obs Observer) Option {
 
 // WithPhaseHook sets a function called, from the engine's goroutine, each
 // time a batch passes a Phase. It is for crash tests: `lockstep run` uses it
-// to kill itself at a phase (LOCKSTEP_CRASH_AT). The default does nothing.
+// to kill itself at a phase (CrashAtEnv). The default does nothing.
 func WithPhaseHook(hook func(phase Phase, batch int64)) Option {
 	return optionFunc(func(o *options) { o.hook = hook })
 }
+
+// CrashAtEnv is the environment variable that makes `lockstep run` SIGKILL
+// itself when a batch reaches a phase: <phase>:<batch>, phase one of
+// Phases(). The Spark runner reads it too (spark/runner's Crash class), in a
+// JVM whose kill points a test armed. For crash tests only.
+const CrashAtEnv = "LOCKSTEP_CRASH_AT"
 
 // StartGuard checks, once per run, that a query may run on its checkpoint.
 // It is called after the checkpoint is claimed and its head read, before any

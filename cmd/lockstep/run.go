@@ -33,7 +33,7 @@ import (
 // envCrashAt makes `lockstep run` kill itself with SIGKILL when a batch
 // reaches a phase: "<phase>:<batch>", phase one of engine.Phases(). For the
 // crash tests.
-const envCrashAt = "LOCKSTEP_CRASH_AT"
+const envCrashAt = engine.CrashAtEnv
 
 // Progress output formats.
 const (
@@ -123,13 +123,15 @@ func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, 
 	if location == "" && obj.Spec.Checkpoint.Location == "" {
 		location = filepath.Join(".lockstep", "checkpoints", obj.Namespace, obj.Name)
 	}
-	// Checked on both runtimes: the Spark runner reads the same variable (its Crash class).
+	// Checked on both runtimes. On Spark the runner reads the same variable (its Crash class)
+	// and kills at the phases of a run's batches; the hook kills at those of a rebuild's
+	// (engine/spark's PhaseHook).
 	hook, err := crashHook(os.Getenv(envCrashAt))
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
 	if obj.Spec.Runtime.Name() == v1.RuntimeSpark {
-		return runSpark(ctx, obj, file, location, progress, httpAddr, stdout, stderr)
+		return runSpark(ctx, obj, file, location, progress, httpAddr, hook, stdout, stderr)
 	}
 	if err := refuseSparkCheckpoint(ctx, obj, location); err != nil {
 		return withExitCode(exitRefused, err)

@@ -30,8 +30,9 @@ func overrideRuntime(spec *v1.StreamingQuerySpec, runtime v1.RuntimeName) {
 
 // runSpark runs the query on Spark: the same progress lines, exit codes and signals as the
 // built-in engine (docs/spark.md). With httpAddr it serves the query's page and metrics there,
-// the Spark driver's and executors' metrics included.
-func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progress, httpAddr string, stdout, stderr io.Writer) error {
+// the Spark driver's and executors' metrics included. hook, if not nil, is LOCKSTEP_CRASH_AT's
+// kill point (crashHook), which a rebuild on Spark passes (spark.Options.PhaseHook).
+func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progress, httpAddr string, hook func(engine.Phase, int64), stdout, stderr io.Writer) error {
 	runner, err := spark.FindRunner()
 	if err != nil {
 		return withExitCode(exitFailure, err)
@@ -51,14 +52,15 @@ func runSpark(ctx context.Context, obj *v1.StreamingQuery, file, location, progr
 	defer out.stop()
 	logger := out.logger
 	q, err := spark.New(obj, spark.Options{
-		Location: location,
-		Runner:   runner,
-		Observer: out.observer,
-		Stdout:   stdout,
-		Guard:    compatGuard(logger),
-		Adopt:    sparkAdoptGuard(logger),
-		Logger:   logger,
-		Conf:     ui.conf,
+		Location:  location,
+		Runner:    runner,
+		Observer:  out.observer,
+		Stdout:    stdout,
+		Guard:     compatGuard(logger),
+		Adopt:     sparkAdoptGuard(logger),
+		Logger:    logger,
+		Conf:      ui.conf,
+		PhaseHook: hook,
 	})
 	if ise := (*engine.InvalidSpecError)(nil); errors.As(err, &ise) {
 		return withExitCode(exitInvalid, invalidSpec(file, ise))

@@ -23,7 +23,7 @@ import (
 
 // CrashAtEnv is the environment variable that makes `lockstep run` SIGKILL
 // itself at a phase boundary of a batch: <phase>:<batch>.
-const CrashAtEnv = "LOCKSTEP_CRASH_AT"
+const CrashAtEnv = engine.CrashAtEnv
 
 // RunTimeout bounds how long one run of the binary may go without writing a line: Run kills
 // it after that long silent. It stops a hung run, never a slow one: on a busy 2-core machine

@@ -35,6 +35,15 @@ import (
 // spark.sql.shuffle.partitions: the one way to re-shard a Spark query's state), asks the
 // runner ("batch <i>") to start the new query on a noop sink, and reads commits/<i> once it
 // says it is done.
+//
+// A rebuild's kill points (Options.PhaseHook, LOCKSTEP_CRASH_AT) are the Go side's, not the
+// runner's: PhaseOffsetsWritten once offsets/<i> is written, before the runner is asked;
+// PhaseCommitted once the runner answered (commits/<i> written), before the record. At both
+// the runner is idle between batches, so `lockstep run` is the process whose death matters:
+// the runner, its standard input ended, stops without writing. The rebuild's runner is
+// started without the variable (launch), so that its own kill points (its Crash class, in
+// the progress listener and after each batch) cannot fire a second time at the same batch
+// numbers; they stay for the batches a run runs.
 
 // generationLocation is where Spark's files of generation g are: the location for the first,
 // its generation-<n> folder after it.
@@ -283,6 +292,7 @@ func (rp *replayer) replay(ctx context.Context) (int64, int64, error) {
 			if err := rp.writeOffsets(ctx, i); err != nil {
 				return rp.ran, rp.rows, err
 			}
+			rp.reached(engine.PhaseOffsetsWritten, i)
 		}
 		if i == rp.plan.Pending && i >= rp.plan.Batches {
 			return rp.ran, rp.rows, nil // the next run's first batch
@@ -408,6 +418,7 @@ func (rp *replayer) run(ctx context.Context, plan *Plan, i int64) error {
 	if _, err := rp.newCommit(ctx, i); err != nil {
 		return err
 	}
+	rp.reached(engine.PhaseCommitted, i)
 	r := &reader{q: rp.q, ck: rp.gen, joins: rp.joins}
 	p, err := r.record(ctx, sp)
 	if err != nil {
@@ -419,6 +430,13 @@ func (rp *replayer) run(ctx context.Context, plan *Plan, i int64) error {
 		rp.progress(i+1, rp.plan.Batches, p)
 	}
 	return nil
+}
+
+// reached calls the query's PhaseHook, if any, for batch i of the rebuild.
+func (rp *replayer) reached(p engine.Phase, i int64) {
+	if h := rp.q.opts.PhaseHook; h != nil {
+		h(p, i)
+	}
 }
 
 // mirror records in the new generation's records the batches up to committed that Spark

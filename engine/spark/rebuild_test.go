@@ -21,13 +21,11 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/checkpoint/storetest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // The rebuild oracle on Spark (docs/rebuild.md): for each stateful change the Spark runtime
@@ -211,110 +209,6 @@ func TestSparkRebuildOracle(t *testing.T) {
 				t.Errorf("batches 2–3 after the rebuild differ from an uninterrupted run of the new query (-want +got):\n%s", diff)
 			}
 		})
-	}
-}
-
-// TestSparkRebuildKilled kills the runner in the middle of a rebuild: the old generation is
-// untouched and still current, and the retried rebuild, which Run does when the start guard
-// asks for it (spec.onIncompatibleChange: rebuild), converges to the same output.
-func TestSparkRebuildKilled(t *testing.T) {
-	t.Parallel()
-	dir := t.TempDir()
-	loc := filepath.Join(dir, "ckpt")
-	sparkRebuildKilled(t, dir, loc, func() checkpoint.Store {
-		st, err := checkpoint.OpenDir(loc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	})
-}
-
-// TestSparkRebuildKilledS3 is TestSparkRebuildKilled with the checkpoint on S3 behind the
-// fault proxy, which fails 2% of the requests (503 SlowDown, 500, 503, a reset) of the runner's
-// S3A and of Lockstep's own client alike; the test reads the checkpoint past the proxy.
-func TestSparkRebuildKilledS3(t *testing.T) {
-	srv := testenv.S3(t)
-	proxy := testenv.NewS3Proxy(t, srv, uint64(time.Now().UnixNano()))
-	proxy.Random(0.02, testenv.SlowDown, testenv.InternalError, testenv.Unavailable, testenv.Reset)
-	for _, kv := range proxy.Server().Env() {
-		k, v, _ := strings.Cut(kv, "=")
-		t.Setenv(k, v)
-	}
-	sparkRebuildKilled(t, t.TempDir(), "s3://"+srv.Bucket+"/rebuild", func() checkpoint.Store {
-		st, err := s3.Open(context.Background(), srv.Bucket, "rebuild", srv.Options()...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return st
-	})
-	t.Logf("the proxy saw %d requests, faults: %v", proxy.Requests(), proxy.Counts())
-}
-
-// sparkRebuildKilled runs the oracle's query over 3 files with its checkpoint at loc, then
-// kills the rebuild for grouping by city after its first batch, and retries it with Run; store
-// opens loc for the test's reads. dir is a local folder for the input and the reference run.
-func sparkRebuildKilled(t *testing.T, dir, loc string, store func() checkpoint.Store) {
-	runner := sparktest.Runner(t)
-	ctx := context.Background()
-	in := filepath.Join(dir, "in")
-	writeFiles(t, filepath.Join(in, "orders"), oracleInput[:3])
-	edit := func(s *v1.StreamingQuerySpec) { s.Transform[1].Aggregate.GroupBy[0].Column = "city" }
-	runSparkAt(t, ctx, runner, rebuildQuery(oracleQuery, in, nil), loc)
-	before := storetest.Objects(t, store(), oldGeneration)
-
-	nu := rebuildQuery(oracleQuery, in, edit)
-	killCtx, kill := context.WithCancel(ctx)
-	q := newSparkQuery(t, runner, nu, loc, func(o *spark.Options) { o.KillAfter = time.Millisecond })
-	_, err := q.Rebuild(killCtx, engine.RebuildOptions{Progress: func(done, total int64, _ engine.Progress) {
-		if done == 1 {
-			kill() // SIGKILL to the runner 1 ms after it is asked to stop, in batch 1's run or before it
-		}
-	}})
-	if err == nil {
-		t.Fatal("Rebuild survived the kill")
-	}
-	if diff := cmp.Diff(before, storetest.Objects(t, store(), oldGeneration)); diff != "" {
-		t.Errorf("the killed rebuild changed the old generation (-before +after):\n%s", diff)
-	}
-	records := checkpoint.Sub(store(), spark.RecordsDir+"/")
-	if g, err := checkpoint.CurrentGeneration(ctx, records); err != nil || g.Number != 0 {
-		t.Fatalf("current generation after the kill = %+v, %v; want 0", g, err)
-	}
-
-	// The retry is Run's: the start guard asks for the rebuild (as compat's does for
-	// spec.onIncompatibleChange: rebuild), Run rebuilds, then runs on with the 4th file.
-	writeFiles(t, filepath.Join(in, "orders"), oracleInput)
-	var out bytes.Buffer
-	guarded := 0
-	q = newSparkQuery(t, runner, nu, loc, func(o *spark.Options) {
-		o.Stdout = &out
-		o.Guard = func(context.Context, engine.GuardRequest) error {
-			guarded++
-			if guarded == 1 { // generation 0, with the old query's state
-				return fmt.Errorf("%w: key-columns changed", engine.ErrRebuildRequired)
-			}
-			return nil
-		}
-	})
-	if _, err := q.Run(ctx); err != nil {
-		t.Fatalf("Run with the rebuild retried: %v\n%s", err, sparkLogTail(q))
-	}
-	if g, err := checkpoint.CurrentGeneration(ctx, records); err != nil || g.Number != 1 || g.Batches != 3 {
-		t.Errorf("current generation after the retried rebuild = %+v, %v; want 1, of 3 batches", g, err)
-	}
-	if p, err := checkpoint.ReadRebuildProgress(ctx, records, checkpoint.Generation{Number: 1}); err != nil || p != nil {
-		t.Errorf("rebuild progress after the switch = %+v, %v; want none", p, err)
-	}
-	if guarded != 3 { // generation 0, the rebuilt generation 1 as the rebuild starts it, then at the run's start
-		t.Errorf("the start guard was asked %d times, want 3", guarded)
-	}
-	want := runSparkAt(t, ctx, runner, nu, filepath.Join(dir, "uninterrupted"))
-	if after := afterBatch(want, 2); len(after[3]) == 0 {
-		t.Fatalf("the uninterrupted run wrote %v after batch 2, want rows in batch 3", after)
-	}
-	if diff := cmp.Diff(afterBatch(want, 2), consoleBatches(out.String())); diff != "" {
-		t.Errorf("batch 3 after the retried rebuild differs from an uninterrupted run (-want +got):\n%s", diff)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -68,6 +69,14 @@ type Options struct {
 	// (it finishes the batch in progress) before it kills the JVM's process group. Stop
 	// waits without a deadline. Default: DefaultKillAfter.
 	KillAfter time.Duration
+	// PhaseHook is called when a batch of a rebuild (Rebuild, or Run's rebuild for
+	// spec.onIncompatibleChange: rebuild) passes an engine.Phase: PhaseOffsetsWritten once
+	// offsets/N of the new generation is written, PhaseCommitted once the runner answered
+	// batch N (Spark's commits/N is written) and before Lockstep records it. It is for crash
+	// tests, as engine.WithPhaseHook: `lockstep run` kills itself there (LOCKSTEP_CRASH_AT).
+	// A run's own batches pass their phases in the runner's JVM, which reads the same
+	// variable (spark/runner's Crash class). Default: none.
+	PhaseHook func(phase engine.Phase, batch int64)
 }
 
 // DefaultKillAfter is Options.KillAfter's default: the built-in engine's pod is given 30 s to
@@ -451,7 +460,14 @@ func (q *Query) launch(ctx context.Context, plan *Plan) (*runnerJVM, error) {
 	cmd.Stderr = io.MultiWriter(logFile, tail)
 	// A child the JVM started and left running holds the log's pipe: Wait waits for it no longer.
 	cmd.WaitDelay = 10 * time.Second
-	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
+	env := os.Environ()
+	if plan.Rebuild {
+		// A rebuild's kill points are the Go side's (Options.PhaseHook), which kills `lockstep
+		// run` where the runner is idle between batches; the runner's own (its Crash class)
+		// would fire a second time at the same batch numbers.
+		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, engine.CrashAtEnv+"=") })
+	}
+	cmd.Env = append(env, "SPARK_LOCAL_IP=127.0.0.1")
 	cmd.Env = append(cmd.Env, runnerSecrets(q.spec, os.Getenv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
