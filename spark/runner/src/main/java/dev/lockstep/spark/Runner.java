@@ -112,7 +112,8 @@ public final class Runner {
    * on it (Trigger.Once, the noop sink) runs exactly that batch, as Spark re-runs the newest
    * uncommitted batch on restart, with its offsets, watermark and timestamp, and stops. The answer
    * is Spark's progress of the batch, one line "@@lockstep-rebuilt {json}". "stop" or the end of
-   * standard input ends the loop; all batches run in this one SparkSession.
+   * standard input ends the loop; all batches run in this one SparkSession. A rebuild's kill
+   * points are the Go side's (engine/spark's Options.PhaseHook), between these batches.
    */
   static int rebuild(SparkSession spark, Plan plan, PrintStream out) throws Exception {
     String line;
@@ -138,7 +139,6 @@ public final class Runner {
         fail(1, "rebuild batch " + batch + ": Spark ran no batch", null);
         return 1;
       }
-      Crash.at(Crash.COMMIT, progress.batchId());
       synchronized (out) {
         out.println("@@lockstep-rebuilt " + progress.json().replace('\n', ' '));
         out.flush();
