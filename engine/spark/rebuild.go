@@ -41,9 +41,8 @@ import (
 // PhaseCommitted once the runner answered (commits/<i> written), before the record. At both
 // the runner is idle between batches, so `lockstep run` is the process whose death matters:
 // the runner, its standard input ended, stops without writing. The rebuild's runner is
-// started without the variable (launch), so that its own kill points (its Crash class, in
-// the progress listener and after each batch) cannot fire a second time at the same batch
-// numbers; they stay for the batches a run runs.
+// started without the variable (launch), and its rebuild loop has no kill point of its own:
+// the runner's (its Crash class, in the sinks and the progress listener) serve a run's batches.
 
 // generationLocation is where Spark's files of generation g are: the location for the first,
 // its generation-<n> folder after it.
