@@ -274,6 +274,13 @@ func ReadRows(ctx context.Context, folder checkpoint.Store) (v1.Columns, []engin
 	if err != nil {
 		return nil, nil, err
 	}
+	return ManifestRows(ctx, folder, ms)
+}
+
+// ManifestRows returns the columns and rows of the batches ms lists (entries of ReadManifest,
+// all or some) in the output at folder, in ms's order, each file checked against the row count
+// its entry gives.
+func ManifestRows(ctx context.Context, folder checkpoint.Store, ms []Manifest) (v1.Columns, []engine.Row, error) {
 	var (
 		cols v1.Columns
 		rows []engine.Row

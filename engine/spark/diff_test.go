@@ -560,15 +560,13 @@ func tail(s string, n int) string {
 // by type: timestamps in UTC RFC 3339, doubles to 12 significant digits.
 func readOutput(t *testing.T, ctx context.Context, dir string, isDelta bool, opts ...s3.Option) []string {
 	t.Helper()
-	var (
-		cols v1.Columns
-		rows [][]any
-	)
+	store, err := s3.OpenFolder(dir, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cols v1.Columns
+	var rows []engine.Row
 	if isDelta {
-		store, err := s3.OpenFolder(dir, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
 		tbl := delta.Open(store)
 		snap, err := tbl.Snapshot(ctx)
 		if err != nil {
@@ -580,22 +578,17 @@ func readOutput(t *testing.T, ctx context.Context, dir string, isDelta bool, opt
 		}
 		cols = c
 		for _, r := range rs {
-			rows = append(rows, r)
+			rows = append(rows, engine.Row(r))
 		}
-	} else {
-		folder, err := s3.OpenFolder(dir, opts...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, rs, err := sink.ReadRows(ctx, folder)
-		if err != nil {
-			t.Fatalf("read files output %s: %v", dir, err)
-		}
-		cols = c
-		for _, r := range rs {
-			rows = append(rows, r)
-		}
+	} else if cols, rows, err = sink.ReadRows(ctx, store); err != nil {
+		t.Fatalf("read files output %s: %v", dir, err)
 	}
+	return formatRows(cols, rows)
+}
+
+// formatRows returns rows as sorted strings (a multiset), each value named by its column of
+// cols and written by type (formatValue).
+func formatRows(cols v1.Columns, rows []engine.Row) []string {
 	out := make([]string, 0, len(rows))
 	for _, r := range rows {
 		var sb strings.Builder

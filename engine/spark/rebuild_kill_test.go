@@ -19,7 +19,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/checkpoint/storetest"
-	"github.com/lockstep-dev/lockstep/engine/codec"
+	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/sink"
 	"github.com/lockstep-dev/lockstep/engine/spark"
@@ -187,14 +187,14 @@ func sparkRebuildKills(t *testing.T, dir, root string, env []string, store func(
 	}
 
 	for _, at := range []string{"offsets:0", "commit:0", "offsets:3", "commit:3"} {
-		r := runOnce("the run killed at "+at, func() *exec.Cmd { return run(newFile, crashtest.CrashAtEnv+"="+at) })
+		r := runOnce("the run killed at "+at, func() *exec.Cmd { return run(newFile, engine.CrashAtEnv+"="+at) })
 		if !r.Killed {
-			t.Fatalf("the rebuild with %s=%s was not killed: exit %d\n%s", crashtest.CrashAtEnv, at, r.Code, r.Stderr)
+			t.Fatalf("the rebuild with %s=%s was not killed: exit %d\n%s", engine.CrashAtEnv, at, r.Code, r.Stderr)
 		}
 		checkOld("killed at "+at, false, 0)
 	}
 	// The kills were the Go side's: the runner's own kill point (Crash.java) says so in the
-	// driver's log when it fires, and a rebuild's runner is not given the variable.
+	// driver's log when it fires, and a rebuild's runner has none (the noop sink, no listener).
 	logs, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, l := range logs {
 		if data, _ := os.ReadFile(l); strings.Contains(string(data), "killing lockstep run and the runner") {
@@ -267,7 +267,7 @@ func writeRebuildKillInput(t *testing.T, dir string, base time.Time, from, to in
 }
 
 // readFilesAfter reads the rows the batches after batch n wrote to the files sink's folder at
-// dir, each as readOutput formats it (with its own batch's columns), sorted.
+// dir, as readOutput formats them, sorted.
 func readFilesAfter(t *testing.T, ctx context.Context, dir string, n int64, opts ...s3.Option) []string {
 	t.Helper()
 	folder, err := s3.OpenFolder(dir, opts...)
@@ -278,27 +278,10 @@ func readFilesAfter(t *testing.T, ctx context.Context, dir string, n int64, opts
 	if err != nil {
 		t.Fatalf("read the manifest of %s: %v", dir, err)
 	}
-	var out []string
-	for _, m := range ms {
-		if m.BatchID <= n {
-			continue
-		}
-		for _, df := range m.Files {
-			data, err := folder.Get(ctx, df.Path)
-			if err != nil {
-				t.Fatalf("batch %d: %v", m.BatchID, err)
-			}
-			for _, r := range codec.NewDecoder(m.Columns).Decode(m.Format, data, func(mf codec.Malformed) {
-				t.Errorf("%s line %d: %s", df.Path, mf.Line, mf.Reason)
-			}) {
-				var b strings.Builder
-				for i, v := range r {
-					fmt.Fprintf(&b, "%s=%s ", m.Columns[i].Name, formatValue(v))
-				}
-				out = append(out, strings.TrimSpace(b.String()))
-			}
-		}
+	ms = slices.DeleteFunc(ms, func(m sink.Manifest) bool { return m.BatchID <= n })
+	cols, rows, err := sink.ManifestRows(ctx, folder, ms)
+	if err != nil {
+		t.Fatalf("read the batches after %d in %s: %v", n, dir, err)
 	}
-	slices.Sort(out)
-	return out
+	return formatRows(cols, rows)
 }

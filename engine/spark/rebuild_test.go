@@ -214,11 +214,7 @@ func TestSparkRebuildOracle(t *testing.T) {
 
 func newSparkQuery(t *testing.T, runner spark.Runner, obj *v1.StreamingQuery, loc string, edit func(*spark.Options)) *spark.Query {
 	t.Helper()
-	logDir := filepath.Dir(loc)
-	if strings.Contains(loc, "://") {
-		logDir = t.TempDir()
-	}
-	opts := spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(logDir, "spark.log"), Stdout: &bytes.Buffer{}}
+	opts := spark.Options{Runner: runner, Location: loc, LogPath: filepath.Join(filepath.Dir(loc), "spark.log"), Stdout: &bytes.Buffer{}}
 	if edit != nil {
 		edit(&opts)
 	}
