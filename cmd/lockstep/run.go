@@ -30,11 +30,6 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/gctune"
 )
 
-// envCrashAt makes `lockstep run` kill itself with SIGKILL when a batch
-// reaches a phase: "<phase>:<batch>", phase one of engine.Phases(). For the
-// crash tests.
-const envCrashAt = engine.CrashAtEnv
-
 // Progress output formats.
 const (
 	progressText = "text"
@@ -126,7 +121,7 @@ func runQueryOn(ctx context.Context, file, location, progress, httpAddr string, 
 	// Checked on both runtimes. On Spark the runner reads the same variable (its Crash class)
 	// and kills at the phases of a run's batches; the hook kills at those of a rebuild's
 	// (engine/spark's PhaseHook).
-	hook, err := crashHook(os.Getenv(envCrashAt))
+	hook, err := crashHook(os.Getenv(engine.CrashAtEnv))
 	if err != nil {
 		return withExitCode(exitInvalid, err)
 	}
@@ -261,7 +256,7 @@ func crashHook(spec string) (func(engine.Phase, int64), error) {
 		known = known || k == phase
 	}
 	if !ok || err != nil || !known {
-		return nil, fmt.Errorf("%s=%q: want <phase>:<batch> with phase one of %v", envCrashAt, spec, engine.Phases())
+		return nil, fmt.Errorf("%s=%q: want <phase>:<batch> with phase one of %v", engine.CrashAtEnv, spec, engine.Phases())
 	}
 	return func(at engine.Phase, n int64) {
 		if at == phase && n == batch {

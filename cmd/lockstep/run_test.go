@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lockstep-dev/lockstep/engine"
 )
 
 // runCommand runs lockstep with args and returns its standard output, its
@@ -170,7 +172,7 @@ spec:
 		{name: "unknown field", args: []string{"run", "-f", unknownField}, code: exitInvalid, want: []string{`unknown field "spec.sourcez"`}},
 		{name: "missing file", args: []string{"run", "-f", filepath.Join(f.dir, "nope.yaml")}, code: exitInvalid, want: []string{"no such file"}},
 		{name: "bad progress", args: []string{"run", "-f", invalid, "--progress", "xml"}, code: exitInvalid, want: []string{"--progress"}},
-		{name: "bad crash point", args: []string{"run", "-f", f.spec(t, "orders", "skip")}, env: "nowhere:1", code: exitInvalid, want: []string{envCrashAt}},
+		{name: "bad crash point", args: []string{"run", "-f", f.spec(t, "orders", "skip")}, env: "nowhere:1", code: exitInvalid, want: []string{engine.CrashAtEnv}},
 		{
 			name: "malformed record",
 			args: []string{"run", "-f", f.spec(t, "orders", "fail"), "--checkpoint", ckpt},
@@ -192,7 +194,7 @@ spec:
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			t.Setenv(envCrashAt, tt.env)
+			t.Setenv(engine.CrashAtEnv, tt.env)
 			_, stderr, code := runCommand(t, tt.args...)
 			if code != tt.code {
 				t.Errorf("exit %d, want %d:\n%s", code, tt.code, stderr)

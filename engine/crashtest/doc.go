@@ -31,6 +31,6 @@
 // The harness the tests use is exported for the crash tests of other
 // packages (engine/kafka): [Build] builds the binary, [Run] runs it to its
 // end, [Points] and [Point.Env] make it kill itself at a phase boundary
-// ([CrashAtEnv]), [KillRandomly] kills it at random instants, and [Env] keeps
+// ([engine.CrashAtEnv]), [KillRandomly] kills it at random instants, and [Env] keeps
 // the test process's LOCKSTEP_ and AWS_ settings out of a run.
 package crashtest

@@ -21,10 +21,6 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/gobuild"
 )
 
-// CrashAtEnv is the environment variable that makes `lockstep run` SIGKILL
-// itself at a phase boundary of a batch: <phase>:<batch>.
-const CrashAtEnv = engine.CrashAtEnv
-
 // RunTimeout bounds how long one run of the binary may go without writing a line: Run kills
 // it after that long silent. It stops a hung run, never a slow one: on a busy 2-core machine
 // (load average 30) a Spark batch took two minutes and a 150-batch reference run over one,
@@ -111,11 +107,11 @@ func Points() []Point {
 	return points
 }
 
-// String returns <phase>:<batch>, the form CrashAtEnv takes.
+// String returns <phase>:<batch>, the form engine.CrashAtEnv takes.
 func (p Point) String() string { return fmt.Sprintf("%s:%d", p.Phase, p.Batch) }
 
 // Env returns the environment entry that makes the binary kill itself at p.
-func (p Point) Env() string { return CrashAtEnv + "=" + p.String() }
+func (p Point) Env() string { return engine.CrashAtEnv + "=" + p.String() }
 
 // Result is how one run of the binary ended.
 type Result struct {

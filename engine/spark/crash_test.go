@@ -17,6 +17,7 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/engine/spark"
 	"github.com/lockstep-dev/lockstep/engine/spark/sparktest"
@@ -183,9 +184,9 @@ func TestSparkDriverKilled(t *testing.T) {
 					}
 					continue
 				}
-				r := crashtest.RunFor(t, run(crashtest.CrashAtEnv+"="+at), sparkRunTimeout)
+				r := crashtest.RunFor(t, run(engine.CrashAtEnv+"="+at), sparkRunTimeout)
 				if !r.Killed {
-					t.Fatalf("run %d with %s=%s was not killed: exit %d\n%s", i, crashtest.CrashAtEnv, at, r.Code, r.Stderr)
+					t.Fatalf("run %d with %s=%s was not killed: exit %d\n%s", i, engine.CrashAtEnv, at, r.Code, r.Stderr)
 				}
 				t.Logf("run %d: killed at %s", i, at)
 			}

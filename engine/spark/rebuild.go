@@ -40,9 +40,9 @@ import (
 // runner's: PhaseOffsetsWritten once offsets/<i> is written, before the runner is asked;
 // PhaseCommitted once the runner answered (commits/<i> written), before the record. At both
 // the runner is idle between batches, so `lockstep run` is the process whose death matters:
-// the runner, its standard input ended, stops without writing. The rebuild's runner is
-// started without the variable (launch), and its rebuild loop has no kill point of its own:
-// the runner's (its Crash class, in the sinks and the progress listener) serve a run's batches.
+// the runner, its standard input ended, stops without writing. A rebuild's runner has no
+// kill point of its own: the runner's (its Crash class) are in the sinks and the progress
+// listener of a run, and a rebuild runs the noop sink with no listener.
 
 // generationLocation is where Spark's files of generation g are: the location for the first,
 // its generation-<n> folder after it.

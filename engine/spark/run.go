@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -460,14 +459,7 @@ func (q *Query) launch(ctx context.Context, plan *Plan) (*runnerJVM, error) {
 	cmd.Stderr = io.MultiWriter(logFile, tail)
 	// A child the JVM started and left running holds the log's pipe: Wait waits for it no longer.
 	cmd.WaitDelay = 10 * time.Second
-	env := os.Environ()
-	if plan.Rebuild {
-		// A rebuild's kill points are the Go side's (Options.PhaseHook), which kills `lockstep
-		// run` where the runner is idle between batches; the runner's own (its Crash class)
-		// would fire a second time at the same batch numbers.
-		env = slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, engine.CrashAtEnv+"=") })
-	}
-	cmd.Env = append(env, "SPARK_LOCAL_IP=127.0.0.1")
+	cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
 	cmd.Env = append(cmd.Env, runnerSecrets(q.spec, os.Getenv)...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdin, err := cmd.StdinPipe()
