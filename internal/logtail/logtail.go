@@ -114,24 +114,29 @@ type Tail struct {
 	buf  []byte
 }
 
-// Write keeps the end of p, and of what came before it, within Size bytes.
+// Write keeps the end of p, and of what came before it, within Size bytes. It lets the buffer
+// grow to twice that before it drops the start, so that a write copies the kept bytes once
+// per Size bytes written, not each time.
 func (t *Tail) Write(p []byte) (int, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	size := t.Size
-	if size <= 0 {
-		size = 64 << 10
-	}
 	t.buf = append(t.buf, p...)
-	if over := len(t.buf) - size; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
+	if size := t.size(); len(t.buf) > 2*size {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-size:]...)
 	}
 	return len(p), nil
+}
+
+func (t *Tail) size() int {
+	if t.Size <= 0 {
+		return 64 << 10
+	}
+	return t.Size
 }
 
 // String returns what Tail kept.
 func (t *Tail) String() string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return string(t.buf)
+	return string(t.buf[max(0, len(t.buf)-t.size()):])
 }
