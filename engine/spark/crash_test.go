@@ -253,20 +253,26 @@ func crashOrder(f, i int) string {
 // modification time.
 func writeCrashInput(t *testing.T, dir string, n int) {
 	t.Helper()
+	writeOrderFiles(t, dir, time.Now().Add(-time.Hour), 0, n, crashOrder)
+}
+
+// writeOrderFiles writes files from to to-1 of five orders each, order(f, i) the i-th line of
+// file f (part-<f>.json), file f modified f minutes after base.
+func writeOrderFiles(t *testing.T, dir string, base time.Time, from, to int, order func(f, i int) string) {
+	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	mtime := time.Now().Add(-time.Hour)
-	for f := range n {
+	for f := from; f < to; f++ {
 		var b strings.Builder
 		for i := range 5 {
-			b.WriteString(crashOrder(f, i) + "\n")
+			b.WriteString(order(f, i) + "\n")
 		}
 		p := filepath.Join(dir, fmt.Sprintf("part-%02d.json", f))
 		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		mt := mtime.Add(time.Duration(f) * time.Minute)
+		mt := base.Add(time.Duration(f) * time.Minute)
 		if err := os.Chtimes(p, mt, mt); err != nil {
 			t.Fatal(err)
 		}

@@ -241,29 +241,15 @@ func sparkRebuildKills(t *testing.T, dir, root string, env []string, store func(
 	}
 }
 
-// writeRebuildKillInput writes files from to to-1 of sparkRebuildKills' input, five orders
-// each, file f modified f minutes after base: qty 1–5 in every file, the amounts 0.5–2.5
-// spread over the files, so that a count per amount gathers rows of every batch.
+// writeRebuildKillInput writes files from to to-1 of sparkRebuildKills' input (writeOrderFiles):
+// crashOrder's orders with the amounts 0.5–2.5 spread over the files, so that a count per
+// amount gathers rows of every batch.
 func writeRebuildKillInput(t *testing.T, dir string, base time.Time, from, to int) {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for f := from; f < to; f++ {
-		var b strings.Builder
-		for i := range 5 {
-			ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(f*10+i*2) * time.Second)
-			fmt.Fprintf(&b, `{"id":"o%d-%d","qty":%d,"amount":%d.5,"ts":%q}`+"\n", f, i, i+1, (f+i)%3, ts.Format(time.RFC3339))
-		}
-		p := filepath.Join(dir, fmt.Sprintf("part-%02d.json", f))
-		if err := os.WriteFile(p, []byte(b.String()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		mt := base.Add(time.Duration(f) * time.Minute)
-		if err := os.Chtimes(p, mt, mt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeOrderFiles(t, dir, base, from, to, func(f, i int) string {
+		ts := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC).Add(time.Duration(f*10+i*2) * time.Second)
+		return fmt.Sprintf(`{"id":"o%d-%d","qty":%d,"amount":%d.5,"ts":%q}`, f, i, i+1, (f+i)%3, ts.Format(time.RFC3339))
+	})
 }
 
 // readFilesAfter reads the rows the batches after batch n wrote to the files sink's folder at
