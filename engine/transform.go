@@ -134,6 +134,7 @@ func compileFilter(p *field.Path, env *cel.Env, e *plan.Expr, index map[string]i
 		return nil, field.Invalid(p.Child("filter"), e.Text, err.Error())
 	}
 	f := &filterStep{prg: prg, act: rowActivation{index: index}}
+	f.native, _ = compileNative(e.AST, index).(boolFn)
 	if f.frame, err = interpreter.NewExecutionFrame(&f.act); err != nil {
 		return nil, field.InternalError(p.Child("filter"), err)
 	}
@@ -155,6 +156,7 @@ func compileSelect(p *field.Path, env *cel.Env, projs []plan.Projection, index m
 		}
 		s.prgs = append(s.prgs, prg)
 		s.from = append(s.from, pr.From)
+		s.natives = append(s.natives, nativeValue(compileNative(pr.Expr.AST, index)))
 	}
 	return s, nil
 }
@@ -235,10 +237,22 @@ type filterStep struct {
 	// frame evaluates prg over act, the same for every row: making one per
 	// evaluation is a good part of a simple filter's cost.
 	frame *interpreter.ExecutionFrame
+	// native, when the expression has one (compileNative), evaluates it
+	// instead of prg.
+	native boolFn
 }
 
 func (s *filterStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
 	out := rows[:0]
+	if s.native != nil {
+		for _, r := range rows {
+			if v, ok := s.native(r); ok && v {
+				out = append(out, r)
+			}
+		}
+		clear(rows[len(out):])
+		return out, nil
+	}
 	for _, r := range rows {
 		s.act.row = r
 		v, _, err := s.prg.Eval(s.frame)
@@ -259,9 +273,12 @@ type selectStep struct {
 	// expression is a bare column name, else -1. Evaluating a bare name
 	// boxes its value twice (to CEL and back), which is most of a
 	// pass-through column's cost.
-	from  []int
-	act   rowActivation
-	frame *interpreter.ExecutionFrame // as filterStep's, for every program
+	from []int
+	// natives holds, per projection, its closure (compileNative), or nil
+	// where the interpreter evaluates it.
+	natives []func(Row) (any, bool)
+	act     rowActivation
+	frame   *interpreter.ExecutionFrame // as filterStep's, for every program
 }
 
 func (s *selectStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
@@ -272,6 +289,12 @@ func (s *selectStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
 		for j, prg := range s.prgs {
 			if c := s.from[j]; c >= 0 {
 				out[j] = r[c]
+				continue
+			}
+			if f := s.natives[j]; f != nil {
+				if v, ok := f(r); ok {
+					out[j] = v
+				}
 				continue
 			}
 			v, _, err := prg.Eval(s.frame)
