@@ -46,7 +46,10 @@ type Source interface {
 	// equal. Records that do not parse follow the source's onMalformed
 	// policy: fail is an error naming the file and line; skip and
 	// deadLetter count them in ReadResult.Malformed. Any other error stops
-	// the query; the batch is replayed by the next run.
+	// the query; the batch is replayed by the next run. The rows returned
+	// belong to the engine, which may change them (a select writes its
+	// output into them): a source keeps none, and returns new rows when it
+	// reads the same offsets again.
 	Read(ctx context.Context, req ReadRequest) (ReadResult, error)
 }
 

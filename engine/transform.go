@@ -95,6 +95,7 @@ func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 				errs = append(errs, err)
 				continue
 			}
+			s.inPlace = ownsRows(steps)
 			steps = append(steps, s)
 		case v1.StepJoin:
 			var (
@@ -124,6 +125,21 @@ func compileSteps(pl *plan.Plan) ([]step, field.ErrorList) {
 		}
 	}
 	return steps, errs
+}
+
+// ownsRows reports whether the rows after steps are the ones the sources read or a select
+// made, which nothing else holds: a source's Read returns rows the engine owns (Source), and a
+// filter, a select or a watermark keeps no row. A join's output may share its side's rows, and a
+// stateful step may keep the rows it is given.
+func ownsRows(steps []step) bool {
+	for _, st := range steps {
+		switch st.(type) {
+		case *filterStep, *selectStep, *watermarkStep:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // compileFilter compiles the filter expression e of the step at p over the
@@ -277,35 +293,73 @@ type selectStep struct {
 	// natives holds, per projection, its closure (compileNative), or nil
 	// where the interpreter evaluates it.
 	natives []func(Row) (any, bool)
+	// inPlace says that the step may write its output into the input rows,
+	// which no one else holds (ownsRows): it then allocates no rows, and a
+	// batch's garbage is the source's alone.
+	inPlace bool
 	act     rowActivation
 	frame   *interpreter.ExecutionFrame // as filterStep's, for every program
 }
 
 func (s *selectStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
-	vals := make([]any, len(rows)*len(s.prgs)) // one allocation for all output rows
+	n := len(s.prgs)
+	var (
+		vals []any // the output rows' values, when they are not written in place
+		buf  [maxInPlace]any
+	)
 	for i, r := range rows {
 		s.act.row = r
-		out := Row(vals[i*len(s.prgs) : (i+1)*len(s.prgs) : (i+1)*len(s.prgs)])
-		for j, prg := range s.prgs {
-			if c := s.from[j]; c >= 0 {
-				out[j] = r[c]
-				continue
-			}
-			if f := s.natives[j]; f != nil {
-				if v, ok := f(r); ok {
-					out[j] = v
+		if s.inPlace && len(r) >= n && n <= maxInPlace {
+			// The values are computed on the stack, then written over the row's first n:
+			// an expression may read a column an earlier output replaces. A column that
+			// stays where it is is not written at all (pointer writes into the heap cost
+			// a write barrier while the collector runs).
+			clear(buf[:n])
+			s.project(r, buf[:n], true)
+			for j, v := range buf[:n] {
+				if s.from[j] != j {
+					r[j] = v
 				}
-				continue
 			}
-			v, _, err := prg.Eval(s.frame)
-			if err != nil {
-				continue
-			}
-			out[j] = native(v)
+			rows[i] = r[:n:n]
+			continue
 		}
+		if vals == nil {
+			vals = make([]any, (len(rows)-i)*n) // one allocation for the rest of the rows
+		}
+		out := Row(vals[:n:n])
+		vals = vals[n:]
+		s.project(r, out, false)
 		rows[i] = out
 	}
 	return rows, nil
+}
+
+// maxInPlace is the widest select written in place.
+const maxInPlace = 32
+
+// project evaluates the select's expressions over row r into out; with inPlace, not those
+// that copy a column to where it already is.
+func (s *selectStep) project(r, out Row, inPlace bool) {
+	for j, prg := range s.prgs {
+		if c := s.from[j]; c >= 0 {
+			if !inPlace || c != j {
+				out[j] = r[c]
+			}
+			continue
+		}
+		if f := s.natives[j]; f != nil {
+			if v, ok := f(r); ok {
+				out[j] = v
+			}
+			continue
+		}
+		v, _, err := prg.Eval(s.frame)
+		if err != nil {
+			continue
+		}
+		out[j] = native(v)
+	}
 }
 
 // rowActivation exposes one row's columns to CEL as variables.

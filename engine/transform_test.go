@@ -33,6 +33,43 @@ func TestSelectCopiesBareColumns(t *testing.T) {
 	}
 }
 
+// TestSelectInPlace: a select no wider than its input writes its output over the input rows,
+// which only the sources and the stateless steps before it have held; an expression still reads
+// the columns as they were, even one an earlier output replaces. After a stateful step, whose
+// state may keep the rows it was given, a select makes new rows.
+func TestSelectInPlace(t *testing.T) {
+	in := []v1.Column{querytest.Col("a", v1.TypeLong), querytest.Col("b", v1.TypeLong), querytest.Col("c", v1.TypeString), querytest.Col("ts", v1.TypeTimestamp)}
+	q := querytest.Make("q", "default").FilesSource("in", "/in", v1.FormatJSON, in...).
+		Filter("a > 0").
+		Select(querytest.As("a", "b"), querytest.As("b", "a"), querytest.As("s", "a + b"), querytest.As("c", "c"))
+	steps := benchSteps(t, q.ConsoleSink().Spec())
+	at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
+	rows := []Row{{int64(1), int64(2), "x", at}, {int64(-1), int64(5), "y", at}, {int64(3), nil, "z", at}}
+	first := &rows[0][0]
+	out := rows
+	for _, st := range steps {
+		var err error
+		if out, err = st.process(&stepBatch{}, out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []Row{{int64(2), int64(1), int64(3), "x"}, {nil, int64(3), nil, "z"}}
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("select (-want +got):\n%s", diff)
+	}
+	if &out[0][0] != first {
+		t.Error("the select made new rows; want its output written over its input")
+	}
+	stateful := querytest.Make("q", "default").FilesSource("in", "/in", v1.FormatJSON, in...).
+		Watermark("ts", "1s").DropDuplicates("", "a").
+		Select(querytest.As("a", "b"))
+	for _, st := range benchSteps(t, stateful.ConsoleSink().Spec()) {
+		if s, ok := st.(*selectStep); ok && s.inPlace {
+			t.Error("a select after dropDuplicates writes over its input rows")
+		}
+	}
+}
+
 // TestEqualityWithNullIsNull: == and != with a null operand have no value, as in SQL (and on
 // Spark): a filter drops the row, a select yields null; || and && treat it as SQL's unknown.
 func TestEqualityWithNullIsNull(t *testing.T) {
