@@ -63,9 +63,9 @@ type Store struct {
 // handed to Put belong to the partition afterwards, and values returned by
 // Get must not be modified.
 type Partition struct {
-	id    int
-	mu    sync.Mutex
-	rows  map[string][]byte
+	id   int
+	mu   sync.Mutex
+	rows map[string][]byte
 	// dirty holds this batch's changes: a key's new value, or removed.
 	dirty map[string]change
 	bytes int64
