@@ -9,6 +9,8 @@ import (
 	"cel.dev/cel-go/common/operators"
 	"cel.dev/cel-go/common/overloads"
 	"cel.dev/cel-go/common/types"
+
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // This file compiles the common shapes of a checked CEL expression — columns, literals,
@@ -41,13 +43,13 @@ func compileNative(checked *cel.Ast, index map[string]int) any {
 }
 
 // nativeValue adapts a closure of compileNative to a select's projection, which boxes its
-// value; nil when fn is nil.
-func nativeValue(fn any) func(Row) (any, bool) {
+// value (a long or a double from vals, when not nil); nil when fn is nil.
+func nativeValue(fn any, vals *box.Slab) func(Row) (any, bool) {
 	switch f := fn.(type) {
 	case longFn:
-		return func(r Row) (any, bool) { v, ok := f(r); return v, ok }
+		return func(r Row) (any, bool) { v, ok := f(r); return vals.Int64(v), ok }
 	case doubleFn:
-		return func(r Row) (any, bool) { v, ok := f(r); return v, ok }
+		return func(r Row) (any, bool) { v, ok := f(r); return vals.Float64(v), ok }
 	case boolFn:
 		return func(r Row) (any, bool) { v, ok := f(r); return v, ok }
 	case stringFn:

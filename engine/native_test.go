@@ -10,6 +10,7 @@ import (
 	"cel.dev/cel-go/interpreter"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 	"github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -52,7 +53,7 @@ func TestNativeAgreesWithCEL(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", text, err)
 		}
-		fn := nativeValue(compileNative(ast, index))
+		fn := nativeValue(compileNative(ast, index), &box.Slab{})
 		if wantNative := slices.Contains(compiled, text); (fn != nil) != wantNative {
 			t.Errorf("%s: compiled natively %v, want %v", text, fn != nil, wantNative)
 			continue

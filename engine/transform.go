@@ -172,7 +172,7 @@ func compileSelect(p *field.Path, env *cel.Env, projs []plan.Projection, index m
 		}
 		s.prgs = append(s.prgs, prg)
 		s.from = append(s.from, pr.From)
-		s.natives = append(s.natives, nativeValue(compileNative(pr.Expr.AST, index)))
+		s.natives = append(s.natives, nativeValue(compileNative(pr.Expr.AST, index), &s.vals))
 	}
 	return s, nil
 }
@@ -297,8 +297,10 @@ type selectStep struct {
 	// which no one else holds (ownsRows): it then allocates no rows, and a
 	// batch's garbage is the source's alone.
 	inPlace bool
-	act     rowActivation
-	frame   *interpreter.ExecutionFrame // as filterStep's, for every program
+	// vals boxes the longs and doubles its closures compute.
+	vals  box.Slab
+	act   rowActivation
+	frame *interpreter.ExecutionFrame // as filterStep's, for every program
 }
 
 func (s *selectStep) process(_ *stepBatch, rows []Row) ([]Row, error) {

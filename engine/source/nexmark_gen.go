@@ -9,6 +9,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // The Nexmark generator's rules, as Apache Beam's and Flink's reference
@@ -239,12 +240,15 @@ func (g *nexmarkGen) extra(r *rng, size, avg int64) string {
 	return g.text[at : at+n]
 }
 
-// boxes caches the boxed value of the last time and ids seen.
+// boxes caches the boxed value of the last time and ids seen, and boxes the
+// values that do not repeat (a bid's price, a cold id, its extra) from slab,
+// a few hundred at a time.
 type boxes struct {
 	ms     int64
 	t      any
 	ids    [2]int64
 	idVals [2]any
+	slab   box.Slab
 }
 
 func (b *boxes) time(ms int64) any {
@@ -297,21 +301,21 @@ func (g *nexmarkGen) bid(row engine.Row, n int64, r *rng, tl timeline, bx *boxes
 	if r.intn(hotAuctionRatio) > 0 {
 		row[0] = bx.id(0, lastAuction(n)/hotGroup*hotGroup+firstAuctionID)
 	} else {
-		row[0] = nextAuction(n, r) + firstAuctionID
+		row[0] = bx.slab.Int64(nextAuction(n, r) + firstAuctionID)
 	}
 	if r.intn(hotBiddersRatio) > 0 {
 		row[1] = bx.id(1, lastPerson(n)/hotGroup*hotGroup+1+firstPersonID)
 	} else {
-		row[1] = nextPerson(n, r) + firstPersonID
+		row[1] = bx.slab.Int64(nextPerson(n, r) + firstPersonID)
 	}
-	row[2] = nextPrice(r)
+	row[2] = bx.slab.Int64(nextPrice(r))
 	c := numChannels + r.intn(int64(len(hotChannels)))
 	if r.intn(hotChannelsRatio) == 0 {
 		c = r.intn(numChannels)
 	}
 	row[3], row[4] = g.channels[c], g.urls[c]
 	row[5] = bx.time(tl.ms(n))
-	row[6] = g.extra(r, 8+8+8+8, avgBidBytes)
+	row[6] = bx.slab.String(g.extra(r, 8+8+8+8, avgBidBytes))
 }
 
 // auction fills id, itemName, description, initialBid, reserve, dateTime,
