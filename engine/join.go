@@ -94,14 +94,7 @@ func compileJoin(ps *plan.Step) (step, *field.Error) {
 		s.rightKeys = append(s.rightKeys, ri[k.Right])
 	}
 	if r := j.Static.Refresh; r != nil {
-		s.onNew = r.OnNewVersion
-		if r.Every != "" {
-			d, err := r.Every.Parse()
-			if err != nil {
-				return nil, field.Invalid(p.Child("static", "refresh", "every"), r.Every, err.Error())
-			}
-			s.every = d
-		}
+		s.onNew, s.every = r.OnNewVersion, ps.Durations.Refresh
 	}
 	return s, nil
 }

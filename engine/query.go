@@ -38,6 +38,8 @@ type Query struct {
 	opts    options
 	outCols v1.Columns
 	steps   []step
+	// interval is a processingTime trigger's (plan.Plan.Interval).
+	interval time.Duration
 	// s3Stats counts the retries of every S3 location the query opens; a
 	// batch's progress reports its share.
 	s3Stats s3.Stats
@@ -87,13 +89,14 @@ func New(q *v1.StreamingQuery, reg *Registry, opts ...Option) (*Query, error) {
 		return nil, &InvalidSpecError{Errs: errs}
 	}
 	return &Query{
-		obj:     obj,
-		spec:    spec,
-		reg:     reg,
-		opts:    o,
-		outCols: pl.Output(),
-		steps:   steps,
-		stop:    make(chan struct{}),
+		obj:      obj,
+		spec:     spec,
+		reg:      reg,
+		opts:     o,
+		outCols:  pl.Output(),
+		steps:    steps,
+		interval: pl.Interval,
+		stop:     make(chan struct{}),
 	}, nil
 }
 
@@ -218,8 +221,8 @@ func (q *Query) Run(ctx context.Context) (Summary, error) {
 			}
 		}
 	case trig.ProcessingTime != "":
-		interval, err := trig.ProcessingTime.Parse()
-		if err != nil || interval <= 0 {
+		interval := q.interval
+		if interval <= 0 {
 			return finish("", fmt.Errorf("trigger processingTime %q: want a positive duration", trig.ProcessingTime))
 		}
 		for !q.stopped() {

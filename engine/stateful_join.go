@@ -94,7 +94,7 @@ func compileStreamJoin(ps *plan.Step, left *watermarkStep) (step, *field.Error) 
 	if err != nil {
 		return nil, field.Invalid(p, name, err.Error())
 	}
-	wm, err := stateful.NewWatermark(&j.Stream.Watermark, right)
+	wm, err := stateful.NewWatermark(j.Stream.Watermark.Column, ps.Durations.Delay, right)
 	if err != nil {
 		return nil, field.Invalid(p.Child("stream", "watermark"), j.Stream.Watermark.Column, err.Error())
 	}

@@ -116,7 +116,7 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *fie
 	st, p, cols, eventTime := ps.Spec, ps.Path, ps.In, ps.EventTime
 	switch st.Kind() {
 	case v1.StepWatermark:
-		wm, err := stateful.NewWatermark(st.Watermark, cols)
+		wm, err := stateful.NewWatermark(st.Watermark.Column, ps.Durations.Delay, cols)
 		if err != nil {
 			return nil, field.Invalid(p.Child("watermark"), st.Watermark.Column, err.Error())
 		}
@@ -125,6 +125,7 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *fie
 		name := ps.Operator.Name
 		cfg := stateful.AggregateConfig{
 			Name: name, Spec: st.Aggregate, Input: cols, EventTime: eventTime, WindowTime: ps.WindowTime, Mode: spec.OutputMode,
+			Size: ps.Durations.Size, Slide: ps.Durations.Slide, Gap: ps.Durations.Gap,
 		}
 		var (
 			op  stateful.Operator

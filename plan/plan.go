@@ -59,6 +59,8 @@ type Plan struct {
 	Flow []FlowPoint
 	// Steps[i] is Spec.Transform[i], compiled.
 	Steps []Step
+	// Interval is a processingTime trigger's interval, parsed; 0 for any other trigger.
+	Interval time.Duration
 }
 
 // Output returns the columns the sink receives.
@@ -97,9 +99,62 @@ type Step struct {
 	// JoinName names a join (v1.StreamingQuerySpec.JoinNames): its state folder, its static
 	// snapshot's key in the offsets, its S3 credentials' variables.
 	JoinName string
+	// Durations are the step's durations, parsed.
+	Durations Durations
 	// TimeBound is a stream join's time bound, parsed: a right row joins a left row whose
 	// event time is within [left - Lower, left + Upper].
 	TimeBound *TimeBound
+}
+
+// Durations are a step's durations, parsed from the spec, so that a runtime parses none.
+type Durations struct {
+	// Delay is a watermark's delay, or a stream join's right side's watermark's.
+	Delay time.Duration
+	// Size and Slide are an aggregate's window (Slide is Size for a tumbling window); Gap its
+	// session window's fixed gap.
+	Size, Slide, Gap time.Duration
+	// Refresh is a static join's refresh period (refresh.every), 0 when it has none.
+	Refresh time.Duration
+}
+
+// DurationsOf parses the durations of step st, at p in the spec.
+func DurationsOf(st *v1.Step, p *field.Path) (Durations, *field.Error) {
+	var (
+		d    Durations
+		errs []*field.Error
+	)
+	parse := func(v v1.Duration, path *field.Path) time.Duration {
+		t, err := v.Parse()
+		if err != nil {
+			errs = append(errs, field.Invalid(path, v, err.Error()))
+		}
+		return t
+	}
+	switch {
+	case st.Watermark != nil:
+		d.Delay = parse(st.Watermark.Delay, p.Child("watermark", "delay"))
+	case st.Aggregate != nil:
+		for i, g := range st.Aggregate.GroupBy {
+			gp := p.Child("aggregate", "groupBy").Index(i)
+			if w := g.Window; w != nil {
+				d.Size = parse(w.Duration, gp.Child("window", "duration"))
+				if d.Slide = parse(w.Slide, gp.Child("window", "slide")); d.Slide == 0 {
+					d.Slide = d.Size
+				}
+			}
+			if sw := g.Session; sw != nil {
+				d.Gap = parse(sw.Gap, gp.Child("session", "gap"))
+			}
+		}
+	case st.Join != nil && st.Join.Stream != nil:
+		d.Delay = parse(st.Join.Stream.Watermark.Delay, p.Child("join", "stream", "watermark", "delay"))
+	case st.Join != nil && st.Join.Static != nil && st.Join.Static.Refresh != nil:
+		d.Refresh = parse(st.Join.Static.Refresh.Every, p.Child("join", "static", "refresh", "every"))
+	}
+	if len(errs) > 0 {
+		return d, errs[0]
+	}
+	return d, nil
 }
 
 // TimeBound is a stream join's time bound (v1.TimeBound), parsed.
@@ -188,6 +243,12 @@ func build(s *v1.StreamingQuerySpec, flow []FlowPoint, c *compiler) (*Plan, fiel
 			continue
 		}
 		step.Env = env
+		d, ferr := DurationsOf(st, step.Path)
+		if ferr != nil {
+			errs = append(errs, ferr)
+			continue
+		}
+		step.Durations = d
 		switch {
 		case st.Filter != "":
 			r := c.compile("filter", step.In, st.Filter)
@@ -234,6 +295,12 @@ func build(s *v1.StreamingQuerySpec, flow []FlowPoint, c *compiler) (*Plan, fiel
 			}
 		}
 		p.Steps = append(p.Steps, step)
+	}
+	if pt := s.Trigger.ProcessingTime; pt != "" {
+		var err error
+		if p.Interval, err = pt.Parse(); err != nil {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "trigger", "processingTime"), pt, err.Error()))
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errs

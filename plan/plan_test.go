@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
@@ -54,6 +55,12 @@ func TestBuildFollowsTheEventTime(t *testing.T) {
 	if names := pl.Output().Names(); !slices.Equal(names, []string{v1.ColumnWindowStart, v1.ColumnWindowEnd, "n"}) {
 		t.Errorf("Output() = %v", names)
 	}
+	if d := pl.Steps[1].Durations; d.Delay != time.Minute {
+		t.Errorf("the watermark's durations = %+v, want a delay of 1m", d)
+	}
+	if d := pl.Steps[4].Durations; d.Size != time.Minute || d.Slide != time.Minute {
+		t.Errorf("the window's durations = %+v, want a tumbling 1m", d)
+	}
 	if spec.Trigger.ProcessingTime != "" || pl.Spec == spec {
 		t.Error("Build() must default a copy, not the spec it was given")
 	}
@@ -95,5 +102,36 @@ func TestBuildJoinOutput(t *testing.T) {
 	}
 	if !slices.Equal(j.JoinOutput, want) {
 		t.Errorf("JoinOutput = %+v, want %+v", j.JoinOutput, want)
+	}
+}
+
+// TestBuildParsesDurations: the plan carries every duration of the spec parsed, so that a
+// runtime parses none: a sliding window's size and slide, a session's gap, a stream join's
+// right-side watermark delay, a static join's refresh period and the trigger's interval.
+func TestBuildParsesDurations(t *testing.T) {
+	spec := qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, orderColumns...).
+		Watermark("ts", "30s").
+		Aggregate("", []v1.GroupKey{qt.Key("k"), {Window: &v1.Window{Column: "ts", Duration: "10s", Slide: "2s"}}}, qt.Agg("n", v1.AggCount, "")).
+		FilesSink("/out", v1.FormatJSON).
+		Edit(func(s *v1.StreamingQuerySpec) { s.Trigger = v1.Trigger{ProcessingTime: "90s"} }).Spec()
+	pl, errs := plan.Build(spec)
+	if len(errs) > 0 {
+		t.Fatalf("Build() = %v", errs)
+	}
+	if got, want := pl.Steps[1].Durations, (plan.Durations{Size: 10 * time.Second, Slide: 2 * time.Second}); got != want {
+		t.Errorf("window durations = %+v, want %+v", got, want)
+	}
+	if pl.Steps[0].Durations.Delay != 30*time.Second || pl.Interval != 90*time.Second {
+		t.Errorf("watermark delay %v, trigger interval %v; want 30s, 1m30s", pl.Steps[0].Durations.Delay, pl.Interval)
+	}
+	sess := qt.Make("q", "ns").FilesSource("orders", "/in", v1.FormatJSON, orderColumns...).
+		Watermark("ts", "0s").
+		Aggregate("", []v1.GroupKey{qt.Key("k"), qt.Session("ts", "8s")}, qt.Agg("n", v1.AggCount, "")).
+		OutputMode(v1.OutputAppend).FilesSink("/out", v1.FormatJSON).Spec()
+	if pl, errs = plan.Build(sess); len(errs) > 0 {
+		t.Fatalf("Build() = %v", errs)
+	}
+	if got := pl.Steps[1].Durations.Gap; got != 8*time.Second {
+		t.Errorf("session gap = %v, want 8s", got)
 	}
 }

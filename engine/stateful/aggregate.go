@@ -34,6 +34,9 @@ type AggregateConfig struct {
 	// GapOf computes a row's session gap, for a session window with a gapExpr
 	// (NewSession); false for a null gap.
 	GapOf func(Row) (time.Duration, bool)
+	// Size and Slide are the window's, Gap a session window's fixed gap
+	// (plan.Durations).
+	Size, Slide, Gap time.Duration
 }
 
 // Aggregate groups rows by its keys (columns and an event-time window) and
@@ -104,16 +107,12 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 	for _, g := range cfg.Spec.GroupBy {
 		if w := g.Window; w != nil {
 			col := columnIndex(cfg.Input, w.Column)
-			size, err := w.Duration.Parse()
-			if err != nil || col < 0 || size <= 0 {
+			size, slide := cfg.Size, cfg.Slide
+			if col < 0 || size <= 0 {
 				return nil, fmt.Errorf("aggregate %s: invalid window on %q of %q", cfg.Name, w.Column, w.Duration)
 			}
-			slide, err := w.Slide.Parse()
-			if err != nil || slide > size {
+			if slide <= 0 || slide > size {
 				return nil, fmt.Errorf("aggregate %s: invalid window slide %q", cfg.Name, w.Slide)
-			}
-			if slide == 0 {
-				slide = size
 			}
 			a.window = &window{col: col, size: int64(size), slide: int64(slide), shift: shiftOf(cfg, w.Column)}
 			l.addWindow(col, keyDesc{Window: &windowDesc{w.Column, size.String(), slide.String(), a.window.shift != 0}})

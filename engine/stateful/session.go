@@ -74,8 +74,7 @@ func NewSession(cfg AggregateConfig) (*Session, error) {
 			return nil, fmt.Errorf("aggregate %s: gapExpr %q without its compiled GapOf", cfg.Name, sw.GapExpr)
 		}
 	default:
-		var err error
-		if gap, err = sw.Gap.Parse(); err != nil || gap <= 0 {
+		if gap = cfg.Gap; gap <= 0 {
 			return nil, fmt.Errorf("aggregate %s: invalid session gap %q", cfg.Name, sw.Gap)
 		}
 	}

@@ -14,10 +14,10 @@ import (
 
 func sessionOp(t *testing.T, mode v1.OutputMode, gap v1.Duration, aggs ...v1.Aggregation) *stateful.Session {
 	t.Helper()
-	s, err := stateful.NewSession(stateful.AggregateConfig{
+	s, err := stateful.NewSession(withDurations(t, stateful.AggregateConfig{
 		Name: "0", Input: orders, EventTime: "ts", Mode: mode,
 		Spec: &v1.Aggregate{GroupBy: []v1.GroupKey{{Column: "country"}, {Session: &v1.SessionWindow{Column: "ts", Gap: gap}}}, Aggregates: aggs},
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,11 +7,13 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine/state"
 	"github.com/lockstep-dev/lockstep/engine/stateful"
+	"github.com/lockstep-dev/lockstep/plan"
 )
 
 // t0 is an event time on a 10s window boundary.
@@ -55,7 +57,7 @@ func newRunner(t *testing.T, op stateful.Operator, wm *v1.Watermark) *runner {
 	}
 	r := &runner{t: t, cs: cs, op: op, parts: 4}
 	if wm != nil {
-		if r.wm, err = stateful.NewWatermark(wm, orders); err != nil {
+		if r.wm, err = stateful.NewWatermark(wm.Column, durationsOf(t, &v1.Step{Watermark: wm}).Delay, orders); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -127,11 +129,29 @@ func cmpAny(a, b any) int {
 	return 0
 }
 
+// durationsOf parses the durations of step st, as the plan does.
+func durationsOf(t testing.TB, st *v1.Step) plan.Durations {
+	t.Helper()
+	d, err := plan.DurationsOf(st, field.NewPath("step"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// withDurations sets cfg's window and session durations from its spec, as the plan does.
+func withDurations(t testing.TB, cfg stateful.AggregateConfig) stateful.AggregateConfig {
+	t.Helper()
+	d := durationsOf(t, &v1.Step{Aggregate: cfg.Spec})
+	cfg.Size, cfg.Slide, cfg.Gap = d.Size, d.Slide, d.Gap
+	return cfg
+}
+
 func aggregate(t *testing.T, mode v1.OutputMode, eventTime string, groupBy []v1.GroupKey, aggs ...v1.Aggregation) *stateful.Aggregate {
 	t.Helper()
-	a, err := stateful.NewAggregate(stateful.AggregateConfig{
+	a, err := stateful.NewAggregate(withDurations(t, stateful.AggregateConfig{
 		Name: "0", Spec: &v1.Aggregate{GroupBy: groupBy, Aggregates: aggs}, Input: orders, EventTime: eventTime, Mode: mode,
-	})
+	}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +424,7 @@ func TestFingerprint(t *testing.T) {
 		if mut != nil {
 			mut(spec)
 		}
-		a, err := stateful.NewAggregate(stateful.AggregateConfig{Name: "0", Spec: spec, Input: orders, EventTime: eventTime, Mode: v1.OutputUpdate})
+		a, err := stateful.NewAggregate(withDurations(t, stateful.AggregateConfig{Name: "0", Spec: spec, Input: orders, EventTime: eventTime, Mode: v1.OutputUpdate}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -432,7 +452,7 @@ func TestFingerprint(t *testing.T) {
 }
 
 func TestWatermark(t *testing.T) {
-	w, err := stateful.NewWatermark(&v1.Watermark{Column: "ts", Delay: "10s"}, orders)
+	w, err := stateful.NewWatermark("ts", 10*time.Second, orders)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package stateful
 
 import (
 	"fmt"
+	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
@@ -17,15 +18,12 @@ type Watermark struct {
 	seen    bool
 }
 
-// NewWatermark compiles a watermark step over the columns in.
-func NewWatermark(spec *v1.Watermark, in v1.Columns) (*Watermark, error) {
-	col := columnIndex(in, spec.Column)
+// NewWatermark compiles a watermark on column, delay behind its newest
+// time, over the columns in.
+func NewWatermark(column string, delay time.Duration, in v1.Columns) (*Watermark, error) {
+	col := columnIndex(in, column)
 	if col < 0 {
-		return nil, fmt.Errorf("watermark: no column %q", spec.Column)
-	}
-	delay, err := spec.Delay.Parse()
-	if err != nil {
-		return nil, fmt.Errorf("watermark delay: %w", err)
+		return nil, fmt.Errorf("watermark: no column %q", column)
 	}
 	return &Watermark{col: col, delayMs: delay.Milliseconds()}, nil
 }
