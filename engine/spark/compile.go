@@ -137,7 +137,7 @@ func (c *compiler) compile(opts CompileOptions) *Plan {
 		QueryName:          "lockstep",
 		QueryID:            opts.QueryID,
 		OutputMode:         string(spec.OutputMode),
-		Trigger:            c.trigger(sp.Child("trigger")),
+		Trigger:            c.trigger(),
 	}
 	flow := c.plan.Flow
 	c.sparkConf, c.buckets = plan.Conf, map[string]v1.S3Connection{}
@@ -213,7 +213,7 @@ func (c *compiler) conf(rt *v1.SparkRuntime, getenv func(string) string) map[str
 	return conf
 }
 
-func (c *compiler) trigger(p *field.Path) Trigger {
+func (c *compiler) trigger() Trigger {
 	t := c.spec.Trigger
 	switch {
 	case t.Once:
@@ -221,11 +221,7 @@ func (c *compiler) trigger(p *field.Path) Trigger {
 	case t.AvailableNow:
 		return Trigger{Kind: TriggerAvailableNow}
 	case t.ProcessingTime != "":
-		d, err := t.ProcessingTime.Parse()
-		if err != nil {
-			c.errs = append(c.errs, field.Invalid(p.Child("processingTime"), t.ProcessingTime, err.Error()))
-		}
-		return Trigger{Kind: TriggerProcessingTime, IntervalMs: d.Milliseconds()}
+		return Trigger{Kind: TriggerProcessingTime, IntervalMs: c.plan.Interval.Milliseconds()}
 	}
 	return Trigger{Kind: TriggerDefault}
 }
@@ -469,8 +465,7 @@ func (c *compiler) step(st *lplan.Step, at, next lplan.FlowPoint) []Step {
 		}
 		return []Step{{Select: sel}}
 	case v1.StepWatermark:
-		d, _ := st.Spec.Watermark.Delay.Parse()
-		steps := []Step{{Watermark: &Watermark{Column: st.Spec.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}}}
+		steps := []Step{{Watermark: &Watermark{Column: st.Spec.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", st.Durations.Delay.Milliseconds())}}}
 		if c.filterAfter(st.Index) {
 			steps = append(steps, watermarkBarrier(next.Columns)...)
 		}
@@ -583,7 +578,7 @@ func (c *compiler) aggregate(p *field.Path, st *lplan.Step, at lplan.FlowPoint) 
 			continue
 		case g.Session != nil:
 			name := fmt.Sprintf("_session%d", k)
-			gap := c.sessionGap(p.Child("groupBy").Index(k).Child("session"), g.Session, st.SessionGap)
+			gap := c.sessionGap(p.Child("groupBy").Index(k).Child("session"), g.Session, st.Durations.Gap, st.SessionGap)
 			agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("session_window(%s, %s) AS `%s`", timeOf(g.Session.Column), gap, name))
 			out = append(out, fmt.Sprintf("`%s`.start AS `%s`", name, v1.ColumnWindowStart), fmt.Sprintf("`%s`.end AS `%s`", name, v1.ColumnWindowEnd))
 			kept = name
@@ -598,11 +593,7 @@ func (c *compiler) aggregate(p *field.Path, st *lplan.Step, at lplan.FlowPoint) 
 			continue // validation requires one of column, window, session
 		}
 		w := g.Window
-		size, _ := w.Duration.Parse()
-		slide := size
-		if w.Slide != "" {
-			slide, _ = w.Slide.Parse()
-		}
+		size, slide := st.Durations.Size, st.Durations.Slide
 		name := fmt.Sprintf("_window%d", k)
 		agg.GroupBy = append(agg.GroupBy, fmt.Sprintf("window(%s, '%d milliseconds', '%d milliseconds') AS `%s`", timeOf(w.Column), size.Milliseconds(), slide.Milliseconds(), name))
 		out = append(out, fmt.Sprintf("`%s`.start AS `%s`", name, v1.ColumnWindowStart), fmt.Sprintf("`%s`.end AS `%s`", name, v1.ColumnWindowEnd))
@@ -659,9 +650,8 @@ const countDistinctRefused = "Spark does not run distinct aggregations on stream
 // take: it becomes a calendar interval of as many seconds, to the microsecond. A null, zero or
 // negative gap makes an empty session, which Spark drops with its row, as the built-in engine
 // drops the row.
-func (c *compiler) sessionGap(p *field.Path, sw *v1.SessionWindow, gapExpr *lplan.Expr) string {
+func (c *compiler) sessionGap(p *field.Path, sw *v1.SessionWindow, gap time.Duration, gapExpr *lplan.Expr) string {
 	if gapExpr == nil {
-		gap, _ := sw.Gap.Parse()
 		if gap%time.Microsecond != 0 {
 			c.refuse(p.Child("gap"), sw.Gap, "Spark keeps microseconds")
 		}

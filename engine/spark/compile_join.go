@@ -41,8 +41,7 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 		}
 		jn.Stream = &src
 		jn.Right = c.sideSteps(st.RightSteps)
-		d, _ := j.Stream.Watermark.Delay.Parse()
-		jn.Right = append(jn.Right, Step{Watermark: &Watermark{Column: j.Stream.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", d.Milliseconds())}})
+		jn.Right = append(jn.Right, Step{Watermark: &Watermark{Column: j.Stream.Watermark.Column, Delay: fmt.Sprintf("%d milliseconds", st.Durations.Delay.Milliseconds())}})
 	}
 	var cond []string
 	for _, k := range j.Keys {
