@@ -197,13 +197,21 @@ func generationZero(t *testing.T, dir string) map[string]string {
 	return storetest.Objects(t, st, storetest.GenerationZero)
 }
 
+// keyColumnsCommitted generates files input files, runs the old query of the "key-columns"
+// change over them to its end, and returns the events and the change's new query.
+func keyColumnsCommitted(t *testing.T, files int) (*events, func(*querytest.Query) *querytest.Query) {
+	t.Helper()
+	e := newEvents(t)
+	e.generate(t, files)
+	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
+	consoleRun(t, old(e.query()))
+	return e, nu
+}
+
 // TestRebuildNeedsTheWholeLog: with the first batches purged, the plan says which batches
 // are lost and Rebuild refuses.
 func TestRebuildNeedsTheWholeLog(t *testing.T) {
-	e := newEvents(t)
-	e.generate(t, 4)
-	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
-	consoleRun(t, old(e.query()))
+	e, nu := keyColumnsCommitted(t, 4)
 	if err := os.Remove(filepath.Join(e.ckpt, checkpoint.OffsetsKey(0))); err != nil {
 		t.Fatal(err)
 	}
@@ -223,10 +231,7 @@ func TestRebuildNeedsTheWholeLog(t *testing.T) {
 // TestRebuildNeedsTheInput: a file a committed batch read is gone, so the rebuild is not
 // possible, and the plan and the rebuild say which file of which batch.
 func TestRebuildNeedsTheInput(t *testing.T) {
-	e := newEvents(t)
-	e.generate(t, 3)
-	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
-	consoleRun(t, old(e.query()))
+	e, nu := keyColumnsCommitted(t, 3)
 	if err := os.Remove(filepath.Join(e.in, "events-0001.json")); err != nil {
 		t.Fatal(err)
 	}
@@ -247,10 +252,7 @@ func TestRebuildNeedsTheInput(t *testing.T) {
 // TestRebuildPlan: the plan counts the batches and rows the rebuild replays; a rebuild
 // switches the generation, and the old writer is fenced at its next batch.
 func TestRebuildPlan(t *testing.T) {
-	e := newEvents(t)
-	e.generate(t, 3)
-	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
-	consoleRun(t, old(e.query()))
+	e, nu := keyColumnsCommitted(t, 3)
 	p, err := newQuery(t, nu(e.query()).ConsoleSink().Obj()).PlanRebuild(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -262,14 +264,7 @@ func TestRebuildPlan(t *testing.T) {
 	if sum.Replayed != 3 || sum.InputRows != 38 || sum.Generation != 1 {
 		t.Errorf("Rebuild = %+v", sum)
 	}
-	store, err := checkpoint.OpenDir(e.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Load(context.Background(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := enginetest.LoadCheckpoint(t, e.ckpt)
 	if g := c.Generation(); g.Number != 1 || g.Batches != 3 || !strings.HasSuffix(c.Location(), "generation-1") {
 		t.Errorf("current generation %+v at %s", g, c.Location())
 	}
@@ -406,14 +401,7 @@ func TestRebuildSealedAndPending(t *testing.T) {
 	if err := os.Remove(filepath.Join(e.ckpt, checkpoint.GenerationKey(1))); err != nil {
 		t.Fatal(err)
 	}
-	root, err := checkpoint.OpenDir(e.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Load(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := enginetest.LoadCheckpoint(t, e.ckpt)
 	h, err := c.Head(ctx)
 	if err != nil || h.Planned.BatchID != 3 || h.Sealed == nil || h.Sealed.BatchID != 4 || !h.Replay() {
 		t.Fatalf("the sealed old generation's head = %+v, %v; want batch 3 pending and the seal at 4", h, err)
