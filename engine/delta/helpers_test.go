@@ -29,6 +29,25 @@ func TestMain(m *testing.M) {
 // storeKinds are the stores every table test runs on.
 var storeKinds = []string{"local", "s3"}
 
+// localStore opens the local folder dir as a Store.
+func localStore(t testing.TB, dir string) checkpoint.Store {
+	t.Helper()
+	s, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// txnVersions is a snapshot's txn versions by application id.
+func txnVersions(s *delta.Snapshot) map[string]int64 {
+	txns := map[string]int64{}
+	for _, x := range s.Txns() {
+		txns[x.AppID] = x.Version
+	}
+	return txns
+}
+
 // newLocation returns a function that opens a new Store on one fresh table
 // location of the given kind, so that several Table values (several
 // writers) can share the table.
@@ -38,11 +57,7 @@ func newLocation(t testing.TB, kind string) func() checkpoint.Store {
 	case "local":
 		dir := t.TempDir()
 		return func() checkpoint.Store {
-			s, err := checkpoint.OpenDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
+			return localStore(t, dir)
 		}
 	case "s3":
 		srv := testenv.S3(t)
