@@ -152,7 +152,7 @@ func deltaToKafkaAvroScenario(t *testing.T, brokers []string, versions int, topi
 	want := writeOrderVersions(t, in, versions)
 	spec := strings.NewReplacer("%[3]q", fmt.Sprintf("%q", in), "%[4]s", reg.URL).Replace(withBrokers(deltaToKafkaAvro, brokers))
 	s := newScenario(t, spec)
-	s.env = []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
+	s.env = registryVars(reg)
 	return s, reg, want
 }
 

@@ -69,6 +69,23 @@ type consumed struct {
 	key, value, batch string
 }
 
+// values are the records' values, sorted.
+func values(recs []consumed) []string {
+	return fieldOf(recs, func(r consumed) string { return r.value })
+}
+
+// keys are the records' keys, sorted.
+func keys(recs []consumed) []string { return fieldOf(recs, func(r consumed) string { return r.key }) }
+
+// fieldOf is one field of each record, sorted.
+func fieldOf(recs []consumed, field func(consumed) string) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, field(r))
+	}
+	return sorted(out)
+}
+
 // consume reads the whole topic with read_committed: what consumers of the
 // output see.
 func consume(t *testing.T, brokers []string, topic string) []consumed {
