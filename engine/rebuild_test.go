@@ -115,9 +115,7 @@ func TestRebuildOracle(t *testing.T) {
 			ref.generate(t, 4)
 			want := consoleRun(t, nu(ref.query()))
 
-			e := newEvents(t)
-			e.generate(t, 4)
-			consoleRun(t, old(e.query()))
+			e := oldCommitted(t, old, 4)
 			rebuild(t, nu(e.query()).ConsoleSink())
 			e.generate(t, 4)
 			got := consoleRun(t, nu(e.query()))
@@ -144,9 +142,7 @@ func rebuild(t *testing.T, q *querytest.Query, opts ...engine.Option) engine.Reb
 // stays current and unchanged, and a retried rebuild ends as an uninterrupted one.
 func TestRebuildCrashes(t *testing.T) {
 	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
-	ref := newEvents(t)
-	ref.generate(t, 4)
-	consoleRun(t, old(ref.query()))
+	ref := oldCommitted(t, old, 4)
 	rebuild(t, nu(ref.query()).ConsoleSink())
 	ref.generate(t, 2)
 	want := consoleRun(t, nu(ref.query()))
@@ -154,9 +150,7 @@ func TestRebuildCrashes(t *testing.T) {
 		// A rebuild writes no output: no sink phase but the engine's own.
 		for _, phase := range []engine.Phase{engine.PhaseOffsetsWritten, engine.PhaseSinkCommitted, engine.PhaseCommitted} {
 			t.Run(fmt.Sprintf("%s-%d", phase, batch), func(t *testing.T) {
-				e := newEvents(t)
-				e.generate(t, 4)
-				consoleRun(t, old(e.query()))
+				e := oldCommitted(t, old, 4)
 				before := generationZero(t, e.ckpt)
 				crashRebuild(t, newQuery(t, nu(e.query()).ConsoleSink().Obj(), crashAt(phase, batch)))
 				if diff := cmp.Diff(before, generationZero(t, e.ckpt)); diff != "" {
@@ -197,15 +191,22 @@ func generationZero(t *testing.T, dir string) map[string]string {
 	return storetest.Objects(t, st, storetest.GenerationZero)
 }
 
-// keyColumnsCommitted generates files input files, runs the old query of the "key-columns"
-// change over them to its end, and returns the events and the change's new query.
+// keyColumnsCommitted is oldCommitted for the "key-columns" change, and returns its new query
+// too.
 func keyColumnsCommitted(t *testing.T, files int) (*events, func(*querytest.Query) *querytest.Query) {
+	t.Helper()
+	change := stateChanges()["key-columns"]
+	return oldCommitted(t, change[0], files), change[1]
+}
+
+// oldCommitted generates files input files and runs the query old makes over them to its
+// end, on the console.
+func oldCommitted(t *testing.T, old func(*querytest.Query) *querytest.Query, files int) *events {
 	t.Helper()
 	e := newEvents(t)
 	e.generate(t, files)
-	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
 	consoleRun(t, old(e.query()))
-	return e, nu
+	return e
 }
 
 // TestRebuildNeedsTheWholeLog: with the first batches purged, the plan says which batches
