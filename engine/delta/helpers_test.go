@@ -15,7 +15,9 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -133,6 +135,27 @@ func readAll(t testing.TB, store checkpoint.Store) (*delta.Snapshot, v1.Columns,
 		t.Fatalf("ReadAll() error = %v", err)
 	}
 	return s, cols, sortRows(rows)
+}
+
+// tableContent is the table's newest snapshot and its rows as engine rows,
+// sorted by their printed form (nil for an empty table, as the sink suite
+// expects).
+func tableContent(t testing.TB, tbl *delta.Table) (*delta.Snapshot, []engine.Row) {
+	t.Helper()
+	s, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows, err := tbl.ReadAll(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []engine.Row
+	for _, r := range rows {
+		out = append(out, engine.Row(r))
+	}
+	enginetest.SortRows(out)
+	return s, out
 }
 
 // countingStore counts the Gets per key, to see what a reader reads.

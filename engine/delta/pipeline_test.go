@@ -192,21 +192,7 @@ func (p *pipeline) crash(t *testing.T, q *v1.StreamingQuery, phase engine.Phase,
 // tableRows is the table's content, sorted.
 func (p *pipeline) tableRows(t testing.TB) (*delta.Snapshot, []engine.Row) {
 	t.Helper()
-	tbl := delta.Open(p.folder(t, p.table))
-	s, err := tbl.Snapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rows, err := tbl.ReadAll(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []engine.Row
-	for _, r := range rows {
-		out = append(out, engine.Row(r))
-	}
-	enginetest.SortRows(out)
-	return s, out
+	return tableContent(t, delta.Open(p.folder(t, p.table)))
 }
 
 func (p *pipeline) wantRows() []engine.Row {

@@ -44,21 +44,8 @@ func (l tableLocation) table(t testing.TB) *delta.Table {
 
 func (l tableLocation) rows(t testing.TB) []engine.Row {
 	t.Helper()
-	tbl := l.table(t)
-	s, err := tbl.Snapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rows, err := tbl.ReadAll(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []engine.Row // nil for an empty table, as the sink suite expects
-	for _, r := range rows {
-		out = append(out, engine.Row(r))
-	}
-	enginetest.SortRows(out)
-	return out
+	_, rows := tableContent(t, l.table(t))
+	return rows
 }
 
 func newSink(t *testing.T, l tableLocation, cols v1.Columns, mode v1.OutputMode, partitions ...string) engine.Sink {
