@@ -123,15 +123,20 @@ func newAdStream(t *testing.T) *adEvents {
 	return e
 }
 
+// runDone runs obj to its end, which must be its trigger's.
+func runDone(t *testing.T, obj *v1.StreamingQuery) {
+	t.Helper()
+	if sum := run(t, obj); sum.Reason != engine.StopTriggerDone {
+		t.Fatalf("Summary = %+v", sum)
+	}
+}
+
 // adTime is the printed event time sec seconds after eventT0, as the output shows it.
 func adTime(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
 
 func TestStreamJoinLeftOuterQuery(t *testing.T) {
 	e := newAdStream(t)
-	sum := run(t, e.query().Obj())
-	if sum.Reason != engine.StopTriggerDone {
-		t.Fatalf("Summary = %+v", sum)
-	}
+	runDone(t, e.query().Obj())
 	want := []string{
 		fmt.Sprint([]any{"a", "u1", adTime(0), adTime(10), 1.0}),
 		fmt.Sprint([]any{"b", "u2", adTime(2), nil, nil}), // no click: emitted once, with nulls
@@ -207,10 +212,7 @@ func (e *adEvents) joinThenCount() *querytest.Query {
 // aggregation closes a window only when the watermark is that much past it.
 func TestStreamJoinThenAggregate(t *testing.T) {
 	e := newAdStream(t)
-	sum := run(t, e.joinThenCount().Obj())
-	if sum.Reason != engine.StopTriggerDone {
-		t.Fatalf("Summary = %+v", sum)
-	}
+	runDone(t, e.joinThenCount().Obj())
 	// a: the click at 10s (the one at 31s is out of the impression's bound);
 	// c: the clicks at 25s and 45s; b and the second a had none.
 	want := []string{
@@ -342,9 +344,7 @@ func TestStreamJoinFullOuterAndLeftSemiQueries(t *testing.T) {
 				j := s.Transform[1].Join
 				j.Type, j.Select = tc.typ, tc.selectCols
 			})
-			if sum := run(t, q.Obj()); sum.Reason != engine.StopTriggerDone {
-				t.Fatalf("Summary = %+v", sum)
-			}
+			runDone(t, q.Obj())
 			want := slices.Clone(tc.want)
 			sort.Strings(want)
 			if diff := cmp.Diff(want, e.output(t)); diff != "" {
@@ -368,9 +368,7 @@ func TestStreamJoinRightTransform(t *testing.T) {
 		}
 		j.Select = []v1.JoinColumn{{Side: v1.SideLeft, Column: "user"}, {Side: v1.SideRight, Column: "click_ts"}, {Side: v1.SideRight, Column: "cents"}}
 	})
-	if sum := run(t, q.Obj()); sum.Reason != engine.StopTriggerDone {
-		t.Fatalf("Summary = %+v", sum)
-	}
+	runDone(t, q.Obj())
 	// The click of cost 1 at 10s is filtered out: u1 has no match.
 	want := []string{
 		fmt.Sprint([]any{"u3", adTime(25), int64(300)}),
