@@ -21,22 +21,8 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-const kafkaAvroToDelta = `apiVersion: streaming.lockstep.dev/v1
-kind: StreamingQuery
-metadata: {name: crash, namespace: test}
-spec:
-  sources:
-  - name: orders
-    kafka: {bootstrapServers: [%[2]s], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: 15,
-      format: avro, schemaRegistry: {url: "%[3]s"}}
-    schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
-  transform:
-  - filter: "amount > 0.0"
-  - select: [{name: id, expr: id}, {name: amount, expr: amount}]
-  sink:
-    delta: {path: %[1]q}
-  trigger: {availableNow: true}
-`
+var kafkaAvroToDelta = ordersSpec(kafkaOrders(15, ",\n      format: avro, schemaRegistry: {url: \"%[3]s\"}"), "delta: {path: %[1]q}",
+	"select: [{name: id, expr: id}, {name: amount, expr: amount}]")
 
 // produceAvroOrders writes perPartition Avro orders {id, amount} to each partition of a new
 // topic, with a schema registered under <topic>-value, and returns the ids the query keeps.

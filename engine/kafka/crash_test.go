@@ -125,10 +125,10 @@ func (s *scenario) timing(out string) time.Duration {
 	return time.Since(began)
 }
 
-// kafkaOrdersSpec is the crash tests' query of the topic orders, maxOffsets records a batch,
-// that keeps the orders with a positive amount, then runs the extra steps, into sink. In
-// the spec, %[1] stands for the output and %[2]s for the brokers (see withBrokers).
-func kafkaOrdersSpec(maxOffsets int, sink string, steps ...string) string {
+// ordersSpec is the crash tests' query of orders {id, amount} from source that keeps those
+// with a positive amount, then runs the extra steps, into sink. In the spec, %[1] stands for
+// the output and %[2]s for the brokers (see withBrokers).
+func ordersSpec(source, sink string, steps ...string) string {
 	var extra strings.Builder
 	for _, st := range steps {
 		extra.WriteString("  - " + st + "\n")
@@ -139,7 +139,7 @@ metadata: {name: crash, namespace: test}
 spec:
   sources:
   - name: orders
-    kafka: {bootstrapServers: [%[2]s], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: ` + strconv.Itoa(maxOffsets) + `}
+    ` + source + `
     schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
   transform:
   - filter: "amount > 0.0"
@@ -147,6 +147,18 @@ spec:
     ` + sink + `
   trigger: {availableNow: true}
 `
+}
+
+// kafkaOrdersSpec is ordersSpec reading the topic orders from its start, maxOffsets records
+// a batch.
+func kafkaOrdersSpec(maxOffsets int, sink string, steps ...string) string {
+	return ordersSpec(kafkaOrders(maxOffsets, ""), sink, steps...)
+}
+
+// kafkaOrders is the source of the topic orders on the brokers, read from its start,
+// maxOffsets records a batch, with more settings.
+func kafkaOrders(maxOffsets int, more string) string {
+	return "kafka: {bootstrapServers: [%[2]s], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: " + strconv.Itoa(maxOffsets) + more + "}"
 }
 
 var kafkaToFiles = kafkaOrdersSpec(15, "files: {path: %[1]q, format: json}", `select: [{name: id, expr: id}, {name: amount, expr: amount}, {name: partition, expr: _partition}]`)
@@ -223,20 +235,8 @@ func TestCrashKafkaToFiles(t *testing.T) {
 	})
 }
 
-const filesToKafka = `apiVersion: streaming.lockstep.dev/v1
-kind: StreamingQuery
-metadata: {name: crash, namespace: test}
-spec:
-  sources:
-  - name: orders
-    files: {path: %[3]q, format: json, maxFilesPerTrigger: 1}
-    schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
-  transform:
-  - filter: "amount > 0.0"
-  sink:
-    kafka: {bootstrapServers: [%[2]s], topic: %[1]s, keyColumn: id, exactlyOnce: true}
-  trigger: {availableNow: true}
-`
+var filesToKafka = ordersSpec("files: {path: %[3]q, format: json, maxFilesPerTrigger: 1}",
+	"kafka: {bootstrapServers: [%[2]s], topic: %[1]s, keyColumn: id, exactlyOnce: true}")
 
 // writeOrderFiles writes n files of 10 orders each into dir and returns the
 // values a read_committed consumer must see.
