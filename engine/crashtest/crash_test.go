@@ -108,20 +108,30 @@ func newS3(t *testing.T, perBatch int) *setup {
 // records are filtered out.
 func (s *setup) addInput(n int) {
 	s.t.Helper()
-	for range n {
-		i := s.files
-		s.files++
-		var b bytes.Buffer
+	addFiles(s.t, s.in, s.cfg, &s.files, n, "orders-%04d.json", func(i int, b *bytes.Buffer) {
 		for j := range 10 {
 			id := fmt.Sprintf("o-%04d-%02d", i, j)
 			amount := float64(j%3) - 0.5
 			qty := int64(j + 1)
-			fmt.Fprintf(&b, `{"id":%q,"amount":%g,"qty":%d}`+"\n", id, amount, qty)
+			fmt.Fprintf(b, `{"id":%q,"amount":%g,"qty":%d}`+"\n", id, amount, qty)
 			if amount > 0 {
 				s.want = append(s.want, engine.Row{id, amount * float64(qty)})
 			}
 		}
-		putInput(s.t, s.in, s.cfg, fmt.Sprintf("orders-%04d.json", i), b.Bytes(), inputTime(i))
+	})
+}
+
+// addFiles writes n more input files under loc (see putInput), named by the
+// format name and numbered on from *files, which it advances; fill writes
+// the records of file i.
+func addFiles(t testing.TB, loc string, cfg []s3.Option, files *int, n int, name string, fill func(i int, b *bytes.Buffer)) {
+	t.Helper()
+	for range n {
+		i := *files
+		*files++
+		var b bytes.Buffer
+		fill(i, &b)
+		putInput(t, loc, cfg, fmt.Sprintf(name, i), b.Bytes(), inputTime(i))
 	}
 }
 

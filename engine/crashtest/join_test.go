@@ -84,25 +84,21 @@ func (j *joinSetup) setCustomers(v int) {
 // records the output rows they must produce with the customers' current version.
 func (j *joinSetup) addOrders(n int) {
 	j.t.Helper()
-	for range n {
-		i := j.files
-		j.files++
-		var b bytes.Buffer
+	addFiles(j.t, j.in, j.cfg, &j.files, n, "orders-%04d.json", func(i int, b *bytes.Buffer) {
 		for k := range 6 {
 			id, cust := fmt.Sprintf("o-%04d-%d", i, k), fmt.Sprintf("c%d", k)
 			if k == 5 {
 				cust = "unknown"
 			}
 			amount := float64(i) + float64(k)/10
-			fmt.Fprintf(&b, `{"id":%q,"customer_id":%q,"amount":%g}`+"\n", id, cust, amount)
+			fmt.Fprintf(b, `{"id":%q,"customer_id":%q,"amount":%g}`+"\n", id, cust, amount)
 			var name any
 			if k < 5 {
 				name = fmt.Sprintf("v%d-%s", j.version, cust)
 			}
 			j.want = append(j.want, engine.Row{id, amount, name})
 		}
-		putInput(j.t, j.in, j.cfg, fmt.Sprintf("orders-%04d.json", i), b.Bytes(), inputTime(i))
-	}
+	})
 }
 
 func (j *joinSetup) command(ckpt, out string, env ...string) *exec.Cmd {

@@ -102,20 +102,16 @@ func (s *statefulSetup) addInput(n int) {
 	s.t.Helper()
 	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	countries := []string{"DE", "FR", "US"}
-	for range n {
-		f := s.files
-		s.files++
-		var b bytes.Buffer
+	addFiles(s.t, s.in, nil, &s.files, n, "events-%04d.json", func(f int, b *bytes.Buffer) {
 		for j := range 13 {
 			id, country, sec := fmt.Sprintf("o-%d", (f*12+j)%40), countries[(f+j)%3], f*5+j%7-3
 			if j == 12 {
 				id, sec = "late", f*5-60
 			}
 			ts := t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339)
-			fmt.Fprintf(&b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", id, country, float64(j%5)+0.25, ts)
+			fmt.Fprintf(b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", id, country, float64(j%5)+0.25, ts)
 		}
-		putInput(s.t, s.in, nil, fmt.Sprintf("events-%04d.json", f), b.Bytes(), inputTime(f))
-	}
+	})
 }
 
 func (s *statefulSetup) command(ckpt, out string, env ...string) *exec.Cmd {

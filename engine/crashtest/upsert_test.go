@@ -170,18 +170,14 @@ func (u *upsertSetup) addInput(n int) {
 	u.t.Helper()
 	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	countries := []string{"DE", "FR", "US", "JP"}
-	for range n {
-		i := u.files
-		u.files++
-		var b bytes.Buffer
+	addFiles(u.t, u.in, u.cfg, &u.files, n, "events-%04d.json", func(i int, b *bytes.Buffer) {
 		for j := range 10 {
 			e := event{id: fmt.Sprintf("u-%d", (i*7+j)%23), country: countries[(i+j*j)%4],
 				amount: float64(j%5) + 0.25, ts: t0.Add(time.Duration(i*4+(j*3)%5) * time.Second)}
 			u.events = append(u.events, e)
-			fmt.Fprintf(&b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", e.id, e.country, e.amount, e.ts.Format(time.RFC3339))
+			fmt.Fprintf(b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", e.id, e.country, e.amount, e.ts.Format(time.RFC3339))
 		}
-		putInput(u.t, u.in, u.cfg, fmt.Sprintf("events-%04d.json", i), b.Bytes(), inputTime(i))
-	}
+	})
 }
 
 func (u *upsertSetup) command(env ...string) *exec.Cmd {
