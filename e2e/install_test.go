@@ -70,10 +70,9 @@ func lockstep(t *testing.T) *install {
 	return installed.in
 }
 
-func installLockstep(t *testing.T, node *testenv.Node) (*install, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
-	defer cancel()
-	start := time.Now()
+// nodeClient is a client of the node's API server that knows the built-in
+// kinds and Lockstep's.
+func nodeClient(node *testenv.Node) (client.Client, error) {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -81,7 +80,14 @@ func installLockstep(t *testing.T, node *testenv.Node) (*install, error) {
 	if err := v1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	c, err := client.New(node.Config, client.Options{Scheme: scheme})
+	return client.New(node.Config, client.Options{Scheme: scheme})
+}
+
+func installLockstep(t *testing.T, node *testenv.Node) (*install, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), installTimeout)
+	defer cancel()
+	start := time.Now()
+	c, err := nodeClient(node)
 	if err != nil {
 		return nil, err
 	}

@@ -367,11 +367,7 @@ func TestPinnedSettingsComeFromTheCheckpoint(t *testing.T) {
 	if got := rec.Starts()[0].Pinned[engine.ConfStatePartitions]; got != "8" {
 		t.Errorf("pinned partitions = %q, want 8 from the checkpoint", got)
 	}
-	store, _ := checkpoint.OpenDir(o.ckpt)
-	ck, err := checkpoint.Load(context.Background(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := enginetest.LoadCheckpoint(t, o.ckpt)
 	off, err := ck.Offsets(context.Background(), 1)
 	if err != nil || off.Conf[engine.ConfStatePartitions] != "8" {
 		t.Errorf("offsets/1 conf = %v, %v; want partitions 8", off.Conf, err)
@@ -435,14 +431,7 @@ func TestMalformedRecordsAreCounted(t *testing.T) {
 	}
 	o.check(t)
 	// The count is in the commit log too, where status and describe read it.
-	store, err := checkpoint.OpenDir(o.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck, err := checkpoint.Load(context.Background(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := enginetest.LoadCheckpoint(t, o.ckpt)
 	var logged int64
 	for b := int64(0); b <= sum.LastCommitted; b++ {
 		cm, err := ck.Commit(context.Background(), b)
@@ -462,7 +451,7 @@ func TestMalformedRecordsAreCounted(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(o2.in, "bad.json"), []byte("{\"id\":\"a\",\"amount\":1,\"qty\":1}\n{oops\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err = newQuery(t, o2.query().AvailableNow().Obj()).Run(context.Background())
+	_, err := newQuery(t, o2.query().AvailableNow().Obj()).Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(o2.in, "bad.json")+" line 2") {
 		t.Fatalf("Run = %v, want the file and line 2", err)
 	}
@@ -814,14 +803,7 @@ func TestSourceBacklogReachesProgress(t *testing.T) {
 	if n := len(src.reads); n != 3 || src.reads[1] != nil || src.reads[2] == nil || *src.reads[2].Lag != 12 {
 		t.Errorf("Read was handed %v, want batch 0's and 2's backlogs and none for the replayed batch 1", src.reads)
 	}
-	store, err := checkpoint.OpenDir(o.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck, err := checkpoint.Load(context.Background(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := enginetest.LoadCheckpoint(t, o.ckpt)
 	cm, err := ck.Commit(context.Background(), 2)
 	if err != nil {
 		t.Fatal(err)

@@ -149,13 +149,21 @@ func TestStaticJoinReplayJoinsRecordedSnapshot(t *testing.T) {
 	}
 }
 
-// TestStaticJoinKeepsSnapshotWithoutRefresh: without refresh, the first batch's snapshot is
-// kept across batches and runs; a rewritten file of it stops the query, naming the file.
-func TestStaticJoinKeepsSnapshotWithoutRefresh(t *testing.T) {
+// annOrdered is an enrichment with customer c1, Ann, in a.json, whose one
+// order of c1 a run joined.
+func annOrdered(t *testing.T) *enrichment {
+	t.Helper()
 	e := newEnrichment(t)
 	e.addCustomers(t, "a.json", "c1", "Ann")
 	e.addOrders(t, "c1")
 	run(t, e.query(nil).Obj())
+	return e
+}
+
+// TestStaticJoinKeepsSnapshotWithoutRefresh: without refresh, the first batch's snapshot is
+// kept across batches and runs; a rewritten file of it stops the query, naming the file.
+func TestStaticJoinKeepsSnapshotWithoutRefresh(t *testing.T) {
+	e := annOrdered(t)
 	e.addCustomers(t, "b.json", "c1", "Other")
 	e.addOrders(t, "c1")
 	run(t, e.query(nil).Obj())
@@ -177,10 +185,7 @@ func TestStaticJoinKeepsSnapshotWithoutRefresh(t *testing.T) {
 // replayed after it joins the new folder's newest snapshot, its recorded one being of the
 // old folder. The offsets log names the side of each snapshot.
 func TestStaticJoinTableChanged(t *testing.T) {
-	e := newEnrichment(t)
-	e.addCustomers(t, "a.json", "c1", "Ann")
-	e.addOrders(t, "c1")
-	run(t, e.query(nil).Obj())
+	e := annOrdered(t)
 	old := e.customers
 	e.customers = t.TempDir()
 	e.addCustomers(t, "other.json", "c1", "Ada", "c2", "Bob")

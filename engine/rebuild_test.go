@@ -115,9 +115,7 @@ func TestRebuildOracle(t *testing.T) {
 			ref.generate(t, 4)
 			want := consoleRun(t, nu(ref.query()))
 
-			e := newEvents(t)
-			e.generate(t, 4)
-			consoleRun(t, old(e.query()))
+			e := oldCommitted(t, old, 4)
 			rebuild(t, nu(e.query()).ConsoleSink())
 			e.generate(t, 4)
 			got := consoleRun(t, nu(e.query()))
@@ -144,9 +142,7 @@ func rebuild(t *testing.T, q *querytest.Query, opts ...engine.Option) engine.Reb
 // stays current and unchanged, and a retried rebuild ends as an uninterrupted one.
 func TestRebuildCrashes(t *testing.T) {
 	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
-	ref := newEvents(t)
-	ref.generate(t, 4)
-	consoleRun(t, old(ref.query()))
+	ref := oldCommitted(t, old, 4)
 	rebuild(t, nu(ref.query()).ConsoleSink())
 	ref.generate(t, 2)
 	want := consoleRun(t, nu(ref.query()))
@@ -154,9 +150,7 @@ func TestRebuildCrashes(t *testing.T) {
 		// A rebuild writes no output: no sink phase but the engine's own.
 		for _, phase := range []engine.Phase{engine.PhaseOffsetsWritten, engine.PhaseSinkCommitted, engine.PhaseCommitted} {
 			t.Run(fmt.Sprintf("%s-%d", phase, batch), func(t *testing.T) {
-				e := newEvents(t)
-				e.generate(t, 4)
-				consoleRun(t, old(e.query()))
+				e := oldCommitted(t, old, 4)
 				before := generationZero(t, e.ckpt)
 				crashRebuild(t, newQuery(t, nu(e.query()).ConsoleSink().Obj(), crashAt(phase, batch)))
 				if diff := cmp.Diff(before, generationZero(t, e.ckpt)); diff != "" {
@@ -197,13 +191,28 @@ func generationZero(t *testing.T, dir string) map[string]string {
 	return storetest.Objects(t, st, storetest.GenerationZero)
 }
 
+// keyColumnsCommitted is oldCommitted for the "key-columns" change, and returns its new query
+// too.
+func keyColumnsCommitted(t *testing.T, files int) (*events, func(*querytest.Query) *querytest.Query) {
+	t.Helper()
+	change := stateChanges()["key-columns"]
+	return oldCommitted(t, change[0], files), change[1]
+}
+
+// oldCommitted generates files input files and runs the query old makes over them to its
+// end, on the console.
+func oldCommitted(t *testing.T, old func(*querytest.Query) *querytest.Query, files int) *events {
+	t.Helper()
+	e := newEvents(t)
+	e.generate(t, files)
+	consoleRun(t, old(e.query()))
+	return e
+}
+
 // TestRebuildNeedsTheWholeLog: with the first batches purged, the plan says which batches
 // are lost and Rebuild refuses.
 func TestRebuildNeedsTheWholeLog(t *testing.T) {
-	e := newEvents(t)
-	e.generate(t, 4)
-	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
-	consoleRun(t, old(e.query()))
+	e, nu := keyColumnsCommitted(t, 4)
 	if err := os.Remove(filepath.Join(e.ckpt, checkpoint.OffsetsKey(0))); err != nil {
 		t.Fatal(err)
 	}
@@ -223,10 +232,7 @@ func TestRebuildNeedsTheWholeLog(t *testing.T) {
 // TestRebuildNeedsTheInput: a file a committed batch read is gone, so the rebuild is not
 // possible, and the plan and the rebuild say which file of which batch.
 func TestRebuildNeedsTheInput(t *testing.T) {
-	e := newEvents(t)
-	e.generate(t, 3)
-	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
-	consoleRun(t, old(e.query()))
+	e, nu := keyColumnsCommitted(t, 3)
 	if err := os.Remove(filepath.Join(e.in, "events-0001.json")); err != nil {
 		t.Fatal(err)
 	}
@@ -247,10 +253,7 @@ func TestRebuildNeedsTheInput(t *testing.T) {
 // TestRebuildPlan: the plan counts the batches and rows the rebuild replays; a rebuild
 // switches the generation, and the old writer is fenced at its next batch.
 func TestRebuildPlan(t *testing.T) {
-	e := newEvents(t)
-	e.generate(t, 3)
-	old, nu := stateChanges()["key-columns"][0], stateChanges()["key-columns"][1]
-	consoleRun(t, old(e.query()))
+	e, nu := keyColumnsCommitted(t, 3)
 	p, err := newQuery(t, nu(e.query()).ConsoleSink().Obj()).PlanRebuild(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -262,14 +265,7 @@ func TestRebuildPlan(t *testing.T) {
 	if sum.Replayed != 3 || sum.InputRows != 38 || sum.Generation != 1 {
 		t.Errorf("Rebuild = %+v", sum)
 	}
-	store, err := checkpoint.OpenDir(e.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Load(context.Background(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := enginetest.LoadCheckpoint(t, e.ckpt)
 	if g := c.Generation(); g.Number != 1 || g.Batches != 3 || !strings.HasSuffix(c.Location(), "generation-1") {
 		t.Errorf("current generation %+v at %s", g, c.Location())
 	}
@@ -406,14 +402,7 @@ func TestRebuildSealedAndPending(t *testing.T) {
 	if err := os.Remove(filepath.Join(e.ckpt, checkpoint.GenerationKey(1))); err != nil {
 		t.Fatal(err)
 	}
-	root, err := checkpoint.OpenDir(e.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Load(ctx, root)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := enginetest.LoadCheckpoint(t, e.ckpt)
 	h, err := c.Head(ctx)
 	if err != nil || h.Planned.BatchID != 3 || h.Sealed == nil || h.Sealed.BatchID != 4 || !h.Replay() {
 		t.Fatalf("the sealed old generation's head = %+v, %v; want batch 3 pending and the seal at 4", h, err)

@@ -15,7 +15,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/engine/state"
@@ -114,22 +113,36 @@ var adStream = [][2][]adEvent{
 	{{{ad: "z", sec: 500, user: "u9"}}, {{ad: "y", sec: 500, cost: 9}}},
 }
 
-func TestStreamJoinLeftOuterQuery(t *testing.T) {
+// newAdStream is adEvents holding the whole adStream.
+func newAdStream(t *testing.T) *adEvents {
+	t.Helper()
 	e := newAdEvents(t)
 	for _, b := range adStream {
 		e.add(t, b[0], b[1])
 	}
-	sum := run(t, e.query().Obj())
-	if sum.Reason != engine.StopTriggerDone {
+	return e
+}
+
+// runDone runs obj to its end, which must be its trigger's.
+func runDone(t *testing.T, obj *v1.StreamingQuery) {
+	t.Helper()
+	if sum := run(t, obj); sum.Reason != engine.StopTriggerDone {
 		t.Fatalf("Summary = %+v", sum)
 	}
-	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+}
+
+// adTime is the printed event time sec seconds after eventT0, as the output shows it.
+func adTime(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+
+func TestStreamJoinLeftOuterQuery(t *testing.T) {
+	e := newAdStream(t)
+	runDone(t, e.query().Obj())
 	want := []string{
-		fmt.Sprint([]any{"a", "u1", ts(0), ts(10), 1.0}),
-		fmt.Sprint([]any{"b", "u2", ts(2), nil, nil}), // no click: emitted once, with nulls
-		fmt.Sprint([]any{"c", "u3", ts(20), ts(25), 3.0}),
-		fmt.Sprint([]any{"c", "u3", ts(20), ts(45), 4.0}),
-		fmt.Sprint([]any{"a", "u4", ts(40), nil, nil}), // the click at 31s came before it
+		fmt.Sprint([]any{"a", "u1", adTime(0), adTime(10), 1.0}),
+		fmt.Sprint([]any{"b", "u2", adTime(2), nil, nil}), // no click: emitted once, with nulls
+		fmt.Sprint([]any{"c", "u3", adTime(20), adTime(25), 3.0}),
+		fmt.Sprint([]any{"c", "u3", adTime(20), adTime(45), 4.0}),
+		fmt.Sprint([]any{"a", "u4", adTime(40), nil, nil}), // the click at 31s came before it
 	}
 	sort.Strings(want)
 	// The click at 31s is 31s after the impression at 0s: outside the bound.
@@ -138,19 +151,12 @@ func TestStreamJoinLeftOuterQuery(t *testing.T) {
 	}
 
 	// The checkpoint shows each side's state and watermark.
-	cs, err := checkpoint.OpenDir(e.ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ck, err := checkpoint.Load(context.Background(), cs)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ck := enginetest.LoadCheckpoint(t, e.ckpt)
 	d, err := ck.Describe(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	sums, err := state.Describe(context.Background(), cs, *d.CommittedBatch+1)
+	sums, err := state.Describe(context.Background(), ck.Store(), *d.CommittedBatch+1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,10 +181,7 @@ func TestStreamJoinLeftOuterQuery(t *testing.T) {
 // files added between them, and compares with the uninterrupted run: each
 // side's watermark and buffered rows carry over.
 func TestStreamJoinQueryResumes(t *testing.T) {
-	whole := newAdEvents(t)
-	for _, b := range adStream {
-		whole.add(t, b[0], b[1])
-	}
+	whole := newAdStream(t)
 	run(t, whole.query().Obj())
 
 	parts := newAdEvents(t)
@@ -208,20 +211,13 @@ func (e *adEvents) joinThenCount() *querytest.Query {
 // The join emits an impression up to its time bound (30s) behind the watermark, so the
 // aggregation closes a window only when the watermark is that much past it.
 func TestStreamJoinThenAggregate(t *testing.T) {
-	e := newAdEvents(t)
-	for _, b := range adStream {
-		e.add(t, b[0], b[1])
-	}
-	sum := run(t, e.joinThenCount().Obj())
-	if sum.Reason != engine.StopTriggerDone {
-		t.Fatalf("Summary = %+v", sum)
-	}
-	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+	e := newAdStream(t)
+	runDone(t, e.joinThenCount().Obj())
 	// a: the click at 10s (the one at 31s is out of the impression's bound);
 	// c: the clicks at 25s and 45s; b and the second a had none.
 	want := []string{
-		fmt.Sprint([]any{"a", ts(0), ts(60), int64(1), 1.0}),
-		fmt.Sprint([]any{"c", ts(0), ts(60), int64(2), 7.0}),
+		fmt.Sprint([]any{"a", adTime(0), adTime(60), int64(1), 1.0}),
+		fmt.Sprint([]any{"c", adTime(0), adTime(60), int64(2), 7.0}),
 	}
 	if diff := cmp.Diff(want, e.output(t)); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)
@@ -239,7 +235,7 @@ func TestStreamJoinThenAggregate(t *testing.T) {
 		slow.add(t, b[0], b[1])
 	}
 	run(t, slow.joinThenCount().Obj())
-	if diff := cmp.Diff([]string{fmt.Sprint([]any{"d", ts(60), ts(120), int64(1), 5.0})}, slow.output(t)); diff != "" {
+	if diff := cmp.Diff([]string{fmt.Sprint([]any{"d", adTime(60), adTime(120), int64(1), 5.0})}, slow.output(t)); diff != "" {
 		t.Errorf("output of a late-found match (-want +got):\n%s", diff)
 	}
 
@@ -269,7 +265,6 @@ func TestStreamJoinThenAggregateWatermark(t *testing.T) {
 			s.Transform[1].Join.Stream.TimeBound.UpperBound = "0s"
 		})
 	}
-	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
 	e.add(t, []adEvent{{ad: "a", sec: 10, user: "u1"}}, []adEvent{{ad: "a", sec: 5, cost: 1}})
 	e.add(t, []adEvent{{ad: "z", sec: 70, user: "u9"}}, []adEvent{{ad: "y", sec: 70}})
 	e.add(t, []adEvent{{ad: "z", sec: 95, user: "u9"}}, []adEvent{{ad: "y", sec: 95}})
@@ -279,7 +274,7 @@ func TestStreamJoinThenAggregateWatermark(t *testing.T) {
 	}
 	e.add(t, []adEvent{{ad: "z", sec: 96, user: "u9"}}, []adEvent{{ad: "y", sec: 96}})
 	run(t, query().Obj()) // 91s
-	if diff := cmp.Diff([]string{fmt.Sprint([]any{"a", ts(0), ts(60), int64(1), 1.0})}, e.output(t)); diff != "" {
+	if diff := cmp.Diff([]string{fmt.Sprint([]any{"a", adTime(0), adTime(60), int64(1), 1.0})}, e.output(t)); diff != "" {
 		t.Errorf("output with the watermark 31s past the window (-want +got):\n%s", diff)
 	}
 }
@@ -314,7 +309,6 @@ func TestImpressionsClicksExample(t *testing.T) {
 // full outer join (unmatched rows of both sides once, at eviction) and as a
 // left semi join (each impression with a click once, its columns only).
 func TestStreamJoinFullOuterAndLeftSemiQueries(t *testing.T) {
-	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
 	cases := []struct {
 		typ        v1.JoinType
 		selectCols []v1.JoinColumn
@@ -327,35 +321,30 @@ func TestStreamJoinFullOuterAndLeftSemiQueries(t *testing.T) {
 				{Side: v1.SideRight, Column: "ad_id", Name: "click_ad"}, {Side: v1.SideRight, Column: "click_ts"}, {Side: v1.SideRight, Column: "cost"},
 			},
 			want: []string{
-				fmt.Sprint([]any{"a", "u1", ts(0), "a", ts(10), 1.0}),
-				fmt.Sprint([]any{"b", "u2", ts(2), nil, nil, nil}),
-				fmt.Sprint([]any{nil, nil, nil, "a", ts(31), 2.0}), // no impression in [1s, 31s]
-				fmt.Sprint([]any{"c", "u3", ts(20), "c", ts(25), 3.0}),
-				fmt.Sprint([]any{"c", "u3", ts(20), "c", ts(45), 4.0}),
-				fmt.Sprint([]any{"a", "u4", ts(40), nil, nil, nil}),
+				fmt.Sprint([]any{"a", "u1", adTime(0), "a", adTime(10), 1.0}),
+				fmt.Sprint([]any{"b", "u2", adTime(2), nil, nil, nil}),
+				fmt.Sprint([]any{nil, nil, nil, "a", adTime(31), 2.0}), // no impression in [1s, 31s]
+				fmt.Sprint([]any{"c", "u3", adTime(20), "c", adTime(25), 3.0}),
+				fmt.Sprint([]any{"c", "u3", adTime(20), "c", adTime(45), 4.0}),
+				fmt.Sprint([]any{"a", "u4", adTime(40), nil, nil, nil}),
 			},
 		},
 		{
 			typ: v1.JoinLeftSemi,
 			want: []string{
-				fmt.Sprint([]any{"a", "u1", ts(0)}),
-				fmt.Sprint([]any{"c", "u3", ts(20)}), // two clicks, one row
+				fmt.Sprint([]any{"a", "u1", adTime(0)}),
+				fmt.Sprint([]any{"c", "u3", adTime(20)}), // two clicks, one row
 			},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(string(tc.typ), func(t *testing.T) {
-			e := newAdEvents(t)
-			for _, b := range adStream {
-				e.add(t, b[0], b[1])
-			}
+			e := newAdStream(t)
 			q := e.query().Edit(func(s *v1.StreamingQuerySpec) {
 				j := s.Transform[1].Join
 				j.Type, j.Select = tc.typ, tc.selectCols
 			})
-			if sum := run(t, q.Obj()); sum.Reason != engine.StopTriggerDone {
-				t.Fatalf("Summary = %+v", sum)
-			}
+			runDone(t, q.Obj())
 			want := slices.Clone(tc.want)
 			sort.Strings(want)
 			if diff := cmp.Diff(want, e.output(t)); diff != "" {
@@ -369,10 +358,7 @@ func TestStreamJoinFullOuterAndLeftSemiQueries(t *testing.T) {
 // join: only the clicks that pass reach the right watermark and the join,
 // with the columns the select made.
 func TestStreamJoinRightTransform(t *testing.T) {
-	e := newAdEvents(t)
-	for _, b := range adStream {
-		e.add(t, b[0], b[1])
-	}
+	e := newAdStream(t)
 	q := e.query().Edit(func(s *v1.StreamingQuerySpec) {
 		j := s.Transform[1].Join
 		j.Type = v1.JoinInner
@@ -382,14 +368,11 @@ func TestStreamJoinRightTransform(t *testing.T) {
 		}
 		j.Select = []v1.JoinColumn{{Side: v1.SideLeft, Column: "user"}, {Side: v1.SideRight, Column: "click_ts"}, {Side: v1.SideRight, Column: "cents"}}
 	})
-	if sum := run(t, q.Obj()); sum.Reason != engine.StopTriggerDone {
-		t.Fatalf("Summary = %+v", sum)
-	}
-	ts := func(sec int) string { return eventT0.Add(time.Duration(sec) * time.Second).String() }
+	runDone(t, q.Obj())
 	// The click of cost 1 at 10s is filtered out: u1 has no match.
 	want := []string{
-		fmt.Sprint([]any{"u3", ts(25), int64(300)}),
-		fmt.Sprint([]any{"u3", ts(45), int64(400)}),
+		fmt.Sprint([]any{"u3", adTime(25), int64(300)}),
+		fmt.Sprint([]any{"u3", adTime(45), int64(400)}),
 	}
 	if diff := cmp.Diff(want, e.output(t)); diff != "" {
 		t.Errorf("output (-want +got):\n%s", diff)

@@ -220,7 +220,7 @@ func encodeParquet(cols v1.Columns, rows []engine.Row) ([]byte, error) {
 		k := len(prow)
 		pr := parquet.Row(vals[k*len(cols) : (k+1)*len(cols) : (k+1)*len(cols)])
 		for i, v := range r {
-			pv, err := parquetValue(v)
+			pv, err := ParquetValue(v)
 			if err != nil {
 				return nil, fmt.Errorf("encode column %s: %w", cols[i].Name, err)
 			}
@@ -246,7 +246,9 @@ func encodeParquet(cols v1.Columns, rows []engine.Row) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func parquetValue(v any) (parquet.Value, error) {
+// ParquetValue is the Parquet value of an engine value of a column type: a
+// string, int64, float64, bool, time.Time (microseconds) or nil.
+func ParquetValue(v any) (parquet.Value, error) {
 	switch v := v.(type) {
 	case nil:
 		return parquet.NullValue(), nil

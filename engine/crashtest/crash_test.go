@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -107,31 +108,59 @@ func newS3(t *testing.T, perBatch int) *setup {
 // records are filtered out.
 func (s *setup) addInput(n int) {
 	s.t.Helper()
-	f, err := s3.OpenFolder(s.in, s.cfg...)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for range n {
-		i := s.files
-		s.files++
-		var b bytes.Buffer
+	addFiles(s.t, s.in, s.cfg, &s.files, n, "orders-%04d.json", func(i int, b *bytes.Buffer) {
 		for j := range 10 {
 			id := fmt.Sprintf("o-%04d-%02d", i, j)
 			amount := float64(j%3) - 0.5
 			qty := int64(j + 1)
-			fmt.Fprintf(&b, `{"id":%q,"amount":%g,"qty":%d}`+"\n", id, amount, qty)
+			fmt.Fprintf(b, `{"id":%q,"amount":%g,"qty":%d}`+"\n", id, amount, qty)
 			if amount > 0 {
 				s.want = append(s.want, engine.Row{id, amount * float64(qty)})
 			}
 		}
-		if err := f.Put(context.Background(), fmt.Sprintf("orders-%04d.json", i), b.Bytes()); err != nil {
-			s.t.Fatal(err)
-		}
-		if s.cfg == nil {
-			// Distinct modification times, in file order.
-			at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
-			_ = os.Chtimes(filepath.Join(s.in, fmt.Sprintf("orders-%04d.json", i)), at, at)
-		}
+	})
+}
+
+// addFiles writes n more input files under loc (see putInput), named by the
+// format name and numbered on from *files, which it advances; fill writes
+// the records of file i.
+func addFiles(t testing.TB, loc string, cfg []s3.Option, files *int, n int, name string, fill func(i int, b *bytes.Buffer)) {
+	t.Helper()
+	for range n {
+		i := *files
+		*files++
+		var b bytes.Buffer
+		fill(i, &b)
+		putInput(t, loc, cfg, fmt.Sprintf(name, i), b.Bytes(), inputTime(i))
+	}
+}
+
+// inputTime is the modification time of the i-th input file: distinct, in
+// file order.
+func inputTime(i int) time.Time {
+	return time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
+}
+
+// openFolder opens loc, a local folder or an s3:// location on the server
+// cfg points at.
+func openFolder(t testing.TB, loc string, cfg []s3.Option) checkpoint.Store {
+	t.Helper()
+	f, err := s3.OpenFolder(loc, cfg...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// putInput writes data as the file name under loc (see openFolder); a local
+// file gets the modification time at, which orders a files source's reads.
+func putInput(t testing.TB, loc string, cfg []s3.Option, name string, data []byte, at time.Time) {
+	t.Helper()
+	if err := openFolder(t, loc, cfg).Put(context.Background(), name, data); err != nil {
+		t.Fatal(err)
+	}
+	if cfg == nil {
+		_ = os.Chtimes(filepath.Join(loc, name), at, at)
 	}
 }
 
@@ -407,5 +436,5 @@ func runWatching(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer, onLine func(
 		_, _ = w.Write([]byte(lines.Text() + "\n"))
 		onLine(lines.Text())
 	}
-	return wait(cmd, stderr)
+	return result(cmd.Wait(), stderr.String())
 }

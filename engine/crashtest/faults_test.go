@@ -228,13 +228,7 @@ func faultRuns(t *testing.T, proxy *testenv.S3Proxy, rng *rand.Rand, report *fau
 	for run := range runs {
 		addInput(2)
 		cmd := command()
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan Result, 1)
-		go func() { exited <- wait(cmd, &out) }()
+		exited := start(t, cmd)
 		var r Result
 		if run == outageRun {
 			// S3 goes away in the middle of the run, which must ride it out.
@@ -354,18 +348,12 @@ func soakOutput(t *testing.T, sinkKind, loc string, srv *testenv.S3Server) ([]en
 		}
 	case "delta":
 		tbl := delta.Open(f)
-		latest, err := tbl.Snapshot(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for v := int64(0); v <= latest.Version; v++ {
-			s, err := tbl.SnapshotAt(ctx, v)
-			if err != nil {
-				t.Fatalf("version %d: %v", v, err)
-			}
+		snaps := deltatest.Snapshots(t, tbl)
+		latest := snaps[len(snaps)-1]
+		for _, s := range snaps {
 			for _, a := range s.Files() {
 				if p := unescape(a.Path); !exists[p] {
-					t.Errorf("version %d references %s, which is missing", v, p)
+					t.Errorf("version %d references %s, which is missing", s.Version, p)
 					missing++
 				}
 			}

@@ -179,13 +179,7 @@ func KillRandomly(t testing.TB, kills int, span time.Duration, next func(finishe
 	killed, last := 0, false
 	for killed < kills {
 		cmd := next(last)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		exited := make(chan Result, 1)
-		go func() { exited <- wait(cmd, &out) }()
+		exited := start(t, cmd)
 		var r Result
 		select {
 		case r = <-exited:
@@ -206,9 +200,18 @@ func KillRandomly(t testing.TB, kills int, span time.Duration, next func(finishe
 	return finished
 }
 
-// wait waits for the started cmd, whose output goes to stderr.
-func wait(cmd *exec.Cmd, stderr *bytes.Buffer) Result {
-	return result(cmd.Wait(), stderr.String())
+// start starts cmd, its standard output and error captured together; the
+// channel yields how it ended once it exits.
+func start(t testing.TB, cmd *exec.Cmd) <-chan Result {
+	t.Helper()
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan Result, 1)
+	go func() { exited <- result(cmd.Wait(), out.String()) }()
+	return exited
 }
 
 // result is how a run that cmd.Wait ended with err ended.

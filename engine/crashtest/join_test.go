@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"time"
 
 	"testing"
@@ -14,7 +12,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
-	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -72,10 +69,7 @@ func newJoinSetup(s *setup) *joinSetup {
 // version v: a new table version.
 func (j *joinSetup) setCustomers(v int) {
 	j.t.Helper()
-	f, err := s3.OpenFolder(j.customers, j.cfg...)
-	if err != nil {
-		j.t.Fatal(err)
-	}
+	f := openFolder(j.t, j.customers, j.cfg)
 	var rows []delta.Row
 	for c := range 5 {
 		rows = append(rows, delta.Row{fmt.Sprintf("c%d", c), fmt.Sprintf("v%d-c%d", v, c)})
@@ -90,35 +84,21 @@ func (j *joinSetup) setCustomers(v int) {
 // records the output rows they must produce with the customers' current version.
 func (j *joinSetup) addOrders(n int) {
 	j.t.Helper()
-	f, err := s3.OpenFolder(j.in, j.cfg...)
-	if err != nil {
-		j.t.Fatal(err)
-	}
-	for range n {
-		i := j.files
-		j.files++
-		var b bytes.Buffer
+	addFiles(j.t, j.in, j.cfg, &j.files, n, "orders-%04d.json", func(i int, b *bytes.Buffer) {
 		for k := range 6 {
 			id, cust := fmt.Sprintf("o-%04d-%d", i, k), fmt.Sprintf("c%d", k)
 			if k == 5 {
 				cust = "unknown"
 			}
 			amount := float64(i) + float64(k)/10
-			fmt.Fprintf(&b, `{"id":%q,"customer_id":%q,"amount":%g}`+"\n", id, cust, amount)
+			fmt.Fprintf(b, `{"id":%q,"customer_id":%q,"amount":%g}`+"\n", id, cust, amount)
 			var name any
 			if k < 5 {
 				name = fmt.Sprintf("v%d-%s", j.version, cust)
 			}
 			j.want = append(j.want, engine.Row{id, amount, name})
 		}
-		if err := f.Put(context.Background(), fmt.Sprintf("orders-%04d.json", i), b.Bytes()); err != nil {
-			j.t.Fatal(err)
-		}
-		if j.cfg == nil {
-			at := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC).Add(time.Duration(i) * time.Millisecond)
-			_ = os.Chtimes(filepath.Join(j.in, fmt.Sprintf("orders-%04d.json", i)), at, at)
-		}
-	}
+	})
 }
 
 func (j *joinSetup) command(ckpt, out string, env ...string) *exec.Cmd {
@@ -135,10 +115,7 @@ func (j *joinSetup) runToEnd(ckpt, out string) {
 // output reads the Delta table at out, sorted.
 func (j *joinSetup) output(out string) []engine.Row {
 	j.t.Helper()
-	f, err := s3.OpenFolder(out, j.cfg...)
-	if err != nil {
-		j.t.Fatal(err)
-	}
+	f := openFolder(j.t, out, j.cfg)
 	tbl := delta.Open(f)
 	snap, err := tbl.Snapshot(context.Background())
 	if err != nil {

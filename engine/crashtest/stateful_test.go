@@ -3,7 +3,6 @@ package crashtest
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -40,6 +39,17 @@ spec:
   trigger: {availableNow: true}
 `
 
+// keyedByCountry is a keyed aggregation of the events per country: their
+// count, revenue, distinct buyers and top amount.
+const keyedByCountry = `
+  - aggregate:
+      groupBy: [{column: country}]
+      aggregates:
+      - {name: orders, function: count}
+      - {name: revenue, function: sum, column: amount}
+      - {name: buyers, function: count_distinct, column: id}
+      - {name: top, function: max, column: amount}`
+
 // statefulScenarios are the stateful queries killed: a windowed count and
 // sum with a watermark in append mode, a keyed aggregation in update mode,
 // a deduplication, sessions per country in append mode, and an aggregate
@@ -52,14 +62,7 @@ var statefulScenarios = []struct {
   - aggregate:
       groupBy: [{window: {column: ts, duration: 10s}}]
       aggregates: [{name: orders, function: count}, {name: revenue, function: sum, column: amount}]`, "append"},
-	{"keyed-update", `
-  - aggregate:
-      groupBy: [{column: country}]
-      aggregates:
-      - {name: orders, function: count}
-      - {name: revenue, function: sum, column: amount}
-      - {name: buyers, function: count_distinct, column: id}
-      - {name: top, function: max, column: amount}`, "update"},
+	{"keyed-update", keyedByCountry, "update"},
 	{"dedup", `
   - dropDuplicates: {columns: [id]}`, "append"},
 	{"session-append", `
@@ -97,30 +100,18 @@ func newStateful(t *testing.T, transform, mode string) *statefulSetup {
 // file with some disorder, one row a file is a minute late, ids repeat.
 func (s *statefulSetup) addInput(n int) {
 	s.t.Helper()
-	if err := os.MkdirAll(s.in, 0o755); err != nil {
-		s.t.Fatal(err)
-	}
 	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	countries := []string{"DE", "FR", "US"}
-	for range n {
-		f := s.files
-		s.files++
-		var b bytes.Buffer
+	addFiles(s.t, s.in, nil, &s.files, n, "events-%04d.json", func(f int, b *bytes.Buffer) {
 		for j := range 13 {
 			id, country, sec := fmt.Sprintf("o-%d", (f*12+j)%40), countries[(f+j)%3], f*5+j%7-3
 			if j == 12 {
 				id, sec = "late", f*5-60
 			}
 			ts := t0.Add(time.Duration(sec) * time.Second).Format(time.RFC3339)
-			fmt.Fprintf(&b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", id, country, float64(j%5)+0.25, ts)
+			fmt.Fprintf(b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", id, country, float64(j%5)+0.25, ts)
 		}
-		p := filepath.Join(s.in, fmt.Sprintf("events-%04d.json", f))
-		if err := os.WriteFile(p, b.Bytes(), 0o644); err != nil {
-			s.t.Fatal(err)
-		}
-		at := t0.Add(time.Duration(f) * time.Millisecond) // distinct modification times, in file order
-		_ = os.Chtimes(p, at, at)
-	}
+	})
 }
 
 func (s *statefulSetup) command(ckpt, out string, env ...string) *exec.Cmd {

@@ -2,9 +2,7 @@ package crashtest
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -153,17 +151,7 @@ func (s *streamJoinSetup) addInput(n int) {
 			loc  string
 			data []byte
 		}{{s.imps, imps.Bytes()}, {s.clicks, clicks.Bytes()}} {
-			folder, err := s3.OpenFolder(side.loc, s.cfg...)
-			if err != nil {
-				s.t.Fatal(err)
-			}
-			if err := folder.Put(context.Background(), name, side.data); err != nil {
-				s.t.Fatal(err)
-			}
-			if s.cfg == nil {
-				at := t0.Add(time.Duration(f) * time.Millisecond) // distinct modification times, in file order
-				_ = os.Chtimes(filepath.Join(side.loc, name), at, at)
-			}
+			putInput(s.t, side.loc, s.cfg, name, side.data, inputTime(f))
 		}
 	}
 }

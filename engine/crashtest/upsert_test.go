@@ -59,14 +59,7 @@ var upsertAggs = []upsertAgg{
 				return []any{start, start.Add(10 * time.Second)}
 			}, false)
 		}},
-	{name: "keyed", keys: 1, partition: "country", transform: `
-  - aggregate:
-      groupBy: [{column: country}]
-      aggregates:
-      - {name: orders, function: count}
-      - {name: revenue, function: sum, column: amount}
-      - {name: buyers, function: count_distinct, column: id}
-      - {name: top, function: max, column: amount}`,
+	{name: "keyed", keys: 1, partition: "country", transform: keyedByCountry,
 		table: func(events []event) []string {
 			return aggregate(events, func(e event) []any { return []any{e.country} }, true)
 		}},
@@ -175,31 +168,16 @@ func newUpsertOn(t *testing.T, agg upsertAgg, sinkKind string, srv *testenv.S3Se
 // event is late), ids repeat across files.
 func (u *upsertSetup) addInput(n int) {
 	u.t.Helper()
-	f, err := s3.OpenFolder(u.in, u.cfg...)
-	if err != nil {
-		u.t.Fatal(err)
-	}
 	t0 := time.Date(2026, 1, 5, 10, 0, 0, 0, time.UTC)
 	countries := []string{"DE", "FR", "US", "JP"}
-	for range n {
-		i := u.files
-		u.files++
-		var b bytes.Buffer
+	addFiles(u.t, u.in, u.cfg, &u.files, n, "events-%04d.json", func(i int, b *bytes.Buffer) {
 		for j := range 10 {
 			e := event{id: fmt.Sprintf("u-%d", (i*7+j)%23), country: countries[(i+j*j)%4],
 				amount: float64(j%5) + 0.25, ts: t0.Add(time.Duration(i*4+(j*3)%5) * time.Second)}
 			u.events = append(u.events, e)
-			fmt.Fprintf(&b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", e.id, e.country, e.amount, e.ts.Format(time.RFC3339))
+			fmt.Fprintf(b, `{"id":%q,"country":%q,"amount":%g,"ts":%q}`+"\n", e.id, e.country, e.amount, e.ts.Format(time.RFC3339))
 		}
-		name := fmt.Sprintf("events-%04d.json", i)
-		if err := f.Put(context.Background(), name, b.Bytes()); err != nil {
-			u.t.Fatal(err)
-		}
-		if u.cfg == nil { // distinct modification times, in file order
-			at := t0.Add(time.Duration(i) * time.Millisecond)
-			_ = os.Chtimes(filepath.Join(u.in, name), at, at)
-		}
-	}
+	})
 }
 
 func (u *upsertSetup) command(env ...string) *exec.Cmd {
@@ -324,10 +302,7 @@ func (u *upsertSetup) checkVersions() []string {
 func localCopy(t testing.TB, loc string, cfg []s3.Option) string {
 	t.Helper()
 	ctx := context.Background()
-	f, err := s3.OpenFolder(loc, cfg...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f := openFolder(t, loc, cfg)
 	objs, err := f.List(ctx, "")
 	if err != nil {
 		t.Fatal(err)

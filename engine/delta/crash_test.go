@@ -193,15 +193,22 @@ func killed(err error) bool {
 // SIGKILL at each phase of a batch, then a restart: the table's content
 // equals an uninterrupted run's, with one commit per batch.
 func TestFilesToDeltaSIGKILLAtEveryPhase(t *testing.T) {
+	killAtEveryPhase(t, 6, 1, (*pipeline).queryA, (*pipeline).checkTable)
+}
+
+// killAtEveryPhase runs, on every store kind in parallel and for every phase,
+// a new pipeline over files input files whose query is SIGKILLed at that
+// phase of batch, then run to its end; check judges the end.
+func killAtEveryPhase(t *testing.T, files int, batch int64, query func(*pipeline) *v1.StreamingQuery, check func(*pipeline, *testing.T, engine.Summary)) {
 	for _, kind := range storeKinds {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			for _, phase := range engine.Phases() {
 				t.Run(string(phase), func(t *testing.T) {
 					p := newPipeline(t, kind)
-					p.add(t, 6)
-					p.killAt(t, p.queryA(), phase, 1)
-					p.checkTable(t, p.runToEnd(t, p.queryA()))
+					p.add(t, files)
+					p.killAt(t, query(p), phase, batch)
+					check(p, t, p.runToEnd(t, query(p)))
 				})
 			}
 		})

@@ -13,6 +13,7 @@ import (
 	"github.com/parquet-go/parquet-go"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/codec"
 )
 
 // Row is one row of a write or a read, its values in the order of the
@@ -139,22 +140,10 @@ func normalize(t v1.ColumnType, v any) (any, error) {
 
 func parquetValue(t v1.ColumnType, v any) (parquet.Value, error) {
 	v, err := normalize(t, v)
-	if err != nil || v == nil {
+	if err != nil {
 		return parquet.Value{}, err
 	}
-	switch x := v.(type) {
-	case string:
-		return parquet.ByteArrayValue([]byte(x)), nil
-	case int64:
-		return parquet.Int64Value(x), nil
-	case float64:
-		return parquet.DoubleValue(x), nil
-	case bool:
-		return parquet.BooleanValue(x), nil
-	case time.Time:
-		return parquet.Int64Value(x.UnixMicro()), nil
-	}
-	return parquet.Value{}, fmt.Errorf("value %v (%T) is not a %s", v, v, t)
+	return codec.ParquetValue(v)
 }
 
 // statsBuilder gathers a file's min, max and null count per column.

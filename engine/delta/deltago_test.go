@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 )
@@ -23,10 +22,7 @@ import (
 func TestDeltaGoReplaysOurLog(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	store, err := checkpoint.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := localStore(t, dir)
 	tbl := delta.Open(store)
 	for b := range 23 {
 		w := delta.Write{AppID: "query-a", Version: int64(b), Columns: orderColumns, Rows: orders(b, 10), PartitionColumns: []string{"country"}}
@@ -59,10 +55,7 @@ func TestDeltaGoReplaysOurLog(t *testing.T) {
 			if st.Version != ours.Version {
 				t.Errorf("delta-go version = %d, want %d", st.Version, ours.Version)
 			}
-			wantTxns := map[string]int64{}
-			for _, x := range ours.Txns() {
-				wantTxns[x.AppID] = x.Version
-			}
+			wantTxns := txnVersions(ours)
 			if diff := cmp.Diff(wantTxns, st.AppTransactionVersion); diff != "" {
 				t.Errorf("txn versions diff (-ours +delta-go):\n%s", diff)
 			}
@@ -99,10 +92,7 @@ func TestDeltaGoReplaysOurLog(t *testing.T) {
 	}
 
 	// Our reader also starts from the checkpoint when the older commits are gone.
-	trunc, err := checkpoint.OpenDir(truncated)
-	if err != nil {
-		t.Fatal(err)
-	}
+	trunc := localStore(t, truncated)
 	s, err := delta.Open(trunc).Snapshot(ctx)
 	if err != nil {
 		t.Fatalf("Snapshot() of the truncated log error = %v", err)

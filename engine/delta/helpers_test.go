@@ -15,7 +15,9 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
+	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -29,6 +31,25 @@ func TestMain(m *testing.M) {
 // storeKinds are the stores every table test runs on.
 var storeKinds = []string{"local", "s3"}
 
+// localStore opens the local folder dir as a Store.
+func localStore(t testing.TB, dir string) checkpoint.Store {
+	t.Helper()
+	s, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// txnVersions is a snapshot's txn versions by application id.
+func txnVersions(s *delta.Snapshot) map[string]int64 {
+	txns := map[string]int64{}
+	for _, x := range s.Txns() {
+		txns[x.AppID] = x.Version
+	}
+	return txns
+}
+
 // newLocation returns a function that opens a new Store on one fresh table
 // location of the given kind, so that several Table values (several
 // writers) can share the table.
@@ -38,11 +59,7 @@ func newLocation(t testing.TB, kind string) func() checkpoint.Store {
 	case "local":
 		dir := t.TempDir()
 		return func() checkpoint.Store {
-			s, err := checkpoint.OpenDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return s
+			return localStore(t, dir)
 		}
 	case "s3":
 		srv := testenv.S3(t)
@@ -118,6 +135,27 @@ func readAll(t testing.TB, store checkpoint.Store) (*delta.Snapshot, v1.Columns,
 		t.Fatalf("ReadAll() error = %v", err)
 	}
 	return s, cols, sortRows(rows)
+}
+
+// tableContent is the table's newest snapshot and its rows as engine rows,
+// sorted by their printed form (nil for an empty table, as the sink suite
+// expects).
+func tableContent(t testing.TB, tbl *delta.Table) (*delta.Snapshot, []engine.Row) {
+	t.Helper()
+	s, err := tbl.Snapshot(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rows, err := tbl.ReadAll(context.Background(), s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []engine.Row
+	for _, r := range rows {
+		out = append(out, engine.Row(r))
+	}
+	enginetest.SortRows(out)
+	return s, out
 }
 
 // countingStore counts the Gets per key, to see what a reader reads.

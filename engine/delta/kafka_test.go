@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -64,13 +63,7 @@ func TestKafkaToDeltaCrashAtEveryPhase(t *testing.T) {
 					want = append(want, produce(t, brokers, "orders", 30, 12)...)
 					sum := p.run(t, q)
 					enginetest.SortRows(want)
-					s, got := p.tableRows(t)
-					if diff := cmp.Diff(want, got); diff != "" {
-						t.Errorf("table content (-want +got):\n%s", diff)
-					}
-					if v, _ := s.TxnVersion(sum.QueryID); v != sum.LastCommitted || s.Version != sum.LastCommitted {
-						t.Errorf("table version %d, txn %d; want both %d (one commit per batch)", s.Version, v, sum.LastCommitted)
-					}
+					p.checkContent(t, want, sum)
 				})
 			}
 		})

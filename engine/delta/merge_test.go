@@ -8,7 +8,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
@@ -53,10 +52,7 @@ func TestMergeRewritesOnlyTheFilesThatHoldTheKeys(t *testing.T) {
 			[]delta.Row{{"DE", int64(5000), int64(7)}}, 0, 1, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			store, err := checkpoint.OpenDir(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
+			store := localStore(t, t.TempDir())
 			tbl := delta.Open(store)
 			// Ten batches of ten keys each: ids [10b, 10b+10).
 			for b := range 10 {
@@ -118,10 +114,7 @@ func TestMergeRewritesOnlyTheFilesThatHoldTheKeys(t *testing.T) {
 // that every batch hit and that grew by each batch's new keys.)
 func TestMergeRewritesDoNotGrowWithTheBatches(t *testing.T) {
 	ctx := context.Background()
-	store, err := checkpoint.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := localStore(t, t.TempDir())
 	tbl := delta.Open(store)
 	const batch = 10
 	for b := range 60 {
@@ -158,10 +151,7 @@ func TestMergeRewritesDoNotGrowWithTheBatches(t *testing.T) {
 func TestMergeNullAndTimestampKeys(t *testing.T) {
 	ctx := context.Background()
 	cols := v1.Columns{{Name: "k", Type: v1.TypeString}, {Name: "at", Type: v1.TypeTimestamp}, {Name: "n", Type: v1.TypeLong}}
-	store, err := checkpoint.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := localStore(t, t.TempDir())
 	tbl := delta.Open(store)
 	keys := []string{"k", "at"}
 	at := epoch.Add(123456789) // nanoseconds the file drops
@@ -183,10 +173,7 @@ func TestMergeNullAndTimestampKeys(t *testing.T) {
 func TestMergedTableReadsElsewhere(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	store, err := checkpoint.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := localStore(t, dir)
 	tbl := delta.Open(store)
 	for b := range 14 { // across the checkpoint at version 10
 		rows := counters(7*b, 7*b+10, int64(b)) // 3 keys of the previous batch again
@@ -218,12 +205,7 @@ func TestMergedTableReadsElsewhere(t *testing.T) {
 // queryUpdate is files → aggregate (count and sum of total by country) →
 // delta in update mode: the table holds one row per country.
 func (p *pipeline) queryUpdate() *v1.StreamingQuery {
-	return querytest.Make("revenue-by-country", "shop").
-		FilesSource("orders", p.in, v1.FormatJSON,
-			querytest.Col("id", v1.TypeString), querytest.Col("country", v1.TypeString),
-			querytest.Col("amount", v1.TypeDouble), querytest.Col("qty", v1.TypeLong)).
-		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = new(int32(1)) }).
-		Filter("amount > 0.0").
+	return p.orders("revenue-by-country", 1).
 		Select(querytest.As("country", "country.upperAscii()"), querytest.As("total", "amount * double(qty)")).
 		Aggregate("revenue", []v1.GroupKey{querytest.Key("country")},
 			querytest.Agg("orders", v1.AggCount, ""), querytest.Agg("revenue", v1.AggSum, "total")).
@@ -249,18 +231,9 @@ func (p *pipeline) wantAgg() []engine.Row {
 
 func (p *pipeline) checkAgg(t *testing.T, sum engine.Summary) {
 	t.Helper()
-	s, got := p.tableRows(t)
 	want := p.wantAgg()
 	enginetest.SortRows(want)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("table content (-want +got):\n%s", diff)
-	}
-	if v, ok := s.TxnVersion(sum.QueryID); !ok || v != sum.LastCommitted {
-		t.Errorf("txn version of query %s = %d, %t; want the last batch, %d", sum.QueryID, v, ok, sum.LastCommitted)
-	}
-	if s.Version != sum.LastCommitted {
-		t.Errorf("table version = %d, want %d: one commit per batch", s.Version, sum.LastCommitted)
-	}
+	p.checkContent(t, want, sum)
 	everyVersionReads(t, delta.Open(p.folder(t, p.table)))
 }
 
@@ -269,17 +242,5 @@ func (p *pipeline) checkAgg(t *testing.T, sum engine.Summary) {
 // — then run to the end: the table equals the aggregation of all input,
 // one row per key, one commit per batch.
 func TestAggregateToDeltaUpdateSIGKILLAtEveryPhase(t *testing.T) {
-	for _, kind := range storeKinds {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			for _, phase := range engine.Phases() {
-				t.Run(string(phase), func(t *testing.T) {
-					p := newPipeline(t, kind)
-					p.add(t, 5)
-					p.killAt(t, p.queryUpdate(), phase, 2)
-					p.checkAgg(t, p.runToEnd(t, p.queryUpdate()))
-				})
-			}
-		})
-	}
+	killAtEveryPhase(t, 5, 2, (*pipeline).queryUpdate, (*pipeline).checkAgg)
 }

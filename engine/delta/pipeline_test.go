@@ -118,14 +118,20 @@ func (p *pipeline) add(t testing.TB, n int) {
 	}
 }
 
-// queryA is files → delta, partitioned by country.
-func (p *pipeline) queryA() *v1.StreamingQuery {
-	return querytest.Make("orders-to-delta", "shop").
+// orders is the start of the pipeline's files queries named name: the orders
+// in p.in, maxFiles files a batch, those with a positive amount.
+func (p *pipeline) orders(name string, maxFiles int32) *querytest.Query {
+	return querytest.Make(name, "shop").
 		FilesSource("orders", p.in, v1.FormatJSON,
 			querytest.Col("id", v1.TypeString), querytest.Col("country", v1.TypeString),
 			querytest.Col("amount", v1.TypeDouble), querytest.Col("qty", v1.TypeLong)).
-		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = new(p.aMaxFiles) }).
-		Filter("amount > 0.0").
+		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = new(maxFiles) }).
+		Filter("amount > 0.0")
+}
+
+// queryA is files → delta, partitioned by country.
+func (p *pipeline) queryA() *v1.StreamingQuery {
+	return p.orders("orders-to-delta", p.aMaxFiles).
 		Select(querytest.As("id", "id"), querytest.As("country", "country.upperAscii()"), querytest.As("total", "amount * double(qty)")).
 		DeltaSink(p.table, "country").
 		Checkpoint(p.ckptA).
@@ -186,21 +192,7 @@ func (p *pipeline) crash(t *testing.T, q *v1.StreamingQuery, phase engine.Phase,
 // tableRows is the table's content, sorted.
 func (p *pipeline) tableRows(t testing.TB) (*delta.Snapshot, []engine.Row) {
 	t.Helper()
-	tbl := delta.Open(p.folder(t, p.table))
-	s, err := tbl.Snapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rows, err := tbl.ReadAll(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []engine.Row
-	for _, r := range rows {
-		out = append(out, engine.Row(r))
-	}
-	enginetest.SortRows(out)
-	return s, out
+	return tableContent(t, delta.Open(p.folder(t, p.table)))
 }
 
 func (p *pipeline) wantRows() []engine.Row {
@@ -213,8 +205,17 @@ func (p *pipeline) wantRows() []engine.Row {
 // checks that each committed batch is exactly one table commit.
 func (p *pipeline) checkTable(t *testing.T, sum engine.Summary) {
 	t.Helper()
+	p.checkContent(t, p.wantRows(), sum)
+}
+
+// checkContent compares the table's content with want (sorted), and checks
+// that the run that summed up as sum made exactly one table commit a batch:
+// the table's version and the query's txn version are its last batch. It
+// returns the table's snapshot.
+func (p *pipeline) checkContent(t *testing.T, want []engine.Row, sum engine.Summary) *delta.Snapshot {
+	t.Helper()
 	s, got := p.tableRows(t)
-	if diff := cmp.Diff(p.wantRows(), got); diff != "" {
+	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("table content (-want +got):\n%s", diff)
 	}
 	if v, ok := s.TxnVersion(sum.QueryID); !ok || v != sum.LastCommitted {
@@ -223,6 +224,7 @@ func (p *pipeline) checkTable(t *testing.T, sum engine.Summary) {
 	if s.Version != sum.LastCommitted {
 		t.Errorf("table version = %d, want %d: one commit per batch", s.Version, sum.LastCommitted)
 	}
+	return s
 }
 
 // A files → delta query crashed at every phase of a batch, then restarted,
@@ -306,12 +308,7 @@ func TestQueryStopsOnDataLoss(t *testing.T) {
 // queryAgg is files → count and sum per country → delta, in complete mode:
 // each batch replaces the table's content with the whole result.
 func (p *pipeline) queryAgg() *v1.StreamingQuery {
-	return querytest.Make("revenue-to-delta", "shop").
-		FilesSource("orders", p.in, v1.FormatJSON,
-			querytest.Col("id", v1.TypeString), querytest.Col("country", v1.TypeString),
-			querytest.Col("amount", v1.TypeDouble), querytest.Col("qty", v1.TypeLong)).
-		EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = new(p.aMaxFiles) }).
-		Filter("amount > 0.0").
+	return p.orders("revenue-to-delta", p.aMaxFiles).
 		Select(querytest.As("country", "country.upperAscii()"), querytest.As("total", "amount * double(qty)")).
 		Aggregate("revenue", []v1.GroupKey{{Column: "country"}},
 			v1.Aggregation{Name: "orders", Function: "count"}, v1.Aggregation{Name: "revenue", Function: "sum", Column: "total"}).
@@ -353,13 +350,7 @@ func TestCompleteModeAggregation(t *testing.T) {
 				want = append(want, engine.Row{c, a.n, a.sum})
 			}
 			enginetest.SortRows(want)
-			s, got := p.tableRows(t)
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("table content (-want +got):\n%s", diff)
-			}
-			if v, _ := s.TxnVersion(sum.QueryID); v != sum.LastCommitted || s.Version != sum.LastCommitted {
-				t.Errorf("table version %d, txn %d; want both %d", s.Version, v, sum.LastCommitted)
-			}
+			s := p.checkContent(t, want, sum)
 			tbl := delta.Open(p.folder(t, p.table))
 			actions, err := tbl.Commit(context.Background(), s.Version)
 			if err != nil {

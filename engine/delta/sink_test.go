@@ -11,6 +11,7 @@ import (
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/delta"
+	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
@@ -43,21 +44,8 @@ func (l tableLocation) table(t testing.TB) *delta.Table {
 
 func (l tableLocation) rows(t testing.TB) []engine.Row {
 	t.Helper()
-	tbl := l.table(t)
-	s, err := tbl.Snapshot(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rows, err := tbl.ReadAll(context.Background(), s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []engine.Row // nil for an empty table, as the sink suite expects
-	for _, r := range rows {
-		out = append(out, engine.Row(r))
-	}
-	enginetest.SortRows(out)
-	return out
+	_, rows := tableContent(t, l.table(t))
+	return rows
 }
 
 func newSink(t *testing.T, l tableLocation, cols v1.Columns, mode v1.OutputMode, partitions ...string) engine.Sink {
@@ -147,18 +135,9 @@ func TestSinkFaults(t *testing.T) {
 // a data file that a commit references and that is missing fails t.
 func everyVersionReads(t testing.TB, tbl *delta.Table) {
 	t.Helper()
-	ctx := context.Background()
-	latest, err := tbl.Snapshot(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for v := int64(0); v <= latest.Version; v++ {
-		s, err := tbl.SnapshotAt(ctx, v)
-		if err != nil {
-			t.Fatalf("snapshot at version %d: %v", v, err)
-		}
-		if _, _, err := tbl.ReadAll(ctx, s); err != nil {
-			t.Errorf("read version %d: %v", v, err)
+	for _, s := range deltatest.Snapshots(t, tbl) {
+		if _, _, err := tbl.ReadAll(context.Background(), s); err != nil {
+			t.Errorf("read version %d: %v", s.Version, err)
 		}
 	}
 }

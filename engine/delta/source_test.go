@@ -96,11 +96,7 @@ func (r *sourceRig) mustNext(limit bool) []string {
 }
 
 func privateStore(t *testing.T) checkpoint.Store {
-	s, err := checkpoint.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return localStore(t, t.TempDir())
 }
 
 // A new source without startingVersion reads the table's content, then the

@@ -8,7 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
-	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine/delta"
 	"github.com/lockstep-dev/lockstep/engine/delta/deltatest"
 )
@@ -62,10 +61,7 @@ func TestDuckDBReadsWhatWeWrite(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			store, err := checkpoint.OpenDir(dir)
-			if err != nil {
-				t.Fatal(err)
-			}
+			store := localStore(t, dir)
 			if err := tc.writes(delta.Open(store)); err != nil {
 				t.Fatalf("write: %v", err)
 			}
@@ -74,10 +70,7 @@ func TestDuckDBReadsWhatWeWrite(t *testing.T) {
 			if got.Version != snap.Version {
 				t.Errorf("DuckDB replayed version %d, want %d", got.Version, snap.Version)
 			}
-			wantTxns := map[string]int64{}
-			for _, x := range snap.Txns() {
-				wantTxns[x.AppID] = x.Version
-			}
+			wantTxns := txnVersions(snap)
 			if diff := cmp.Diff(wantTxns, got.Txns); diff != "" {
 				t.Errorf("txns diff (-ours +DuckDB):\n%s", diff)
 			}

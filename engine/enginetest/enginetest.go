@@ -110,6 +110,21 @@ func Step(t testing.TB, c *clocktesting.FakeClock, d time.Duration, timeout time
 	c.Step(d)
 }
 
+// LoadCheckpoint loads the checkpoint in the local folder dir, failing the test if it
+// cannot be opened or read.
+func LoadCheckpoint(t testing.TB, dir string) *checkpoint.Checkpoint {
+	t.Helper()
+	store, err := checkpoint.OpenDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck, err := checkpoint.Load(context.Background(), store)
+	if err != nil {
+		t.Fatalf("load the checkpoint in %s: %v", dir, err)
+	}
+	return ck
+}
+
 // OutputRows reads the rows a files sink committed in folder, through the
 // manifest, sorted so that runs compare regardless of batch boundaries.
 func OutputRows(t testing.TB, folder checkpoint.Store) []engine.Row {

@@ -3,14 +3,12 @@ package kafka
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"math/big"
 	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -28,31 +26,17 @@ const registryTimeout = 30 * time.Second
 // newRegistryClient returns a client of the Schema Registry spec names, with the basic-auth
 // credentials of the variables it names when the user name is set, and its CA bundle.
 func newRegistryClient(spec *v1.SchemaRegistry, getenv func(string) string) (*sr.Client, error) {
-	if getenv == nil {
-		getenv = os.Getenv
-	}
-	userEnv, passEnv := spec.UsernameEnv, spec.PasswordEnv
-	if userEnv == "" {
-		userEnv = v1.DefaultSchemaRegistryUsernameEnv
-	}
-	if passEnv == "" {
-		passEnv = v1.DefaultSchemaRegistryPasswordEnv
-	}
+	c := readCredentials(getenv, spec.UsernameEnv, spec.PasswordEnv, v1.DefaultSchemaRegistryUsernameEnv, v1.DefaultSchemaRegistryPasswordEnv)
 	opts := []sr.ClientOpt{sr.URLs(spec.URL)}
-	user := getenv(userEnv)
-	if user != "" {
-		opts = append(opts, sr.BasicAuth(user, getenv(passEnv)))
+	if c.user != "" {
+		opts = append(opts, sr.BasicAuth(c.user, c.pass))
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	auth := &registryAuth{base: tr, userEnv: userEnv, passEnv: passEnv, withUser: user != ""}
+	auth := &registryAuth{base: tr, userEnv: c.userEnv, passEnv: c.passEnv, withUser: c.user != ""}
 	if spec.CAFile != "" {
-		pemCA, err := os.ReadFile(spec.CAFile)
+		pool, err := caPool("schemaRegistry.caFile", spec.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("schemaRegistry.caFile: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pemCA) {
-			return nil, fmt.Errorf("schemaRegistry.caFile %s: no PEM certificate", spec.CAFile)
+			return nil, err
 		}
 		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
@@ -22,22 +21,8 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-const kafkaAvroToDelta = `apiVersion: streaming.lockstep.dev/v1
-kind: StreamingQuery
-metadata: {name: crash, namespace: test}
-spec:
-  sources:
-  - name: orders
-    kafka: {bootstrapServers: [%[2]s], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: 15,
-      format: avro, schemaRegistry: {url: "%[3]s"}}
-    schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
-  transform:
-  - filter: "amount > 0.0"
-  - select: [{name: id, expr: id}, {name: amount, expr: amount}]
-  sink:
-    delta: {path: %[1]q}
-  trigger: {availableNow: true}
-`
+var kafkaAvroToDelta = ordersSpec(kafkaOrders(15, ",\n      format: avro, schemaRegistry: {url: \"%[3]s\"}"), "delta: {path: %[1]q}",
+	"select: [{name: id, expr: id}, {name: amount, expr: amount}]")
 
 // produceAvroOrders writes perPartition Avro orders {id, amount} to each partition of a new
 // topic, with a schema registered under <topic>-value, and returns the ids the query keeps.
@@ -97,6 +82,24 @@ func deltaOutput(t *testing.T, dir string) []engine.Row {
 	return got
 }
 
+// kafkaAvroToDeltaScenario produces perPartition Avro orders into each of 3 partitions of
+// the topic orders on brokers, through the real registry, for the kafka(avro) → delta query;
+// it returns the scenario and the ids of the kept orders.
+func kafkaAvroToDeltaScenario(t *testing.T, brokers []string, perPartition int) (*scenario, []string) {
+	t.Helper()
+	reg := testenv.SchemaRegistry(t)
+	want := produceAvroOrders(t, brokers, reg, "orders", 3, perPartition)
+	s := newScenario(t, strings.ReplaceAll(withBrokers(kafkaAvroToDelta, brokers), "%[3]s", reg.URL))
+	s.env = registryVars(reg)
+	return s, want
+}
+
+// registryVars are the environment of a query whose registry is reg, with its default
+// credential variables.
+func registryVars(reg testenv.Registry) []string {
+	return []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
+}
+
 // TestCrashKafkaAvroToDelta kills a kafka(avro) → delta query (SIGKILL by the binary itself)
 // at every phase boundary: the table then holds every kept order once, as an uninterrupted
 // run's does, with the Avro records decoded through the real Schema Registry.
@@ -104,28 +107,13 @@ func TestCrashKafkaAvroToDelta(t *testing.T) {
 	for _, cp := range crashtest.Points() {
 		t.Run(cp.String(), func(t *testing.T) {
 			brokers := testenv.Kafka(t)
-			reg := testenv.SchemaRegistry(t)
-			want := produceAvroOrders(t, brokers, reg, "orders", 3, 20)
-			spec := strings.ReplaceAll(withBrokers(kafkaAvroToDelta, brokers), "%[3]s", reg.URL)
-			s := newScenario(t, spec)
-			s.env = []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
+			s, want := kafkaAvroToDeltaScenario(t, brokers, 20)
 			out := filepath.Join(s.dir, "out")
 			s.killAt(out, cp)
 			s.finish(out)
 			ref := filepath.Join(s.dir, "ref")
 			s.reference(ref)
-			got := deltaOutput(t, out)
-			if diff := cmp.Diff(deltaOutput(t, ref), got); diff != "" {
-				t.Errorf("table differs from an uninterrupted run's (-uninterrupted +crashed):\n%s", diff)
-			}
-			var ids []string
-			for _, r := range got {
-				ids = append(ids, r[0].(string))
-			}
-			slices.Sort(ids)
-			if diff := cmp.Diff(want, ids); diff != "" {
-				t.Errorf("ids in the table (-want +got):\n%s", diff)
-			}
+			checkIDs(t, "table", deltaOutput(t, out), deltaOutput(t, ref), want)
 		})
 	}
 }

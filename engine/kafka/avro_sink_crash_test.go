@@ -20,21 +20,8 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
-const deltaToKafkaAvro = `apiVersion: streaming.lockstep.dev/v1
-kind: StreamingQuery
-metadata: {name: crash, namespace: test}
-spec:
-  sources:
-  - name: orders
-    delta: {path: %[3]q, maxFilesPerTrigger: 1}
-    schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
-  transform:
-  - filter: "amount > 0.0"
-  sink:
-    kafka: {bootstrapServers: [%[2]s], topic: %[1]s, exactlyOnce: true, format: avro,
-      keyColumn: id, keyFormat: avro, schemaRegistry: {url: "%[4]s"}}
-  trigger: {availableNow: true}
-`
+var deltaToKafkaAvro = ordersSpec("delta: {path: %[3]q, maxFilesPerTrigger: 1}",
+	"kafka: {bootstrapServers: [%[2]s], topic: %[1]s, exactlyOnce: true, format: avro,\n      keyColumn: id, keyFormat: avro, schemaRegistry: {url: \"%[4]s\"}}")
 
 // writeOrderVersions writes n versions of 10 orders each to the Delta table at dir, one file
 // a version, and returns the ids a read_committed consumer must see.
@@ -152,7 +139,7 @@ func deltaToKafkaAvroScenario(t *testing.T, brokers []string, versions int, topi
 	want := writeOrderVersions(t, in, versions)
 	spec := strings.NewReplacer("%[3]q", fmt.Sprintf("%q", in), "%[4]s", reg.URL).Replace(withBrokers(deltaToKafkaAvro, brokers))
 	s := newScenario(t, spec)
-	s.env = []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
+	s.env = registryVars(reg)
 	return s, reg, want
 }
 

@@ -21,6 +21,16 @@ import (
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
+// registryTopic starts Kafka and the Schema Registry and creates topic, of
+// one partition, for a test of a registry format.
+func registryTopic(t *testing.T, topic string) ([]string, testenv.Registry) {
+	t.Helper()
+	brokers := testenv.Kafka(t)
+	reg := testenv.SchemaRegistry(t)
+	createTopic(t, brokers, topic, 1, nil)
+	return brokers, reg
+}
+
 // registryEnv returns the variables that hold the shared registry's credentials.
 func registryEnv(reg testenv.Registry) func(string) string {
 	return func(k string) string {
@@ -121,10 +131,8 @@ func everyType(ns int) (v1.Columns, []engine.Row) {
 // in format avro (its schema registered over TLS with basic authentication) and reads them
 // back with the source in format avro.
 func TestAvroRoundTrip(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "avro-roundtrip"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 	cols, rows := everyType(123456000)
 	tlsRegistry := &v1.SchemaRegistry{URL: reg.TLSURL, CAFile: reg.CAFile}
 	sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaAvro, SchemaRegistry: tlsRegistry}}
@@ -183,10 +191,8 @@ func (p producer) send(topic string, schema avro.Schema, id int, values ...map[s
 // with a schema id the registry does not know follows onMalformed; the start guard names the
 // column the latest schema lacks.
 func TestAvroEvolution(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "avro-evolution"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 	p := producer{t: t, brokers: brokers, cl: registryClient(t, reg), subject: topic + "-value"}
 
 	v1s, id1 := p.register(`{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},{"name":"n","type":"int"}]}`)
@@ -387,10 +393,8 @@ func unionValue(v any) any {
 // TestAvroSinkPinnedVersion writes with a version of the subject registered beforehand, whose
 // extra field has a default, and refuses output columns the pinned schema cannot hold.
 func TestAvroSinkPinnedVersion(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "avro-pinned"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 	p := producer{t: t, brokers: brokers, cl: registryClient(t, reg), subject: topic + "-value"}
 	_, id := p.register(`{"type":"record","name":"Order","namespace":"shop","fields":[{"name":"id","type":"string"},` +
 		`{"name":"amount","type":["null","double"],"default":null},{"name":"country","type":"string","default":"XX"}]}`)
@@ -441,10 +445,8 @@ func mustSchema(t *testing.T, cl *sr.Client, id int) string {
 // TestAvroLogicalTypesAndNestedRecords reads a nullable nested record through a__b columns,
 // a decimal as a double and as an exact string, an enum, and a date as a timestamp.
 func TestAvroLogicalTypesAndNestedRecords(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "avro-logical"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 	p := producer{t: t, brokers: brokers, cl: registryClient(t, reg), subject: topic + "-value"}
 	schema, id := p.register(`{"type":"record","name":"Order","fields":[{"name":"id","type":"string"},` +
 		`{"name":"customer","type":["null",{"type":"record","name":"Customer","fields":[{"name":"country","type":"string"}]}]},` +

@@ -3,14 +3,10 @@ package kafka_test
 import (
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
-	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/engine/crashtest"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -24,24 +20,13 @@ import (
 func TestCrashKafkaAvroToDeltaBrokerKilled(t *testing.T) {
 	b := testenv.KafkaProcess(t)
 	brokers := []string{b.Addr}
-	reg := testenv.SchemaRegistry(t)
-	want := produceAvroOrders(t, brokers, reg, "orders", 3, 100) // 20 batches of 15
-	spec := strings.ReplaceAll(withBrokers(kafkaAvroToDelta, brokers), "%[3]s", reg.URL)
-	s := newScenario(t, spec)
-	s.env = []string{v1.DefaultSchemaRegistryUsernameEnv + "=" + reg.User, v1.DefaultSchemaRegistryPasswordEnv + "=" + reg.Password}
+	s, want := kafkaAvroToDeltaScenario(t, brokers, 100) // 20 batches of 15
 	out := filepath.Join(s.dir, "out")
 
 	killBrokerMidRun(t, s, b, out)
 	s.finish(out)
 
-	var ids []string
-	for _, r := range deltaOutput(t, out) {
-		ids = append(ids, r[0].(string))
-	}
-	slices.Sort(ids)
-	if diff := cmp.Diff(want, ids); diff != "" {
-		t.Errorf("ids in the table (-want +got):\n%s", diff)
-	}
+	checkWantIDs(t, "table", deltaOutput(t, out), want)
 }
 
 // TestCrashDeltaToKafkaAvroBrokerKilled is the sink's side: delta → kafka(avro, exactly once)

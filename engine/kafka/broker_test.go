@@ -50,11 +50,7 @@ func brokerRestart(t *testing.T, exactlyOnce bool) {
 	deadline := time.Now().Add(wait)
 	var got, all []string
 	for {
-		all = all[:0]
-		for _, r := range consume(t, brokers, "out") {
-			all = append(all, r.key)
-		}
-		slices.Sort(all)
+		all = keys(consume(t, brokers, "out"))
 		got = slices.Compact(slices.Clone(all))
 		if len(got) >= len(want) || time.Now().After(deadline) {
 			break

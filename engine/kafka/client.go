@@ -90,20 +90,47 @@ func newConn(servers []string, saslSpec *v1.KafkaSASL, tlsSpec *v1.KafkaTLS, o o
 	return c, errors.Join(errs...)
 }
 
-func saslMechanism(s *v1.KafkaSASL, getenv func(string) string) (sasl.Mechanism, error) {
+// credentials are a user name and a password read from the environment, and
+// the variables they were read from (for errors, which never quote values).
+type credentials struct {
+	userEnv, passEnv string
+	user, pass       string
+}
+
+// readCredentials reads the credentials in the variables userEnv and passEnv,
+// or in defaultUserEnv and defaultPassEnv where a spec names none, with getenv
+// (os.Getenv when nil).
+func readCredentials(getenv func(string) string, userEnv, passEnv, defaultUserEnv, defaultPassEnv string) credentials {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	userEnv, passEnv := s.UsernameEnv, s.PasswordEnv
 	if userEnv == "" {
-		userEnv = v1.DefaultKafkaUsernameEnv
+		userEnv = defaultUserEnv
 	}
 	if passEnv == "" {
-		passEnv = v1.DefaultKafkaPasswordEnv
+		passEnv = defaultPassEnv
 	}
-	user, pass := getenv(userEnv), getenv(passEnv)
+	return credentials{userEnv: userEnv, passEnv: passEnv, user: getenv(userEnv), pass: getenv(passEnv)}
+}
+
+// caPool reads the PEM CA bundle in file, which the spec's field names.
+func caPool(field, file string) (*x509.CertPool, error) {
+	pem, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s %s: no PEM certificate in it", field, file)
+	}
+	return pool, nil
+}
+
+func saslMechanism(s *v1.KafkaSASL, getenv func(string) string) (sasl.Mechanism, error) {
+	c := readCredentials(getenv, s.UsernameEnv, s.PasswordEnv, v1.DefaultKafkaUsernameEnv, v1.DefaultKafkaPasswordEnv)
+	user, pass := c.user, c.pass
 	if user == "" || pass == "" {
-		return nil, fmt.Errorf("sasl %s: set the user name in $%s and the password in $%s", s.Mechanism, userEnv, passEnv)
+		return nil, fmt.Errorf("sasl %s: set the user name in $%s and the password in $%s", s.Mechanism, c.userEnv, c.passEnv)
 	}
 	switch s.Mechanism {
 	case v1.SASLPlain:
@@ -124,17 +151,11 @@ func tlsConfig(s *v1.KafkaTLS) (*tls.Config, error) {
 	}
 	var errs []error
 	if s.CAFile != "" {
-		pem, err := os.ReadFile(s.CAFile)
-		switch {
-		case err != nil:
-			errs = append(errs, fmt.Errorf("tls caFile: %w", err))
-		default:
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				errs = append(errs, fmt.Errorf("tls caFile %s: no PEM certificate in it", s.CAFile))
-			}
-			cfg.RootCAs = pool
+		pool, err := caPool("tls caFile", s.CAFile)
+		if err != nil {
+			errs = append(errs, err)
 		}
+		cfg.RootCAs = pool
 	}
 	if (s.CertFile == "") != (s.KeyFile == "") {
 		errs = append(errs, errors.New("tls: set both certFile and keyFile, or neither"))

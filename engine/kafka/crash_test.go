@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -124,21 +125,43 @@ func (s *scenario) timing(out string) time.Duration {
 	return time.Since(began)
 }
 
-const kafkaToFiles = `apiVersion: streaming.lockstep.dev/v1
+// ordersSpec is the crash tests' query of orders {id, amount} from source that keeps those
+// with a positive amount, then runs the extra steps, into sink. In the spec, %[1] stands for
+// the output and %[2]s for the brokers (see withBrokers).
+func ordersSpec(source, sink string, steps ...string) string {
+	var extra strings.Builder
+	for _, st := range steps {
+		extra.WriteString("  - " + st + "\n")
+	}
+	return `apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
 metadata: {name: crash, namespace: test}
 spec:
   sources:
   - name: orders
-    kafka: {bootstrapServers: [%[2]s], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: 15}
+    ` + source + `
     schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
   transform:
   - filter: "amount > 0.0"
-  - select: [{name: id, expr: id}, {name: amount, expr: amount}, {name: partition, expr: _partition}]
-  sink:
-    files: {path: %[1]q, format: json}
+` + extra.String() + `  sink:
+    ` + sink + `
   trigger: {availableNow: true}
 `
+}
+
+// kafkaOrdersSpec is ordersSpec reading the topic orders from its start, maxOffsets records
+// a batch.
+func kafkaOrdersSpec(maxOffsets int, sink string, steps ...string) string {
+	return ordersSpec(kafkaOrders(maxOffsets, ""), sink, steps...)
+}
+
+// kafkaOrders is the source of the topic orders on the brokers, read from its start,
+// maxOffsets records a batch, with more settings.
+func kafkaOrders(maxOffsets int, more string) string {
+	return "kafka: {bootstrapServers: [%[2]s], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: " + strconv.Itoa(maxOffsets) + more + "}"
+}
+
+var kafkaToFiles = kafkaOrdersSpec(15, "files: {path: %[1]q, format: json}", `select: [{name: id, expr: id}, {name: amount, expr: amount}, {name: partition, expr: _partition}]`)
 
 // withBrokers fills the brokers into a spec, keeping %[1]s for the output.
 func withBrokers(spec string, brokers []string) string {
@@ -158,6 +181,30 @@ func produceOrders(t *testing.T, brokers []string, topic string, partitions int3
 	return kept
 }
 
+// checkIDs compares got, the rows a crashed run left in its output (what
+// names it), with ref, an uninterrupted run's, and their first column, the
+// order ids, with want.
+func checkIDs(t *testing.T, what string, got, ref []engine.Row, want []string) {
+	t.Helper()
+	if diff := cmp.Diff(ref, got); diff != "" {
+		t.Errorf("%s differs from an uninterrupted run's (-uninterrupted +crashed):\n%s", what, diff)
+	}
+	checkWantIDs(t, what, got, want)
+}
+
+// checkWantIDs compares the first column of rows, the order ids, with want.
+func checkWantIDs(t *testing.T, what string, rows []engine.Row, want []string) {
+	t.Helper()
+	var ids []string
+	for _, r := range rows {
+		ids = append(ids, r[0].(string))
+	}
+	slices.Sort(ids)
+	if diff := cmp.Diff(want, ids); diff != "" {
+		t.Errorf("ids in the %s (-want +got):\n%s", what, diff)
+	}
+}
+
 // TestCrashKafkaToFiles kills a kafka→files query at every phase and at
 // random instants: the output equals an uninterrupted run's.
 func TestCrashKafkaToFiles(t *testing.T) {
@@ -167,18 +214,7 @@ func TestCrashKafkaToFiles(t *testing.T) {
 		s.finish(out)
 		ref := filepath.Join(s.dir, "ref")
 		s.reference(ref)
-		got := enginetest.OutputRowsAt(t, out)
-		if diff := cmp.Diff(enginetest.OutputRowsAt(t, ref), got); diff != "" {
-			t.Errorf("output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
-		}
-		var ids []string
-		for _, r := range got {
-			ids = append(ids, r[0].(string))
-		}
-		slices.Sort(ids)
-		if diff := cmp.Diff(want, ids); diff != "" {
-			t.Errorf("output ids (-want +got):\n%s", diff)
-		}
+		checkIDs(t, "output", enginetest.OutputRowsAt(t, out), enginetest.OutputRowsAt(t, ref), want)
 	}
 	for _, cp := range crashtest.Points() {
 		t.Run(cp.String(), func(t *testing.T) {
@@ -199,20 +235,8 @@ func TestCrashKafkaToFiles(t *testing.T) {
 	})
 }
 
-const filesToKafka = `apiVersion: streaming.lockstep.dev/v1
-kind: StreamingQuery
-metadata: {name: crash, namespace: test}
-spec:
-  sources:
-  - name: orders
-    files: {path: %[3]q, format: json, maxFilesPerTrigger: 1}
-    schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
-  transform:
-  - filter: "amount > 0.0"
-  sink:
-    kafka: {bootstrapServers: [%[2]s], topic: %[1]s, keyColumn: id, exactlyOnce: true}
-  trigger: {availableNow: true}
-`
+var filesToKafka = ordersSpec("files: {path: %[3]q, format: json, maxFilesPerTrigger: 1}",
+	"kafka: {bootstrapServers: [%[2]s], topic: %[1]s, keyColumn: id, exactlyOnce: true}")
 
 // writeOrderFiles writes n files of 10 orders each into dir and returns the
 // values a read_committed consumer must see.
@@ -241,15 +265,6 @@ func writeOrderFiles(t *testing.T, dir string, n int) []string {
 	}
 	slices.Sort(want)
 	return want
-}
-
-func values(recs []consumed) []string {
-	var out []string
-	for _, r := range recs {
-		out = append(out, r.value)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // TestCrashFilesToKafkaExactlyOnce kills a files→kafka query with
@@ -294,20 +309,7 @@ func TestCrashFilesToKafkaExactlyOnce(t *testing.T) {
 	})
 }
 
-const kafkaToKafka = `apiVersion: streaming.lockstep.dev/v1
-kind: StreamingQuery
-metadata: {name: crash, namespace: test}
-spec:
-  sources:
-  - name: orders
-    kafka: {bootstrapServers: [%[2]s], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: 25}
-    schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
-  transform:
-  - filter: "amount > 0.0"
-  sink:
-    kafka: {bootstrapServers: [%[2]s], topic: %[1]s, keyColumn: id}
-  trigger: {availableNow: true}
-`
+var kafkaToKafka = kafkaOrdersSpec(25, "kafka: {bootstrapServers: [%[2]s], topic: %[1]s, keyColumn: id}")
 
 // TestCrashKafkaToKafkaAtLeastOnce kills an at-least-once kafka→kafka query
 // at every phase and at random instants: nothing is lost; duplicates are
@@ -366,20 +368,7 @@ func TestCrashKafkaToKafkaAtLeastOnce(t *testing.T) {
 	})
 }
 
-const kafkaToWebhook = `apiVersion: streaming.lockstep.dev/v1
-kind: StreamingQuery
-metadata: {name: crash, namespace: test}
-spec:
-  sources:
-  - name: orders
-    kafka: {bootstrapServers: [%[2]s], topics: [orders], startingOffsets: earliest, maxOffsetsPerTrigger: 15}
-    schema: {columns: [{name: id, type: string}, {name: amount, type: double}]}
-  transform:
-  - filter: "amount > 0.0"
-  sink:
-    webhook: {url: %[1]q, maxRowsPerRequest: 4}
-  trigger: {availableNow: true}
-`
+var kafkaToWebhook = kafkaOrdersSpec(15, "webhook: {url: %[1]q, maxRowsPerRequest: 4}")
 
 // hookReceiver records, for every row id, the Idempotency-Keys of the
 // requests that delivered it.

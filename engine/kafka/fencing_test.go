@@ -88,11 +88,7 @@ func TestSinkZombieIsFenced(t *testing.T) {
 	if err := zombie.Write(testContext(t), batch(2, "c")); err == nil || !contains(err.Error(), "another engine runs query q1") {
 		t.Fatalf("the fenced sink's Write: %v, want the fence reported", err)
 	}
-	var got []string
-	for _, r := range consume(t, brokers, "out") {
-		got = append(got, r.key)
-	}
-	slices.Sort(got)
+	got := keys(consume(t, brokers, "out"))
 	if want := []string{"a", "b"}; !slices.Equal(got, want) {
 		t.Fatalf("read_committed consumed keys %v, want %v", got, want)
 	}

@@ -19,10 +19,8 @@ import (
 // holds the derived JSON Schema under <topic>-value. A record whose id is an Avro schema, and
 // one not in the wire format, follow onMalformed.
 func TestJSONSchemaRoundTrip(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "jsonschema-roundtrip"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 	cols, rows := everyType(123456000)
 	registry := &v1.SchemaRegistry{URL: reg.URL}
 	sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaJSONSchema, SchemaRegistry: registry}}

@@ -79,10 +79,8 @@ func TestKeyFormatsRoundTrip(t *testing.T) {
 // format: a primitive long, a record (read as JSON text), and a key not in the wire format,
 // which makes its record malformed (onMalformed skip counts it).
 func TestAvroKeysOfOtherWriters(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "keys-avro-writers"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 	cl := registryClient(t, reg)
 	key := func(text string, v any) []byte {
 		t.Helper()

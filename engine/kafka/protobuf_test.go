@@ -11,16 +11,13 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // TestProtobufRoundTrip writes rows of every column type, nulls included, through the Kafka
 // sink in format protobuf and reads them back with the source in format protobuf.
 func TestProtobufRoundTrip(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "proto-roundtrip"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 	cols, rows := everyType(123456789)
 	sinkSpec := &v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: brokers, Topic: topic, Format: v1.KafkaProtobuf,
 		SchemaRegistry: &v1.SchemaRegistry{URL: reg.URL}}}
@@ -68,10 +65,8 @@ func appendUvarint(b []byte, v uint64) []byte {
 // added, an int32 widened to int64, a second message of the file picked by its message
 // index, and a schema id the registry does not know (onMalformed skip).
 func TestProtobufEvolution(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "proto-evolution"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 	cl := registryClient(t, reg)
 	subject := topic + "-value"
 	register := func(text string) int {

@@ -15,7 +15,6 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
-	"github.com/lockstep-dev/lockstep/checkpoint"
 	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
@@ -116,14 +115,7 @@ func TestQueryKafkaToFiles(t *testing.T) {
 	if got := string(rec.Batches()[0].Sources[0].LatestOffset); got != hw {
 		t.Errorf("batch 0 latestOffset %s, want %s", got, hw)
 	}
-	store, err := checkpoint.OpenDir(ckpt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Load(t.Context(), store)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := enginetest.LoadCheckpoint(t, ckpt)
 	if cm, err := c.Commit(t.Context(), 0); err != nil || string(cm.Progress.Sources[0].LatestOffset) != hw {
 		t.Errorf("commits/0 = %+v, %v; want sources[0].latestOffset %s", cm.Progress, err, hw)
 	}
@@ -182,13 +174,8 @@ func TestQueryFilesToKafkaExactlyOnce(t *testing.T) {
 	if g := rec.Starts()[0].Guarantee; g.Level != v1.GuaranteeExactlyOnce || !contains(g.Reason, "read_committed") {
 		t.Errorf("guarantee %v", g)
 	}
-	var got []string
-	for _, r := range consume(t, brokers, "out") {
-		got = append(got, r.value)
-	}
-	slices.Sort(got)
 	slices.Sort(want)
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, values(consume(t, brokers, "out"))); diff != "" {
 		t.Errorf("consumed (-want +got):\n%s", diff)
 	}
 }
@@ -235,13 +222,8 @@ func TestQueryKafkaToKafkaDefaultTrigger(t *testing.T) {
 	if g := rec.Starts()[0].Guarantee; g.Level != v1.GuaranteeAtLeastOnce {
 		t.Errorf("guarantee %v", g)
 	}
-	var got []string
-	for _, r := range consume(t, brokers, "out") {
-		got = append(got, r.key)
-	}
-	slices.Sort(got)
 	slices.Sort(want)
-	if diff := cmp.Diff(want, got); diff != "" {
+	if diff := cmp.Diff(want, keys(consume(t, brokers, "out"))); diff != "" {
 		t.Errorf("consumed keys (-want +got):\n%s", diff)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/kafka"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // TestRegistrySecretsAsThePodHasThem: the engine reaches the registry over TLS with basic
@@ -20,10 +19,8 @@ import (
 // ca.crt in the Secret's mounted folder, which the engine's spec names in caFile. Without the
 // credentials the sink fails at start, naming the registry's refusal and not the password.
 func TestRegistrySecretsAsThePodHasThem(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	reg := testenv.SchemaRegistry(t)
 	topic := "avro-registry-secrets"
-	createTopic(t, brokers, topic, 1, nil)
+	brokers, reg := registryTopic(t, topic)
 
 	// The Secret registry-ca, mounted as the controller mounts it.
 	mounted := filepath.Join(t.TempDir(), "registry-ca")

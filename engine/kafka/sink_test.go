@@ -69,6 +69,23 @@ type consumed struct {
 	key, value, batch string
 }
 
+// values are the records' values, sorted.
+func values(recs []consumed) []string {
+	return fieldOf(recs, func(r consumed) string { return r.value })
+}
+
+// keys are the records' keys, sorted.
+func keys(recs []consumed) []string { return fieldOf(recs, func(r consumed) string { return r.key }) }
+
+// fieldOf is one field of each record, sorted.
+func fieldOf(recs []consumed, field func(consumed) string) []string {
+	var out []string
+	for _, r := range recs {
+		out = append(out, field(r))
+	}
+	return sorted(out)
+}
+
 // consume reads the whole topic with read_committed: what consumers of the
 // output see.
 func consume(t *testing.T, brokers []string, topic string) []consumed {
@@ -152,12 +169,19 @@ func TestSinkExactlyOnceSuite(t *testing.T) {
 	})
 }
 
-func TestSinkAtLeastOnceReplaysCarryTheBatchKey(t *testing.T) {
-	brokers := testenv.Kafka(t)
+// keyedSink is an at-least-once sink of query q1 keyed by id into the topic
+// out, of 2 partitions, on brokers.
+func keyedSink(t *testing.T) (brokers []string, s *kafka.Sink) {
+	t.Helper()
+	brokers = testenv.Kafka(t)
 	createTopic(t, brokers, "out", 2, nil)
 	spec := sinkSpec(brokers, "out", false)
 	spec.Kafka.KeyColumn = "id"
-	s := newSink(t, spec, "q1", enginetest.SinkColumns, nil)
+	return brokers, newSink(t, spec, "q1", enginetest.SinkColumns, nil)
+}
+
+func TestSinkAtLeastOnceReplaysCarryTheBatchKey(t *testing.T) {
+	brokers, s := keyedSink(t)
 	b := &engine.Batch{QueryID: "q1", ID: 7, Time: time.Now(), Columns: enginetest.SinkColumns,
 		Rows: []engine.Row{{"a", int64(1)}, {"b", nil}}}
 	for range 2 { // a replay produces the batch again
@@ -180,11 +204,7 @@ func TestSinkAtLeastOnceReplaysCarryTheBatchKey(t *testing.T) {
 // records and then smaller ones with one sink, which reuses its records and
 // buffers: every record has its own key, value and batch.
 func TestSinkWritesBatchAfterBatch(t *testing.T) {
-	brokers := testenv.Kafka(t)
-	createTopic(t, brokers, "out", 2, nil)
-	spec := sinkSpec(brokers, "out", false)
-	spec.Kafka.KeyColumn = "id"
-	s := newSink(t, spec, "q1", enginetest.SinkColumns, nil)
+	brokers, s := keyedSink(t)
 	var want []consumed
 	for id, n := range []int{5000, 3, 0, 10} {
 		b := &engine.Batch{QueryID: "q1", ID: int64(id), Time: time.Now(), Columns: enginetest.SinkColumns}

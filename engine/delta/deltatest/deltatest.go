@@ -269,3 +269,23 @@ func unescape(p string) string {
 	}
 	return p
 }
+
+// Snapshots returns the table's snapshot at each of its versions, from 0 to
+// the newest (time travel), failing t where one cannot be read.
+func Snapshots(t testing.TB, tbl *delta.Table) []*delta.Snapshot {
+	t.Helper()
+	ctx := context.Background()
+	latest, err := tbl.Snapshot(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps := make([]*delta.Snapshot, 0, latest.Version+1)
+	for v := int64(0); v < latest.Version; v++ {
+		s, err := tbl.SnapshotAt(ctx, v)
+		if err != nil {
+			t.Fatalf("snapshot at version %d: %v", v, err)
+		}
+		snaps = append(snaps, s)
+	}
+	return append(snaps, latest)
+}
