@@ -12,6 +12,7 @@ import (
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/engine"
 	"github.com/lockstep-dev/lockstep/engine/enginetest"
+	"github.com/lockstep-dev/lockstep/internal/gctune"
 )
 
 var (
@@ -43,6 +44,9 @@ func BenchmarkNexmark(b *testing.B) {
 // benchNexmark runs q, whose first source is a nexmark source named source of table, into
 // sink (discard or files), as BenchmarkNexmark says.
 func benchNexmark(b *testing.B, source string, table v1.NexmarkTable, q enginetest.NexmarkQuery, sink string) {
+	// The garbage collector's settings of lockstep run and lockstep engine (internal/gctune),
+	// as the Kafka benchmarks have them: the figures are the engine's as it runs.
+	b.Cleanup(gctune.Apply(gctune.Defaults(gctune.OSEnv)))
 	dir := b.TempDir()
 	events := int64(b.N) * *nexmarkBatch
 	w := q.Steps(querytest.Make("nexmark-"+q.Name, "default").NexmarkSource(source, v1.NexmarkSource{Table: table})).
