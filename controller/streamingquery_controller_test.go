@@ -82,22 +82,9 @@ func (f *fixture) runPod(d *appsv1.Deployment) *corev1.Pod {
 // container started at started, ready or not yet.
 func (f *fixture) startPod(d *appsv1.Deployment, ready bool, started time.Time) *corev1.Pod {
 	f.t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: d.Name + "-" + d.Spec.Template.Annotations[controller.AnnotationSpecHash][:8], Namespace: d.Namespace,
-			Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations,
-		},
-		Spec: d.Spec.Template.Spec,
-	}
-	f.create(pod)
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: controller.EngineContainer, Ready: ready, Image: d.Spec.Template.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}},
-	}}}
-	if err := f.c.Status().Update(context.Background(), pod); err != nil {
-		f.t.Fatal(err)
-	}
-	return pod
+	return f.templatePod(d, &d.Spec.Template, corev1.PodRunning, ready, corev1.ContainerState{
+		Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)},
+	})
 }
 
 // eventuallySuspended waits until the engine of query name is scaled to 0 and the query is
