@@ -273,10 +273,7 @@ func validateColumns(p *field.Path, cols Columns) field.ErrorList {
 	for i, c := range cols {
 		cp := p.Index(i)
 		errs = append(errs, columnName(cp.Child("name"), c.Name)...)
-		if c.Name != "" && seen[c.Name] {
-			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
-		}
-		seen[c.Name] = true
+		errs = append(errs, duplicate(cp.Child("name"), c.Name, seen)...)
 		if !c.Type.Valid() {
 			errs = append(errs, field.NotSupported(cp.Child("type"), c.Type, ColumnTypes()))
 		}

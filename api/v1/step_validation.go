@@ -26,10 +26,7 @@ func (s *StreamingQuerySpec) validateSources(p *field.Path) field.ErrorList {
 		src := &s.Sources[i]
 		sp := p.Index(i)
 		errs = append(errs, src.validate(sp)...)
-		if src.Name != "" && names[src.Name] {
-			errs = append(errs, field.Duplicate(sp.Child("name"), src.Name))
-		}
-		names[src.Name] = true
+		errs = append(errs, duplicate(sp.Child("name"), src.Name, names)...)
 		if !joined[src.Name] { // a stream join's right side is not unioned
 			unioned++
 		}
@@ -119,6 +116,19 @@ func columnRef(p *field.Path, name string) field.ErrorList {
 	return nil
 }
 
+// duplicate reports name, at p, when seen holds it already, and adds it to seen. An empty
+// name is no duplicate: the check that it is set reports it.
+func duplicate(p *field.Path, name string, seen map[string]bool) field.ErrorList {
+	if name == "" {
+		return nil
+	}
+	if seen[name] {
+		return field.ErrorList{field.Duplicate(p, name)}
+	}
+	seen[name] = true
+	return nil
+}
+
 // columnRefs checks a list of column references: each set, each once.
 func columnRefs(p *field.Path, names []string) field.ErrorList {
 	var errs field.ErrorList
@@ -144,10 +154,7 @@ func validateSelect(p *field.Path, projs []Projection) field.ErrorList {
 	for j, pr := range projs {
 		pp := p.Index(j)
 		errs = append(errs, columnName(pp.Child("name"), pr.Name)...)
-		if names[pr.Name] && pr.Name != "" {
-			errs = append(errs, field.Duplicate(pp.Child("name"), pr.Name))
-		}
-		names[pr.Name] = true
+		errs = append(errs, duplicate(pp.Child("name"), pr.Name, names)...)
 		if pr.Expr == "" {
 			errs = append(errs, field.Required(pp.Child("expr"), "a CEL expression over the columns, such as a column's name"))
 		}
