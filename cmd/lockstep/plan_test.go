@@ -598,11 +598,7 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 			if code != tc.wantCode {
 				t.Errorf("lockstep plan: exit %d (%v), want %d; output:\n%s", code, err, tc.wantCode, got)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("lockstep plan output lacks %q:\n%s", w, got)
-				}
-			}
+			containsAll(t, "lockstep plan output", got, tc.want...)
 			if tc.wantCode != exitRefused {
 				return
 			}
