@@ -23,28 +23,15 @@ import (
 //	LOCKSTEP_UPDATE_GOLDEN=1 go test ./cmd/lockstep -run TestCheckpoint
 const envUpdateGolden = "LOCKSTEP_UPDATE_GOLDEN"
 
-// execute runs lockstep with args and returns its output and exit code.
+// runCheckpointCmd runs lockstep with args and returns its standard output, followed by the
+// error main would print, and its exit code.
 func runCheckpointCmd(t *testing.T, args ...string) (stdout string, code int) {
 	t.Helper()
-	root := newRootCommand()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(t.Context())
+	out, _, err := runRoot(t, args...)
 	if err != nil {
-		stdout = out.String() + "Error: " + err.Error() + "\n"
-		return stdout, exitCodeOf(err)
+		out += "Error: " + err.Error() + "\n"
 	}
-	return out.String(), exitOK
-}
-
-// exitCodeOf is exitCode without the printing.
-func exitCodeOf(err error) int {
-	if ee, ok := err.(*exitError); ok {
-		return ee.code
-	}
-	return exitFailure
+	return out, codeOf(err)
 }
 
 // writeCheckpoint builds what an engine leaves behind in store: batches 0 to

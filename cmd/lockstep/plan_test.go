@@ -426,19 +426,8 @@ spec:
 // execute runs lockstep with args, discarding its output, and returns its exit code and error.
 func execute(t *testing.T, args ...string) (int, error) {
 	t.Helper()
-	cmd := newRootCommand()
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(t.Context())
-	var ee *exitError
-	switch {
-	case err == nil:
-		return exitOK, nil
-	case errors.As(err, &ee):
-		return ee.code, err
-	}
-	return exitFailure, err
+	_, _, err := runRoot(t, args...)
+	return codeOf(err), err
 }
 
 // engineRun runs lockstep engine on the query in file, as the pod does but without the

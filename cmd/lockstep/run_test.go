@@ -15,16 +15,24 @@ import (
 // standard error (with the error main would print) and its exit code.
 func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	out, errOut, err := runRoot(t, args...)
+	if err != nil {
+		errOut += "Error: " + err.Error() + "\n"
+	}
+	return out, errOut, codeOf(err)
+}
+
+// runRoot runs lockstep's root command with args and returns what it wrote to its standard
+// output and error, and the error it returned.
+func runRoot(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	root := newRootCommand()
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(t.Context()); err != nil {
-		errOut.WriteString("Error: " + err.Error() + "\n")
-		return out.String(), errOut.String(), exitCodeOf(err)
-	}
-	return out.String(), errOut.String(), exitOK
+	err = root.ExecuteContext(t.Context())
+	return out.String(), errOut.String(), err
 }
 
 // ordersQuery is a files→files query on in, writing out, named name.
