@@ -58,6 +58,15 @@ func (w *workspace) apply(args ...string) string {
 	return w.tf.must(append([]string{"apply", "-auto-approve", "-input=false", "-lock=false"}, args...)...)
 }
 
+// applyRan writes and applies q, then writes the checkpoint the query's engine would have
+// left after batch 0 (lockstepCluster.writeCheckpoint): the query as it stands once it ran.
+func (w *workspace) applyRan(q queryConfig) {
+	w.t.Helper()
+	w.write(q.hcl())
+	w.apply()
+	w.c.writeCheckpoint(w.t, q.Name)
+}
+
 // plan runs terraform plan -json with args and renders what it says as a user reads it: the
 // planned change of each resource (with Terraform's reason), then the diagnostics.
 func (w *workspace) plan(args ...string) (string, error) {
@@ -134,9 +143,7 @@ func TestPlanWarningsOnePerRule(t *testing.T) {
 	c := newLockstepCluster(t)
 	w := newWorkspace(t, c)
 	q := c.query()
-	w.write(q.hcl())
-	w.apply()
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 
 	changed := q
 	changed.Returns = c.path("landing/returns")
