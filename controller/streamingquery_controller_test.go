@@ -57,6 +57,17 @@ func (f *fixture) eventuallyConditionSaying(name, typ string, status metav1.Cond
 	return q
 }
 
+// newOrdersEngine makes a fixture, starts the manager, creates the query orders and returns
+// the fixture and the engine's Deployment once the controller made it.
+func newOrdersEngine(t *testing.T) (*fixture, *appsv1.Deployment) {
+	t.Helper()
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	return f, d
+}
+
 func (f *fixture) engine(name string) (*corev1.ConfigMap, *appsv1.Deployment) {
 	f.t.Helper()
 	var cm corev1.ConfigMap
@@ -170,10 +181,7 @@ func TestReconcileCreatesEngine(t *testing.T) {
 }
 
 func TestStatusFromCheckpoint(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	q := f.get("orders")
 	meta := f.writeCheckpoint(q, 2, 1, time.Now())
 	f.runPod(d)
@@ -247,10 +255,7 @@ func TestStatusNeverMixesCheckpoints(t *testing.T) {
 // TestCommitShowsEngineRunning: a batch committed since the current engine container started
 // shows the query Running, before the kubelet reports the pod ready.
 func TestCommitShowsEngineRunning(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	f.startPod(d, false, time.Now().Add(-2*time.Second))
 	// The engine's first batch commits before the kubelet reports the pod ready (it never
 	// does here).
@@ -262,10 +267,7 @@ func TestCommitShowsEngineRunning(t *testing.T) {
 }
 
 func TestCompatibleChangeRollsEngine(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
 	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
 	oldHash := d.Spec.Template.Annotations[controller.AnnotationSpecHash]
@@ -453,10 +455,7 @@ func (f *fixture) eventuallyReconciled(name string) {
 // event carrying its termination message; status.restarts counts the current pod's restarts,
 // not those of older pods.
 func TestEngineCrashLoop(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	ctx := context.Background()
 
 	// A pod of an older spec that restarted often, still terminating.
@@ -532,10 +531,7 @@ func TestEngineCrashLoop(t *testing.T) {
 // status says so at once, with one Warning Event, and the query is Ready again once the
 // restarted engine commits a batch.
 func TestEngineRestartedByLiveness(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	pod := f.runPod(d)
 	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
 
@@ -572,10 +568,7 @@ func TestEngineRestartedByLiveness(t *testing.T) {
 // naming the signal, never Failed. Killed again before it shows that it works, it
 // crash-loops: Failed, with one EngineFailed Event naming the signal, not an INFO line.
 func TestOneCrashIsARestart(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	started := time.Now().Add(-time.Minute)
 	pod := f.startPod(d, true, started)
 	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now().Add(-30*time.Second))
