@@ -215,10 +215,7 @@ func TestStatusFromCheckpoint(t *testing.T) {
 // location with the old query id and batches, or the new one with the new checkpoint's (none
 // yet here), never the new location with the old progress.
 func TestStatusNeverMixesCheckpoints(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	f.engine("orders")
+	f, _ := newOrdersEngine(t)
 	meta := f.writeCheckpoint(f.get("orders"), 3, 3, time.Now())
 	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
 	eventually(t, "batch 3 in status", func() error {
@@ -390,10 +387,7 @@ func (f *fixture) announcedOnce(name, reason string) {
 // TestSuspend: a suspend scales the engine to 0 with a Suspended event and shows no lag
 // (nothing measures it); a resume scales it back with a Resumed event.
 func TestSuspend(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	f.engine("orders")
+	f, _ := newOrdersEngine(t)
 	f.writeCheckpoint(f.get("orders"), 1, 1, time.Now())
 	eventually(t, "lag 2", func() error {
 		if l := f.get("orders").Status.Lag; l == nil || *l != 2 {
@@ -637,10 +631,7 @@ func TestOneCrashIsARestart(t *testing.T) {
 // TestCompatibleKeepsWarnings: a change allowed with a warning keeps the warning in the
 // Compatible condition after the engine has recorded the new shape, until the next change.
 func TestCompatibleKeepsWarnings(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	f.engine("orders")
+	f, _ := newOrdersEngine(t)
 	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
 	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
 
