@@ -197,13 +197,7 @@ func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 	if f := st.Files; f != nil {
 		errs = append(errs, location(p.Child("files", "path"), f.Path, true)...)
 		errs = append(errs, f.S3.validate(p.Child("files", "s3"), f.Path)...)
-		switch f.Format {
-		case FormatJSON, FormatCSV, FormatParquet:
-		case "":
-			errs = append(errs, field.Required(p.Child("files", "format"), "json, csv or parquet"))
-		default:
-			errs = append(errs, field.NotSupported(p.Child("files", "format"), f.Format, []FileFormat{FormatJSON, FormatCSV, FormatParquet}))
-		}
+		errs = append(errs, requiredOneOf(p.Child("files", "format"), f.Format, "json, csv or parquet", FormatJSON, FormatCSV, FormatParquet)...)
 	}
 	if st.Schema == nil {
 		errs = append(errs, field.Required(p.Child("schema"), "the columns of the static side must be declared"))
