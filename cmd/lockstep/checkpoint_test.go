@@ -106,7 +106,18 @@ func localTestCheckpoint(t *testing.T) (string, *checkpoint.Checkpoint) {
 	return dir, writeTestCheckpoint(t, d)
 }
 
-// checkGolden compares got, with the location and query id replaced by
+// checkCheckpointCmd runs lockstep checkpoint sub on location and compares its output with
+// testdata/checkpoint-SUB.golden (checkCheckpointGolden).
+func checkCheckpointCmd(t *testing.T, sub, location, queryID string) {
+	t.Helper()
+	out, code := runCheckpointCmd(t, "checkpoint", sub, location)
+	if code != exitOK {
+		t.Fatalf("%s exit %d:\n%s", sub, code, out)
+	}
+	checkCheckpointGolden(t, "checkpoint-"+sub+".golden", out, location, queryID)
+}
+
+// checkCheckpointGolden compares got, with the location and query id replaced by
 // placeholders, with testdata/name.
 func checkCheckpointGolden(t *testing.T, name, got, location, queryID string) {
 	t.Helper()
@@ -129,11 +140,7 @@ func checkCheckpointGolden(t *testing.T, name, got, location, queryID string) {
 
 func TestCheckpointDescribe(t *testing.T) {
 	dir, c := localTestCheckpoint(t)
-	out, code := runCheckpointCmd(t, "checkpoint", "describe", dir)
-	if code != exitOK {
-		t.Fatalf("describe exit %d:\n%s", code, out)
-	}
-	checkCheckpointGolden(t, "checkpoint-describe.golden", out, dir, c.Metadata().ID)
+	checkCheckpointCmd(t, "describe", dir, c.Metadata().ID)
 }
 
 func TestCheckpointDescribeJSON(t *testing.T) {
@@ -215,13 +222,9 @@ func TestCheckpointDescribeJSON(t *testing.T) {
 
 func TestCheckpointBatches(t *testing.T) {
 	dir, c := localTestCheckpoint(t)
-	out, code := runCheckpointCmd(t, "checkpoint", "batches", dir)
-	if code != exitOK {
-		t.Fatalf("batches exit %d:\n%s", code, out)
-	}
-	checkCheckpointGolden(t, "checkpoint-batches.golden", out, dir, c.Metadata().ID)
+	checkCheckpointCmd(t, "batches", dir, c.Metadata().ID)
 
-	out, code = runCheckpointCmd(t, "checkpoint", "batches", "--output=json", dir)
+	out, code := runCheckpointCmd(t, "checkpoint", "batches", "--output=json", dir)
 	if code != exitOK {
 		t.Fatalf("batches -o json exit %d:\n%s", code, out)
 	}
@@ -327,11 +330,7 @@ func TestCheckpointOnS3(t *testing.T) {
 	c := writeTestCheckpoint(t, store)
 	before := bucketObjects(t, srv)
 
-	out, code := runCheckpointCmd(t, "checkpoint", "describe", location)
-	if code != exitOK {
-		t.Fatalf("describe exit %d:\n%s", code, out)
-	}
-	checkCheckpointGolden(t, "checkpoint-describe.golden", out, location, c.Metadata().ID)
+	checkCheckpointCmd(t, "describe", location, c.Metadata().ID)
 	if out, code := runCheckpointCmd(t, "checkpoint", "batches", location); code != exitOK || !strings.Contains(out, "\n12 ") {
 		t.Errorf("batches exit %d:\n%s", code, out)
 	}
