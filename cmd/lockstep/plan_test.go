@@ -70,24 +70,31 @@ func newCheckpoint(t *testing.T, shapeOf string) (dir, id string) {
 		t.Fatal(err)
 	}
 	if shapeOf != "" {
-		q, err := readQueryFile(shapeOf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sh, err := compat.ShapeOf(&q.Spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := json.Marshal(sh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.RecordShape(ctx, 0, data); err != nil {
-			t.Fatal(err)
-		}
+		recordShapeOf(t, c, shapeOf)
 		commitBatch(t, c, 0)
 	}
 	return dir, c.Metadata().ID
+}
+
+// recordShapeOf records in c, from batch 0, the shape of the query in the file spec, as the
+// engine running it would.
+func recordShapeOf(t *testing.T, c *checkpoint.Checkpoint, spec string) {
+	t.Helper()
+	q, err := readQueryFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := compat.ShapeOf(&q.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(sh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.RecordShape(t.Context(), 0, data); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // addBatch commits batch in the checkpoint in dir, recording no shape.
@@ -667,18 +674,7 @@ func TestPlanOnS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := readQueryFile(planData + "old.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh, err := compat.ShapeOf(&q.Spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(sh)
-	if err := c.RecordShape(t.Context(), 0, data); err != nil {
-		t.Fatal(err)
-	}
+	recordShapeOf(t, c, planData+"old.yaml")
 	commitBatch(t, c, 0)
 	before := bucketObjects(t, srv)
 
