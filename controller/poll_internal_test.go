@@ -109,11 +109,7 @@ func newPollWorld(t *testing.T) *pollWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.writer.RecordShape(ctx, 0, data); err != nil {
+	if err := compat.RecordShape(ctx, w.writer, 0, shape); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -385,11 +381,7 @@ func TestPollFollowsAShapeOnceItsBatchCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.writer.RecordShape(context.Background(), 3, data); err != nil {
+	if err := compat.RecordShape(context.Background(), w.writer, 3, shape); err != nil {
 		t.Fatal(err)
 	}
 	w.poll(pl, nil)

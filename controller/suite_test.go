@@ -233,11 +233,7 @@ func (f *fixture) claim(q *v1.StreamingQuery, shapeAt int64, opts ...compat.Opti
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := cp.RecordShape(ctx, shapeAt, data); err != nil {
+	if err := compat.RecordShape(ctx, cp, shapeAt, shape); err != nil {
 		f.t.Fatal(err)
 	}
 	return cp

@@ -155,11 +155,7 @@ func (c *lockstepCluster) writeCheckpoint(t testing.TB, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.RecordShape(ctx, 0, data); err != nil {
+	if err := compat.RecordShape(ctx, cp, 0, shape); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()

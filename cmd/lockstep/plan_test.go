@@ -88,11 +88,7 @@ func recordShapeOf(t *testing.T, c *checkpoint.Checkpoint, spec string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(sh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.RecordShape(t.Context(), 0, data); err != nil {
+	if err := compat.RecordShape(t.Context(), c, 0, sh); err != nil {
 		t.Fatal(err)
 	}
 }
