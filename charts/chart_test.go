@@ -360,14 +360,7 @@ func applyDryRun(t *testing.T, c client.Client, objs []*unstructured.Unstructure
 // image pinned to the release, in the controller and for the engines, and the Spark image of
 // the same release for spark queries; nowhere :latest.
 func TestInstallManifests(t *testing.T) {
-	kubectl := filepath.Join(testenv.ToolsDir(), "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		k, lerr := exec.LookPath("kubectl")
-		if lerr != nil {
-			t.Fatalf("kubectl (for kustomize) not in the tool cache nor on PATH: run `make tools`")
-		}
-		kubectl = k
-	}
+	kubectl := kubectlTool(t)
 	image := "ghcr.io/lockstep-dev/lockstep:" + appVersion(t)
 	out := render(t, kubectl, image)
 	if bytes.Contains(out, []byte(":latest")) {
@@ -416,6 +409,21 @@ func TestInstallManifests(t *testing.T) {
 			t.Errorf("install-manifests.sh %v = %v, %s; want a refusal", args, err, out)
 		}
 	}
+}
+
+// kubectlTool returns the kubectl whose kustomize renders the manifests: the tool cache's,
+// else the one on PATH.
+func kubectlTool(t *testing.T) string {
+	t.Helper()
+	kubectl := filepath.Join(testenv.ToolsDir(), "kubectl")
+	if _, err := os.Stat(kubectl); err != nil {
+		k, lerr := exec.LookPath("kubectl")
+		if lerr != nil {
+			t.Fatalf("kubectl (for kustomize) not in the tool cache nor on PATH: run `make tools`")
+		}
+		kubectl = k
+	}
+	return kubectl
 }
 
 // render runs hack/install-manifests.sh on config/default with args (the images).

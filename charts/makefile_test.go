@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
-
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // TestMakeImagesAreWhatTheInstallRuns: `make image` and `make image-spark` tag their tarballs
@@ -19,14 +17,7 @@ import (
 // defaults runs what was built; and one INSTALL_IMAGE given to every step (build, render,
 // deploy) names the same repository and tag at each.
 func TestMakeImagesAreWhatTheInstallRuns(t *testing.T) {
-	kubectl := filepath.Join(testenv.ToolsDir(), "kubectl")
-	if _, err := os.Stat(kubectl); err != nil {
-		k, lerr := exec.LookPath("kubectl")
-		if lerr != nil {
-			t.Fatalf("kubectl (for kustomize) not in the tool cache nor on PATH: run `make tools`")
-		}
-		kubectl = k
-	}
+	kubectl := kubectlTool(t)
 
 	// What config/dev installs, as docs/kubernetes.md has a user apply it: a copy of
 	// config/ with a placeholder certificate where config/dev/gen-cert.sh writes one.

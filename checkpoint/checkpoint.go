@@ -228,13 +228,22 @@ func (c *Checkpoint) AddCommit(ctx context.Context, cm Commit) error {
 	return nil
 }
 
-func (c *Checkpoint) add(ctx context.Context, key func(int64) string, batch int64, data []byte) error {
-	k := key(batch)
+// canWrite refuses, with an error that starts with verb and names the entry k of batch, a
+// write to a read-only checkpoint or for a negative batch.
+func (c *Checkpoint) canWrite(verb, k string, batch int64) error {
 	switch {
 	case c.readOnly:
-		return fmt.Errorf("add %s: %w", c.name(k), ErrReadOnly)
+		return fmt.Errorf("%s %s: %w", verb, c.name(k), ErrReadOnly)
 	case batch < 0:
-		return fmt.Errorf("add %s: negative batch %d", c.name(k), batch)
+		return fmt.Errorf("%s %s: negative batch %d", verb, c.name(k), batch)
+	}
+	return nil
+}
+
+func (c *Checkpoint) add(ctx context.Context, key func(int64) string, batch int64, data []byte) error {
+	k := key(batch)
+	if err := c.canWrite("add", k, batch); err != nil {
+		return err
 	}
 	err := c.store.Create(ctx, k, data)
 	if errors.Is(err, ErrExists) {

@@ -82,54 +82,52 @@ func (d *Dir) Get(ctx context.Context, key string) ([]byte, error) {
 
 // Create writes the object if its file does not exist (link(2)).
 func (d *Dir) Create(ctx context.Context, key string, data []byte) error {
-	if err := d.check(ctx, key); err != nil {
-		return err
-	}
-	final := d.path(key)
-	dir := filepath.Dir(final)
-	if err := mkdirAll(dir); err != nil {
-		return fmt.Errorf("create %s: %w", final, err)
-	}
-	tmp, err := d.writeTemp(dir, filepath.Base(final), data)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", final, err)
-	}
-	defer os.Remove(tmp)
-	if err := os.Link(tmp, final); err != nil {
-		if errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("create %s: %w", final, ErrExists)
+	return d.write(ctx, key, data, "create", func(tmp, final string) error {
+		defer os.Remove(tmp)
+		if err := os.Link(tmp, final); err != nil {
+			if errors.Is(err, fs.ErrExist) {
+				return ErrExists
+			}
+			return err
 		}
-		return fmt.Errorf("create %s: %w", final, err)
-	}
-	if err := os.Remove(tmp); err != nil {
-		return fmt.Errorf("create %s: remove temporary file: %w", final, err)
-	}
-	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("create %s: %w", final, err)
-	}
-	return nil
+		if err := os.Remove(tmp); err != nil {
+			return fmt.Errorf("remove temporary file: %w", err)
+		}
+		return nil
+	})
 }
 
 // Put writes the object, replacing its file (rename(2)).
 func (d *Dir) Put(ctx context.Context, key string, data []byte) error {
+	return d.write(ctx, key, data, "put", func(tmp, final string) error {
+		if err := os.Rename(tmp, final); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+		return nil
+	})
+}
+
+// write writes data to a temporary file beside the object's file, has place move it to the
+// final name, and syncs the folder. Its errors start with verb and the file's name.
+func (d *Dir) write(ctx context.Context, key string, data []byte, verb string, place func(tmp, final string) error) error {
 	if err := d.check(ctx, key); err != nil {
 		return err
 	}
 	final := d.path(key)
 	dir := filepath.Dir(final)
 	if err := mkdirAll(dir); err != nil {
-		return fmt.Errorf("put %s: %w", final, err)
+		return fmt.Errorf("%s %s: %w", verb, final, err)
 	}
 	tmp, err := d.writeTemp(dir, filepath.Base(final), data)
 	if err != nil {
-		return fmt.Errorf("put %s: %w", final, err)
+		return fmt.Errorf("%s %s: %w", verb, final, err)
 	}
-	if err := os.Rename(tmp, final); err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("put %s: %w", final, err)
+	if err := place(tmp, final); err != nil {
+		return fmt.Errorf("%s %s: %w", verb, final, err)
 	}
 	if err := syncDir(dir); err != nil {
-		return fmt.Errorf("put %s: %w", final, err)
+		return fmt.Errorf("%s %s: %w", verb, final, err)
 	}
 	return nil
 }

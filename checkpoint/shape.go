@@ -95,11 +95,8 @@ var ErrNoCommit = fmt.Errorf("no committed batch: %w", ErrNotFound)
 // the entry of a committed batch names the shape of the writer that committed it.
 func (c *Checkpoint) RecordShape(ctx context.Context, batch int64, shape []byte) error {
 	k := ShapeKey(batch)
-	switch {
-	case c.readOnly:
-		return fmt.Errorf("record %s: %w", c.name(k), ErrReadOnly)
-	case batch < 0:
-		return fmt.Errorf("record %s: negative batch %d", c.name(k), batch)
+	if err := c.canWrite("record", k, batch); err != nil {
+		return err
 	}
 	prev, err := c.store.Get(ctx, k)
 	if errors.Is(err, ErrNotFound) {

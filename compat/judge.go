@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -80,6 +81,16 @@ func (j Judgement) Err() error {
 		return &RebuildRequiredError{Verdict: j.Verdict}
 	}
 	return nil
+}
+
+// RecordShape records s in c as the shape batch runs under (checkpoint.RecordShape), the
+// counterpart of ReadShape.
+func RecordShape(ctx context.Context, c *checkpoint.Checkpoint, batch int64, s Shape) error {
+	data, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode shape: %w", err)
+	}
+	return c.RecordShape(ctx, batch, data)
 }
 
 // ReadShape reads the shape the committed batches of c ran under, and the batch from which

@@ -269,15 +269,7 @@ func ShapeOf(spec *v1.StreamingQuerySpec, opts ...Option) (Shape, error) {
 		st, in, eventTime := ps.Spec, ps.In, ps.EventTime
 		switch {
 		case st.Select != nil:
-			next := map[string]string{}
-			for _, p := range st.Select {
-				e := normExpr(p.Expr)
-				if f, ok := from[e]; ok && identifier.MatchString(e) {
-					e = f
-				}
-				next[p.Name] = e
-			}
-			from = next
+			from = throughSelect(from, st.Select)
 		case st.Watermark != nil:
 			sh.Watermark = &WatermarkShape{Column: st.Watermark.Column, Delay: st.Watermark.Delay, From: from[st.Watermark.Column]}
 		case st.Aggregate != nil:
@@ -507,6 +499,21 @@ func querySinkShape(s *v1.StreamingQuerySpec, out outside) SinkShape {
 
 // identifier matches a bare column name in a CEL expression.
 var identifier = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// throughSelect returns how each column of a select's output is computed (see KeyShape.From),
+// given from, how each of its input columns is: a projection that copies or renames a column
+// keeps that column's origin, any other is its own normalized expression.
+func throughSelect(from map[string]string, sel []v1.Projection) map[string]string {
+	next := make(map[string]string, len(sel))
+	for _, p := range sel {
+		e := normExpr(p.Expr)
+		if f, ok := from[e]; ok && identifier.MatchString(e) {
+			e = f
+		}
+		next[p.Name] = e
+	}
+	return next
+}
 
 // normExpr removes blanks outside string literals, so that reformatting an expression does
 // not read as a change.

@@ -69,15 +69,7 @@ func joinShape(id string, j *v1.Join, in, right v1.Columns, from map[string]stri
 			if st.Select == nil {
 				continue
 			}
-			next := map[string]string{}
-			for _, p := range st.Select {
-				e := normExpr(p.Expr)
-				if f, ok := rightFrom[e]; ok && identifier.MatchString(e) {
-					e = f
-				}
-				next[p.Name] = e
-			}
-			rightFrom = next
+			rightFrom = throughSelect(rightFrom, st.Select)
 		}
 	}
 	for _, k := range j.Keys {

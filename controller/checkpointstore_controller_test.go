@@ -58,7 +58,7 @@ func (f *fixture) startStores(opts ...controller.StoreOption) {
 		f.t.Fatal(err)
 	}
 	mo := ctrl.Options{
-		Scheme:                 newScheme(),
+		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Controller:             controllerConfig(),

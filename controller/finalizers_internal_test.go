@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -18,14 +17,7 @@ import (
 // fail when the list itself changed where they would write it, and succeed on a fresh copy.
 func TestFinalizerPatches(t *testing.T) {
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := v1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(testenv.ControlPlane(t), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, testenv.ControlPlane(t))
 	const ours, other = "streaming.lockstep.dev/test", "example.com/other"
 	store := func(t *testing.T, name string, finalizers ...string) *v1.CheckpointStore {
 		t.Helper()

@@ -154,17 +154,26 @@ func (f *fixture) job(name string) *batchv1.Job {
 // controller and kubelet would leave it.
 func (f *fixture) finishPod(j *batchv1.Job) *corev1.Pod {
 	f.t.Helper()
+	return f.templatePod(j, &j.Spec.Template, corev1.PodSucceeded, false, corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: "completed: 1 batches this run, last committed batch 0"},
+	})
+}
+
+// templatePod creates an engine pod of owner's pod template tmpl, as its controller would,
+// and gives it the status a kubelet would report: phase, with the engine container ready or
+// not, in state.
+func (f *fixture) templatePod(owner metav1.Object, tmpl *corev1.PodTemplateSpec, phase corev1.PodPhase, ready bool, state corev1.ContainerState) *corev1.Pod {
+	f.t.Helper()
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
-			Name: j.Name + "-" + j.Spec.Template.Annotations[controller.AnnotationSpecHash][:8], Namespace: j.Namespace,
-			Labels: j.Spec.Template.Labels, Annotations: j.Spec.Template.Annotations,
+			Name: owner.GetName() + "-" + tmpl.Annotations[controller.AnnotationSpecHash][:8], Namespace: owner.GetNamespace(),
+			Labels: tmpl.Labels, Annotations: tmpl.Annotations,
 		},
-		Spec: j.Spec.Template.Spec,
+		Spec: tmpl.Spec,
 	}
 	f.create(pod)
-	pod.Status = corev1.PodStatus{Phase: corev1.PodSucceeded, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: controller.EngineContainer, Image: j.Spec.Template.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 0, Reason: "Completed", Message: "completed: 1 batches this run, last committed batch 0"}},
+	pod.Status = corev1.PodStatus{Phase: phase, ContainerStatuses: []corev1.ContainerStatus{{
+		Name: controller.EngineContainer, Ready: ready, Image: tmpl.Spec.Containers[0].Image, State: state,
 	}}}
 	if err := f.c.Status().Update(context.Background(), pod); err != nil {
 		f.t.Fatal(err)

@@ -11,9 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -71,14 +69,7 @@ type pollWorld struct {
 func newPollWorld(t *testing.T) *pollWorld {
 	t.Helper()
 	ctx := context.Background()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(testenv.ControlPlane(t), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, testenv.ControlPlane(t))
 	srv := testenv.S3(t)
 	ns := fmt.Sprintf("poll-%d", time.Now().UnixNano())
 	for _, obj := range []client.Object{
@@ -105,6 +96,7 @@ func newPollWorld(t *testing.T) *pollWorld {
 			CredentialsSecretName: "s3",
 		},
 	}}
+	var err error
 	if w.direct, err = s3.Open(ctx, srv.Bucket, ns+"/orders",
 		s3.WithEndpoint(srv.URL), s3.WithRegion(srv.Region), s3.WithCredentials(srv.AccessKey, srv.SecretKey, "")); err != nil {
 		t.Fatal(err)
@@ -117,11 +109,7 @@ func newPollWorld(t *testing.T) *pollWorld {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.writer.RecordShape(ctx, 0, data); err != nil {
+	if err := compat.RecordShape(ctx, w.writer, 0, shape); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -393,11 +381,7 @@ func TestPollFollowsAShapeOnceItsBatchCommits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.writer.RecordShape(context.Background(), 3, data); err != nil {
+	if err := compat.RecordShape(context.Background(), w.writer, 3, shape); err != nil {
 		t.Fatal(err)
 	}
 	w.poll(pl, nil)

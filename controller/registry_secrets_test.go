@@ -14,13 +14,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/api/v1/querytest"
 	"github.com/lockstep-dev/lockstep/controller"
-	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
 // Values of the Schema Registry's Secrets: none may appear outside the Secrets.
@@ -54,12 +52,7 @@ func (f *fixture) avroQuery(name string) *querytest.Query {
 // query or an event.
 func TestRegistrySecretsReachTheEngine(t *testing.T) {
 	// Resynced hourly, the query can only see its Secrets created through the watch.
-	wh := testenv.ControlPlaneWithWebhooks(t)
-	w := &warnings{}
-	cfg := rest.CopyConfig(wh.Config)
-	cfg.WarningHandler = w
-	f := newFixture(t, cfg)
-	f.startManager(wh, controller.WithResync(time.Hour))
+	f, w := webhookFixture(t, controller.WithResync(time.Hour))
 	f.create(f.avroQuery("orders").Obj())
 	if got := strings.Join(w.take(), "\n"); !strings.Contains(got, "spec.sources[0].kafka.schemaRegistry.secretName") || !strings.Contains(got, "registry-user") {
 		t.Errorf("admission warnings %q, want one naming the missing Secret and its field", got)

@@ -295,41 +295,54 @@ func RenderPodTemplate(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 	labels := EngineLabels(q)
 	annotations := map[string]string{AnnotationSpecHash: SpecHash(cm)}
 	// The controller's labels and annotations win: the workload selects its pods by them.
-	for k, v := range es.Labels {
-		if _, ours := labels[k]; !ours {
-			labels[k] = v
-		}
-	}
-	for k, v := range es.Annotations {
-		if _, ours := annotations[k]; !ours {
-			annotations[k] = v
-		}
-	}
+	addAbsent(labels, es.Labels)
+	addAbsent(annotations, es.Annotations)
 	tmpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
-		Spec: corev1.PodSpec{
-			Containers:                    []corev1.Container{container},
-			ServiceAccountName:            cmp.Or(es.ServiceAccountName, s.ServiceAccountName),
-			AutomountServiceAccountToken:  ptr.To(false),
-			TerminationGracePeriodSeconds: ptr.To(int64(s.GracePeriod / time.Second)),
-			NodeSelector:                  maps.Clone(es.NodeSelector),
-			Tolerations:                   slices.Clone(es.Tolerations),
-			Affinity:                      es.Affinity.DeepCopy(),
-			PriorityClassName:             es.PriorityClassName,
-			ImagePullSecrets:              slices.Clone(es.ImagePullSecrets),
-			SecurityContext:               enginePodSecurity(),
-			Volumes: append([]corev1.Volume{
-				{Name: "query", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
-					LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name},
-				}}},
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			}, secretVols...),
-		},
+		Spec: enginePodSpec(es, container, append([]corev1.Volume{
+			{Name: "query", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
+				LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name},
+			}}},
+			tmpVolume(),
+		}, secretVols...)),
 	}
+	tmpl.Spec.ServiceAccountName = cmp.Or(es.ServiceAccountName, s.ServiceAccountName)
+	tmpl.Spec.TerminationGracePeriodSeconds = ptr.To(int64(s.GracePeriod / time.Second))
 	if isSpark(q) {
 		sparkDriverPod(&tmpl, q, s)
 	}
 	return tmpl
+}
+
+// enginePodSpec is the pod spec the engine's and the Spark executors' pods share: c in
+// spec.engine's placement, with its image pull secrets, the engine's pod security context,
+// no API token, and vols.
+func enginePodSpec(es *v1.EngineSpec, c corev1.Container, vols []corev1.Volume) corev1.PodSpec {
+	return corev1.PodSpec{
+		Containers:                   []corev1.Container{c},
+		AutomountServiceAccountToken: ptr.To(false),
+		NodeSelector:                 maps.Clone(es.NodeSelector),
+		Tolerations:                  slices.Clone(es.Tolerations),
+		Affinity:                     es.Affinity.DeepCopy(),
+		PriorityClassName:            es.PriorityClassName,
+		ImagePullSecrets:             slices.Clone(es.ImagePullSecrets),
+		SecurityContext:              enginePodSecurity(),
+		Volumes:                      vols,
+	}
+}
+
+// tmpVolume is the engine's and the executors' writable /tmp (their root is read-only).
+func tmpVolume() corev1.Volume {
+	return corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}
+}
+
+// addAbsent copies into dst the entries of src whose keys dst does not have: dst's win.
+func addAbsent(dst, src map[string]string) {
+	for k, v := range src {
+		if _, ours := dst[k]; !ours {
+			dst[k] = v
+		}
+	}
 }
 
 // engineContainerSecurity is the security context of the engine's and executors' containers:

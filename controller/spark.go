@@ -144,11 +144,7 @@ func renderExecutorPod(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 	es := &q.Spec.Engine
 	env, vols, mounts := engineEnv(q, store, cm)
 	labels := map[string]string{LabelQuery: q.Name, LabelComponent: ComponentSparkExecutor, "app.kubernetes.io/name": "lockstep"}
-	for k, v := range es.Labels {
-		if _, ours := labels[k]; !ours {
-			labels[k] = v
-		}
-	}
+	addAbsent(labels, es.Labels)
 	if _, ok := cm.Data[CABundleKey]; ok {
 		vols = append(vols, corev1.Volume{Name: "query", VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
 			LocalObjectReference: corev1.LocalObjectReference{Name: cm.Name},
@@ -159,27 +155,15 @@ func renderExecutorPod(q *v1.StreamingQuery, store *v1.CheckpointStore, cm *core
 	return &corev1.Pod{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: maps.Clone(es.Annotations)},
-		Spec: corev1.PodSpec{
-			Containers: []corev1.Container{{
-				Name:    ExecutorContainer,
-				EnvFrom: slices.Clone(es.EnvFrom),
-				Env:     env,
-				VolumeMounts: append([]corev1.VolumeMount{
-					{Name: "tmp", MountPath: tmpMountPath},
-				}, mounts...),
-				SecurityContext: engineContainerSecurity(),
-			}},
-			AutomountServiceAccountToken: ptr.To(false),
-			NodeSelector:                 maps.Clone(es.NodeSelector),
-			Tolerations:                  slices.Clone(es.Tolerations),
-			Affinity:                     es.Affinity.DeepCopy(),
-			PriorityClassName:            es.PriorityClassName,
-			ImagePullSecrets:             slices.Clone(es.ImagePullSecrets),
-			SecurityContext:              enginePodSecurity(),
-			Volumes: append([]corev1.Volume{
-				{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
-			}, vols...),
-		},
+		Spec: enginePodSpec(es, corev1.Container{
+			Name:    ExecutorContainer,
+			EnvFrom: slices.Clone(es.EnvFrom),
+			Env:     env,
+			VolumeMounts: append([]corev1.VolumeMount{
+				{Name: "tmp", MountPath: tmpMountPath},
+			}, mounts...),
+			SecurityContext: engineContainerSecurity(),
+		}, append([]corev1.Volume{tmpVolume()}, vols...)),
 	}
 }
 

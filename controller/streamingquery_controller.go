@@ -479,25 +479,20 @@ func (r *QueryReconciler) forget(q types.NamespacedName) {
 // if it belongs to the query. It reports false while the engine is still stopping.
 func (r *QueryReconciler) deleteCheckpoint(ctx context.Context, q *v1.StreamingQuery) (bool, error) {
 	log := logf.FromContext(ctx)
-	d, err := getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &appsv1.Deployment{})
-	if err != nil {
-		return false, err
-	}
-	if d != nil {
-		if err := r.client.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("delete Deployment: %w", err)
+	for _, kind := range []struct {
+		name string
+		obj  client.Object
+	}{{"Deployment", &appsv1.Deployment{}}, {"Job", &batchv1.Job{}}} {
+		w, err := getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), kind.obj)
+		if err != nil {
+			return false, err
 		}
-		return false, nil
-	}
-	j, err := getOrNil(ctx, r.client, q.Namespace, EngineName(q.Name), &batchv1.Job{})
-	if err != nil {
-		return false, err
-	}
-	if j != nil {
-		if err := r.client.Delete(ctx, j, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
-			return false, fmt.Errorf("delete Job: %w", err)
+		if w != nil {
+			if err := r.client.Delete(ctx, w, client.PropagationPolicy(metav1.DeletePropagationBackground)); client.IgnoreNotFound(err) != nil {
+				return false, fmt.Errorf("delete %s: %w", kind.name, err)
+			}
+			return false, nil
 		}
-		return false, nil
 	}
 	var pods corev1.PodList
 	if err := r.reader.List(ctx, &pods, client.InNamespace(q.Namespace), client.MatchingLabels{LabelQuery: q.Name, LabelComponent: componentEngine}); err != nil {

@@ -57,6 +57,17 @@ func (f *fixture) eventuallyConditionSaying(name, typ string, status metav1.Cond
 	return q
 }
 
+// newOrdersEngine makes a fixture, starts the manager, creates the query orders and returns
+// the fixture and the engine's Deployment once the controller made it.
+func newOrdersEngine(t *testing.T) (*fixture, *appsv1.Deployment) {
+	t.Helper()
+	f := newFixture(t, testenv.ControlPlane(t))
+	f.startManager(nil)
+	f.create(f.query("orders").Obj())
+	_, d := f.engine("orders")
+	return f, d
+}
+
 func (f *fixture) engine(name string) (*corev1.ConfigMap, *appsv1.Deployment) {
 	f.t.Helper()
 	var cm corev1.ConfigMap
@@ -82,22 +93,9 @@ func (f *fixture) runPod(d *appsv1.Deployment) *corev1.Pod {
 // container started at started, ready or not yet.
 func (f *fixture) startPod(d *appsv1.Deployment, ready bool, started time.Time) *corev1.Pod {
 	f.t.Helper()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: d.Name + "-" + d.Spec.Template.Annotations[controller.AnnotationSpecHash][:8], Namespace: d.Namespace,
-			Labels: d.Spec.Template.Labels, Annotations: d.Spec.Template.Annotations,
-		},
-		Spec: d.Spec.Template.Spec,
-	}
-	f.create(pod)
-	pod.Status = corev1.PodStatus{Phase: corev1.PodRunning, ContainerStatuses: []corev1.ContainerStatus{{
-		Name: controller.EngineContainer, Ready: ready, Image: d.Spec.Template.Spec.Containers[0].Image,
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)}},
-	}}}
-	if err := f.c.Status().Update(context.Background(), pod); err != nil {
-		f.t.Fatal(err)
-	}
-	return pod
+	return f.templatePod(d, &d.Spec.Template, corev1.PodRunning, ready, corev1.ContainerState{
+		Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(started)},
+	})
 }
 
 // eventuallySuspended waits until the engine of query name is scaled to 0 and the query is
@@ -183,10 +181,7 @@ func TestReconcileCreatesEngine(t *testing.T) {
 }
 
 func TestStatusFromCheckpoint(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	q := f.get("orders")
 	meta := f.writeCheckpoint(q, 2, 1, time.Now())
 	f.runPod(d)
@@ -220,10 +215,7 @@ func TestStatusFromCheckpoint(t *testing.T) {
 // location with the old query id and batches, or the new one with the new checkpoint's (none
 // yet here), never the new location with the old progress.
 func TestStatusNeverMixesCheckpoints(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	f.engine("orders")
+	f, _ := newOrdersEngine(t)
 	meta := f.writeCheckpoint(f.get("orders"), 3, 3, time.Now())
 	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
 	eventually(t, "batch 3 in status", func() error {
@@ -260,10 +252,7 @@ func TestStatusNeverMixesCheckpoints(t *testing.T) {
 // TestCommitShowsEngineRunning: a batch committed since the current engine container started
 // shows the query Running, before the kubelet reports the pod ready.
 func TestCommitShowsEngineRunning(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	f.startPod(d, false, time.Now().Add(-2*time.Second))
 	// The engine's first batch commits before the kubelet reports the pod ready (it never
 	// does here).
@@ -275,10 +264,7 @@ func TestCommitShowsEngineRunning(t *testing.T) {
 }
 
 func TestCompatibleChangeRollsEngine(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
 	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
 	oldHash := d.Spec.Template.Annotations[controller.AnnotationSpecHash]
@@ -401,10 +387,7 @@ func (f *fixture) announcedOnce(name, reason string) {
 // TestSuspend: a suspend scales the engine to 0 with a Suspended event and shows no lag
 // (nothing measures it); a resume scales it back with a Resumed event.
 func TestSuspend(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	f.engine("orders")
+	f, _ := newOrdersEngine(t)
 	f.writeCheckpoint(f.get("orders"), 1, 1, time.Now())
 	eventually(t, "lag 2", func() error {
 		if l := f.get("orders").Status.Lag; l == nil || *l != 2 {
@@ -466,10 +449,7 @@ func (f *fixture) eventuallyReconciled(name string) {
 // event carrying its termination message; status.restarts counts the current pod's restarts,
 // not those of older pods.
 func TestEngineCrashLoop(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	ctx := context.Background()
 
 	// A pod of an older spec that restarted often, still terminating.
@@ -545,10 +525,7 @@ func TestEngineCrashLoop(t *testing.T) {
 // status says so at once, with one Warning Event, and the query is Ready again once the
 // restarted engine commits a batch.
 func TestEngineRestartedByLiveness(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	pod := f.runPod(d)
 	f.eventuallyCondition("orders", v1.ConditionReady, metav1.ConditionTrue, v1.ReasonRunning)
 
@@ -585,10 +562,7 @@ func TestEngineRestartedByLiveness(t *testing.T) {
 // naming the signal, never Failed. Killed again before it shows that it works, it
 // crash-loops: Failed, with one EngineFailed Event naming the signal, not an INFO line.
 func TestOneCrashIsARestart(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	_, d := f.engine("orders")
+	f, d := newOrdersEngine(t)
 	started := time.Now().Add(-time.Minute)
 	pod := f.startPod(d, true, started)
 	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now().Add(-30*time.Second))
@@ -657,10 +631,7 @@ func TestOneCrashIsARestart(t *testing.T) {
 // TestCompatibleKeepsWarnings: a change allowed with a warning keeps the warning in the
 // Compatible condition after the engine has recorded the new shape, until the next change.
 func TestCompatibleKeepsWarnings(t *testing.T) {
-	f := newFixture(t, testenv.ControlPlane(t))
-	f.startManager(nil)
-	f.create(f.query("orders").Obj())
-	f.engine("orders")
+	f, _ := newOrdersEngine(t)
 	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
 	f.eventuallyCondition("orders", v1.ConditionCheckpointReachable, metav1.ConditionTrue, v1.ReasonCheckpointRead)
 

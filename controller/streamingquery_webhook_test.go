@@ -46,15 +46,15 @@ func (w *warnings) take() []string {
 	return m
 }
 
-// webhookFixture is a fixture on the control plane with webhooks, with the manager serving
-// them, and a client that records warnings.
-func webhookFixture(t *testing.T) (*fixture, *warnings) {
+// webhookFixture is a fixture on the control plane with webhooks, with the manager (with
+// opts) serving them, and a client that records warnings.
+func webhookFixture(t *testing.T, opts ...controller.Option) (*fixture, *warnings) {
 	wh := testenv.ControlPlaneWithWebhooks(t)
 	w := &warnings{}
 	cfg := rest.CopyConfig(wh.Config)
 	cfg.WarningHandler = w
 	f := newFixture(t, cfg)
-	f.startManager(wh)
+	f.startManager(wh, opts...)
 	return f, w
 }
 
@@ -212,12 +212,7 @@ func TestWebhookAdmitsQueryBeforeItsSecret(t *testing.T) {
 // checkpoint budget only; each change is admitted with a warning that names the location and
 // says it was not judged, and a suspend stops the running engine.
 func TestWebhookAdmitsWhenTheStoreHangs(t *testing.T) {
-	wh := testenv.ControlPlaneWithWebhooks(t)
-	w := &warnings{}
-	cfg := rest.CopyConfig(wh.Config)
-	cfg.WarningHandler = w
-	f := newFixture(t, cfg)
-	f.startManager(wh, controller.WithReadBudget(2*time.Second))
+	f, w := webhookFixture(t, controller.WithReadBudget(2*time.Second))
 	f.create(f.query("orders").Obj())
 	f.writeCheckpoint(f.get("orders"), 0, 0, time.Now())
 	if _, d := f.engine("orders"); *d.Spec.Replicas != 1 {

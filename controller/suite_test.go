@@ -14,8 +14,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -53,17 +51,6 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-func newScheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
 var nsCounter atomic.Int64
 
 // fixture is one test's world: a namespace, a bucket, a credentials Secret and a
@@ -79,10 +66,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, cfg *rest.Config) *fixture {
 	t.Helper()
-	c, err := client.New(cfg, client.Options{Scheme: newScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, cfg)
 	f := &fixture{t: t, cfg: cfg, c: c, s3: testenv.S3(t)}
 	f.ns = fmt.Sprintf("t%d-%s", nsCounter.Add(1), strings.ToLower(strings.NewReplacer("/", "-", "_", "-").Replace(t.Name())))
 	if len(f.ns) > 60 {
@@ -126,7 +110,7 @@ func (f *fixture) startManager(wh *testenv.WebhookControlPlane, opts ...controll
 func (f *fixture) startManagerWith(wh *testenv.WebhookControlPlane, whOpts []controller.WebhookOption, opts ...controller.Option) {
 	f.t.Helper()
 	mo := ctrl.Options{
-		Scheme:                 newScheme(),
+		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  controller.CacheOptions(),
@@ -249,11 +233,7 @@ func (f *fixture) claim(q *v1.StreamingQuery, shapeAt int64, opts ...compat.Opti
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := cp.RecordShape(ctx, shapeAt, data); err != nil {
+	if err := compat.RecordShape(ctx, cp, shapeAt, shape); err != nil {
 		f.t.Fatal(err)
 	}
 	return cp

@@ -36,10 +36,28 @@ type trend struct {
 	lag   *int64
 	// growing counts the batches the lag grew over in a row; slow the seen commits in a row
 	// slower than the trigger interval.
-	growing int64
-	slow    int
-	// warnedLag and warnedSlow say the current streak has had its Event.
-	warnedLag, warnedSlow bool
+	growing, slow streak
+}
+
+// streak counts the batches in a row of one condition, and whether it has had its Event.
+type streak struct {
+	n      int64
+	warned bool
+}
+
+// extend adds n batches to the streak when on, else ends it, and reports whether the streak
+// has just reached at: the one time its Event is due.
+func (s *streak) extend(on bool, n, at int64) bool {
+	if !on {
+		*s = streak{}
+		return false
+	}
+	s.n += n
+	if s.n >= at && !s.warned {
+		s.warned = true
+		return true
+	}
+	return false
 }
 
 // commitSeen is what the trend needs of a commit.
@@ -60,29 +78,16 @@ func (t *trend) fold(c commitSeen, interval time.Duration) []event {
 		return nil
 	}
 	var events []event
-	switch {
-	case t.lag != nil && c.lag != nil && *c.lag > *t.lag && t.batch >= 0:
-		t.growing += c.batch - t.batch
-	default:
-		t.growing, t.warnedLag = 0, false
-	}
-	if t.growing >= LagGrowthBatches && !t.warnedLag {
-		t.warnedLag = true
+	grew := t.lag != nil && c.lag != nil && *c.lag > *t.lag && t.batch >= 0
+	if t.growing.extend(grew, c.batch-t.batch, LagGrowthBatches) {
 		events = append(events, event{corev1.EventTypeWarning, EventLagGrowing, "Progress", fmt.Sprintf(
 			"Lag grew for %d batches in a row, to %d records at batch %d: the sources receive more than the query processes; raise the rate limit (maxOffsetsPerTrigger, maxFilesPerTrigger) or the resources, or look at the slowest phase of its batches",
-			t.growing, *c.lag, c.batch)})
+			t.growing.n, *c.lag, c.batch)})
 	}
-	switch {
-	case interval > 0 && c.duration > interval:
-		t.slow++
-	default:
-		t.slow, t.warnedSlow = 0, false
-	}
-	if t.slow >= SlowBatchesInARow && !t.warnedSlow {
-		t.warnedSlow = true
+	if t.slow.extend(interval > 0 && c.duration > interval, 1, SlowBatchesInARow) {
 		events = append(events, event{corev1.EventTypeWarning, EventBatchesSlow, "Progress", fmt.Sprintf(
 			"%d batches in a row took longer than the trigger interval %s (batch %d: %s): the next batch starts late and the query falls behind; lengthen the interval, lower the rate limit or give the engine more resources",
-			t.slow, interval, c.batch, c.duration.Round(time.Millisecond))})
+			t.slow.n, interval, c.batch, c.duration.Round(time.Millisecond))})
 	}
 	t.batch, t.lag = c.batch, c.lag
 	return events

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -72,21 +73,32 @@ func (r *QueryReconciler) applyWorkload(ctx context.Context, q *v1.StreamingQuer
 	if o.completed || q.Spec.Suspend {
 		return a, nil // nothing to run: a Job is created when there is
 	}
+	created, err := r.createWorkload(ctx, q, o, want, "Job", &a)
+	if created {
+		a.job = want
+	}
+	return a, err
+}
+
+// createWorkload creates want, the engine's Job or Deployment (kind names it), owned by q,
+// once no engine pod of the query is left, and reports whether it did. A refusal of the API
+// server is recorded in a.
+func (r *QueryReconciler) createWorkload(ctx context.Context, q *v1.StreamingQuery, o *observation, want client.Object, kind string, a *applied) (bool, error) {
+	log := logf.FromContext(ctx)
 	if len(o.pods) > 0 {
-		log.V(1).Info("Waiting for the old engine pods to stop before creating the Job", "pods", len(o.pods))
-		return a, nil // the pods' deletion reconciles again
+		log.V(1).Info("Waiting for the old engine pods to stop before creating the "+kind, "pods", len(o.pods))
+		return false, nil // the pods' deletion reconciles again
 	}
 	if err := controllerutil.SetControllerReference(q, want, r.scheme); err != nil {
-		return a, err
+		return false, err
 	}
 	if err := r.client.Create(ctx, want); err != nil {
-		a.refusal, err = workloadRefusal("create Job", err)
-		return a, err
+		a.refusal, err = workloadRefusal("create "+kind, err)
+		return false, err
 	}
-	log.Info("Created Job", "job", client.ObjectKeyFromObject(want))
-	r.recorder.Eventf(q, want, corev1.EventTypeNormal, EventEngineCreated, "Create", "Created Job %s running generation %d", want.Name, q.Generation)
-	a.job = want
-	return a, nil
+	log.Info("Created "+kind, strings.ToLower(kind), client.ObjectKeyFromObject(want))
+	r.recorder.Eventf(q, want, corev1.EventTypeNormal, EventEngineCreated, "Create", "Created %s %s running generation %d", kind, want.GetName(), q.Generation)
+	return true, nil
 }
 
 // applyDeployment creates or updates the engine Deployment, and returns what it did.
@@ -96,21 +108,11 @@ func (r *QueryReconciler) applyDeployment(ctx context.Context, q *v1.StreamingQu
 	want := RenderDeployment(q, o.store, cm, replicas, r.engine)
 	want.Annotations = map[string]string{annotationTemplateHash: templateHash(want)}
 	if o.deployment == nil {
-		if len(o.pods) > 0 {
-			log.V(1).Info("Waiting for the old engine pods to stop before creating the Deployment", "pods", len(o.pods))
-			return a, nil
+		created, err := r.createWorkload(ctx, q, o, want, "Deployment", &a)
+		if created {
+			a.deployment = want
 		}
-		if err := controllerutil.SetControllerReference(q, want, r.scheme); err != nil {
-			return a, err
-		}
-		if err := r.client.Create(ctx, want); err != nil {
-			a.refusal, err = workloadRefusal("create Deployment", err)
-			return a, err
-		}
-		log.Info("Created Deployment", "deployment", client.ObjectKeyFromObject(want))
-		r.recorder.Eventf(q, want, corev1.EventTypeNormal, EventEngineCreated, "Create", "Created Deployment %s running generation %d", want.Name, q.Generation)
-		a.deployment = want
-		return a, nil
+		return a, err
 	}
 	d := o.deployment
 	if d.Annotations[annotationTemplateHash] == want.Annotations[annotationTemplateHash] {

@@ -113,23 +113,46 @@ type diagnostic struct {
 func (c *terraformCLI) plan() ([]diagnostic, error) {
 	c.t.Helper()
 	out, err := c.run("plan", "-json", "-input=false", "-lock=false")
-	var diags []diagnostic
+	_, diags := readPlanJSON(out)
+	return diags, err
+}
+
+// readPlanJSON reads the output of terraform plan -json: the planned change of each resource
+// ("ADDRESS: ACTION (REASON)"), and the diagnostics minus the CLI's own warning about
+// running with reattached providers.
+func readPlanJSON(out string) (changes []string, diags []diagnostic) {
 	sc := bufio.NewScanner(strings.NewReader(out))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var line struct {
 			Type       string      `json:"type"`
 			Diagnostic *diagnostic `json:"diagnostic"`
+			Change     *struct {
+				Resource struct {
+					Addr string `json:"addr"`
+				} `json:"resource"`
+				Action string `json:"action"`
+				Reason string `json:"reason"`
+			} `json:"change"`
 		}
-		if json.Unmarshal(sc.Bytes(), &line) != nil || line.Type != "diagnostic" || line.Diagnostic == nil {
+		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
 		}
-		if line.Diagnostic.Address == "" && strings.Contains(line.Diagnostic.Summary, "Provider development overrides") {
-			continue
+		switch {
+		case line.Type == "planned_change" && line.Change != nil:
+			c := fmt.Sprintf("%s: %s", line.Change.Resource.Addr, line.Change.Action)
+			if line.Change.Reason != "" {
+				c += " (" + line.Change.Reason + ")"
+			}
+			changes = append(changes, c)
+		case line.Type == "diagnostic" && line.Diagnostic != nil:
+			if line.Diagnostic.Address == "" && strings.Contains(line.Diagnostic.Summary, "Provider development overrides") {
+				continue
+			}
+			diags = append(diags, *line.Diagnostic)
 		}
-		diags = append(diags, *line.Diagnostic)
 	}
-	return diags, err
+	return changes, diags
 }
 
 // render writes diagnostics as a user reads them: severity and summary, where, the detail.

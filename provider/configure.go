@@ -8,6 +8,9 @@ import (
 	dschema "github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -31,6 +34,51 @@ func clusterFrom(data any, diags *diag.Diagnostics) *cluster {
 func configured(c *cluster, diags *diag.Diagnostics) bool {
 	if c == nil {
 		diags.AddError("Provider Not Configured", "The lockstep provider has no connection to a cluster: its connection settings were not known.")
+		return false
+	}
+	return true
+}
+
+// dataSource is what the data sources share: the provider's kinds, the cluster once
+// configured, and the Metadata and Configure steps. typeName follows the provider's type
+// name in the data source's (_streaming_query).
+type dataSource struct {
+	kinds    *kinds
+	cluster  *cluster
+	typeName string
+}
+
+func (d *dataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + d.typeName
+}
+
+func (d *dataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
+	d.cluster = clusterFrom(req.ProviderData, &resp.Diagnostics)
+}
+
+// readConfig is the start of a data source's Read: it reads the string attributes of the
+// configuration into targets, by attribute name. It reports false, with the reason on diags,
+// when the provider is not configured or an attribute cannot be read.
+func (d *dataSource) readConfig(ctx context.Context, config tfsdk.Config, diags *diag.Diagnostics, targets map[string]*types.String) bool {
+	if !configured(d.cluster, diags) {
+		return false
+	}
+	for name, target := range targets {
+		diags.Append(config.GetAttribute(ctx, path.Root(name), target)...)
+	}
+	return !diags.HasError()
+}
+
+// readFailed reports whether err, from reading the object a data source names, is an error,
+// and adds it to diags: on attribute name when there is no such object (notFound says so),
+// else as a read failure of the object ref. title is the kind in words ("Streaming Query").
+func readFailed(diags *diag.Diagnostics, err error, title, notFound, ref string) bool {
+	switch {
+	case apierrors.IsNotFound(err):
+		diags.AddAttributeError(path.Root(attrName), title+" Not Found", notFound)
+	case err != nil:
+		diags.AddError("Cannot Read "+title, fmt.Sprintf("Read %s: %v.", ref, err))
+	default:
 		return false
 	}
 	return true

@@ -81,6 +81,15 @@ func (f *field) child(json string) *field {
 	return nil
 }
 
+// byTF returns of(c) for each field c of an object, by c's Terraform name.
+func byTF[V any](f *field, of func(*field) V) map[string]V {
+	m := make(map[string]V, len(f.Fields))
+	for _, c := range f.Fields {
+		m[c.TF] = of(c)
+	}
+	return m
+}
+
 // kindFields returns the spec and status fields of a kind from its embedded CRD, as two
 // objects.
 func kindFields(file string) (spec, status *field, err error) {

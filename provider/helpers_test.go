@@ -242,9 +242,7 @@ func TestEveryAttributeIsDescribed(t *testing.T) {
 		if resp.Diagnostics.HasError() {
 			t.Fatal(resp.Diagnostics)
 		}
-		for name, a := range resp.Schema.Attributes {
-			checkDescriptions(t, "resource", name, a)
-		}
+		checkNestedDescriptions(t, "resource", "", resp.Schema.Attributes)
 	}
 	for _, newDataSource := range p.DataSources(ctx) {
 		var resp datasource.SchemaResponse
@@ -252,9 +250,7 @@ func TestEveryAttributeIsDescribed(t *testing.T) {
 		if resp.Diagnostics.HasError() {
 			t.Fatal(resp.Diagnostics)
 		}
-		for name, a := range resp.Schema.Attributes {
-			checkDescriptions(t, "data source", name, a)
-		}
+		checkNestedDescriptions(t, "data source", "", resp.Schema.Attributes)
 	}
 }
 

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -258,14 +257,7 @@ func kubectlQuery(namespace string) *v1.StreamingQuery {
 // zero but present, such as the console sink's empty object (issue 23 #3).
 func TestImportKubectlQuery(t *testing.T) {
 	c := newTestCluster(t, testenv.ControlPlane(t))
-	scheme := runtime.NewScheme()
-	if err := v1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	kubectl, err := client.New(c.cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubectl := testenv.Client(t, c.cfg)
 	if err := kubectl.Create(context.Background(), kubectlQuery(c.namespace), client.FieldOwner("kubectl-create")); err != nil {
 		t.Fatalf("create the query as kubectl would: %v", err)
 	}

@@ -11,9 +11,7 @@ func TestPlanLocationRemoved(t *testing.T) {
 	c := newLockstepCluster(t)
 	w := newWorkspace(t, c)
 	q := c.query() // at the store's location
-	w.write(q.hcl())
-	w.apply()
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 
 	pinned := q
 	pinned.Location = c.location("orders-pinned")

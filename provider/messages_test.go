@@ -53,9 +53,7 @@ func TestApplyDoesNotRepeatWarnings(t *testing.T) {
 	c := newLockstepCluster(t)
 	w := newWorkspace(t, c)
 	q := c.query()
-	w.write(q.hcl())
-	w.apply()
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 	console := q
 	console.Sink = ""
 	w.write(console.hcl())

@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bufio"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -49,56 +48,37 @@ provider "lockstep" {
 	}
 }
 
-// apply runs terraform init (once) and apply with args, and fails the test when apply fails.
-func (w *workspace) apply(args ...string) string {
+// init runs terraform init once, before the first plan or apply.
+func (w *workspace) init() {
 	w.t.Helper()
 	if _, err := os.Stat(filepath.Join(w.dir, ".terraform.lock.hcl")); err != nil {
 		w.tf.must("init", "-input=false")
 	}
+}
+
+// apply runs terraform init (once) and apply with args, and fails the test when apply fails.
+func (w *workspace) apply(args ...string) string {
+	w.t.Helper()
+	w.init()
 	return w.tf.must(append([]string{"apply", "-auto-approve", "-input=false", "-lock=false"}, args...)...)
+}
+
+// applyRan writes and applies q, then writes the checkpoint the query's engine would have
+// left after batch 0 (lockstepCluster.writeCheckpoint): the query as it stands once it ran.
+func (w *workspace) applyRan(q queryConfig) {
+	w.t.Helper()
+	w.write(q.hcl())
+	w.apply()
+	w.c.writeCheckpoint(w.t, q.Name)
 }
 
 // plan runs terraform plan -json with args and renders what it says as a user reads it: the
 // planned change of each resource (with Terraform's reason), then the diagnostics.
 func (w *workspace) plan(args ...string) (string, error) {
 	w.t.Helper()
-	if _, err := os.Stat(filepath.Join(w.dir, ".terraform.lock.hcl")); err != nil {
-		w.tf.must("init", "-input=false")
-	}
+	w.init()
 	out, err := w.tf.run(append([]string{"plan", "-json", "-input=false", "-lock=false"}, args...)...)
-	var changes []string
-	var diags []diagnostic
-	sc := bufio.NewScanner(strings.NewReader(out))
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var line struct {
-			Type       string      `json:"type"`
-			Diagnostic *diagnostic `json:"diagnostic"`
-			Change     *struct {
-				Resource struct {
-					Addr string `json:"addr"`
-				} `json:"resource"`
-				Action string `json:"action"`
-				Reason string `json:"reason"`
-			} `json:"change"`
-		}
-		if json.Unmarshal(sc.Bytes(), &line) != nil {
-			continue
-		}
-		switch {
-		case line.Type == "planned_change" && line.Change != nil:
-			c := fmt.Sprintf("%s: %s", line.Change.Resource.Addr, line.Change.Action)
-			if line.Change.Reason != "" {
-				c += " (" + line.Change.Reason + ")"
-			}
-			changes = append(changes, c)
-		case line.Type == "diagnostic" && line.Diagnostic != nil:
-			if line.Diagnostic.Address == "" && strings.Contains(line.Diagnostic.Summary, "Provider development overrides") {
-				continue
-			}
-			diags = append(diags, *line.Diagnostic)
-		}
-	}
+	changes, diags := readPlanJSON(out)
 	sort.Strings(changes)
 	var b strings.Builder
 	for _, c := range changes {
@@ -134,9 +114,7 @@ func TestPlanWarningsOnePerRule(t *testing.T) {
 	c := newLockstepCluster(t)
 	w := newWorkspace(t, c)
 	q := c.query()
-	w.write(q.hcl())
-	w.apply()
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 
 	changed := q
 	changed.Returns = c.path("landing/returns")

@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/lockstep-dev/lockstep/compat"
@@ -19,21 +18,12 @@ var _ datasource.DataSourceWithConfigure = (*queryDataSource)(nil)
 
 // queryDataSource is the lockstep_streaming_query data source: a query and its status, read
 // from the cluster.
-type queryDataSource struct {
-	kinds   *kinds
-	cluster *cluster
-}
+type queryDataSource struct{ dataSource }
 
 func newQueryDataSourceFor(k *kinds) func() datasource.DataSource {
-	return func() datasource.DataSource { return &queryDataSource{kinds: k} }
-}
-
-func (d *queryDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_streaming_query"
-}
-
-func (d *queryDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.cluster = clusterFrom(req.ProviderData, &resp.Diagnostics)
+	return func() datasource.DataSource {
+		return &queryDataSource{dataSource{kinds: k, typeName: "_streaming_query"}}
+	}
 }
 
 func (d *queryDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
@@ -63,24 +53,15 @@ func (d *queryDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 }
 
 func (d *queryDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	if !configured(d.cluster, &resp.Diagnostics) {
-		return
-	}
 	var namespace, name types.String
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrNamespace), &namespace)...)
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrName), &name)...)
-	if resp.Diagnostics.HasError() {
+	if !d.readConfig(ctx, req.Config, &resp.Diagnostics, map[string]*types.String{attrNamespace: &namespace, attrName: &name}) {
 		return
 	}
 	ns := cmp.Or(namespace.ValueString(), d.cluster.namespace)
 	obj, err := d.cluster.getQuery(ctx, ns, name.ValueString())
-	if apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddAttributeError(path.Root(attrName), "Streaming Query Not Found",
-			fmt.Sprintf("There is no StreamingQuery %s in namespace %s.", name.ValueString(), ns))
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot Read Streaming Query", fmt.Sprintf("Read StreamingQuery %s/%s: %v.", ns, name.ValueString(), err))
+	if readFailed(&resp.Diagnostics, err, "Streaming Query",
+		fmt.Sprintf("There is no StreamingQuery %s in namespace %s.", name.ValueString(), ns),
+		fmt.Sprintf("StreamingQuery %s/%s", ns, name.ValueString())) {
 		return
 	}
 	resp.State.Raw = req.Config.Raw.Copy()

@@ -238,33 +238,34 @@ func queryMetaAttributes(ctx context.Context) map[string]schema.Attribute {
 }
 
 func (r *queryResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var m queryMeta
-	resp.Diagnostics.Append(m.get(ctx, req.Plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	timeout, diags := m.Timeouts.Create(ctx, defaultWaitTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.apply(ctx, req.Plan, m, timeout, true, &resp.State, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateLocation, locationOrigin(ctx, req.Config))...)
+	r.write(ctx, req.Plan, req.Config, true, &resp.State, resp.Private.SetKey, &resp.Diagnostics)
 }
 
 func (r *queryResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.write(ctx, req.Plan, req.Config, false, &resp.State, resp.Private.SetKey, &resp.Diagnostics)
+}
+
+// write is Create (create true) and Update: it reads the plan's meta attributes and the
+// operation's timeout, applies the plan, and records with setPrivate whether the
+// configuration set the checkpoint location (privateLocation).
+func (r *queryResource) write(ctx context.Context, plan tfsdk.Plan, config tfsdk.Config, create bool, state *tfsdk.State,
+	setPrivate func(context.Context, string, []byte) diag.Diagnostics, diags *diag.Diagnostics) {
 	var m queryMeta
-	resp.Diagnostics.Append(m.get(ctx, req.Plan)...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(m.get(ctx, plan)...)
+	if diags.HasError() {
 		return
 	}
-	timeout, diags := m.Timeouts.Update(ctx, defaultWaitTimeout)
-	resp.Diagnostics.Append(diags...)
-	if resp.Diagnostics.HasError() {
+	timeoutOf := m.Timeouts.Update
+	if create {
+		timeoutOf = m.Timeouts.Create
+	}
+	timeout, d := timeoutOf(ctx, defaultWaitTimeout)
+	diags.Append(d...)
+	if diags.HasError() {
 		return
 	}
-	r.apply(ctx, req.Plan, m, timeout, false, &resp.State, &resp.Diagnostics)
-	resp.Diagnostics.Append(resp.Private.SetKey(ctx, privateLocation, locationOrigin(ctx, req.Config))...)
+	r.apply(ctx, plan, m, timeout, create, state, diags)
+	diags.Append(setPrivate(ctx, privateLocation, locationOrigin(ctx, config))...)
 }
 
 // privateLocation is the key of the resource's private state that records whether the

@@ -14,9 +14,7 @@ func TestPlanRebuild(t *testing.T) {
 	w := newWorkspace(t, c)
 	q := c.query()
 	q.Extra = "state_store = { partitions = 8 }"
-	w.write(q.hcl())
-	w.apply()
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 
 	changed := q
 	changed.Extra = "state_store = { partitions = 16 }"

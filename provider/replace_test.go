@@ -73,9 +73,7 @@ func TestPlanReplaceDeletesCheckpoint(t *testing.T) {
 	w := newWorkspace(t, c)
 	q := c.query()
 	q.Retention = "Delete"
-	w.write(q.hcl())
-	w.apply()
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 
 	// Terraform drops the warnings of the create half of -replace (docs/terraform/guides/
 	// how-it-works.md); the planned query_id, unknown, is what says that it starts afresh.
@@ -116,9 +114,7 @@ func TestPlanResumes(t *testing.T) {
 	w := newWorkspace(t, c)
 	q := c.query()
 	q.Location = c.location("orders")
-	w.write(q.hcl())
-	w.apply()
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 	f, err := c.readCheckpoint(t, "orders")
 	if err != nil || !f.Exists {
 		t.Fatalf("read the checkpoint written: %+v, %v", f, err)

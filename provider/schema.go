@@ -214,11 +214,7 @@ func objectValidators(f *field) []validator.Object {
 // dataSourceAttributes returns the data source attributes of an object's fields: all
 // computed.
 func dataSourceAttributes(f *field) map[string]dschema.Attribute {
-	attrs := make(map[string]dschema.Attribute, len(f.Fields))
-	for _, c := range f.Fields {
-		attrs[c.TF] = dataSourceAttribute(c)
-	}
-	return attrs
+	return byTF(f, dataSourceAttribute)
 }
 
 func dataSourceAttribute(f *field) dschema.Attribute {

@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/datasource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -22,13 +21,12 @@ var _ datasource.DataSourceWithConfigure = (*storeDataSource)(nil)
 
 // storeDataSource is the lockstep_checkpoint_store data source: a cluster-scoped
 // CheckpointStore, and the checkpoint location it gives a query.
-type storeDataSource struct {
-	kinds   *kinds
-	cluster *cluster
-}
+type storeDataSource struct{ dataSource }
 
 func newStoreDataSourceFor(k *kinds) func() datasource.DataSource {
-	return func() datasource.DataSource { return &storeDataSource{kinds: k} }
+	return func() datasource.DataSource {
+		return &storeDataSource{dataSource{kinds: k, typeName: "_checkpoint_store"}}
+	}
 }
 
 // Attributes of lockstep_checkpoint_store besides the spec's.
@@ -38,14 +36,6 @@ const (
 	attrLocation       = "location"
 	attrReady          = "ready"
 )
-
-func (d *storeDataSource) Metadata(_ context.Context, req datasource.MetadataRequest, resp *datasource.MetadataResponse) {
-	resp.TypeName = req.ProviderTypeName + "_checkpoint_store"
-}
-
-func (d *storeDataSource) Configure(_ context.Context, req datasource.ConfigureRequest, resp *datasource.ConfigureResponse) {
-	d.cluster = clusterFrom(req.ProviderData, &resp.Diagnostics)
-}
 
 func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, resp *datasource.SchemaResponse) {
 	meta := map[string]schema.Attribute{
@@ -73,24 +63,16 @@ func (d *storeDataSource) Schema(_ context.Context, _ datasource.SchemaRequest, 
 }
 
 func (d *storeDataSource) Read(ctx context.Context, req datasource.ReadRequest, resp *datasource.ReadResponse) {
-	if !configured(d.cluster, &resp.Diagnostics) {
-		return
-	}
 	var name, queryNamespace, queryName types.String
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrName), &name)...)
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrQueryNamespace), &queryNamespace)...)
-	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root(attrQueryName), &queryName)...)
-	if resp.Diagnostics.HasError() {
+	if !d.readConfig(ctx, req.Config, &resp.Diagnostics, map[string]*types.String{
+		attrName: &name, attrQueryNamespace: &queryNamespace, attrQueryName: &queryName,
+	}) {
 		return
 	}
 	obj, err := d.cluster.stores().Get(ctx, name.ValueString(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		resp.Diagnostics.AddAttributeError(path.Root(attrName), "Checkpoint Store Not Found",
-			fmt.Sprintf("There is no CheckpointStore named %s.", name.ValueString()))
-		return
-	}
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot Read Checkpoint Store", fmt.Sprintf("Read CheckpointStore %s: %v.", name.ValueString(), err))
+	if readFailed(&resp.Diagnostics, err, "Checkpoint Store",
+		fmt.Sprintf("There is no CheckpointStore named %s.", name.ValueString()),
+		"CheckpointStore "+name.ValueString()) {
 		return
 	}
 	var store v1.CheckpointStore

@@ -31,13 +31,7 @@ func attrType(f *field) attr.Type {
 }
 
 // attrTypes returns the framework types of an object's attributes, by Terraform name.
-func attrTypes(f *field) map[string]attr.Type {
-	m := make(map[string]attr.Type, len(f.Fields))
-	for _, c := range f.Fields {
-		m[c.TF] = attrType(c)
-	}
-	return m
-}
+func attrTypes(f *field) map[string]attr.Type { return byTF(f, attrType) }
 
 // tfType returns the Terraform type of a field's values.
 func tfType(f *field) tftypes.Type {

@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -61,15 +60,8 @@ func newLockstepCluster(t testing.TB, more ...func(ctrl.Manager) error) *lockste
 // ends.
 func (c *lockstepCluster) startController(t testing.TB, wh *testenv.WebhookControlPlane, more ...func(ctrl.Manager) error) {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
 	opts := ctrl.Options{
-		Scheme:                 scheme,
+		Scheme:                 testenv.Scheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		Cache:                  controller.CacheOptions(),
@@ -163,11 +155,7 @@ func (c *lockstepCluster) writeCheckpoint(t testing.TB, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := json.Marshal(shape)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cp.RecordShape(ctx, 0, data); err != nil {
+	if err := compat.RecordShape(ctx, cp, 0, shape); err != nil {
 		t.Fatal(err)
 	}
 	now := time.Now()

@@ -29,81 +29,53 @@ func (s *StreamingQuerySpec) Default() {
 		s.Sources[i].Default()
 	}
 	for i := range s.Transform {
-		if j := s.Transform[i].Join; j != nil && j.Type == "" {
-			j.Type = JoinInner
+		if j := s.Transform[i].Join; j != nil {
+			setDefault(&j.Type, JoinInner)
 		}
 	}
 	s.Sink.Default()
-	if s.OutputMode == "" {
-		s.OutputMode = DefaultOutputMode
-	}
-	if s.Checkpoint.MinBatchesToRetain == 0 {
-		s.Checkpoint.MinBatchesToRetain = DefaultMinBatchesToRetain
-	}
-	if s.Checkpoint.Retention == "" {
-		s.Checkpoint.Retention = DefaultRetention
-	}
-	if s.StateStore.Partitions == 0 {
-		s.StateStore.Partitions = DefaultStatePartitions
-	}
+	setDefault(&s.OutputMode, DefaultOutputMode)
+	setDefault(&s.Checkpoint.MinBatchesToRetain, DefaultMinBatchesToRetain)
+	setDefault(&s.Checkpoint.Retention, DefaultRetention)
+	setDefault(&s.StateStore.Partitions, DefaultStatePartitions)
 }
 
 // Default fills the source's unset fields that have a default.
 func (s *Source) Default() {
-	if s.OnMalformed == "" {
-		s.OnMalformed = DefaultOnMalformed
-	}
+	setDefault(&s.OnMalformed, DefaultOnMalformed)
 	if k := s.Kafka; k != nil {
-		if k.StartingOffsets == "" {
-			k.StartingOffsets = DefaultStartingOffsets
-		}
-		if k.FailOnDataLoss == nil {
-			k.FailOnDataLoss = ptr(true)
-		}
-		if k.Format == "" {
-			k.Format = DefaultKafkaFormat
-		}
+		setDefault(&k.StartingOffsets, DefaultStartingOffsets)
+		setDefault(&k.FailOnDataLoss, ptr(true))
+		setDefault(&k.Format, DefaultKafkaFormat)
 		k.SASL.defaults()
 		k.SchemaRegistry.defaults()
 	}
-	if d := s.Delta; d != nil && d.FailOnDataLoss == nil {
-		d.FailOnDataLoss = ptr(true)
+	if d := s.Delta; d != nil {
+		setDefault(&d.FailOnDataLoss, ptr(true))
 	}
-	if r := s.Rate; r != nil && r.RowsPerSecond == 0 {
-		r.RowsPerSecond = DefaultRowsPerSecond
+	if r := s.Rate; r != nil {
+		setDefault(&r.RowsPerSecond, DefaultRowsPerSecond)
 	}
 	if n := s.Nexmark; n != nil {
-		if n.Table == "" {
-			n.Table = DefaultNexmarkTable
-		}
-		if n.EventsPerSecond == 0 {
-			n.EventsPerSecond = DefaultNexmarkEventsPerSecond
-		}
-		if n.MaxEventsPerTrigger == 0 {
-			n.MaxEventsPerTrigger = DefaultNexmarkMaxEventsPerTrigger
-		}
+		setDefault(&n.Table, DefaultNexmarkTable)
+		setDefault(&n.EventsPerSecond, DefaultNexmarkEventsPerSecond)
+		setDefault(&n.MaxEventsPerTrigger, DefaultNexmarkMaxEventsPerTrigger)
 	}
 }
 
 // Default fills the sink's unset fields that have a default.
 func (s *Sink) Default() {
-	if f := s.Files; f != nil && f.Format == "" {
-		f.Format = DefaultFilesSinkFormat
+	if f := s.Files; f != nil {
+		setDefault(&f.Format, DefaultFilesSinkFormat)
 	}
 	if k := s.Kafka; k != nil {
-		if k.Format == "" {
-			k.Format = DefaultKafkaFormat
-		}
+		setDefault(&k.Format, DefaultKafkaFormat)
 		k.SASL.defaults()
 		k.SchemaRegistry.defaults()
 	}
 	if w := s.Webhook; w != nil {
-		if w.MaxRowsPerRequest == 0 {
-			w.MaxRowsPerRequest = DefaultWebhookRowsPerRequest
-		}
-		if w.Timeout == "" {
-			w.Timeout = DefaultWebhookTimeout
-		}
+		setDefault(&w.MaxRowsPerRequest, DefaultWebhookRowsPerRequest)
+		setDefault(&w.Timeout, DefaultWebhookTimeout)
 	}
 }
 
@@ -111,31 +83,29 @@ func (r *SchemaRegistry) defaults() {
 	if r == nil {
 		return
 	}
-	if r.UsernameEnv == "" {
-		r.UsernameEnv = DefaultSchemaRegistryUsernameEnv
-	}
-	if r.PasswordEnv == "" {
-		r.PasswordEnv = DefaultSchemaRegistryPasswordEnv
-	}
+	setDefault(&r.UsernameEnv, DefaultSchemaRegistryUsernameEnv)
+	setDefault(&r.PasswordEnv, DefaultSchemaRegistryPasswordEnv)
 }
 
 func (s *KafkaSASL) defaults() {
 	if s == nil {
 		return
 	}
-	if s.UsernameEnv == "" {
-		s.UsernameEnv = DefaultKafkaUsernameEnv
-	}
-	if s.PasswordEnv == "" {
-		s.PasswordEnv = DefaultKafkaPasswordEnv
-	}
+	setDefault(&s.UsernameEnv, DefaultKafkaUsernameEnv)
+	setDefault(&s.PasswordEnv, DefaultKafkaPasswordEnv)
 }
 
 // Default fills the store's unset fields that have a default.
 func (s *CheckpointStore) Default() {
-	if s.Spec.LocationTemplate == "" {
-		s.Spec.LocationTemplate = DefaultLocationTemplate
-	}
+	setDefault(&s.Spec.LocationTemplate, DefaultLocationTemplate)
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// setDefault sets *p to def when *p is unset (its type's zero value).
+func setDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}

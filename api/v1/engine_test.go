@@ -4,7 +4,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -72,14 +71,7 @@ func TestValidateEngine(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			q := orders().Edit(func(s *v1.StreamingQuerySpec) { s.Engine = tc.e }).Obj()
-			var got []string
-			for _, e := range q.Spec.Validate() {
-				got = append(got, string(e.Type)+" "+e.Field)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
+			checkValidate(t, orders().Edit(func(s *v1.StreamingQuerySpec) { s.Engine = tc.e }).Obj(), tc.want)
 		})
 	}
 }

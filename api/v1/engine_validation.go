@@ -100,12 +100,7 @@ func validateToleration(p *field.Path, t *corev1.Toleration) field.ErrorList {
 	default:
 		errs = append(errs, field.NotSupported(p.Child("operator"), t.Operator, []corev1.TolerationOperator{corev1.TolerationOpExists, corev1.TolerationOpEqual}))
 	}
-	switch t.Effect {
-	case "", corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute:
-	default:
-		errs = append(errs, field.NotSupported(p.Child("effect"), t.Effect,
-			[]corev1.TaintEffect{corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute}))
-	}
+	errs = append(errs, supported(p.Child("effect"), t.Effect, corev1.TaintEffectNoSchedule, corev1.TaintEffectPreferNoSchedule, corev1.TaintEffectNoExecute)...)
 	if t.TolerationSeconds != nil && t.Effect != corev1.TaintEffectNoExecute {
 		errs = append(errs, field.Invalid(p.Child("tolerationSeconds"), *t.TolerationSeconds, "only with effect NoExecute"))
 	}

@@ -197,13 +197,7 @@ func (st *StaticSide) validate(p *field.Path) field.ErrorList {
 	if f := st.Files; f != nil {
 		errs = append(errs, location(p.Child("files", "path"), f.Path, true)...)
 		errs = append(errs, f.S3.validate(p.Child("files", "s3"), f.Path)...)
-		switch f.Format {
-		case FormatJSON, FormatCSV, FormatParquet:
-		case "":
-			errs = append(errs, field.Required(p.Child("files", "format"), "json, csv or parquet"))
-		default:
-			errs = append(errs, field.NotSupported(p.Child("files", "format"), f.Format, []FileFormat{FormatJSON, FormatCSV, FormatParquet}))
-		}
+		errs = append(errs, requiredOneOf(p.Child("files", "format"), f.Format, "json, csv or parquet", FormatJSON, FormatCSV, FormatParquet)...)
 	}
 	if st.Schema == nil {
 		errs = append(errs, field.Required(p.Child("schema"), "the columns of the static side must be declared"))
@@ -273,10 +267,7 @@ func validateColumns(p *field.Path, cols Columns) field.ErrorList {
 	for i, c := range cols {
 		cp := p.Index(i)
 		errs = append(errs, columnName(cp.Child("name"), c.Name)...)
-		if c.Name != "" && seen[c.Name] {
-			errs = append(errs, field.Duplicate(cp.Child("name"), c.Name))
-		}
-		seen[c.Name] = true
+		errs = append(errs, duplicate(cp.Child("name"), c.Name, seen)...)
 		if !c.Type.Valid() {
 			errs = append(errs, field.NotSupported(cp.Child("type"), c.Type, ColumnTypes()))
 		}

@@ -3,7 +3,6 @@ package v1_test
 import (
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -45,14 +44,7 @@ func TestValidateSparkRuntime(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			q := orders().Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &tc.rt }).Obj()
-			var got []string
-			for _, e := range q.Spec.Validate() {
-				got = append(got, string(e.Type)+" "+e.Field)
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("Validate (-want +got):\n%s", diff)
-			}
+			checkValidate(t, orders().Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &tc.rt }).Obj(), tc.want)
 		})
 	}
 }

@@ -26,10 +26,7 @@ func (s *StreamingQuerySpec) validateSources(p *field.Path) field.ErrorList {
 		src := &s.Sources[i]
 		sp := p.Index(i)
 		errs = append(errs, src.validate(sp)...)
-		if src.Name != "" && names[src.Name] {
-			errs = append(errs, field.Duplicate(sp.Child("name"), src.Name))
-		}
-		names[src.Name] = true
+		errs = append(errs, duplicate(sp.Child("name"), src.Name, names)...)
 		if !joined[src.Name] { // a stream join's right side is not unioned
 			unioned++
 		}
@@ -119,6 +116,19 @@ func columnRef(p *field.Path, name string) field.ErrorList {
 	return nil
 }
 
+// duplicate reports name, at p, when seen holds it already, and adds it to seen. An empty
+// name is no duplicate: the check that it is set reports it.
+func duplicate(p *field.Path, name string, seen map[string]bool) field.ErrorList {
+	if name == "" {
+		return nil
+	}
+	if seen[name] {
+		return field.ErrorList{field.Duplicate(p, name)}
+	}
+	seen[name] = true
+	return nil
+}
+
 // columnRefs checks a list of column references: each set, each once.
 func columnRefs(p *field.Path, names []string) field.ErrorList {
 	var errs field.ErrorList
@@ -144,10 +154,7 @@ func validateSelect(p *field.Path, projs []Projection) field.ErrorList {
 	for j, pr := range projs {
 		pp := p.Index(j)
 		errs = append(errs, columnName(pp.Child("name"), pr.Name)...)
-		if names[pr.Name] && pr.Name != "" {
-			errs = append(errs, field.Duplicate(pp.Child("name"), pr.Name))
-		}
-		names[pr.Name] = true
+		errs = append(errs, duplicate(pp.Child("name"), pr.Name, names)...)
 		if pr.Expr == "" {
 			errs = append(errs, field.Required(pp.Child("expr"), "a CEL expression over the columns, such as a column's name"))
 		}
@@ -192,6 +199,24 @@ func statefulName(p *field.Path, name string, ids []statefulID, ordinal int) fie
 	return nil
 }
 
+// timeKey checks group key k, at p, a window or a session (kind), against the keys before
+// it: an aggregate has at most one of kind and not one of each. at is the index of the
+// first key of kind, otherAt of the first of the other kind (-1: none yet); a first key of
+// kind sets at.
+func timeKey(p *field.Path, k int, kind string, at *int, other string, otherAt int) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case *at >= 0:
+		errs = append(errs, field.Forbidden(p, fmt.Sprintf("an aggregate may have only one %s (groupBy[%d] is one)", kind, *at)))
+	case otherAt >= 0:
+		errs = append(errs, field.Forbidden(p, fmt.Sprintf("an aggregate groups by a window or by a session, not both (groupBy[%d] is a %s): a row would belong to a window and a session at once", otherAt, other)))
+	}
+	if *at < 0 {
+		*at = k
+	}
+	return errs
+}
+
 // validate checks an aggregate step without following the columns: its group keys (one kind
 // each, at most one window or session, their durations) and its aggregations (named, a
 // known function with the input column it needs).
@@ -212,15 +237,7 @@ func (a *Aggregate) validate(p *field.Path) field.ErrorList {
 		errs = append(errs, exactlyOne(gp, set, "column, window, session")...)
 		if sw := g.Session; sw != nil {
 			sp := gp.Child("session")
-			switch {
-			case sessionAt >= 0:
-				errs = append(errs, field.Forbidden(sp, fmt.Sprintf("an aggregate may have only one session window (groupBy[%d] is one)", sessionAt)))
-			case windowAt >= 0:
-				errs = append(errs, field.Forbidden(sp, fmt.Sprintf("an aggregate groups by a window or by a session, not both (groupBy[%d] is a window): a row would belong to a window and a session at once", windowAt)))
-			}
-			if sessionAt < 0 {
-				sessionAt = k
-			}
+			errs = append(errs, timeKey(sp, k, "session window", &sessionAt, "window", windowAt)...)
 			errs = append(errs, columnRef(sp.Child("column"), sw.Column)...)
 			switch {
 			case sw.Gap == "" && sw.GapExpr == "":
@@ -233,15 +250,7 @@ func (a *Aggregate) validate(p *field.Path) field.ErrorList {
 		}
 		if w := g.Window; w != nil {
 			wp := gp.Child("window")
-			switch {
-			case windowAt >= 0:
-				errs = append(errs, field.Forbidden(wp, fmt.Sprintf("an aggregate may have only one window (groupBy[%d] is one)", windowAt)))
-			case sessionAt >= 0:
-				errs = append(errs, field.Forbidden(wp, fmt.Sprintf("an aggregate groups by a window or by a session, not both (groupBy[%d] is a session): a row would belong to a window and a session at once", sessionAt)))
-			}
-			if windowAt < 0 {
-				windowAt = k
-			}
+			errs = append(errs, timeKey(wp, k, "window", &windowAt, "session", sessionAt)...)
 			errs = append(errs, columnRef(wp.Child("column"), w.Column)...)
 			if w.Duration == "" {
 				errs = append(errs, field.Required(wp.Child("duration"), "the window length, such as 5m"))

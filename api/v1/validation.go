@@ -170,11 +170,7 @@ func (k *KafkaSource) validate(p *field.Path) field.ErrorList {
 	if k.MaxOffsetsPerTrigger != nil && *k.MaxOffsetsPerTrigger < 1 {
 		errs = append(errs, field.Invalid(p.Child("maxOffsetsPerTrigger"), *k.MaxOffsetsPerTrigger, "must be at least 1"))
 	}
-	switch k.Format {
-	case "", KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf, KafkaJSONSchema:
-	default:
-		errs = append(errs, field.NotSupported(p.Child("format"), k.Format, []KafkaFormat{KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf, KafkaJSONSchema}))
-	}
+	errs = append(errs, supported(p.Child("format"), k.Format, KafkaJSON, KafkaCSV, KafkaRaw, KafkaAvro, KafkaProtobuf, KafkaJSONSchema)...)
 	errs = append(errs, validateKeyFormat(p.Child("keyFormat"), k.KeyFormat)...)
 	errs = append(errs, validateSchemaRegistry(p, k.Format, k.KeyFormat, k.SchemaRegistry)...)
 	if r := k.SchemaRegistry; r != nil && r.Version != nil {
@@ -232,11 +228,7 @@ func (k *KafkaSource) validateStartingOffsets(p *field.Path) field.ErrorList {
 
 // validateKeyFormat checks a Kafka source's or sink's keyFormat.
 func validateKeyFormat(p *field.Path, f KafkaFormat) field.ErrorList {
-	switch f {
-	case "", KafkaKeyString, KafkaJSON, KafkaAvro, KafkaProtobuf:
-		return nil
-	}
-	return field.ErrorList{field.NotSupported(p, f, []KafkaFormat{KafkaKeyString, KafkaJSON, KafkaAvro, KafkaProtobuf})}
+	return supported(p, f, KafkaKeyString, KafkaJSON, KafkaAvro, KafkaProtobuf)
 }
 
 // validateSchemaRegistry checks that a Kafka source's or sink's schemaRegistry is set exactly
@@ -268,13 +260,7 @@ func (s *KafkaSASL) validate(p *field.Path) field.ErrorList {
 		return nil
 	}
 	var errs field.ErrorList
-	switch s.Mechanism {
-	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
-	case "":
-		errs = append(errs, field.Required(p.Child("mechanism"), "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"))
-	default:
-		errs = append(errs, field.NotSupported(p.Child("mechanism"), s.Mechanism, []SASLMechanism{SASLPlain, SASLScramSHA256, SASLScramSHA512}))
-	}
+	errs = append(errs, requiredOneOf(p.Child("mechanism"), s.Mechanism, "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", SASLPlain, SASLScramSHA256, SASLScramSHA512)...)
 	if s.SecretName != "" {
 		errs = append(errs, dnsSubdomain(p.Child("secretName"), s.SecretName)...)
 	}
@@ -302,16 +288,27 @@ func (t *KafkaTLS) validate(p *field.Path) field.ErrorList {
 	return errs
 }
 
+// supported checks that v, at p, is one of allowed. An empty v passes: a default applies, or
+// the caller requires it (requiredOneOf).
+func supported[T ~string](p *field.Path, v T, allowed ...T) field.ErrorList {
+	if v == "" || slices.Contains(allowed, v) {
+		return nil
+	}
+	return field.ErrorList{field.NotSupported(p, v, allowed)}
+}
+
+// requiredOneOf checks that v, at p, is set (required says to what) and one of allowed.
+func requiredOneOf[T ~string](p *field.Path, v T, required string, allowed ...T) field.ErrorList {
+	if v == "" {
+		return field.ErrorList{field.Required(p, required)}
+	}
+	return supported(p, v, allowed...)
+}
+
 func (fs *FilesSource) validate(p *field.Path) field.ErrorList {
 	errs := location(p.Child("path"), fs.Path, true)
 	errs = append(errs, fs.S3.validate(p.Child("s3"), fs.Path)...)
-	switch fs.Format {
-	case FormatJSON, FormatCSV, FormatParquet:
-	case "":
-		errs = append(errs, field.Required(p.Child("format"), "json, csv or parquet"))
-	default:
-		errs = append(errs, field.NotSupported(p.Child("format"), fs.Format, []FileFormat{FormatJSON, FormatCSV, FormatParquet}))
-	}
+	errs = append(errs, requiredOneOf(p.Child("format"), fs.Format, "json, csv or parquet", FormatJSON, FormatCSV, FormatParquet)...)
 	if fs.MaxFilesPerTrigger != nil && *fs.MaxFilesPerTrigger < 1 {
 		errs = append(errs, field.Invalid(p.Child("maxFilesPerTrigger"), *fs.MaxFilesPerTrigger, "must be at least 1"))
 	}
@@ -350,11 +347,7 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path) field.ErrorList {
 		fp := p.Child("files")
 		errs = append(errs, location(fp.Child("path"), fs.Path, true)...)
 		errs = append(errs, fs.S3.validate(fp.Child("s3"), fs.Path)...)
-		switch fs.Format {
-		case "", FormatParquet, FormatJSON:
-		default:
-			errs = append(errs, field.NotSupported(fp.Child("format"), fs.Format, []FileFormat{FormatParquet, FormatJSON}))
-		}
+		errs = append(errs, supported(fp.Child("format"), fs.Format, FormatParquet, FormatJSON)...)
 	}
 	if ks := k.Kafka; ks != nil {
 		kp := p.Child("kafka")
@@ -364,11 +357,7 @@ func (s *StreamingQuerySpec) validateSink(p *field.Path) field.ErrorList {
 		} else {
 			errs = append(errs, topicName(kp.Child("topic"), ks.Topic)...)
 		}
-		switch ks.Format {
-		case "", KafkaJSON, KafkaAvro, KafkaProtobuf, KafkaJSONSchema:
-		default:
-			errs = append(errs, field.NotSupported(kp.Child("format"), ks.Format, []KafkaFormat{KafkaJSON, KafkaAvro, KafkaProtobuf, KafkaJSONSchema}))
-		}
+		errs = append(errs, supported(kp.Child("format"), ks.Format, KafkaJSON, KafkaAvro, KafkaProtobuf, KafkaJSONSchema)...)
 		errs = append(errs, validateKeyFormat(kp.Child("keyFormat"), ks.KeyFormat)...)
 		if ks.KeyFormat != "" && ks.KeyFormat != KafkaKeyString && ks.KeyColumn == "" {
 			errs = append(errs, field.Required(kp.Child("keyColumn"), fmt.Sprintf("keyFormat %s formats the key column: name it", ks.KeyFormat)))
@@ -452,12 +441,7 @@ func (s *StreamingQuerySpec) validateOutputMode(p *field.Path) field.ErrorList {
 }
 
 func (n *NexmarkSource) validate(p *field.Path) field.ErrorList {
-	var errs field.ErrorList
-	switch n.Table {
-	case "", NexmarkBid, NexmarkAuction, NexmarkPerson:
-	default:
-		errs = append(errs, field.NotSupported(p.Child("table"), n.Table, []NexmarkTable{NexmarkBid, NexmarkAuction, NexmarkPerson}))
-	}
+	errs := supported(p.Child("table"), n.Table, NexmarkBid, NexmarkAuction, NexmarkPerson)
 	if n.EventsPerSecond < 0 {
 		errs = append(errs, field.Invalid(p.Child("eventsPerSecond"), n.EventsPerSecond, "must be at least 1"))
 	}
@@ -521,11 +505,7 @@ func (c *Checkpoint) validate(p *field.Path) field.ErrorList {
 	if c.MinBatchesToRetain < 0 {
 		errs = append(errs, field.Invalid(p.Child("minBatchesToRetain"), c.MinBatchesToRetain, "must be at least 1"))
 	}
-	switch c.Retention {
-	case "", RetentionRetain, RetentionDelete:
-	default:
-		errs = append(errs, field.NotSupported(p.Child("retention"), c.Retention, []RetentionPolicy{RetentionRetain, RetentionDelete}))
-	}
+	errs = append(errs, supported(p.Child("retention"), c.Retention, RetentionRetain, RetentionDelete)...)
 	return errs
 }
 

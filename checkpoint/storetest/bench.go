@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -30,72 +31,57 @@ func BenchmarkBatchOverhead(b *testing.B, newStore func(b *testing.B) checkpoint
 	for _, retained := range RetainedBatches {
 		b.Run(fmt.Sprintf("batch/retained=%d", retained), func(b *testing.B) {
 			c, next := benchCheckpoint(b, newStore(b), retained)
-			ctx := b.Context()
-			var lat []time.Duration
-			for b.Loop() {
-				start := time.Now()
+			measureHead(b, func(ctx context.Context) (checkpoint.Head, error) {
 				if err := c.AddOffsets(ctx, benchOffsets(next)); err != nil {
-					b.Fatal(err)
+					return checkpoint.Head{}, err
 				}
 				if err := c.AddCommit(ctx, checkpoint.Commit{BatchID: next, NextBatchWatermarkMs: next}); err != nil {
-					b.Fatal(err)
-				}
-				h, err := c.Head(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-				if h.Next() != next+1 {
-					b.Fatalf("Head().Next() = %d after batch %d", h.Next(), next)
+					return checkpoint.Head{}, err
 				}
 				next++
-			}
-			reportPercentiles(b, lat)
+				return c.Head(ctx)
+			}, func() int64 { return next })
 		})
 	}
 	for _, retained := range RetainedBatches {
 		b.Run(fmt.Sprintf("head/retained=%d", retained), func(b *testing.B) {
 			c, next := benchCheckpoint(b, newStore(b), retained)
-			ctx := b.Context()
-			var lat []time.Duration
-			for b.Loop() {
-				start := time.Now()
-				h, err := c.Head(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-				if h.Next() != next {
-					b.Fatalf("Head().Next() = %d, want %d", h.Next(), next)
-				}
-			}
-			reportPercentiles(b, lat)
+			measureHead(b, c.Head, func() int64 { return next })
 		})
 	}
 	for _, retained := range RetainedBatches {
 		b.Run(fmt.Sprintf("restart/retained=%d", retained), func(b *testing.B) {
 			s := newStore(b)
 			_, next := benchCheckpoint(b, s, retained)
-			ctx := b.Context()
-			var lat []time.Duration
-			for b.Loop() {
-				start := time.Now()
+			measureHead(b, func(ctx context.Context) (checkpoint.Head, error) {
 				c, err := checkpoint.Load(ctx, s)
 				if err != nil {
-					b.Fatal(err)
+					return checkpoint.Head{}, err
 				}
-				h, err := c.Head(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-				if h.Next() != next {
-					b.Fatalf("Head().Next() = %d, want %d", h.Next(), next)
-				}
-			}
-			reportPercentiles(b, lat)
+				return c.Head(ctx)
+			}, func() int64 { return next })
 		})
 	}
+}
+
+// measureHead runs op in b.Loop and times each run; it fails on op's error or when the Head
+// op returns does not point at next() (asked after the run), and reports the latency
+// percentiles.
+func measureHead(b *testing.B, op func(context.Context) (checkpoint.Head, error), next func() int64) {
+	ctx := b.Context()
+	var lat []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		h, err := op(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+		if want := next(); h.Next() != want {
+			b.Fatalf("Head().Next() = %d, want %d", h.Next(), want)
+		}
+	}
+	reportPercentiles(b, lat)
 }
 
 // benchCheckpoint claims a checkpoint in s and commits n batches in it.

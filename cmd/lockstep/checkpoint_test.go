@@ -23,28 +23,15 @@ import (
 //	LOCKSTEP_UPDATE_GOLDEN=1 go test ./cmd/lockstep -run TestCheckpoint
 const envUpdateGolden = "LOCKSTEP_UPDATE_GOLDEN"
 
-// execute runs lockstep with args and returns its output and exit code.
+// runCheckpointCmd runs lockstep with args and returns its standard output, followed by the
+// error main would print, and its exit code.
 func runCheckpointCmd(t *testing.T, args ...string) (stdout string, code int) {
 	t.Helper()
-	root := newRootCommand()
-	var out, errOut bytes.Buffer
-	root.SetOut(&out)
-	root.SetErr(&errOut)
-	root.SetArgs(args)
-	err := root.ExecuteContext(t.Context())
+	out, _, err := runRoot(t, args...)
 	if err != nil {
-		stdout = out.String() + "Error: " + err.Error() + "\n"
-		return stdout, exitCodeOf(err)
+		out += "Error: " + err.Error() + "\n"
 	}
-	return out.String(), exitOK
-}
-
-// exitCodeOf is exitCode without the printing.
-func exitCodeOf(err error) int {
-	if ee, ok := err.(*exitError); ok {
-		return ee.code
-	}
-	return exitFailure
+	return out, codeOf(err)
 }
 
 // writeCheckpoint builds what an engine leaves behind in store: batches 0 to
@@ -119,7 +106,18 @@ func localTestCheckpoint(t *testing.T) (string, *checkpoint.Checkpoint) {
 	return dir, writeTestCheckpoint(t, d)
 }
 
-// checkGolden compares got, with the location and query id replaced by
+// checkCheckpointCmd runs lockstep checkpoint sub on location and compares its output with
+// testdata/checkpoint-SUB.golden (checkCheckpointGolden).
+func checkCheckpointCmd(t *testing.T, sub, location, queryID string) {
+	t.Helper()
+	out, code := runCheckpointCmd(t, "checkpoint", sub, location)
+	if code != exitOK {
+		t.Fatalf("%s exit %d:\n%s", sub, code, out)
+	}
+	checkCheckpointGolden(t, "checkpoint-"+sub+".golden", out, location, queryID)
+}
+
+// checkCheckpointGolden compares got, with the location and query id replaced by
 // placeholders, with testdata/name.
 func checkCheckpointGolden(t *testing.T, name, got, location, queryID string) {
 	t.Helper()
@@ -142,11 +140,7 @@ func checkCheckpointGolden(t *testing.T, name, got, location, queryID string) {
 
 func TestCheckpointDescribe(t *testing.T) {
 	dir, c := localTestCheckpoint(t)
-	out, code := runCheckpointCmd(t, "checkpoint", "describe", dir)
-	if code != exitOK {
-		t.Fatalf("describe exit %d:\n%s", code, out)
-	}
-	checkCheckpointGolden(t, "checkpoint-describe.golden", out, dir, c.Metadata().ID)
+	checkCheckpointCmd(t, "describe", dir, c.Metadata().ID)
 }
 
 func TestCheckpointDescribeJSON(t *testing.T) {
@@ -228,13 +222,9 @@ func TestCheckpointDescribeJSON(t *testing.T) {
 
 func TestCheckpointBatches(t *testing.T) {
 	dir, c := localTestCheckpoint(t)
-	out, code := runCheckpointCmd(t, "checkpoint", "batches", dir)
-	if code != exitOK {
-		t.Fatalf("batches exit %d:\n%s", code, out)
-	}
-	checkCheckpointGolden(t, "checkpoint-batches.golden", out, dir, c.Metadata().ID)
+	checkCheckpointCmd(t, "batches", dir, c.Metadata().ID)
 
-	out, code = runCheckpointCmd(t, "checkpoint", "batches", "--output=json", dir)
+	out, code := runCheckpointCmd(t, "checkpoint", "batches", "--output=json", dir)
 	if code != exitOK {
 		t.Fatalf("batches -o json exit %d:\n%s", code, out)
 	}
@@ -340,11 +330,7 @@ func TestCheckpointOnS3(t *testing.T) {
 	c := writeTestCheckpoint(t, store)
 	before := bucketObjects(t, srv)
 
-	out, code := runCheckpointCmd(t, "checkpoint", "describe", location)
-	if code != exitOK {
-		t.Fatalf("describe exit %d:\n%s", code, out)
-	}
-	checkCheckpointGolden(t, "checkpoint-describe.golden", out, location, c.Metadata().ID)
+	checkCheckpointCmd(t, "describe", location, c.Metadata().ID)
 	if out, code := runCheckpointCmd(t, "checkpoint", "batches", location); code != exitOK || !strings.Contains(out, "\n12 ") {
 		t.Errorf("batches exit %d:\n%s", code, out)
 	}

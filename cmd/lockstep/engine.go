@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -236,11 +235,7 @@ func compatGuard(log *slog.Logger) engine.StartGuard {
 				return err
 			}
 		}
-		data, err := json.Marshal(j.Shape)
-		if err != nil {
-			return fmt.Errorf("encode shape: %w", err)
-		}
-		return req.Checkpoint.RecordShape(ctx, req.NextBatch, data)
+		return compat.RecordShape(ctx, req.Checkpoint, req.NextBatch, j.Shape)
 	}
 }
 

@@ -29,6 +29,24 @@ func getHealthz(t *testing.T, h http.Handler) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
+// healthStep is one step of a /healthz test: what happens, and the answer wanted after it.
+type healthStep struct {
+	what string
+	act  func()
+	want int
+}
+
+// checkHealthz takes the steps in order and checks /healthz's answer after each.
+func checkHealthz(t *testing.T, srv http.Handler, steps []healthStep) {
+	t.Helper()
+	for _, s := range steps {
+		s.act()
+		if code, body := getHealthz(t, srv); code != s.want {
+			t.Errorf("%s: /healthz = %d %q, want %d", s.what, code, body, s.want)
+		}
+	}
+}
+
 // TestHealthzFailsWithoutProgress: /healthz answers ok while triggers finish (a commit, or a
 // trigger that found nothing new) and fails once none did within the bound.
 func TestHealthzFailsWithoutProgress(t *testing.T) {
@@ -37,11 +55,7 @@ func TestHealthzFailsWithoutProgress(t *testing.T) {
 	srv := h.handler()
 	step := func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
 
-	for _, tc := range []struct {
-		what string
-		act  func()
-		want int
-	}{
+	checkHealthz(t, srv, []healthStep{
 		{"at start", func() {}, http.StatusOK},
 		{"starting for 4m", func() { step(4 * time.Minute) }, http.StatusOK},
 		{"starting for 6m", func() { step(2 * time.Minute) }, http.StatusServiceUnavailable},
@@ -50,12 +64,7 @@ func TestHealthzFailsWithoutProgress(t *testing.T) {
 		{"an idle trigger after 4m", func() { step(4 * time.Minute); h.Idle(clk.Now()) }, http.StatusOK},
 		{"nothing for 5m01s", func() { step(5*time.Minute + time.Second) }, http.StatusServiceUnavailable},
 		{"an idle trigger again", func() { h.Idle(clk.Now()) }, http.StatusOK},
-	} {
-		tc.act()
-		if code, body := getHealthz(t, srv); code != tc.want {
-			t.Errorf("%s: /healthz = %d %q, want %d", tc.what, code, body, tc.want)
-		}
-	}
+	})
 }
 
 // TestHealthzGivesTheStartItsGrace: a spark-runtime engine's first trigger may take the
@@ -71,21 +80,12 @@ func TestHealthzGivesTheStartItsGrace(t *testing.T) {
 	h := newEngineHealth(slog.New(slog.DiscardHandler), clk, spec.ProgressTimeout(), spec.StartTimeout())
 	srv := h.handler()
 	step := func(d time.Duration) { clk.SetTime(clk.Now().Add(d)) }
-	for _, tc := range []struct {
-		what string
-		act  func()
-		want int
-	}{
+	checkHealthz(t, srv, []healthStep{
 		{"started", func() { h.Started(engine.Start{}) }, http.StatusOK},
 		{"the first batch planned for 14m", func() { step(14 * time.Minute) }, http.StatusOK},
 		{"the first batch commits", func() { h.Committed(engine.Progress{}) }, http.StatusOK},
 		{"nothing for 5m01s after it", func() { step(5*time.Minute + time.Second) }, http.StatusServiceUnavailable},
-	} {
-		tc.act()
-		if code, body := getHealthz(t, srv); code != tc.want {
-			t.Errorf("%s: /healthz = %d %q, want %d", tc.what, code, body, tc.want)
-		}
-	}
+	})
 	h = newEngineHealth(slog.New(slog.DiscardHandler), clk, spec.ProgressTimeout(), spec.StartTimeout())
 	step(spec.StartTimeout() + time.Second)
 	if code, body := getHealthz(t, h.handler()); code != http.StatusServiceUnavailable || !strings.Contains(body, "grace") {

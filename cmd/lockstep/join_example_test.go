@@ -45,9 +45,5 @@ func TestOrdersEnrichedExample(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("describe exit %d:\n%s", code, stderr)
 	}
-	for _, want := range []string{"Static join snapshots of batch 1:", "countries", "files sha256:", "(1 files)"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("describe lacks %q:\n%s", want, stdout)
-		}
-	}
+	containsAll(t, "describe", stdout, "Static join snapshots of batch 1:", "countries", "files sha256:", "(1 files)")
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -172,7 +171,7 @@ func startController(t *testing.T, cfg *rest.Config, sa *corev1.ServiceAccount) 
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &lockedBuffer{}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("controller logs as %s (UID %s):\n%s", sa.Name, sa.UID, logs.String())
@@ -251,22 +250,4 @@ func (h *helmCLI) must(t *testing.T, args ...string) {
 	if _, err := h.run(args...); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the manager's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

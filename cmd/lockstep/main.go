@@ -42,12 +42,20 @@ const (
 )
 
 func exitCode(err error) int {
-	if err == nil {
-		return exitOK
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "Error:", err)
 	}
-	fmt.Fprintln(os.Stderr, "Error:", err)
+	return codeOf(err)
+}
+
+// codeOf returns the exit code of a command that returned err: exitOK for nil, the code of
+// an *exitError in its chain, else exitFailure.
+func codeOf(err error) int {
 	var ee *exitError
-	if errors.As(err, &ee) {
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
 		return ee.code
 	}
 	return exitFailure

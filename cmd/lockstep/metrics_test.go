@@ -42,7 +42,8 @@ spec:
   trigger: {processingTime: 100ms}
 `
 
-// lockedBuffer is a bytes.Buffer that the run writes and the test reads at once.
+// lockedBuffer is a bytes.Buffer that goroutines (a run, the manager) write while the test
+// reads it.
 type lockedBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer

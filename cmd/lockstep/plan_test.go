@@ -70,24 +70,27 @@ func newCheckpoint(t *testing.T, shapeOf string) (dir, id string) {
 		t.Fatal(err)
 	}
 	if shapeOf != "" {
-		q, err := readQueryFile(shapeOf)
-		if err != nil {
-			t.Fatal(err)
-		}
-		sh, err := compat.ShapeOf(&q.Spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := json.Marshal(sh)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.RecordShape(ctx, 0, data); err != nil {
-			t.Fatal(err)
-		}
+		recordShapeOf(t, c, shapeOf)
 		commitBatch(t, c, 0)
 	}
 	return dir, c.Metadata().ID
+}
+
+// recordShapeOf records in c, from batch 0, the shape of the query in the file spec, as the
+// engine running it would.
+func recordShapeOf(t *testing.T, c *checkpoint.Checkpoint, spec string) {
+	t.Helper()
+	q, err := readQueryFile(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sh, err := compat.ShapeOf(&q.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := compat.RecordShape(t.Context(), c, 0, sh); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // addBatch commits batch in the checkpoint in dir, recording no shape.
@@ -426,19 +429,8 @@ spec:
 // execute runs lockstep with args, discarding its output, and returns its exit code and error.
 func execute(t *testing.T, args ...string) (int, error) {
 	t.Helper()
-	cmd := newRootCommand()
-	cmd.SetOut(io.Discard)
-	cmd.SetErr(io.Discard)
-	cmd.SetArgs(args)
-	err := cmd.ExecuteContext(t.Context())
-	var ee *exitError
-	switch {
-	case err == nil:
-		return exitOK, nil
-	case errors.As(err, &ee):
-		return ee.code, err
-	}
-	return exitFailure, err
+	_, _, err := runRoot(t, args...)
+	return codeOf(err), err
 }
 
 // engineRun runs lockstep engine on the query in file, as the pod does but without the
@@ -598,11 +590,7 @@ func TestPlanAfterStatefulEngineRun(t *testing.T) {
 			if code != tc.wantCode {
 				t.Errorf("lockstep plan: exit %d (%v), want %d; output:\n%s", code, err, tc.wantCode, got)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("lockstep plan output lacks %q:\n%s", w, got)
-				}
-			}
+			containsAll(t, "lockstep plan output", got, tc.want...)
 			if tc.wantCode != exitRefused {
 				return
 			}
@@ -682,18 +670,7 @@ func TestPlanOnS3(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, err := readQueryFile(planData + "old.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sh, err := compat.ShapeOf(&q.Spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(sh)
-	if err := c.RecordShape(t.Context(), 0, data); err != nil {
-		t.Fatal(err)
-	}
+	recordShapeOf(t, c, planData+"old.yaml")
 	commitBatch(t, c, 0)
 	before := bucketObjects(t, srv)
 

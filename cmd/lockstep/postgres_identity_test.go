@@ -50,11 +50,7 @@ func TestPlanPostgresSinkIdentity(t *testing.T) {
 			if code != tc.wantCode {
 				t.Errorf("exit %d (%v), want %d", code, err, tc.wantCode)
 			}
-			for _, w := range tc.want {
-				if !strings.Contains(got, w) {
-					t.Errorf("output lacks %q:\n%s", w, got)
-				}
-			}
+			containsAll(t, "output", got, tc.want...)
 			if strings.Contains(got, "secret") {
 				t.Errorf("output quotes a password:\n%s", got)
 			}

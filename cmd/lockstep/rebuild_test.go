@@ -19,13 +19,7 @@ import (
 // query then runs the next file and its output equals the new query's run from the start;
 // describe shows the generation; a second rebuild of the same spec has nothing to do.
 func TestCheckpointRebuild(t *testing.T) {
-	root, files := t.TempDir(), rebuildFiles
-	setup, query := rebuildFixture(t, root)
-	ref := uninterrupted(t, setup, query)
-
-	d := setup("rebuilt", 3)
-	mustRun(t, "run", "-f", query(d, "v1.yaml", false))
-	v2 := query(d, "v2.yaml", true)
+	ref, d, v1, v2 := rebuildRun(t)
 	out, code, _ := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck)
 	if code != exitRefused || !strings.Contains(out, "Or rebuild the state from the retained input") || !strings.Contains(out, "replays batches 0–") {
 		t.Fatalf("lockstep plan = exit %d, want 3 offering the rebuild:\n%s", code, out)
@@ -42,10 +36,10 @@ func TestCheckpointRebuild(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "Rebuilt: generation 1 is current") {
 		t.Fatalf("rebuild = exit %d (%v):\n%s", code, err, stdout)
 	}
-	if code, err := execute(t, "run", "-f", query(d, "v1.yaml", false)); code != exitRefused {
+	if code, err := execute(t, "run", "-f", v1); code != exitRefused {
 		t.Errorf("the old query after the rebuild = exit %d (%v), want 3: the checkpoint now holds the new query's state", code, err)
 	}
-	addFile(t, d.in, 3, files[3])
+	addFile(t, d.in, 3, rebuildFiles[3])
 	mustRun(t, "run", "-f", v2)
 	// The files written after the rebuild equal the reference's last run's.
 	if got, want := newest(t, d.out), newest(t, ref.out); got != want {
@@ -64,13 +58,7 @@ func TestCheckpointRebuild(t *testing.T) {
 // accepts the swapped keys with a warning that says what the rebuild replays, and lockstep
 // run rebuilds the state first, then runs on: its output equals the uninterrupted run's.
 func TestRunRebuildsOnIncompatibleChange(t *testing.T) {
-	root, files := t.TempDir(), rebuildFiles
-	setup, query := rebuildFixture(t, root)
-	ref := uninterrupted(t, setup, query)
-
-	d := setup("rebuilt", 3)
-	mustRun(t, "run", "-f", query(d, "v1.yaml", false))
-	v2 := query(d, "v2.yaml", true)
+	ref, d, _, v2 := rebuildRun(t)
 	spec, err := os.ReadFile(v2)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +70,7 @@ func TestRunRebuildsOnIncompatibleChange(t *testing.T) {
 	if code != exitOK || !strings.Contains(out, "Accepted by spec.onIncompatibleChange: rebuild: before it runs on, the query rebuilds its state from the retained input; it replays batches 0–") {
 		t.Fatalf("lockstep plan = exit %d (%v), want 0 accepting the change by a rebuild:\n%s", code, err, out)
 	}
-	addFile(t, d.in, 3, files[3])
+	addFile(t, d.in, 3, rebuildFiles[3])
 	var stderr strings.Builder
 	cmd := newRootCommand()
 	cmd.SetOut(&strings.Builder{})
@@ -173,6 +161,19 @@ func rebuildFixture(t *testing.T, root string) (func(string, int) rebuildDirs, f
 		return path
 	}
 	return setup, query
+}
+
+// rebuildRun runs the new query uninterrupted (ref), and the old one (v1) over the first
+// three files in the folders d; it returns both folders and the specs of the old and the
+// new query (v2, its grouping keys swapped) on d.
+func rebuildRun(t *testing.T) (ref, d rebuildDirs, v1, v2 string) {
+	t.Helper()
+	setup, query := rebuildFixture(t, t.TempDir())
+	ref = uninterrupted(t, setup, query)
+	d = setup("rebuilt", 3)
+	v1 = query(d, "v1.yaml", false)
+	mustRun(t, "run", "-f", v1)
+	return ref, d, v1, query(d, "v2.yaml", true)
 }
 
 // uninterrupted runs the new query from the start: over 3 files, then the 4th.

@@ -15,16 +15,24 @@ import (
 // standard error (with the error main would print) and its exit code.
 func runCommand(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	out, errOut, err := runRoot(t, args...)
+	if err != nil {
+		errOut += "Error: " + err.Error() + "\n"
+	}
+	return out, errOut, codeOf(err)
+}
+
+// runRoot runs lockstep's root command with args and returns what it wrote to its standard
+// output and error, and the error it returned.
+func runRoot(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
 	root := newRootCommand()
 	var out, errOut bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&errOut)
 	root.SetArgs(args)
-	if err := root.ExecuteContext(t.Context()); err != nil {
-		errOut.WriteString("Error: " + err.Error() + "\n")
-		return out.String(), errOut.String(), exitCodeOf(err)
-	}
-	return out.String(), errOut.String(), exitOK
+	err = root.ExecuteContext(t.Context())
+	return out.String(), errOut.String(), err
 }
 
 // ordersQuery is a files→files query on in, writing out, named name.
@@ -78,6 +86,26 @@ const goodOrders = `{"id":"a","amount":1}
 {"id":"c","amount":2}
 `
 
+// goodOrdersFirstRun is what the first run of the orders query over goodOrders logs, on
+// either runtime.
+var goodOrdersFirstRun = []string{
+	"lockstep: query shop/orders, id ",
+	"lockstep: new checkpoint; starting at batch 0",
+	"lockstep: delivery guarantee: exactly-once",
+	"batch 0: 3 rows in, 2 out, ",
+	"lockstep: done: 1 batches, 3 rows in, 2 out, 0 malformed in ",
+}
+
+// containsAll checks that got, the output named what, holds each of wants.
+func containsAll(t *testing.T, what, got string, wants ...string) {
+	t.Helper()
+	for _, w := range wants {
+		if !strings.Contains(got, w) {
+			t.Errorf("%s lacks %q:\n%s", what, w, got)
+		}
+	}
+}
+
 func TestRunAndResume(t *testing.T) {
 	f := newRunFixture(t, goodOrders)
 	ckpt := filepath.Join(f.dir, "ckpt")
@@ -85,17 +113,7 @@ func TestRunAndResume(t *testing.T) {
 	if code != exitOK {
 		t.Fatalf("exit %d:\n%s", code, stderr)
 	}
-	for _, want := range []string{
-		"lockstep: query shop/orders, id ",
-		"lockstep: new checkpoint; starting at batch 0",
-		"lockstep: delivery guarantee: exactly-once",
-		"batch 0: 3 rows in, 2 out, ",
-		"lockstep: done: 1 batches, 3 rows in, 2 out, 0 malformed in ",
-	} {
-		if !strings.Contains(stderr, want) {
-			t.Errorf("output lacks %q:\n%s", want, stderr)
-		}
-	}
+	containsAll(t, "output", stderr, goodOrdersFirstRun...)
 	_, stderr, code = runCommand(t, "run", "-f", f.spec(t, "orders", "fail"), "--checkpoint", ckpt)
 	if code != exitOK || !strings.Contains(stderr, "lockstep: resuming from batch 1 (batches up to 0 are committed)") {
 		t.Errorf("second run: exit %d:\n%s", code, stderr)
@@ -199,11 +217,7 @@ spec:
 			if code != tt.code {
 				t.Errorf("exit %d, want %d:\n%s", code, tt.code, stderr)
 			}
-			for _, w := range tt.want {
-				if !strings.Contains(stderr, w) {
-					t.Errorf("output lacks %q:\n%s", w, stderr)
-				}
-			}
+			containsAll(t, "output", stderr, tt.want...)
 		})
 	}
 }
@@ -267,11 +281,7 @@ func TestRunNexmarkExamples(t *testing.T) {
 			if code != exitOK {
 				t.Fatalf("exit %d:\n%s", code, stderr)
 			}
-			for _, s := range w.stderr {
-				if !strings.Contains(stderr, s) {
-					t.Errorf("output lacks %q:\n%s", s, stderr)
-				}
-			}
+			containsAll(t, "output", stderr, w.stderr...)
 			console := strings.ReplaceAll(stdout, " ", "") // the console pads its columns
 			for _, s := range w.stdout {
 				if !strings.Contains(console, s) {

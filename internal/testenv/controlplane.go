@@ -39,14 +39,9 @@ func startControlPlane() (*controlPlane, error) {
 	if err := needMain(); err != nil {
 		return nil, err
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		for _, name := range []string{"kube-apiserver", "etcd"} {
-			if _, err := LookupTool(name); err != nil {
-				return nil, err
-			}
-		}
-		assets = ToolsDir()
+	assets, err := envtestAssets()
+	if err != nil {
+		return nil, err
 	}
 	env := &envtest.Environment{
 		BinaryAssetsDirectory:    assets,
@@ -67,4 +62,18 @@ func startControlPlane() (*controlPlane, error) {
 func moduleRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// envtestAssets returns the folder of the kube-apiserver and etcd binaries envtest starts:
+// $KUBEBUILDER_ASSETS, or the tools folder once both are found there.
+func envtestAssets() (string, error) {
+	if assets := os.Getenv("KUBEBUILDER_ASSETS"); assets != "" {
+		return assets, nil
+	}
+	for _, name := range []string{"kube-apiserver", "etcd"} {
+		if _, err := LookupTool(name); err != nil {
+			return "", err
+		}
+	}
+	return ToolsDir(), nil
 }

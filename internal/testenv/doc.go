@@ -15,7 +15,8 @@
 // at a time and emptied for it ([Kafka]), or hands a parallel test a topic of
 // its own ([KafkaTopic]). A package that uses them must call [Main] from its
 // TestMain so the shared processes stop when the tests end; without it they
-// refuse to start, saying so.
+// refuse to start, saying so. [Client] talks to a control plane directly, with
+// [Scheme] (client-go's kinds and Lockstep's).
 //
 // # Faults on S3
 //

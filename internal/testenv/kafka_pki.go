@@ -26,22 +26,11 @@ type kafkaCA struct {
 // newKafkaCA makes a CA, writes its certificate to dir/ca.crt and signs a serving
 // certificate for host, 127.0.0.1 and localhost.
 func newKafkaCA(dir, host string) (*kafkaCA, error) {
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "lockstep test Kafka CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(7 * 24 * time.Hour), IsCA: true, BasicConstraintsValid: true,
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	caCert, caDER, caKey, err := newCA("lockstep test Kafka CA", 7*24*time.Hour)
 	if err != nil {
 		return nil, fmt.Errorf("create the Kafka test CA: %w", err)
 	}
-	caCert, err := x509.ParseCertificate(caDER)
-	if err != nil {
-		return nil, err
-	}
+	now := time.Now()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err

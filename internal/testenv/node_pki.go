@@ -34,27 +34,9 @@ func newNodePKI(dir, node string, nodeIP, serviceIP net.IP) (*nodePKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "lockstep-e2e-ca"},
-		NotBefore:             now.Add(-time.Hour),
-		NotAfter:              now.Add(30 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	caCert, der, caKey, err := newCA("lockstep-e2e-ca", 30*24*time.Hour)
 	if err != nil {
 		return nil, fmt.Errorf("create the node's CA: %w", err)
-	}
-	caCert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
 	}
 	p := &nodePKI{dir: dir, caCert: caCert, caKey: caKey}
 	if err := p.writeCert("ca", der, caKey); err != nil {
@@ -139,4 +121,33 @@ users: [{name: %s, user: {client-certificate: %q, client-key: %q}}]
 contexts: [{name: lockstep-e2e, context: {cluster: lockstep-e2e, user: %s}}]
 current-context: lockstep-e2e
 `, server, p.path("ca.crt"), name, p.path(name+".crt"), p.path(name+".key"), name)
+}
+
+// newCA makes a self-signed CA called name with a new P-256 key, valid from an hour ago
+// (clocks differ) for validity, and returns its certificate, the certificate's DER and the
+// key.
+func newCA(name string, validity time.Duration) (*x509.Certificate, []byte, *ecdsa.PrivateKey, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(validity),
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+		IsCA:                  true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return cert, der, key, nil
 }

@@ -9,7 +9,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -146,14 +145,9 @@ func startWebhookControlPlane() (*WebhookControlPlane, error) {
 	if err != nil {
 		return nil, err
 	}
-	assets := os.Getenv("KUBEBUILDER_ASSETS")
-	if assets == "" {
-		for _, name := range []string{"kube-apiserver", "etcd"} {
-			if _, err := LookupTool(name); err != nil {
-				return nil, err
-			}
-		}
-		assets = ToolsDir()
+	assets, err := envtestAssets()
+	if err != nil {
+		return nil, err
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -6,10 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/lockstep-dev/lockstep/controller"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -20,14 +17,7 @@ import (
 // and CrashLoopBackOff, where report used to dereference the nil last termination (issue 15
 // #13).
 func TestReportBeforeFirstExitIsRecorded(t *testing.T) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	c, err := client.New(testenv.ControlPlane(t), client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, testenv.ControlPlane(t))
 	ctx := context.Background()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "podrunner-"}}
 	if err := c.Create(ctx, ns); err != nil {
