@@ -1,7 +1,9 @@
 // Package plan builds the typed logical plan of a StreamingQuery once: the columns flowing
 // into every step, each filter and select expression compiled and type-checked, the event-time
-// column at every step, the stateful operators with their checkpoint names, and each join's
-// right-side columns, compiled right-side transform and output columns. The planner's shape
+// column at every step, the stateful operators with their checkpoint names, each join's
+// right-side columns, compiled right-side transform and output columns, and every duration of
+// the spec parsed (a watermark's delay, a window's size and slide, a session's gap, a static
+// join's refresh period, the trigger's interval). The planner's shape
 // (compat), the built-in engine and the Spark compiler (engine/spark, which translates the
 // compiled expressions and takes the flow from here) read this plan instead of re-deriving it
 // from the spec.
