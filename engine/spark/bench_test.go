@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -257,41 +258,89 @@ func BenchmarkRuntimesKafkaToDelta(b *testing.B) {
 	}
 }
 
-// The query of BenchmarkSparkFiles: Lockstep's spec (CEL) and the hand-written job's Spark SQL.
-const (
-	benchFilesFilter = "price > 1000" // half the bids: prices are 10^(6u) cents
-	benchFilesSchema = "auction BIGINT, bidder BIGINT, price BIGINT, channel STRING, url STRING, dateTime TIMESTAMP, extra STRING"
-	benchFilesSelect = "auction AS auction;bidder AS bidder;CAST(price AS DOUBLE) * 0.908 AS euro;dateTime AS dateTime"
-)
+// benchShape is one of BenchmarkSparkFiles's queries over the bids: as Lockstep's spec (query)
+// and as the hand-written job's shape (testdata/handjob/HandJob.java, which has the same query in
+// Spark's API), the columns it writes, and a column whose sum both must agree on ("" for none).
+type benchShape struct {
+	name  string
+	query func(in, static string) *qt.Query
+	out   v1.Columns
+	sum   string
+}
 
-// BenchmarkSparkFiles compares Lockstep-on-Spark with the same query written by hand as a plain
-// Spark job (testdata/handjob/HandFilterJob.java): a stateless filter and projection of the bids
-// of -runtimes.events Nexmark events, in 10 Parquet files read one a batch, into Parquet files
+// benchShapes are BenchmarkSparkFiles's queries: a stateless filter and projection, a windowed
+// aggregate with a watermark (append mode), and an inner join with a static table.
+var benchShapes = []benchShape{
+	{
+		name: "filter",
+		query: func(in, _ string) *qt.Query {
+			// half the bids: prices are 10^(6u) cents
+			return benchBids(in).Filter("price > 1000").
+				Select(qt.As("auction", "auction"), qt.As("bidder", "bidder"), qt.As("euro", "double(price) * 0.908"), qt.As("dateTime", "dateTime"))
+		},
+		out: v1.Columns{{Name: "auction", Type: v1.TypeLong}, {Name: "bidder", Type: v1.TypeLong}, {Name: "euro", Type: v1.TypeDouble}, {Name: "dateTime", Type: v1.TypeTimestamp}},
+	},
+	{
+		name: "aggregate",
+		query: func(in, _ string) *qt.Query {
+			return benchBids(in).Watermark("dateTime", "5s").
+				Aggregate("", []v1.GroupKey{qt.Window("dateTime", "10s"), qt.Key("auction")}, qt.Agg("bids", v1.AggCount, ""), qt.Agg("maxPrice", v1.AggMax, "price")).
+				OutputMode(v1.OutputAppend)
+		},
+		out: v1.Columns{{Name: "window_start", Type: v1.TypeTimestamp}, {Name: "window_end", Type: v1.TypeTimestamp}, {Name: "auction", Type: v1.TypeLong},
+			{Name: "bids", Type: v1.TypeLong}, {Name: "maxPrice", Type: v1.TypeLong}},
+		sum: "bids",
+	},
+	{
+		name: "join",
+		query: func(in, static string) *qt.Query {
+			return benchBids(in).Join(v1.Join{Keys: qt.Keys("auction", "id"), Static: qt.StaticFiles(static, v1.FormatParquet, v1.NexmarkColumns(v1.NexmarkAuction)...),
+				Select: []v1.JoinColumn{{Side: v1.SideLeft, Column: "auction"}, {Side: v1.SideLeft, Column: "bidder"}, {Side: v1.SideLeft, Column: "price"},
+					{Side: v1.SideLeft, Column: "dateTime"}, {Side: v1.SideRight, Column: "seller"}, {Side: v1.SideRight, Column: "category"}}})
+		},
+		out: v1.Columns{{Name: "auction", Type: v1.TypeLong}, {Name: "bidder", Type: v1.TypeLong}, {Name: "price", Type: v1.TypeLong},
+			{Name: "dateTime", Type: v1.TypeTimestamp}, {Name: "seller", Type: v1.TypeLong}, {Name: "category", Type: v1.TypeLong}},
+		sum: "category",
+	},
+}
+
+// benchBids is the start of each of BenchmarkSparkFiles's queries: the bids in in, one file a batch.
+func benchBids(in string) *qt.Query {
+	return qt.Make("bench-files", "bench").FilesSource("bids", in, v1.FormatParquet, v1.NexmarkColumns(v1.NexmarkBid)...).
+		EditSource("bids", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })
+}
+
+// BenchmarkSparkFiles compares Lockstep-on-Spark with the same queries written by hand as plain
+// Spark jobs (testdata/handjob/HandJob.java), one sub-benchmark a shape (benchShapes): a stateless
+// filter and projection, a windowed aggregate with a watermark, and a stream–static join with the
+// auctions of the same Nexmark events. Each reads the bids of -runtimes.events Nexmark events
+// (1,000 events a second of event time), in 10 Parquet files read one a batch, into Parquet files
 // (Lockstep's files sink; Spark's own file sink), on the same Spark jars, local[2], 8 shuffle
 // partitions, the JVMs started alike (options, heap, class-data archive). Each reports its
 // CPU-seconds (this process's and its children's: the JVM's) and wall seconds per run, and the
 // Lockstep run its ratios to the hand-written job's, x-hand-cpu and x-hand-wall. Both must write
-// the same number of rows.
+// the same number of rows, and the same sum of the shape's sum column.
 //
-// job=rows runs the same query into the webhook sink (an HTTP receiver in this process that
-// counts rows and keeps nothing), whose rows the runner hands to its Go parent (rows.go): the
+// shape=filter/job=rows runs the filter into the webhook sink (an HTTP receiver in this process
+// that counts rows and keeps nothing), whose rows the runner hands to its Go parent (rows.go): the
 // cost of that stream, as x-files-cpu, its CPU-seconds over the files sink's (job=lockstep).
 func BenchmarkSparkFiles(b *testing.B) {
 	runner := sparktest.Runner(b)
 	b.Setenv("JAVA_TOOL_OPTIONS", "") // Spark as users run it, as in BenchmarkRuntimes
 	ctx := context.Background()
 	events := *benchEvents
-	bids := writeNexmark(b, ctx, filepath.Join(b.TempDir(), "bids"), v1.NexmarkSource{
-		Table: v1.NexmarkBid, EventsPerSecond: 100_000, AsFastAsPossible: true,
-		MaxEventsPerTrigger: events / benchFiles, NumEvents: &events, StartTime: "2026-01-05T10:00:00Z",
-	})
+	gen := func(table v1.NexmarkTable) []string {
+		return writeNexmark(b, ctx, filepath.Join(b.TempDir(), string(table)), v1.NexmarkSource{
+			Table: table, EventsPerSecond: 1_000, AsFastAsPossible: true, // 10 s windows: 100 of them
+			MaxEventsPerTrigger: events / benchFiles, NumEvents: &events, StartTime: "2026-01-05T10:00:00Z",
+		})
+	}
+	bids := gen(v1.NexmarkBid)
+	static := filepath.Join(b.TempDir(), "auctions") // the join's static table: only its Parquet files
+	linkAll(b, gen(v1.NexmarkAuction), static)
 	classes := compileHandJob(b, runner)
 	mem := v1.SparkProcess{}.MemoryOrDefault()
 	heap := mem.Value()
-	var hand, files struct {
-		cpu, wall float64
-		rows      int64
-	}
 	var received atomic.Int64
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		var body struct {
@@ -304,87 +353,101 @@ func BenchmarkSparkFiles(b *testing.B) {
 		received.Add(int64(len(body.Rows)))
 	}))
 	defer hook.Close()
-	for _, job := range []string{"hand", "lockstep", "rows"} {
-		b.Run("job="+job, func(b *testing.B) {
-			var (
-				cpu, wall time.Duration
-				rows      int64
-			)
-			for range b.N {
-				dir := b.TempDir()
-				in, out, ck := filepath.Join(dir, "in"), filepath.Join(dir, "out"), filepath.Join(dir, "ck")
-				if err := os.Mkdir(in, 0o755); err != nil {
-					b.Fatal(err)
-				}
-				for _, p := range bids { // hard links keep the files' order (modification times)
-					if err := os.Link(p, filepath.Join(in, filepath.Base(p))); err != nil {
-						b.Fatal(err)
+	for _, shape := range benchShapes {
+		var hand, files struct {
+			cpu, wall float64
+			out       benchOutput
+		}
+		jobs := []string{"hand", "lockstep"}
+		if shape.name == "filter" {
+			jobs = append(jobs, "rows")
+		}
+		for _, job := range jobs {
+			b.Run("shape="+shape.name+"/job="+job, func(b *testing.B) {
+				var (
+					cpu, wall time.Duration
+					out       benchOutput
+				)
+				for range b.N {
+					dir := b.TempDir()
+					in, outDir, ck := filepath.Join(dir, "in"), filepath.Join(dir, "out"), filepath.Join(dir, "ck")
+					linkAll(b, bids, in) // hard links keep the files' order (modification times)
+					began, start := enginetest.CPU(true), time.Now()
+					if job == "hand" {
+						cmd := runner.ClassCommand(classes, "HandJob", heap, shape.name, "local[2]", "8", in, outDir, ck, static)
+						cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
+						log, err := os.Create(filepath.Join(dir, "spark.log"))
+						if err != nil {
+							b.Fatal(err)
+						}
+						cmd.Stderr = log
+						err = cmd.Run()
+						log.Close()
+						if err != nil {
+							data, _ := os.ReadFile(log.Name())
+							b.Fatalf("the hand-written job: %v\n%s", err, tail(string(data), 40))
+						}
+					} else {
+						q := shape.query(in, static).FilesSink(outDir, v1.FormatParquet).AvailableNow().Checkpoint(ck).StatePartitions(8)
+						if job == "rows" {
+							received.Store(0)
+							q = q.Sink(v1.Sink{Webhook: &v1.WebhookSink{URL: hook.URL, MaxRowsPerRequest: 10_000}})
+						}
+						runOn(b, ctx, "spark", runner, nil, q.Obj(), nil)
 					}
-				}
-				began, start := enginetest.CPU(true), time.Now()
-				if job == "hand" {
-					cmd := runner.ClassCommand(classes, "HandFilterJob", heap, "local[2]", "8", benchFilesSchema, in, benchFilesFilter, benchFilesSelect, out, ck)
-					cmd.Env = append(os.Environ(), "SPARK_LOCAL_IP=127.0.0.1")
-					log, err := os.Create(filepath.Join(dir, "spark.log"))
-					if err != nil {
-						b.Fatal(err)
-					}
-					cmd.Stderr = log
-					err = cmd.Run()
-					log.Close()
-					if err != nil {
-						data, _ := os.ReadFile(log.Name())
-						b.Fatalf("the hand-written job: %v\n%s", err, tail(string(data), 40))
-					}
-				} else {
-					q := qt.Make("bench-files", "bench").FilesSource("bids", in, v1.FormatParquet, v1.NexmarkColumns(v1.NexmarkBid)...).
-						EditSource("bids", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
-						Filter(benchFilesFilter).
-						Select(qt.As("auction", "auction"), qt.As("bidder", "bidder"), qt.As("euro", "double(price) * 0.908"), qt.As("dateTime", "dateTime")).
-						FilesSink(out, v1.FormatParquet).AvailableNow().Checkpoint(ck).StatePartitions(8)
+					cpu += enginetest.CPU(true) - began
+					wall += time.Since(start)
 					if job == "rows" {
-						received.Store(0)
-						q = q.Sink(v1.Sink{Webhook: &v1.WebhookSink{URL: hook.URL, MaxRowsPerRequest: 10_000}})
+						out.rows += received.Load()
+					} else {
+						o := outputOf(b, ctx, job, outDir, shape)
+						out.rows, out.sum = out.rows+o.rows, out.sum+o.sum
 					}
-					runOn(b, ctx, "spark", runner, nil, q.Obj(), nil)
 				}
-				cpu += enginetest.CPU(true) - began
-				wall += time.Since(start)
-				if job == "rows" {
-					rows += received.Load()
-				} else {
-					rows += outputRows(b, ctx, job, out)
+				perRun := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
+				out = benchOutput{rows: out.rows / int64(b.N), sum: out.sum / int64(b.N)}
+				b.ReportMetric(perRun(cpu), "cpu-s")
+				b.ReportMetric(perRun(wall), "wall-s")
+				b.ReportMetric(float64(out.rows), "rows")
+				switch {
+				case job == "hand":
+					hand.cpu, hand.wall, hand.out = perRun(cpu), perRun(wall), out
+				case job == "lockstep":
+					files.cpu, files.wall, files.out = perRun(cpu), perRun(wall), out
+					if hand.cpu == 0 {
+						return // the hand-written job did not run (-bench chose this one only)
+					}
+					if out != hand.out {
+						b.Fatalf("Lockstep wrote %d rows a run (sum of %q %d), the hand-written job %d (sum %d)", out.rows, shape.sum, out.sum, hand.out.rows, hand.out.sum)
+					}
+					b.ReportMetric(perRun(cpu)/hand.cpu, "x-hand-cpu")
+					b.ReportMetric(perRun(wall)/hand.wall, "x-hand-wall")
+				case files.cpu != 0:
+					if out.rows != files.out.rows {
+						b.Fatalf("the webhook received %d rows a run, the files sink wrote %d", out.rows, files.out.rows)
+					}
+					b.ReportMetric(perRun(cpu)/files.cpu, "x-files-cpu")
 				}
-			}
-			perRun := func(d time.Duration) float64 { return d.Seconds() / float64(b.N) }
-			b.ReportMetric(perRun(cpu), "cpu-s")
-			b.ReportMetric(perRun(wall), "wall-s")
-			b.ReportMetric(float64(rows)/float64(b.N), "rows")
-			switch {
-			case job == "hand":
-				hand.cpu, hand.wall, hand.rows = perRun(cpu), perRun(wall), rows/int64(b.N)
-			case job == "lockstep":
-				files.cpu, files.wall, files.rows = perRun(cpu), perRun(wall), rows/int64(b.N)
-				if hand.cpu == 0 {
-					return // the hand-written job did not run (-bench chose this one only)
-				}
-				if files.rows != hand.rows {
-					b.Fatalf("Lockstep wrote %d rows a run, the hand-written job %d", files.rows, hand.rows)
-				}
-				b.ReportMetric(perRun(cpu)/hand.cpu, "x-hand-cpu")
-				b.ReportMetric(perRun(wall)/hand.wall, "x-hand-wall")
-			case files.cpu != 0:
-				if got := rows / int64(b.N); got != files.rows {
-					b.Fatalf("the webhook received %d rows a run, the files sink wrote %d", got, files.rows)
-				}
-				b.ReportMetric(perRun(cpu)/files.cpu, "x-files-cpu")
-			}
-		})
+			})
+		}
 	}
 }
 
-// compileHandJob compiles testdata/handjob/HandFilterJob.java against the runner's libraries,
-// once, into a folder it returns.
+// linkAll hard-links files into the new folder dir.
+func linkAll(b *testing.B, files []string, dir string) {
+	b.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range files {
+		if err := os.Link(p, filepath.Join(dir, filepath.Base(p))); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// compileHandJob compiles testdata/handjob/HandJob.java against the runner's libraries, once,
+// into a folder it returns.
 func compileHandJob(b *testing.B, runner spark.Runner) string {
 	b.Helper()
 	java, err := filepath.EvalSymlinks(runner.Java)
@@ -393,44 +456,67 @@ func compileHandJob(b *testing.B, runner spark.Runner) string {
 	}
 	dir := b.TempDir()
 	cmd := exec.Command(filepath.Join(filepath.Dir(java), "javac"), "-nowarn", "-d", dir,
-		"-cp", filepath.Join(runner.Dir, "libs", "*"), filepath.Join("testdata", "handjob", "HandFilterJob.java"))
+		"-cp", filepath.Join(runner.Dir, "libs", "*"), filepath.Join("testdata", "handjob", "HandJob.java"))
 	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("javac HandFilterJob.java: %v\n%s", err, out)
+		b.Fatalf("javac HandJob.java: %v\n%s", err, out)
 	}
 	return dir
 }
 
-// outputRows counts the rows a run wrote into out: Lockstep's through its manifest, the
+// benchOutput is what a run of BenchmarkSparkFiles wrote: its rows, and the sum of its shape's
+// sum column.
+type benchOutput struct {
+	rows, sum int64
+}
+
+// outputOf reads what a run of shape wrote into out: Lockstep's through its manifest, the
 // hand-written job's in the Parquet files its sink's log lists.
-func outputRows(b *testing.B, ctx context.Context, job, out string) int64 {
+func outputOf(b *testing.B, ctx context.Context, job, out string, shape benchShape) benchOutput {
 	b.Helper()
 	folder, err := s3.OpenFolder(out)
 	if err != nil {
 		b.Fatal(err)
 	}
+	var (
+		cols v1.Columns
+		rows []engine.Row
+	)
 	if job == "lockstep" {
-		_, rows, err := sink.ReadRows(ctx, folder)
+		if cols, rows, err = sink.ReadRows(ctx, folder); err != nil {
+			b.Fatal(err)
+		}
+	} else {
+		objs, err := folder.List(ctx, "")
 		if err != nil {
 			b.Fatal(err)
 		}
-		return int64(len(rows))
-	}
-	objs, err := folder.List(ctx, "")
-	if err != nil {
-		b.Fatal(err)
-	}
-	cols := v1.Columns{{Name: "auction", Type: v1.TypeLong}, {Name: "bidder", Type: v1.TypeLong}, {Name: "euro", Type: v1.TypeDouble}, {Name: "dateTime", Type: v1.TypeTimestamp}}
-	dec := codec.NewDecoder(cols)
-	var n int64
-	for _, o := range checkpoint.Visible(objs) {
-		if !strings.HasSuffix(o.Key, ".parquet") {
-			continue
+		cols = shape.out
+		dec := codec.NewDecoder(cols)
+		for _, o := range checkpoint.Visible(objs) {
+			if !strings.HasSuffix(o.Key, ".parquet") {
+				continue
+			}
+			data, err := folder.Get(ctx, o.Key)
+			if err != nil {
+				b.Fatal(err)
+			}
+			rows = append(rows, dec.Decode(v1.FormatParquet, data, func(m codec.Malformed) { b.Fatalf("%s: %s", o.Key, m.Reason) })...)
 		}
-		data, err := folder.Get(ctx, o.Key)
-		if err != nil {
-			b.Fatal(err)
-		}
-		n += int64(len(dec.Decode(v1.FormatParquet, data, func(m codec.Malformed) { b.Fatalf("%s: %s", o.Key, m.Reason) })))
 	}
-	return n
+	o := benchOutput{rows: int64(len(rows))}
+	if shape.sum == "" {
+		return o
+	}
+	i := slices.IndexFunc(cols, func(c v1.Column) bool { return c.Name == shape.sum })
+	if i < 0 {
+		b.Fatalf("the %s job's output has no column %s: %v", job, shape.sum, cols)
+	}
+	for _, r := range rows {
+		v, ok := r[i].(int64)
+		if !ok {
+			b.Fatalf("the %s job's column %s holds %T, want int64", job, shape.sum, r[i])
+		}
+		o.sum += v
+	}
+	return o
 }

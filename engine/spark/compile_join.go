@@ -32,6 +32,7 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 	switch {
 	case j.Static != nil:
 		jn.Static = c.static(p.Child("static"), j.Static, st.JoinName)
+		jn.Static.Then = staticColumns(st)
 	case j.Stream != nil:
 		sp := p.Child("stream")
 		src, ok := c.streams[j.Stream.Source]
@@ -80,6 +81,42 @@ func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 		jn.Select = append(jn.Select, col+" AS "+quoteIdent(o.Name))
 	}
 	return []Step{{Join: jn}}
+}
+
+// staticColumns is the projection a static side is cached in: the right side's columns the join
+// uses (its keys and its output's), in the side's order, for a Parquet folder or a Delta table;
+// nil when it uses them all, or for a side whose reader checks each row's every column (CSV,
+// JSON: a malformed value fails the query, used or not) or reads them from a database. The
+// runner caches a static side whole (Runner.staticSide): unpruned, every column of every row
+// would be decoded and held once a run, where Spark reads only the used ones of a side it does
+// not cache.
+func staticColumns(st *lplan.Step) []string {
+	j := st.Spec.Join
+	switch {
+	case j.Static.Delta != nil:
+	case j.Static.Files != nil && j.Static.Files.Format == v1.FormatParquet:
+	default:
+		return nil
+	}
+	used := map[string]bool{}
+	for _, k := range j.Keys {
+		used[k.Right] = true
+	}
+	for _, o := range st.JoinOutput {
+		if o.Side == v1.SideRight {
+			used[st.Right[o.Index].Name] = true
+		}
+	}
+	if len(used) >= len(st.Right) {
+		return nil
+	}
+	var cols []string
+	for _, c := range st.Right {
+		if used[c.Name] {
+			cols = append(cols, quoteIdent(c.Name))
+		}
+	}
+	return cols
 }
 
 // matchable is a stream join's conditions that a row's key columns and event time are not

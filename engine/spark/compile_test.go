@@ -459,3 +459,39 @@ func TestCompileS3OwnSettings(t *testing.T) {
 		}
 	}
 }
+
+// TestCompileStaticPrunesColumns: a Parquet folder's or a Delta table's static side is cached in
+// the columns the join uses (its keys, then its output's, in the side's order); all of them, a
+// CSV or JSON folder (whose reader checks every column of a row) and a database read whole.
+func TestCompileStaticPrunesColumns(t *testing.T) {
+	cols := []v1.Column{qt.Col("cid", v1.TypeString), qt.Col("name", v1.TypeString), qt.Col("tier", v1.TypeLong), qt.Col("note", v1.TypeString)}
+	some := []v1.JoinColumn{{Side: v1.SideLeft, Column: "id"}, {Side: v1.SideRight, Column: "tier", Name: "level"}}
+	for _, tc := range []struct {
+		name   string
+		static *v1.StaticSide
+		sel    []v1.JoinColumn
+		want   []string
+	}{
+		{name: "parquet, some columns", static: qt.StaticFiles("/customers", v1.FormatParquet, cols...), sel: some, want: []string{"`cid`", "`tier`"}},
+		{name: "delta, some columns", static: qt.StaticDelta("/customers", cols...), sel: some, want: []string{"`cid`", "`tier`"}},
+		{name: "parquet, every column", static: qt.StaticFiles("/customers", v1.FormatParquet, cols...)},
+		{name: "json, some columns", static: qt.StaticFiles("/customers", v1.FormatJSON, cols...), sel: some},
+		{name: "csv, some columns", static: qt.StaticFiles("/customers", v1.FormatCSV, cols...), sel: some},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := "c_" // every column of both sides
+			if tc.sel != nil {
+				prefix = ""
+			}
+			q := qt.Make("q", "ns").FilesSource("orders", "/orders", v1.FormatJSON, qt.Col("id", v1.TypeString)).
+				Join(v1.Join{Name: "customers", Keys: qt.Keys("id", "cid"), Static: tc.static, RightPrefix: prefix, Select: tc.sel}).FilesSink("/out", v1.FormatJSON)
+			plan, err := spark.Compile(planned(q), spark.CompileOptions{QueryID: "id", CheckpointLocation: "/ck"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := plan.Steps[0].Join.Static.Then; !cmp.Equal(got, tc.want) {
+				t.Errorf("the static side is cached in %#v, want %#v", got, tc.want)
+			}
+		})
+	}
+}

@@ -80,3 +80,53 @@ func TestEveryGoalNamesABenchmarkInItsPackage(t *testing.T) {
 		}
 	}
 }
+
+// A goal on a sub-benchmark with parameters (shape=…/job=…) takes that sub-benchmark's figure
+// only: BenchmarkSparkFiles's goals in goals.txt, against output of its form.
+func TestGoalsOfParameterisedSubBenchmarks(t *testing.T) {
+	const out = `pkg: github.com/lockstep-dev/lockstep/engine/spark
+BenchmarkSparkFiles/shape=filter/job=hand-2         	       1	26820746744 ns/op	        26.49 cpu-s	       600.0 rows	        26.82 wall-s
+BenchmarkSparkFiles/shape=filter/job=lockstep-2     	       1	35811752637 ns/op	        28.60 cpu-s	       600.0 rows	        35.80 wall-s	         1.080 x-hand-cpu	         1.335 x-hand-wall
+BenchmarkSparkFiles/shape=filter/job=rows-2         	       1	35811752637 ns/op	        28.60 cpu-s	       600.0 rows	        35.80 wall-s	         1.01 x-files-cpu
+BenchmarkSparkFiles/shape=aggregate/job=hand-2      	       1	26820746744 ns/op	        26.49 cpu-s	       600.0 rows	        26.82 wall-s
+BenchmarkSparkFiles/shape=aggregate/job=lockstep-2  	       1	35811752637 ns/op	        28.60 cpu-s	       600.0 rows	        35.80 wall-s	         1.090 x-hand-cpu	         1.035 x-hand-wall
+BenchmarkSparkFiles/shape=join/job=hand-2           	       1	27409629636 ns/op	        20.24 cpu-s	     18395 rows	        27.38 wall-s
+BenchmarkSparkFiles/shape=join/job=lockstep-2       	       1	31991182192 ns/op	        20.77 cpu-s	     18395 rows	        31.90 wall-s	         1.026 x-hand-cpu	         1.165 x-hand-wall
+`
+	data, err := os.ReadFile("goals.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := parseGoals(string(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goals []Goal
+	for _, g := range all {
+		if strings.HasPrefix(g.Bench.String(), "^BenchmarkSparkFiles/") {
+			goals = append(goals, g)
+		}
+	}
+	results, err := parseResults(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{
+		"filter/x-hand-cpu": 1.080, "filter/x-hand-wall": 1.335, "aggregate/x-hand-cpu": 1.090,
+		"aggregate/x-hand-wall": 1.035, "join/x-hand-cpu": 1.026, "join/x-hand-wall": 1.165,
+	}
+	if len(goals) != len(want) {
+		t.Fatalf("goals.txt has %d BenchmarkSparkFiles goals, want %d (a CPU and a wall goal a shape)", len(goals), len(want))
+	}
+	for _, r := range evaluate(goals, results) {
+		shape, _, _ := strings.Cut(strings.TrimPrefix(r.Bench, "BenchmarkSparkFiles/shape="), "/")
+		w, ok := want[shape+"/"+r.Goal.Unit]
+		if !r.Ran || !ok || r.Figure != w || r.Bench != "BenchmarkSparkFiles/shape="+shape+"/job=lockstep" {
+			t.Errorf("%s: ran %v, figure %v of %s, want %v of shape %s's lockstep row", r.Goal.Description, r.Ran, r.Figure, r.Bench, w, shape)
+		}
+		delete(want, shape+"/"+r.Goal.Unit)
+	}
+	if len(want) != 0 {
+		t.Errorf("no goal took %v", want)
+	}
+}
