@@ -344,15 +344,13 @@ func newKafkaNode(dir string, opts KafkaOptions) (*kafkaNode, error) {
 	if host == "" {
 		host = "127.0.0.1"
 	}
-	var ports [4]int // PLAINTEXT, SASL_SSL, SSL, CONTROLLER
-	for i := range ports {
-		h := host
-		if i == 3 || (i == 0 && opts.SecureOnly) {
-			h = "127.0.0.1"
-		}
-		if ports[i], err = freePortOn(h); err != nil {
-			return nil, err
-		}
+	hosts := []string{host, host, host, "127.0.0.1"} // PLAINTEXT, SASL_SSL, SSL, CONTROLLER
+	if opts.SecureOnly {
+		hosts[0] = "127.0.0.1"
+	}
+	ports, err := freePorts(hosts...)
+	if err != nil {
+		return nil, err
 	}
 	plainHost := host
 	if opts.SecureOnly {

@@ -21,3 +21,21 @@ func TestUnescapeMount(t *testing.T) {
 		t.Errorf("unescapeMount = %q", got)
 	}
 }
+
+// TestFreePortsDiffer: the ports freePorts finds in one call are all different, however many
+// are asked for (a broker's four listeners once got one port twice).
+func TestFreePortsDiffer(t *testing.T) {
+	for range 50 {
+		ports, err := freePorts("127.0.0.1", "127.0.0.1", "127.0.0.1", "127.0.0.1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for _, p := range ports {
+			if seen[p] {
+				t.Fatalf("freePorts gave port %d twice: %v", p, ports)
+			}
+			seen[p] = true
+		}
+	}
+}

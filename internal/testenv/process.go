@@ -152,17 +152,34 @@ func httpReady(url string) func(context.Context) error {
 
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort() (int, error) {
-	return freePortOn("127.0.0.1")
+	ports, err := freePorts("127.0.0.1")
+	if err != nil {
+		return 0, err
+	}
+	return ports[0], nil
 }
 
-// freePortOn returns a TCP port on host that was free a moment ago.
-func freePortOn(host string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		return 0, fmt.Errorf("find a free port: %w", err)
+// freePorts returns a TCP port on each of hosts that was free a moment ago, no two the same.
+// Every listener stays open until the last port is found: one closed at once let the kernel
+// hand its port out again, and a broker got one port for two of its listeners.
+func freePorts(hosts ...string) ([]int, error) {
+	ports := make([]int, 0, len(hosts))
+	seen := map[int]bool{}
+	for _, h := range hosts {
+		for {
+			l, err := net.Listen("tcp", net.JoinHostPort(h, "0"))
+			if err != nil {
+				return nil, fmt.Errorf("find a free port: %w", err)
+			}
+			defer l.Close()
+			if p := l.Addr().(*net.TCPAddr).Port; !seen[p] { // the same number on another address
+				seen[p] = true
+				ports = append(ports, p)
+				break
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return ports, nil
 }
 
 // shared holds the services started once per test binary; Main stops them.

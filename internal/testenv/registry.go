@@ -103,14 +103,11 @@ func startRegistry(dir string) (Registry, *process, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return Registry{}, nil, err
 	}
-	httpPort, err := FreePort()
+	ports, err := freePorts("127.0.0.1", "127.0.0.1")
 	if err != nil {
 		return Registry{}, nil, err
 	}
-	tlsPort, err := FreePort()
-	if err != nil {
-		return Registry{}, nil, err
-	}
+	httpPort, tlsPort := ports[0], ports[1]
 	ca, err := newKafkaCA(dir, "127.0.0.1")
 	if err != nil {
 		return Registry{}, nil, err

@@ -181,11 +181,11 @@ func startS3(kind, host string) (*s3Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	port, err := freePortOn(host)
+	ports, err := freePorts(host, host) // the server's, and MinIO's console's
 	if err != nil {
 		return nil, err
 	}
-	addr := net.JoinHostPort(host, fmt.Sprint(port))
+	addr := net.JoinHostPort(host, fmt.Sprint(ports[0]))
 	name := kind
 	if host != "127.0.0.1" {
 		name = kind + "-" + host
@@ -203,11 +203,7 @@ func startS3(kind, host string) (*s3Service, error) {
 		args = []string{"--port", addr, "--access", access, "--secret", secret, "--region", region, "posix", data}
 		ready = "http://" + addr + "/"
 	case "minio":
-		cport, err := freePortOn(host)
-		if err != nil {
-			return nil, err
-		}
-		args = []string{"server", "--quiet", "--address", addr, "--console-address", net.JoinHostPort(host, fmt.Sprint(cport)), data}
+		args = []string{"server", "--quiet", "--address", addr, "--console-address", net.JoinHostPort(host, fmt.Sprint(ports[1])), data}
 		env = []string{"MINIO_ROOT_USER=" + access, "MINIO_ROOT_PASSWORD=" + secret, "MINIO_BROWSER=off", "MINIO_REGION=" + region}
 		ready = "http://" + addr + "/minio/health/ready"
 	default:
