@@ -13,14 +13,7 @@ import (
 // ReadShape says so.
 func TestRecordShapeReadShape(t *testing.T) {
 	ctx := t.Context()
-	dir, err := checkpoint.OpenDir(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Claim(ctx, dir, checkpoint.Owner{Namespace: "shop", Name: "orders"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claimed(t)
 	want, err := compat.ShapeOf(revenue().Spec())
 	if err != nil {
 		t.Fatal(err)
@@ -44,4 +37,18 @@ func TestRecordShapeReadShape(t *testing.T) {
 	if !got.Equal(want) || from != 0 {
 		t.Errorf("ReadShape = %+v from batch %d, want %+v from batch 0", got, from, want)
 	}
+}
+
+// claimed returns a new checkpoint in a folder of its own, claimed for shop/orders.
+func claimed(t *testing.T) *checkpoint.Checkpoint {
+	t.Helper()
+	dir, err := checkpoint.OpenDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := checkpoint.Claim(t.Context(), dir, checkpoint.Owner{Namespace: "shop", Name: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

@@ -110,14 +110,7 @@ func TestReadRebuildSparkRecords(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, err := checkpoint.OpenDir(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			c, err := checkpoint.Claim(ctx, dir, checkpoint.Owner{Namespace: "shop", Name: "orders"})
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := claimed(t)
 			if err := c.AddOffsets(ctx, checkpoint.Offsets{BatchID: 4, Conf: tc.conf}); err != nil {
 				t.Fatal(err)
 			}
