@@ -122,13 +122,13 @@ type Durations struct {
 // DurationsOf parses the durations of step st, at p in the spec.
 func DurationsOf(st *v1.Step, p *field.Path) (Durations, *field.Error) {
 	var (
-		d    Durations
-		errs []*field.Error
+		d     Durations
+		first *field.Error // the first duration that does not parse
 	)
 	parse := func(v v1.Duration, path *field.Path) time.Duration {
 		t, err := v.Parse()
-		if err != nil {
-			errs = append(errs, field.Invalid(path, v, err.Error()))
+		if err != nil && first == nil {
+			first = field.Invalid(path, v, err.Error())
 		}
 		return t
 	}
@@ -153,10 +153,7 @@ func DurationsOf(st *v1.Step, p *field.Path) (Durations, *field.Error) {
 	case st.Join != nil && st.Join.Static != nil && st.Join.Static.Refresh != nil:
 		d.Refresh = parse(st.Join.Static.Refresh.Every, p.Child("join", "static", "refresh", "every"))
 	}
-	if len(errs) > 0 {
-		return d, errs[0]
-	}
-	return d, nil
+	return d, first
 }
 
 // TimeBound is a stream join's time bound (v1.TimeBound), parsed.
