@@ -117,7 +117,6 @@ func (r *run) plan(ctx context.Context, limit bool) (*batchPlan, phases, error) 
 // sink and records the commit. began is when the batch started (planning
 // included), for the batch's duration; ph holds its planning phases.
 func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph phases) (Progress, error) {
-	clk := r.q.opts.clock
 	p := Progress{
 		QueryID:     r.queryID,
 		Batch:       bp.id,
@@ -125,6 +124,12 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 		Timestamp:   bp.time,
 		WatermarkMs: bp.watermarkMs,
 		DurationMs:  ph.ms,
+	}
+	if w := r.chunkWriter(); w != nil {
+		if err := r.streamBatch(ctx, bp, w, &p, ph); err != nil {
+			return Progress{}, err
+		}
+		return r.commitBatch(ctx, bp, p, ph, began)
 	}
 	var rows []Row
 	var right map[string][]Row
@@ -147,7 +152,7 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 	}
 
 	err = ph.time("transform", func() (err error) {
-		if rows, err = r.transform(bp, rows, right); err != nil {
+		if rows, err = r.runSteps(newStepBatch(bp, right), rows); err != nil {
 			return err
 		}
 		return r.commitState(ctx, bp, &p)
@@ -168,7 +173,13 @@ func (r *run) execute(ctx context.Context, bp *batchPlan, began time.Time, ph ph
 		return Progress{}, err
 	}
 	r.reached(PhaseSinkCommitted, bp.id)
+	return r.commitBatch(ctx, bp, p, ph, began)
+}
 
+// commitBatch records the commit of the batch bp, whose sink committed it, and makes it the
+// run's past; it returns the batch's progress p completed.
+func (r *run) commitBatch(ctx context.Context, bp *batchPlan, p Progress, ph phases, began time.Time) (Progress, error) {
+	clk := r.q.opts.clock
 	cm := r.commitOf(bp, &p, ph, began)
 	if err := ph.time("commitOffsets", func() error { return r.ckpt.AddCommit(ctx, cm) }); err != nil {
 		return Progress{}, r.fenced(err, bp.id, "commits")

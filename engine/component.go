@@ -207,6 +207,46 @@ type Sink interface {
 	Write(ctx context.Context, b *Batch) error
 }
 
+// A ChunkReader is a Source that can hand a batch's rows over a chunk at a
+// time, so that a batch is never held whole: the engine reads, transforms and
+// writes a large batch (a big availableNow trigger) in bounded memory, and
+// the sink writes the first chunks while the source reads the next.
+type ChunkReader interface {
+	// ReadChunks reads what Read reads, (req.Start, req.End], and hands the
+	// rows to emit in chunks instead of returning them: each partition's
+	// rows in order, partitions possibly interleaved. A chunk belongs to the
+	// engine until emit returns; the source may then reuse the slice (not
+	// the rows). The result's Rows is nil; Malformed and Backlog cover the
+	// whole read. An error from emit stops the read and is returned.
+	ReadChunks(ctx context.Context, req ReadRequest, emit func([]Row) error) (ReadResult, error)
+}
+
+// A ChunkWriter is a Sink that can take a batch a chunk at a time, with the
+// same guarantee as Write: the batch is committed once, whole, by Commit.
+// The engine uses it, with ChunkReader sources, for queries whose steps keep
+// no row (filters, selects, a watermark), whose output order within a
+// batch is free.
+type ChunkWriter interface {
+	// Open begins writing batch b, whose Rows are empty. It does what Write
+	// does before the rows: an exactly-once sink fences an earlier run's
+	// writer and finds whether a replayed batch is already committed (then
+	// the writer it returns drops the rows and commits nothing).
+	Open(ctx context.Context, b *Batch) (BatchWriter, error)
+}
+
+// BatchWriter writes one batch a chunk at a time: Write any number of times,
+// then Commit or Abort once.
+type BatchWriter interface {
+	// Write writes rows of the batch; they are the writer's only until it
+	// returns. An error stops the query; the batch is replayed.
+	Write(ctx context.Context, rows []Row) error
+	// Commit returns once the batch is committed, as Sink.Write does.
+	Commit(ctx context.Context) error
+	// Abort gives up the batch after an error elsewhere: nothing of it
+	// becomes visible that an exactly-once sink would not show anyway.
+	Abort(ctx context.Context)
+}
+
 // Batch is what a sink writes.
 type Batch struct {
 	// QueryID and ID together identify the batch across restarts; a fresh

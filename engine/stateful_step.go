@@ -265,14 +265,19 @@ func (r *run) closeState() {
 	}
 }
 
-// transform runs the batch's rows through the steps. right holds the rows of
-// each stream join's right source, by name.
-func (r *run) transform(bp *batchPlan, rows []Row, right map[string][]Row) ([]Row, error) {
-	b := &stepBatch{id: bp.id, watermarkMs: bp.watermarkMs, lateWatermarkMs: bp.lateWatermarkMs, queryWatermarkMs: bp.watermarkMs, right: right}
+// newStepBatch is what the steps see of the batch bp; right holds the rows of each stream
+// join's right source, by name.
+func newStepBatch(bp *batchPlan, right map[string][]Row) *stepBatch {
+	return &stepBatch{id: bp.id, watermarkMs: bp.watermarkMs, lateWatermarkMs: bp.lateWatermarkMs, queryWatermarkMs: bp.watermarkMs, right: right}
+}
+
+// runSteps runs the steps over rows of the batch b: the whole batch, or one chunk of a
+// streamed one (streamBatch).
+func (r *run) runSteps(b *stepBatch, rows []Row) ([]Row, error) {
 	for _, st := range r.q.steps {
 		var err error
 		if rows, err = st.process(b, rows); err != nil {
-			return nil, fmt.Errorf("batch %d: %w", bp.id, err)
+			return nil, fmt.Errorf("batch %d: %w", b.id, err)
 		}
 	}
 	return rows, nil

@@ -368,6 +368,49 @@ func TestCrashKafkaToKafkaAtLeastOnce(t *testing.T) {
 	})
 }
 
+// kafkaToKafkaExactlyOnce reads batches of 12,000 records (three of them): each streams through the query in
+// several chunks (ReadChunks, a chunked transaction), so that random kills land between them.
+var kafkaToKafkaExactlyOnce = kafkaOrdersSpec(12_000, "kafka: {bootstrapServers: [%[2]s], topic: %[1]s, keyColumn: id, exactlyOnce: true}")
+
+// TestCrashKafkaToKafkaExactlyOnce kills an exactly-once kafka→kafka query, whose batches are
+// read, transformed and produced a chunk at a time, at every phase and at random instants: a
+// read_committed consumer sees every kept record once, as an uninterrupted run's.
+func TestCrashKafkaToKafkaExactlyOnce(t *testing.T) {
+	setUp := func(t *testing.T) (*scenario, []string, []string) {
+		brokers := testenv.Kafka(t)
+		want := produceOrders(t, brokers, "orders", 3, 12_000)
+		for _, topic := range []string{"out", "ref", "timing"} {
+			createTopic(t, brokers, topic, 3, nil)
+		}
+		return newScenario(t, withBrokers(kafkaToKafkaExactlyOnce, brokers)), brokers, want
+	}
+	check := func(t *testing.T, s *scenario, brokers, want []string) {
+		t.Helper()
+		s.finish("out")
+		s.reference("ref")
+		got := keys(consume(t, brokers, "out"))
+		if diff := cmp.Diff(keys(consume(t, brokers, "ref")), got); diff != "" {
+			t.Errorf("read_committed output differs from an uninterrupted run's (-uninterrupted +crashed):\n%s", diff)
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("read_committed record keys (-want +got):\n%s", diff)
+		}
+	}
+	for _, cp := range crashtest.Points() {
+		t.Run(cp.String(), func(t *testing.T) {
+			s, brokers, want := setUp(t)
+			s.killAt("out", cp)
+			check(t, s, brokers, want)
+		})
+	}
+	t.Run("random", func(t *testing.T) {
+		s, brokers, want := setUp(t)
+		span := s.timing("timing")
+		s.killRandomly("out", 8, span)
+		check(t, s, brokers, want)
+	})
+}
+
 var kafkaToWebhook = kafkaOrdersSpec(15, "webhook: {url: %[1]q, maxRowsPerRequest: 4}")
 
 // hookReceiver records, for every row id, the Idempotency-Keys of the

@@ -155,21 +155,26 @@ func (e *partitionError) Unwrap() error { return e.err }
 // take hands the records of the spans in pending to out, in offset order
 // per partition, removing each span from pending once done: when a record
 // (a control record too) at or beyond its end arrived. It returns when
-// pending is empty, with a *partitionError for a partition that failed, or
-// after stallCheck without progress (then pending is not empty).
-func (r *reader) take(ctx context.Context, pending map[topicPartition]span, out func(topicPartition, *fetched)) error {
+// pending is empty, with a *partitionError for a partition that failed,
+// after stallCheck without progress (then pending is not empty), or with
+// full once it handed limit records or more (0: no limit).
+func (r *reader) take(ctx context.Context, pending map[topicPartition]span, out func(topicPartition, *fetched), limit int) (full bool, err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	defer func() { r.needed = false }()
 	lastProgress := time.Now()
+	handed := 0
 	for {
 		for tp, sp := range pending {
+			if limit > 0 && handed >= limit {
+				return true, nil
+			}
 			p := r.parts[tp]
 			if p == nil {
 				continue
 			}
 			taken, done := 0, false
-			for len(p.chunks) > 0 && !done {
+			for len(p.chunks) > 0 && !done && (limit == 0 || handed+taken < limit) {
 				c := p.chunks[0]
 				for p.head < len(c) {
 					f := &c[p.head]
@@ -204,6 +209,7 @@ func (r *reader) take(ctx context.Context, pending map[topicPartition]span, out 
 			if taken > 0 {
 				p.n -= taken
 				r.size -= taken
+				handed += taken
 				lastProgress = time.Now()
 			}
 			if done {
@@ -212,17 +218,20 @@ func (r *reader) take(ctx context.Context, pending map[topicPartition]span, out 
 				continue
 			}
 			if p.err != nil {
-				return &partitionError{tp: tp, pos: p.pos, err: p.err}
+				return false, &partitionError{tp: tp, pos: p.pos, err: p.err}
 			}
 		}
 		if len(pending) == 0 {
-			return nil
+			return false, nil
+		}
+		if limit > 0 && handed >= limit {
+			return true, nil
 		}
 		if err := ctx.Err(); err != nil {
-			return err
+			return false, err
 		}
 		if time.Since(lastProgress) > stallCheck {
-			return nil
+			return false, nil
 		}
 		r.needed = true
 		r.cond.Broadcast() // a poller held back by the limit may go on

@@ -26,6 +26,10 @@ type rowBatch struct {
 	last     topicPartition
 	lastPart int
 	parts    [][]engine.Row
+	// emit takes the rows a chunk at a time (ReadChunks): they gather in
+	// chunk, and parts stays empty.
+	emit  func([]engine.Row) error
+	chunk []engine.Row
 	// newest holds, per partition, the newest record timestamp (Unix ms)
 	// read, 0 for none.
 	newest    []int64
@@ -34,14 +38,38 @@ type rowBatch struct {
 	err       error
 }
 
-func (s *Source) newBatch(batch int64, spans []span) *rowBatch {
+// readChunkRows is how many records ReadChunks hands over at a time, at the
+// most.
+const readChunkRows = 8192
+
+func (s *Source) newBatch(batch int64, spans []span, emit func([]engine.Row) error) *rowBatch {
 	b := &rowBatch{s: s, batch: batch, index: make(map[topicPartition]int, len(spans)), lastPart: -1,
-		parts: make([][]engine.Row, len(spans)), newest: make([]int64, len(spans))}
+		parts: make([][]engine.Row, len(spans)), newest: make([]int64, len(spans)), emit: emit}
 	for i, sp := range spans {
 		b.index[sp.tp] = i
-		b.parts[i] = make([]engine.Row, 0, min(sp.to-sp.from, 1<<20))
+		if emit == nil {
+			b.parts[i] = make([]engine.Row, 0, min(sp.to-sp.from, 1<<20))
+		}
+	}
+	if emit != nil {
+		b.chunk = make([]engine.Row, 0, readChunkRows)
 	}
 	return b
+}
+
+// flush stops the read at a malformed record (onMalformed: fail), and hands
+// the rows gathered so far to emit.
+func (b *rowBatch) flush() error {
+	if b.err != nil {
+		return b.err
+	}
+	if len(b.chunk) == 0 {
+		return nil
+	}
+	err := b.emit(b.chunk)
+	clear(b.chunk) // the rows are the engine's
+	b.chunk = b.chunk[:0]
+	return err
 }
 
 // rows returns the batch's rows in order.
@@ -107,6 +135,8 @@ func (b *rowBatch) add(tp topicPartition, f *fetched) {
 	case b.err != nil || f.control:
 	case f.bad != nil:
 		b.bad(f.rec, f.bad)
+	case b.emit != nil:
+		b.chunk = append(b.chunk, f.row)
 	default:
 		b.parts[b.lastPart] = append(b.parts[b.lastPart], f.row)
 	}

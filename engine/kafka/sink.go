@@ -25,8 +25,9 @@ import (
 )
 
 var (
-	_ engine.Sink = (*Sink)(nil)
-	_ io.Closer   = (*Sink)(nil)
+	_ engine.Sink        = (*Sink)(nil)
+	_ engine.ChunkWriter = (*Sink)(nil)
+	_ io.Closer          = (*Sink)(nil)
 )
 
 // Names the sink uses in Kafka.
@@ -226,49 +227,115 @@ func (s *Sink) newClient(query string) error {
 }
 
 // Write produces the batch's rows and returns once the brokers acknowledged
-// them (at-least-once) or the batch's transaction committed (exactly-once).
-// An exactly-once sink first fences any producer of an earlier run of the
-// query and, on its first write or for a batch it already wrote, looks for
-// the batch's marker; a committed batch is not produced again.
+// them (at-least-once) or the batch's transaction committed (exactly-once):
+// Open, one Write of every row, Commit.
 func (s *Sink) Write(ctx context.Context, b *engine.Batch) error {
+	w, err := s.Open(ctx, b)
+	if err != nil {
+		return err
+	}
+	if err := w.Write(ctx, b.Rows); err != nil {
+		w.Abort(ctx)
+		return err
+	}
+	return w.Commit(ctx)
+}
+
+// Open begins writing batch b (engine.ChunkWriter). An exactly-once sink
+// first fences any producer of an earlier run of the query and, on its first
+// batch or for a batch it already wrote, looks for the batch's marker: a
+// committed batch is not produced again (its writer drops the rows). Then it
+// begins the batch's transaction.
+func (s *Sink) Open(ctx context.Context, b *engine.Batch) (engine.BatchWriter, error) {
+	w := &batchWriter{s: s, b: b, hdr: []kgo.RecordHeader{{Key: BatchHeader, Value: []byte(b.QueryID + ":" + strconv.FormatInt(b.ID, 10))}},
+		acks: &batchWrite{}}
 	if !s.exactlyOnce {
-		if err := s.produce(ctx, b, false); err != nil {
-			return err
-		}
-		s.reached(engine.PhaseSinkWrite, b.ID)
-		return nil
+		return w, nil
 	}
 	if b.QueryID != s.clientQuery {
 		// Transactions are per query id: a batch of another query (a
 		// fresh checkpoint) gets a producer of its own.
 		if err := s.newClient(b.QueryID); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if !s.checked || b.ID <= s.written {
 		// Fence the previous run's producer first: its open transaction is
 		// aborted, or its commit completes, before the marker is read.
 		if _, _, err := s.cl.ProducerID(ctx); err != nil {
-			return fmt.Errorf("initialize transactional producer %s: %w", TransactionalIDPrefix+b.QueryID, err)
+			return nil, fmt.Errorf("initialize transactional producer %s: %w", TransactionalIDPrefix+b.QueryID, err)
 		}
 		found, err := s.committed(ctx, b)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		s.checked = true
 		if found {
 			s.log.Info("Skipped a batch already committed to Kafka", "batch", b.ID, "topic", s.spec.Topic)
 			s.written = max(s.written, b.ID)
-			return nil
+			w.skip = true
+			return w, nil
 		}
 	}
 	if err := s.cl.BeginTransaction(); err != nil {
-		return fmt.Errorf("begin transaction for batch %d: %w", b.ID, err)
+		return nil, fmt.Errorf("begin transaction for batch %d: %w", b.ID, err)
 	}
-	if err := s.produce(ctx, b, true); err != nil {
-		return s.abort(ctx, b, err)
+	w.txn = true
+	return w, nil
+}
+
+// batchWriter produces one batch (engine.BatchWriter): its records go out as
+// Write encodes them, and Commit waits for them all and commits.
+type batchWriter struct {
+	s    *Sink
+	b    *engine.Batch
+	hdr  []kgo.RecordHeader
+	acks *batchWrite
+	// skip: the batch was committed before, nothing is produced; txn: a
+	// transaction is open.
+	skip, txn bool
+}
+
+func (w *batchWriter) Write(ctx context.Context, rows []engine.Row) error {
+	if w.skip {
+		return nil
+	}
+	if err := w.acks.failed(); err != nil {
+		return w.fail(ctx, fmt.Errorf("produce batch %d to topic %s: %w", w.b.ID, w.s.spec.Topic, err))
+	}
+	if err := w.s.produce(ctx, w.b, w.hdr, w.acks, rows); err != nil {
+		return w.fail(ctx, err)
+	}
+	return nil
+}
+
+// Commit produces the marker when transactional, waits for the brokers'
+// acknowledgements of every record, and commits the transaction.
+func (w *batchWriter) Commit(ctx context.Context) error {
+	if w.skip {
+		return nil
+	}
+	s, b := w.s, w.b
+	if w.txn {
+		w.acks.pending.Add(1)
+		r := &kgo.Record{Topic: MarkerTopic, Key: []byte(s.markerKey(b)), Value: []byte(strconv.FormatInt(b.ID, 10)),
+			Headers: w.hdr, Timestamp: b.Time}
+		s.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { w.acks.done(err) })
+	}
+	if err := s.cl.Flush(ctx); err != nil {
+		return w.fail(ctx, fmt.Errorf("produce batch %d: %w", b.ID, err))
+	}
+	// Flush returns once every buffered record is done; this also waits
+	// for the promises of records that failed before they were buffered.
+	w.acks.pending.Wait()
+	if w.acks.err != nil {
+		return w.fail(ctx, fmt.Errorf("produce batch %d to topic %s: %w", b.ID, s.spec.Topic, w.acks.err))
 	}
 	s.reached(engine.PhaseSinkWrite, b.ID)
+	if !w.txn {
+		return nil
+	}
+	w.txn = false
 	if err := s.cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		return s.abort(ctx, b, fmt.Errorf("commit transaction of batch %d: %w", b.ID, err))
 	}
@@ -276,12 +343,43 @@ func (s *Sink) Write(ctx context.Context, b *engine.Batch) error {
 	return nil
 }
 
+// Abort ends the open transaction, if any.
+func (w *batchWriter) Abort(ctx context.Context) {
+	if w.txn {
+		w.txn = false
+		w.s.endAborted(ctx, w.b)
+	}
+}
+
+// endAborted aborts the open transaction of batch b: first the records not
+// sent yet, so that none goes out after the abort, then the transaction.
+func (s *Sink) endAborted(ctx context.Context, b *engine.Batch) {
+	err := s.cl.AbortBufferedRecords(ctx)
+	if err == nil {
+		err = s.cl.EndTransaction(ctx, kgo.TryAbort)
+	}
+	if err != nil {
+		s.log.Warn("Aborting the Kafka transaction failed; the next start aborts it", "batch", b.ID, "error", err)
+	}
+}
+
+// fail ends the batch's transaction after err (abort), and returns err, or
+// nil when another producer of the query committed the batch.
+func (w *batchWriter) fail(ctx context.Context, err error) error {
+	if !w.txn {
+		return err
+	}
+	w.txn = false
+	if err = w.s.abort(ctx, w.b, err); err == nil {
+		w.skip = true // the batch is committed: what is left to write is dropped
+	}
+	return err
+}
+
 // abort ends the open transaction after err. When another producer of this
 // query fenced this one, it waits for that producer to commit the batch.
 func (s *Sink) abort(ctx context.Context, b *engine.Batch, err error) error {
-	if aerr := s.cl.EndTransaction(ctx, kgo.TryAbort); aerr != nil {
-		s.log.Warn("Aborting the Kafka transaction failed; the next start aborts it", "batch", b.ID, "error", aerr)
-	}
+	s.endAborted(ctx, b)
 	if !fenced(err) {
 		return err
 	}
@@ -317,73 +415,73 @@ func fenced(err error) bool {
 	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)
 }
 
-// produce produces the batch's rows, and the marker when transactional, and
-// waits for the brokers' acknowledgements.
-func (s *Sink) produce(ctx context.Context, b *engine.Batch, marker bool) error {
-	hdr := []kgo.RecordHeader{{Key: BatchHeader, Value: []byte(b.QueryID + ":" + strconv.FormatInt(b.ID, 10))}}
-	w := &batchWrite{}
-	w.pending.Add(len(b.Rows))
-	// Rows are encoded and produced a chunk at a time, so that the client
-	// sends the first records while the next are encoded, and a chunk's
-	// records and buffers serve again once the brokers acknowledged them.
-	for lo := 0; lo < len(b.Rows); lo += sendChunkRows {
-		rows := b.Rows[lo:min(lo+sendChunkRows, len(b.Rows))]
-		c := s.takeChunk()
-		var err error
-		c.ends = c.ends[:0]
+// produce encodes rows of batch b and hands them to the client, a chunk at a
+// time, so that the client sends the first records while the next are
+// encoded, and a chunk's records and buffers serve again once the brokers
+// acknowledged them. Their acknowledgements go to acks.
+func (s *Sink) produce(ctx context.Context, b *engine.Batch, hdr []kgo.RecordHeader, acks *batchWrite, rows []engine.Row) error {
+	for lo := 0; lo < len(rows); lo += sendChunkRows {
+		if err := s.produceChunk(ctx, b, hdr, acks, rows[lo:min(lo+sendChunkRows, len(rows))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// produceChunk encodes and produces at most sendChunkRows rows.
+func (s *Sink) produceChunk(ctx context.Context, b *engine.Batch, hdr []kgo.RecordHeader, acks *batchWrite, rows []engine.Row) error {
+	c := s.takeChunk()
+	var err error
+	c.ends = c.ends[:0]
+	if s.enc != nil {
+		c.values = c.values[:0]
+		for _, row := range rows {
+			if c.values, err = s.enc.append(c.values, row); err != nil {
+				s.giveChunk(c)
+				return fmt.Errorf("encode batch %d: %w", b.ID, err)
+			}
+			c.ends = append(c.ends, len(c.values))
+		}
+	} else if c.values, err = codec.AppendJSON(c.values[:0], b.Columns, rows); err != nil {
+		s.giveChunk(c)
+		return fmt.Errorf("encode batch %d: %w", b.ID, err)
+	}
+	c.keys, c.keyEnds = c.keys[:0], c.keyEnds[:0]
+	if s.key >= 0 {
+		for _, row := range rows {
+			if row[s.key] == nil {
+				continue
+			}
+			if c.keys, err = s.keyEnc.append(c.keys, row[s.key]); err != nil {
+				s.giveChunk(c)
+				return fmt.Errorf("encode the key of batch %d: %w", b.ID, err)
+			}
+			c.keyEnds = append(c.keyEnds, len(c.keys))
+		}
+	}
+	c.write = acks
+	c.left.Store(int32(len(rows)))
+	acks.pending.Add(len(rows))
+	values := c.values
+	start, k, keyStart := 0, 0, 0
+	for i, row := range rows {
+		r := &c.recs[i]
 		if s.enc != nil {
-			c.values = c.values[:0]
-			for _, row := range rows {
-				if c.values, err = s.enc.append(c.values, row); err != nil {
-					return fmt.Errorf("encode batch %d: %w", b.ID, err)
-				}
-				c.ends = append(c.ends, len(c.values))
-			}
-		} else if c.values, err = codec.AppendJSON(c.values[:0], b.Columns, rows); err != nil {
-			return fmt.Errorf("encode batch %d: %w", b.ID, err)
+			end := c.ends[i]
+			*r = kgo.Record{Value: values[start:end:end], Headers: hdr, Timestamp: b.Time}
+			start = end
+		} else {
+			end := bytes.IndexByte(values, '\n')
+			*r = kgo.Record{Value: values[:end:end], Headers: hdr, Timestamp: b.Time}
+			values = values[end+1:]
 		}
-		c.keys = c.keys[:0]
-		c.write = w
-		c.left.Store(int32(len(rows)))
-		values := c.values
-		start := 0
-		for i, row := range rows {
-			r := &c.recs[i]
-			if s.enc != nil {
-				end := c.ends[i]
-				*r = kgo.Record{Value: values[start:end:end], Headers: hdr, Timestamp: b.Time}
-				start = end
-			} else {
-				end := bytes.IndexByte(values, '\n')
-				*r = kgo.Record{Value: values[:end:end], Headers: hdr, Timestamp: b.Time}
-				values = values[end+1:]
-			}
-			if s.key >= 0 && row[s.key] != nil {
-				// A key that outgrows keys moves the rest to a new array;
-				// the keys already cut keep theirs.
-				start := len(c.keys)
-				if c.keys, err = s.keyEnc.append(c.keys, row[s.key]); err != nil {
-					return fmt.Errorf("encode the key of batch %d: %w", b.ID, err)
-				}
-				r.Key = c.keys[start:len(c.keys):len(c.keys)]
-			}
-			s.cl.Produce(ctx, r, c.promise)
+		if s.key >= 0 && row[s.key] != nil {
+			end := c.keyEnds[k]
+			r.Key = c.keys[keyStart:end:end]
+			keyStart = end
+			k++
 		}
-	}
-	if marker {
-		w.pending.Add(1)
-		r := &kgo.Record{Topic: MarkerTopic, Key: []byte(s.markerKey(b)), Value: []byte(strconv.FormatInt(b.ID, 10)),
-			Headers: hdr, Timestamp: b.Time}
-		s.cl.Produce(ctx, r, func(_ *kgo.Record, err error) { w.done(err) })
-	}
-	if err := s.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("produce batch %d: %w", b.ID, err)
-	}
-	// Flush returns once every buffered record is done; this also waits
-	// for the promises of records that failed before they were buffered.
-	w.pending.Wait()
-	if w.err != nil {
-		return fmt.Errorf("produce batch %d to topic %s: %w", b.ID, s.spec.Topic, w.err)
+		s.cl.Produce(ctx, r, c.promise)
 	}
 	return nil
 }
@@ -400,6 +498,13 @@ type batchWrite struct {
 	pending sync.WaitGroup // a record each
 	mu      sync.Mutex
 	err     error // the first error, read after pending
+}
+
+// failed returns the first error a record of the batch met so far.
+func (w *batchWrite) failed() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
 }
 
 func (w *batchWrite) done(err error) {
@@ -421,6 +526,7 @@ type sendChunk struct {
 	values  []byte
 	ends    []int // formats avro and protobuf: where each record's value ends in values
 	keys    []byte
+	keyEnds []int // where each key ends in keys, for the rows whose key is not null
 	write   *batchWrite
 	left    atomic.Int32 // records whose promise did not run yet
 	promise func(*kgo.Record, error)
@@ -439,13 +545,18 @@ func (s *Sink) takeChunk() *sendChunk {
 	c.promise = func(_ *kgo.Record, err error) {
 		w := c.write // before c may serve another batch
 		if c.left.Add(-1) == 0 {
-			s.chunksMu.Lock()
-			s.chunks = append(s.chunks, c)
-			s.chunksMu.Unlock()
+			s.giveChunk(c)
 		}
 		w.done(err)
 	}
 	return c
+}
+
+// giveChunk returns a chunk that produced nothing to the free chunks.
+func (s *Sink) giveChunk(c *sendChunk) {
+	s.chunksMu.Lock()
+	s.chunks = append(s.chunks, c)
+	s.chunksMu.Unlock()
 }
 
 // markerKey is the key of a batch's marker: <query id>:<topic>. The topic

@@ -23,6 +23,7 @@ import (
 )
 
 var (
+	_ engine.ChunkReader        = (*Source)(nil)
 	_ engine.Source             = (*Source)(nil)
 	_ engine.AvailableNowSource = (*Source)(nil)
 	_ engine.RetainingSource    = (*Source)(nil)
@@ -481,6 +482,17 @@ func (s *Source) spans(start, latest, logStarts offsets) (spans []span, dropped 
 // recorded starting offsets) up to req.End, per partition. Control records
 // take offsets but yield no row.
 func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadResult, error) {
+	return s.read(ctx, req, nil)
+}
+
+// ReadChunks reads what Read reads, handing the rows to emit a chunk of
+// about readChunkRows at a time (engine.ChunkReader).
+func (s *Source) ReadChunks(ctx context.Context, req engine.ReadRequest, emit func([]engine.Row) error) (engine.ReadResult, error) {
+	return s.read(ctx, req, emit)
+}
+
+// read is Read, or ReadChunks when emit is not nil.
+func (s *Source) read(ctx context.Context, req engine.ReadRequest, emit func([]engine.Row) error) (engine.ReadResult, error) {
 	start, err := s.startOffsets(ctx, req.Start)
 	if err != nil {
 		return engine.ReadResult{}, err
@@ -514,12 +526,12 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 	if len(spans) == 0 {
 		return engine.ReadResult{Backlog: s.dataAge(req)}, nil
 	}
-	b := s.newBatch(req.Batch, spans)
-	if err := s.fetch(ctx, spans, b.add); err != nil {
+	b := s.newBatch(req.Batch, spans, emit)
+	if err := s.fetch(ctx, spans, b.add, b.flush); err != nil {
 		return engine.ReadResult{}, err
 	}
-	if b.err != nil {
-		return engine.ReadResult{}, b.err
+	if err := b.flush(); err != nil {
+		return engine.ReadResult{}, err
 	}
 	if err := b.flushDeadLetters(ctx); err != nil {
 		return engine.ReadResult{}, err
@@ -530,7 +542,11 @@ func (s *Source) Read(ctx context.Context, req engine.ReadRequest) (engine.ReadR
 	for i, sp := range spans {
 		s.newest[sp.tp] = max(s.newest[sp.tp], b.newest[i])
 	}
-	return engine.ReadResult{Rows: b.rows(), Malformed: b.malformed, Backlog: s.dataAge(req)}, nil
+	res := engine.ReadResult{Malformed: b.malformed, Backlog: s.dataAge(req)}
+	if emit == nil {
+		res.Rows = b.rows()
+	}
+	return res, nil
 }
 
 // dataAge completes the backlog Plan found for the batch req reads with
@@ -712,15 +728,17 @@ func (s *Source) logStart(ctx context.Context, tp topicPartition) (int64, error)
 }
 
 // fetch hands the records of the spans to add, in offset order per
-// partition, handling data loss and waiting out brokers that restart.
-func (s *Source) fetch(ctx context.Context, spans []span, add func(topicPartition, *fetched)) error {
+// partition, handling data loss and waiting out brokers that restart. It
+// calls flush, which stops the fetch with an error, after every
+// readChunkRows records or fewer (a wait for records).
+func (s *Source) fetch(ctx context.Context, spans []span, add func(topicPartition, *fetched), flush func() error) error {
 	s.reader.assign(spans)
 	pending := make(map[topicPartition]span, len(spans))
 	for _, sp := range spans {
 		pending[sp.tp] = sp
 	}
 	for len(pending) > 0 {
-		err := s.reader.take(ctx, pending, add)
+		full, err := s.reader.take(ctx, pending, add, readChunkRows)
 		var pe *partitionError
 		switch {
 		case errors.As(err, &pe):
@@ -729,10 +747,13 @@ func (s *Source) fetch(ctx context.Context, spans []span, add func(topicPartitio
 			}
 		case err != nil:
 			return err
-		case len(pending) > 0:
+		case len(pending) > 0 && !full:
 			if err := s.checkStalled(ctx, pending); err != nil {
 				return err
 			}
+		}
+		if err := flush(); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -1,0 +1,87 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"time"
+)
+
+// chunkWriter returns the sink as a ChunkWriter when the run can stream its batches: every
+// source is a ChunkReader, the sink a ChunkWriter, and the steps keep no row (filters,
+// selects, a watermark: no join, no state), so that a chunk transformed and written is done
+// with. It returns nil otherwise, and the batch is read, transformed and written whole.
+func (r *run) chunkWriter() ChunkWriter {
+	w, ok := r.sink.(ChunkWriter)
+	if !ok || !ownsRows(r.q.steps) {
+		return nil
+	}
+	for _, s := range r.sources {
+		if _, ok := s.src.(ChunkReader); !ok {
+			return nil
+		}
+	}
+	return w
+}
+
+// streamBatch runs the batch bp a chunk at a time: each source's chunks are transformed and
+// handed to the sink's writer as they are read, so that the batch is never held whole and the
+// sink writes while the sources read. It fills p's counts, and ph's phases: getBatch is the
+// sink's Open, transform the steps' share, addBatch the whole read, transform and write (as
+// Spark's addBatch runs the whole query).
+func (r *run) streamBatch(ctx context.Context, bp *batchPlan, cw ChunkWriter, p *Progress, ph phases) error {
+	clk := r.q.opts.clock
+	sink := r.q.spec.Sink.Kind()
+	var w BatchWriter
+	err := ph.time("getBatch", func() (err error) {
+		w, err = cw.Open(ctx, &Batch{QueryID: r.queryID, ID: bp.id, Time: bp.time, Columns: r.q.outCols})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("batch %d: sink %s: %w", bp.id, sink, err)
+	}
+	sb := newStepBatch(bp, nil)
+	var transform time.Duration
+	err = ph.time("addBatch", func() error {
+		for _, s := range r.sources {
+			end, ok := bp.ends[s.name]
+			if !ok {
+				continue
+			}
+			var n int64
+			emit := func(rows []Row) error {
+				n += int64(len(rows))
+				began := clk.Now()
+				out, err := r.runSteps(sb, rows)
+				transform += clk.Since(began)
+				if err != nil || len(out) == 0 {
+					return err
+				}
+				p.NumOutputRows += int64(len(out))
+				if err := w.Write(ctx, out); err != nil {
+					return fmt.Errorf("sink %s: %w", sink, err)
+				}
+				return nil
+			}
+			backlog := bp.backlogs[s.name]
+			res, err := s.src.(ChunkReader).ReadChunks(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time, Backlog: backlog}, emit)
+			if err != nil {
+				return fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
+			}
+			p.NumInputRows += n
+			p.NumMalformedRows += res.Malformed
+			p.Sources = append(p.Sources, newSourceProgress(s.name, bp.starts[s.name], end, n, res.Malformed, cmp.Or(res.Backlog, backlog)))
+		}
+		if err := w.Commit(ctx); err != nil {
+			return fmt.Errorf("batch %d: sink %s: %w", bp.id, sink, err)
+		}
+		return nil
+	})
+	ph.ms["transform"] = transform.Milliseconds()
+	if err != nil {
+		w.Abort(ctx)
+		return err
+	}
+	r.reached(PhaseSinkCommitted, bp.id)
+	return nil
+}
