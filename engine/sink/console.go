@@ -46,32 +46,62 @@ func NewConsole(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (engine.Si
 	return &Console{out: out}, nil
 }
 
+var _ engine.ChunkWriter = (*Console)(nil)
+
 // Write prints the batch: a header, then up to MaxConsoleRows rows as a table.
-func (c *Console) Write(_ context.Context, b *engine.Batch) error {
-	var sb strings.Builder
-	fmt.Fprintf(&sb, "-------------------------------------------\nBatch: %d\n-------------------------------------------\n", b.ID)
-	shown := b.Rows[:min(len(b.Rows), MaxConsoleRows)]
-	cells := make([][]string, 0, len(shown)+1)
-	cells = append(cells, b.Columns.Names())
-	for _, r := range shown {
+func (c *Console) Write(ctx context.Context, b *engine.Batch) error {
+	w, _ := c.Open(ctx, b)
+	_ = w.Write(ctx, b.Rows)
+	return w.Commit(ctx)
+}
+
+// Open begins printing batch b a chunk at a time (engine.ChunkWriter): the
+// first MaxConsoleRows rows are formatted as they come, and Commit prints
+// the table.
+func (c *Console) Open(_ context.Context, b *engine.Batch) (engine.BatchWriter, error) {
+	return &consoleBatch{out: c.out, b: b, cells: [][]string{b.Columns.Names()}}, nil
+}
+
+// consoleBatch is the table of one batch being printed.
+type consoleBatch struct {
+	out io.Writer
+	b   *engine.Batch
+	// cells are the header and the rows shown, formatted; rows counts every
+	// row written.
+	cells [][]string
+	rows  int
+}
+
+func (w *consoleBatch) Write(_ context.Context, rows []engine.Row) error {
+	for _, r := range rows[:min(len(rows), max(0, MaxConsoleRows+1-len(w.cells)))] {
 		line := make([]string, len(r))
 		for i, v := range r {
 			line[i] = cell(v)
 		}
-		cells = append(cells, line)
+		w.cells = append(w.cells, line)
 	}
-	widths := make([]int, len(b.Columns))
-	for _, line := range cells {
+	w.rows += len(rows)
+	return nil
+}
+
+func (w *consoleBatch) Abort(context.Context) {}
+
+// Commit prints the batch: a header, then the rows shown as a table.
+func (w *consoleBatch) Commit(context.Context) error {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "-------------------------------------------\nBatch: %d\n-------------------------------------------\n", w.b.ID)
+	widths := make([]int, len(w.b.Columns))
+	for _, line := range w.cells {
 		for i, s := range line {
 			widths[i] = max(widths[i], utf8.RuneCountInString(s))
 		}
 	}
 	sep := "+"
-	for _, w := range widths {
-		sep += strings.Repeat("-", w) + "+"
+	for _, n := range widths {
+		sep += strings.Repeat("-", n) + "+"
 	}
 	sb.WriteString(sep + "\n")
-	for n, line := range cells {
+	for n, line := range w.cells {
 		sb.WriteString("|")
 		for i, s := range line {
 			sb.WriteString(strings.Repeat(" ", widths[i]-utf8.RuneCountInString(s)) + s + "|")
@@ -82,11 +112,11 @@ func (c *Console) Write(_ context.Context, b *engine.Batch) error {
 		}
 	}
 	sb.WriteString(sep + "\n")
-	if len(b.Rows) > len(shown) {
-		fmt.Fprintf(&sb, "only showing top %d of %d rows\n", len(shown), len(b.Rows))
+	if shown := len(w.cells) - 1; w.rows > shown {
+		fmt.Fprintf(&sb, "only showing top %d of %d rows\n", shown, w.rows)
 	}
 	sb.WriteString("\n")
-	_, err := io.WriteString(c.out, sb.String())
+	_, err := io.WriteString(w.out, sb.String())
 	return err
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -12,6 +13,7 @@ import (
 
 var (
 	_ engine.Source             = (*Nexmark)(nil)
+	_ engine.ChunkReader        = (*Nexmark)(nil)
 	_ engine.AvailableNowSource = (*Nexmark)(nil)
 )
 
@@ -187,18 +189,43 @@ func (s *Nexmark) Plan(_ context.Context, req engine.PlanRequest) (engine.Planne
 // Read returns the rows of the table's events in (req.Start, req.End],
 // from the offsets alone.
 func (s *Nexmark) Read(_ context.Context, req engine.ReadRequest) (engine.ReadResult, error) {
+	var rows []engine.Row
+	err := s.generate(req, math.MaxInt64, func(r []engine.Row) error { rows = r; return nil })
+	return engine.ReadResult{Rows: rows}, err
+}
+
+// nexmarkChunkEvents is how many events ReadChunks generates at a time.
+const nexmarkChunkEvents = 8192
+
+// ReadChunks generates what Read returns, nexmarkChunkEvents events at a time
+// (engine.ChunkReader).
+func (s *Nexmark) ReadChunks(_ context.Context, req engine.ReadRequest, emit func([]engine.Row) error) (engine.ReadResult, error) {
+	return engine.ReadResult{}, s.generate(req, nexmarkChunkEvents, emit)
+}
+
+// generate hands the rows of the table's events in (req.Start, req.End] to
+// emit, chunk events at a time.
+func (s *Nexmark) generate(req engine.ReadRequest, chunk int64, emit func([]engine.Row) error) error {
 	start, end, err := parseRange[nexmarkOffset]("nexmark", req)
 	if err != nil {
-		return engine.ReadResult{}, err
+		return err
 	}
 	if end.Event <= start.Event {
-		return engine.ReadResult{}, nil
+		return nil
 	}
 	if end.EventsPerSecond <= 0 {
-		return engine.ReadResult{}, fmt.Errorf("nexmark offset %s: no eventsPerSecond", req.End)
+		return fmt.Errorf("nexmark offset %s: no eventsPerSecond", req.End)
 	}
 	if s.gen == nil || s.gen.seed != end.Seed {
 		s.gen = newNexmarkGen(end.Seed)
 	}
-	return engine.ReadResult{Rows: s.gen.rows(s.table, start.Event, end.Event, end.timeline())}, nil
+	tl := end.timeline()
+	for from := start.Event; from < end.Event; from += min(chunk, end.Event-from) {
+		if rows := s.gen.rows(s.table, from, from+min(chunk, end.Event-from), tl); len(rows) > 0 {
+			if err := emit(rows); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
