@@ -20,13 +20,79 @@ import (
 // for nulls and for non-finite doubles) or parquet. Every row must have a
 // value of its column's type, or nil, per column.
 func Encode(format v1.FileFormat, cols v1.Columns, rows []engine.Row) ([]byte, error) {
+	e, err := NewEncoder(format, cols)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.Write(rows); err != nil {
+		return nil, err
+	}
+	return e.Close()
+}
+
+// Encoder encodes rows into one file as Encode does, a chunk of rows at a
+// time: it keeps the file's bytes, not the rows.
+type Encoder struct {
+	format v1.FileFormat
+	cols   v1.Columns
+	json   []byte
+	// parquet: the writer into buf, and leaf[i], the file column of cols[i].
+	buf  bytes.Buffer
+	pw   *parquet.Writer
+	leaf []int
+	prow []parquet.Row
+	vals []parquet.Value
+}
+
+// NewEncoder returns an encoder of rows with the columns cols in format.
+func NewEncoder(format v1.FileFormat, cols v1.Columns) (*Encoder, error) {
+	e := &Encoder{format: format, cols: cols}
 	switch format {
 	case v1.FormatJSON:
-		return AppendJSON(nil, cols, rows)
 	case v1.FormatParquet:
-		return encodeParquet(cols, rows)
+		schema, err := ParquetSchema(cols)
+		if err != nil {
+			return nil, err
+		}
+		// A group orders its fields by name: leaf[i] is the file column of cols[i].
+		e.leaf = make([]int, len(cols))
+		for i, c := range cols {
+			l, _ := schema.Lookup(c.Name)
+			e.leaf[i] = l.ColumnIndex
+		}
+		e.pw = parquet.NewWriter(&e.buf, schema, parquet.Compression(&parquet.Snappy))
+		e.prow = make([]parquet.Row, 0, parquetChunk)
+		e.vals = make([]parquet.Value, parquetChunk*len(cols))
+	default:
+		return nil, fmt.Errorf("encode rows: format %q is not json or parquet", format)
 	}
-	return nil, fmt.Errorf("encode rows: format %q is not json or parquet", format)
+	return e, nil
+}
+
+// Write encodes rows; they are the encoder's only until it returns.
+func (e *Encoder) Write(rows []engine.Row) error {
+	if e.pw == nil {
+		var err error
+		if e.json, err = AppendJSON(e.json, e.cols, rows); err != nil {
+			return err
+		}
+		return nil
+	}
+	return e.writeParquet(rows)
+}
+
+// Close ends the file and returns its bytes.
+func (e *Encoder) Close() ([]byte, error) {
+	if e.pw == nil {
+		return e.json, nil
+	}
+	if err := e.flushParquet(); err != nil {
+		return nil, err
+	}
+	if err := e.pw.Close(); err != nil {
+		return nil, fmt.Errorf("encode parquet: %w", err)
+	}
+	return e.buf.Bytes(), nil
 }
 
 // AppendJSON appends rows with the columns cols to b as Encode writes JSON,
@@ -193,57 +259,41 @@ func ParquetSchema(cols v1.Columns) (*parquet.Schema, error) {
 	return parquet.NewSchema("lockstep", group), nil
 }
 
-func encodeParquet(cols v1.Columns, rows []engine.Row) ([]byte, error) {
-	schema, err := ParquetSchema(cols)
-	if err != nil {
-		return nil, err
-	}
-	// A group orders its fields by name: leaf[i] is the file column of cols[i].
-	leaf := make([]int, len(cols))
-	for i, c := range cols {
-		l, _ := schema.Lookup(c.Name)
-		leaf[i] = l.ColumnIndex
-	}
-	var buf bytes.Buffer
-	w := parquet.NewWriter(&buf, schema, parquet.Compression(&parquet.Snappy))
-	const chunk = 1024
-	prow := make([]parquet.Row, 0, chunk)
-	vals := make([]parquet.Value, chunk*len(cols))
-	flush := func() error {
-		if _, err := w.WriteRows(prow); err != nil {
-			return fmt.Errorf("encode parquet: %w", err)
-		}
-		prow = prow[:0]
-		return nil
-	}
+// parquetChunk is how many rows the encoder hands the Parquet writer at a time.
+const parquetChunk = 1024
+
+func (e *Encoder) writeParquet(rows []engine.Row) error {
+	width := len(e.cols)
 	for _, r := range rows {
-		k := len(prow)
-		pr := parquet.Row(vals[k*len(cols) : (k+1)*len(cols) : (k+1)*len(cols)])
+		k := len(e.prow)
+		pr := parquet.Row(e.vals[k*width : (k+1)*width : (k+1)*width])
 		for i, v := range r {
 			pv, err := ParquetValue(v)
 			if err != nil {
-				return nil, fmt.Errorf("encode column %s: %w", cols[i].Name, err)
+				return fmt.Errorf("encode column %s: %w", e.cols[i].Name, err)
 			}
 			def := 1
 			if v == nil {
 				def = 0
 			}
-			pr[leaf[i]] = pv.Level(0, def, leaf[i])
+			pr[e.leaf[i]] = pv.Level(0, def, e.leaf[i])
 		}
-		prow = append(prow, pr)
-		if len(prow) == chunk {
-			if err := flush(); err != nil {
-				return nil, err
+		e.prow = append(e.prow, pr)
+		if len(e.prow) == parquetChunk {
+			if err := e.flushParquet(); err != nil {
+				return err
 			}
 		}
 	}
-	if err := flush(); err != nil {
-		return nil, err
+	return nil
+}
+
+func (e *Encoder) flushParquet() error {
+	if _, err := e.pw.WriteRows(e.prow); err != nil {
+		return fmt.Errorf("encode parquet: %w", err)
 	}
-	if err := w.Close(); err != nil {
-		return nil, fmt.Errorf("encode parquet: %w", err)
-	}
-	return buf.Bytes(), nil
+	e.prow = e.prow[:0]
+	return nil
 }
 
 // ParquetValue is the Parquet value of an engine value of a column type: a

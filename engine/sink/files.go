@@ -113,15 +113,64 @@ func OpenFiles(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (*Files, er
 // and commits them with the batch's manifest entry. A batch whose entry
 // exists is not written again.
 func (f *Files) Write(ctx context.Context, b *engine.Batch) error {
-	switch done, err := f.Committed(ctx, b.QueryID, b.ID); {
-	case err != nil:
+	w, err := f.Open(ctx, b)
+	if err != nil {
 		return err
-	case done:
+	}
+	if err := w.Write(ctx, b.Rows); err != nil {
+		return err
+	}
+	return w.Commit(ctx)
+}
+
+var _ engine.ChunkWriter = (*Files)(nil)
+
+// Open begins writing batch b a chunk at a time (engine.ChunkWriter): the
+// rows are encoded as they come, and Commit writes the data file and the
+// manifest entry. A batch whose entry exists is dropped.
+func (f *Files) Open(ctx context.Context, b *engine.Batch) (engine.BatchWriter, error) {
+	done, err := f.Committed(ctx, b.QueryID, b.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &filesBatch{f: f, b: b, done: done}, nil
+}
+
+// filesBatch is one batch being written to a data file.
+type filesBatch struct {
+	f    *Files
+	b    *engine.Batch
+	done bool // committed before: nothing to write
+	enc  *codec.Encoder
+	rows int64
+}
+
+func (w *filesBatch) Write(_ context.Context, rows []engine.Row) error {
+	if w.done || len(rows) == 0 {
 		return nil
 	}
+	if w.enc == nil {
+		enc, err := codec.NewEncoder(w.f.format, w.b.Columns)
+		if err != nil {
+			return err
+		}
+		w.enc = enc
+	}
+	w.rows += int64(len(rows))
+	return w.enc.Write(rows)
+}
+
+func (w *filesBatch) Abort(context.Context) {}
+
+// Commit writes the data file, if any row came, and the manifest entry.
+func (w *filesBatch) Commit(ctx context.Context) error {
+	if w.done {
+		return nil
+	}
+	f, b := w.f, w.b
 	m := Manifest{QueryID: b.QueryID, BatchID: b.ID, BatchTime: b.Time, Columns: b.Columns}
-	if len(b.Rows) > 0 {
-		data, err := codec.Encode(f.format, b.Columns, b.Rows)
+	if w.enc != nil {
+		data, err := w.enc.Close()
 		if err != nil {
 			return err
 		}
@@ -129,7 +178,7 @@ func (f *Files) Write(ctx context.Context, b *engine.Batch) error {
 		if err := f.folder.Put(ctx, name, data); err != nil {
 			return err
 		}
-		m.Files = append(m.Files, DataFile{Path: name, Rows: int64(len(b.Rows)), Bytes: int64(len(data))})
+		m.Files = append(m.Files, DataFile{Path: name, Rows: w.rows, Bytes: int64(len(data))})
 	}
 	f.reached(engine.PhaseSinkWrite, b.ID)
 	return f.Commit(ctx, m)
