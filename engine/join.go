@@ -70,10 +70,10 @@ func compileJoin(ps *plan.Step) (step, *field.Error) {
 	}
 	s := &staticJoinStep{
 		name:  ps.JoinName,
-		kind:  j.Static.Kind(),
+		kind:  ps.StaticKind,
 		side:  j.Static.ID(),
 		spec:  j,
-		outer: j.EffectiveType() == v1.JoinLeftOuter,
+		outer: ps.JoinType == v1.JoinLeftOuter,
 		out:   ps.JoinOutput,
 	}
 	for k, c := range s.out {

@@ -83,7 +83,7 @@ func compileStreamJoin(ps *plan.Step, left *watermarkStep) (step, *field.Error) 
 	}
 	lower, upper := tb.Lower, tb.Upper
 	cfg := stateful.StreamJoinConfig{
-		Name: name, Type: j.EffectiveType(), Left: cols, Right: right,
+		Name: name, Type: ps.JoinType, Left: cols, Right: right,
 		LeftTime: tb.LeftColumn, RightTime: tb.RightColumn, Lower: lower, Upper: upper,
 	}
 	for _, k := range j.Keys {

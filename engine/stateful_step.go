@@ -114,7 +114,7 @@ func (s *statefulStep) close(log *slog.Logger) {
 // of spec.
 func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *field.Error) {
 	st, p, cols, eventTime := ps.Spec, ps.Path, ps.In, ps.EventTime
-	switch st.Kind() {
+	switch ps.Kind {
 	case v1.StepWatermark:
 		wm, err := stateful.NewWatermark(st.Watermark.Column, ps.Durations.Delay, cols)
 		if err != nil {
@@ -157,7 +157,7 @@ func compileStatefulStep(spec *v1.StreamingQuerySpec, ps *plan.Step) (step, *fie
 		}
 		return &statefulStep{name: name, kind: v1.StepDropDuplicates, op: d}, nil
 	}
-	return nil, field.NotSupported(p, st.Kind(), []v1.StepKind{v1.StepFilter, v1.StepSelect, v1.StepWatermark, v1.StepAggregate, v1.StepDropDuplicates, v1.StepJoin})
+	return nil, field.NotSupported(p, ps.Kind, []v1.StepKind{v1.StepFilter, v1.StepSelect, v1.StepWatermark, v1.StepAggregate, v1.StepDropDuplicates, v1.StepJoin})
 }
 
 // gapEval evaluates a session window's gapExpr for a row. It is used by one

@@ -101,6 +101,10 @@ type Step struct {
 	// JoinName names a join (v1.StreamingQuerySpec.JoinNames): its state folder, its static
 	// snapshot's key in the offsets, its S3 credentials' variables.
 	JoinName string
+	// JoinType is a join's type, defaulted (v1.Join.EffectiveType); StaticKind a static join's
+	// side's kind.
+	JoinType   v1.JoinType
+	StaticKind v1.StaticSideKind
 	// Durations are the step's durations, parsed.
 	Durations Durations
 	// TimeBound is a stream join's time bound, parsed: a right row joins a left row whose
@@ -313,6 +317,10 @@ func build(s *v1.StreamingQuerySpec, flow []FlowPoint, c *compiler) (*Plan, fiel
 func joinStep(c *compiler, s *v1.StreamingQuerySpec, st *Step) *field.Error {
 	j := st.Spec.Join
 	st.JoinOutput = joinOutput(j, st.In, st.Right)
+	st.JoinType = j.EffectiveType()
+	if j.Static != nil {
+		st.StaticKind = j.Static.Kind()
+	}
 	if j.Stream == nil {
 		return nil
 	}

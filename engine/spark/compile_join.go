@@ -28,10 +28,10 @@ var sparkJoinTypes = map[v1.JoinType]string{
 // what lets Spark evict state and emit outer rows) and the output columns.
 func (c *compiler) join(p *field.Path, st *lplan.Step) []Step {
 	j, in, right := st.Spec.Join, st.In, st.Right
-	jn := &Join{Type: sparkJoinTypes[j.EffectiveType()]}
+	jn := &Join{Type: sparkJoinTypes[st.JoinType]}
 	switch {
 	case j.Static != nil:
-		jn.Static = c.static(p.Child("static"), j.Static, st.JoinName)
+		jn.Static = c.static(p.Child("static"), j.Static, st.StaticKind, st.JoinName)
 		jn.Static.Then = staticColumns(st)
 	case j.Stream != nil:
 		sp := p.Child("stream")
@@ -155,13 +155,13 @@ func (c *compiler) sideSteps(steps []lplan.SideStep) []Step {
 // against the snapshot its first batch read. A files folder or a Delta table is read at the
 // snapshot c.statics pins (the files, the version), which a restart keeps; a PostgreSQL table
 // is read again at every start (docs/spark.md).
-func (c *compiler) static(p *field.Path, st *v1.StaticSide, joinName string) *Source {
+func (c *compiler) static(p *field.Path, st *v1.StaticSide, kind v1.StaticSideKind, joinName string) *Source {
 	s := &Source{Options: map[string]string{}}
 	pin, pinned := c.statics[joinName]
 	if st.Refresh != nil {
 		c.refuse(p.Child("refresh"), "", "Spark joins a static side's rows read once per run; a refresh within a run is not compiled: omit refresh, and restart the query to read a new snapshot")
 	}
-	switch st.Kind() {
+	switch kind {
 	case v1.StaticFilesKind:
 		f := st.Files
 		c.s3Settings(p.Child("files", "s3"), f.S3, joinName, f.Path)
