@@ -38,7 +38,7 @@ type Encoder struct {
 	json   []byte
 	// parquet: the writer into buf, and leaf[i], the file column of cols[i].
 	buf  bytes.Buffer
-	pw   *parquet.Writer
+	pw   *parquet.GenericWriter[any]
 	leaf []int
 	prow []parquet.Row
 	vals []parquet.Value
@@ -60,7 +60,7 @@ func NewEncoder(format v1.FileFormat, cols v1.Columns) (*Encoder, error) {
 			l, _ := schema.Lookup(c.Name)
 			e.leaf[i] = l.ColumnIndex
 		}
-		e.pw = parquet.NewWriter(&e.buf, schema, parquet.Compression(&parquet.Snappy))
+		e.pw = parquet.NewGenericWriter[any](&e.buf, schema, parquet.Compression(&parquet.Snappy))
 		e.prow = make([]parquet.Row, 0, parquetChunk)
 		e.vals = make([]parquet.Value, parquetChunk*len(cols))
 	default:
