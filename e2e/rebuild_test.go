@@ -123,13 +123,13 @@ resource "lockstep_streaming_query" "windows" {
 `, window, tn.location("out/windows"), tn.store)
 	}
 	tf.write(tfQuery("20s"))
-	tf.must("init", "-input=false")
-	tf.must("import", "-input=false", "-lock=false", "lockstep_streaming_query.windows", tn.ns+"/windows")
+	tf.Must("init", "-input=false")
+	tf.Must("import", "-input=false", "-lock=false", "lockstep_streaming_query.windows", tn.ns+"/windows")
 	tf.write(tfQuery("30s"))
-	if out := tf.must("plan", "-input=false", "-lock=false"); !strings.Contains(out, "window-size") || !strings.Contains(out, "Accepted by on_incompatible_change: rebuild") {
+	if out := tf.Must("plan", "-input=false", "-lock=false"); !strings.Contains(out, "window-size") || !strings.Contains(out, "Accepted by on_incompatible_change: rebuild") {
 		t.Errorf("terraform plan of a 30 s window: want a warning naming window-size that the rebuild accepts:\n%s", out)
 	}
-	tf.must("apply", "-input=false", "-lock=false", "-auto-approve")
+	tf.Must("apply", "-input=false", "-lock=false", "-auto-approve")
 	rebuilt("terraform", 2, 30*time.Second)
 }
 

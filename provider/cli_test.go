@@ -2,13 +2,10 @@ package provider
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,10 +25,8 @@ const registryAddress = "registry.terraform.io/lockstep-dev/lockstep"
 // terraformCLI runs the Terraform CLI in a folder against the provider served by this test
 // binary (reattached, so init downloads nothing), as a user would run it.
 type terraformCLI struct {
-	t   testing.TB
-	bin string
-	dir string
-	env []string
+	*providertest.CLI
+	t testing.TB
 }
 
 // newTerraformCLI serves the provider for the test's duration and returns a CLI for dir. The
@@ -42,53 +37,11 @@ func newTerraformCLI(t testing.TB, dir string) *terraformCLI {
 	t.Helper()
 	bin := testenv.Terraform(t)
 	lockstep := providertest.Serve(t, registryAddress, providerserver.NewProtocol6(New("test")()))
-	info, err := json.Marshal(map[string]any{
+	return &terraformCLI{t: t, CLI: providertest.NewCLI(t, bin, dir, map[string]any{
 		registryAddress: lockstep,
 		"registry.terraform.io/hashicorp/lockstep":   lockstep,
 		"registry.terraform.io/hashicorp/kubernetes": providertest.Serve(t, "registry.terraform.io/hashicorp/kubernetes", providerserver.NewProtocol6(kubernetesStandIn{})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := filepath.Join(t.TempDir(), "terraformrc")
-	if err := os.WriteFile(rc, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(),
-		"TF_REATTACH_PROVIDERS="+string(info),
-		"TF_CLI_CONFIG_FILE="+rc,
-		"TF_IN_AUTOMATION=1",
-		"TF_CLI_ARGS=-no-color",
-		"CHECKPOINT_DISABLE=1",
-		"TF_DATA_DIR="+filepath.Join(t.TempDir(), ".terraform"),
-	)
-	return &terraformCLI{t: t, bin: bin, dir: dir, env: env}
-}
-
-// run runs terraform with args; it returns the output and the error, and fails the test only
-// when terraform cannot start.
-func (c *terraformCLI) run(args ...string) (string, error) {
-	c.t.Helper()
-	cmd := exec.Command(c.bin, args...)
-	cmd.Dir, cmd.Env = c.dir, c.env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		c.t.Fatalf("terraform %s: %v", strings.Join(args, " "), err)
-	}
-	return out.String(), err
-}
-
-// must runs terraform and fails the test when it fails.
-func (c *terraformCLI) must(args ...string) string {
-	c.t.Helper()
-	out, err := c.run(args...)
-	if err != nil {
-		c.t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+	})}
 }
 
 // diagnostic is one diagnostic of Terraform's machine-readable output (-json).
@@ -112,7 +65,7 @@ type diagnostic struct {
 // (the warning about running with reattached providers), and whether it failed.
 func (c *terraformCLI) plan() ([]diagnostic, error) {
 	c.t.Helper()
-	out, err := c.run("plan", "-json", "-input=false", "-lock=false")
+	out, err := c.Run("plan", "-json", "-input=false", "-lock=false")
 	_, diags := readPlanJSON(out)
 	return diags, err
 }
@@ -222,8 +175,8 @@ provider "lockstep" {
 
 	q := c.query()
 	write(q)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false", "-lock=false")
+	tf.Must("init", "-input=false")
+	tf.Must("apply", "-auto-approve", "-input=false", "-lock=false")
 	c.writeCheckpoint(t, "orders")
 
 	t.Run("refused", func(t *testing.T) {
@@ -258,5 +211,5 @@ provider "lockstep" {
 		golden(t, "plan-fresh-start.golden", render(diags, names))
 	})
 	write(q)
-	tf.must("destroy", "-auto-approve", "-input=false", "-lock=false")
+	tf.Must("destroy", "-auto-approve", "-input=false", "-lock=false")
 }

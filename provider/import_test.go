@@ -43,8 +43,8 @@ func TestImportRestoresSettings(t *testing.T) {
 
 	reimport := func() {
 		t.Helper()
-		w.tf.must("state", "rm", "-lock=false", address)
-		w.tf.must("import", "-input=false", "-lock=false", address, c.namespace+"/orders")
+		w.tf.Must("state", "rm", "-lock=false", address)
+		w.tf.Must("import", "-input=false", "-lock=false", address, c.namespace+"/orders")
 	}
 	t.Run("written by terraform", func(t *testing.T) {
 		reimport()
@@ -268,9 +268,9 @@ func TestImportKubectlQuery(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf := newTerraformCLI(t, dir)
-	tf.must("init", "-input=false")
-	tf.must("import", "-input=false", "-lock=false", address, c.namespace+"/revenue")
-	if out, err := tf.run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
+	tf.Must("init", "-input=false")
+	tf.Must("import", "-input=false", "-lock=false", address, c.namespace+"/revenue")
+	if out, err := tf.Run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
 		t.Errorf("plan right after import is not empty (%v):\n%s", err, out)
 	}
 }

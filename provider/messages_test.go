@@ -91,11 +91,11 @@ func TestDestroyTimeoutSaysWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf := newTerraformCLI(t, dir)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false")
+	tf.Must("init", "-input=false")
+	tf.Must("apply", "-auto-approve", "-input=false")
 	c.edit(t, "orders", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"test.lockstep.dev/hold"}) })
 	t.Cleanup(func() { c.edit(t, "orders", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }) })
-	out, err := tf.run("destroy", "-auto-approve", "-input=false")
+	out, err := tf.Run("destroy", "-auto-approve", "-input=false")
 	if err == nil {
 		t.Fatalf("destroy succeeded while a finalizer holds the query:\n%s", out)
 	}

@@ -368,12 +368,12 @@ func TestDestroyToleratesGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf := newTerraformCLI(t, dir)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false")
+	tf.Must("init", "-input=false")
+	tf.Must("apply", "-auto-approve", "-input=false")
 	if err := c.deleteQuery("orders")(nil); err != nil {
 		t.Fatal(err)
 	}
-	tf.must("destroy", "-auto-approve", "-input=false", "-refresh=false")
+	tf.Must("destroy", "-auto-approve", "-input=false", "-refresh=false")
 }
 
 // TestApplyRevertsDriftInOneWrite changes the query outside Terraform, as kubectl edit does
@@ -392,13 +392,13 @@ func TestApplyRevertsDriftInOneWrite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	apply := func() { t.Helper(); tf.must("apply", "-auto-approve", "-input=false", "-lock=false") }
+	apply := func() { t.Helper(); tf.Must("apply", "-auto-approve", "-input=false", "-lock=false") }
 	q := baseQuery()
 	more := q
 	more.Returns = "s3://landing/returns/"
 	more.Suspend = true
 	write(more)
-	tf.must("init", "-input=false")
+	tf.Must("init", "-input=false")
 	apply()
 
 	drift := func(u *unstructured.Unstructured) {
@@ -443,7 +443,7 @@ func TestApplyRevertsDriftInOneWrite(t *testing.T) {
 			if diff := cmp.Diff(want, objectSpec(u)); diff != "" {
 				t.Errorf("spec after apply differs from the configuration's (-want +got):\n%s", diff)
 			}
-			if out, err := tf.run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
+			if out, err := tf.Run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
 				t.Errorf("plan after apply is not empty (%v):\n%s", err, out)
 			}
 		})
@@ -459,8 +459,8 @@ func planSpec(t *testing.T, c *testCluster, q queryConfig) map[string]any {
 		t.Fatal(err)
 	}
 	tf := newTerraformCLI(t, dir)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false", "-lock=false")
+	tf.Must("init", "-input=false")
+	tf.Must("apply", "-auto-approve", "-input=false", "-lock=false")
 	u, err := c.get(t, q.Name)
 	if err != nil {
 		t.Fatal(err)
