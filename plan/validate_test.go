@@ -26,11 +26,7 @@ var (
 )
 
 func TestValidate(t *testing.T) {
-	cases := []struct {
-		name  string
-		query *qt.Query
-		want  field.ErrorList
-	}{
+	cases := []validateCase{
 		{
 			name:  "files to files with filter and select is valid",
 			query: qt.Orders().Filter("amount > 0.0").Select(qt.As("id", "order_id"), qt.As("country", "country.upperAscii()"), qt.As("total", "amount * double(qty)")).Filter("total > 10.0 && country != 'XX'"),
@@ -556,14 +552,7 @@ func TestValidate(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := plan.ValidateSpec(tc.query.Spec())
-			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
-			}
-		})
-	}
+	checkValidateSpec(t, cases)
 }
 
 func TestValidateQueryName(t *testing.T) {
@@ -599,6 +588,27 @@ func TestValidateDetails(t *testing.T) {
 				if !strings.Contains(msg, w) {
 					t.Errorf("Validate() = %q, want it to contain %q", msg, w)
 				}
+			}
+		})
+	}
+}
+
+// validateCase is a query and the errors ValidateSpec finds in its spec (their details
+// aside).
+type validateCase struct {
+	name  string
+	query *qt.Query
+	want  field.ErrorList
+}
+
+// checkValidateSpec validates each case's spec and compares the errors with its want.
+func checkValidateSpec(t *testing.T, cases []validateCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := plan.ValidateSpec(tc.query.Spec())
+			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
 			}
 		})
 	}
