@@ -353,17 +353,12 @@ func planGolden(t *testing.T, name, got string) {
 // to the checkpoint.
 func TestPlanAfterEngineRun(t *testing.T) {
 	root := t.TempDir()
-	in, out, ck := filepath.Join(root, "in"), filepath.Join(root, "out"), filepath.Join(root, "checkpoint")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i, rows := range []string{
-		`{"order_id":"a","country":"de","amount":3.5}` + "\n" + `{"order_id":"b","country":"fr","amount":0}` + "\n",
-		`{"order_id":"c","country":"nl","amount":1.25}` + "\n",
-		`{"order_id":"d","country":"de","amount":7}` + "\n",
-	} {
-		addFile(t, in, i, rows)
-	}
+	d := newQueryDirs(t, root,
+		`{"order_id":"a","country":"de","amount":3.5}`+"\n"+`{"order_id":"b","country":"fr","amount":0}`+"\n",
+		`{"order_id":"c","country":"nl","amount":1.25}`+"\n",
+		`{"order_id":"d","country":"de","amount":7}`+"\n",
+	)
+	in, out, ck := d.in, d.out, d.ck
 	query := func(name, edit string) string {
 		spec := fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
@@ -493,6 +488,15 @@ spec:
   checkpoint: {location: %CHECKPOINT%}
 `
 
+// statefulFiles are four input files of statefulQuery, one batch each. Event time advances
+// by file, so that the watermark closes the early windows.
+var statefulFiles = []string{
+	`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" + `{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
+	`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" + `{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
+	`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
+	`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
+}
+
 // TestPlanAfterStatefulEngineRun is the end-to-end flow with state: the engine runs a
 // windowed aggregation with a watermark for several batches, one input file each; lockstep
 // plan --checkpoint then allows a longer watermark delay with a warning, and rejects another
@@ -502,21 +506,8 @@ spec:
 // pod); and the allowed spec runs and is recorded.
 func TestPlanAfterStatefulEngineRun(t *testing.T) {
 	root := t.TempDir()
-	in, out, ck := filepath.Join(root, "in"), filepath.Join(root, "out"), filepath.Join(root, "checkpoint")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// Event time advances by file, so that the watermark closes the early windows.
-	for i, rows := range []string{
-		`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" +
-			`{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
-		`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" +
-			`{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
-		`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
-		`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
-	} {
-		addFile(t, in, i, rows)
-	}
+	d := newQueryDirs(t, root, statefulFiles...)
+	in, out, ck := d.in, d.out, d.ck
 	// query writes the stateful query, with edit ("old => new") applied, to root/name.
 	query := func(name, edit string) string {
 		spec := strings.NewReplacer("%IN%", in, "%OUT%", out, "%CHECKPOINT%", ck).Replace(statefulQuery)
