@@ -3,8 +3,6 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -47,7 +45,5 @@ provider "lockstep" {
 // write replaces main.tf's resources.
 func (tf *terraform) write(resources string) {
 	tf.t.Helper()
-	if err := os.WriteFile(filepath.Join(tf.Dir, "main.tf"), []byte(tf.header+resources), 0o644); err != nil {
-		tf.t.Fatal(err)
-	}
+	tf.WriteMain(tf.header + resources)
 }

@@ -44,6 +44,15 @@ func newTerraformCLI(t testing.TB, dir string) *terraformCLI {
 	})}
 }
 
+// initMain returns a CLI for a new folder whose main.tf is config, initialized (terraform init).
+func initMain(t testing.TB, config string) *terraformCLI {
+	t.Helper()
+	tf := newTerraformCLI(t, t.TempDir())
+	tf.WriteMain(config)
+	tf.Must("init", "-input=false")
+	return tf
+}
+
 // diagnostic is one diagnostic of Terraform's machine-readable output (-json).
 type diagnostic struct {
 	Severity string `json:"severity"`
@@ -153,63 +162,41 @@ func golden(t testing.TB, name, got string) {
 // a new checkpoint location is planned as a fresh start.
 func TestPlanOutput(t *testing.T) {
 	c := newLockstepCluster(t)
-	dir := t.TempDir()
-	tf := newTerraformCLI(t, dir)
-	write := func(q queryConfig) {
-		t.Helper()
-		main := fmt.Sprintf(`terraform {
-  required_providers {
-    lockstep = { source = "lockstep-dev/lockstep" }
-  }
-}
-
-provider "lockstep" {
-  kubeconfig_path = %q
-}
-%s`, c.kubeconfig, q.hcl())
-		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	names := strings.NewReplacer(c.s3.Bucket, "BUCKET", c.namespace, "NAMESPACE")
-
+	w := newWorkspace(t, c)
 	q := c.query()
-	write(q)
-	tf.Must("init", "-input=false")
-	tf.Must("apply", "-auto-approve", "-input=false", "-lock=false")
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 
 	t.Run("refused", func(t *testing.T) {
 		moved := q
 		moved.Source = c.path("landing/orders-v2")
-		write(moved)
-		diags, err := tf.plan()
+		w.write(moved.hcl())
+		diags, err := w.tf.plan()
 		if err == nil {
 			t.Fatalf("plan of a refused change succeeded; diagnostics: %+v", diags)
 		}
-		golden(t, "plan-refused.golden", render(diags, names))
+		golden(t, "plan-refused.golden", render(diags, w.names))
 	})
 	t.Run("warning", func(t *testing.T) {
 		console := q
 		console.Sink = ""
-		write(console)
-		diags, err := tf.plan()
+		w.write(console.hcl())
+		diags, err := w.tf.plan()
 		if err != nil {
 			t.Fatalf("plan of an allowed change failed: %v; diagnostics: %+v", err, diags)
 		}
-		golden(t, "plan-warning.golden", render(diags, names))
+		golden(t, "plan-warning.golden", render(diags, w.names))
 	})
 	t.Run("fresh start", func(t *testing.T) {
 		fresh := q
 		fresh.Source = c.path("landing/orders-v2")
 		fresh.Location = c.location("orders-v2")
-		write(fresh)
-		diags, err := tf.plan()
+		w.write(fresh.hcl())
+		diags, err := w.tf.plan()
 		if err != nil {
 			t.Fatalf("plan of a fresh start failed: %v; diagnostics: %+v", err, diags)
 		}
-		golden(t, "plan-fresh-start.golden", render(diags, names))
+		golden(t, "plan-fresh-start.golden", render(diags, w.names))
 	})
-	write(q)
-	tf.Must("destroy", "-auto-approve", "-input=false", "-lock=false")
+	w.write(q.hcl())
+	w.tf.Must("destroy", "-auto-approve", "-input=false", "-lock=false")
 }

@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -262,13 +260,7 @@ func TestImportKubectlQuery(t *testing.T) {
 		t.Fatalf("create the query as kubectl would: %v", err)
 	}
 
-	dir := t.TempDir()
-	main := "terraform {\n  required_providers {\n    lockstep = { source = \"lockstep-dev/lockstep\" }\n  }\n}\n\n" + c.provider() + importedConfig
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tf := newTerraformCLI(t, dir)
-	tf.Must("init", "-input=false")
+	tf := initMain(t, "terraform {\n  required_providers {\n    lockstep = { source = \"lockstep-dev/lockstep\" }\n  }\n}\n\n"+c.provider()+importedConfig)
 	tf.Must("import", "-input=false", "-lock=false", address, c.namespace+"/revenue")
 	if out, err := tf.Run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
 		t.Errorf("plan right after import is not empty (%v):\n%s", err, out)

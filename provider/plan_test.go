@@ -43,9 +43,7 @@ provider "lockstep" {
   kubeconfig_path = %q
 %s}
 %s`, w.c.kubeconfig, w.providerSettings, resources)
-	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(main), 0o644); err != nil {
-		w.t.Fatal(err)
-	}
+	w.tf.WriteMain(main)
 }
 
 // init runs terraform init once, before the first plan or apply.

@@ -48,6 +48,14 @@ func NewCLI(t testing.TB, bin, dir string, providers map[string]any) *CLI {
 	return &CLI{Dir: dir, Env: env, t: t, bin: bin}
 }
 
+// WriteMain replaces the folder's main.tf with config.
+func (c *CLI) WriteMain(config string) {
+	c.t.Helper()
+	if err := os.WriteFile(filepath.Join(c.Dir, "main.tf"), []byte(config), 0o644); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
 // Run runs terraform with args; it returns the output and the error, and fails the test only
 // when terraform cannot start.
 func (c *CLI) Run(args ...string) (string, error) {
