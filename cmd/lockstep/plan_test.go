@@ -59,16 +59,8 @@ func runCobra(cmd *cobra.Command, args ...string) (string, int, error) {
 // shapeOf recorded from batch 0 unless shapeOf is "".
 func newCheckpoint(t *testing.T, shapeOf string) (dir, id string) {
 	t.Helper()
-	ctx := context.Background()
 	dir = filepath.Join(t.TempDir(), "checkpoint")
-	store, err := checkpoint.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Claim(ctx, store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claimRevenue(t, dir)
 	if shapeOf != "" {
 		recordShapeOf(t, c, shapeOf)
 		commitBatch(t, c, 0)
@@ -96,6 +88,13 @@ func recordShapeOf(t *testing.T, c *checkpoint.Checkpoint, spec string) {
 // addBatch commits batch in the checkpoint in dir, recording no shape.
 func addBatch(t *testing.T, dir string, batch int64) {
 	t.Helper()
+	commitBatch(t, claimRevenue(t, dir), batch)
+}
+
+// claimRevenue claims the checkpoint in the folder dir, made if need be, for the query
+// payments/revenue.
+func claimRevenue(t *testing.T, dir string) *checkpoint.Checkpoint {
+	t.Helper()
 	store, err := checkpoint.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +103,7 @@ func addBatch(t *testing.T, dir string, batch int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commitBatch(t, c, batch)
+	return c
 }
 
 // commitBatch adds batch's offsets and commit entries: a shape recorded from batch on is
@@ -258,11 +257,7 @@ func TestPlanCheckpoint(t *testing.T) {
 	})
 	t.Run("a shape from a newer Lockstep", func(t *testing.T) {
 		dir, _ := newCheckpoint(t, "")
-		store, _ := checkpoint.OpenDir(dir)
-		c, err := checkpoint.Claim(context.Background(), store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := claimRevenue(t, dir)
 		if err := c.RecordShape(context.Background(), 0, []byte(`{"version": 99}`)); err != nil {
 			t.Fatal(err)
 		}
