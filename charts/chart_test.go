@@ -324,10 +324,7 @@ func verifies(t *testing.T, caBundle, certPEM []byte, dnsName string) {
 // cert-manager and without) to a real API server with server-side dry-run. Only
 // cert-manager's kinds, whose CRDs the test server lacks, may be unknown.
 func TestChartAppliesToAPIServer(t *testing.T) {
-	c, err := client.New(testenv.ControlPlane(t), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, testenv.ControlPlane(t))
 	ctx := context.Background()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -49,10 +49,7 @@ func TestDeployManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(testenv.ControlPlane(t), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, testenv.ControlPlane(t))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lockstep-system"}}
 	if err := c.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
