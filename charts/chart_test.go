@@ -429,13 +429,7 @@ func render(t *testing.T, kubectl string, args ...string) []byte {
 	cmd := exec.Command(filepath.Join(root(t), "hack", "install-manifests.sh"), append([]string{"config/default"}, args...)...)
 	cmd.Dir = root(t)
 	cmd.Env = append(os.Environ(), "KUSTOMIZE="+kubectl+" kustomize")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
-	}
-	return out
+	return testenv.Output(t, cmd)
 }
 
 // envOf returns the value of the container's variable name, "" when it has none.

@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -48,4 +50,17 @@ type MissingToolError struct {
 func (e *MissingToolError) Error() string {
 	return "test tool " + e.Name + " not found at " + e.Path +
 		": run `make tools` (or `hack/tools.sh " + e.Name + "`) to build it"
+}
+
+// Output runs cmd and returns what it wrote to its standard output; when cmd fails, it fails
+// the test with what cmd wrote to its standard error.
+func Output(t testing.TB, cmd *exec.Cmd) []byte {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
+	}
+	return out
 }
