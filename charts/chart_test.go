@@ -56,8 +56,7 @@ func helm(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.Command(testenv.Tool(t, "helm"), args...)
 	cmd.Dir = root(t)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	cmd.Env = append(os.Environ(), testenv.HelmHome(t.TempDir())...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

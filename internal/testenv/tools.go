@@ -64,3 +64,9 @@ func Output(t testing.TB, cmd *exec.Cmd) []byte {
 	}
 	return out
 }
+
+// HelmHome returns the environment variables that give helm its cache, configuration and
+// data in the folder home, away from the user's.
+func HelmHome(home string) []string {
+	return []string{"HELM_CACHE_HOME=" + home, "HELM_CONFIG_HOME=" + home, "HELM_DATA_HOME=" + home}
+}
