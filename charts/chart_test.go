@@ -56,8 +56,7 @@ func helm(t *testing.T, args ...string) ([]byte, error) {
 	t.Helper()
 	cmd := exec.Command(testenv.Tool(t, "helm"), args...)
 	cmd.Dir = root(t)
-	home := t.TempDir()
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
+	cmd.Env = append(os.Environ(), testenv.HelmHome(t.TempDir())...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -324,10 +323,7 @@ func verifies(t *testing.T, caBundle, certPEM []byte, dnsName string) {
 // cert-manager and without) to a real API server with server-side dry-run. Only
 // cert-manager's kinds, whose CRDs the test server lacks, may be unknown.
 func TestChartAppliesToAPIServer(t *testing.T) {
-	c, err := client.New(testenv.ControlPlane(t), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, testenv.ControlPlane(t))
 	ctx := context.Background()
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
@@ -432,13 +428,7 @@ func render(t *testing.T, kubectl string, args ...string) []byte {
 	cmd := exec.Command(filepath.Join(root(t), "hack", "install-manifests.sh"), append([]string{"config/default"}, args...)...)
 	cmd.Dir = root(t)
 	cmd.Env = append(os.Environ(), "KUSTOMIZE="+kubectl+" kustomize")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
-	}
-	return out
+	return testenv.Output(t, cmd)
 }
 
 // envOf returns the value of the container's variable name, "" when it has none.

@@ -82,26 +82,26 @@ func ruleCases() []ruleCase {
 		{
 			name: "source-added/a new Kafka source starts at its startingOffsets",
 			old:  revenue().Spec(),
-			new: revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...).
+			new: revenue().KafkaSource("returns", "kafka:9092", "returns", qt.OrderColumns()...).
 				EditSource("returns", func(s *v1.Source) { s.Kafka.StartingOffsets = v1.OffsetsEarliest }).Spec(),
 			want: []finding{{Rule: "source-added", Severity: compat.Warning, Path: "spec.sources[1]", New: "kafka topics [returns]"}},
 		},
 		{
 			name: "source-added/a new files source reads the files already there",
 			old:  clean().Spec(),
-			new:  clean().FilesSource("more", "/data/more", "json", orderColumns()...).Spec(),
+			new:  clean().FilesSource("more", "/data/more", "json", qt.OrderColumns()...).Spec(),
 			want: []finding{{Rule: "source-added", Severity: compat.Warning, Path: "spec.sources[1]", New: "files (json) in /data/more"}},
 		},
 		{
 			name: "source-removed/a source no longer read",
-			old:  revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...).Spec(),
+			old:  revenue().KafkaSource("returns", "kafka:9092", "returns", qt.OrderColumns()...).Spec(),
 			new:  revenue().Spec(),
 			want: []finding{{Rule: "source-removed", Severity: compat.Warning, Path: "spec.sources", Old: "returns: kafka topics [returns]"}},
 		},
 		{
 			name:   "source-removed/sources in another order are the same sources",
-			old:    revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...).Spec(),
-			new:    edit(revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...), func(s *v1.StreamingQuerySpec) { slices.Reverse(s.Sources) }),
+			old:    revenue().KafkaSource("returns", "kafka:9092", "returns", qt.OrderColumns()...).Spec(),
+			new:    edit(revenue().KafkaSource("returns", "kafka:9092", "returns", qt.OrderColumns()...), func(s *v1.StreamingQuerySpec) { slices.Reverse(s.Sources) }),
 			passes: []string{"source-removed", "source-added", "source-renamed"},
 		},
 		{
@@ -284,7 +284,7 @@ func ruleCases() []ruleCase {
 		{
 			name: "starting-position/a new source's startingOffsets is honoured",
 			old:  revenue().Spec(),
-			new: revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...).
+			new: revenue().KafkaSource("returns", "kafka:9092", "returns", qt.OrderColumns()...).
 				EditSource("returns", func(s *v1.Source) { s.Kafka.StartingOffsets = `{"returns":{"0":12}}` }).Spec(),
 			want:   []finding{{Rule: "source-added", Severity: compat.Warning, Path: "spec.sources[1]", New: "kafka topics [returns]"}},
 			passes: []string{"starting-position"},
@@ -1403,14 +1403,14 @@ func ruleCases() []ruleCase {
 		{
 			name: "source-added/on the spark runtime: Spark refuses another number of sources",
 			old:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
-			new: edit(revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...), func(s *v1.StreamingQuerySpec) {
+			new: edit(revenue().KafkaSource("returns", "kafka:9092", "returns", qt.OrderColumns()...), func(s *v1.StreamingQuerySpec) {
 				s.Runtime.Spark = &v1.SparkRuntime{}
 			}),
 			want: []finding{{Rule: "source-added", Severity: compat.Rejected, Path: "spec.sources[1]", New: "kafka topics [returns]"}},
 		},
 		{
 			name: "source-removed/on the spark runtime: Spark refuses another number of sources",
-			old: edit(revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...), func(s *v1.StreamingQuerySpec) {
+			old: edit(revenue().KafkaSource("returns", "kafka:9092", "returns", qt.OrderColumns()...), func(s *v1.StreamingQuerySpec) {
 				s.Runtime.Spark = &v1.SparkRuntime{}
 			}),
 			new:  edit(revenue(), func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }),
@@ -1419,7 +1419,7 @@ func ruleCases() []ruleCase {
 		{
 			name:         "spark-source-positions/a source added to a Spark checkpoint that names none",
 			old:          revenue().Spec(),
-			new:          revenue().KafkaSource("returns", "kafka:9092", "returns", orderColumns()...).Spec(),
+			new:          revenue().KafkaSource("returns", "kafka:9092", "returns", qt.OrderColumns()...).Spec(),
 			sparkSources: 1,
 			want: []finding{
 				{Rule: "source-added", Severity: compat.Warning, Path: "spec.sources[1]", New: "kafka topics [returns]"},

@@ -9,13 +9,6 @@ import (
 
 // The fixtures of the rule tests: each returns a new builder, so a case can edit it freely.
 
-func orderColumns() []v1.Column {
-	return []v1.Column{
-		qt.Col("order_id", v1.TypeString), qt.Col("country", v1.TypeString),
-		qt.Col("amount", v1.TypeDouble), qt.Col("qty", v1.TypeLong), qt.Col("ts", v1.TypeTimestamp),
-	}
-}
-
 // revenueSelect is the select of the stateful fixtures.
 func revenueSelect() []v1.Projection {
 	return []v1.Projection{
@@ -36,7 +29,7 @@ func revenueAggregates() []v1.Aggregation {
 // windowed aggregate → Delta, in append mode.
 func revenue() *qt.Query {
 	return qt.Make("revenue", "payments").
-		KafkaSource("orders", "kafka:9092", "orders", orderColumns()...).
+		KafkaSource("orders", "kafka:9092", "orders", qt.OrderColumns()...).
 		Filter("amount > 0.0").
 		Select(revenueSelect()...).
 		Watermark("ts", "10m").
@@ -73,7 +66,7 @@ func revenueChained() *qt.Query {
 // revenueNoWatermark is revenueUpdate without its watermark.
 func revenueNoWatermark() *qt.Query {
 	return qt.Make("revenue", "payments").
-		KafkaSource("orders", "kafka:9092", "orders", orderColumns()...).
+		KafkaSource("orders", "kafka:9092", "orders", qt.OrderColumns()...).
 		Select(revenueSelect()...).
 		DropDuplicates("dedup", "order_id").
 		Aggregate("revenue", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "5m")}, revenueAggregates()...).
@@ -98,7 +91,7 @@ func noDedup(s *v1.StreamingQuerySpec) {
 // clean is a stateless files → files query.
 func clean() *qt.Query {
 	return qt.Make("clean", "default").
-		FilesSource("orders", "/data/orders", "json", orderColumns()...).
+		FilesSource("orders", "/data/orders", "json", qt.OrderColumns()...).
 		Filter("amount > 0.0").
 		SelectColumns("order_id", "country", "amount", "ts").
 		FilesSink("/data/out", "parquet").
@@ -108,7 +101,7 @@ func clean() *qt.Query {
 // cleanKafka is a stateless Kafka → Kafka query.
 func cleanKafka() *qt.Query {
 	return qt.Make("clean", "default").
-		KafkaSource("orders", "kafka:9092", "orders", orderColumns()...).
+		KafkaSource("orders", "kafka:9092", "orders", qt.OrderColumns()...).
 		SelectColumns("order_id", "country", "amount", "ts").
 		KafkaSink("kafka:9092", "clean")
 }
@@ -125,7 +118,7 @@ func ticks() *qt.Query {
 // tables is a stateless Delta → files query.
 func tables() *qt.Query {
 	return qt.Make("tables", "default").
-		DeltaSource("orders", "s3://lake/orders", orderColumns()...).
+		DeltaSource("orders", "s3://lake/orders", qt.OrderColumns()...).
 		SelectColumns("order_id", "amount").
 		FilesSink("s3://out/orders", "json")
 }

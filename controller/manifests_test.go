@@ -1,7 +1,6 @@
 package controller_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -32,13 +31,7 @@ func kustomize(t *testing.T, dir string) []byte {
 		cmd.Dir = t.TempDir() // outside the module: go run pkg@version ignores go.mod
 		cmd.Env = append(os.Environ(), "GOFLAGS=", "GOWORK=off")
 	}
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
-	}
-	return out
+	return testenv.Output(t, cmd)
 }
 
 // TestDeployManifests renders config/default (cert-manager) and config/dev (self-signed)
@@ -49,10 +42,7 @@ func TestDeployManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(testenv.ControlPlane(t), client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := testenv.Client(t, testenv.ControlPlane(t))
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "lockstep-system"}}
 	if err := c.Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)

@@ -93,7 +93,6 @@ func TestProgressingNeverShowsZeroTime(t *testing.T) {
 	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
 	q.Generation = 2
 	old := &v1.StreamingQueryStatus{LastProgress: &v1.BatchProgress{Batch: 5}, LatestCommittedBatch: ptr.To(int64(5))}
-	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
 	tests := []struct {
 		name   string
 		o      observation
@@ -166,16 +165,8 @@ func TestInspectPodsCountsTheCurrentPodsRestarts(t *testing.T) {
 // EngineRestarted at once, saying whether its liveness probe restarted it, until it commits a
 // batch or runs for its liveness bound; a crash loop between two crashes stays Failed.
 func TestEngineRestartStatus(t *testing.T) {
-	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
-	r := &QueryReconciler{clock: clocktesting.NewFakePassiveClock(now)}
-	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
-	q.Spec.Engine.ProgressTimeout = "30s"
-	q.Generation = 1
-	cm, err := RenderConfigMap(q, nil, EngineSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
+	set := newEngineStatusSetting(t)
+	now, cm := set.now, set.cm
 	stuck := &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", Message: StuckMessage + "no trigger finished for 31s",
 		FinishedAt: metav1.NewTime(now.Add(-12 * time.Second))}
 	crashed := &corev1.ContainerStateTerminated{ExitCode: 1, Reason: "Error", Message: "read sasl password: no such file",
@@ -201,13 +192,7 @@ func TestEngineRestartStatus(t *testing.T) {
 		{"a crash loop between crashes", &v1.StreamingQueryStatus{Phase: v1.PhaseFailed, LastFailure: &v1.Failure{Message: "boom"}},
 			obs(crashed, now.Add(-10*time.Second), nil), v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing: boom"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			// The engine's Deployment runs the ConfigMap in force.
-			st := r.status(q, tt.old, tt.o, applied{deployment: runningConfigMap(cm)})
-			checkReady(t, &st, tt.phase, tt.reason, tt.says)
-		})
-	}
+	set.check(t, tests, nil)
 }
 
 // TestEngineCrashStatus: a container down after its crash (before the kubelet starts it
@@ -215,16 +200,8 @@ func TestEngineRestartStatus(t *testing.T) {
 // runs again; a crash of a run that was itself a restart and had not shown that it works is
 // a crash loop: Failed. The message names how the engine ended.
 func TestEngineCrashStatus(t *testing.T) {
-	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
-	r := &QueryReconciler{clock: clocktesting.NewFakePassiveClock(now)}
-	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
-	q.Spec.Engine.ProgressTimeout = "30s" // a liveness bound of 1m
-	q.Generation = 1
-	cm, err := RenderConfigMap(q, nil, EngineSettings{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
+	set := newEngineStatusSetting(t)
+	now, cm := set.now, set.cm
 	// The log's tail the kubelet gives for an engine killed before it wrote a message.
 	tail := `{"time":"2026-07-01T11:59:00Z","level":"INFO","msg":"Garbage collector set","settings":"GC percent 200"}` + "\n" +
 		`{"time":"2026-07-01T11:59:01Z","level":"INFO","msg":"Batch committed","batch":3}`
@@ -266,15 +243,11 @@ func TestEngineCrashStatus(t *testing.T) {
 		{"down again in a crash loop", failed, down(0, killed(now.Add(-time.Hour), now.Add(-time.Second)), time.Time{}),
 			v1.PhaseFailed, v1.ReasonEngineFailed, "The engine is failing"},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			st := r.status(q, tt.old, tt.o, applied{deployment: runningConfigMap(cm)})
-			c := checkReady(t, &st, tt.phase, tt.reason, tt.says)
-			if c != nil && strings.Contains(c.Message, "Garbage collector") {
-				t.Errorf("Ready says %q: an INFO line of the log is no reason", c.Message)
-			}
-		})
-	}
+	set.check(t, tests, func(t *testing.T, c *metav1.Condition) {
+		if c != nil && strings.Contains(c.Message, "Garbage collector") {
+			t.Errorf("Ready says %q: an INFO line of the log is no reason", c.Message)
+		}
+	})
 }
 
 func TestAnnouncements(t *testing.T) {
@@ -338,7 +311,6 @@ func statusFixture(t *testing.T) (in func(edit func(*statusInput)) statusInput, 
 		t.Fatal(err)
 	}
 	cm.Annotations[AnnotationGeneration] = "2"
-	owned := checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
 	deployment := runningConfigMap(cm)
 	return func(edit func(*statusInput)) statusInput {
 		in := statusInput{
@@ -506,6 +478,48 @@ type engineStatusCase struct {
 	reason string
 	says   string
 }
+
+// engineStatusSetting is the setting of the engine status tests: a reconciler whose clock
+// stands at now, a query of generation 1 whose liveness bound is 1m (progressTimeout 30s),
+// and its ConfigMap.
+type engineStatusSetting struct {
+	now time.Time
+	r   *QueryReconciler
+	q   *v1.StreamingQuery
+	cm  *corev1.ConfigMap
+}
+
+func newEngineStatusSetting(t *testing.T) engineStatusSetting {
+	t.Helper()
+	now := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
+	q := querytest.Make("q", "ns").RateSource("ticks", 5).ConsoleSink().Checkpoint("s3://b/ns/q").Obj()
+	q.Spec.Engine.ProgressTimeout = "30s"
+	q.Generation = 1
+	cm, err := RenderConfigMap(q, nil, EngineSettings{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return engineStatusSetting{now: now, r: &QueryReconciler{clock: clocktesting.NewFakePassiveClock(now)}, q: q, cm: cm}
+}
+
+// check computes the status of each case, the engine's Deployment running the ConfigMap in
+// force, and checks its phase and Ready condition (checkReady); more, when set, checks that
+// condition further.
+func (s engineStatusSetting) check(t *testing.T, tests []engineStatusCase, more func(*testing.T, *metav1.Condition)) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			st := s.r.status(s.q, tt.old, tt.o, applied{deployment: runningConfigMap(s.cm)})
+			c := checkReady(t, &st, tt.phase, tt.reason, tt.says)
+			if more != nil {
+				more(t, c)
+			}
+		})
+	}
+}
+
+// owned is the metadata of a checkpoint that the query ns/q owns.
+var owned = checkpoint.Metadata{ID: "id", Owner: checkpoint.Owner{Namespace: "ns", Name: "q"}}
 
 // runningConfigMap is the engine's Deployment running the ConfigMap cm: its pod template
 // carries cm's spec hash.

@@ -445,6 +445,19 @@ func (f *fixture) eventuallyReconciled(name string) {
 	})
 }
 
+// eventuallyRestarts waits until the query's status counts n restarts, then for several
+// reconciles more (eventuallyReconciled), so that its status has settled.
+func (f *fixture) eventuallyRestarts(name string, n int32) {
+	f.t.Helper()
+	eventually(f.t, fmt.Sprintf("restarts %d", n), func() error {
+		if q := f.get(name); q.Status.Restarts != n {
+			return fmt.Errorf("restarts %d", q.Status.Restarts)
+		}
+		return nil
+	})
+	f.eventuallyReconciled(name)
+}
+
 // TestEngineCrashLoop: an engine that crash-loops makes the query Failed with a Warning
 // event carrying its termination message; status.restarts counts the current pod's restarts,
 // not those of older pods.
@@ -489,13 +502,7 @@ func TestEngineCrashLoop(t *testing.T) {
 		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.Now()}},
 		LastTerminationState: crash,
 	})
-	eventually(t, "restarts 4", func() error {
-		if q := f.get("orders"); q.Status.Restarts != 4 {
-			return fmt.Errorf("restarts %d", q.Status.Restarts)
-		}
-		return nil
-	})
-	f.eventuallyReconciled("orders")
+	f.eventuallyRestarts("orders", 4)
 	if q := f.get("orders"); q.Status.Phase != v1.PhaseFailed || condition(q, v1.ConditionReady).Reason != v1.ReasonEngineFailed {
 		t.Errorf("between two crashes: phase %s, Ready %+v; want Failed, EngineFailed", q.Status.Phase, condition(q, v1.ConditionReady))
 	}
@@ -597,13 +604,7 @@ func TestOneCrashIsARestart(t *testing.T) {
 	f.setEngine(pod, corev1.ContainerStatus{RestartCount: 1, Ready: true,
 		State:                corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(restartedAt)}},
 		LastTerminationState: corev1.ContainerState{Terminated: kill}})
-	eventually(t, "restarts 1", func() error {
-		if q := f.get("orders"); q.Status.Restarts != 1 {
-			return fmt.Errorf("restarts %d", q.Status.Restarts)
-		}
-		return nil
-	})
-	f.eventuallyReconciled("orders")
+	f.eventuallyRestarts("orders", 1)
 	q = f.get("orders")
 	if c := condition(q, v1.ConditionReady); q.Status.Phase != v1.PhaseRunning || c.Reason != v1.ReasonEngineRestarted || c.Message != msg {
 		t.Errorf("restarted: phase %s, Ready %+v; want Running, EngineRestarted %q", q.Status.Phase, c, msg)

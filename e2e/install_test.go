@@ -14,12 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/internal/gobuild"
 	"github.com/lockstep-dev/lockstep/internal/ociimage"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
@@ -73,14 +70,7 @@ func lockstep(t *testing.T) *install {
 // nodeClient is a client of the node's API server that knows the built-in
 // kinds and Lockstep's.
 func nodeClient(node *testenv.Node) (client.Client, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	return client.New(node.Config, client.Options{Scheme: scheme})
+	return client.New(node.Config, client.Options{Scheme: testenv.Scheme()})
 }
 
 func installLockstep(t *testing.T, node *testenv.Node) (*install, error) {

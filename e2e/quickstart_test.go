@@ -90,11 +90,10 @@ func TestReadmeQuickstart(t *testing.T) {
 		t.Fatalf("README's Kubernetes quickstart has %d sh blocks, want the quickstart and the uninstall", len(blocks))
 	}
 	c := quickstartClient(t, node)
-	sh := &shell{t: t, dir: work, env: append(os.Environ(),
+	sh := &shell{t: t, dir: work, env: append(append(os.Environ(),
 		"KUBECONFIG="+node.Kubeconfig,
 		"PATH="+testenv.ToolsDir()+":"+os.Getenv("PATH"),
-		"HELM_CACHE_HOME="+filepath.Join(dir, "helm"), "HELM_CONFIG_HOME="+filepath.Join(dir, "helm"), "HELM_DATA_HOME="+filepath.Join(dir, "helm"),
-	)}
+	), testenv.HelmHome(filepath.Join(dir, "helm"))...)}
 	uninstalled := false
 	t.Cleanup(func() {
 		if uninstalled {

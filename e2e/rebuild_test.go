@@ -5,6 +5,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,44 +49,20 @@ spec:
 	tn.apply(manifest("10s", ""))
 	id := tn.committed("windows", 4).Status.QueryID
 
-	err := tn.tryApply(manifest("20s", ""))
-	if err == nil || !strings.Contains(err.Error(), "window-size") || !strings.Contains(err.Error(), "Or rebuild the state from the retained input") {
-		t.Fatalf("kubectl apply of a longer window: %v, want a refusal naming window-size that offers the rebuild", err)
-	}
+	tn.refusedOfferingRebuild("a longer window", manifest("20s", ""), "window-size")
 	tn.apply(manifest("20s", "  onIncompatibleChange: rebuild\n"))
 	rebuilt := func(how string, rebuilds int, window time.Duration) {
 		t.Helper()
-		generation := tn.query("windows").Generation
-		tn.eventuallyWithin(5*time.Minute, how+": the rebuilt query runs the new spec", func() error {
-			q := tn.query("windows")
-			if q.Status.ObservedGeneration < generation || q.Status.Phase != v1.PhaseRunning {
-				return fmt.Errorf("generation %d observed, phase %s; conditions %s", q.Status.ObservedGeneration, q.Status.Phase, conditions(q))
-			}
-			if n := tn.eventCount("windows", "Rebuilt"); n < rebuilds {
-				return fmt.Errorf("%d Rebuilt Events, want %d; conditions %s", n, rebuilds, conditions(q))
-			}
-			return nil
-		})
-		if n := tn.eventCount("windows", v1.ReasonRebuilding); n < rebuilds {
-			t.Errorf("%s: %d Rebuilding Events, want %d", how, n, rebuilds)
-		}
-		after := *tn.query("windows").Status.LatestCommittedBatch
-		q := tn.committed("windows", after+3)
+		tn.rebuilt(5*time.Minute, how, "windows", tn.query("windows").Generation, rebuilds)
+		q := tn.commitsMore("windows", 3)
 		if q.Status.QueryID != id {
 			t.Errorf("%s: query id %s after the rebuild, want %s", how, q.Status.QueryID, id)
 		}
 		// Windows the new engine closed have the new size.
 		tn.eventually(fmt.Sprintf("%s: the sink holds a %s window", how, window), func() error {
 			cols, rows := tn.sinkRows("out/windows")
-			start, end := -1, -1
-			for i, c := range cols {
-				switch c.Name {
-				case "window_start":
-					start = i
-				case "window_end":
-					end = i
-				}
-			}
+			names := cols.Names()
+			start, end := slices.Index(names, "window_start"), slices.Index(names, "window_end")
 			if start < 0 || end < 0 {
 				return fmt.Errorf("the sink has no window columns: %v", cols)
 			}
@@ -123,14 +100,44 @@ resource "lockstep_streaming_query" "windows" {
 `, window, tn.location("out/windows"), tn.store)
 	}
 	tf.write(tfQuery("20s"))
-	tf.must("init", "-input=false")
-	tf.must("import", "-input=false", "-lock=false", "lockstep_streaming_query.windows", tn.ns+"/windows")
+	tf.Must("init", "-input=false")
+	tf.Must("import", "-input=false", "-lock=false", "lockstep_streaming_query.windows", tn.ns+"/windows")
 	tf.write(tfQuery("30s"))
-	if out := tf.must("plan", "-input=false", "-lock=false"); !strings.Contains(out, "window-size") || !strings.Contains(out, "Accepted by on_incompatible_change: rebuild") {
+	if out := tf.Must("plan", "-input=false", "-lock=false"); !strings.Contains(out, "window-size") || !strings.Contains(out, "Accepted by on_incompatible_change: rebuild") {
 		t.Errorf("terraform plan of a 30 s window: want a warning naming window-size that the rebuild accepts:\n%s", out)
 	}
-	tf.must("apply", "-input=false", "-lock=false", "-auto-approve")
+	tf.Must("apply", "-input=false", "-lock=false", "-auto-approve")
 	rebuilt("terraform", 2, 30*time.Second)
+}
+
+// refusedOfferingRebuild applies manifest, a change the checkpoint forbids (what), and checks
+// that the API server refuses it, naming rule and offering the rebuild.
+func (tn *tenant) refusedOfferingRebuild(what, manifest, rule string) {
+	tn.t.Helper()
+	err := tn.tryApply(manifest)
+	if err == nil || !strings.Contains(err.Error(), rule) || !strings.Contains(err.Error(), "Or rebuild the state from the retained input") {
+		tn.t.Fatalf("kubectl apply of %s: %v, want a refusal naming %s that offers the rebuild", what, err, rule)
+	}
+}
+
+// rebuilt waits within timeout until the query has observed generation and runs, with at
+// least rebuilds Rebuilt Events (how names the change in messages), and checks that as many
+// Rebuilding Events announced them.
+func (tn *tenant) rebuilt(timeout time.Duration, how, name string, generation int64, rebuilds int) {
+	tn.t.Helper()
+	tn.eventuallyWithin(timeout, how+": the rebuilt query runs the new spec", func() error {
+		q := tn.query(name)
+		if q.Status.ObservedGeneration < generation || q.Status.Phase != v1.PhaseRunning {
+			return fmt.Errorf("generation %d observed, phase %s; conditions %s", q.Status.ObservedGeneration, q.Status.Phase, conditions(q))
+		}
+		if n := tn.eventCount(name, "Rebuilt"); n < rebuilds {
+			return fmt.Errorf("%d Rebuilt Events, want %d; conditions %s", n, rebuilds, conditions(q))
+		}
+		return nil
+	})
+	if n := tn.eventCount(name, v1.ReasonRebuilding); n < rebuilds {
+		tn.t.Errorf("%s: %d Rebuilding Events, want %d", how, n, rebuilds)
+	}
 }
 
 // eventCount counts the query's Events of reason, each as often as it occurred (the API

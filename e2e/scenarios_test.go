@@ -184,8 +184,7 @@ func TestDeletedPodResumes(t *testing.T) {
 		pod = p
 		return nil
 	})
-	before := *tn.query("ticks").Status.LatestCommittedBatch
-	q = tn.committed("ticks", before+2)
+	q = tn.commitsMore("ticks", 2)
 	if q.Status.QueryID != id {
 		t.Errorf("query id %s after the restart, want %s: the new pod started a new checkpoint", q.Status.QueryID, id)
 	}
@@ -208,8 +207,7 @@ func TestAllowedChangeRollsPod(t *testing.T) {
 	old := tn.readyPod("ticks")
 	tn.apply(tn.rateQuery("ticks", "value % 2 == 0", false))
 	tn.rolled("ticks", gen, old)
-	before := *tn.query("ticks").Status.LatestCommittedBatch
-	if q := tn.committed("ticks", before+1); q.Status.QueryID != id {
+	if q := tn.commitsMore("ticks", 1); q.Status.QueryID != id {
 		t.Errorf("query id %s after the change, want %s", q.Status.QueryID, id)
 	}
 }
@@ -294,8 +292,7 @@ func TestRefusedChangeLeavesPodUntouched(t *testing.T) {
 	if q := tn.query("ticks"); q.Generation != gen {
 		t.Errorf("generation %d after the refused change, want %d", q.Generation, gen)
 	}
-	before := *tn.query("ticks").Status.LatestCommittedBatch
-	tn.committed("ticks", before+1)
+	tn.commitsMore("ticks", 1)
 	p := tn.readyPod("ticks")
 	if p.UID != old.UID || restarts(p) != restarts(old) {
 		t.Errorf("engine pod %s (restarts %d) after the refused change, want %s untouched (restarts %d)", p.Name, restarts(p), old.Name, restarts(old))
@@ -561,8 +558,7 @@ func TestEngineFrozenRestartedByLiveness(t *testing.T) {
 	if !strings.Contains(events, "Liveness probe failed") {
 		t.Errorf("the engine was restarted, but not by its liveness probe; events:\n%s", events)
 	}
-	before := *tn.query("ticks").Status.LatestCommittedBatch
-	tn.committed("ticks", before+1)
+	tn.commitsMore("ticks", 1)
 	if err := contiguous(tn.values("out/ticks")); err != nil {
 		t.Error(err)
 	}

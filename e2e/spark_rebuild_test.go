@@ -5,11 +5,9 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"strings"
+	"slices"
 	"testing"
 	"time"
-
-	v1 "github.com/lockstep-dev/lockstep/api/v1"
 )
 
 // TestSparkRebuildOnIncompatibleChange is TestRebuildOnIncompatibleChange on the Spark runtime,
@@ -58,25 +56,10 @@ spec:
 	tn.apply(manifest("10s", ""))
 	id := tn.committedWithin(15*time.Minute, "windows", 1).Status.QueryID
 
-	err := tn.tryApply(manifest("20s", ""))
-	if err == nil || !strings.Contains(err.Error(), "window-size") || !strings.Contains(err.Error(), "Or rebuild the state from the retained input") {
-		t.Fatalf("kubectl apply of a longer window: %v, want a refusal naming window-size that offers the rebuild", err)
-	}
+	tn.refusedOfferingRebuild("a longer window", manifest("20s", ""), "window-size")
 	generation := tn.query("windows").Generation + 1
 	tn.apply(manifest("20s", "  onIncompatibleChange: rebuild\n"))
-	tn.eventuallyWithin(15*time.Minute, "the rebuilt query runs the new spec", func() error {
-		q := tn.query("windows")
-		if q.Status.ObservedGeneration < generation || q.Status.Phase != v1.PhaseRunning {
-			return fmt.Errorf("generation %d observed, phase %s; conditions %s", q.Status.ObservedGeneration, q.Status.Phase, conditions(q))
-		}
-		if n := tn.eventCount("windows", "Rebuilt"); n < 1 {
-			return fmt.Errorf("no Rebuilt Event yet; conditions %s", conditions(q))
-		}
-		return nil
-	})
-	if n := tn.eventCount("windows", v1.ReasonRebuilding); n < 1 {
-		t.Errorf("no %s Event", v1.ReasonRebuilding)
-	}
+	tn.rebuilt(15*time.Minute, "kubectl", "windows", generation, 1)
 	// Later events move the watermark past 10:00:40, which closes the 20 s window from 10:00:20:
 	// its 4 events were read by batch 1, before the change, so the new query counts them only
 	// if the rebuild put them in its state. (The window from 10:00:00 closed during the replay,
@@ -90,17 +73,8 @@ spec:
 	from := time.Date(2026, 1, 5, 10, 0, 20, 0, time.UTC)
 	tn.eventuallyWithin(10*time.Minute, "the sink holds the 20 s window from 10:00:20 with its 4 events", func() error {
 		cols, rows := tn.sinkRows("out/windows")
-		start, end, count := -1, -1, -1
-		for i, c := range cols {
-			switch c.Name {
-			case "window_start":
-				start = i
-			case "window_end":
-				end = i
-			case "ticks":
-				count = i
-			}
-		}
+		names := cols.Names()
+		start, end, count := slices.Index(names, "window_start"), slices.Index(names, "window_end"), slices.Index(names, "ticks")
 		if start < 0 || end < 0 || count < 0 {
 			return fmt.Errorf("the sink has no window or count columns: %v", cols)
 		}

@@ -319,13 +319,13 @@ resource "lockstep_streaming_query" "orders" {
 `, broker, tn.location("tables/orders"), partitions, tn.store)
 	}
 	tf.write(tfQuery(8))
-	tf.must("init", "-input=false")
-	tf.must("import", "-input=false", "-lock=false", "lockstep_streaming_query.orders", tn.ns+"/orders")
+	tf.Must("init", "-input=false")
+	tf.Must("import", "-input=false", "-lock=false", "lockstep_streaming_query.orders", tn.ns+"/orders")
 	tf.write(tfQuery(16))
-	if out, err := tf.run("plan", "-input=false", "-lock=false"); err == nil || !strings.Contains(out, "state-partitions") {
+	if out, err := tf.Run("plan", "-input=false", "-lock=false"); err == nil || !strings.Contains(out, "state-partitions") {
 		t.Errorf("terraform plan of other state partitions: %v, want a refusal naming the rule state-partitions:\n%s", err, out)
 	}
-	tf.must("state", "rm", "-lock=false", "lockstep_streaming_query.orders") // the query stays kubectl's
+	tf.Must("state", "rm", "-lock=false", "lockstep_streaming_query.orders") // the query stays kubectl's
 
 	// Suspend: the driver and its executors go; resume: a new driver reads what was
 	// produced meanwhile, with the same query id.

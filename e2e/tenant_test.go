@@ -202,6 +202,13 @@ func (tn *tenant) committed(name string, batch int64) *v1.StreamingQuery {
 	return tn.committedWithin(waitTimeout, name, batch)
 }
 
+// commitsMore waits until the query commits n batches after its latest committed one, and
+// returns it as it then reads.
+func (tn *tenant) commitsMore(name string, n int64) *v1.StreamingQuery {
+	tn.t.Helper()
+	return tn.committed(name, *tn.query(name).Status.LatestCommittedBatch+n)
+}
+
 // committedWithin is committed with its own bound (a spark query's first batch needs
 // sparkStartTimeout on the loaded node).
 func (tn *tenant) committedWithin(timeout time.Duration, name string, batch int64) *v1.StreamingQuery {

@@ -11,7 +11,7 @@ import (
 )
 
 func TestStepColumns(t *testing.T) {
-	spec := orders().
+	spec := qt.Orders().
 		Filter("amount > 0").
 		Select(qt.As("id", "order_id"), qt.As("country", "country.upperAscii()"), qt.As("total", "amount * double(qty)"), qt.As("big", "qty > 10"), qt.As("ts", "ts")).
 		Watermark("ts", "10m").
@@ -48,11 +48,11 @@ func TestStepColumns(t *testing.T) {
 }
 
 func TestStepColumnsOfAnInvalidSpec(t *testing.T) {
-	_, err := plan.OutputColumns(orders().Filter("nope").Spec())
+	_, err := plan.OutputColumns(qt.Orders().Filter("nope").Spec())
 	if err == nil {
 		t.Fatal("OutputColumns() of a spec with an unknown column: want an error")
 	}
-	if _, err := plan.OutputColumns(orders().Watermark("ts", "1m").Spec()); err != nil {
+	if _, err := plan.OutputColumns(qt.Orders().Watermark("ts", "1m").Spec()); err != nil {
 		t.Errorf("OutputColumns() error = %v, want none", err)
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
@@ -46,11 +45,7 @@ func streamJoin() v1.Join {
 
 func TestValidateJoin(t *testing.T) {
 	join := transform.Index(0).Child("join")
-	cases := []struct {
-		name  string
-		query *qt.Query
-		want  field.ErrorList
-	}{
+	cases := []validateCase{
 		{
 			name:  "a stream–static enrichment with a right prefix is valid",
 			query: enrich().Join(v1.Join{Type: v1.JoinLeftOuter, Keys: qt.Keys("customer_id", "id"), Static: customers(), RightPrefix: "c_"}).FilesSink("/out", "json"),
@@ -244,14 +239,7 @@ func TestValidateJoin(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := plan.ValidateSpec(tc.query.Spec())
-			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
-			}
-		})
-	}
+	checkValidateSpec(t, cases)
 }
 
 func TestJoinColumns(t *testing.T) {

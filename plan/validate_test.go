@@ -25,24 +25,11 @@ var (
 	mode      = spec.Child("outputMode")
 )
 
-// orders is a valid files → files query over a typical event schema.
-func orders() *qt.Query {
-	return qt.Make("q", "ns").
-		FilesSource("orders", "/data/orders", "json",
-			qt.Col("order_id", v1.TypeString), qt.Col("country", v1.TypeString),
-			qt.Col("amount", v1.TypeDouble), qt.Col("qty", v1.TypeLong), qt.Col("ts", v1.TypeTimestamp)).
-		FilesSink("/data/out", "json")
-}
-
 func TestValidate(t *testing.T) {
-	cases := []struct {
-		name  string
-		query *qt.Query
-		want  field.ErrorList
-	}{
+	cases := []validateCase{
 		{
 			name:  "files to files with filter and select is valid",
-			query: orders().Filter("amount > 0.0").Select(qt.As("id", "order_id"), qt.As("country", "country.upperAscii()"), qt.As("total", "amount * double(qty)")).Filter("total > 10.0 && country != 'XX'"),
+			query: qt.Orders().Filter("amount > 0.0").Select(qt.As("id", "order_id"), qt.As("country", "country.upperAscii()"), qt.As("total", "amount * double(qty)")).Filter("total > 10.0 && country != 'XX'"),
 		},
 		{
 			name:  "rate to console is valid",
@@ -76,7 +63,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "defaulted spec is valid",
-			query: orders().Defaulted(),
+			query: qt.Orders().Defaulted(),
 		},
 		{
 			name:  "no sources",
@@ -177,7 +164,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "locations are local paths, file:// or s3://",
-			query: orders().EditSource("orders", func(s *v1.Source) { s.Files.Path = "hdfs://nn/in" }).FilesSink("s3://B/out", "json").Checkpoint("file://relative"),
+			query: qt.Orders().EditSource("orders", func(s *v1.Source) { s.Files.Path = "hdfs://nn/in" }).FilesSink("s3://B/out", "json").Checkpoint("file://relative"),
 			want: field.ErrorList{
 				field.Invalid(sources.Index(0).Child("files", "path"), "hdfs://nn/in", ""),
 				field.Invalid(sink.Child("files", "path"), "s3://B/out", ""),
@@ -203,7 +190,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "malformed records: deadLetter needs a path, others take none",
-			query: orders().
+			query: qt.Orders().
 				EditSource("orders", func(s *v1.Source) { s.OnMalformed = v1.MalformedDeadLetter }).
 				FilesSource("more", "/more", "json", qt.Col("order_id", v1.TypeString), qt.Col("country", v1.TypeString), qt.Col("amount", v1.TypeDouble), qt.Col("qty", v1.TypeLong), qt.Col("ts", v1.TypeTimestamp)).
 				EditSource("more", func(s *v1.Source) { s.OnMalformed = v1.MalformedSkip; s.DeadLetterPath = "/dl" }),
@@ -214,12 +201,12 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "filter must compile",
-			query: orders().Filter("amount >"),
+			query: qt.Orders().Filter("amount >"),
 			want:  field.ErrorList{field.Invalid(transform.Index(0).Child("filter"), "amount >", "")},
 		},
 		{
 			name:  "filter must type-check against the columns",
-			query: orders().Filter("amount + 1 > 0.0").Filter("price > 0.0").Filter("country.upperAscii()"),
+			query: qt.Orders().Filter("amount + 1 > 0.0").Filter("price > 0.0").Filter("country.upperAscii()"),
 			want: field.ErrorList{
 				field.Invalid(transform.Index(0).Child("filter"), "amount + 1 > 0.0", ""),
 				field.Invalid(transform.Index(1).Child("filter"), "price > 0.0", ""),
@@ -228,7 +215,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "select replaces the columns",
-			query: orders().Select(qt.As("id", "order_id"), qt.As("id", "country"), qt.As("bad", "[1, 2]"), qt.As("x", ""), qt.As("n", "nope")).
+			query: qt.Orders().Select(qt.As("id", "order_id"), qt.As("id", "country"), qt.As("bad", "[1, 2]"), qt.As("x", ""), qt.As("n", "nope")).
 				Filter("amount > 0.0").Filter("id != ''"),
 			want: field.ErrorList{
 				field.Duplicate(transform.Index(0).Child("select").Index(1).Child("name"), "id"),
@@ -240,12 +227,12 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "an empty select",
-			query: orders().Select(),
+			query: qt.Orders().Select(),
 			want:  field.ErrorList{field.Required(transform.Index(0).Child("select"), "")},
 		},
 		{
 			name:  "a step needs exactly one kind",
-			query: orders().Step(v1.Step{}).Step(v1.Step{Filter: "true", Watermark: &v1.Watermark{Column: "ts", Delay: "1m"}}),
+			query: qt.Orders().Step(v1.Step{}).Step(v1.Step{Filter: "true", Watermark: &v1.Watermark{Column: "ts", Delay: "1m"}}),
 			want: field.ErrorList{
 				field.Required(transform.Index(0), ""),
 				field.Invalid(transform.Index(1), "filter, watermark", ""),
@@ -253,7 +240,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "watermark needs a timestamp column and a delay",
-			query: orders().Watermark("amount", "ten minutes").Step(v1.Step{Watermark: &v1.Watermark{Column: "nope"}}),
+			query: qt.Orders().Watermark("amount", "ten minutes").Step(v1.Step{Watermark: &v1.Watermark{Column: "nope"}}),
 			want: field.ErrorList{
 				field.Invalid(transform.Index(0).Child("watermark", "delay"), "ten minutes", ""),
 				field.Forbidden(transform.Index(1).Child("watermark"), ""),
@@ -264,74 +251,74 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "a watermark must precede the stateful steps",
-			query: orders().DropDuplicates("", "order_id").Watermark("ts", "1m"),
+			query: qt.Orders().DropDuplicates("", "order_id").Watermark("ts", "1m"),
 			want:  field.ErrorList{field.Forbidden(transform.Index(1).Child("watermark"), "")},
 		},
 		{
 			name: "windowed aggregate in append mode with a watermark is valid",
-			query: orders().Watermark("ts", "10m").DropDuplicates("dedup", "order_id", "ts").
+			query: qt.Orders().Watermark("ts", "10m").DropDuplicates("dedup", "order_id", "ts").
 				Aggregate("revenue", []v1.GroupKey{qt.Key("country"), qt.Window("ts", "5m")}, qt.Agg("orders", v1.AggCount, ""), qt.Agg("revenue", v1.AggSum, "amount")).
 				Filter("revenue > 0.0 && window_end > window_start"),
 		},
 		{
 			name: "the watermark follows its column through a select",
-			query: orders().Watermark("ts", "10m").Select(qt.As("event_time", "ts"), qt.As("country", "country")).
+			query: qt.Orders().Watermark("ts", "10m").Select(qt.As("event_time", "ts"), qt.As("country", "country")).
 				Aggregate("", []v1.GroupKey{qt.SlidingWindow("event_time", "10m", "5m")}, qt.Agg("n", v1.AggCount, "")),
 		},
 		{
 			name:  "append mode with an aggregate needs a watermark and a window on it",
-			query: orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")),
+			query: qt.Orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")),
 			want:  field.ErrorList{field.Invalid(mode, v1.OutputAppend, "")},
 		},
 		{
 			name:  "append mode with an aggregate on another column than the watermark's",
-			query: orders().Watermark("ts", "10m").Select(qt.As("t2", "ts + duration('1h')"), qt.As("country", "country")).Aggregate("", []v1.GroupKey{qt.Window("t2", "5m")}, qt.Agg("n", v1.AggCount, "")),
+			query: qt.Orders().Watermark("ts", "10m").Select(qt.As("t2", "ts + duration('1h')"), qt.As("country", "country")).Aggregate("", []v1.GroupKey{qt.Window("t2", "5m")}, qt.Agg("n", v1.AggCount, "")),
 			want:  field.ErrorList{field.Invalid(mode, v1.OutputAppend, "")},
 		},
 		{
 			name: "session windows in append and update mode are valid",
-			query: orders().Watermark("ts", "10m").
+			query: qt.Orders().Watermark("ts", "10m").
 				Aggregate("sessions", []v1.GroupKey{qt.Key("country"), qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, ""), qt.Agg("total", v1.AggSum, "amount")).
 				Filter("window_end > window_start && n > 0"),
 		},
 		{
 			name: "a session in update mode with a files sink is valid",
-			query: orders().Watermark("ts", "10m").
+			query: qt.Orders().Watermark("ts", "10m").
 				Aggregate("", []v1.GroupKey{qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputUpdate),
 		},
 		{
 			name: "a session with an upserting sink in update mode, or in complete mode, is refused",
-			query: orders().Watermark("ts", "10m").
+			query: qt.Orders().Watermark("ts", "10m").
 				Aggregate("", []v1.GroupKey{qt.Key("country"), qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).
 				DeltaSink("/lake/t").OutputMode(v1.OutputUpdate),
 			want: field.ErrorList{field.Invalid(mode, v1.OutputUpdate, "")},
 		},
 		{
 			name: "a session gap per row by a duration expression is valid",
-			query: orders().Watermark("ts", "10m").
+			query: qt.Orders().Watermark("ts", "10m").
 				Aggregate("", []v1.GroupKey{qt.Key("country"), {Session: &v1.SessionWindow{Column: "ts", GapExpr: "country == 'DE' ? duration('5m') : duration('10m')"}}}, qt.Agg("n", v1.AggCount, "")),
 		},
 		{
 			name: "a session gap expression must yield a duration",
-			query: orders().Watermark("ts", "10m").
+			query: qt.Orders().Watermark("ts", "10m").
 				Aggregate("", []v1.GroupKey{{Session: &v1.SessionWindow{Column: "ts", GapExpr: "qty * 60"}}}, qt.Agg("n", v1.AggCount, "")),
 			want: field.ErrorList{field.Invalid(transform.Index(1).Child("aggregate", "groupBy").Index(0).Child("session", "gapExpr"), "qty * 60", "")},
 		},
 		{
 			name: "a session has a gap or a gapExpr, not both",
-			query: orders().Watermark("ts", "10m").
+			query: qt.Orders().Watermark("ts", "10m").
 				Aggregate("", []v1.GroupKey{{Session: &v1.SessionWindow{Column: "ts", Gap: "1m", GapExpr: "duration('1m')"}}}, qt.Agg("n", v1.AggCount, "")),
 			want: field.ErrorList{field.Invalid(transform.Index(1).Child("aggregate", "groupBy").Index(0).Child("session"), "gap, gapExpr", "")},
 		},
 		{
 			name: "a session in complete mode is refused",
-			query: orders().Watermark("ts", "10m").
+			query: qt.Orders().Watermark("ts", "10m").
 				Aggregate("", []v1.GroupKey{qt.Session("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).ConsoleSink().OutputMode(v1.OutputComplete),
 			want: field.ErrorList{field.Invalid(mode, v1.OutputComplete, "")},
 		},
 		{
 			name: "session fields",
-			query: orders().Watermark("ts", "10m").Select(qt.As("t2", "ts + duration('1h')"), qt.As("ts", "ts"), qt.As("amount", "amount")).
+			query: qt.Orders().Watermark("ts", "10m").Select(qt.As("t2", "ts + duration('1h')"), qt.As("ts", "ts"), qt.As("amount", "amount")).
 				Aggregate("", []v1.GroupKey{qt.Window("ts", "5m"), qt.Session("ts", "0s"), qt.Session("t2", ""), qt.Session("amount", "1m"),
 					{Column: "ts", Session: &v1.SessionWindow{Column: "ts", Gap: "1m"}}}, qt.Agg("n", v1.AggCount, "")).
 				OutputMode(v1.OutputUpdate),
@@ -357,11 +344,11 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "update mode with a plain aggregate is valid",
-			query: orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputUpdate),
+			query: qt.Orders().Aggregate("", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputUpdate),
 		},
 		{
 			name: "aggregate fields",
-			query: orders().Aggregate("Bad_Name", []v1.GroupKey{qt.Key("country"), qt.Key("country"), qt.Window("country", "5m"), qt.SlidingWindow("ts", "5m", "10m"), {}},
+			query: qt.Orders().Aggregate("Bad_Name", []v1.GroupKey{qt.Key("country"), qt.Key("country"), qt.Window("country", "5m"), qt.SlidingWindow("ts", "5m", "10m"), {}},
 				qt.Agg("s", v1.AggSum, "country"), qt.Agg("m", v1.AggMax, ""), qt.Agg("m", v1.AggMin, "amount"), qt.Agg("x", "median", "amount"), qt.Agg("d", v1.AggCountDistinct, "")).
 				OutputMode(v1.OutputUpdate),
 			want: field.ErrorList{
@@ -382,7 +369,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "two aggregations and a stateful step after an aggregate",
-			query: orders().Aggregate("a", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")).
+			query: qt.Orders().Aggregate("a", []v1.GroupKey{qt.Key("country")}, qt.Agg("n", v1.AggCount, "")).
 				Aggregate("b", nil, qt.Agg("total", v1.AggSum, "n")).
 				DropDuplicates("c", "total").OutputMode(v1.OutputUpdate),
 			want: field.ErrorList{
@@ -392,7 +379,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "an aggregate over an aggregate's windows, with a filter and a renaming select between",
-			query: orders().Watermark("ts", "1m").
+			query: qt.Orders().Watermark("ts", "1m").
 				Aggregate("per-country", []v1.GroupKey{qt.Window("ts", "10s"), qt.Key("country")}, qt.Agg("total", v1.AggSum, "amount")).
 				Filter("total > 0.0").
 				Select(qt.As("country", "country"), qt.As("total", "total"), qt.As("ended", "window_end")).
@@ -400,7 +387,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "chained aggregates: on the earlier window's end, in append mode, over a windowed aggregate",
-			query: orders().Watermark("ts", "1m").
+			query: qt.Orders().Watermark("ts", "1m").
 				Aggregate("per-country", []v1.GroupKey{qt.Window("ts", "10s"), qt.Key("country")}, qt.Agg("total", v1.AggSum, "amount")).
 				Aggregate("by-start", []v1.GroupKey{qt.Window("window_start", "1m")}, qt.Agg("top", v1.AggMax, "total")).
 				OutputMode(v1.OutputUpdate).Sink(v1.Sink{Console: &v1.ConsoleSink{}}),
@@ -411,7 +398,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "an aggregate after one without a window on the watermark",
-			query: orders().Watermark("ts", "1m").
+			query: qt.Orders().Watermark("ts", "1m").
 				Aggregate("per-country", []v1.GroupKey{qt.Key("country")}, qt.Agg("total", v1.AggSum, "amount")).
 				Aggregate("best", []v1.GroupKey{qt.Key("country")}, qt.Agg("top", v1.AggMax, "total")).
 				OutputMode(v1.OutputUpdate).Sink(v1.Sink{Console: &v1.ConsoleSink{}}),
@@ -421,7 +408,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "stateful step names are unique, also against ordinals",
-			query: orders().DropDuplicates("1", "order_id").DropDuplicates("", "order_id", "").DropDuplicates("x", "nope").DropDuplicates("x").
+			query: qt.Orders().DropDuplicates("1", "order_id").DropDuplicates("", "order_id", "").DropDuplicates("x", "nope").DropDuplicates("x").
 				Aggregate("", nil, qt.Agg("n", v1.AggCount, "")).OutputMode(v1.OutputComplete).Sink(v1.Sink{Console: &v1.ConsoleSink{}}),
 			want: field.ErrorList{
 				field.Duplicate(transform.Index(0).Child("dropDuplicates", "name"), "1"),
@@ -433,7 +420,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "complete mode needs an aggregate, and the files sink refuses it",
-			query: orders().OutputMode(v1.OutputComplete),
+			query: qt.Orders().OutputMode(v1.OutputComplete),
 			want: field.ErrorList{
 				field.NotSupported(mode, v1.OutputComplete, []v1.OutputMode{v1.OutputAppend, v1.OutputUpdate}),
 				field.Invalid(mode, v1.OutputComplete, ""),
@@ -441,30 +428,30 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "the delta sink in update mode needs merge keys without an aggregation",
-			query: orders().DeltaSink("s3://lake/t").OutputMode(v1.OutputUpdate),
+			query: qt.Orders().DeltaSink("s3://lake/t").OutputMode(v1.OutputUpdate),
 			want: field.ErrorList{field.Required(field.NewPath("spec", "sink", "delta", "mergeKeys"),
 				"update mode replaces rows by key: a query without an aggregation must name the output columns that identify a row")},
 		},
 		{
 			name:  "unknown output mode",
-			query: orders().OutputMode("upsert"),
+			query: qt.Orders().OutputMode("upsert"),
 			want:  field.ErrorList{field.NotSupported(mode, v1.OutputMode("upsert"), v1.OutputModes())},
 		},
 		{
 			name:  "a sink needs exactly one kind",
-			query: orders().Sink(v1.Sink{}),
+			query: qt.Orders().Sink(v1.Sink{}),
 			want:  field.ErrorList{field.Required(sink, "")},
 		},
 		{
 			name:  "two sinks",
-			query: orders().Sink(v1.Sink{Console: &v1.ConsoleSink{}, Webhook: &v1.WebhookSink{URL: "https://example.com/hook"}}),
+			query: qt.Orders().Sink(v1.Sink{Console: &v1.ConsoleSink{}, Webhook: &v1.WebhookSink{URL: "https://example.com/hook"}}),
 			want: field.ErrorList{
 				field.Invalid(sink, "webhook, console", ""),
 			},
 		},
 		{
 			name:  "sink columns must exist in the output",
-			query: orders().SelectColumns("order_id", "country").DeltaSink("/lake/t", "country", "amount", "country"),
+			query: qt.Orders().SelectColumns("order_id", "country").DeltaSink("/lake/t", "country", "amount", "country"),
 			want: field.ErrorList{
 				field.Duplicate(sink.Child("delta", "partitionColumns").Index(2), "country"),
 				field.Invalid(sink.Child("delta", "partitionColumns").Index(1), "amount", ""),
@@ -472,7 +459,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "kafka sink fields",
-			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, KeyColumn: "key", Format: "csv",
+			query: qt.Orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, KeyColumn: "key", Format: "csv",
 				TLS: &v1.KafkaTLS{CertFile: "/tls.crt"}}}),
 			want: field.ErrorList{
 				field.Required(sink.Child("kafka", "topic"), ""),
@@ -483,18 +470,18 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "kafka sink avro without a schema registry",
-			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaAvro}}),
+			query: qt.Orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaAvro}}),
 			want:  field.ErrorList{field.Required(sink.Child("kafka", "schemaRegistry"), "")},
 		},
 		{
 			name: "kafka sink json with a schema registry",
-			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaJSON,
+			query: qt.Orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaJSON,
 				SchemaRegistry: &v1.SchemaRegistry{URL: "http://r:8081"}}}),
 			want: field.ErrorList{field.Forbidden(sink.Child("kafka", "schemaRegistry"), "")},
 		},
 		{
 			name:  "kafka sink avro key without a key column or a schema registry",
-			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyFormat: v1.KafkaAvro}}),
+			query: qt.Orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyFormat: v1.KafkaAvro}}),
 			want: field.ErrorList{
 				field.Required(sink.Child("kafka", "keyColumn"), ""),
 				field.Required(sink.Child("kafka", "schemaRegistry"), ""),
@@ -502,28 +489,28 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "kafka sink json values, an avro key and a schema registry",
-			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "order_id", KeyFormat: v1.KafkaAvro,
+			query: qt.Orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "order_id", KeyFormat: v1.KafkaAvro,
 				SchemaRegistry: &v1.SchemaRegistry{URL: "http://r:8081"}}}),
 		},
 		{
 			name:  "kafka sink jsonSchema without a schema registry",
-			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaJSONSchema}}),
+			query: qt.Orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaJSONSchema}}),
 			want:  field.ErrorList{field.Required(sink.Child("kafka", "schemaRegistry"), "")},
 		},
 		{
 			name:  "kafka sink key format csv",
-			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "order_id", KeyFormat: v1.KafkaCSV}}),
+			query: qt.Orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "order_id", KeyFormat: v1.KafkaCSV}}),
 			want:  field.ErrorList{field.NotSupported(sink.Child("kafka", "keyFormat"), v1.KafkaCSV, []v1.KafkaFormat{})},
 		},
 		{
 			name: "kafka sink protobuf with a bad registry URL",
-			query: orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaProtobuf,
+			query: qt.Orders().Sink(v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", Format: v1.KafkaProtobuf,
 				SchemaRegistry: &v1.SchemaRegistry{URL: "registry:8081"}}}),
 			want: field.ErrorList{field.Invalid(sink.Child("kafka", "schemaRegistry", "url"), "registry:8081", "")},
 		},
 		{
 			name: "webhook sink fields",
-			query: orders().Sink(v1.Sink{Webhook: &v1.WebhookSink{URL: "ftp://example.com", Headers: map[string]string{"X Bad": "1", "Authorization": "x"},
+			query: qt.Orders().Sink(v1.Sink{Webhook: &v1.WebhookSink{URL: "ftp://example.com", Headers: map[string]string{"X Bad": "1", "Authorization": "x"},
 				MaxRowsPerRequest: -1, Timeout: "5"}}),
 			want: field.ErrorList{
 				field.Invalid(sink.Child("webhook", "url"), "ftp://example.com", ""),
@@ -534,12 +521,12 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name:  "files sink format",
-			query: orders().FilesSink("/out", "csv"),
+			query: qt.Orders().FilesSink("/out", "csv"),
 			want:  field.ErrorList{field.NotSupported(sink.Child("files", "format"), v1.FormatCSV, []v1.FileFormat{v1.FormatParquet, v1.FormatJSON})},
 		},
 		{
 			name:  "at most one trigger, and its duration parses",
-			query: orders().Edit(func(s *v1.StreamingQuerySpec) { s.Trigger = v1.Trigger{ProcessingTime: "1 minute", Once: true} }),
+			query: qt.Orders().Edit(func(s *v1.StreamingQuerySpec) { s.Trigger = v1.Trigger{ProcessingTime: "1 minute", Once: true} }),
 			want: field.ErrorList{
 				field.Invalid(spec.Child("trigger"), "processingTime, once", ""),
 				field.Invalid(spec.Child("trigger", "processingTime"), "1 minute", ""),
@@ -547,7 +534,7 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "checkpoint, state store and resources",
-			query: orders().CheckpointStore("Team Store").StatePartitions(2000).Edit(func(s *v1.StreamingQuerySpec) {
+			query: qt.Orders().CheckpointStore("Team Store").StatePartitions(2000).Edit(func(s *v1.StreamingQuerySpec) {
 				s.Checkpoint.MinBatchesToRetain = -1
 				s.Checkpoint.Retention = "Keep"
 				s.Resources = v1.ResourceRequirements{
@@ -565,14 +552,7 @@ func TestValidate(t *testing.T) {
 			},
 		},
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := plan.ValidateSpec(tc.query.Spec())
-			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
-			}
-		})
-	}
+	checkValidateSpec(t, cases)
 }
 
 func TestValidateQueryName(t *testing.T) {
@@ -595,8 +575,8 @@ func TestValidateDetails(t *testing.T) {
 		query *qt.Query
 		want  []string
 	}{
-		{"unknown column lists the columns", orders().Filter("price > 0.0"), []string{"undeclared reference to 'price'"}},
-		{"sink's modes", orders().OutputMode(v1.OutputComplete), []string{`the files sink supports supported values: "append", "update"`, "needs an aggregate step"}},
+		{"unknown column lists the columns", qt.Orders().Filter("price > 0.0"), []string{"undeclared reference to 'price'"}},
+		{"sink's modes", qt.Orders().OutputMode(v1.OutputComplete), []string{`the files sink supports supported values: "append", "update"`, "needs an aggregate step"}},
 		{"delta onMalformed", qt.Make("q", "ns").DeltaSource("d", "s3://lake/t", qt.Col("id", v1.TypeString)).EditSource("d", func(s *v1.Source) { s.OnMalformed = v1.MalformedSkip }).ConsoleSink(), []string{"spec.sources[0].onMalformed: Forbidden: a delta source has no malformed records to skip", "Leave onMalformed unset (fail)"}},
 		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{`source "r" yields (timestamp timestamp, value long)`}},
 	}
@@ -608,6 +588,27 @@ func TestValidateDetails(t *testing.T) {
 				if !strings.Contains(msg, w) {
 					t.Errorf("Validate() = %q, want it to contain %q", msg, w)
 				}
+			}
+		})
+	}
+}
+
+// validateCase is a query and the errors ValidateSpec finds in its spec (their details
+// aside).
+type validateCase struct {
+	name  string
+	query *qt.Query
+	want  field.ErrorList
+}
+
+// checkValidateSpec validates each case's spec and compares the errors with its want.
+func checkValidateSpec(t *testing.T, cases []validateCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := plan.ValidateSpec(tc.query.Spec())
+			if diff := cmp.Diff(tc.want, got, ignoreDetail, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("Validate() mismatch (-want +got):\n%s\ngot:\n%s", diff, describe(got))
 			}
 		})
 	}
@@ -632,10 +633,10 @@ func TestValidationSplit(t *testing.T) {
 		query *qt.Query
 		want  []string // the flow's problems, by field
 	}{
-		{"unknown column in a filter", orders().Filter("price > 0.0"), []string{"spec.transform[0].filter"}},
+		{"unknown column in a filter", qt.Orders().Filter("price > 0.0"), []string{"spec.transform[0].filter"}},
 		{"sources disagree", qt.Make("q", "ns").RateSource("r", 1).FilesSource("f", "/f", "json", qt.Col("x", v1.TypeLong)).ConsoleSink(), []string{"spec.sources[1].schema"}},
-		{"watermark on a string column", orders().Watermark("country", "1m"), []string{"spec.transform[0].watermark.column"}},
-		{"sink key not in the output", orders().SelectColumns("order_id").Edit(func(s *v1.StreamingQuerySpec) {
+		{"watermark on a string column", qt.Orders().Watermark("country", "1m"), []string{"spec.transform[0].watermark.column"}},
+		{"sink key not in the output", qt.Orders().SelectColumns("order_id").Edit(func(s *v1.StreamingQuerySpec) {
 			s.Sink = v1.Sink{Kafka: &v1.KafkaSink{BootstrapServers: []string{"k:9092"}, Topic: "t", KeyColumn: "country"}}
 		}), []string{"spec.sink.kafka.keyColumn"}},
 	}
@@ -655,7 +656,7 @@ func TestValidationSplit(t *testing.T) {
 		})
 	}
 	// Both kinds: api/v1's first.
-	spec := orders().Filter("price > 0.0").Edit(func(s *v1.StreamingQuerySpec) { s.Trigger.ProcessingTime = "soon" }).Spec()
+	spec := qt.Orders().Filter("price > 0.0").Edit(func(s *v1.StreamingQuerySpec) { s.Trigger.ProcessingTime = "soon" }).Spec()
 	var got []string
 	for _, e := range plan.ValidateSpec(spec) {
 		got = append(got, e.Field)

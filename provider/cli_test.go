@@ -2,13 +2,10 @@ package provider
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,10 +25,8 @@ const registryAddress = "registry.terraform.io/lockstep-dev/lockstep"
 // terraformCLI runs the Terraform CLI in a folder against the provider served by this test
 // binary (reattached, so init downloads nothing), as a user would run it.
 type terraformCLI struct {
-	t   testing.TB
-	bin string
-	dir string
-	env []string
+	*providertest.CLI
+	t testing.TB
 }
 
 // newTerraformCLI serves the provider for the test's duration and returns a CLI for dir. The
@@ -42,53 +37,20 @@ func newTerraformCLI(t testing.TB, dir string) *terraformCLI {
 	t.Helper()
 	bin := testenv.Terraform(t)
 	lockstep := providertest.Serve(t, registryAddress, providerserver.NewProtocol6(New("test")()))
-	info, err := json.Marshal(map[string]any{
+	return &terraformCLI{t: t, CLI: providertest.NewCLI(t, bin, dir, map[string]any{
 		registryAddress: lockstep,
 		"registry.terraform.io/hashicorp/lockstep":   lockstep,
 		"registry.terraform.io/hashicorp/kubernetes": providertest.Serve(t, "registry.terraform.io/hashicorp/kubernetes", providerserver.NewProtocol6(kubernetesStandIn{})),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc := filepath.Join(t.TempDir(), "terraformrc")
-	if err := os.WriteFile(rc, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	env := append(os.Environ(),
-		"TF_REATTACH_PROVIDERS="+string(info),
-		"TF_CLI_CONFIG_FILE="+rc,
-		"TF_IN_AUTOMATION=1",
-		"TF_CLI_ARGS=-no-color",
-		"CHECKPOINT_DISABLE=1",
-		"TF_DATA_DIR="+filepath.Join(t.TempDir(), ".terraform"),
-	)
-	return &terraformCLI{t: t, bin: bin, dir: dir, env: env}
+	})}
 }
 
-// run runs terraform with args; it returns the output and the error, and fails the test only
-// when terraform cannot start.
-func (c *terraformCLI) run(args ...string) (string, error) {
-	c.t.Helper()
-	cmd := exec.Command(c.bin, args...)
-	cmd.Dir, cmd.Env = c.dir, c.env
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if err != nil && !errors.As(err, &exit) {
-		c.t.Fatalf("terraform %s: %v", strings.Join(args, " "), err)
-	}
-	return out.String(), err
-}
-
-// must runs terraform and fails the test when it fails.
-func (c *terraformCLI) must(args ...string) string {
-	c.t.Helper()
-	out, err := c.run(args...)
-	if err != nil {
-		c.t.Fatalf("terraform %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return out
+// initMain returns a CLI for a new folder whose main.tf is config, initialized (terraform init).
+func initMain(t testing.TB, config string) *terraformCLI {
+	t.Helper()
+	tf := newTerraformCLI(t, t.TempDir())
+	tf.WriteMain(config)
+	tf.Must("init", "-input=false")
+	return tf
 }
 
 // diagnostic is one diagnostic of Terraform's machine-readable output (-json).
@@ -112,7 +74,7 @@ type diagnostic struct {
 // (the warning about running with reattached providers), and whether it failed.
 func (c *terraformCLI) plan() ([]diagnostic, error) {
 	c.t.Helper()
-	out, err := c.run("plan", "-json", "-input=false", "-lock=false")
+	out, err := c.Run("plan", "-json", "-input=false", "-lock=false")
 	_, diags := readPlanJSON(out)
 	return diags, err
 }
@@ -200,63 +162,41 @@ func golden(t testing.TB, name, got string) {
 // a new checkpoint location is planned as a fresh start.
 func TestPlanOutput(t *testing.T) {
 	c := newLockstepCluster(t)
-	dir := t.TempDir()
-	tf := newTerraformCLI(t, dir)
-	write := func(q queryConfig) {
-		t.Helper()
-		main := fmt.Sprintf(`terraform {
-  required_providers {
-    lockstep = { source = "lockstep-dev/lockstep" }
-  }
-}
-
-provider "lockstep" {
-  kubeconfig_path = %q
-}
-%s`, c.kubeconfig, q.hcl())
-		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	names := strings.NewReplacer(c.s3.Bucket, "BUCKET", c.namespace, "NAMESPACE")
-
+	w := newWorkspace(t, c)
 	q := c.query()
-	write(q)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false", "-lock=false")
-	c.writeCheckpoint(t, "orders")
+	w.applyRan(q)
 
 	t.Run("refused", func(t *testing.T) {
 		moved := q
 		moved.Source = c.path("landing/orders-v2")
-		write(moved)
-		diags, err := tf.plan()
+		w.write(moved.hcl())
+		diags, err := w.tf.plan()
 		if err == nil {
 			t.Fatalf("plan of a refused change succeeded; diagnostics: %+v", diags)
 		}
-		golden(t, "plan-refused.golden", render(diags, names))
+		golden(t, "plan-refused.golden", render(diags, w.names))
 	})
 	t.Run("warning", func(t *testing.T) {
 		console := q
 		console.Sink = ""
-		write(console)
-		diags, err := tf.plan()
+		w.write(console.hcl())
+		diags, err := w.tf.plan()
 		if err != nil {
 			t.Fatalf("plan of an allowed change failed: %v; diagnostics: %+v", err, diags)
 		}
-		golden(t, "plan-warning.golden", render(diags, names))
+		golden(t, "plan-warning.golden", render(diags, w.names))
 	})
 	t.Run("fresh start", func(t *testing.T) {
 		fresh := q
 		fresh.Source = c.path("landing/orders-v2")
 		fresh.Location = c.location("orders-v2")
-		write(fresh)
-		diags, err := tf.plan()
+		w.write(fresh.hcl())
+		diags, err := w.tf.plan()
 		if err != nil {
 			t.Fatalf("plan of a fresh start failed: %v; diagnostics: %+v", err, diags)
 		}
-		golden(t, "plan-fresh-start.golden", render(diags, names))
+		golden(t, "plan-fresh-start.golden", render(diags, w.names))
 	})
-	write(q)
-	tf.must("destroy", "-auto-approve", "-input=false", "-lock=false")
+	w.write(q.hcl())
+	w.tf.Must("destroy", "-auto-approve", "-input=false", "-lock=false")
 }

@@ -186,7 +186,7 @@ output "ready" {
 }
 `, c.store))
 	w.apply()
-	if got := strings.TrimSpace(w.tf.must("output", "-json", "ready")); got != "true" {
+	if got := strings.TrimSpace(w.tf.Must("output", "-json", "ready")); got != "true" {
 		t.Errorf("lockstep_checkpoint_store.ready = %s, want true as the reconciler reported", got)
 	}
 }

@@ -76,9 +76,9 @@ func TestExamplesValidate(t *testing.T) {
 		t.Run(rel, func(t *testing.T) {
 			dir := copyExample(t, root)
 			tf := newTerraformCLI(t, dir)
-			tf.must("init", "-input=false", "-backend=false")
-			tf.must("validate")
-			out := tf.must("fmt", "-check", "-diff", "-recursive")
+			tf.Must("init", "-input=false", "-backend=false")
+			tf.Must("validate")
+			out := tf.Must("fmt", "-check", "-diff", "-recursive")
 			if strings.TrimSpace(out) != "" {
 				t.Errorf("terraform fmt would change %s:\n%s", rel, out)
 			}
@@ -123,14 +123,14 @@ func TestExampleQuickstartApplies(t *testing.T) {
 	c := newLockstepCluster(t)
 	dir := copyExample(t, filepath.Join(examplesDir, "quickstart"))
 	tf := newTerraformCLI(t, dir)
-	tf.env = append(tf.env, "TF_VAR_kubeconfig="+c.kubeconfig, "TF_VAR_namespace="+c.namespace, "TF_VAR_checkpoint_store="+c.store)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false")
+	tf.Env = append(tf.Env, "TF_VAR_kubeconfig="+c.kubeconfig, "TF_VAR_namespace="+c.namespace, "TF_VAR_checkpoint_store="+c.store)
+	tf.Must("init", "-input=false")
+	tf.Must("apply", "-auto-approve", "-input=false")
 
 	var outputs map[string]struct {
 		Value any `json:"value"`
 	}
-	if err := json.Unmarshal([]byte(tf.must("output", "-json")), &outputs); err != nil {
+	if err := json.Unmarshal([]byte(tf.Must("output", "-json")), &outputs); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := outputs["checkpoint_location"].Value, c.location("quickstart"); got != want {
@@ -142,10 +142,10 @@ func TestExampleQuickstartApplies(t *testing.T) {
 	if _, err := c.get(t, "quickstart"); err != nil {
 		t.Errorf("the quickstart query is not in the cluster: %v", err)
 	}
-	if out, err := tf.run("plan", "-detailed-exitcode", "-input=false"); err != nil {
+	if out, err := tf.Run("plan", "-detailed-exitcode", "-input=false"); err != nil {
 		t.Errorf("plan after apply is not empty (%v):\n%s", err, out)
 	}
-	tf.must("destroy", "-auto-approve", "-input=false")
+	tf.Must("destroy", "-auto-approve", "-input=false")
 	if _, err := c.get(t, "quickstart"); err == nil {
 		t.Error("the quickstart query is still in the cluster after destroy")
 	}
@@ -264,19 +264,19 @@ func TestExamplePlatformQueriesApply(t *testing.T) {
 		t.Fatal(err)
 	}
 	tf := newTerraformCLI(t, dir)
-	tf.env = append(tf.env,
+	tf.Env = append(tf.Env,
 		"TF_VAR_namespace="+c.namespace, "TF_VAR_checkpoint_store="+c.store,
 		"TF_VAR_landing="+strings.TrimSuffix(c.path("landing"), "/"), "TF_VAR_lake="+strings.TrimSuffix(c.path("lake"), "/"),
 		"TF_VAR_alerts_url=https://alerts.example.com/hooks/big-orders")
-	tf.must("init", "-input=false")
+	tf.Must("init", "-input=false")
 	w := &workspace{t: t, c: c, dir: dir, tf: tf, names: strings.NewReplacer(c.s3.Bucket, "BUCKET", c.namespace, "NAMESPACE")}
 	golden(t, "plan-platform-queries.golden", w.mustPlan())
-	tf.must("apply", "-auto-approve", "-input=false")
+	tf.Must("apply", "-auto-approve", "-input=false")
 
 	var outputs map[string]struct {
 		Value map[string]map[string]string `json:"value"`
 	}
-	if err := json.Unmarshal([]byte(tf.must("output", "-json")), &outputs); err != nil {
+	if err := json.Unmarshal([]byte(tf.Must("output", "-json")), &outputs); err != nil {
 		t.Fatal(err)
 	}
 	queries := outputs["queries"].Value
@@ -286,10 +286,10 @@ func TestExamplePlatformQueriesApply(t *testing.T) {
 	if got := queries["big-orders"]["guarantee"]; got != "at-least-once" {
 		t.Errorf("big-orders guarantee = %q, want at-least-once", got)
 	}
-	if out, err := tf.run("plan", "-detailed-exitcode", "-input=false"); err != nil {
+	if out, err := tf.Run("plan", "-detailed-exitcode", "-input=false"); err != nil {
 		t.Errorf("plan after apply is not empty (%v):\n%s", err, out)
 	}
-	tf.must("destroy", "-auto-approve", "-input=false")
+	tf.Must("destroy", "-auto-approve", "-input=false")
 }
 
 // TestExamplePlatformPlansTwoTeams plans the platform example, unchanged, with the two teams
@@ -301,10 +301,10 @@ func TestExamplePlatformPlansTwoTeams(t *testing.T) {
 	c := newTestCluster(t, testenv.ControlPlane(t))
 	dir := copyExample(t, filepath.Join(examplesDir, "platform"))
 	tf := newTerraformCLI(t, dir)
-	tf.env = append(tf.env, "TF_VAR_kubeconfig="+c.kubeconfig, "TF_VAR_s3_access_key_id=key", "TF_VAR_s3_secret_access_key=secret")
-	tf.must("init", "-input=false")
+	tf.Env = append(tf.Env, "TF_VAR_kubeconfig="+c.kubeconfig, "TF_VAR_s3_access_key_id=key", "TF_VAR_s3_secret_access_key=secret")
+	tf.Must("init", "-input=false")
 	out := filepath.Join(t.TempDir(), "plan")
-	tf.must("plan", "-input=false", "-lock=false", "-out="+out)
+	tf.Must("plan", "-input=false", "-lock=false", "-out="+out)
 	var plan struct {
 		ResourceChanges []struct {
 			Address string `json:"address"`
@@ -314,7 +314,7 @@ func TestExamplePlatformPlansTwoTeams(t *testing.T) {
 			} `json:"change"`
 		} `json:"resource_changes"`
 	}
-	if err := json.Unmarshal([]byte(tf.must("show", "-json", out)), &plan); err != nil {
+	if err := json.Unmarshal([]byte(tf.Must("show", "-json", out)), &plan); err != nil {
 		t.Fatal(err)
 	}
 	var want, got []string

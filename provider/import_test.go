@@ -2,8 +2,6 @@ package provider
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -43,8 +41,8 @@ func TestImportRestoresSettings(t *testing.T) {
 
 	reimport := func() {
 		t.Helper()
-		w.tf.must("state", "rm", "-lock=false", address)
-		w.tf.must("import", "-input=false", "-lock=false", address, c.namespace+"/orders")
+		w.tf.Must("state", "rm", "-lock=false", address)
+		w.tf.Must("import", "-input=false", "-lock=false", address, c.namespace+"/orders")
 	}
 	t.Run("written by terraform", func(t *testing.T) {
 		reimport()
@@ -262,15 +260,9 @@ func TestImportKubectlQuery(t *testing.T) {
 		t.Fatalf("create the query as kubectl would: %v", err)
 	}
 
-	dir := t.TempDir()
-	main := "terraform {\n  required_providers {\n    lockstep = { source = \"lockstep-dev/lockstep\" }\n  }\n}\n\n" + c.provider() + importedConfig
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tf := newTerraformCLI(t, dir)
-	tf.must("init", "-input=false")
-	tf.must("import", "-input=false", "-lock=false", address, c.namespace+"/revenue")
-	if out, err := tf.run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
+	tf := initMain(t, "terraform {\n  required_providers {\n    lockstep = { source = \"lockstep-dev/lockstep\" }\n  }\n}\n\n"+c.provider()+importedConfig)
+	tf.Must("import", "-input=false", "-lock=false", address, c.namespace+"/revenue")
+	if out, err := tf.Run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
 		t.Errorf("plan right after import is not empty (%v):\n%s", err, out)
 	}
 }

@@ -1,8 +1,6 @@
 package provider
 
 import (
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -84,18 +82,13 @@ func TestPlanNestedValidatorPoints(t *testing.T) {
 // the error says what it waited for, not "client rate limiter Wait returned an error".
 func TestDestroyTimeoutSaysWhy(t *testing.T) {
 	c := newTestCluster(t, testenv.ControlPlane(t))
-	dir := t.TempDir()
 	q := baseQuery()
 	q.Extra = `  timeouts = { delete = "1s" }`
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(c.provider()+q.hcl()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tf := newTerraformCLI(t, dir)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false")
+	tf := initMain(t, c.provider()+q.hcl())
+	tf.Must("apply", "-auto-approve", "-input=false")
 	c.edit(t, "orders", func(u *unstructured.Unstructured) { u.SetFinalizers([]string{"test.lockstep.dev/hold"}) })
 	t.Cleanup(func() { c.edit(t, "orders", func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }) })
-	out, err := tf.run("destroy", "-auto-approve", "-input=false")
+	out, err := tf.Run("destroy", "-auto-approve", "-input=false")
 	if err == nil {
 		t.Fatalf("destroy succeeded while a finalizer holds the query:\n%s", out)
 	}

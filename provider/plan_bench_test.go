@@ -32,7 +32,7 @@ func BenchmarkPlan(b *testing.B) {
 				b.Run(name, func(b *testing.B) {
 					w.write(benchQueries(c, n, changed))
 					for b.Loop() {
-						w.tf.must("plan", "-input=false", "-lock=false")
+						w.tf.Must("plan", "-input=false", "-lock=false")
 					}
 					perPlan := float64(b.Elapsed().Microseconds()) / 1000 / float64(b.N)
 					if !changed {
@@ -45,7 +45,7 @@ func BenchmarkPlan(b *testing.B) {
 		}
 		w.providerSettings = ""
 		w.write(benchQueries(c, n, false))
-		w.tf.must("destroy", "-auto-approve", "-input=false", "-lock=false")
+		w.tf.Must("destroy", "-auto-approve", "-input=false", "-lock=false")
 	}
 }
 

@@ -43,16 +43,14 @@ provider "lockstep" {
   kubeconfig_path = %q
 %s}
 %s`, w.c.kubeconfig, w.providerSettings, resources)
-	if err := os.WriteFile(filepath.Join(w.dir, "main.tf"), []byte(main), 0o644); err != nil {
-		w.t.Fatal(err)
-	}
+	w.tf.WriteMain(main)
 }
 
 // init runs terraform init once, before the first plan or apply.
 func (w *workspace) init() {
 	w.t.Helper()
 	if _, err := os.Stat(filepath.Join(w.dir, ".terraform.lock.hcl")); err != nil {
-		w.tf.must("init", "-input=false")
+		w.tf.Must("init", "-input=false")
 	}
 }
 
@@ -60,7 +58,7 @@ func (w *workspace) init() {
 func (w *workspace) apply(args ...string) string {
 	w.t.Helper()
 	w.init()
-	return w.tf.must(append([]string{"apply", "-auto-approve", "-input=false", "-lock=false"}, args...)...)
+	return w.tf.Must(append([]string{"apply", "-auto-approve", "-input=false", "-lock=false"}, args...)...)
 }
 
 // applyRan writes and applies q, then writes the checkpoint the query's engine would have
@@ -77,7 +75,7 @@ func (w *workspace) applyRan(q queryConfig) {
 func (w *workspace) plan(args ...string) (string, error) {
 	w.t.Helper()
 	w.init()
-	out, err := w.tf.run(append([]string{"plan", "-json", "-input=false", "-lock=false"}, args...)...)
+	out, err := w.tf.Run(append([]string{"plan", "-json", "-input=false", "-lock=false"}, args...)...)
 	changes, diags := readPlanJSON(out)
 	sort.Strings(changes)
 	var b strings.Builder
@@ -121,7 +119,7 @@ func TestPlanWarningsOnePerRule(t *testing.T) {
 	changed.Sink = ""
 	w.write(changed.hcl())
 	golden(t, "plan-two-rules.golden", w.mustPlan())
-	human, err := w.tf.run("plan", "-input=false", "-lock=false")
+	human, err := w.tf.Run("plan", "-input=false", "-lock=false")
 	if err != nil {
 		t.Fatalf("plan: %v\n%s", err, human)
 	}
@@ -140,7 +138,7 @@ func TestPlanWarningsOnePerRule(t *testing.T) {
 func (w *workspace) planned(attr string, args ...string) string {
 	w.t.Helper()
 	out := filepath.Join(w.t.TempDir(), "plan")
-	w.tf.must(append([]string{"plan", "-input=false", "-lock=false", "-out=" + out}, args...)...)
+	w.tf.Must(append([]string{"plan", "-input=false", "-lock=false", "-out=" + out}, args...)...)
 	var plan struct {
 		ResourceChanges []struct {
 			Address string `json:"address"`
@@ -150,7 +148,7 @@ func (w *workspace) planned(attr string, args ...string) string {
 			} `json:"change"`
 		} `json:"resource_changes"`
 	}
-	if err := json.Unmarshal([]byte(w.tf.must("show", "-json", out)), &plan); err != nil {
+	if err := json.Unmarshal([]byte(w.tf.Must("show", "-json", out)), &plan); err != nil {
 		w.t.Fatal(err)
 	}
 	for _, rc := range plan.ResourceChanges {

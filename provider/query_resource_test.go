@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"regexp"
 	"testing"
 	"text/template"
@@ -362,18 +360,12 @@ func TestAccStreamingQuery_alreadyExists(t *testing.T) {
 // outside Terraform: delete finds nothing and succeeds.
 func TestDestroyToleratesGone(t *testing.T) {
 	c := newTestCluster(t, testenv.ControlPlane(t))
-	dir := t.TempDir()
-	main := c.provider() + baseQuery().hcl()
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(main), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tf := newTerraformCLI(t, dir)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false")
+	tf := initMain(t, c.provider()+baseQuery().hcl())
+	tf.Must("apply", "-auto-approve", "-input=false")
 	if err := c.deleteQuery("orders")(nil); err != nil {
 		t.Fatal(err)
 	}
-	tf.must("destroy", "-auto-approve", "-input=false", "-refresh=false")
+	tf.Must("destroy", "-auto-approve", "-input=false", "-refresh=false")
 }
 
 // TestApplyRevertsDriftInOneWrite changes the query outside Terraform, as kubectl edit does
@@ -384,21 +376,13 @@ func TestDestroyToleratesGone(t *testing.T) {
 // attribute that only Terraform set.
 func TestApplyRevertsDriftInOneWrite(t *testing.T) {
 	c := newTestCluster(t, testenv.ControlPlane(t))
-	dir := t.TempDir()
-	tf := newTerraformCLI(t, dir)
-	write := func(q queryConfig) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(c.provider()+q.hcl()), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	apply := func() { t.Helper(); tf.must("apply", "-auto-approve", "-input=false", "-lock=false") }
 	q := baseQuery()
 	more := q
 	more.Returns = "s3://landing/returns/"
 	more.Suspend = true
-	write(more)
-	tf.must("init", "-input=false")
+	tf := initMain(t, c.provider()+more.hcl())
+	write := func(q queryConfig) { t.Helper(); tf.WriteMain(c.provider() + q.hcl()) }
+	apply := func() { t.Helper(); tf.Must("apply", "-auto-approve", "-input=false", "-lock=false") }
 	apply()
 
 	drift := func(u *unstructured.Unstructured) {
@@ -443,7 +427,7 @@ func TestApplyRevertsDriftInOneWrite(t *testing.T) {
 			if diff := cmp.Diff(want, objectSpec(u)); diff != "" {
 				t.Errorf("spec after apply differs from the configuration's (-want +got):\n%s", diff)
 			}
-			if out, err := tf.run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
+			if out, err := tf.Run("plan", "-detailed-exitcode", "-input=false", "-lock=false"); err != nil {
 				t.Errorf("plan after apply is not empty (%v):\n%s", err, out)
 			}
 		})
@@ -454,13 +438,8 @@ func TestApplyRevertsDriftInOneWrite(t *testing.T) {
 // configuration alone makes, defaults included.
 func planSpec(t *testing.T, c *testCluster, q queryConfig) map[string]any {
 	t.Helper()
-	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(c.provider()+q.hcl()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	tf := newTerraformCLI(t, dir)
-	tf.must("init", "-input=false")
-	tf.must("apply", "-auto-approve", "-input=false", "-lock=false")
+	tf := initMain(t, c.provider()+q.hcl())
+	tf.Must("apply", "-auto-approve", "-input=false", "-lock=false")
 	u, err := c.get(t, q.Name)
 	if err != nil {
 		t.Fatal(err)

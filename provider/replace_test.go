@@ -21,7 +21,7 @@ func TestPlanReplace(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	w.tf.must("apply", "-refresh-only", "-auto-approve", "-input=false", "-lock=false")
+	w.tf.Must("apply", "-refresh-only", "-auto-approve", "-input=false", "-lock=false")
 	id := w.output(t, "query_id")
 	t.Run("replace", func(t *testing.T) {
 		// Terraform shows no warning of the create half of -replace; the planned query id,
@@ -37,7 +37,7 @@ func TestPlanReplace(t *testing.T) {
 		}
 	})
 	t.Run("tainted", func(t *testing.T) {
-		w.tf.must("taint", "-lock=false", address)
+		w.tf.Must("taint", "-lock=false", address)
 		golden(t, "plan-tainted.golden", w.mustPlan())
 		w.apply()
 		if out := w.mustPlan(); out != "No changes.\n\n" {
@@ -51,7 +51,7 @@ func TestPlanReplace(t *testing.T) {
 		golden(t, "plan-renamed.golden", w.mustPlan())
 		w.apply()
 	})
-	w.tf.must("destroy", "-auto-approve", "-input=false", "-lock=false")
+	w.tf.Must("destroy", "-auto-approve", "-input=false", "-lock=false")
 }
 
 // uid returns the Kubernetes UID of a query of the test's namespace.
@@ -93,7 +93,7 @@ func TestPlanReplaceDeletesCheckpoint(t *testing.T) {
 	if out, err := w.plan("-replace=" + address); err == nil || !strings.Contains(out, "Checkpoint Refuses The Change") {
 		t.Errorf("-replace with a change the old checkpoint refuses: %v\n%s\nwant the refusal of the update half, as documented", err, out)
 	}
-	w.tf.must("taint", "-lock=false", address)
+	w.tf.Must("taint", "-lock=false", address)
 	golden(t, "plan-replace-delete.golden", w.mustPlan())
 	w.apply()
 	f, err := c.readCheckpoint(t, "orders")
@@ -135,7 +135,7 @@ func TestPlanResumes(t *testing.T) {
 		}
 	})
 	t.Run("recreate over a retained checkpoint", func(t *testing.T) {
-		w.tf.must("destroy", "-auto-approve", "-input=false", "-lock=false")
+		w.tf.Must("destroy", "-auto-approve", "-input=false", "-lock=false")
 		golden(t, "plan-recreate-retained.golden", w.mustPlan())
 		w.apply()
 		if got := w.output(t, "query_id"); got != f.QueryID {
@@ -147,7 +147,7 @@ func TestPlanResumes(t *testing.T) {
 // output reads an attribute of the query from Terraform's state.
 func (w *workspace) output(t testing.TB, attr string) string {
 	t.Helper()
-	out := w.tf.must("show", "-json")
+	out := w.tf.Must("show", "-json")
 	var state struct {
 		Values struct {
 			RootModule struct {

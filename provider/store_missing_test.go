@@ -18,14 +18,14 @@ func TestPlanStoreCreatedInSameApply(t *testing.T) {
 	golden(t, "plan-store-missing.golden", w.mustPlan())
 
 	saved := filepath.Join(t.TempDir(), "plan")
-	w.tf.must("plan", "-input=false", "-lock=false", "-out="+saved)
+	w.tf.Must("plan", "-input=false", "-lock=false", "-out="+saved)
 	c.createStore(t, q.Store, map[string]any{
 		"s3":                    map[string]any{"endpoint": c.s3.URL, "bucket": c.s3.Bucket, "region": c.s3.Region},
 		"credentialsSecretName": "s3-credentials",
 		"allowedNamespaces":     []any{c.namespace},
 		"locationTemplate":      "new/{{namespace}}/{{name}}",
 	})
-	w.tf.must("apply", "-input=false", "-lock=false", saved)
+	w.tf.Must("apply", "-input=false", "-lock=false", saved)
 	want := "s3://" + c.s3.Bucket + "/new/" + c.namespace + "/orders"
 	if got := w.output(t, "checkpoint_location"); got != want {
 		t.Errorf("checkpoint_location = %q, want the new store's %q", got, want)

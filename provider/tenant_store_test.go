@@ -1,7 +1,6 @@
 package provider
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -103,19 +102,12 @@ func impersonatingKubeconfig(t *testing.T, kubeconfig, user string) string {
 // reader ClusterRole and ClusterRoleBinding, deleted when the test ends.
 func applyStoreReaders(t *testing.T, c *testCluster) {
 	t.Helper()
-	home := t.TempDir()
 	release := fmt.Sprintf("tenant%d", time.Now().UnixNano()%100000)
 	cmd := exec.Command(testenv.Tool(t, "helm"), "template", release, "../charts/lockstep", "--show-only", "templates/rbac.yaml")
-	cmd.Env = append(os.Environ(), "HELM_CACHE_HOME="+home, "HELM_CONFIG_HOME="+home, "HELM_DATA_HOME="+home)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("helm template: %v\n%s", err, stderr.String())
-	}
+	cmd.Env = append(os.Environ(), testenv.HelmHome(t.TempDir())...)
 	ctx := context.Background()
 	found := 0
-	for _, u := range testenv.DecodeManifests(t, out) {
+	for _, u := range testenv.DecodeManifests(t, testenv.Output(t, cmd)) {
 		if !strings.HasSuffix(u.GetName(), "-checkpointstore-reader") {
 			continue
 		}

@@ -71,7 +71,7 @@ func TestValidateEngine(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			checkValidate(t, orders().Edit(func(s *v1.StreamingQuerySpec) { s.Engine = tc.e }).Obj(), tc.want)
+			checkValidate(t, qt.Orders().Edit(func(s *v1.StreamingQuerySpec) { s.Engine = tc.e }).Obj(), tc.want)
 		})
 	}
 }
@@ -82,11 +82,11 @@ func TestProgressTimeout(t *testing.T) {
 		q    *qt.Query
 		want time.Duration
 	}{
-		{"default trigger", orders(), v1.MinProgressTimeout},
-		{"short processing time", orders().ProcessingTime("30s"), v1.MinProgressTimeout},
-		{"long processing time", orders().ProcessingTime("10m"), 30 * time.Minute},
-		{"once", orders().Once(), v1.MinProgressTimeout},
-		{"set", orders().ProcessingTime("10m").Edit(func(s *v1.StreamingQuerySpec) { s.Engine.ProgressTimeout = "90s" }), 90 * time.Second},
+		{"default trigger", qt.Orders(), v1.MinProgressTimeout},
+		{"short processing time", qt.Orders().ProcessingTime("30s"), v1.MinProgressTimeout},
+		{"long processing time", qt.Orders().ProcessingTime("10m"), 30 * time.Minute},
+		{"once", qt.Orders().Once(), v1.MinProgressTimeout},
+		{"set", qt.Orders().ProcessingTime("10m").Edit(func(s *v1.StreamingQuerySpec) { s.Engine.ProgressTimeout = "90s" }), 90 * time.Second},
 	} {
 		spec := tc.q.Spec()
 		if got := spec.ProgressTimeout(); got != tc.want {

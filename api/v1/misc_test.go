@@ -49,7 +49,7 @@ func TestScheme(t *testing.T) {
 }
 
 func TestDeepCopy(t *testing.T) {
-	q := orders().Watermark("ts", "1m").Aggregate("", []v1.GroupKey{qt.Window("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).Obj()
+	q := qt.Orders().Watermark("ts", "1m").Aggregate("", []v1.GroupKey{qt.Window("ts", "5m")}, qt.Agg("n", v1.AggCount, "")).Obj()
 	c := q.DeepCopy()
 	c.Spec.Transform[1].Aggregate.GroupBy[0].Window.Duration = "10m"
 	c.Spec.Sources[0].Schema.Columns[0].Name = "changed"

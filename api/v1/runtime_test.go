@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	qt "github.com/lockstep-dev/lockstep/api/v1/querytest"
 )
 
 func TestValidateSparkRuntime(t *testing.T) {
@@ -44,7 +45,7 @@ func TestValidateSparkRuntime(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			checkValidate(t, orders().Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &tc.rt }).Obj(), tc.want)
+			checkValidate(t, qt.Orders().Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &tc.rt }).Obj(), tc.want)
 		})
 	}
 }

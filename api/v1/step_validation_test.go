@@ -37,7 +37,7 @@ func TestAggregateTimeKeys(t *testing.T) {
 				both+" (groupBy[1] is a session): a row would belong to a window and a session at once")}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			q := orders().Aggregate("revenue", tc.keys, qt.Agg("orders", v1.AggCount, "")).Obj()
+			q := qt.Orders().Aggregate("revenue", tc.keys, qt.Agg("orders", v1.AggCount, "")).Obj()
 			var got []*field.Error
 			for _, e := range q.Spec.Validate() {
 				if e.Type == field.ErrorTypeForbidden {

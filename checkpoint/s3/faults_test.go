@@ -42,9 +42,7 @@ func TestOpenRefusesAServerThatIgnoresConditionalWrites(t *testing.T) {
 }
 
 func TestTransientFailuresAreRetried(t *testing.T) {
-	srv := testenv.S3(t)
-	p := newProxy(t, srv)
-	s := open(t, p.server(), "q", s3.WithRetries(5, time.Millisecond))
+	_, p, s := behindProxy(t, s3.WithRetries(5, time.Millisecond))
 	for _, tc := range []struct {
 		name string
 		rule testenv.Rule
@@ -88,9 +86,7 @@ func TestTransientFailuresAreRetried(t *testing.T) {
 }
 
 func TestPermanentFailuresAreNotRetried(t *testing.T) {
-	srv := testenv.S3(t)
-	p := newProxy(t, srv)
-	s := open(t, p.server(), "q", s3.WithRetries(5, 50*time.Millisecond))
+	_, p, s := behindProxy(t, s3.WithRetries(5, 50*time.Millisecond))
 	if err := s.Create(t.Context(), "k", []byte("first")); err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +117,7 @@ func TestPermanentFailuresAreNotRetried(t *testing.T) {
 }
 
 func TestRetriesEnd(t *testing.T) {
-	srv := testenv.S3(t)
-	p := newProxy(t, srv)
-	s := open(t, p.server(), "q", s3.WithRetries(3, time.Millisecond))
+	_, p, s := behindProxy(t, s3.WithRetries(3, time.Millisecond))
 	patient := open(t, p.server(), "q", s3.WithRetries(1000, 5*time.Millisecond))
 	slow := open(t, p.server(), "q", s3.WithRetries(1000, time.Hour))
 	p.inject(testenv.Rule{Kind: testenv.SlowDown, Times: testenv.Always})
@@ -153,9 +147,7 @@ func TestRetriesEnd(t *testing.T) {
 func TestOutageIsRiddenOut(t *testing.T) {
 	for _, mode := range []testenv.OutageMode{testenv.OutageRefuse, testenv.OutageReset, testenv.OutageUnavailable} {
 		t.Run(mode.String(), func(t *testing.T) {
-			srv := testenv.S3(t)
-			p := newProxy(t, srv)
-			s := open(t, p.server(), "q", s3.WithRetries(1000, time.Millisecond))
+			_, p, s := behindProxy(t, s3.WithRetries(1000, time.Millisecond))
 			p.Outage(200*time.Millisecond, mode)
 			if err := s.Create(t.Context(), "k", []byte("x")); err != nil {
 				t.Fatalf("Create through a %v outage of 200ms error = %v", mode, err)
@@ -168,9 +160,7 @@ func TestOutageIsRiddenOut(t *testing.T) {
 }
 
 func TestSlowAttemptsTimeOutAndAreRetried(t *testing.T) {
-	srv := testenv.S3(t)
-	p := newProxy(t, srv)
-	s := open(t, p.server(), "q", s3.WithRetries(3, time.Millisecond), s3.WithRequestTimeout(200*time.Millisecond))
+	_, p, s := behindProxy(t, s3.WithRetries(3, time.Millisecond), s3.WithRequestTimeout(200*time.Millisecond))
 	p.inject(testenv.Rule{Kind: testenv.Delay, Delay: 5 * time.Second})
 	start := time.Now()
 	if err := s.Create(t.Context(), "k", []byte("x")); err != nil {
@@ -184,9 +174,7 @@ func TestSlowAttemptsTimeOutAndAreRetried(t *testing.T) {
 // When the answer to a successful conditional PUT is lost, the retry meets
 // its own object (412). Create recognizes it by its content.
 func TestCreateWhoseAnswerWasLost(t *testing.T) {
-	srv := testenv.S3(t)
-	p := newProxy(t, srv)
-	s := open(t, p.server(), "q", s3.WithRetries(3, time.Millisecond))
+	srv, p, s := behindProxy(t, s3.WithRetries(3, time.Millisecond))
 	for _, tc := range []struct {
 		name string
 		rule testenv.Rule

@@ -12,6 +12,7 @@ import (
 
 	"github.com/minio/minio-go/v7"
 
+	"github.com/lockstep-dev/lockstep/checkpoint/s3"
 	"github.com/lockstep-dev/lockstep/internal/testenv"
 )
 
@@ -24,6 +25,14 @@ type proxy struct {
 
 func newProxy(t *testing.T, upstream *testenv.S3Server) *proxy {
 	return &proxy{S3Proxy: testenv.NewS3Proxy(t, upstream, 1)}
+}
+
+// behindProxy opens a Store with opts, prefix q, on a new S3 server behind a new proxy.
+func behindProxy(t *testing.T, opts ...s3.Option) (*testenv.S3Server, *proxy, *s3.Store) {
+	t.Helper()
+	srv := testenv.S3(t)
+	p := newProxy(t, srv)
+	return srv, p, open(t, p.server(), "q", opts...)
 }
 
 func (p *proxy) server() *testenv.S3Server { return p.Server() }

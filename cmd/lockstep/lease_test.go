@@ -236,8 +236,7 @@ type helmCLI struct {
 
 func (h *helmCLI) run(args ...string) ([]byte, error) {
 	cmd := exec.Command(h.bin, args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+h.kubeconfig,
-		"HELM_CACHE_HOME="+h.home, "HELM_CONFIG_HOME="+h.home, "HELM_DATA_HOME="+h.home)
+	cmd.Env = append(append(os.Environ(), "KUBECONFIG="+h.kubeconfig), testenv.HelmHome(h.home)...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return out, fmt.Errorf("helm %v: %w\n%s", args, err, out)

@@ -59,16 +59,8 @@ func runCobra(cmd *cobra.Command, args ...string) (string, int, error) {
 // shapeOf recorded from batch 0 unless shapeOf is "".
 func newCheckpoint(t *testing.T, shapeOf string) (dir, id string) {
 	t.Helper()
-	ctx := context.Background()
 	dir = filepath.Join(t.TempDir(), "checkpoint")
-	store, err := checkpoint.OpenDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := checkpoint.Claim(ctx, store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := claimRevenue(t, dir)
 	if shapeOf != "" {
 		recordShapeOf(t, c, shapeOf)
 		commitBatch(t, c, 0)
@@ -96,6 +88,13 @@ func recordShapeOf(t *testing.T, c *checkpoint.Checkpoint, spec string) {
 // addBatch commits batch in the checkpoint in dir, recording no shape.
 func addBatch(t *testing.T, dir string, batch int64) {
 	t.Helper()
+	commitBatch(t, claimRevenue(t, dir), batch)
+}
+
+// claimRevenue claims the checkpoint in the folder dir, made if need be, for the query
+// payments/revenue.
+func claimRevenue(t *testing.T, dir string) *checkpoint.Checkpoint {
+	t.Helper()
 	store, err := checkpoint.OpenDir(dir)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +103,7 @@ func addBatch(t *testing.T, dir string, batch int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	commitBatch(t, c, batch)
+	return c
 }
 
 // commitBatch adds batch's offsets and commit entries: a shape recorded from batch on is
@@ -258,11 +257,7 @@ func TestPlanCheckpoint(t *testing.T) {
 	})
 	t.Run("a shape from a newer Lockstep", func(t *testing.T) {
 		dir, _ := newCheckpoint(t, "")
-		store, _ := checkpoint.OpenDir(dir)
-		c, err := checkpoint.Claim(context.Background(), store, checkpoint.Owner{Namespace: "payments", Name: "revenue"})
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := claimRevenue(t, dir)
 		if err := c.RecordShape(context.Background(), 0, []byte(`{"version": 99}`)); err != nil {
 			t.Fatal(err)
 		}
@@ -353,17 +348,12 @@ func planGolden(t *testing.T, name, got string) {
 // to the checkpoint.
 func TestPlanAfterEngineRun(t *testing.T) {
 	root := t.TempDir()
-	in, out, ck := filepath.Join(root, "in"), filepath.Join(root, "out"), filepath.Join(root, "checkpoint")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for i, rows := range []string{
-		`{"order_id":"a","country":"de","amount":3.5}` + "\n" + `{"order_id":"b","country":"fr","amount":0}` + "\n",
-		`{"order_id":"c","country":"nl","amount":1.25}` + "\n",
-		`{"order_id":"d","country":"de","amount":7}` + "\n",
-	} {
-		addFile(t, in, i, rows)
-	}
+	d := newQueryDirs(t, root,
+		`{"order_id":"a","country":"de","amount":3.5}`+"\n"+`{"order_id":"b","country":"fr","amount":0}`+"\n",
+		`{"order_id":"c","country":"nl","amount":1.25}`+"\n",
+		`{"order_id":"d","country":"de","amount":7}`+"\n",
+	)
+	in, out, ck := d.in, d.out, d.ck
 	query := func(name, edit string) string {
 		spec := fmt.Sprintf(`apiVersion: streaming.lockstep.dev/v1
 kind: StreamingQuery
@@ -493,6 +483,15 @@ spec:
   checkpoint: {location: %CHECKPOINT%}
 `
 
+// statefulFiles are four input files of statefulQuery, one batch each. Event time advances
+// by file, so that the watermark closes the early windows.
+var statefulFiles = []string{
+	`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" + `{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
+	`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" + `{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
+	`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
+	`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
+}
+
 // TestPlanAfterStatefulEngineRun is the end-to-end flow with state: the engine runs a
 // windowed aggregation with a watermark for several batches, one input file each; lockstep
 // plan --checkpoint then allows a longer watermark delay with a warning, and rejects another
@@ -502,21 +501,8 @@ spec:
 // pod); and the allowed spec runs and is recorded.
 func TestPlanAfterStatefulEngineRun(t *testing.T) {
 	root := t.TempDir()
-	in, out, ck := filepath.Join(root, "in"), filepath.Join(root, "out"), filepath.Join(root, "checkpoint")
-	if err := os.MkdirAll(in, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	// Event time advances by file, so that the watermark closes the early windows.
-	for i, rows := range []string{
-		`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" +
-			`{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
-		`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" +
-			`{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
-		`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
-		`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
-	} {
-		addFile(t, in, i, rows)
-	}
+	d := newQueryDirs(t, root, statefulFiles...)
+	in, out, ck := d.in, d.out, d.ck
 	// query writes the stateful query, with edit ("old => new") applied, to root/name.
 	query := func(name, edit string) string {
 		spec := strings.NewReplacer("%IN%", in, "%OUT%", out, "%CHECKPOINT%", ck).Replace(statefulQuery)

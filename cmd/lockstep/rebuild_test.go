@@ -39,7 +39,7 @@ func TestCheckpointRebuild(t *testing.T) {
 	if code, err := execute(t, "run", "-f", v1); code != exitRefused {
 		t.Errorf("the old query after the rebuild = exit %d (%v), want 3: the checkpoint now holds the new query's state", code, err)
 	}
-	addFile(t, d.in, 3, rebuildFiles[3])
+	addFile(t, d.in, 3, statefulFiles[3])
 	mustRun(t, "run", "-f", v2)
 	// The files written after the rebuild equal the reference's last run's.
 	if got, want := newest(t, d.out), newest(t, ref.out); got != want {
@@ -59,18 +59,12 @@ func TestCheckpointRebuild(t *testing.T) {
 // run rebuilds the state first, then runs on: its output equals the uninterrupted run's.
 func TestRunRebuildsOnIncompatibleChange(t *testing.T) {
 	ref, d, _, v2 := rebuildRun(t)
-	spec, err := os.ReadFile(v2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(v2, []byte(strings.Replace(string(spec), "  outputMode: append\n", "  outputMode: append\n  onIncompatibleChange: rebuild\n", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	allowRebuild(t, v2)
 	out, code, err := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck)
 	if code != exitOK || !strings.Contains(out, "Accepted by spec.onIncompatibleChange: rebuild: before it runs on, the query rebuilds its state from the retained input; it replays batches 0–") {
 		t.Fatalf("lockstep plan = exit %d (%v), want 0 accepting the change by a rebuild:\n%s", code, err, out)
 	}
-	addFile(t, d.in, 3, rebuildFiles[3])
+	addFile(t, d.in, 3, statefulFiles[3])
 	var stderr strings.Builder
 	cmd := newRootCommand()
 	cmd.SetOut(&strings.Builder{})
@@ -104,13 +98,7 @@ func TestRebuildNeedsTheInput(t *testing.T) {
 	if code != exitRefused || !strings.Contains(out, gone) || strings.Contains(out, "Or rebuild") {
 		t.Fatalf("lockstep plan = exit %d, want 3 saying %q and offering no rebuild:\n%s", code, gone, out)
 	}
-	spec, err := os.ReadFile(v2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(v2, []byte(strings.Replace(string(spec), "  outputMode: append\n", "  outputMode: append\n  onIncompatibleChange: rebuild\n", 1)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	allowRebuild(t, v2)
 	if out, code, _ := runPlan(t, testPlanOptions(), "-f", v2, "--checkpoint", d.ck); code != exitRefused || !strings.Contains(out, gone) {
 		t.Errorf("lockstep plan with onIncompatibleChange: rebuild = exit %d, want 3 saying %q:\n%s", code, gone, out)
 	}
@@ -123,42 +111,21 @@ func TestRebuildNeedsTheInput(t *testing.T) {
 	}
 }
 
-// rebuildFiles are four input files of statefulQuery, one batch each.
-var rebuildFiles = []string{
-	`{"order_id":"a","country":"de","amount":3.5,"ts":"2026-01-01T00:00:10Z"}` + "\n" + `{"order_id":"b","country":"fr","amount":2,"ts":"2026-01-01T00:01:00Z"}` + "\n",
-	`{"order_id":"c","country":"de","amount":1.25,"ts":"2026-01-01T00:04:00Z"}` + "\n" + `{"order_id":"d","country":"de","amount":4,"ts":"2026-01-01T00:07:00Z"}` + "\n",
-	`{"order_id":"e","country":"fr","amount":7,"ts":"2026-01-01T00:20:00Z"}` + "\n",
-	`{"order_id":"f","country":"nl","amount":5,"ts":"2026-01-01T00:40:00Z"}` + "\n",
-}
-
-type rebuildDirs struct{ in, out, ck string }
-
 // rebuildFixture returns setup, which makes folders under root with the first n input
 // files, and query, which writes statefulQuery on them (its keys swapped or not) to root/name.
-func rebuildFixture(t *testing.T, root string) (func(string, int) rebuildDirs, func(rebuildDirs, string, bool) string) {
-	files := rebuildFiles
-	type dirs = rebuildDirs
+func rebuildFixture(t *testing.T, root string) (func(string, int) queryDirs, func(queryDirs, string, bool) string) {
+	files := statefulFiles
+	type dirs = queryDirs
 	// setup makes an input folder with the first n files, and returns the folders.
 	setup := func(name string, n int) dirs {
-		d := dirs{filepath.Join(root, name, "in"), filepath.Join(root, name, "out"), filepath.Join(root, name, "checkpoint")}
-		if err := os.MkdirAll(d.in, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		for i := range n {
-			addFile(t, d.in, i, files[i])
-		}
-		return d
+		return newQueryDirs(t, filepath.Join(root, name), files[:n]...)
 	}
 	query := func(d dirs, name string, swapped bool) string {
 		spec := strings.NewReplacer("%IN%", d.in, "%OUT%", d.out, "%CHECKPOINT%", d.ck).Replace(statefulQuery)
 		if swapped {
 			spec = strings.Replace(spec, "groupBy: [{column: country}, {window: {column: ts, duration: 5m}}]", "groupBy: [{window: {column: ts, duration: 5m}}, {column: country}]", 1)
 		}
-		path := filepath.Join(root, name)
-		if err := os.WriteFile(path, []byte(spec), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return path
+		return writeFile(t, filepath.Join(root, name), spec)
 	}
 	return setup, query
 }
@@ -166,7 +133,7 @@ func rebuildFixture(t *testing.T, root string) (func(string, int) rebuildDirs, f
 // rebuildRun runs the new query uninterrupted (ref), and the old one (v1) over the first
 // three files in the folders d; it returns both folders and the specs of the old and the
 // new query (v2, its grouping keys swapped) on d.
-func rebuildRun(t *testing.T) (ref, d rebuildDirs, v1, v2 string) {
+func rebuildRun(t *testing.T) (ref, d queryDirs, v1, v2 string) {
 	t.Helper()
 	setup, query := rebuildFixture(t, t.TempDir())
 	ref = uninterrupted(t, setup, query)
@@ -177,13 +144,43 @@ func rebuildRun(t *testing.T) (ref, d rebuildDirs, v1, v2 string) {
 }
 
 // uninterrupted runs the new query from the start: over 3 files, then the 4th.
-func uninterrupted(t *testing.T, setup func(string, int) rebuildDirs, query func(rebuildDirs, string, bool) string) rebuildDirs {
+func uninterrupted(t *testing.T, setup func(string, int) queryDirs, query func(queryDirs, string, bool) string) queryDirs {
 	t.Helper()
 	ref := setup("ref", 3)
 	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
-	addFile(t, ref.in, 3, rebuildFiles[3])
+	addFile(t, ref.in, 3, statefulFiles[3])
 	mustRun(t, "run", "-f", query(ref, "ref.yaml", true))
 	return ref
+}
+
+// allowRebuild adds spec.onIncompatibleChange: rebuild to the query at path.
+func allowRebuild(t *testing.T, path string) {
+	t.Helper()
+	spec, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(spec), "  outputMode: append\n", "  outputMode: append\n  onIncompatibleChange: rebuild\n", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// queryDirs are the folders of a files → files query: its input, its output and its
+// checkpoint.
+type queryDirs struct{ in, out, ck string }
+
+// newQueryDirs returns the folders in, out and checkpoint under root, the input folder made
+// and holding files, one input file each (addFile).
+func newQueryDirs(t *testing.T, root string, files ...string) queryDirs {
+	t.Helper()
+	d := queryDirs{filepath.Join(root, "in"), filepath.Join(root, "out"), filepath.Join(root, "checkpoint")}
+	if err := os.MkdirAll(d.in, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for i, rows := range files {
+		addFile(t, d.in, i, rows)
+	}
+	return d
 }
 
 func addFile(t *testing.T, dir string, i int, rows string) {
@@ -267,7 +264,7 @@ func TestCheckpointRebuildSpark(t *testing.T) {
 			t.Errorf("after the rebuild: %v", err)
 		}
 	}
-	addFile(t, d.in, 3, rebuildFiles[3])
+	addFile(t, d.in, 3, statefulFiles[3])
 	mustRun(t, "run", "-f", v2)
 	// The 4th file's watermark closes fr's window of 00:20, written in the new query's column
 	// order (the window first).

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -64,11 +63,7 @@ func TestParseGoalsRefusesBadLines(t *testing.T) {
 // Every goal names a benchmark that exists, so that a renamed benchmark cannot leave a goal
 // that silently never runs.
 func TestEveryGoalNamesABenchmarkInItsPackage(t *testing.T) {
-	data, err := os.ReadFile("goals.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	goals, err := parseGoals(string(data))
+	goals, err := readGoals("goals.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,11 +88,7 @@ BenchmarkSparkFiles/shape=aggregate/job=lockstep-2  	       1	35811752637 ns/op	
 BenchmarkSparkFiles/shape=join/job=hand-2           	       1	27409629636 ns/op	        20.24 cpu-s	     18395 rows	        27.38 wall-s
 BenchmarkSparkFiles/shape=join/job=lockstep-2       	       1	31991182192 ns/op	        20.77 cpu-s	     18395 rows	        31.90 wall-s	         1.026 x-hand-cpu	         1.165 x-hand-wall
 `
-	data, err := os.ReadFile("goals.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	all, err := parseGoals(string(data))
+	all, err := readGoals("goals.txt")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,9 @@
 package testenv
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 )
@@ -48,4 +50,23 @@ type MissingToolError struct {
 func (e *MissingToolError) Error() string {
 	return "test tool " + e.Name + " not found at " + e.Path +
 		": run `make tools` (or `hack/tools.sh " + e.Name + "`) to build it"
+}
+
+// Output runs cmd and returns what it wrote to its standard output; when cmd fails, it fails
+// the test with what cmd wrote to its standard error.
+func Output(t testing.TB, cmd *exec.Cmd) []byte {
+	t.Helper()
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", cmd, err, stderr.String())
+	}
+	return out
+}
+
+// HelmHome returns the environment variables that give helm its cache, configuration and
+// data in the folder home, away from the user's.
+func HelmHome(home string) []string {
+	return []string{"HELM_CACHE_HOME=" + home, "HELM_CONFIG_HOME=" + home, "HELM_DATA_HOME=" + home}
 }

@@ -92,6 +92,21 @@ func Agg(name string, fn v1.AggregateFunction, column string) v1.Aggregation {
 	return v1.Aggregation{Name: name, Function: fn, Column: column}
 }
 
+// OrderColumns is a typical event schema, the orders of the fixtures: order_id and country
+// (strings), amount (double), qty (long) and ts (timestamp).
+func OrderColumns() []v1.Column {
+	return []v1.Column{
+		Col("order_id", v1.TypeString), Col("country", v1.TypeString),
+		Col("amount", v1.TypeDouble), Col("qty", v1.TypeLong), Col("ts", v1.TypeTimestamp),
+	}
+}
+
+// Orders is a valid files → files query, q in namespace ns: source orders reads
+// OrderColumns from /data/orders as JSON, and the sink writes JSON to /data/out.
+func Orders() *Query {
+	return Make("q", "ns").FilesSource("orders", "/data/orders", "json", OrderColumns()...).FilesSink("/data/out", "json")
+}
+
 // Source adds a source as given.
 func (w *Query) Source(s v1.Source) *Query {
 	w.q.Spec.Sources = append(w.q.Spec.Sources, s)
