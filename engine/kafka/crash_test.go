@@ -272,23 +272,34 @@ func writeOrderFiles(t *testing.T, dir string, n int) []string {
 // transaction's commit) and at random instants: a read_committed consumer
 // sees exactly an uninterrupted run's records.
 func TestCrashFilesToKafkaExactlyOnce(t *testing.T) {
-	setUp := func(t *testing.T, files int) (*scenario, []string, []string) {
+	exactlyOnceCrashes(t, 10, values, func(t *testing.T, random bool) (*scenario, []string, []string) {
 		brokers := testenv.Kafka(t)
 		for _, topic := range []string{"out", "ref", "timing"} {
 			createTopic(t, brokers, topic, 3, nil)
+		}
+		files := 5
+		if random {
+			files = 30
 		}
 		in := filepath.Join(t.TempDir(), "in")
 		want := writeOrderFiles(t, in, files)
 		spec := strings.ReplaceAll(withBrokers(filesToKafka, brokers), "%[3]q", fmt.Sprintf("%q", in))
 		return newScenario(t, spec), brokers, want
-	}
+	})
+}
+
+// exactlyOnceCrashes kills a query with an exactly-once Kafka sink writing to the topic "out"
+// at every phase and at random instants (kills times): then a read_committed consumer must
+// see in "out" what an uninterrupted run writes to "ref", and field of those records must be
+// want. setUp makes the scenario (random: for the random kills), its brokers and want.
+func exactlyOnceCrashes(t *testing.T, kills int, field func([]consumed) []string, setUp func(t *testing.T, random bool) (*scenario, []string, []string)) {
 	check := func(t *testing.T, s *scenario, brokers, want []string) {
 		t.Helper()
 		s.finish("out")
 		s.reference("ref")
-		got := values(consume(t, brokers, "out"))
-		if diff := cmp.Diff(values(consume(t, brokers, "ref")), got); diff != "" {
-			t.Errorf("read_committed output differs from an uninterrupted run (-uninterrupted +crashed):\n%s", diff)
+		got := field(consume(t, brokers, "out"))
+		if diff := cmp.Diff(field(consume(t, brokers, "ref")), got); diff != "" {
+			t.Errorf("read_committed output differs from an uninterrupted run's (-uninterrupted +crashed):\n%s", diff)
 		}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Errorf("read_committed output (-want +got):\n%s", diff)
@@ -296,15 +307,15 @@ func TestCrashFilesToKafkaExactlyOnce(t *testing.T) {
 	}
 	for _, cp := range crashtest.Points() {
 		t.Run(cp.String(), func(t *testing.T) {
-			s, brokers, want := setUp(t, 5)
+			s, brokers, want := setUp(t, false)
 			s.killAt("out", cp)
 			check(t, s, brokers, want)
 		})
 	}
 	t.Run("random", func(t *testing.T) {
-		s, brokers, want := setUp(t, 30)
+		s, brokers, want := setUp(t, true)
 		span := s.timing("timing")
-		s.killRandomly("out", 10, span)
+		s.killRandomly("out", kills, span)
 		check(t, s, brokers, want)
 	})
 }
@@ -376,38 +387,13 @@ var kafkaToKafkaExactlyOnce = kafkaOrdersSpec(12_000, "kafka: {bootstrapServers:
 // read, transformed and produced a chunk at a time, at every phase and at random instants: a
 // read_committed consumer sees every kept record once, as an uninterrupted run's.
 func TestCrashKafkaToKafkaExactlyOnce(t *testing.T) {
-	setUp := func(t *testing.T) (*scenario, []string, []string) {
+	exactlyOnceCrashes(t, 8, keys, func(t *testing.T, _ bool) (*scenario, []string, []string) {
 		brokers := testenv.Kafka(t)
 		want := produceOrders(t, brokers, "orders", 3, 12_000)
 		for _, topic := range []string{"out", "ref", "timing"} {
 			createTopic(t, brokers, topic, 3, nil)
 		}
 		return newScenario(t, withBrokers(kafkaToKafkaExactlyOnce, brokers)), brokers, want
-	}
-	check := func(t *testing.T, s *scenario, brokers, want []string) {
-		t.Helper()
-		s.finish("out")
-		s.reference("ref")
-		got := keys(consume(t, brokers, "out"))
-		if diff := cmp.Diff(keys(consume(t, brokers, "ref")), got); diff != "" {
-			t.Errorf("read_committed output differs from an uninterrupted run's (-uninterrupted +crashed):\n%s", diff)
-		}
-		if diff := cmp.Diff(want, got); diff != "" {
-			t.Errorf("read_committed record keys (-want +got):\n%s", diff)
-		}
-	}
-	for _, cp := range crashtest.Points() {
-		t.Run(cp.String(), func(t *testing.T) {
-			s, brokers, want := setUp(t)
-			s.killAt("out", cp)
-			check(t, s, brokers, want)
-		})
-	}
-	t.Run("random", func(t *testing.T) {
-		s, brokers, want := setUp(t)
-		span := s.timing("timing")
-		s.killRandomly("out", 8, span)
-		check(t, s, brokers, want)
 	})
 }
 
