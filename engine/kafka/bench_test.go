@@ -34,6 +34,7 @@ var (
 	benchRate       = flag.Int("kafka.latency-rate", 5_000, "records per second produced while latency is measured")
 	benchLatencyFor = flag.Duration("kafka.latency-for", 5*time.Second, "how long latency is measured")
 	benchMaxOffsets = flag.Int64("kafka.max-offsets", 100_000, "maxOffsetsPerTrigger of the lockstep query in the throughput run")
+	benchRounds     = flag.Int("kafka.rounds", 3, "rounds of the two pipelines, alternating, that the kafka→kafka benchmarks take the medians of")
 	benchSelect     = flag.Bool("kafka.select", false, "add a select of the record's own columns, so that the query writes the values it reads (without the metadata columns)")
 )
 
@@ -395,61 +396,87 @@ func BenchmarkKafkaToKafka(b *testing.B) {
 }
 
 // againstTheLoop moves the n records of topic in through the plain franz-go loop (the ceiling)
-// and through lockstep, one after the other in one run, each into a new topic named after
-// prefix, and reports records/s, CPU, allocations and page faults per record of this process,
-// the broker's CPU per record, peak heap, the ratios of the rate, the rate per CPU-second and
-// the heap to the ceiling's, and with latency p50/p99 end-to-end latency.
+// and through lockstep, alternating, -kafka.rounds times in one run, each run into a new topic
+// named after prefix. Each half then reports the median of its rounds' records/s, CPU,
+// allocations and page faults per record of this process, the broker's CPU per record and peak
+// heap, and lockstep the medians of the rounds' ratios of the rate, the rate per CPU-second and
+// the heap to the ceiling's (each round's halves ran side by side, under the same load); with
+// latency, p50/p99 end-to-end latency.
 func againstTheLoop(b *testing.B, brokers []string, broker int, in, prefix string, n int, lockstep pipeline, latency bool) {
-	var ceiling, ceilingHeap, ceilingCPU float64
-	for _, c := range []struct {
+	halves := []struct {
 		name string
 		p    pipeline
-	}{{"ceiling", plainLoop{}}, {"lockstep", lockstep}} {
-		b.Run(c.name, func(b *testing.B) {
-			// Both halves run with the garbage collector's settings of
-			// lockstep run and lockstep engine (internal/gctune), so that
-			// the ratio compares the work, not the collector's settings.
-			b.Cleanup(gctune.Apply(gctune.Defaults(gctune.OSEnv)))
-			var u usage
-			for range b.N {
-				out := fmt.Sprintf("%s%s-out-%d", prefix, c.name, benchRuns.Add(1))
-				createTopic(b, brokers, out, benchPartitions, nil)
-				run := measure(broker, func() { c.p.drain(b, brokers, in, out, n) })
-				u.wall += run.wall
-				u.cpu += run.cpu
-				u.allocs += run.allocs
-				u.brokerCPU += run.brokerCPU
-				u.faults += run.faults
-				u.peakHeap = max(u.peakHeap, run.peakHeap)
+	}{{"ceiling", plainLoop{}}, {"lockstep", lockstep}}
+	// Both halves run with the garbage collector's settings of lockstep run and lockstep
+	// engine (internal/gctune), so that the ratio compares the work, not the collector's
+	// settings.
+	restore := gctune.Apply(gctune.Defaults(gctune.OSEnv))
+	runs := make([][]usage, len(halves))
+	for round := range *benchRounds {
+		for i, h := range halves {
+			out := fmt.Sprintf("%s%s-out-%d", prefix, h.name, benchRuns.Add(1))
+			createTopic(b, brokers, out, benchPartitions, nil)
+			u := measure(broker, func() { h.p.drain(b, brokers, in, out, n) })
+			runs[i] = append(runs[i], u)
+			b.Logf("round %d, %s: %.0f records/s, %d cpu-ns/record, %d broker-cpu-ns/record, peak heap %d MB", round+1, h.name,
+				float64(n)/u.wall.Seconds(), u.cpu.Nanoseconds()/int64(n), u.brokerCPU.Nanoseconds()/int64(n), u.peakHeap>>20)
+		}
+	}
+	restore()
+	records := float64(n)
+	rate := func(u usage) float64 { return records / u.wall.Seconds() }
+	// perCPU: records per CPU-second of this process and the broker together; on a loaded
+	// machine the rate moves with the neighbours, the CPU each record costs much less.
+	perCPU := func(u usage) float64 { return records / (u.cpu + u.brokerCPU).Seconds() }
+	heapMB := func(u usage) float64 { return float64(u.peakHeap) / (1 << 20) }
+	for i, h := range halves {
+		b.Run(h.name, func(b *testing.B) {
+			rs := runs[i]
+			b.ReportMetric(median(rs, rate), "records/s")
+			b.ReportMetric(median(rs, func(u usage) float64 { return float64(u.cpu.Nanoseconds()) / records }), "cpu-ns/record")
+			b.ReportMetric(median(rs, func(u usage) float64 { return float64(u.allocs) / records }), "allocs/record")
+			// The broker's CPU for the pipeline's requests: on a machine where both pipelines
+			// are CPU-bound, the ratio of the rates is about the ratio of this process's and
+			// the broker's CPU.
+			b.ReportMetric(median(rs, func(u usage) float64 { return float64(u.brokerCPU.Nanoseconds()) / records }), "broker-cpu-ns/record")
+			b.ReportMetric(median(rs, func(u usage) float64 { return float64(u.faults) * 1000 / records }), "page-faults/1k-records")
+			b.ReportMetric(median(rs, heapMB), "peak-heap-MB")
+			if i > 0 {
+				ratio := func(f func(usage) float64) float64 {
+					r := make([]float64, len(rs))
+					for k, u := range rs {
+						r[k] = f(u) / f(runs[0][k])
+					}
+					return medianOf(r)
+				}
+				b.ReportMetric(ratio(rate), "x-ceiling")
+				b.ReportMetric(ratio(perCPU), "x-ceiling-cpu")
+				b.ReportMetric(ratio(heapMB), "x-ceiling-heap")
 			}
-			records := float64(n * b.N)
-			rps := records / u.wall.Seconds()
-			b.ReportMetric(rps, "records/s")
-			b.ReportMetric(float64(u.cpu.Nanoseconds())/records, "cpu-ns/record")
-			b.ReportMetric(float64(u.allocs)/records, "allocs/record")
-			// The broker's CPU for the pipeline's requests: on a machine
-			// where both pipelines are CPU-bound, the ratio of the rates is
-			// about the ratio of this process's and the broker's CPU.
-			b.ReportMetric(float64(u.brokerCPU.Nanoseconds())/records, "broker-cpu-ns/record")
-			b.ReportMetric(float64(u.faults)*1000/records, "page-faults/1k-records")
-			heapMB := float64(u.peakHeap) / (1 << 20)
-			b.ReportMetric(heapMB, "peak-heap-MB")
-			// Records per CPU-second of this process and the broker together: on a loaded
-			// machine the halves run at other moments with other neighbours, which moves
-			// their rates but not the CPU each record costs.
-			perCPU := records / (u.cpu + u.brokerCPU).Seconds()
-			if c.name == "ceiling" {
-				ceiling, ceilingHeap, ceilingCPU = rps, heapMB, perCPU
-			} else if ceiling > 0 {
-				b.ReportMetric(rps/ceiling, "x-ceiling")
-				b.ReportMetric(perCPU/ceilingCPU, "x-ceiling-cpu")
-				b.ReportMetric(heapMB/ceilingHeap, "x-ceiling-heap")
-			}
-			if latency {
-				lat := latencies(b, brokers, c.p, c.name)
+			if latency && b.N == 1 {
+				b.Cleanup(gctune.Apply(gctune.Defaults(gctune.OSEnv)))
+				lat := latencies(b, brokers, h.p, h.name)
 				b.ReportMetric(float64(percentile(lat, 0.50).Microseconds())/1000, "p50-ms")
 				b.ReportMetric(float64(percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
 			}
 		})
 	}
+}
+
+// median is the median of f over the runs.
+func median(runs []usage, f func(usage) float64) float64 {
+	v := make([]float64, len(runs))
+	for i, u := range runs {
+		v[i] = f(u)
+	}
+	return medianOf(v)
+}
+
+// medianOf is the median of v (the mean of the middle two for an even count).
+func medianOf(v []float64) float64 {
+	slices.Sort(v)
+	if len(v)%2 == 1 {
+		return v[len(v)/2]
+	}
+	return (v[len(v)/2-1] + v[len(v)/2]) / 2
 }
