@@ -173,39 +173,11 @@ func (r *reader) take(ctx context.Context, pending map[topicPartition]span, out 
 			if p == nil {
 				continue
 			}
-			taken, done := 0, false
-			for len(p.chunks) > 0 && !done && (limit == 0 || handed+taken < limit) {
-				c := p.chunks[0]
-				for p.head < len(c) {
-					f := &c[p.head]
-					if f.offset < p.pos {
-						p.head++
-						taken++
-						continue
-					}
-					if f.offset >= sp.to {
-						done = true // f stays for the next batch
-						break
-					}
-					out(tp, f)
-					p.pos = f.offset + 1
-					p.head++
-					taken++
-					if p.pos >= sp.to {
-						done = true
-						break
-					}
-				}
-				if p.head == len(c) {
-					p.chunks[0] = nil
-					p.chunks = p.chunks[1:]
-					p.head = 0
-					if cap(c) == decodeChunk {
-						clear(c) // the rows are the batch's now
-						r.free = append(r.free, c[:0])
-					}
-				}
+			room := -1 // no limit
+			if limit > 0 {
+				room = limit - handed
 			}
+			taken, done := r.drain(p, tp, sp, out, room)
 			if taken > 0 {
 				p.n -= taken
 				r.size -= taken
@@ -243,6 +215,45 @@ func (r *reader) take(ctx context.Context, pending map[topicPartition]span, out 
 		r.cond.Wait()
 		wake.Stop()
 	}
+}
+
+// drain hands the buffered records of p, tp's partition, within the span sp to out, a decoded
+// chunk at a time while room (-1: no limit) is left. It returns how many buffered records it
+// took (handed over or skipped), and done once the span's end is reached. r.mu is held.
+func (r *reader) drain(p *partition, tp topicPartition, sp span, out func(topicPartition, *fetched), room int) (taken int, done bool) {
+	for len(p.chunks) > 0 && !done && (room < 0 || taken < room) {
+		c := p.chunks[0]
+		for p.head < len(c) {
+			f := &c[p.head]
+			if f.offset < p.pos {
+				p.head++
+				taken++
+				continue
+			}
+			if f.offset >= sp.to {
+				done = true // f stays for the next batch
+				break
+			}
+			out(tp, f)
+			p.pos = f.offset + 1
+			p.head++
+			taken++
+			if p.pos >= sp.to {
+				done = true
+				break
+			}
+		}
+		if p.head == len(c) {
+			p.chunks[0] = nil
+			p.chunks = p.chunks[1:]
+			p.head = 0
+			if cap(c) == decodeChunk {
+				clear(c) // the rows are the batch's now
+				r.free = append(r.free, c[:0])
+			}
+		}
+	}
+	return taken, done
 }
 
 // position returns where the reader stands in tp.
