@@ -48,7 +48,10 @@ func (r *run) streamBatch(ctx context.Context, bp *batchPlan, cw ChunkWriter, p 
 			if !ok {
 				continue
 			}
-			var n int64
+			var (
+				n       int64
+				sinkErr error // the sink's, not the source's
+			)
 			emit := func(rows []Row) error {
 				n += int64(len(rows))
 				began := clk.Now()
@@ -58,14 +61,15 @@ func (r *run) streamBatch(ctx context.Context, bp *batchPlan, cw ChunkWriter, p 
 					return err
 				}
 				p.NumOutputRows += int64(len(out))
-				if err := w.Write(ctx, out); err != nil {
-					return fmt.Errorf("sink %s: %w", sink, err)
-				}
-				return nil
+				sinkErr = w.Write(ctx, out)
+				return sinkErr
 			}
 			backlog := bp.backlogs[s.name]
 			res, err := s.src.(ChunkReader).ReadChunks(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time, Backlog: backlog}, emit)
-			if err != nil {
+			switch {
+			case sinkErr != nil:
+				return fmt.Errorf("batch %d: sink %s: %w", bp.id, sink, sinkErr)
+			case err != nil:
 				return fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
 			}
 			p.NumInputRows += n
