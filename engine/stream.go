@@ -50,25 +50,29 @@ func (r *run) streamBatch(ctx context.Context, bp *batchPlan, cw ChunkWriter, p 
 			}
 			var (
 				n       int64
-				sinkErr error // the sink's, not the source's
+				stopped error // a step's or the sink's error, which stopped the read
 			)
 			emit := func(rows []Row) error {
 				n += int64(len(rows))
 				began := clk.Now()
 				out, err := r.runSteps(sb, rows)
 				transform += clk.Since(began)
-				if err != nil || len(out) == 0 {
-					return err
+				switch {
+				case err != nil:
+					stopped = err
+				case len(out) > 0:
+					p.NumOutputRows += int64(len(out))
+					if err := w.Write(ctx, out); err != nil {
+						stopped = fmt.Errorf("batch %d: sink %s: %w", bp.id, sink, err)
+					}
 				}
-				p.NumOutputRows += int64(len(out))
-				sinkErr = w.Write(ctx, out)
-				return sinkErr
+				return stopped
 			}
 			backlog := bp.backlogs[s.name]
 			res, err := s.src.(ChunkReader).ReadChunks(ctx, ReadRequest{Batch: bp.id, Start: bp.starts[s.name], End: end, Time: bp.time, Backlog: backlog}, emit)
 			switch {
-			case sinkErr != nil:
-				return fmt.Errorf("batch %d: sink %s: %w", bp.id, sink, sinkErr)
+			case stopped != nil:
+				return stopped
 			case err != nil:
 				return fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
 			}
