@@ -405,8 +405,6 @@ func TestDifferential(t *testing.T) {
 	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
-	var shared *oracle // started by the first shared case that runs, stopped after the last
-	parent := t
 	for _, tc := range diffCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -420,10 +418,7 @@ func TestDifferential(t *testing.T) {
 			want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), tc.delta)
 			var sparkSum any
 			if !tc.delta {
-				if shared == nil {
-					shared = startOracle(parent)
-				}
-				res := shared.runIn(t, tc.query(in, filepath.Join(dir, "out-spark")).Spec(), filepath.Join(dir, "ck-spark"))
+				res := theOracle(t).run(t, tc.query(in, filepath.Join(dir, "out-spark")).Spec(), filepath.Join(dir, "ck-spark"))
 				if !res.Ran {
 					t.Fatalf("run on spark (shared JVM): %s %s", res.ErrorClass, res.Message)
 				}
@@ -530,7 +525,7 @@ func compareRuntimes(t *testing.T, ctx context.Context, runner spark.Runner, wha
 }
 
 // compareRuntimesWith is compareRuntimes with Spark run by onSpark (such as a shared oracle JVM's
-// runIn, which saves a JVM's start a query).
+// run, which saves a JVM's start a query).
 func compareRuntimesWith(t *testing.T, ctx context.Context, onSpark func(*v1.StreamingQuery), what string, query func(name string) *v1.StreamingQuery, opts ...s3.Option) {
 	t.Helper()
 	read := func(obj *v1.StreamingQuery) []string {
