@@ -154,17 +154,20 @@ type diffCase struct {
 	name  string
 	query func(in, out string) *qt.Query
 	// delta: the sink is delta (compare the table), run by the runner as `lockstep run` runs it;
-	// else files json (compare the manifest's rows), run in the one JVM those cases share (the
-	// oracle's, which writes a files sink as the runner does), so that a case costs no JVM start.
+	// else files json (compare the manifest's rows), run in the one JVM the package's tests share
+	// (the oracle's, which writes a files sink as the runner does), so that a case costs no JVM start.
 	delta bool
 	// input, when set, writes the case's own input into in instead of the shared orders.
 	input func(t *testing.T, in string)
 }
 
 func diffCases() []diffCase {
+	// Two state partitions (Spark's shuffle partitions), not the default 8: the keys still
+	// spread over more than one, and a stateful batch on Spark runs a quarter of the tasks and
+	// state stores (a stream join opens four a partition).
 	base := func(name, in string) *qt.Query {
 		return qt.Make(name, "diff").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
-			EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).AvailableNow()
+			EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).StatePartitions(2).AvailableNow()
 	}
 	window := []v1.GroupKey{{Window: &v1.Window{Column: "ts", Duration: "10s"}}}
 	aggs := []v1.Aggregation{{Name: "n", Function: v1.AggCount}, {Name: "total", Function: v1.AggSum, Column: "qty"}, {Name: "top", Function: v1.AggMax, Column: "amount"}}
@@ -405,8 +408,6 @@ func TestDifferential(t *testing.T) {
 	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
-	var shared *oracle // started by the first shared case that runs, stopped after the last
-	parent := t
 	for _, tc := range diffCases() {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -420,10 +421,7 @@ func TestDifferential(t *testing.T) {
 			want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), tc.delta)
 			var sparkSum any
 			if !tc.delta {
-				if shared == nil {
-					shared = startOracle(parent)
-				}
-				res := shared.runIn(t, tc.query(in, filepath.Join(dir, "out-spark")).Spec(), filepath.Join(dir, "ck-spark"))
+				res := theOracle(t).run(t, tc.query(in, filepath.Join(dir, "out-spark")).Spec(), filepath.Join(dir, "ck-spark"))
 				if !res.Ran {
 					t.Fatalf("run on spark (shared JVM): %s %s", res.ErrorClass, res.Message)
 				}
@@ -530,7 +528,7 @@ func compareRuntimes(t *testing.T, ctx context.Context, runner spark.Runner, wha
 }
 
 // compareRuntimesWith is compareRuntimes with Spark run by onSpark (such as a shared oracle JVM's
-// runIn, which saves a JVM's start a query).
+// run, which saves a JVM's start a query).
 func compareRuntimesWith(t *testing.T, ctx context.Context, onSpark func(*v1.StreamingQuery), what string, query func(name string) *v1.StreamingQuery, opts ...s3.Option) {
 	t.Helper()
 	read := func(obj *v1.StreamingQuery) []string {

@@ -59,8 +59,6 @@ func TestDifferentialNexmark(t *testing.T) {
 				}).Obj()
 		}
 	}
-	var shared *oracle // one JVM for every query, started by the first, stopped after the last
-	parent := t
 	for name, q := range queries {
 		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -73,11 +71,9 @@ func TestDifferentialNexmark(t *testing.T) {
 				gen.AsFastAsPossible, gen.MaxEventsPerTrigger, gen.NumEvents = true, nexmarkFileEvents, new(int64(nexmarkEvents))
 				parts[s.Name] = writeNexmark(t, ctx, filepath.Join(dir, "gen", s.Name), gen)
 			}
-			if shared == nil {
-				shared = startOracle(parent)
-			}
+			o := theOracle(t) // the JVM the package's tests share
 			onSpark := func(obj *v1.StreamingQuery) {
-				if res := shared.runIn(t, &obj.Spec, obj.Spec.Checkpoint.Location); !res.Ran {
+				if res := o.run(t, &obj.Spec, obj.Spec.Checkpoint.Location); !res.Ran {
 					t.Fatalf("run on spark (shared JVM): %s %s", res.ErrorClass, res.Message)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -29,7 +30,7 @@ var updateOracle = flag.Bool("update-oracle", false, "rewrite docs/compatibility
 // are committed, then the changed query restarts from the same checkpoint; what Spark does
 // (refuses, with its error class; runs with the rows an uninterrupted run of the changed
 // query gives; or runs with other rows) is set against Lockstep's verdict. All cases run in
-// one JVM (the runner's Oracle class), one plan at a time.
+// one JVM (the runner's Oracle class, which the package's tests share), one plan at a time.
 
 var oracleColumns = []v1.Column{
 	{Name: "order_id", Type: v1.TypeString}, {Name: "country", Type: v1.TypeString}, {Name: "city", Type: v1.TypeString},
@@ -328,13 +329,22 @@ func oracleCases() []oracleCase {
 	}
 }
 
-// oracle drives the runner's Oracle class: one JVM, one plan at a time.
+// oracle drives the runner's Oracle class: the one Spark application (one JVM) of the
+// package's tests, which runs the plans it is given side by side, each in a session of its own.
+// Its callers, which may run at once, wait each for its own plan's lines: the reader routes the
+// files sinks' requests (tagged with their plan's path) and the result lines (which name it).
 type oracle struct {
-	t   *testing.T
-	in  io.WriteCloser
-	out *bufio.Scanner
-	dir string
-	n   int
+	cmd *exec.Cmd
+	log string // Spark's log
+	dir string // the plans' files
+
+	mu      sync.Mutex
+	in      io.WriteCloser         // whole lines, under mu
+	waiting map[string]chan string // by plan path: its requests and its result line
+	n       int
+
+	ended chan struct{} // closed when the JVM's standard output ends
+	err   error         // why, once ended is closed
 }
 
 type oracleResult struct {
@@ -342,54 +352,136 @@ type oracleResult struct {
 	ErrorClass string   `json:"errorClass"`
 	Message    string   `json:"message"`
 	Rows       []string `json:"rows"`
+	// Shown is, for a console sink, each batch's table as that sink prints it, by batch id.
+	Shown map[string]string `json:"shown"`
 }
 
-func startOracle(t *testing.T) *oracle {
-	r := sparktest.Runner(t)
-	cmd := exec.Command(r.Java, oracleJavaArgs(t, r)...)
-	logf, err := os.Create(filepath.Join(t.TempDir(), "spark.log"))
-	if err != nil {
-		t.Fatal(err)
+// oracleRequestPrefix tags a files sink's request with its plan's path and a tab (Oracle.java).
+const oracleRequestPrefix = "@@oracle-request "
+
+// shared is the package's oracle, started by the first test that needs it (theOracle) and
+// stopped by TestMain after the last.
+var shared struct {
+	once sync.Once
+	o    *oracle
+	err  error
+}
+
+// theOracle returns the package's oracle, starting it on the first call. A test that fails is
+// shown the end of its Spark log (which the tests that ran beside it wrote to as well).
+func theOracle(t *testing.T) *oracle {
+	t.Helper()
+	shared.once.Do(func() { shared.o, shared.err = startOracle(sparktest.Runner(t)) })
+	if shared.err != nil {
+		t.Fatalf("start the oracle: %v", shared.err)
 	}
-	cmd.Stderr = logf
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	o := shared.o
 	t.Cleanup(func() {
-		in.Close()
-		_ = cmd.Wait()
 		if t.Failed() {
-			data, _ := os.ReadFile(logf.Name())
-			t.Logf("the oracle's Spark log (%s), its end:\n%s", logf.Name(), lastLines(string(data), 40))
+			data, _ := os.ReadFile(o.log)
+			t.Logf("the oracle's Spark log (%s), its end:\n%s", o.log, lastLines(string(data), 40))
 		}
 	})
+	return o
+}
+
+// stopOracle stops the package's oracle, if a test started it: the end of its input ends the
+// JVM once its plans have run.
+func stopOracle() {
+	o := shared.o
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	o.in.Close()
+	o.mu.Unlock()
+	done := make(chan struct{})
+	go func() { _ = o.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		_ = o.cmd.Process.Kill()
+		<-done
+	}
+	os.RemoveAll(o.dir)
+}
+
+func startOracle(r spark.Runner) (*oracle, error) {
+	args, err := oracleJavaArgs(r)
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "lockstep-oracle-")
+	if err != nil {
+		return nil, err
+	}
+	o := &oracle{cmd: exec.Command(r.Java, args...), log: filepath.Join(dir, "spark.log"), dir: dir,
+		waiting: map[string]chan string{}, ended: make(chan struct{})}
+	logf, err := os.Create(o.log)
+	if err != nil {
+		return nil, err
+	}
+	defer logf.Close() // the JVM has its own
+	o.cmd.Stderr = logf
+	if o.in, err = o.cmd.StdinPipe(); err != nil {
+		return nil, err
+	}
+	out, err := o.cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := o.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go o.read(out)
+	return o, nil
+}
+
+// read routes the JVM's lines to the callers that wait for them, until its output ends. A
+// request of a plan whose caller is gone is answered with an error, which fails that plan's
+// batch: the JVM asks one request at a time, and would otherwise wait for it forever.
+func (o *oracle) read(out io.Reader) {
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 1<<20), 64<<20)
-	return &oracle{t: t, in: in, out: sc, dir: t.TempDir()}
+	for sc.Scan() {
+		line := sc.Text()
+		var plan, msg string
+		if tagged, ok := strings.CutPrefix(line, oracleRequestPrefix); ok {
+			plan, msg, _ = strings.Cut(tagged, "\t")
+		} else {
+			var res struct {
+				Plan string `json:"plan"`
+			}
+			if err := json.Unmarshal([]byte(line), &res); err != nil {
+				continue // not the oracle's: the JVM's own warnings, say
+			}
+			plan, msg = res.Plan, line
+		}
+		o.mu.Lock()
+		if ch := o.waiting[plan]; ch != nil {
+			ch <- msg // buffered: a plan has one request at most waiting, and one result
+		} else if strings.HasPrefix(msg, spark.RequestPrefix) {
+			fmt.Fprintln(o.in, `{"error":"the test that ran this plan has ended"}`)
+		}
+		o.mu.Unlock()
+	}
+	o.err = sc.Err()
+	close(o.ended)
 }
 
 // oracleJavaArgs are the runner's java arguments with the runner's test jar (the Oracle class,
 // a test source: spark/runner/src/test) after its classpath, and the Oracle as the main class.
-func oracleJavaArgs(t testing.TB, r spark.Runner) []string {
-	t.Helper()
+func oracleJavaArgs(r spark.Runner) ([]string, error) {
 	tests := filepath.Join(r.Dir, runnerTestsJar)
 	if _, err := os.Stat(tests); err != nil {
-		t.Fatalf("the runner's test jar is not built (%v): run `make tools` (hack/tools.sh spark)", err)
+		return nil, fmt.Errorf("the runner's test jar is not built (%v): run `make tools` (hack/tools.sh spark)", err)
 	}
 	cmd := r.Command("-", 1<<30)
 	args := slices.Clone(cmd.Args[1:])
 	cp := slices.Index(args, "-cp") + 1
 	args[cp] += string(os.PathListSeparator) + tests
 	i := slices.Index(args, "dev.lockstep.spark.Runner")
-	return append(args[:i], "dev.lockstep.spark.Oracle")
+	return append(args[:i], "dev.lockstep.spark.Oracle"), nil
 }
 
 // runnerTestsJar is the jar of the runner's test sources, beside its jar in the tools cache.
@@ -400,14 +492,9 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
 }
 
-// run runs spec on Spark at checkpoint ckpt and returns what happened.
-func (o *oracle) run(spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
-	o.t.Helper()
-	return o.runIn(o.t, spec, ckpt)
-}
-
-// runIn is run on behalf of the test t (a subtest of the oracle's), which it fails.
-func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
+// run runs spec on Spark at checkpoint ckpt on behalf of the test t, which it fails, and returns
+// what happened.
+func (o *oracle) run(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) oracleResult {
 	t.Helper()
 	lp, errs := lplan.Build(spec)
 	if len(errs) > 0 {
@@ -417,12 +504,6 @@ func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) o
 	if err != nil {
 		t.Fatal(err)
 	}
-	o.n++
-	path := filepath.Join(o.dir, fmt.Sprintf("plan-%d.json", o.n))
-	data, _ := json.Marshal(p)
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
 	// The runner's files sink asks its Go parent to commit each batch: here, the test.
 	var serve func(string) []byte
 	if lp.Spec.Sink.Files != nil {
@@ -430,29 +511,59 @@ func (o *oracle) runIn(t *testing.T, spec *v1.StreamingQuerySpec, ckpt string) o
 			t.Fatal(err)
 		}
 	}
-	if _, err := fmt.Fprintln(o.in, path); err != nil {
+	lines := make(chan string, 2)
+	o.mu.Lock()
+	o.n++
+	path := filepath.Join(o.dir, fmt.Sprintf("plan-%d.json", o.n))
+	o.waiting[path] = lines
+	o.mu.Unlock()
+	defer func() {
+		o.mu.Lock()
+		delete(o.waiting, path)
+		for len(lines) > 0 { // a request that came as t stopped
+			if strings.HasPrefix(<-lines, spark.RequestPrefix) {
+				fmt.Fprintln(o.in, `{"error":"the test that ran this plan has ended"}`)
+			}
+		}
+		o.mu.Unlock()
+	}()
+	data, _ := json.Marshal(p)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.send([]byte(path + "\n")); err != nil {
 		t.Fatal(err)
 	}
 	for {
-		if !o.out.Scan() {
-			t.Fatalf("the oracle JVM ended: %v", o.out.Err())
+		var line string
+		select {
+		case line = <-lines:
+		case <-o.ended:
+			t.Fatalf("the oracle JVM ended: %v", o.err)
 		}
-		line, ok := strings.CutPrefix(o.out.Text(), spark.RequestPrefix)
+		req, ok := strings.CutPrefix(line, spark.RequestPrefix)
 		if !ok {
-			break
+			var res oracleResult
+			if err := json.Unmarshal([]byte(line), &res); err != nil {
+				t.Fatalf("oracle line %q: %v", line, err)
+			}
+			return res
 		}
 		if serve == nil {
-			t.Fatalf("the oracle JVM asked %s of a query without a files sink", line)
+			t.Fatalf("the oracle JVM asked %s of a query without a files sink", req)
 		}
-		if _, err := o.in.Write(serve(line)); err != nil {
+		if err := o.send(serve(req)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var res oracleResult
-	if err := json.Unmarshal(o.out.Bytes(), &res); err != nil {
-		t.Fatalf("oracle line %q: %v", o.out.Text(), err)
-	}
-	return res
+}
+
+// send writes line (whole lines) to the JVM's standard input.
+func (o *oracle) send(line []byte) error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, err := o.in.Write(line)
+	return err
 }
 
 // addOracleInput writes input file i into dir/orders and dir/returns, modified i seconds
@@ -477,35 +588,36 @@ func addOracleInput(t *testing.T, dir string, i int) {
 // observe runs the old query over the first two files, then the new one from the same
 // checkpoint over the other two, and the new one uninterrupted over all four, and says what
 // Spark did: "refused (CLASS)", "ran, same rows" or "ran, other rows".
-func (o *oracle) observe(old, changed func(in string) *v1.StreamingQuerySpec) (string, oracleResult) {
-	restartIn, freshIn := o.t.TempDir(), o.t.TempDir()
-	restart, fresh := filepath.Join(o.t.TempDir(), "ckpt"), filepath.Join(o.t.TempDir(), "ckpt")
+func (o *oracle) observe(t *testing.T, old, changed func(in string) *v1.StreamingQuerySpec) (string, oracleResult) {
+	t.Helper()
+	restartIn, freshIn := t.TempDir(), t.TempDir()
+	restart, fresh := filepath.Join(t.TempDir(), "ckpt"), filepath.Join(t.TempDir(), "ckpt")
 	for _, in := range []string{restartIn, freshIn} {
-		writeOracleStatic(o.t, in)
+		writeOracleStatic(t, in)
 		for i := range 2 {
-			addOracleInput(o.t, in, i)
+			addOracleInput(t, in, i)
 		}
 	}
-	if r := o.run(old(restartIn), restart); !r.Ran {
-		o.t.Fatalf("the old query failed on Spark: %s %s", r.ErrorClass, r.Message)
+	if r := o.run(t, old(restartIn), restart); !r.Ran {
+		t.Fatalf("the old query failed on Spark: %s %s", r.ErrorClass, r.Message)
 	}
-	if r := o.run(changed(freshIn), fresh); !r.Ran {
-		o.t.Fatalf("the changed query failed on Spark from a fresh checkpoint: %s %s", r.ErrorClass, r.Message)
+	if r := o.run(t, changed(freshIn), fresh); !r.Ran {
+		t.Fatalf("the changed query failed on Spark from a fresh checkpoint: %s %s", r.ErrorClass, r.Message)
 	}
 	for i := 2; i < len(oracleInput); i++ {
-		addOracleInput(o.t, restartIn, i)
-		addOracleInput(o.t, freshIn, i)
+		addOracleInput(t, restartIn, i)
+		addOracleInput(t, freshIn, i)
 	}
-	got := o.run(changed(restartIn), restart)
+	got := o.run(t, changed(restartIn), restart)
 	if !got.Ran {
 		return "refused (" + cmpOr(got.ErrorClass, "no error class") + ")", got
 	}
-	want := o.run(changed(freshIn), fresh)
+	want := o.run(t, changed(freshIn), fresh)
 	if f := changed(restartIn).Sink.Files; f != nil {
 		// What a files sink is about is its folder: all the rows the query wrote.
 		ctx := context.Background()
-		got.Rows = readOutput(o.t, ctx, f.Path, false)
-		want.Rows = readOutput(o.t, ctx, changed(freshIn).Sink.Files.Path, false)
+		got.Rows = readOutput(t, ctx, f.Path, false)
+		want.Rows = readOutput(t, ctx, changed(freshIn).Sink.Files.Path, false)
 	}
 	slices.Sort(got.Rows)
 	slices.Sort(want.Rows)
@@ -549,7 +661,7 @@ func cmpOr(s, def string) string {
 // The observed table is docs/compatibility-spark.md (-update-oracle rewrites it).
 func TestPlannerAgainstSpark(t *testing.T) {
 	t.Parallel()
-	o := startOracle(t)
+	o := theOracle(t)
 	var table strings.Builder
 	table.WriteString("| rule | change | Spark on restart | Lockstep | why they differ |\n|---|---|---|---|---|\n")
 	for _, c := range oracleCases() {
@@ -566,7 +678,7 @@ func TestPlannerAgainstSpark(t *testing.T) {
 			c.edit(s, in)
 			return s
 		}
-		observed, res := o.observe(oldSpec, newSpec)
+		observed, res := o.observe(t, oldSpec, newSpec)
 		oldShape, err := compat.ShapeOf(oldSpec("/in"))
 		if err != nil {
 			t.Fatal(err)
