@@ -60,8 +60,10 @@ type sparkCrash struct {
 // session windows, then windows of the sessions, in append mode → the files sink on a local
 // folder; files → the files sink through the S3 fault proxy.
 // Delta's own append sink has no hook between its files and its commit, so its sink-commit
-// phase is met only by the random kills.
+// phase is met only by the random kills. It runs beside the package's other long tests
+// (t.Parallel): its settings go to the runs it starts, never into this process's environment.
 func TestSparkDriverKilled(t *testing.T) {
+	t.Parallel()
 	runner := sparktest.Runner(t)
 	bin, err := crashtest.Build(t.TempDir())
 	if err != nil {
@@ -136,11 +138,20 @@ func TestSparkDriverKilled(t *testing.T) {
 				root = "s3://" + srv.Bucket
 			}
 			var sink, ref func(q *qt.Query) *qt.Query
+			var (
+				refOpts []engine.Option // the reference run's, in this process
+				dsn     string
+			)
 			switch tc.sink {
 			case "postgres":
-				dsn := testenv.Postgres(t)
-				t.Setenv(v1.PostgresDSNEnv, dsn)
+				dsn = testenv.Postgres(t)
 				env = append(env, v1.PostgresDSNEnv+"="+dsn)
+				refOpts = append(refOpts, engine.WithEnv(func(k string) string {
+					if k == v1.PostgresDSNEnv {
+						return dsn
+					}
+					return os.Getenv(k)
+				}))
 				table := func(name string) func(q *qt.Query) *qt.Query {
 					return func(q *qt.Query) *qt.Query {
 						return q.Sink(v1.Sink{Postgres: &v1.PostgresSink{Table: name, CreateTable: true, Connection: v1.PostgresConnection{DSNEnv: v1.PostgresDSNEnv}}})
@@ -204,11 +215,11 @@ func TestSparkDriverKilled(t *testing.T) {
 					t.Logf("the S3 proxy failed %d of %d requests: %v", n, proxy.Requests(), proxy.Counts())
 				}
 			}
-			refSum := runBuiltin(t, ctx, ref(tc.query(src("ref"))).AvailableNow().Checkpoint(filepath.Join(dir, "ck-ref")).Obj())
+			refSum := runBuiltin(t, ctx, ref(tc.query(src("ref"))).AvailableNow().Checkpoint(filepath.Join(dir, "ck-ref")).Obj(), refOpts...)
 			var want, got []string
 			switch tc.sink {
 			case "postgres":
-				conn := pgConnect(t, ctx)
+				conn := pgConnect(t, ctx, dsn)
 				want = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_ref")
 				got = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_out")
 				// One lockstep_batches row per batch: the spark query's batches are the

@@ -474,7 +474,7 @@ func writeFiles(t testing.TB, dir string, files []string) {
 	}
 }
 
-func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engine.Summary {
+func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery, opts ...engine.Option) engine.Summary {
 	t.Helper()
 	reg := engine.NewRegistry()
 	for _, err := range []error{
@@ -494,7 +494,7 @@ func runBuiltin(t *testing.T, ctx context.Context, obj *v1.StreamingQuery) engin
 			t.Fatal(err)
 		}
 	}
-	q, err := engine.New(obj, reg, engine.WithCheckpoint(obj.Spec.Checkpoint.Location))
+	q, err := engine.New(obj, reg, append([]engine.Option{engine.WithCheckpoint(obj.Spec.Checkpoint.Location)}, opts...)...)
 	if err != nil {
 		t.Fatalf("engine.New: %v", err)
 	}

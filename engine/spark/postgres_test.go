@@ -3,7 +3,6 @@ package spark_test
 import (
 	"context"
 	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -41,7 +40,7 @@ func TestDifferentialPostgres(t *testing.T) {
 	runBuiltin(t, ctx, query("lockstep"))
 	sparkSum := runSpark(t, ctx, runner, query("spark"))
 
-	conn := pgConnect(t, ctx)
+	conn := pgConnect(t, ctx, dsn)
 	read := func(table string) []string {
 		return pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM "+table)
 	}
@@ -117,9 +116,9 @@ func TestDifferentialPostgresStatic(t *testing.T) {
 }
 
 // pgConnect connects to the database of v1.PostgresDSNEnv, until the test ends.
-func pgConnect(t *testing.T, ctx context.Context) *pgx.Conn {
+func pgConnect(t *testing.T, ctx context.Context, dsn string) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, os.Getenv(v1.PostgresDSNEnv))
+	conn, err := pgx.Connect(ctx, dsn)
 	if err != nil {
 		t.Fatal(err)
 	}
