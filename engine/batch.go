@@ -8,8 +8,9 @@ import (
 	"maps"
 	"time"
 
-	"github.com/lockstep-dev/lockstep/checkpoint"
 	"k8s.io/utils/clock"
+
+	"github.com/lockstep-dev/lockstep/checkpoint"
 )
 
 // batchPlan is one batch as the offsets log records it.
@@ -235,12 +236,17 @@ func (r *run) readSources(ctx context.Context, bp *batchPlan, p *Progress) (rows
 		} else {
 			rows = append(rows, res.Rows...)
 		}
-		n := int64(len(res.Rows))
-		p.NumInputRows += n
-		p.NumMalformedRows += res.Malformed
-		p.Sources = append(p.Sources, newSourceProgress(s.name, bp.starts[s.name], end, n, res.Malformed, cmp.Or(res.Backlog, backlog)))
+		p.addSource(s.name, bp.starts[s.name], end, int64(len(res.Rows)), res, backlog)
 	}
 	return rows, right, nil
+}
+
+// addSource counts in p the part of the batch the source called name read: n rows of
+// (start, end], res its read's result, backlog what Plan found (nil for a replay).
+func (p *Progress) addSource(name string, start, end Offset, n int64, res ReadResult, backlog *Backlog) {
+	p.NumInputRows += n
+	p.NumMalformedRows += res.Malformed
+	p.Sources = append(p.Sources, newSourceProgress(name, start, end, n, res.Malformed, cmp.Or(res.Backlog, backlog)))
 }
 
 // commitOf is the commits/N entry of the batch bp, whose progress so far is p, timed by ph

@@ -234,6 +234,20 @@ type ChunkWriter interface {
 	Open(ctx context.Context, b *Batch) (BatchWriter, error)
 }
 
+// WriteWhole writes batch b through w as one chunk: Open, Write of every row, Commit (Abort
+// after a failed Write). A ChunkWriter's Sink.Write is this.
+func WriteWhole(ctx context.Context, w ChunkWriter, b *Batch) error {
+	bw, err := w.Open(ctx, b)
+	if err != nil {
+		return err
+	}
+	if err := bw.Write(ctx, b.Rows); err != nil {
+		bw.Abort(ctx)
+		return err
+	}
+	return bw.Commit(ctx)
+}
+
 // BatchWriter writes one batch a chunk at a time: Write any number of times,
 // then Commit or Abort once.
 type BatchWriter interface {

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"time"
@@ -76,9 +75,7 @@ func (r *run) streamBatch(ctx context.Context, bp *batchPlan, cw ChunkWriter, p 
 			case err != nil:
 				return fmt.Errorf("batch %d: source %s: %w", bp.id, s.name, err)
 			}
-			p.NumInputRows += n
-			p.NumMalformedRows += res.Malformed
-			p.Sources = append(p.Sources, newSourceProgress(s.name, bp.starts[s.name], end, n, res.Malformed, cmp.Or(res.Backlog, backlog)))
+			p.addSource(s.name, bp.starts[s.name], end, n, res, backlog)
 		}
 		if err := w.Commit(ctx); err != nil {
 			return fmt.Errorf("batch %d: sink %s: %w", bp.id, sink, err)

@@ -229,17 +229,7 @@ func (s *Sink) newClient(query string) error {
 // Write produces the batch's rows and returns once the brokers acknowledged
 // them (at-least-once) or the batch's transaction committed (exactly-once):
 // Open, one Write of every row, Commit.
-func (s *Sink) Write(ctx context.Context, b *engine.Batch) error {
-	w, err := s.Open(ctx, b)
-	if err != nil {
-		return err
-	}
-	if err := w.Write(ctx, b.Rows); err != nil {
-		w.Abort(ctx)
-		return err
-	}
-	return w.Commit(ctx)
-}
+func (s *Sink) Write(ctx context.Context, b *engine.Batch) error { return engine.WriteWhole(ctx, s, b) }
 
 // Open begins writing batch b (engine.ChunkWriter). An exactly-once sink
 // first fences any producer of an earlier run of the query and, on its first

@@ -50,9 +50,7 @@ var _ engine.ChunkWriter = (*Console)(nil)
 
 // Write prints the batch: a header, then up to MaxConsoleRows rows as a table.
 func (c *Console) Write(ctx context.Context, b *engine.Batch) error {
-	w, _ := c.Open(ctx, b)
-	_ = w.Write(ctx, b.Rows)
-	return w.Commit(ctx)
+	return engine.WriteWhole(ctx, c, b)
 }
 
 // Open begins printing batch b a chunk at a time (engine.ChunkWriter): the

@@ -113,14 +113,7 @@ func OpenFiles(_ context.Context, spec *v1.Sink, env engine.SinkEnv) (*Files, er
 // and commits them with the batch's manifest entry. A batch whose entry
 // exists is not written again.
 func (f *Files) Write(ctx context.Context, b *engine.Batch) error {
-	w, err := f.Open(ctx, b)
-	if err != nil {
-		return err
-	}
-	if err := w.Write(ctx, b.Rows); err != nil {
-		return err
-	}
-	return w.Commit(ctx)
+	return engine.WriteWhole(ctx, f, b)
 }
 
 var _ engine.ChunkWriter = (*Files)(nil)
