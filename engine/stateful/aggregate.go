@@ -10,6 +10,7 @@ import (
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 	"github.com/lockstep-dev/lockstep/engine/state"
 )
 
@@ -52,8 +53,11 @@ type Aggregate struct {
 	aggs     []aggSpec
 	out      v1.Columns
 	meta     state.Metadata
-	// scratch holds per-batch buffers, reused across batches.
+	// scratch holds per-batch tables (*aggScratch), reused across batches.
 	scratch sync.Pool
+	// index lists each state partition's keys by eviction time, when the
+	// watermark evicts (Evicts).
+	index []evictIndex
 }
 
 type evictKind int
@@ -77,6 +81,19 @@ type window struct {
 	col         int
 	size, slide int64
 	shift       int64
+	// pane is the width of the panes a sliding window's rows are grouped in
+	// first (gcd(size, slide)): every window starts and ends on a pane's
+	// edge, so all rows of a pane are in the same windows. 0 for a tumbling
+	// window, whose pane is the window.
+	pane int64
+}
+
+// gcd is the greatest common divisor of two positive numbers.
+func gcd(a, b int64) int64 {
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
 }
 
 // windowTimeShift is how far before an earlier aggregate's window_end its
@@ -115,6 +132,9 @@ func NewAggregate(cfg AggregateConfig) (*Aggregate, error) {
 				return nil, fmt.Errorf("aggregate %s: invalid window slide %q", cfg.Name, w.Slide)
 			}
 			a.window = &window{col: col, size: int64(size), slide: int64(slide), shift: shiftOf(cfg, w.Column)}
+			if slide < size {
+				a.window.pane = gcd(int64(size), int64(slide))
+			}
 			l.addWindow(col, keyDesc{Window: &windowDesc{w.Column, size.String(), slide.String(), a.window.shift != 0}})
 			input := w.Column
 			if a.window.shift != 0 {
@@ -325,9 +345,9 @@ func (t *batchTable) reset(parts, n int) {
 	t.accs, t.n = t.accs[:0], n
 }
 
-// group returns the accumulators of key in partition part, adding them.
-// The slice is valid until the next call.
-func (t *batchTable) group(key []byte, part int) []acc {
+// group returns the number (in order of addition) and accumulators of key in
+// partition part, adding them. The slice is valid until the next call.
+func (t *batchTable) group(key []byte, part int) (int, []acc) {
 	m := t.idx[part]
 	i, ok := m[string(key)]
 	if !ok {
@@ -337,7 +357,21 @@ func (t *batchTable) group(key []byte, part int) []acc {
 			t.accs = append(t.accs, acc{})
 		}
 	}
-	return t.accs[int(i)*t.n : (int(i)+1)*t.n]
+	return int(i), t.accs[int(i)*t.n : (int(i)+1)*t.n]
+}
+
+// accsOf returns the accumulators of group i.
+func (t *batchTable) accsOf(i int) []acc { return t.accs[i*t.n : (i+1)*t.n] }
+
+// aggScratch is an aggregate's per-batch tables.
+type aggScratch struct {
+	// groups pre-aggregates the batch's rows per group and state partition.
+	groups batchTable
+	// panes pre-aggregates a sliding window's rows per pane and key columns
+	// (window.pane), with a row of each pane group, from which its windows'
+	// keys are built.
+	panes batchTable
+	rep   []int32
 }
 
 // Process aggregates one batch into st and returns the rows the output mode
@@ -349,11 +383,12 @@ func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metric
 	parts := st.Partitions()
 	wm, lateWm := b.watermarkNanos(), b.lateNanos()
 	dropLate := a.Evicts()
-	bt, _ := a.scratch.Get().(*batchTable)
-	if bt == nil {
-		bt = &batchTable{}
+	sc, _ := a.scratch.Get().(*aggScratch)
+	if sc == nil {
+		sc = &aggScratch{}
 	}
-	defer a.scratch.Put(bt)
+	defer a.scratch.Put(sc)
+	bt := &sc.groups
 	bt.reset(parts, len(a.aggs))
 	var (
 		m       Metrics
@@ -361,34 +396,32 @@ func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metric
 		scratch []byte
 	)
 	add := func(r Row, key []byte) {
-		accs := bt.group(key, state.PartitionOf(key, parts))
+		_, accs := bt.group(key, state.PartitionOf(key, parts))
 		for j := range a.aggs {
 			scratch = a.aggs[j].update(&accs[j], r, scratch)
 		}
 	}
-	for _, r := range rows {
-		switch {
-		case a.window != nil:
+	switch {
+	case a.window != nil && a.window.pane > 0:
+		m.DroppedByWatermark = a.addPanes(sc, rows, dropLate, lateWm)
+	case a.window != nil:
+		for _, r := range rows {
 			ts, ok := nanos(r[a.window.col])
 			if !ok {
 				continue // no window holds a null event time (Spark drops it too)
 			}
 			ts -= a.window.shift
-			late, placed := false, false
-			for start := floorDiv(ts, a.window.slide) * a.window.slide; start > ts-a.window.size; start -= a.window.slide {
-				end := start + a.window.size
-				if dropLate && end <= lateWm {
-					late = true
-					continue
-				}
-				key = a.appendKey(key[:0], r, start, end)
-				add(r, key)
-				placed = true
-			}
-			if late && !placed {
+			start := floorDiv(ts, a.window.slide) * a.window.slide
+			end := start + a.window.size
+			if dropLate && end <= lateWm {
 				m.DroppedByWatermark++
+				continue
 			}
-		case a.evict == evictColumn:
+			key = a.appendKey(key[:0], r, start, end)
+			add(r, key)
+		}
+	case a.evict == evictColumn:
+		for _, r := range rows {
 			ts, ok := nanos(r[a.evictCol])
 			if !ok {
 				ts = math.MaxInt64 // a null event time is never evicted
@@ -399,12 +432,17 @@ func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metric
 			}
 			key = a.appendKey(key[:0], r, 0, ts)
 			add(r, key)
-		default:
+		}
+	default:
+		for _, r := range rows {
 			key = a.appendKey(key[:0], r, 0, 0)
 			add(r, key)
 		}
 	}
 
+	if a.Evicts() && len(a.index) != parts {
+		a.index = make([]evictIndex, parts)
+	}
 	outs := make([][]Row, parts)
 	err := st.Update(func(p *state.Partition) error {
 		out, err := a.merge(p, bt, wm)
@@ -422,6 +460,109 @@ func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metric
 	return out, m, nil
 }
 
+// addPanes adds rows to sc.groups by a sliding window (window.pane > 0): each
+// row to its pane's group (the pane and the key columns), then each pane
+// group to every window that holds its pane. That is a map update a row and
+// one a pane group's window, where adding each row to each of its windows
+// takes size/slide a row. It returns the rows dropped as late: those whose
+// every window ends at or before lateWm.
+func (a *Aggregate) addPanes(sc *aggScratch, rows []Row, dropLate bool, lateWm int64) (dropped int64) {
+	w := a.window
+	pt, bt := &sc.panes, &sc.groups
+	pt.reset(1, len(a.aggs))
+	sc.rep = sc.rep[:0]
+	paneOf := func(r Row) (int64, bool) {
+		ts, ok := nanos(r[w.col])
+		return floorDiv(ts-w.shift, w.pane) * w.pane, ok
+	}
+	var key, scratch []byte
+	for i, r := range rows {
+		pane, ok := paneOf(r)
+		if !ok {
+			continue // no window holds a null event time (Spark drops it too)
+		}
+		if dropLate && floorDiv(pane, w.slide)*w.slide+w.size <= lateWm {
+			dropped++ // its last window is closed, so all are
+			continue
+		}
+		key = binary.AppendVarint(key[:0], pane)
+		for _, k := range a.keys {
+			if !k.window {
+				key = appendValue(key, r[k.col])
+			}
+		}
+		g, accs := pt.group(key, 0)
+		if g == len(sc.rep) {
+			sc.rep = append(sc.rep, int32(i))
+		}
+		for j := range a.aggs {
+			scratch = a.aggs[j].update(&accs[j], r, scratch)
+		}
+	}
+	parts := len(bt.idx)
+	for g, i := range sc.rep {
+		pane, _ := paneOf(rows[i])
+		src := pt.accsOf(g)
+		for start := floorDiv(pane, w.slide) * w.slide; start > pane-w.size; start -= w.slide {
+			end := start + w.size
+			if dropLate && end <= lateWm {
+				continue
+			}
+			key = a.appendKey(key[:0], rows[i], start, end)
+			_, dst := bt.group(key, state.PartitionOf(key, parts))
+			for j := range a.aggs {
+				a.aggs[j].merge(&dst[j], &src[j])
+			}
+		}
+	}
+	return dropped
+}
+
+// evictIndex lists the keys of one state partition by eviction time, so that
+// the watermark evicts the closed groups without scanning every key.
+type evictIndex struct {
+	// p is the partition listed; nil before the first batch.
+	p      *state.Partition
+	byTime map[int64][]string
+}
+
+// sync lists p's keys afresh when the index is not p's or p was loaded since
+// (Load sets Hint to math.MinInt64), and sets p.Hint to the earliest time.
+func (x *evictIndex) sync(p *state.Partition) {
+	if x.p == p && p.Hint != math.MinInt64 {
+		return
+	}
+	x.p, x.byTime = p, map[int64][]string{}
+	p.Hint = math.MaxInt64
+	for key := range p.All() {
+		x.add(p, key)
+	}
+}
+
+// close removes the keys of eviction time at or before wm from the index and
+// returns them sorted, and sets p.Hint to the earliest time left.
+func (x *evictIndex) close(p *state.Partition, wm int64) []string {
+	var closed []string
+	p.Hint = math.MaxInt64
+	for t, keys := range x.byTime {
+		if t > wm {
+			p.Hint = min(p.Hint, t)
+			continue
+		}
+		closed = append(closed, keys...)
+		delete(x.byTime, t)
+	}
+	slices.Sort(closed)
+	return closed
+}
+
+// add lists a new key.
+func (x *evictIndex) add(p *state.Partition, key string) {
+	t := evictTime(key)
+	x.byTime[t] = append(x.byTime[t], key)
+	p.Hint = min(p.Hint, t)
+}
+
 // keyedRow is an output row with its state key, to sort output.
 type keyedRow struct {
 	key string
@@ -433,15 +574,23 @@ type keyedRow struct {
 func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, error) {
 	n := len(a.aggs)
 	tmp := make([]acc, n)
-	var emit []keyedRow
+	var (
+		emit []keyedRow
+		ix   *evictIndex
+		rm   = &rowMaker{width: len(a.out)}
+	)
+	if a.Evicts() {
+		ix = &a.index[p.ID()]
+		ix.sync(p)
+	}
 	for key, gi := range bt.idx[p.ID()] {
 		clear(tmp)
 		if old, ok := p.Get(key); ok {
 			if err := a.decodeAccs(old, tmp); err != nil {
 				return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
 			}
-		} else if a.evict != evictNone {
-			p.Hint = min(p.Hint, evictTime(key))
+		} else if ix != nil {
+			ix.add(p, key)
 		}
 		batch := bt.accs[int(gi)*n : (int(gi)+1)*n]
 		for j := range a.aggs {
@@ -449,7 +598,7 @@ func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, 
 		}
 		p.Put(key, a.encodeAccs(tmp))
 		if a.mode == v1.OutputUpdate {
-			row, err := a.row(key, tmp)
+			row, err := a.row(rm, key, tmp)
 			if err != nil {
 				return nil, err
 			}
@@ -462,39 +611,31 @@ func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, 
 		// the sinks of complete mode replace their output.
 		out := make([]Row, 0, p.Len())
 		for key, val := range p.All() {
-			clear(tmp)
-			if err := a.decodeAccs(val, tmp); err != nil {
-				return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
-			}
-			row, err := a.row(key, tmp)
+			row, err := a.stateRow(rm, key, val, tmp)
 			if err != nil {
-				return nil, err
+				return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
 			}
 			out = append(out, row)
 		}
 		return out, nil
-	case a.evict != evictNone && wm >= p.Hint:
-		floor := int64(math.MaxInt64)
-		for key, val := range p.All() {
-			t := evictTime(key)
-			if t > wm {
-				floor = min(floor, t)
-				continue
-			}
+	case ix != nil && wm >= p.Hint:
+		// The closed groups, in key order (a sorted output is the same on a
+		// replay): written in append mode, dropped from the state.
+		var out []Row
+		for _, key := range ix.close(p, wm) {
 			if a.mode == v1.OutputAppend {
-				clear(tmp)
-				if err := a.decodeAccs(val, tmp); err != nil {
+				val, _ := p.Get(key)
+				row, err := a.stateRow(rm, key, val, tmp)
+				if err != nil {
 					return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
 				}
-				row, err := a.row(key, tmp)
-				if err != nil {
-					return nil, err
-				}
-				emit = append(emit, keyedRow{key, row})
+				out = append(out, row)
 			}
 			p.Delete(key)
 		}
-		p.Hint = floor
+		if a.mode == v1.OutputAppend {
+			return out, nil
+		}
 	}
 	slices.SortFunc(emit, func(x, y keyedRow) int { return strings.Compare(x.key, y.key) })
 	out := make([]Row, len(emit))
@@ -502,6 +643,16 @@ func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, 
 		out[i] = e.row
 	}
 	return out, nil
+}
+
+// stateRow builds the output row of the group key from its state value val,
+// decoding it into tmp.
+func (a *Aggregate) stateRow(rm *rowMaker, key string, val []byte, tmp []acc) (Row, error) {
+	clear(tmp)
+	if err := a.decodeAccs(val, tmp); err != nil {
+		return nil, err
+	}
+	return a.row(rm, key, tmp)
 }
 
 // appendKey appends the state key of row r: the eviction time (window end,
@@ -522,27 +673,27 @@ func (a *Aggregate) appendKey(b []byte, r Row, windowStart, evictAt int64) []byt
 }
 
 // row builds the output row of a group from its key and accumulators.
-func (a *Aggregate) row(key string, accs []acc) (Row, error) {
-	row := make(Row, 0, len(a.out))
-	b := []byte(key)
+func (a *Aggregate) row(m *rowMaker, key string, accs []acc) (Row, error) {
+	row := m.row()
+	b := keyBytes(key)
 	if a.evict != evictNone {
 		b = b[evictPrefix:]
 	}
 	for _, k := range a.keys {
-		v, rest, err := readValue(b)
+		v, rest, err := readValueIn(b, &m.slab)
 		if err != nil {
 			return nil, fmt.Errorf("aggregate %s: key: %w", a.name, err)
 		}
 		b = rest
 		if k.window {
 			start, _ := v.(time.Time)
-			row = append(row, start, start.Add(time.Duration(a.window.size)))
+			row = append(row, v, m.slab.Time(start.Add(time.Duration(a.window.size))))
 			continue
 		}
 		row = append(row, v)
 	}
 	for j := range a.aggs {
-		row = append(row, a.aggs[j].result(&accs[j]))
+		row = append(row, a.aggs[j].result(&accs[j], &m.slab))
 	}
 	return row, nil
 }
@@ -626,31 +777,31 @@ func (s *aggSpec) merge(dst, src *acc) {
 }
 
 // result is the aggregate's output value (null for a sum, min, max or avg
-// of no value, as in SQL).
-func (s *aggSpec) result(c *acc) any {
+// of no value, as in SQL), boxed in slab.
+func (s *aggSpec) result(c *acc, slab *box.Slab) any {
 	switch s.fn {
 	case v1.AggCount:
-		return c.n
+		return slab.Int64(c.n)
 	case v1.AggSum:
 		switch {
 		case !c.has:
 			return nil
 		case s.in == v1.TypeDouble:
-			return c.f
+			return slab.Float64(c.f)
 		}
-		return c.i
+		return slab.Int64(c.i)
 	case v1.AggAvg:
 		if c.n == 0 {
 			return nil
 		}
-		return c.f / float64(c.n)
+		return slab.Float64(c.f / float64(c.n))
 	case v1.AggMin, v1.AggMax:
 		if !c.has {
 			return nil
 		}
 		return c.v
 	case v1.AggCountDistinct:
-		return int64(len(c.set))
+		return slab.Int64(int64(len(c.set)))
 	}
 	return nil
 }

@@ -191,6 +191,7 @@ func (s *Session) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics,
 // closes sessions the watermark reached, and returns the rows to emit.
 func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm int64) ([]keyedRow, error) {
 	var emit []keyedRow
+	rm := &rowMaker{width: len(s.out)}
 	for key, pending := range batch {
 		var sessions []session
 		if old, ok := p.Get(key); ok {
@@ -213,7 +214,7 @@ func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm in
 			sessions = append(sessions, session{start: pr.ts, end: pr.end, accs: accs, changed: true})
 		}
 		sessions = s.mergeSessions(sessions)
-		open, out, err := s.close(key, sessions, wm, true)
+		open, out, err := s.close(rm, key, sessions, wm, true)
 		if err != nil {
 			return nil, err
 		}
@@ -241,7 +242,7 @@ func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm in
 		if err != nil {
 			return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
 		}
-		open, out, err := s.close(key, sessions, wm, false)
+		open, out, err := s.close(rm, key, sessions, wm, false)
 		if err != nil {
 			return nil, err
 		}
@@ -287,11 +288,11 @@ func (s *Session) mergeSessions(sessions []session) []session {
 // close splits a key's sessions into those still open and the rows to emit:
 // in append mode the sessions the watermark closed; in update mode, when
 // updated is set, the sessions that took rows in the batch.
-func (s *Session) close(key string, sessions []session, wm int64, updated bool) (open []session, emit []keyedRow, err error) {
+func (s *Session) close(rm *rowMaker, key string, sessions []session, wm int64, updated bool) (open []session, emit []keyedRow, err error) {
 	for _, ss := range sessions {
 		closed := s.evicts && ss.end <= wm
 		if closed && s.mode == v1.OutputAppend || !closed && updated && ss.changed && s.mode != v1.OutputAppend {
-			row, err := s.row(key, ss)
+			row, err := s.row(rm, key, ss)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -384,15 +385,15 @@ func (s *Session) appendKey(b []byte, r Row) []byte {
 }
 
 // row builds the output row of a session of key.
-func (s *Session) row(key string, ss session) (Row, error) {
-	row := make(Row, 0, len(s.out))
-	b := []byte(key)
+func (s *Session) row(m *rowMaker, key string, ss session) (Row, error) {
+	row := m.row()
+	b := keyBytes(key)
 	for _, k := range s.keys {
 		if k.window {
-			row = append(row, time.Unix(0, ss.start).UTC(), time.Unix(0, ss.end).UTC())
+			row = append(row, m.slab.Time(time.Unix(0, ss.start).UTC()), m.slab.Time(time.Unix(0, ss.end).UTC()))
 			continue
 		}
-		v, rest, err := readValue(b)
+		v, rest, err := readValueIn(b, &m.slab)
 		if err != nil {
 			return nil, fmt.Errorf("aggregate %s: key: %w", s.name, err)
 		}
@@ -400,7 +401,7 @@ func (s *Session) row(key string, ss session) (Row, error) {
 		row = append(row, v)
 	}
 	for j := range s.aggs {
-		row = append(row, s.aggs[j].result(&ss.accs[j]))
+		row = append(row, s.aggs[j].result(&ss.accs[j], &m.slab))
 	}
 	return row, nil
 }

@@ -1,6 +1,10 @@
 package stateful
 
 import (
+	"unsafe"
+
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
+
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -66,7 +70,11 @@ func normFloat(f float64) uint64 {
 }
 
 // readValue decodes one value and returns the rest of b.
-func readValue(b []byte) (any, []byte, error) {
+func readValue(b []byte) (any, []byte, error) { return readValueIn(b, nil) }
+
+// readValueIn is readValue boxing the value in slab (nil: as the runtime
+// does).
+func readValueIn(b []byte, slab *box.Slab) (any, []byte, error) {
 	if len(b) == 0 {
 		return nil, nil, errCorrupt
 	}
@@ -79,18 +87,18 @@ func readValue(b []byte) (any, []byte, error) {
 		if w <= 0 || uint64(len(b)-w) < n {
 			return nil, nil, errCorrupt
 		}
-		return string(b[w : w+int(n)]), b[w+int(n):], nil
+		return slab.Bytes(b[w : w+int(n)]), b[w+int(n):], nil
 	case tagLong:
 		v, w := binary.Varint(b)
 		if w <= 0 {
 			return nil, nil, errCorrupt
 		}
-		return v, b[w:], nil
+		return slab.Int64(v), b[w:], nil
 	case tagDouble:
 		if len(b) < 8 {
 			return nil, nil, errCorrupt
 		}
-		return math.Float64frombits(binary.BigEndian.Uint64(b)), b[8:], nil
+		return slab.Float64(math.Float64frombits(binary.BigEndian.Uint64(b))), b[8:], nil
 	case tagFalse:
 		return false, b, nil
 	case tagTrue:
@@ -104,10 +112,33 @@ func readValue(b []byte) (any, []byte, error) {
 		if w2 <= 0 {
 			return nil, nil, errCorrupt
 		}
-		return time.Unix(s, int64(ns)).UTC(), b[w+w2:], nil
+		return slab.Time(time.Unix(s, int64(ns)).UTC()), b[w+w2:], nil
 	}
 	return nil, nil, errCorrupt
 }
+
+// rowMaker makes output rows: their cells from arrays of many rows and their
+// values boxed in a slab, where a slice per row and a box per value would each
+// be an allocation. One goroutine uses it at a time.
+type rowMaker struct {
+	width int
+	cells []any
+	slab  box.Slab
+}
+
+// row returns an empty row of capacity width.
+func (m *rowMaker) row() Row {
+	if len(m.cells) < m.width {
+		m.cells = make([]any, 256*m.width)
+	}
+	r := m.cells[:0:m.width]
+	m.cells = m.cells[m.width:]
+	return r
+}
+
+// keyBytes is a read-only view of a state key's bytes, for readValue, which
+// does not keep or change them.
+func keyBytes(key string) []byte { return unsafe.Slice(unsafe.StringData(key), len(key)) }
 
 // compareValues orders two non-null values of one column type. NaN sorts
 // above every other double, as in Spark.
