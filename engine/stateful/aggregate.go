@@ -452,7 +452,14 @@ func (a *Aggregate) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metric
 	if err != nil {
 		return nil, m, fmt.Errorf("aggregate %s: %w", a.name, err)
 	}
-	var out []Row
+	n := 0
+	for _, o := range outs {
+		n += len(o)
+	}
+	var out []Row // nil when the batch writes nothing
+	if n > 0 {
+		out = make([]Row, 0, n)
+	}
 	for _, o := range outs {
 		out = append(out, o...)
 	}
