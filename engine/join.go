@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
 	"github.com/lockstep-dev/lockstep/checkpoint"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 	"github.com/lockstep-dev/lockstep/plan"
 )
 
@@ -110,15 +111,8 @@ func (s *staticJoinStep) process(_ *stepBatch, rows []Row) ([]Row, error) {
 func (s *staticJoinStep) join(rows []Row) []Row {
 	out := make([]Row, 0, len(rows))
 	w := len(s.out)
-	var slab []any // one allocation for many output rows
-	next := func() Row {
-		if len(slab) < w {
-			slab = make([]any, w*max(len(rows), 64))
-		}
-		row := Row(slab[:w:w])
-		slab = slab[w:]
-		return row
-	}
+	var cells box.Slab // one allocation for many output rows
+	next := func() Row { return cells.Row(w) }
 	var kb []byte
 	for _, l := range rows {
 		head := int32(-1)

@@ -405,7 +405,6 @@ func (r *reader) hand(tp topicPartition, recs []fetched, err error) {
 // record to record (the topic, a timestamp), which saves an allocation per
 // value. It is used by one goroutine.
 type rowSlab struct {
-	vals      []any
 	boxes     box.Slab
 	topics    map[string]any
 	lastTopic string // the topic of the last record, boxed in topicVal
@@ -437,11 +436,4 @@ func (s *rowSlab) timestamp(t time.Time) any {
 	return s.ts
 }
 
-func (s *rowSlab) row(width int) engine.Row {
-	if len(s.vals) < width {
-		s.vals = make([]any, 1024*width)
-	}
-	row := engine.Row(s.vals[:width:width])
-	s.vals = s.vals[width:]
-	return row
-}
+func (s *rowSlab) row(width int) engine.Row { return s.boxes.Row(width) }

@@ -72,7 +72,8 @@ type Partition struct {
 	// Hint is kept for the operator and never read by the store: Load sets
 	// it to math.MinInt64 and nothing else touches it. Operators use it for
 	// a lower bound on their keys (such as the oldest event time) to skip
-	// scans.
+	// scans, and its reset to tell that the partition was loaded again (an
+	// aggregate's eviction index is then listed afresh).
 	Hint int64
 	// sinceSnapshot counts the deltas after the newest snapshot.
 	sinceSnapshot int

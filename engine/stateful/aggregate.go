@@ -584,7 +584,7 @@ func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, 
 	var (
 		emit []keyedRow
 		ix   *evictIndex
-		rm   = &rowMaker{width: len(a.out)}
+		slab = new(box.Slab) // the output rows' cells and values
 	)
 	if a.Evicts() {
 		ix = &a.index[p.ID()]
@@ -605,7 +605,7 @@ func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, 
 		}
 		p.Put(key, a.encodeAccs(tmp))
 		if a.mode == v1.OutputUpdate {
-			row, err := a.row(rm, key, tmp)
+			row, err := a.row(slab, key, tmp)
 			if err != nil {
 				return nil, err
 			}
@@ -618,7 +618,7 @@ func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, 
 		// the sinks of complete mode replace their output.
 		out := make([]Row, 0, p.Len())
 		for key, val := range p.All() {
-			row, err := a.stateRow(rm, key, val, tmp)
+			row, err := a.stateRow(slab, key, val, tmp)
 			if err != nil {
 				return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
 			}
@@ -632,7 +632,7 @@ func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, 
 		for _, key := range ix.close(p, wm) {
 			if a.mode == v1.OutputAppend {
 				val, _ := p.Get(key)
-				row, err := a.stateRow(rm, key, val, tmp)
+				row, err := a.stateRow(slab, key, val, tmp)
 				if err != nil {
 					return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
 				}
@@ -654,12 +654,12 @@ func (a *Aggregate) merge(p *state.Partition, bt *batchTable, wm int64) ([]Row, 
 
 // stateRow builds the output row of the group key from its state value val,
 // decoding it into tmp.
-func (a *Aggregate) stateRow(rm *rowMaker, key string, val []byte, tmp []acc) (Row, error) {
+func (a *Aggregate) stateRow(slab *box.Slab, key string, val []byte, tmp []acc) (Row, error) {
 	clear(tmp)
 	if err := a.decodeAccs(val, tmp); err != nil {
 		return nil, err
 	}
-	return a.row(rm, key, tmp)
+	return a.row(slab, key, tmp)
 }
 
 // appendKey appends the state key of row r: the eviction time (window end,
@@ -680,27 +680,28 @@ func (a *Aggregate) appendKey(b []byte, r Row, windowStart, evictAt int64) []byt
 }
 
 // row builds the output row of a group from its key and accumulators.
-func (a *Aggregate) row(m *rowMaker, key string, accs []acc) (Row, error) {
-	row := m.row()
+// Its cells and values come from slab.
+func (a *Aggregate) row(slab *box.Slab, key string, accs []acc) (Row, error) {
+	row := slab.Row(len(a.out))[:0]
 	b := keyBytes(key)
 	if a.evict != evictNone {
 		b = b[evictPrefix:]
 	}
 	for _, k := range a.keys {
-		v, rest, err := readValueIn(b, &m.slab)
+		v, rest, err := readValueIn(b, slab)
 		if err != nil {
 			return nil, fmt.Errorf("aggregate %s: key: %w", a.name, err)
 		}
 		b = rest
 		if k.window {
 			start, _ := v.(time.Time)
-			row = append(row, v, m.slab.Time(start.Add(time.Duration(a.window.size))))
+			row = append(row, v, slab.Time(start.Add(time.Duration(a.window.size))))
 			continue
 		}
 		row = append(row, v)
 	}
 	for j := range a.aggs {
-		row = append(row, a.aggs[j].result(&accs[j], &m.slab))
+		row = append(row, a.aggs[j].result(&accs[j], slab))
 	}
 	return row, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	v1 "github.com/lockstep-dev/lockstep/api/v1"
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 	"github.com/lockstep-dev/lockstep/engine/state"
 )
 
@@ -191,7 +192,7 @@ func (s *Session) Process(st *state.Store, rows []Row, b Batch) ([]Row, Metrics,
 // closes sessions the watermark reached, and returns the rows to emit.
 func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm int64) ([]keyedRow, error) {
 	var emit []keyedRow
-	rm := &rowMaker{width: len(s.out)}
+	slab := new(box.Slab) // the output rows' cells and values
 	for key, pending := range batch {
 		var sessions []session
 		if old, ok := p.Get(key); ok {
@@ -214,7 +215,7 @@ func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm in
 			sessions = append(sessions, session{start: pr.ts, end: pr.end, accs: accs, changed: true})
 		}
 		sessions = s.mergeSessions(sessions)
-		open, out, err := s.close(rm, key, sessions, wm, true)
+		open, out, err := s.close(slab, key, sessions, wm, true)
 		if err != nil {
 			return nil, err
 		}
@@ -242,7 +243,7 @@ func (s *Session) merge(p *state.Partition, batch map[string][]pendingRow, wm in
 		if err != nil {
 			return nil, fmt.Errorf("partition %d: %w", p.ID(), err)
 		}
-		open, out, err := s.close(rm, key, sessions, wm, false)
+		open, out, err := s.close(slab, key, sessions, wm, false)
 		if err != nil {
 			return nil, err
 		}
@@ -288,11 +289,11 @@ func (s *Session) mergeSessions(sessions []session) []session {
 // close splits a key's sessions into those still open and the rows to emit:
 // in append mode the sessions the watermark closed; in update mode, when
 // updated is set, the sessions that took rows in the batch.
-func (s *Session) close(rm *rowMaker, key string, sessions []session, wm int64, updated bool) (open []session, emit []keyedRow, err error) {
+func (s *Session) close(slab *box.Slab, key string, sessions []session, wm int64, updated bool) (open []session, emit []keyedRow, err error) {
 	for _, ss := range sessions {
 		closed := s.evicts && ss.end <= wm
 		if closed && s.mode == v1.OutputAppend || !closed && updated && ss.changed && s.mode != v1.OutputAppend {
-			row, err := s.row(rm, key, ss)
+			row, err := s.row(slab, key, ss)
 			if err != nil {
 				return nil, nil, err
 			}
@@ -384,16 +385,16 @@ func (s *Session) appendKey(b []byte, r Row) []byte {
 	return b
 }
 
-// row builds the output row of a session of key.
-func (s *Session) row(m *rowMaker, key string, ss session) (Row, error) {
-	row := m.row()
+// row builds the output row of a session of key, its cells and values from slab.
+func (s *Session) row(slab *box.Slab, key string, ss session) (Row, error) {
+	row := slab.Row(len(s.out))[:0]
 	b := keyBytes(key)
 	for _, k := range s.keys {
 		if k.window {
-			row = append(row, m.slab.Time(time.Unix(0, ss.start).UTC()), m.slab.Time(time.Unix(0, ss.end).UTC()))
+			row = append(row, slab.Time(time.Unix(0, ss.start).UTC()), slab.Time(time.Unix(0, ss.end).UTC()))
 			continue
 		}
-		v, rest, err := readValueIn(b, &m.slab)
+		v, rest, err := readValueIn(b, slab)
 		if err != nil {
 			return nil, fmt.Errorf("aggregate %s: key: %w", s.name, err)
 		}
@@ -401,7 +402,7 @@ func (s *Session) row(m *rowMaker, key string, ss session) (Row, error) {
 		row = append(row, v)
 	}
 	for j := range s.aggs {
-		row = append(row, s.aggs[j].result(&ss.accs[j], &m.slab))
+		row = append(row, s.aggs[j].result(&ss.accs[j], slab))
 	}
 	return row, nil
 }

@@ -1,16 +1,15 @@
 package stateful
 
 import (
-	"unsafe"
-
-	"github.com/lockstep-dev/lockstep/engine/internal/box"
-
 	"cmp"
 	"encoding/binary"
 	"errors"
 	"math"
 	"strings"
 	"time"
+	"unsafe"
+
+	"github.com/lockstep-dev/lockstep/engine/internal/box"
 )
 
 // Row is one row: a value per column, in column order (see the package doc).
@@ -115,25 +114,6 @@ func readValueIn(b []byte, slab *box.Slab) (any, []byte, error) {
 		return slab.Time(time.Unix(s, int64(ns)).UTC()), b[w+w2:], nil
 	}
 	return nil, nil, errCorrupt
-}
-
-// rowMaker makes output rows: their cells from arrays of many rows and their
-// values boxed in a slab, where a slice per row and a box per value would each
-// be an allocation. One goroutine uses it at a time.
-type rowMaker struct {
-	width int
-	cells []any
-	slab  box.Slab
-}
-
-// row returns an empty row of capacity width.
-func (m *rowMaker) row() Row {
-	if len(m.cells) < m.width {
-		m.cells = make([]any, 256*m.width)
-	}
-	r := m.cells[:0:m.width]
-	m.cells = m.cells[m.width:]
-	return r
 }
 
 // keyBytes is a read-only view of a state key's bytes, for readValue, which

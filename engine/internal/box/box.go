@@ -69,6 +69,22 @@ type Slab struct {
 	floats  []float64
 	times   []time.Time
 	text    []byte
+	cells   []any
+}
+
+// rowsPerArray is how many rows' cells one allocation of Row holds.
+const rowsPerArray = 512
+
+// Row returns a row of width nil cells (its capacity width, so that an append
+// copies it), cut from an array of rowsPerArray rows: one allocation for many
+// rows instead of one a row. It needs a non-nil Slab.
+func (s *Slab) Row(width int) []any {
+	if len(s.cells) < width {
+		s.cells = make([]any, rowsPerArray*max(width, 1))
+	}
+	row := s.cells[:width:width]
+	s.cells = s.cells[width:]
+	return row
 }
 
 // String returns v as an interface.

@@ -120,3 +120,24 @@ func TestAs(t *testing.T) {
 		}()
 	}
 }
+
+func TestSlabRowsAreApart(t *testing.T) {
+	var s Slab
+	var rows [][]any
+	for i := range 2*rowsPerArray + 3 { // across three arrays
+		r := s.Row(3)
+		if len(r) != 3 || cap(r) != 3 {
+			t.Fatalf("row %d: len %d cap %d, want 3 and 3", i, len(r), cap(r))
+		}
+		r[0], r[2] = i, -i
+		rows = append(rows, r)
+	}
+	for i, r := range rows {
+		if r[0] != i || r[1] != nil || r[2] != -i {
+			t.Fatalf("row %d = %v: another row's cells overlap it", i, r)
+		}
+	}
+	if got := append(rows[0], "x"); &got[0] == &rows[0][0] {
+		t.Fatal("append to a row wrote into the next row's cells")
+	}
+}
