@@ -216,7 +216,7 @@ func (tn *tenant) noCannotRunProgram(pod *corev1.Pod) {
 func TestSparkDriverAndExecutorLoss(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	importSparkImage(t, tn.in)
+	useSpark(t, tn.in)
 	tn.putOrders("0000.json", 0, 4)
 	tn.apply(tn.sparkFilesQuery("orders"))
 

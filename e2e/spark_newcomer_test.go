@@ -101,7 +101,7 @@ func (tn *tenant) unschedulable(name, says string) error {
 func TestSparkSizesOnASmallNode(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	importSparkImage(t, tn.in)
+	useSpark(t, tn.in)
 	broker, produce := tn.ordersBroker()
 	produce(10)
 	tn.apply(tn.sparkKafkaQuery("fits", broker, ""))
@@ -147,7 +147,7 @@ func TestSparkSizesOnASmallNode(t *testing.T) {
 func TestSparkDriverRestartCleansExecutors(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	importSparkImage(t, tn.in)
+	useSpark(t, tn.in)
 	ctx := context.Background()
 	broker, produce := tn.ordersBroker()
 	produce(10)

@@ -19,7 +19,7 @@ import (
 func TestSparkRebuildOnIncompatibleChange(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	importSparkImage(t, tn.in)
+	useSpark(t, tn.in)
 	// Events 5 s apart from 10:00:00; each file holds the next four.
 	put := func(file int) {
 		var b bytes.Buffer

@@ -36,7 +36,16 @@ var sparkImage struct {
 	err  error
 }
 
-func importSparkImage(t *testing.T, in *install) {
+// sparkTurns lets at most two Spark queries run on the node at once. Each is two or three
+// JVMs (a driver, its executors) that start, plan and compile for a CPU-minute or more; five
+// at once on a busy 2-core node shared the CPU so thinly that a query's first batch took
+// minutes and a test ran out of its time while waiting for the others, not for its own
+// query. A test's clocks start when it has its turn.
+var sparkTurns = make(chan struct{}, 2)
+
+// useSpark readies the node for a Spark query: it imports the Spark image (once per test
+// binary), then waits for a turn, which the test keeps until it ends.
+func useSpark(t *testing.T, in *install) {
 	t.Helper()
 	sparkImage.once.Do(func() {
 		start := time.Now()
@@ -58,6 +67,12 @@ func importSparkImage(t *testing.T, in *install) {
 	})
 	if sparkImage.err != nil {
 		t.Fatal(sparkImage.err)
+	}
+	start := time.Now()
+	sparkTurns <- struct{}{}
+	t.Cleanup(func() { <-sparkTurns })
+	if waited := time.Since(start); waited > time.Second {
+		t.Logf("e2e: waited %s for a turn to run a Spark query", waited.Round(time.Second))
 	}
 }
 
@@ -95,7 +110,7 @@ func (tn *tenant) sparkPods(name, component string) ([]corev1.Pod, string) {
 func TestSparkOnKubernetes(t *testing.T) {
 	t.Parallel()
 	tn := newTenant(t)
-	importSparkImage(t, tn.in)
+	useSpark(t, tn.in)
 	ctx := context.Background()
 
 	broker := testenv.KafkaProcessAt(t, tn.in.node.IP).Addr

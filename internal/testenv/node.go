@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -338,7 +340,7 @@ func (n *Node) start() error {
 	for _, step := range []func(*kubernetes.Clientset) error{
 		n.startEtcd, n.startAPIServer, n.startControllers, n.startContainerd,
 		func(cs *kubernetes.Clientset) error { return n.startKubelet(cs, kubeletKubeconfig) },
-		n.startProxy, waitDefaultServiceAccount,
+		weighPods, n.startProxy, waitDefaultServiceAccount,
 	} {
 		if err := step(cs); err != nil {
 			return err
@@ -593,6 +595,34 @@ func (n *Node) startKubelet(cs *kubernetes.Clientset, kubeconfig string) error {
 		}
 		return fmt.Errorf("node %s is not Ready", n.Name)
 	})
+}
+
+// podsWeight is the CPU weight of all the node's pods together, in nice-0 threads of the
+// host. The kubelet gives its pods' cgroup the weight of the node's allocatable CPU: two
+// threads on a 2-core machine. That is right on a node of its own, where nothing outside the
+// pods needs the CPU, and wrong here, where the host also runs the test suite: with cgroup
+// v1, each runnable thread of the host weighs as much as one core of pods, so under the
+// suite's own load (other packages' tests, JVMs, compilers; 8-15 runnable threads) every pod
+// together got a sixth of the machine, and a Spark query's 4-row batch took minutes. Four
+// threads a core gives the pods about half of a machine that busy, and all of an idle one.
+const podsWeight = 4
+
+// weighPods sets the weight of the kubelet's pods cgroup to podsWeight threads per core (it
+// sets it once, when it starts, and leaves it after). Run after the kubelet is Ready.
+func weighPods(*kubernetes.Clientset) error {
+	for _, root := range kubepodsCgroups() {
+		file, value := filepath.Join(root, "cpu.shares"), 1024*podsWeight*runtime.NumCPU() // v1: 1024 a nice-0 thread
+		if _, err := os.Stat(file); err != nil {
+			file, value = filepath.Join(root, "cpu.weight"), min(100*podsWeight*runtime.NumCPU(), 10000) // v2: 100
+			if _, err := os.Stat(file); err != nil {
+				continue // a v1 hierarchy without the cpu controller
+			}
+		}
+		if err := os.WriteFile(file, []byte(strconv.Itoa(value)), 0o644); err != nil {
+			return fmt.Errorf("weigh the node's pods against the host's processes: %w", err)
+		}
+	}
+	return nil
 }
 
 // startProxy starts kube-proxy (iptables), without which pods cannot reach Services, the
