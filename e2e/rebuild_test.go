@@ -114,7 +114,7 @@ resource "lockstep_streaming_query" "windows" {
 // that the API server refuses it, naming rule and offering the rebuild.
 func (tn *tenant) refusedOfferingRebuild(what, manifest, rule string) {
 	tn.t.Helper()
-	err := tn.tryApply(manifest)
+	err := tn.tryRefusedApply(manifest)
 	if err == nil || !strings.Contains(err.Error(), rule) || !strings.Contains(err.Error(), "Or rebuild the state from the retained input") {
 		tn.t.Fatalf("kubectl apply of %s: %v, want a refusal naming %s that offers the rebuild", what, err, rule)
 	}

@@ -282,7 +282,7 @@ func TestRefusedChangeLeavesPodUntouched(t *testing.T) {
 	old := tn.readyPod("ticks")
 	changed := strings.Replace(tn.rateQuery("ticks", "value >= 0", false), "    rate: {rowsPerSecond: 20}",
 		fmt.Sprintf("    files: {path: %s, format: json}\n    schema: {columns: [{name: value, type: long}]}", tn.location("landing/ticks")), 1)
-	err := tn.tryApply(changed)
+	err := tn.tryRefusedApply(changed)
 	if err == nil {
 		t.Fatal("kubectl apply of a changed source kind succeeded, want it refused at admission")
 	}
