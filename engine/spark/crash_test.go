@@ -113,7 +113,10 @@ func TestSparkDriverKilled(t *testing.T) {
 				writeCrashInput(t, in, 5)
 			}
 			src := func(name string) *qt.Query {
-				q := qt.Make("crash-"+name, "spark")
+				// Two state partitions, as the differential corpus has (diffCases): the keys
+				// still spread over more than one, and a stateful batch runs a quarter of the
+				// default's tasks and state stores.
+				q := qt.Make("crash-"+name, "spark").StatePartitions(2)
 				if !tc.kafka {
 					return q.FilesSource("orders", in, v1.FormatJSON, diffColumns...).
 						EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })

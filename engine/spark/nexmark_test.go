@@ -82,6 +82,9 @@ func TestDifferentialNexmark(t *testing.T) {
 				obj.Spec.Sink = v1.Sink{Files: &v1.FilesSink{Path: filepath.Join(dir, rt, "out"), Format: v1.FormatParquet}}
 				obj.Spec.Checkpoint.Location = filepath.Join(dir, rt, "ck")
 				obj.Spec.Trigger = v1.Trigger{AvailableNow: true}
+				// Two state partitions, as the differential corpus has (diffCases), not the
+				// examples' 8: a quarter of the tasks and state stores a stateful batch.
+				obj.Spec.StateStore.Partitions = 2
 				nexmarkAsFiles(t, &obj.Spec, filepath.Join(dir, rt, "in"), parts)
 				return obj
 			})

@@ -98,7 +98,8 @@ func sparkRebuildKills(t *testing.T, dir, root string, env []string, store func(
 	writeRebuildKillInput(t, in, base, 0, rebuildKillFiles)
 
 	query := func(key, out string) *qt.Query {
-		return qt.Make("rebuild-kill", "spark").FilesSource("orders", in, v1.FormatJSON, diffColumns...).
+		// Two state partitions, as in TestSparkDriverKilled.
+		return qt.Make("rebuild-kill", "spark").StatePartitions(2).FilesSource("orders", in, v1.FormatJSON, diffColumns...).
 			EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) }).
 			Aggregate("", []v1.GroupKey{qt.Key(key)}, qt.Agg("n", v1.AggCount, ""), qt.Agg("total", v1.AggSum, "amount")).
 			OutputMode(v1.OutputUpdate).FilesSink(out, v1.FormatJSON).AvailableNow()
