@@ -339,15 +339,7 @@ resource "lockstep_streaming_query" "orders" {
 	tf.write(tfQuery(16))
 	// The plan's dry run, like kubectl's (tryRefusedApply), is admitted unjudged when the
 	// webhook cannot read the checkpoint in time; the plan then warns so, and is tried again.
-	out, err := tf.Run("plan", "-input=false", "-lock=false")
-	unjudged := func(out string) bool { // Terraform wraps a warning's lines
-		return strings.Contains(strings.Join(strings.Fields(out), " "), "without being judged")
-	}
-	for try := 1; try < 5 && err == nil && unjudged(out); try++ {
-		t.Logf("terraform plan was not judged against the checkpoint (try %d), again in 15 s:\n%s", try, out)
-		time.Sleep(15 * time.Second)
-		out, err = tf.Run("plan", "-input=false", "-lock=false")
-	}
+	out, err := tn.untilJudged("terraform plan", func() (string, error) { return tf.Run("plan", "-input=false", "-lock=false") })
 	if err == nil || !strings.Contains(out, "state-partitions") {
 		t.Errorf("terraform plan of other state partitions: %v, want a refusal naming the rule state-partitions:\n%s", err, out)
 	}

@@ -6,8 +6,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"os"
-	"os/exec"
 	"regexp"
 	"sort"
 	"strings"
@@ -110,23 +108,35 @@ func (tn *tenant) tryApply(manifest string) error {
 // seconds to return a Secret, it admits the change with a warning that it did not judge it,
 // and the controller refuses it before the engine runs it (docs/kubernetes.md, "When the
 // store is slow"). So the manifest first goes as a server-side dry run, which changes nothing,
-// until the webhook judged it (at most five tries, 15 s apart); then it is applied.
+// until the webhook judged it (untilJudged); then it is applied.
 func (tn *tenant) tryRefusedApply(manifest string) error {
 	tn.t.Helper()
-	for try := 1; try < 5; try++ {
+	tn.untilJudged("kubectl apply --dry-run=server", func() (string, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		cmd := exec.CommandContext(ctx, tn.in.node.KubectlPath(), "-n", tn.ns, "apply", "--dry-run=server", "-f", "-")
-		cmd.Env = append(os.Environ(), "KUBECONFIG="+tn.in.node.Kubeconfig)
+		defer cancel()
+		cmd := tn.in.node.KubectlCommand(ctx, "-n", tn.ns, "apply", "--dry-run=server", "-f", "-")
 		cmd.Stdin = strings.NewReader(manifest)
 		out, err := cmd.CombinedOutput()
-		cancel()
-		if err != nil || !bytes.Contains(out, []byte("admitted without being judged")) {
-			break
-		}
-		tn.t.Logf("the webhook admitted a dry run without judging it (try %d), again in 15 s:\n%s", try, out)
-		time.Sleep(15 * time.Second)
-	}
+		return string(out), err
+	})
 	return tn.tryApply(manifest)
+}
+
+// untilJudged runs try (a dry run of a change: kubectl's, terraform plan) again, 15 s apart
+// and at most five times in all, while it succeeds with the webhook's warning that it admitted
+// the change without judging it against the checkpoint, and returns the last run's output.
+func (tn *tenant) untilJudged(what string, try func() (string, error)) (string, error) {
+	tn.t.Helper()
+	unjudged := func(out string) bool { // Terraform wraps a warning's lines
+		return strings.Contains(strings.Join(strings.Fields(out), " "), "without being judged")
+	}
+	out, err := try()
+	for n := 1; n < 5 && err == nil && unjudged(out); n++ {
+		tn.t.Logf("%s was not judged against the checkpoint (try %d), again in 15 s:\n%s", what, n, out)
+		time.Sleep(15 * time.Second)
+		out, err = try()
+	}
+	return out, err
 }
 
 // query returns the query named name.

@@ -122,8 +122,7 @@ func RealNode(t testing.TB) *Node {
 // Kubectl runs the node's kubectl (v1.37) with its admin kubeconfig and returns its
 // standard output; an error carries the standard error.
 func (n *Node) Kubectl(ctx context.Context, stdin []byte, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, n.bins["kubectl"], args...)
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+n.Kubeconfig)
+	cmd := n.KubectlCommand(ctx, args...)
 	if stdin != nil {
 		cmd.Stdin = bytes.NewReader(stdin)
 	}
@@ -133,6 +132,14 @@ func (n *Node) Kubectl(ctx context.Context, stdin []byte, args ...string) ([]byt
 		return stdout.Bytes(), fmt.Errorf("kubectl %s: %w: %s", strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
 	}
 	return stdout.Bytes(), nil
+}
+
+// KubectlCommand is the node's kubectl with its admin kubeconfig, for a caller that wants
+// more of its output than Kubectl returns (the warnings of a command that succeeded).
+func (n *Node) KubectlCommand(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, n.bins["kubectl"], args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+n.Kubeconfig)
+	return cmd
 }
 
 // KubectlPath is the node's kubectl binary.
