@@ -3,6 +3,7 @@ package spark_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -87,7 +88,7 @@ func TestSparkDriverKilled(t *testing.T) {
 			Aggregate("", window, v1.Aggregation{Name: "n", Function: v1.AggCount}, v1.Aggregation{Name: "total", Function: v1.AggSum, Column: "amount"}).
 			OutputMode(v1.OutputUpdate)
 	}
-	for _, tc := range []sparkCrash{
+	scenarios := []sparkCrash{
 		{name: "files-to-delta-fault-proxy", store: "proxy", kills: []string{"sink-write:1", killRandom}, query: stateless},
 		{name: "kafka-to-delta-local", store: "local", kafka: true, kills: []string{"sink-write:1", "commit:2"}, query: stateless},
 		{name: "update-merge-versitygw", store: "versitygw", kills: []string{"offsets:0", "sink-commit:1"}, query: update},
@@ -96,156 +97,162 @@ func TestSparkDriverKilled(t *testing.T) {
 		// The files sink on S3: Spark's job writes the data files, the Go side creates the
 		// manifest entry (a conditional PUT), every request of both through the fault proxy.
 		{name: "files-to-files-fault-proxy", store: "proxy", sink: "files", kills: []string{"sink-write:1", "sink-commit:2", killRandom}, query: stateless},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			dir := t.TempDir()
-			// The runner's kill points are armed by a test-only switch (Crash.java).
-			env := []string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java)),
-				"JAVA_TOOL_OPTIONS=" + strings.TrimSpace(os.Getenv("JAVA_TOOL_OPTIONS")+" -D"+sparkTestHooks+"=true")}
-			in := filepath.Join(dir, "in")
-			var brokers []string
-			var topic string
-			if tc.kafka {
-				brokers, topic = testenv.KafkaTopic(t, "spark-crash")
-				produceCrashInput(t, ctx, brokers, topic, 5)
-			} else {
-				writeCrashInput(t, in, 5)
-			}
-			src := func(name string) *qt.Query {
-				// Two state partitions, as the differential corpus has (diffCases): the keys
-				// still spread over more than one, and a stateful batch runs a quarter of the
-				// default's tasks and state stores.
-				q := qt.Make("crash-"+name, "spark").StatePartitions(2)
-				if !tc.kafka {
-					return q.FilesSource("orders", in, v1.FormatJSON, diffColumns...).
-						EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })
-				}
-				return q.KafkaSource("orders", brokers[0], topic, diffColumns...).EditSource("orders", func(s *v1.Source) {
-					s.Kafka.StartingOffsets = v1.OffsetsEarliest
-					s.Kafka.MaxOffsetsPerTrigger = ptr[int64](5)
-				})
-			}
-
-			root, readOpts := dir, []s3.Option(nil)
-			var proxy *testenv.S3Proxy
-			if tc.store != "local" {
-				srv := testenv.S3(t)
-				readOpts = srv.Options()
-				if tc.store == "proxy" {
-					proxy = testenv.NewS3Proxy(t, srv, rng.Uint64())
-					proxy.Random(0.02, testenv.SlowDown, testenv.InternalError, testenv.Unavailable, testenv.Reset)
-					srv = proxy.Server()
-				}
-				env = append(env, srv.Env()...)
-				root = "s3://" + srv.Bucket
-			}
-			var sink, ref func(q *qt.Query) *qt.Query
-			var (
-				refOpts []engine.Option // the reference run's, in this process
-				dsn     string
-			)
-			switch tc.sink {
-			case "postgres":
-				dsn = testenv.Postgres(t)
-				env = append(env, v1.PostgresDSNEnv+"="+dsn)
-				refOpts = append(refOpts, engine.WithEnv(func(k string) string {
-					if k == v1.PostgresDSNEnv {
-						return dsn
-					}
-					return os.Getenv(k)
-				}))
-				table := func(name string) func(q *qt.Query) *qt.Query {
-					return func(q *qt.Query) *qt.Query {
-						return q.Sink(v1.Sink{Postgres: &v1.PostgresSink{Table: name, CreateTable: true, Connection: v1.PostgresConnection{DSNEnv: v1.PostgresDSNEnv}}})
-					}
-				}
-				sink, ref = table("crash_out"), table("crash_ref")
-			case "files":
-				sink = func(q *qt.Query) *qt.Query { return q.FilesSink(root+"/out", v1.FormatJSON) }
-				ref = func(q *qt.Query) *qt.Query { return q.FilesSink(filepath.Join(dir, "ref"), v1.FormatJSON) }
-			default:
-				sink = func(q *qt.Query) *qt.Query { return q.DeltaSink(root + "/out") }
-				ref = func(q *qt.Query) *qt.Query { return q.DeltaSink(filepath.Join(dir, "ref")) }
-			}
-
-			file := filepath.Join(dir, "query.yaml")
-			obj := sink(tc.query(src("run"))).AvailableNow().Checkpoint(root + "/ck").
-				Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }).Obj()
-			data, err := yaml.Marshal(obj)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(file, data, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			run := func(extra ...string) *exec.Cmd {
-				cmd := exec.Command(bin, "run", "-f", file)
-				// TMPDIR: a killed run leaves its Spark folder (engine/spark's launch) in the test's.
-				cmd.Dir, cmd.Env = dir, crashtest.Env(append(env, append(extra, "TMPDIR="+dir)...)...)
-				return cmd
-			}
-			for i, at := range tc.kills {
-				if at == killRandom {
-					delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
-					switch r := crashtest.KillAfter(t, run(), "batch ", delay, sparkRunTimeout); {
-					case r.Killed:
-						t.Logf("run %d: killed %s after the first batch", i, delay)
-					case r.Code == 0:
-						t.Logf("run %d: ended before its kill, %s after the first batch", i, delay)
-					default:
-						t.Fatalf("run %d failed: exit %d\n%s", i, r.Code, r.Stderr)
-					}
-					continue
-				}
-				r := crashtest.RunFor(t, run(engine.CrashAtEnv+"="+at), sparkRunTimeout)
-				if !r.Killed {
-					t.Fatalf("run %d with %s=%s was not killed: exit %d\n%s", i, engine.CrashAtEnv, at, r.Code, r.Stderr)
-				}
-				t.Logf("run %d: killed at %s", i, at)
-			}
-			if r := crashtest.RunFor(t, run(), sparkRunTimeout); r.Code != 0 {
-				t.Fatalf("the run after the kills failed: exit %d\n%s", r.Code, r.Stderr)
-			} else if !strings.Contains(r.Stderr, "resuming") {
-				t.Errorf("the run after the kills did not resume:\n%s", r.Stderr)
-			}
-
-			if proxy != nil {
-				proxy.Clear()
-				if n := len(proxy.Faults()); n == 0 {
-					t.Errorf("the S3 proxy injected no fault in %d requests", proxy.Requests())
-				} else {
-					t.Logf("the S3 proxy failed %d of %d requests: %v", n, proxy.Requests(), proxy.Counts())
-				}
-			}
-			refSum := runBuiltin(t, ctx, ref(tc.query(src("ref"))).AvailableNow().Checkpoint(filepath.Join(dir, "ck-ref")).Obj(), refOpts...)
-			var want, got []string
-			switch tc.sink {
-			case "postgres":
-				conn := pgConnect(t, ctx, dsn)
-				want = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_ref")
-				got = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_out")
-				// One lockstep_batches row per batch: the spark query's batches are the
-				// built-in's (the same files, one a batch).
-				var batches int64
-				if err := conn.QueryRow(ctx, "SELECT count(*) FROM lockstep_batches WHERE query_id <> $1", refSum.QueryID).Scan(&batches); err != nil {
-					t.Fatal(err)
-				}
-				if batches != refSum.LastCommitted+1 {
-					t.Errorf("lockstep_batches holds %d rows of the killed query, want %d (one per batch)", batches, refSum.LastCommitted+1)
-				}
-			default:
-				delta := tc.sink != "files"
-				want, got = readOutput(t, ctx, filepath.Join(dir, "ref"), delta), readOutput(t, ctx, root+"/out", delta, readOpts...)
-			}
-			if len(want) == 0 {
-				t.Fatal("the uninterrupted run wrote no rows")
-			}
-			if diff := cmp.Diff(want, got); diff != "" {
-				t.Errorf("output after the kills differs from an uninterrupted run's (-uninterrupted +killed):\n%s", diff)
-			}
-		})
 	}
+	// Each scenario its own random numbers, drawn from the seed in order: two run at once.
+	rngs := make([]*rand.Rand, len(scenarios))
+	for i := range rngs {
+		rngs[i] = rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
+	}
+	// Two scenarios at a time: a run waits on its JVM's start, its kill and S3 as much as it computes.
+	casesAtOnce(t, 2, scenarios, func(tc sparkCrash) string { return tc.name }, func(t *testing.T, i int, tc sparkCrash) {
+		rng := rngs[i]
+		ctx := context.Background()
+		dir := t.TempDir()
+		// The runner's kill points are armed by a test-only switch (Crash.java).
+		env := []string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java)),
+			"JAVA_TOOL_OPTIONS=" + strings.TrimSpace(os.Getenv("JAVA_TOOL_OPTIONS")+" -D"+sparkTestHooks+"=true")}
+		in := filepath.Join(dir, "in")
+		var brokers []string
+		var topic string
+		if tc.kafka {
+			brokers, topic = testenv.KafkaTopic(t, "spark-crash")
+			produceCrashInput(t, ctx, brokers, topic, 5)
+		} else {
+			writeCrashInput(t, in, 5)
+		}
+		src := func(name string) *qt.Query {
+			// Two state partitions, as the differential corpus has (diffCases): the keys
+			// still spread over more than one, and a stateful batch runs a quarter of the
+			// default's tasks and state stores.
+			q := qt.Make("crash-"+name, "spark").StatePartitions(2)
+			if !tc.kafka {
+				return q.FilesSource("orders", in, v1.FormatJSON, diffColumns...).
+					EditSource("orders", func(s *v1.Source) { s.Files.MaxFilesPerTrigger = ptr[int32](1) })
+			}
+			return q.KafkaSource("orders", brokers[0], topic, diffColumns...).EditSource("orders", func(s *v1.Source) {
+				s.Kafka.StartingOffsets = v1.OffsetsEarliest
+				s.Kafka.MaxOffsetsPerTrigger = ptr[int64](5)
+			})
+		}
+
+		root, readOpts := dir, []s3.Option(nil)
+		var proxy *testenv.S3Proxy
+		if tc.store != "local" {
+			srv := testenv.S3(t)
+			readOpts = srv.Options()
+			if tc.store == "proxy" {
+				proxy = testenv.NewS3Proxy(t, srv, rng.Uint64())
+				proxy.Random(0.02, testenv.SlowDown, testenv.InternalError, testenv.Unavailable, testenv.Reset)
+				srv = proxy.Server()
+			}
+			env = append(env, srv.Env()...)
+			root = "s3://" + srv.Bucket
+		}
+		var sink, ref func(q *qt.Query) *qt.Query
+		var (
+			refOpts []engine.Option // the reference run's, in this process
+			dsn     string
+		)
+		switch tc.sink {
+		case "postgres":
+			dsn = testenv.Postgres(t)
+			env = append(env, v1.PostgresDSNEnv+"="+dsn)
+			refOpts = append(refOpts, engine.WithEnv(func(k string) string {
+				if k == v1.PostgresDSNEnv {
+					return dsn
+				}
+				return os.Getenv(k)
+			}))
+			table := func(name string) func(q *qt.Query) *qt.Query {
+				return func(q *qt.Query) *qt.Query {
+					return q.Sink(v1.Sink{Postgres: &v1.PostgresSink{Table: name, CreateTable: true, Connection: v1.PostgresConnection{DSNEnv: v1.PostgresDSNEnv}}})
+				}
+			}
+			sink, ref = table("crash_out"), table("crash_ref")
+		case "files":
+			sink = func(q *qt.Query) *qt.Query { return q.FilesSink(root+"/out", v1.FormatJSON) }
+			ref = func(q *qt.Query) *qt.Query { return q.FilesSink(filepath.Join(dir, "ref"), v1.FormatJSON) }
+		default:
+			sink = func(q *qt.Query) *qt.Query { return q.DeltaSink(root + "/out") }
+			ref = func(q *qt.Query) *qt.Query { return q.DeltaSink(filepath.Join(dir, "ref")) }
+		}
+
+		file := filepath.Join(dir, "query.yaml")
+		obj := sink(tc.query(src("run"))).AvailableNow().Checkpoint(root + "/ck").
+			Edit(func(s *v1.StreamingQuerySpec) { s.Runtime.Spark = &v1.SparkRuntime{} }).Obj()
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		run := func(extra ...string) *exec.Cmd {
+			cmd := exec.Command(bin, "run", "-f", file)
+			// TMPDIR: a killed run leaves its Spark folder (engine/spark's launch) in the test's.
+			cmd.Dir, cmd.Env = dir, crashtest.Env(append(env, append(extra, "TMPDIR="+dir)...)...)
+			return cmd
+		}
+		for i, at := range tc.kills {
+			if at == killRandom {
+				delay := time.Duration(rng.Int64N(int64(3 * time.Second)))
+				switch r := crashtest.KillAfter(t, run(), "batch ", delay, sparkRunTimeout); {
+				case r.Killed:
+					t.Logf("run %d: killed %s after the first batch", i, delay)
+				case r.Code == 0:
+					t.Logf("run %d: ended before its kill, %s after the first batch", i, delay)
+				default:
+					t.Fatalf("run %d failed: exit %d\n%s", i, r.Code, r.Stderr)
+				}
+				continue
+			}
+			r := crashtest.RunFor(t, run(engine.CrashAtEnv+"="+at), sparkRunTimeout)
+			if !r.Killed {
+				t.Fatalf("run %d with %s=%s was not killed: exit %d\n%s", i, engine.CrashAtEnv, at, r.Code, r.Stderr)
+			}
+			t.Logf("run %d: killed at %s", i, at)
+		}
+		if r := crashtest.RunFor(t, run(), sparkRunTimeout); r.Code != 0 {
+			t.Fatalf("the run after the kills failed: exit %d\n%s", r.Code, r.Stderr)
+		} else if !strings.Contains(r.Stderr, "resuming") {
+			t.Errorf("the run after the kills did not resume:\n%s", r.Stderr)
+		}
+
+		if proxy != nil {
+			proxy.Clear()
+			if n := len(proxy.Faults()); n == 0 {
+				t.Errorf("the S3 proxy injected no fault in %d requests", proxy.Requests())
+			} else {
+				t.Logf("the S3 proxy failed %d of %d requests: %v", n, proxy.Requests(), proxy.Counts())
+			}
+		}
+		refSum := runBuiltin(t, ctx, ref(tc.query(src("ref"))).AvailableNow().Checkpoint(filepath.Join(dir, "ck-ref")).Obj(), refOpts...)
+		var want, got []string
+		switch tc.sink {
+		case "postgres":
+			conn := pgConnect(t, ctx, dsn)
+			want = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_ref")
+			got = pgRows(t, ctx, conn, "SELECT window_start, window_end, n, total FROM crash_out")
+			// One lockstep_batches row per batch: the spark query's batches are the
+			// built-in's (the same files, one a batch).
+			var batches int64
+			if err := conn.QueryRow(ctx, "SELECT count(*) FROM lockstep_batches WHERE query_id <> $1", refSum.QueryID).Scan(&batches); err != nil {
+				t.Fatal(err)
+			}
+			if batches != refSum.LastCommitted+1 {
+				t.Errorf("lockstep_batches holds %d rows of the killed query, want %d (one per batch)", batches, refSum.LastCommitted+1)
+			}
+		default:
+			delta := tc.sink != "files"
+			want, got = readOutput(t, ctx, filepath.Join(dir, "ref"), delta), readOutput(t, ctx, root+"/out", delta, readOpts...)
+		}
+		if len(want) == 0 {
+			t.Fatal("the uninterrupted run wrote no rows")
+		}
+		if diff := cmp.Diff(want, got); diff != "" {
+			t.Errorf("output after the kills differs from an uninterrupted run's (-uninterrupted +killed):\n%s", diff)
+		}
+	})
 }
 
 // sparkTestHooks is the runner's system property that arms its kill points (Crash.java).

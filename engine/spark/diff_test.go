@@ -408,38 +408,37 @@ func TestDifferential(t *testing.T) {
 	t.Parallel()
 	runner := sparktest.Runner(t)
 	ctx := context.Background()
-	for _, tc := range diffCases() {
-		t.Run(tc.name, func(t *testing.T) {
-			dir := t.TempDir()
-			in := filepath.Join(dir, "in")
-			if tc.input != nil {
-				tc.input(t, in)
-			} else {
-				writeInput(t, in)
+	// Three at a time: each runs on the built-in engine, then in the oracle's JVM.
+	casesAtOnce(t, 3, diffCases(), func(tc diffCase) string { return tc.name }, func(t *testing.T, _ int, tc diffCase) {
+		dir := t.TempDir()
+		in := filepath.Join(dir, "in")
+		if tc.input != nil {
+			tc.input(t, in)
+		} else {
+			writeInput(t, in)
+		}
+		builtin := runBuiltin(t, ctx, tc.query(in, filepath.Join(dir, "out-lockstep")).Checkpoint(filepath.Join(dir, "ck-lockstep")).Obj())
+		want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), tc.delta)
+		var sparkSum any
+		if !tc.delta {
+			res := theOracle(t).run(t, tc.query(in, filepath.Join(dir, "out-spark")).Spec(), filepath.Join(dir, "ck-spark"))
+			if !res.Ran {
+				t.Fatalf("run on spark (shared JVM): %s %s", res.ErrorClass, res.Message)
 			}
-			builtin := runBuiltin(t, ctx, tc.query(in, filepath.Join(dir, "out-lockstep")).Checkpoint(filepath.Join(dir, "ck-lockstep")).Obj())
-			want := readOutput(t, ctx, filepath.Join(dir, "out-lockstep"), tc.delta)
-			var sparkSum any
-			if !tc.delta {
-				res := theOracle(t).run(t, tc.query(in, filepath.Join(dir, "out-spark")).Spec(), filepath.Join(dir, "ck-spark"))
-				if !res.Ran {
-					t.Fatalf("run on spark (shared JVM): %s %s", res.ErrorClass, res.Message)
-				}
-				sparkSum = fmt.Sprintf("%d rows", len(res.Rows))
-			} else {
-				sparkSum = runSpark(t, ctx, runner, tc.query(in, filepath.Join(dir, "out-spark")).Checkpoint(filepath.Join(dir, "ck-spark")).Obj())
-			}
-			have := readOutput(t, ctx, filepath.Join(dir, "out-spark"), tc.delta)
-			if len(want) == 0 {
-				t.Fatalf("the built-in engine wrote no rows: the case compares nothing")
-			}
-			slices.Sort(want)
-			t.Logf("%d rows on both runtimes, e.g. %s", len(want), want[0])
-			if diff := cmp.Diff(want, have); diff != "" {
-				t.Errorf("output on spark differs from the built-in engine's (-lockstep +spark):\n%s\nsummaries: lockstep %+v, spark %+v", diff, builtin, sparkSum)
-			}
-		})
-	}
+			sparkSum = fmt.Sprintf("%d rows", len(res.Rows))
+		} else {
+			sparkSum = runSpark(t, ctx, runner, tc.query(in, filepath.Join(dir, "out-spark")).Checkpoint(filepath.Join(dir, "ck-spark")).Obj())
+		}
+		have := readOutput(t, ctx, filepath.Join(dir, "out-spark"), tc.delta)
+		if len(want) == 0 {
+			t.Fatalf("the built-in engine wrote no rows: the case compares nothing")
+		}
+		slices.Sort(want)
+		t.Logf("%d rows on both runtimes, e.g. %s", len(want), want[0])
+		if diff := cmp.Diff(want, have); diff != "" {
+			t.Errorf("output on spark differs from the built-in engine's (-lockstep +spark):\n%s\nsummaries: lockstep %+v, spark %+v", diff, builtin, sparkSum)
+		}
+	})
 }
 
 func writeInput(t *testing.T, dir string) {

@@ -132,8 +132,7 @@ func TestSparkRebuildOracle(t *testing.T) {
 	// The old queries' checkpoints after batches 0–1, one per base, run when a case first
 	// needs it (so that -run picks the bases too) and copied for each case; each base reads
 	// its own input folder, all four files written once the old query ran. The cases run two
-	// at a time (-parallel), each a JVM at a time: the runs wait on Spark's start as much as
-	// they compute.
+	// at a time (-parallel): a case's rebuild is a JVM of its own, its runs are in the oracle's.
 	type oldRun struct {
 		once    sync.Once
 		in, loc string
@@ -194,7 +193,11 @@ func TestSparkRebuildOracle(t *testing.T) {
 			if sum.Generation != 1 || sum.Replayed != 2 || !slices.Equal(progress, []string{"1/2", "2/2"}) {
 				t.Errorf("Rebuild = %+v, progress %v; want generation 1, 2 batches replayed, progress 1/2 2/2", sum, progress)
 			}
-			got := runSparkAt(t, ctx, runner, nu, loc)
+			// Batches 2–3 on the rebuilt state, in the oracle's JVM too, over the new generation's
+			// Spark checkpoint: what is compared is the state the rebuild wrote. Query.Run after a
+			// rebuild (its generation, claim and pins), a JVM each, is TestSparkRebuildKills's and
+			// TestSparkRebuildAdopted's.
+			got := runOracleConsole(t, nu, filepath.Join(loc, "generation-1"))
 			if c.rule == "state-partitions" {
 				// Re-sharded: the new generation's state has the new query's 5 partitions.
 				parts, err := os.ReadDir(filepath.Join(loc, "generation-1", "state", "0"))
