@@ -160,7 +160,7 @@ func sparkOnASmallNode(instances int) string {
         spark.kubernetes.executor.request.cores: 100m
         spark.driver.extraJavaOptions: "`+testenv.TestJavaOptions+`"
         spark.executor.extraJavaOptions: "`+testenv.TestJavaOptions+`"
-`+testSparkConf("        %s: %q\n"), instances)
+`+testenv.TestSparkConf("        %s: %q\n"), instances)
 }
 
 // sparkFilesQuery is a spark query with two executors, JSON files → files, sized as

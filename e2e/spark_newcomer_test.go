@@ -41,7 +41,7 @@ spec:
 %s      conf:
         spark.driver.extraJavaOptions: "`+testenv.TestJavaOptions+`"
         spark.executor.extraJavaOptions: "`+testenv.TestJavaOptions+`"
-`+testSparkConf("        %s: %q\n")+`  sources:
+`+testenv.TestSparkConf("        %s: %q\n")+`  sources:
   - name: orders
     kafka: {bootstrapServers: [%q], topics: [orders], startingOffsets: earliest, format: json}
     schema: {columns: [{name: id, type: long}]}

@@ -5,7 +5,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -316,7 +315,7 @@ resource "lockstep_streaming_query" "orders" {
         "spark.kubernetes.executor.request.cores" = "100m"
         "spark.driver.extraJavaOptions"           = "`+testenv.TestJavaOptions+`"
         "spark.executor.extraJavaOptions"         = "`+testenv.TestJavaOptions+`"
-`+testSparkConf("        %q = %q\n")+`      }
+`+testenv.TestSparkConf("        %q = %q\n")+`      }
     }
   }
   sources = [{
@@ -483,16 +482,4 @@ func (tn *tenant) deltaIDs(path string) []int64 {
 	}
 	slices.Sort(ids)
 	return ids
-}
-
-// testSparkConf is testenv.TestSparkConf as lines of a spec.runtime.spark.conf block, each
-// made by format from a setting's name and value: the tests' Spark pods interpret their
-// expressions rather than compile them, as the tests' local Spark JVMs do.
-func testSparkConf(format string) string {
-	var b strings.Builder
-	conf := testenv.TestSparkConf()
-	for _, k := range slices.Sorted(maps.Keys(conf)) {
-		fmt.Fprintf(&b, format, k, conf[k])
-	}
-	return b.String()
 }

@@ -110,7 +110,7 @@ func TestSparkDriverKilled(t *testing.T) {
 		dir := t.TempDir()
 		// The runner's kill points are armed by a test-only switch (Crash.java).
 		env := []string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java)),
-			"JAVA_TOOL_OPTIONS=" + strings.TrimSpace(os.Getenv("JAVA_TOOL_OPTIONS")+" -D"+sparkTestHooks+"=true")}
+			armedHooks()}
 		in := filepath.Join(dir, "in")
 		var brokers []string
 		var topic string
@@ -255,8 +255,11 @@ func TestSparkDriverKilled(t *testing.T) {
 	})
 }
 
-// sparkTestHooks is the runner's system property that arms its kill points (Crash.java).
-const sparkTestHooks = "lockstep.testHooks"
+// armedHooks is the JAVA_TOOL_OPTIONS entry of a run whose runner's kill points are armed
+// (Crash.java's system property), the tests' JVM options kept.
+func armedHooks() string {
+	return "JAVA_TOOL_OPTIONS=" + strings.TrimSpace(os.Getenv("JAVA_TOOL_OPTIONS")+" -Dlockstep.testHooks=true")
+}
 
 // sparkRunTimeout bounds how long a run of `lockstep run --runtime spark` may write nothing
 // (crashtest.RunFor): the JVM alone says nothing for minutes while it starts on a busy 2-core

@@ -127,7 +127,7 @@ func sparkRebuildKills(t *testing.T, dir, root string, env []string, store func(
 	// The runner's own kill points armed (Crash.java), as in TestSparkDriverKilled: a
 	// rebuild's must still fire once, on the Go side.
 	runEnv := append([]string{spark.EnvRunnerDir + "=" + runner.Dir, "JAVA_HOME=" + filepath.Dir(filepath.Dir(runner.Java)),
-		"JAVA_TOOL_OPTIONS=" + strings.TrimSpace(os.Getenv("JAVA_TOOL_OPTIONS")+" -D"+sparkTestHooks+"=true"),
+		armedHooks(),
 		// TMPDIR: a killed run leaves its Spark folder (engine/spark's launch), and a run on S3
 		// its driver's log, in the test's folder.
 		"TMPDIR=" + dir}, env...)

@@ -142,9 +142,6 @@ func (n *Node) KubectlCommand(ctx context.Context, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// KubectlPath is the node's kubectl binary.
-func (n *Node) KubectlPath() string { return n.bins["kubectl"] }
-
 // ImportImage loads an image tarball (docker-archive or OCI, e.g. from internal/ociimage)
 // into the node's containerd, where the kubelet finds it.
 func (n *Node) ImportImage(tarball string) error {

@@ -4,12 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -238,25 +236,23 @@ func sharedDir() (string, error) {
 // defaults.
 const TestJavaOptions = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
-// TestSparkConf are the Spark settings of the Spark queries the tests run: Spark evaluates
+// testSparkConf are the Spark settings of the Spark queries the tests run: Spark evaluates
 // expressions as it interprets them rather than generating and compiling Java for each query
 // (Janino, which on the C1 compiler alone costs a short query more than its rows do: 22–28% of
 // the user CPU of three Spark tests). The rows are the same: Spark's own tests hold its
-// interpreted and generated paths equal. The JVMs the tests start on this machine read them as
-// system properties (JAVA_TOOL_OPTIONS, Main); a pod's JVM refuses Spark settings in its
-// extraJavaOptions, so the e2e suite's queries put them in spec.runtime.spark.conf.
-func TestSparkConf() map[string]string {
-	return map[string]string{"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
-}
+// interpreted and generated paths equal.
+var testSparkConf = [][2]string{{"spark.sql.codegen.factoryMode", "NO_CODEGEN"}, {"spark.sql.codegen.wholeStage", "false"}}
 
-// testJavaToolOptions is JAVA_TOOL_OPTIONS for the JVMs the tests start: TestJavaOptions and
-// TestSparkConf as system properties, which a SparkConf reads.
-func testJavaToolOptions() string {
-	opts := []string{TestJavaOptions}
-	for _, k := range slices.Sorted(maps.Keys(TestSparkConf())) {
-		opts = append(opts, "-D"+k+"="+TestSparkConf()[k])
+// TestSparkConf returns the tests' Spark settings, each written by format from its name and
+// value. The JVMs the tests start on this machine read them as system properties (Main puts
+// them in JAVA_TOOL_OPTIONS); a pod's JVM refuses Spark settings in its extraJavaOptions, so
+// the e2e suite's queries write them into spec.runtime.spark.conf.
+func TestSparkConf(format string) string {
+	var b strings.Builder
+	for _, kv := range testSparkConf {
+		fmt.Fprintf(&b, format, kv[0], kv[1])
 	}
-	return strings.Join(opts, " ")
+	return b.String()
 }
 
 // Main runs the tests and then stops every shared service:
@@ -264,7 +260,7 @@ func testJavaToolOptions() string {
 //	func TestMain(m *testing.M) { testenv.Main(m) }
 func Main(m interface{ Run() int }) {
 	if _, ok := os.LookupEnv("JAVA_TOOL_OPTIONS"); !ok {
-		os.Setenv("JAVA_TOOL_OPTIONS", testJavaToolOptions())
+		os.Setenv("JAVA_TOOL_OPTIONS", TestJavaOptions+TestSparkConf(" -D%s=%s"))
 	}
 	shared.mu.Lock()
 	shared.main = true
